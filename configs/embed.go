@@ -1,0 +1,15 @@
+// Package configs holds sluice's embedded default configuration and the
+// worked example configurations (configs/examples, not embedded).
+package configs
+
+import _ "embed" // for go:embed
+
+// DefaultName is the name under which the embedded default configuration is
+// reported in positions and error messages.
+const DefaultName = "configs/default.toml"
+
+// Default is the content of configs/default.toml, the configuration
+// `sluice serve` uses when no --config is given (DESIGN §1).
+//
+//go:embed default.toml
+var Default []byte

@@ -1,0 +1,334 @@
+package config
+
+import (
+	"fmt"
+	"math"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// decoder turns go-toml's generic values into the Config structs, checking
+// every key against the schema (unknown keys are errors), every value's TOML
+// type, and expanding ${VAR} in every string. It reports all problems it
+// finds, each at the position of its key or value.
+type decoder struct {
+	cfg    *Config
+	lookup func(string) (string, bool)
+	errs   *errs
+}
+
+var durationType = reflect.TypeOf(time.Duration(0))
+
+// tomlType names the TOML type of a decoded value for error messages.
+func tomlType(v any) string {
+	switch v.(type) {
+	case string:
+		return "a string"
+	case int64:
+		return "an integer"
+	case float64:
+		return "a float"
+	case bool:
+		return "a boolean"
+	case []any:
+		return "an array"
+	case map[string]any:
+		return "a table"
+	default:
+		return "a date/time"
+	}
+}
+
+func quote(s string) string { return strconv.Quote(s) }
+
+func (d *decoder) keyPos(path []string) Position { return d.cfg.Pos(path...) }
+func (d *decoder) valPos(path []string) Position { return d.cfg.ValuePos(path...) }
+
+func child(path []string, k string) []string {
+	return append(append(make([]string, 0, len(path)+1), path...), k)
+}
+
+// schemaPath replaces table names and array indexes by "*", for plannedKeys.
+func schemaPath(path []string) string {
+	out := make([]string, len(path))
+	for i, s := range path {
+		out[i] = s
+		if i == 1 && collections[path[0]] {
+			out[i] = "*"
+		}
+		if _, err := strconv.Atoi(s); err == nil && i > 1 {
+			out[i] = "*"
+		}
+	}
+	return strings.Join(out, ".")
+}
+
+type field struct {
+	index int
+	typ   reflect.Type
+}
+
+// fields maps TOML key -> struct field, and returns the ",remain" field index (or -1).
+func fields(t reflect.Type) (map[string]field, int, []string) {
+	m := map[string]field{}
+	remain := -1
+	var names []string
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag := f.Tag.Get("toml")
+		switch {
+		case !f.IsExported() || tag == "-" || tag == "":
+		case tag == ",remain":
+			remain = i
+		default:
+			m[tag] = field{index: i, typ: f.Type}
+			names = append(names, tag)
+		}
+	}
+	sort.Strings(names)
+	return m, remain, names
+}
+
+func sortedKeys(m map[string]any) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+// decodeStruct decodes table m at path into the struct rv (addressable).
+func (d *decoder) decodeStruct(path []string, m map[string]any, rv reflect.Value) {
+	fs, remain, names := fields(rv.Type())
+	for _, k := range sortedKeys(m) {
+		kp := child(path, k)
+		f, ok := fs[k]
+		if !ok {
+			if remain >= 0 {
+				r := rv.Field(remain)
+				if r.IsNil() {
+					r.Set(reflect.MakeMap(r.Type()))
+				}
+				r.SetMapIndex(reflect.ValueOf(k), reflect.ValueOf(d.raw(kp, m[k])))
+				continue
+			}
+			d.unknown(kp, names)
+			continue
+		}
+		d.decodeValue(kp, m[k], rv.Field(f.index))
+	}
+}
+
+func (d *decoder) unknown(path []string, names []string) {
+	k := path[len(path)-1]
+	where := "the top level"
+	if len(path) > 1 {
+		where = "[" + dotted(path[:len(path)-1]) + "]"
+	}
+	if what, ok := plannedKeys[schemaPath(path)]; ok {
+		d.errs.add(d.keyPos(path), "unknown key %q in %s: %s is not implemented in this version", k, where, what)
+		return
+	}
+	msg := fmt.Sprintf("unknown key %q in %s", k, where)
+	if s := suggest(k, names); s != "" {
+		msg += fmt.Sprintf(" (did you mean %q?)", s)
+	} else if len(names) > 0 {
+		msg += " (known keys: " + strings.Join(names, ", ") + ")"
+	}
+	d.errs.add(d.keyPos(path), "%s", msg)
+}
+
+// suggest returns the known name closest to k by edit distance (at most 2), or "".
+func suggest(k string, names []string) string {
+	best, bestD := "", 3
+	for _, n := range names {
+		if dd := editDistance(k, n); dd < bestD {
+			best, bestD = n, dd
+		}
+	}
+	return best
+}
+
+func editDistance(a, b string) int {
+	if len(a) > 64 || len(b) > 64 {
+		return 99
+	}
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+func (d *decoder) typeError(path []string, want string, v any) {
+	d.errs.add(d.valPos(path), "%s must be %s, not %s", dotted(path), want, tomlType(v))
+}
+
+// str decodes a string value and expands ${VAR} in it.
+func (d *decoder) str(path []string, v any) (string, bool) {
+	s, ok := v.(string)
+	if !ok {
+		d.typeError(path, "a string", v)
+		return "", false
+	}
+	out, msg := expandEnv(s, d.lookup)
+	if msg != "" {
+		d.errs.add(d.valPos(path), "%s: %s", dotted(path), msg)
+		return "", false
+	}
+	return out, true
+}
+
+// setDefaults calls the setDefaults method of *T when T has one.
+func setDefaults(p reflect.Value) {
+	if s, ok := p.Interface().(interface{ setDefaults() }); ok {
+		s.setDefaults()
+	}
+}
+
+func (d *decoder) decodeValue(path []string, v any, rv reflect.Value) {
+	t := rv.Type()
+	if t == durationType {
+		s, ok := d.str(path, v)
+		if !ok {
+			return
+		}
+		dur, err := time.ParseDuration(s)
+		if err != nil || dur <= 0 {
+			d.errs.add(d.valPos(path), "%s: invalid duration %q (want a positive duration such as \"500ms\", \"15s\" or \"5m\")", dotted(path), s)
+			return
+		}
+		rv.SetInt(int64(dur))
+		return
+	}
+	switch t.Kind() {
+	case reflect.String:
+		if s, ok := d.str(path, v); ok {
+			rv.SetString(s)
+		}
+	case reflect.Bool:
+		b, ok := v.(bool)
+		if !ok {
+			d.typeError(path, "a boolean (true or false)", v)
+			return
+		}
+		rv.SetBool(b)
+	case reflect.Int, reflect.Int64:
+		n, ok := v.(int64)
+		if !ok {
+			d.typeError(path, "an integer", v)
+			return
+		}
+		if t.Kind() == reflect.Int && (n > math.MaxInt || n < math.MinInt) {
+			d.errs.add(d.valPos(path), "%s: %d is out of range", dotted(path), n)
+			return
+		}
+		rv.SetInt(n)
+	case reflect.Slice:
+		arr, ok := v.([]any)
+		if !ok {
+			d.typeError(path, "an array", v)
+			return
+		}
+		out := reflect.MakeSlice(t, 0, len(arr))
+		for i, e := range arr {
+			ep := child(path, strconv.Itoa(i))
+			ev := reflect.New(t.Elem())
+			if t.Elem().Kind() == reflect.Struct {
+				m, ok := e.(map[string]any)
+				if !ok {
+					d.typeError(ep, "a table", e)
+					continue
+				}
+				setDefaults(ev)
+				d.decodeStruct(ep, m, ev.Elem())
+			} else {
+				d.decodeValue(ep, e, ev.Elem())
+			}
+			out = reflect.Append(out, ev.Elem())
+		}
+		rv.Set(out)
+	case reflect.Pointer:
+		m, ok := v.(map[string]any)
+		if !ok {
+			d.typeError(path, "a table", v)
+			return
+		}
+		p := reflect.New(t.Elem())
+		setDefaults(p)
+		d.decodeStruct(path, m, p.Elem())
+		rv.Set(p)
+	case reflect.Struct:
+		m, ok := v.(map[string]any)
+		if !ok {
+			d.typeError(path, "a table", v)
+			return
+		}
+		d.decodeStruct(path, m, rv)
+	case reflect.Map: // map[string]*T: named tables
+		m, ok := v.(map[string]any)
+		if !ok {
+			d.typeError(path, "a table", v)
+			return
+		}
+		if rv.IsNil() {
+			rv.Set(reflect.MakeMap(t))
+		}
+		for _, name := range sortedKeys(m) {
+			np := child(path, name)
+			tm, ok := m[name].(map[string]any)
+			if !ok {
+				d.errs.add(d.keyPos(np), "%s must be a table ([%s]), not %s", dotted(np), dotted(np), tomlType(m[name]))
+				continue
+			}
+			p := reflect.New(t.Elem().Elem())
+			setDefaults(p)
+			if nf := p.Elem().FieldByName("Name"); nf.IsValid() {
+				nf.SetString(name)
+			}
+			d.decodeStruct(np, tm, p.Elem())
+			rv.SetMapIndex(reflect.ValueOf(name), p)
+		}
+	default:
+		panic("config: unsupported field type " + t.String())
+	}
+}
+
+// raw returns v with ${VAR} expanded in every string, for Middleware.Options.
+func (d *decoder) raw(path []string, v any) any {
+	switch x := v.(type) {
+	case string:
+		s, _ := d.str(path, x)
+		return s
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = d.raw(child(path, strconv.Itoa(i)), e)
+		}
+		return out
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for _, k := range sortedKeys(x) {
+			out[k] = d.raw(child(path, k), x[k])
+		}
+		return out
+	default:
+		return v
+	}
+}

@@ -1,0 +1,294 @@
+package config
+
+import (
+	"errors"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/pelletier/go-toml/v2"
+	"github.com/pelletier/go-toml/v2/unstable"
+)
+
+// pathSep joins the segments of a key path in the position index. Array
+// elements are segments too: "services\x1fllm\x1fload_balancer\x1fservers\x1f0\x1furl".
+const pathSep = "\x1f"
+
+func joinPath(path []string) string { return strings.Join(path, pathSep) }
+
+// origin says how a key path came to exist, for the TOML rules on defining a
+// key or table twice (TOML 1.0.0, "Keys" and "Table").
+type origin uint8
+
+const (
+	originValue      origin = iota + 1 // key = value (not a table)
+	originInline                       // key = { ... } (closed table)
+	originDotted                       // a.b = 1 makes table a
+	originHeader                       // [a] defines table a
+	originImplicit                     // [a.b] makes table a
+	originArrayTable                   // [[a]]
+	originElement                      // an element of an array value or array of tables
+)
+
+// keyPlace is where one key path was defined.
+type keyPlace struct {
+	key    Position // the key's (last segment's) first byte
+	val    Position // the value's first byte; == key for tables
+	origin origin
+}
+
+// indexer walks go-toml's unstable AST of one file and records the position
+// of every key path, including array elements, and the first duplicate
+// definition it meets.
+type indexer struct {
+	file   string
+	data   []byte
+	nl     []int // offsets of '\n'
+	places map[string]keyPlace
+	arrays map[string]int // resolved [[array table]] path -> elements so far
+	table  []string       // resolved path of the current [table]
+	dup    *Error
+}
+
+func newIndexer(file string, data []byte) *indexer {
+	ix := &indexer{file: file, data: data, places: map[string]keyPlace{}, arrays: map[string]int{}}
+	for i, c := range data {
+		if c == '\n' {
+			ix.nl = append(ix.nl, i)
+		}
+	}
+	return ix
+}
+
+// pos converts a byte offset to a position; columns count bytes from 1.
+func (ix *indexer) pos(off int) Position {
+	line := sort.SearchInts(ix.nl, off) // newlines strictly before off
+	start := 0
+	if line > 0 {
+		start = ix.nl[line-1] + 1
+	}
+	return Position{File: ix.file, Line: line + 1, Col: off - start + 1}
+}
+
+func (ix *indexer) rangePos(r unstable.Range, fallback Position) Position {
+	if r.Length == 0 {
+		return fallback
+	}
+	return ix.pos(int(r.Offset))
+}
+
+// run parses the whole document. It returns the parser's syntax error, if
+// any (go-toml has already reported those with positions, so it is a backstop).
+func (ix *indexer) run() error {
+	var p unstable.Parser
+	p.Reset(ix.data)
+	for p.NextExpression() {
+		e := p.Expression()
+		switch e.Kind {
+		case unstable.KeyValue:
+			ix.keyValue(ix.table, e, originValue)
+		case unstable.Table:
+			ix.header(e, false)
+		case unstable.ArrayTable:
+			ix.header(e, true)
+		}
+	}
+	return p.Error()
+}
+
+func (ix *indexer) conflict(path []string, at Position, first keyPlace) {
+	if ix.dup != nil {
+		return
+	}
+	what := "key " + dotted(path)
+	if first.origin == originHeader || first.origin == originImplicit || first.origin == originArrayTable {
+		what = "table [" + dotted(path) + "]"
+	}
+	ix.dup = &Error{Pos: at, Msg: what + " is already defined at " + first.key.String()}
+}
+
+// keyValue records `k1.k2.k3 = value` inside the table at base.
+func (ix *indexer) keyValue(base []string, e *unstable.Node, leafOrigin origin) {
+	path := append([]string(nil), base...)
+	it := e.Key()
+	var keyPos Position
+	for it.Next() {
+		k := it.Node()
+		keyPos = ix.rangePos(k.Raw, Position{File: ix.file, Line: 1, Col: 1})
+		path = append(path, string(k.Data))
+		if it.IsLast() {
+			break
+		}
+		id := joinPath(path)
+		if old, ok := ix.places[id]; ok {
+			if old.origin != originDotted {
+				ix.conflict(path, keyPos, old)
+			}
+			continue
+		}
+		ix.places[id] = keyPlace{key: keyPos, val: keyPos, origin: originDotted}
+	}
+	v := e.Value()
+	id := joinPath(path)
+	if old, ok := ix.places[id]; ok {
+		ix.conflict(path, keyPos, old)
+		return
+	}
+	o := leafOrigin
+	if v.Kind == unstable.InlineTable {
+		o = originInline
+	}
+	ix.places[id] = keyPlace{key: keyPos, val: ix.rangePos(v.Raw, keyPos), origin: o}
+	ix.value(path, v, keyPos)
+}
+
+// value records the contents of inline tables and arrays at path.
+func (ix *indexer) value(path []string, v *unstable.Node, at Position) {
+	switch v.Kind {
+	case unstable.InlineTable:
+		it := v.Children()
+		for it.Next() {
+			if c := it.Node(); c.Kind == unstable.KeyValue {
+				ix.keyValue(path, c, originValue)
+			}
+		}
+	case unstable.Array:
+		it := v.Children()
+		i := 0
+		for it.Next() {
+			c := it.Node()
+			if c.Kind == unstable.Comment {
+				continue
+			}
+			ep := append(append([]string(nil), path...), strconv.Itoa(i))
+			i++
+			vp := ix.rangePos(c.Raw, at)
+			ix.places[joinPath(ep)] = keyPlace{key: vp, val: vp, origin: originElement}
+			ix.value(ep, c, vp)
+		}
+	}
+}
+
+// header records [a.b] (array false) or [[a.b]] (array true) and makes it
+// the current table.
+func (ix *indexer) header(e *unstable.Node, array bool) {
+	var path []string
+	it := e.Key()
+	for it.Next() {
+		k := it.Node()
+		keyPos := ix.rangePos(k.Raw, Position{File: ix.file, Line: 1, Col: 1})
+		path = append(path, string(k.Data))
+		id := joinPath(path)
+		old, exists := ix.places[id]
+		if !it.IsLast() {
+			if !exists {
+				ix.places[id] = keyPlace{key: keyPos, val: keyPos, origin: originImplicit}
+			} else if old.origin == originValue || old.origin == originInline {
+				ix.conflict(path, keyPos, old)
+			}
+			if n, ok := ix.arrays[id]; ok && n > 0 {
+				path = append(path, strconv.Itoa(n-1))
+			}
+			continue
+		}
+		if array {
+			if exists && old.origin != originArrayTable {
+				ix.conflict(path, keyPos, old)
+			}
+			if !exists {
+				ix.places[id] = keyPlace{key: keyPos, val: keyPos, origin: originArrayTable}
+			}
+			n := ix.arrays[id]
+			ix.arrays[id] = n + 1
+			path = append(path, strconv.Itoa(n))
+			ix.places[joinPath(path)] = keyPlace{key: keyPos, val: keyPos, origin: originHeader}
+			break
+		}
+		if exists {
+			if old.origin != originImplicit {
+				ix.conflict(path, keyPos, old)
+			}
+		}
+		ix.places[id] = keyPlace{key: keyPos, val: keyPos, origin: originHeader}
+	}
+	ix.table = path
+}
+
+// dotted renders a key path as TOML would write it, quoting segments that
+// are not bare keys.
+func dotted(path []string) string {
+	var b strings.Builder
+	for i, s := range path {
+		if i > 0 {
+			b.WriteByte('.')
+		}
+		if isBareKey(s) {
+			b.WriteString(s)
+		} else {
+			b.WriteString(strconv.Quote(s))
+		}
+	}
+	return b.String()
+}
+
+func isBareKey(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// parseFile decodes one TOML document into generic values and indexes the
+// position of every key. Syntax errors carry go-toml's DecodeError position;
+// errors that go-toml reports without one (a key or table defined twice) are
+// located by the indexer, or failing that by bisecting the document by lines.
+func parseFile(file string, data []byte) (map[string]any, *indexer, *Error) {
+	var doc map[string]any
+	err := toml.Unmarshal(data, &doc)
+	var de *toml.DecodeError
+	if errors.As(err, &de) {
+		line, col := de.Position()
+		return nil, nil, &Error{Pos: Position{File: file, Line: max(line, 1), Col: max(col, 1)}, Msg: strings.TrimPrefix(de.Error(), "toml: ")}
+	}
+	ix := newIndexer(file, data)
+	perr := ix.run()
+	if err == nil && perr == nil {
+		return doc, ix, nil
+	}
+	if ix.dup != nil {
+		return nil, nil, ix.dup
+	}
+	if err == nil {
+		err = perr
+	}
+	return nil, nil, &Error{Pos: bisect(file, data), Msg: strings.TrimPrefix(err.Error(), "toml: ")}
+}
+
+// bisect finds the first line whose inclusion makes go-toml fail with an
+// error that has no position (the defining expression of a duplicate).
+func bisect(file string, data []byte) Position {
+	var ends []int // offset just past each line
+	for i, c := range data {
+		if c == '\n' {
+			ends = append(ends, i+1)
+		}
+	}
+	ends = append(ends, len(data))
+	positionless := func(n int) bool {
+		var doc map[string]any
+		err := toml.Unmarshal(data[:ends[n-1]], &doc)
+		var de *toml.DecodeError
+		return err != nil && !errors.As(err, &de)
+	}
+	n := sort.Search(len(ends), func(i int) bool { return positionless(i + 1) }) + 1
+	if n > len(ends) {
+		n = 1
+	}
+	return Position{File: file, Line: n, Col: 1}
+}

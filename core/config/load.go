@@ -1,0 +1,220 @@
+package config
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"reflect"
+	"strings"
+
+	"github.com/sluice-gw/sluice/configs"
+)
+
+// MaxFileBytes bounds one configuration file, in bytes.
+const MaxFileBytes = 16 << 20
+
+// collections are the top-level tables whose entries are named
+// ([routers.<name>]); a directory's files may each add entries to them.
+var collections = map[string]bool{"entrypoints": true, "routers": true, "services": true, "middlewares": true}
+
+// Load reads the configuration at path: a TOML file, or a directory whose
+// *.toml files (not starting with ".") are merged in name order. It expands
+// ${VAR} from the environment, applies defaults and validates the result.
+// On failure it returns a nil *Config and an ErrorList holding every problem
+// found, each at its file:line:col (a file that cannot be read is reported
+// at line 0, i.e. "path: message").
+func Load(path string) (*Config, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, ErrorList{{Pos: Position{File: path}, Msg: ioMessage(err)}}
+	}
+	files := []string{path}
+	if st.IsDir() {
+		ents, err := os.ReadDir(path)
+		if err != nil {
+			return nil, ErrorList{{Pos: Position{File: path}, Msg: ioMessage(err)}}
+		}
+		files = files[:0]
+		for _, e := range ents {
+			n := e.Name()
+			if !e.IsDir() && strings.HasSuffix(n, ".toml") && !strings.HasPrefix(n, ".") {
+				files = append(files, filepath.Join(path, n))
+			}
+		}
+		sort.Strings(files)
+		if len(files) == 0 {
+			return nil, ErrorList{{Pos: Position{File: path}, Msg: "directory has no *.toml files"}}
+		}
+	}
+	srcs := make([]source, 0, len(files))
+	for _, f := range files {
+		data, err := readFile(f)
+		if err != nil {
+			return nil, ErrorList{{Pos: Position{File: f}, Msg: ioMessage(err)}}
+		}
+		srcs = append(srcs, source{name: f, data: data})
+	}
+	return load(srcs, os.LookupEnv)
+}
+
+// LoadBytes loads one TOML document; name is the file name used in
+// positions and error messages. It behaves like Load on a file.
+func LoadBytes(name string, data []byte) (*Config, error) {
+	return load([]source{{name: name, data: data}}, os.LookupEnv)
+}
+
+// DefaultName is the file name the embedded default configuration is
+// reported under.
+const DefaultName = configs.DefaultName
+
+// LoadDefault loads the embedded default configuration (configs/default.toml).
+func LoadDefault() (*Config, error) {
+	return LoadBytes(DefaultName, configs.Default)
+}
+
+func readFile(name string) ([]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > MaxFileBytes {
+		return nil, fmt.Errorf("file is larger than the %d-byte limit", MaxFileBytes)
+	}
+	return data, nil
+}
+
+func ioMessage(err error) string {
+	if pe, ok := err.(*os.PathError); ok {
+		return "cannot read: " + pe.Err.Error()
+	}
+	return err.Error()
+}
+
+type source struct {
+	name string
+	data []byte
+}
+
+// load parses, merges, decodes and validates srcs (in merge order).
+func load(srcs []source, lookup func(string) (string, bool)) (*Config, error) {
+	e := &errs{}
+	cfg := &Config{index: map[string]keyPlace{}}
+	merged := map[string]any{}
+	owner := map[string]Position{} // merged entry path -> where it was defined
+	for _, s := range srcs {
+		cfg.files = append(cfg.files, s.name)
+		doc, ix, perr := parseFile(s.name, s.data)
+		if perr != nil {
+			e.list = append(e.list, perr)
+			continue
+		}
+		for id, p := range ix.places {
+			if _, ok := cfg.index[id]; !ok {
+				cfg.index[id] = p
+			}
+		}
+		mergeDoc(merged, doc, ix, owner, e)
+	}
+	if len(e.list) > 0 {
+		return nil, e.err()
+	}
+	d := &decoder{cfg: cfg, lookup: lookup, errs: e}
+	cfg.setDefaults()
+	d.decodeStruct(nil, merged, reflect.ValueOf(cfg).Elem())
+	cfg.validate(e, lookup)
+	if err := e.err(); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// mergeDoc adds one file's document to merged. Entries of the collections
+// ([routers.x] ...) may come from different files; the same entry, or any
+// other top-level key, defined in two files is an error naming both places.
+func mergeDoc(merged, doc map[string]any, ix *indexer, owner map[string]Position, e *errs) {
+	for _, k := range sortedKeys(doc) {
+		v := doc[k]
+		sub, isTable := v.(map[string]any)
+		if collections[k] && isTable {
+			dst, ok := merged[k].(map[string]any)
+			if !ok {
+				if _, exists := merged[k]; exists {
+					continue // a non-table: its type error is reported by the decoder
+				}
+				dst = map[string]any{}
+				merged[k] = dst
+			}
+			for _, name := range sortedKeys(sub) {
+				id := k + pathSep + name
+				here := ix.places[id].key
+				if first, dup := owner[id]; dup {
+					e.add(here, "%s is already defined at %s (an entry may be defined in only one file)", dotted([]string{k, name}), first)
+					continue
+				}
+				owner[id] = here
+				dst[name] = sub[name]
+			}
+			continue
+		}
+		here := ix.places[k].key
+		if first, dup := owner[k]; dup {
+			e.add(here, "%s is already defined at %s (a top-level table may be defined in only one file)", dotted([]string{k}), first)
+			continue
+		}
+		owner[k] = here
+		merged[k] = v
+	}
+}
+
+// Files returns the files the configuration was loaded from, in merge order.
+func (c *Config) Files() []string { return append([]string(nil), c.files...) }
+
+// Lookup returns where the key at keyPath was defined, and whether it was.
+// Array elements are addressed by their decimal index:
+// Lookup("services", "llm", "load_balancer", "servers", "0", "url").
+func (c *Config) Lookup(keyPath ...string) (Position, bool) {
+	p, ok := c.index[joinPath(keyPath)]
+	return p.key, ok
+}
+
+// Pos returns the position of the key at keyPath, e.g.
+// Pos("routers", "llm-api", "rule"). For a key that was not written (a
+// default), it returns the position of the nearest enclosing key that was,
+// and at worst the first file with line 0; so it is always usable in an
+// Error.
+func (c *Config) Pos(keyPath ...string) Position {
+	for n := len(keyPath); n > 0; n-- {
+		if p, ok := c.index[joinPath(keyPath[:n])]; ok {
+			return p.key
+		}
+	}
+	if len(c.files) > 0 {
+		return Position{File: c.files[0]}
+	}
+	return Position{}
+}
+
+// ValuePos is like Pos but returns the position of the key's value: for a
+// string, its opening quote, so that byte i of a single-line basic string
+// without escapes is at column ValuePos(...).Col+1+i. For tables and
+// arrays it is the position of the key.
+func (c *Config) ValuePos(keyPath ...string) Position {
+	if p, ok := c.index[joinPath(keyPath)]; ok {
+		return p.val
+	}
+	return c.Pos(keyPath...)
+}
+
+// Errorf returns an *Error at the position of keyPath (see Pos), for the
+// runtime to report problems it finds while compiling the configuration
+// (a rule it cannot parse, a certificate it cannot load).
+func (c *Config) Errorf(keyPath []string, format string, args ...any) *Error {
+	return &Error{Pos: c.Pos(keyPath...), Msg: fmt.Sprintf(format, args...)}
+}

@@ -1,0 +1,285 @@
+package config
+
+import "time"
+
+// Engine names an ingress engine (DESIGN §2: gnet for plaintext, fasthttp.Server for TLS).
+type Engine = string
+
+// Ingress engines accepted by [entrypoints.<name>] engine.
+const (
+	// EngineGnet is the event-loop engine (panjf2000/gnet/v2). Plaintext only.
+	EngineGnet Engine = "gnet"
+	// EngineFasthttp is valyala/fasthttp's Server; required for TLS.
+	EngineFasthttp Engine = "fasthttp"
+)
+
+// Load-balancing strategies accepted by [services.<name>.load_balancer] strategy.
+const (
+	// StrategyRoundRobin is smooth weighted round-robin (the default).
+	StrategyRoundRobin = "round-robin"
+	// StrategyWeighted picks servers at random in proportion to their weight.
+	StrategyWeighted = "weighted"
+	// StrategyLeastConnections picks the server with the fewest in-flight requests.
+	StrategyLeastConnections = "least-connections"
+	// StrategyRandom picks a server uniformly at random.
+	StrategyRandom = "random"
+)
+
+// Middleware types named in DESIGN §3. None is implemented in this version:
+// a router that references a middleware of any type is refused by Load.
+const (
+	MiddlewareJWT            = "jwt"
+	MiddlewareRateLimit      = "rate-limit"
+	MiddlewareCircuitBreaker = "circuit-breaker"
+	MiddlewareAPIKey         = "api-key"
+)
+
+// Defaults applied by Load to keys that are absent.
+const (
+	DefaultEngine                = EngineGnet
+	DefaultReadHeaderTimeout     = 10 * time.Second
+	DefaultIdleTimeout           = 60 * time.Second
+	DefaultClientStallTimeout    = 60 * time.Second
+	DefaultMaxHeaderBytes        = 16 << 10 // 16 KiB
+	DefaultMaxBodyBytes          = 16 << 20 // 16 MiB
+	DefaultDrainTimeout          = 30 * time.Second
+	DefaultStrategy              = StrategyRoundRobin
+	DefaultWeight                = 1
+	DefaultDialTimeout           = 5 * time.Second
+	DefaultResponseHeaderTimeout = 5 * time.Minute
+	DefaultStreamIdleTimeout     = 5 * time.Minute
+	DefaultIdleConnTimeout       = 90 * time.Second
+	DefaultMaxIdleConns          = 1024
+	DefaultAdminAddress          = "127.0.0.1:9090"
+	DefaultLogLevel              = "info"
+	DefaultLogFormat             = "text"
+)
+
+// Bounds checked by Load.
+const (
+	MinMaxHeaderBytes = 1 << 10 // 1 KiB: smaller cannot hold an ordinary request head
+	MaxMaxHeaderBytes = 1 << 20 // 1 MiB
+	MaxWeight         = 1_000_000
+)
+
+// Config is a loaded, defaulted and validated configuration (DESIGN §3). It is
+// plain data: the runtime compiles it into its own snapshot and never reads
+// the TOML again. Map keys are the names given in the TOML tables.
+type Config struct {
+	// Entrypoints are the listeners, [entrypoints.<name>]. At least one is required.
+	Entrypoints map[string]*Entrypoint `toml:"entrypoints"`
+	// Routers match requests to services, [routers.<name>].
+	Routers map[string]*Router `toml:"routers"`
+	// Services are groups of upstream servers, [services.<name>].
+	Services map[string]*Service `toml:"services"`
+	// Middlewares are named request filters, [middlewares.<name>].
+	Middlewares map[string]*Middleware `toml:"middlewares"`
+	// Admin is the admin API listener, [admin].
+	Admin Admin `toml:"admin"`
+	// Log sets logging, [log].
+	Log Log `toml:"log"`
+
+	files []string            // the files loaded, in merge order
+	index map[string]keyPlace // key path (joined with pathSep) -> where it was defined
+}
+
+// Entrypoint is one listener, [entrypoints.<name>].
+type Entrypoint struct {
+	// Name is the table name (not a TOML key).
+	Name string `toml:"-"`
+	// Address is host:port to listen on; required. An empty host listens on
+	// every interface; port 0 picks a free port.
+	Address string `toml:"address"`
+	// Engine is "gnet" (event loops, plaintext) or "fasthttp" (needed for TLS).
+	// Default: "fasthttp" when TLS is set, else "gnet".
+	Engine Engine `toml:"engine"`
+	// TLS, when set, terminates TLS on this entrypoint (engine "fasthttp" only).
+	TLS *TLS `toml:"tls"`
+	// ReadHeaderTimeout is the time a client has to send a complete request
+	// head, counted from the first byte of the request. Default 10s.
+	ReadHeaderTimeout time.Duration `toml:"read_header_timeout"`
+	// IdleTimeout closes a keep-alive connection that has no request for this
+	// long. Default 60s.
+	IdleTimeout time.Duration `toml:"idle_timeout"`
+	// ClientStallTimeout closes a connection whose client reads nothing of a
+	// pending response for this long (a stalled reader). Default 60s.
+	ClientStallTimeout time.Duration `toml:"client_stall_timeout"`
+	// MaxHeaderBytes bounds a request head (request line + header fields), in
+	// bytes; larger gets 431. Default 16384, range 1024..1048576.
+	MaxHeaderBytes int `toml:"max_header_bytes"`
+	// MaxBodyBytes bounds a request body, in bytes; larger gets 413.
+	// Default 16777216 (16 MiB); must be >= 1.
+	MaxBodyBytes int64 `toml:"max_body_bytes"`
+	// MaxConnections bounds open client connections; 0 (the default) is unlimited.
+	MaxConnections int `toml:"max_connections"`
+	// Multicore runs one event loop per CPU (gnet) instead of one. Default true.
+	Multicore bool `toml:"multicore"`
+	// DrainTimeout is how long in-flight requests may finish after SIGTERM
+	// before connections are closed. Default 30s.
+	DrainTimeout time.Duration `toml:"drain_timeout"`
+}
+
+// TLS names the PEM files of a TLS entrypoint. Load does not open them; the
+// runtime does when it starts the listener.
+type TLS struct {
+	// CertFile is the PEM certificate chain (leaf first); required.
+	CertFile string `toml:"cert_file"`
+	// KeyFile is the PEM private key; required.
+	KeyFile string `toml:"key_file"`
+}
+
+// Router sends the requests that match Rule on its entrypoints to Service,
+// [routers.<name>].
+type Router struct {
+	// Name is the table name (not a TOML key).
+	Name string `toml:"-"`
+	// Rule is the match expression, e.g. "PathPrefix(`/v1`) && Method(`POST`)";
+	// required. Its syntax is checked by the rule compiler, not by Load; use
+	// Config.ValuePos("routers", name, "rule") to report at the right place.
+	Rule string `toml:"rule"`
+	// Service is the name of a [services.<name>] table; required.
+	Service string `toml:"service"`
+	// Entrypoints lists the entrypoints this router serves. Default (key
+	// absent): every entrypoint, sorted by name. An explicit empty list is an error.
+	Entrypoints []string `toml:"entrypoints"`
+	// Middlewares lists [middlewares.<name>] tables applied in order.
+	Middlewares []string `toml:"middlewares"`
+	// Priority orders routers whose rules both match: higher first. 0 (the
+	// default) means the length of Rule, so longer rules win. Must be >= 0.
+	Priority int `toml:"priority"`
+	// ForwardCredentials, when true, forwards the client's Authorization and
+	// Proxy-Authorization headers upstream even when a gateway auth middleware
+	// consumed them. Default false: they are removed.
+	ForwardCredentials bool `toml:"forward_credentials"`
+}
+
+// Service is a named group of upstream servers, [services.<name>].
+type Service struct {
+	// Name is the table name (not a TOML key).
+	Name string `toml:"-"`
+	// LoadBalancer lists the servers and how to pick one; required in this version.
+	LoadBalancer *LoadBalancer `toml:"load_balancer"`
+}
+
+// LoadBalancer is [services.<name>.load_balancer].
+type LoadBalancer struct {
+	// Strategy is "round-robin" (smooth weighted, the default), "weighted",
+	// "least-connections" or "random".
+	Strategy string `toml:"strategy"`
+	// Servers are the upstreams; at least one.
+	Servers []Server `toml:"servers"`
+	// PassHostHeader sends the client's Host header upstream. Default false:
+	// the upstream gets its own host:port from the server URL.
+	PassHostHeader bool `toml:"pass_host_header"`
+	// DialTimeout bounds a TCP (and TLS) connect to a server. Default 5s.
+	DialTimeout time.Duration `toml:"dial_timeout"`
+	// ResponseHeaderTimeout bounds the time from the request being sent to the
+	// response head arriving (time to first byte; covers a model's prefill).
+	// Default 5m.
+	ResponseHeaderTimeout time.Duration `toml:"response_header_timeout"`
+	// StreamIdleTimeout closes a response body (e.g. an SSE stream) that
+	// delivers no byte for this long. Default 5m.
+	StreamIdleTimeout time.Duration `toml:"stream_idle_timeout"`
+	// IdleConnTimeout closes a pooled keep-alive upstream connection unused for
+	// this long. Default 90s.
+	IdleConnTimeout time.Duration `toml:"idle_conn_timeout"`
+	// MaxIdleConns bounds idle keep-alive connections kept per server; 0 keeps
+	// none (a new connection per request). Default 1024.
+	MaxIdleConns int `toml:"max_idle_conns"`
+}
+
+// Server is one upstream, an element of load_balancer.servers.
+type Server struct {
+	// URL is "http://host[:port]" or "https://host[:port]" with no path,
+	// query, fragment or user info; required.
+	URL string `toml:"url"`
+	// Weight is the server's share for the round-robin and weighted
+	// strategies, 1..1000000. Default 1.
+	Weight int `toml:"weight"`
+}
+
+// Middleware is [middlewares.<name>]: a Type and its type-specific keys, kept
+// raw in Options (strings already env-interpolated). No middleware type is
+// implemented in this version; Load refuses a router that references one.
+type Middleware struct {
+	// Name is the table name (not a TOML key).
+	Name string `toml:"-"`
+	// Type is one of "jwt", "rate-limit", "circuit-breaker", "api-key"; required.
+	Type string `toml:"type"`
+	// Options holds every other key as decoded TOML: string, int64, float64,
+	// bool, []any, map[string]any or a go-toml date/time value.
+	Options map[string]any `toml:",remain"`
+}
+
+// Admin is the admin API listener, [admin] (DESIGN §4).
+type Admin struct {
+	// Address is host:port of the admin listener. Default "127.0.0.1:9090";
+	// "" disables the admin API.
+	Address string `toml:"address"`
+	// TokenEnv names an environment variable holding the bearer token the
+	// admin API requires. Default "": no token. The variable must be set and
+	// non-empty when named.
+	TokenEnv string `toml:"token_env"`
+	// Token is the value read from TokenEnv at load (not a TOML key; never
+	// print it).
+	Token string `toml:"-"`
+}
+
+// Log is [log].
+type Log struct {
+	// Level is "debug", "info" (the default), "warn" or "error".
+	Level string `toml:"level"`
+	// Format is "text" (the default) or "json".
+	Format string `toml:"format"`
+}
+
+// defaults are set on a struct before its keys are decoded, so that an
+// absent key keeps its default and an explicit zero (false, 0) is kept.
+
+func (c *Config) setDefaults() {
+	c.Admin.setDefaults()
+	c.Log.setDefaults()
+}
+
+func (e *Entrypoint) setDefaults() {
+	e.ReadHeaderTimeout = DefaultReadHeaderTimeout
+	e.IdleTimeout = DefaultIdleTimeout
+	e.ClientStallTimeout = DefaultClientStallTimeout
+	e.MaxHeaderBytes = DefaultMaxHeaderBytes
+	e.MaxBodyBytes = DefaultMaxBodyBytes
+	e.Multicore = true
+	e.DrainTimeout = DefaultDrainTimeout
+}
+
+func (lb *LoadBalancer) setDefaults() {
+	lb.Strategy = DefaultStrategy
+	lb.DialTimeout = DefaultDialTimeout
+	lb.ResponseHeaderTimeout = DefaultResponseHeaderTimeout
+	lb.StreamIdleTimeout = DefaultStreamIdleTimeout
+	lb.IdleConnTimeout = DefaultIdleConnTimeout
+	lb.MaxIdleConns = DefaultMaxIdleConns
+}
+
+func (s *Server) setDefaults() { s.Weight = DefaultWeight }
+
+func (a *Admin) setDefaults() { a.Address = DefaultAdminAddress }
+
+func (l *Log) setDefaults() {
+	l.Level = DefaultLogLevel
+	l.Format = DefaultLogFormat
+}
+
+// plannedKeys are keys of DESIGN §3 that later versions add. They are
+// refused like unknown keys, with a message saying what they are. The key is
+// the schema path: table names and array indexes replaced by "*".
+var plannedKeys = map[string]string{
+	"models":                                "model routing ([models])",
+	"consumers":                             "API consumers ([consumers])",
+	"providers":                             "configuration providers ([providers], file watching)",
+	"routers.*.models":                      "model routing (models = true)",
+	"services.*.mirror":                     "traffic mirroring ([services.<name>.mirror])",
+	"services.*.scaling":                    "scaling ([services.<name>.scaling])",
+	"services.*.revisions":                  "revisions (services.<name>.revisions)",
+	"services.*.rollout":                    "progressive rollout ([services.<name>.rollout])",
+	"services.*.load_balancer.health_check": "active health checks (load_balancer.health_check)",
+}

@@ -1,0 +1,333 @@
+package config
+
+import (
+	"net"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// middlewareTypes are the middleware types of DESIGN §3, mapped to whether
+// this version implements them. None is implemented yet: a router that
+// references one is refused, so that authentication is never silently skipped.
+var middlewareTypes = map[string]bool{
+	MiddlewareJWT:            false,
+	MiddlewareRateLimit:      false,
+	MiddlewareCircuitBreaker: false,
+	MiddlewareAPIKey:         false,
+}
+
+var (
+	strategies = []string{StrategyRoundRobin, StrategyWeighted, StrategyLeastConnections, StrategyRandom}
+	engines    = []string{EngineGnet, EngineFasthttp}
+	logLevels  = []string{"debug", "info", "warn", "error"}
+	logFormats = []string{"text", "json"}
+)
+
+func oneOf(s string, set []string) bool {
+	for _, x := range set {
+		if s == x {
+			return true
+		}
+	}
+	return false
+}
+
+func quoteAll(set []string) string {
+	q := make([]string, len(set))
+	for i, s := range set {
+		q[i] = strconv.Quote(s)
+	}
+	return strings.Join(q, ", ")
+}
+
+func sortedNames[T any](m map[string]T) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+// validName reports whether a table name is usable as a metric label and in
+// logs: 1..128 bytes of [A-Za-z0-9._-], starting with a letter or digit.
+func validName(s string) bool {
+	if s == "" || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		if !alnum && (i == 0 || c != '.' && c != '_' && c != '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// checkAddress checks host:port as accepted by net.Listen: an empty host
+// means every interface; the port is 0..65535.
+func checkAddress(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "want host:port, e.g. \"127.0.0.1:8080\" or \":8080\""
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 0 || n > 65535 {
+		return "port " + strconv.Quote(port) + " is not a number in 0..65535"
+	}
+	if strings.ContainsAny(host, " /?#@") {
+		return "host " + strconv.Quote(host) + " is not a host name or IP address"
+	}
+	return ""
+}
+
+// listenKey is an address normalised to decide whether two listeners clash:
+// the same port on the same host, or on any host when one is a wildcard.
+type listenKey struct {
+	host string // "" for a wildcard (empty, 0.0.0.0, ::)
+	port string
+}
+
+func listenKeyOf(addr string) (listenKey, bool) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || port == "0" {
+		return listenKey{}, false
+	}
+	if host == "0.0.0.0" || host == "::" {
+		host = ""
+	}
+	return listenKey{host: strings.ToLower(host), port: port}, true
+}
+
+func (k listenKey) clashes(o listenKey) bool {
+	return k.port == o.port && (k.host == o.host || k.host == "" || o.host == "")
+}
+
+// checkServerURL checks an upstream URL: http or https, a host, an optional
+// port, and nothing else.
+func checkServerURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "cannot parse URL: " + strings.TrimPrefix(err.Error(), "parse "+strconv.Quote(s)+": ")
+	}
+	switch {
+	case u.Scheme != "http" && u.Scheme != "https":
+		return "URL scheme must be http or https, e.g. \"http://127.0.0.1:8000\""
+	case u.Host == "" || u.Hostname() == "":
+		return "URL has no host"
+	case u.User != nil:
+		return "URL must not carry user info (credentials do not belong in a server URL)"
+	case u.Path != "" && u.Path != "/" || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "":
+		return "URL must be scheme://host[:port] only (no path, query or fragment)"
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return "URL port " + strconv.Quote(p) + " is not a number in 1..65535"
+		}
+	} else if strings.HasSuffix(u.Host, ":") {
+		return "URL has an empty port"
+	}
+	return ""
+}
+
+// validate checks cross references and ranges, fills the computed defaults
+// (entrypoint engine, router entrypoints) and reads the admin token.
+func (c *Config) validate(e *errs, lookup func(string) (string, bool)) {
+	top := Position{Line: 1, Col: 1}
+	if len(c.files) > 0 {
+		top.File = c.files[0]
+	}
+	if len(c.Entrypoints) == 0 {
+		e.add(top, "no entrypoints: define at least one [entrypoints.<name>] with an address")
+	}
+
+	type listener struct {
+		key  listenKey
+		path []string
+	}
+	var listeners []listener
+	for _, name := range sortedNames(c.Entrypoints) {
+		ep := c.Entrypoints[name]
+		path := []string{"entrypoints", name}
+		if !validName(name) {
+			e.add(c.Pos(path...), "entrypoint name %q: names are 1..128 characters of A-Z a-z 0-9 . _ - starting with a letter or digit", name)
+		}
+		if ep.Address == "" {
+			e.add(c.Pos(path...), "entrypoints.%s.address is required (host:port to listen on)", name)
+		} else if msg := checkAddress(ep.Address); msg != "" {
+			e.add(c.ValuePos(append(path, "address")...), "entrypoints.%s.address %q: %s", name, ep.Address, msg)
+		} else if k, ok := listenKeyOf(ep.Address); ok {
+			for _, l := range listeners {
+				if l.key.clashes(k) {
+					e.add(c.ValuePos(append(path, "address")...), "entrypoints.%s.address %q clashes with %s (%s)", name, ep.Address, dotted(l.path), c.ValuePos(append(l.path, "address")...))
+				}
+			}
+			listeners = append(listeners, listener{k, path})
+		}
+		switch {
+		case ep.Engine == "" && ep.TLS != nil:
+			ep.Engine = EngineFasthttp
+		case ep.Engine == "":
+			ep.Engine = DefaultEngine
+		case !oneOf(ep.Engine, engines):
+			e.add(c.ValuePos(append(path, "engine")...), "entrypoints.%s.engine %q: want one of %s", name, ep.Engine, quoteAll(engines))
+		case ep.Engine == EngineGnet && ep.TLS != nil:
+			e.add(c.Pos(append(path, "tls")...), "entrypoints.%s: engine \"gnet\" serves plaintext only and has no TLS; set engine = \"fasthttp\" to terminate TLS on this entrypoint", name)
+		}
+		if ep.TLS != nil {
+			if ep.TLS.CertFile == "" {
+				e.add(c.Pos(append(path, "tls")...), "entrypoints.%s.tls.cert_file is required (PEM certificate chain)", name)
+			}
+			if ep.TLS.KeyFile == "" {
+				e.add(c.Pos(append(path, "tls")...), "entrypoints.%s.tls.key_file is required (PEM private key)", name)
+			}
+		}
+		if ep.MaxHeaderBytes < MinMaxHeaderBytes || ep.MaxHeaderBytes > MaxMaxHeaderBytes {
+			e.add(c.ValuePos(append(path, "max_header_bytes")...), "entrypoints.%s.max_header_bytes %d: want %d..%d bytes", name, ep.MaxHeaderBytes, MinMaxHeaderBytes, MaxMaxHeaderBytes)
+		}
+		if ep.MaxBodyBytes < 1 {
+			e.add(c.ValuePos(append(path, "max_body_bytes")...), "entrypoints.%s.max_body_bytes %d: want at least 1 byte", name, ep.MaxBodyBytes)
+		}
+		if ep.MaxConnections < 0 {
+			e.add(c.ValuePos(append(path, "max_connections")...), "entrypoints.%s.max_connections %d: want 0 (unlimited) or more", name, ep.MaxConnections)
+		}
+	}
+
+	allEntrypoints := sortedNames(c.Entrypoints)
+	for _, name := range sortedNames(c.Routers) {
+		r := c.Routers[name]
+		path := []string{"routers", name}
+		if !validName(name) {
+			e.add(c.Pos(path...), "router name %q: names are 1..128 characters of A-Z a-z 0-9 . _ - starting with a letter or digit", name)
+		}
+		if strings.TrimSpace(r.Rule) == "" {
+			e.add(c.Pos(append(path, "rule")...), "routers.%s.rule is required, e.g. rule = \"PathPrefix(`/v1`)\"", name)
+		}
+		if r.Service == "" {
+			e.add(c.Pos(append(path, "service")...), "routers.%s.service is required (the name of a [services.<name>] table)", name)
+		} else if _, ok := c.Services[r.Service]; !ok {
+			e.add(c.ValuePos(append(path, "service")...), "routers.%s.service: no service named %q%s", name, r.Service, didYouMean(r.Service, sortedNames(c.Services)))
+		}
+		if r.Priority < 0 {
+			e.add(c.ValuePos(append(path, "priority")...), "routers.%s.priority %d: want 0 (order by rule length) or more", name, r.Priority)
+		}
+		if r.Entrypoints == nil {
+			r.Entrypoints = append([]string(nil), allEntrypoints...)
+		} else if len(r.Entrypoints) == 0 {
+			e.add(c.ValuePos(append(path, "entrypoints")...), "routers.%s.entrypoints is empty: list at least one entrypoint, or remove the key to serve on all", name)
+		}
+		seen := map[string]bool{}
+		for i, ep := range r.Entrypoints {
+			at := c.ValuePos(append(path, "entrypoints", strconv.Itoa(i))...)
+			if _, ok := c.Entrypoints[ep]; !ok {
+				e.add(at, "routers.%s.entrypoints: no entrypoint named %q%s", name, ep, didYouMean(ep, allEntrypoints))
+			} else if seen[ep] {
+				e.add(at, "routers.%s.entrypoints: %q is listed twice", name, ep)
+			}
+			seen[ep] = true
+		}
+		seen = map[string]bool{}
+		for i, mw := range r.Middlewares {
+			at := c.ValuePos(append(path, "middlewares", strconv.Itoa(i))...)
+			m, ok := c.Middlewares[mw]
+			switch {
+			case !ok:
+				e.add(at, "routers.%s.middlewares: no middleware named %q%s", name, mw, didYouMean(mw, sortedNames(c.Middlewares)))
+			case seen[mw]:
+				e.add(at, "routers.%s.middlewares: %q is listed twice", name, mw)
+			case m.Type != "" && !middlewareTypes[m.Type]:
+				if _, known := middlewareTypes[m.Type]; known {
+					e.add(at, "routers.%s.middlewares: %q: middleware type %q is not implemented in this version (refusing to serve this router without it)", name, mw, m.Type)
+				}
+			}
+			seen[mw] = true
+		}
+	}
+
+	for _, name := range sortedNames(c.Services) {
+		s := c.Services[name]
+		path := []string{"services", name}
+		if !validName(name) {
+			e.add(c.Pos(path...), "service name %q: names are 1..128 characters of A-Z a-z 0-9 . _ - starting with a letter or digit", name)
+		}
+		lb := s.LoadBalancer
+		if lb == nil {
+			e.add(c.Pos(path...), "services.%s has no load_balancer: add [services.%s.load_balancer] with servers = [{ url = \"http://host:port\" }]", name, name)
+			continue
+		}
+		lp := append(path, "load_balancer")
+		if !oneOf(lb.Strategy, strategies) {
+			e.add(c.ValuePos(append(lp, "strategy")...), "services.%s.load_balancer.strategy %q: want one of %s", name, lb.Strategy, quoteAll(strategies))
+		}
+		if len(lb.Servers) == 0 {
+			e.add(c.Pos(append(lp, "servers")...), "services.%s.load_balancer.servers: list at least one server, e.g. servers = [{ url = \"http://127.0.0.1:8000\" }]", name)
+		}
+		for i, srv := range lb.Servers {
+			sp := append(lp, "servers", strconv.Itoa(i))
+			if srv.URL == "" {
+				e.add(c.Pos(sp...), "services.%s.load_balancer.servers[%d].url is required", name, i)
+			} else if msg := checkServerURL(srv.URL); msg != "" {
+				e.add(c.ValuePos(append(sp, "url")...), "services.%s.load_balancer.servers[%d].url %q: %s", name, i, srv.URL, msg)
+			}
+			if srv.Weight < 1 || srv.Weight > MaxWeight {
+				e.add(c.ValuePos(append(sp, "weight")...), "services.%s.load_balancer.servers[%d].weight %d: want 1..%d", name, i, srv.Weight, MaxWeight)
+			}
+		}
+		if lb.MaxIdleConns < 0 {
+			e.add(c.ValuePos(append(lp, "max_idle_conns")...), "services.%s.load_balancer.max_idle_conns %d: want 0 or more", name, lb.MaxIdleConns)
+		}
+	}
+
+	for _, name := range sortedNames(c.Middlewares) {
+		m := c.Middlewares[name]
+		path := []string{"middlewares", name}
+		if !validName(name) {
+			e.add(c.Pos(path...), "middleware name %q: names are 1..128 characters of A-Z a-z 0-9 . _ - starting with a letter or digit", name)
+		}
+		if m.Type == "" {
+			e.add(c.Pos(path...), "middlewares.%s.type is required (one of %s)", name, quoteAll(sortedNames(middlewareTypes)))
+		} else if _, ok := middlewareTypes[m.Type]; !ok {
+			e.add(c.ValuePos(append(path, "type")...), "middlewares.%s.type %q: unknown middleware type (want one of %s)", name, m.Type, quoteAll(sortedNames(middlewareTypes)))
+		}
+	}
+
+	if a := c.Admin.Address; a != "" {
+		if msg := checkAddress(a); msg != "" {
+			e.add(c.ValuePos("admin", "address"), "admin.address %q: %s (or \"\" to disable the admin API)", a, msg)
+		} else if k, ok := listenKeyOf(a); ok {
+			for _, l := range listeners {
+				if l.key.clashes(k) {
+					e.add(c.ValuePos("admin", "address"), "admin.address %q clashes with %s (%s)", a, dotted(l.path), c.ValuePos(append(l.path, "address")...))
+				}
+			}
+		}
+	}
+	if n := c.Admin.TokenEnv; n != "" {
+		if !isEnvName(n) {
+			e.add(c.ValuePos("admin", "token_env"), "admin.token_env %q is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*)", n)
+		} else if v, ok := lookup(n); !ok || v == "" {
+			e.add(c.ValuePos("admin", "token_env"), "admin.token_env: environment variable %s is not set or empty (it must hold the admin bearer token)", n)
+		} else {
+			c.Admin.Token = v
+		}
+	}
+	if !oneOf(c.Log.Level, logLevels) {
+		e.add(c.ValuePos("log", "level"), "log.level %q: want one of %s", c.Log.Level, quoteAll(logLevels))
+	}
+	if !oneOf(c.Log.Format, logFormats) {
+		e.add(c.ValuePos("log", "format"), "log.format %q: want one of %s", c.Log.Format, quoteAll(logFormats))
+	}
+}
+
+func didYouMean(s string, names []string) string {
+	if m := suggest(s, names); m != "" {
+		return " (did you mean " + strconv.Quote(m) + "?)"
+	}
+	if len(names) == 0 {
+		return " (none is defined)"
+	}
+	return " (defined: " + quoteAll(names) + ")"
+}
