@@ -5,8 +5,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
 	"reflect"
+	"sort"
 	"strings"
 
 	"github.com/sluice-gw/sluice/configs"
