@@ -1,0 +1,371 @@
+package pool
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-gw/sluice/core/http1"
+)
+
+// Exchange is one request/response on an upstream connection. Acquire it with AcquireExchange,
+// run RoundTrip once, read the body with ReadBody, and release it with ReleaseExchange (pooled
+// object: zero allocations per exchange once warm). RoundTrip and ReadBody belong to one
+// goroutine; Abort (or an AbortHandle) may be called from any goroutine.
+type Exchange struct {
+	// Resp is the final (non-1xx, or 101) response head; valid after RoundTrip returns nil and
+	// until ReleaseExchange. Its slices point into Resp's own buffer.
+	Resp http1.Response
+
+	mu         sync.Mutex // guards c (against Abort), seq, released, dialCancel
+	seq        uint64     // bumped by ReleaseExchange; AbortHandles from older uses are no-ops
+	released   bool
+	c          *conn
+	dialCancel context.CancelFunc
+	aborted    atomic.Bool
+
+	p      *Pool
+	hbuf   []byte // response head buffer; hbuf[lo:hi] are received bytes not yet consumed
+	lo, hi int
+	mode   http1.BodyMode
+	remain int64 // BodyLength: body bytes still to read
+	dec    http1.ChunkedDecoder
+	done   bool  // body fully read (io.EOF reached or BodyNone)
+	broken bool  // conn must not be reused (until-close body, extra bytes, upgrade, error)
+	err    error // sticky error of RoundTrip/ReadBody
+	rerr   error // read error that arrived together with bytes, reported on the next read
+}
+
+var exchangePool = sync.Pool{New: func() any {
+	return &Exchange{hbuf: make([]byte, headBufInitBytes)}
+}}
+
+// AcquireExchange returns an empty Exchange from a sync.Pool.
+func AcquireExchange() *Exchange {
+	x := exchangePool.Get().(*Exchange)
+	x.mu.Lock()
+	x.released = false
+	x.mu.Unlock()
+	return x
+}
+
+// ReleaseExchange returns the upstream conn to its pool when the response was keep-alive
+// (RFC 9112 §9.3), its body was fully read (ReadBody returned io.EOF, or there was none) and no
+// error or Abort happened; otherwise it closes the conn. x must not be used afterwards; Abort
+// calls racing with or following the release are no-ops.
+func ReleaseExchange(x *Exchange) {
+	x.mu.Lock()
+	c := x.c
+	x.c = nil
+	x.seq++
+	x.released = true
+	aborted := x.aborted.Load()
+	x.aborted.Store(false)
+	x.dialCancel = nil
+	x.mu.Unlock()
+	if c != nil {
+		if !aborted && x.done && !x.broken && x.err == nil && x.rerr == nil &&
+			x.lo == x.hi && x.Resp.KeepAlive {
+			x.p.put(c)
+		} else {
+			x.p.discard(c)
+		}
+	}
+	x.Resp.Reset()
+	x.p = nil
+	x.lo, x.hi = 0, 0
+	x.mode = http1.BodyNone
+	x.remain = 0
+	x.dec.Reset()
+	x.done, x.broken = false, false
+	x.err, x.rerr = nil, nil
+	exchangePool.Put(x)
+}
+
+// Abort closes the upstream connection at once (the upstream sees FIN/RST immediately, no TLS
+// close_notify), or cancels a dial in progress. A blocked or later RoundTrip/ReadBody returns
+// ErrAborted. Safe from any goroutine, idempotent, and a no-op after ReleaseExchange. A
+// goroutine that may outlive the exchange (a client-disconnect callback) should hold an
+// AbortHandle instead of x, so that it cannot abort a later reuse of the pooled object.
+func (x *Exchange) Abort() {
+	x.mu.Lock()
+	if !x.released {
+		x.abortLocked()
+	}
+	x.mu.Unlock()
+}
+
+func (x *Exchange) abortLocked() {
+	if x.aborted.Swap(true) {
+		return
+	}
+	if x.c != nil {
+		x.c.close()
+	}
+	if x.dialCancel != nil {
+		x.dialCancel()
+	}
+}
+
+// AbortHandle aborts one use of a pooled Exchange: it is a no-op once that use was released,
+// even if the Exchange object was acquired again. A value (no allocation); the zero value is a
+// no-op.
+type AbortHandle struct {
+	x   *Exchange
+	seq uint64
+}
+
+// AbortHandle returns a handle that aborts this use of x (see Exchange.Abort).
+func (x *Exchange) AbortHandle() AbortHandle {
+	x.mu.Lock()
+	h := AbortHandle{x: x, seq: x.seq}
+	x.mu.Unlock()
+	return h
+}
+
+// Abort aborts the exchange if it is still the same use (see Exchange.Abort).
+func (h AbortHandle) Abort() {
+	if h.x == nil {
+		return
+	}
+	h.x.mu.Lock()
+	if h.x.seq == h.seq && !h.x.released {
+		h.x.abortLocked()
+	}
+	h.x.mu.Unlock()
+}
+
+// Aborted reports whether Abort was called on this use of x.
+func (x *Exchange) Aborted() bool { return x.aborted.Load() }
+
+// BodyMode returns how the response body is delimited (RFC 9112 §6.3), valid after RoundTrip.
+// A 101 Switching Protocols response reports BodyUntilClose (the upgraded stream).
+func (x *Exchange) BodyMode() http1.BodyMode { return x.mode }
+
+// Done reports whether the response body has been read to its end (or there was none).
+func (x *Exchange) Done() bool { return x.done }
+
+// RoundTrip takes a conn from p (the most recently used idle one, or a new dial), writes head
+// (the full serialized request head, built by the caller) and body, and reads the response head
+// into x.Resp, skipping 1xx interim responses except 101 (RFC 9110 §15.2). Call it once per
+// acquired Exchange.
+//
+// If a reused conn fails (write error, or EOF/reset before any response byte) it retries once
+// on a freshly dialled conn: the keep-alive race, where the upstream closed the idle conn just as
+// it was reused. A fresh conn that fails is not retried.
+//
+// Errors wrap ErrDial (502), ErrTimeout (504, Options.ResponseHeaderTimeout), ErrUpstreamProto
+// (502, malformed or oversized response head), ErrAborted (Abort was called) or
+// ErrUpstreamClosed (502).
+func (x *Exchange) RoundTrip(p *Pool, head, body []byte, isHEAD bool) error {
+	x.p = p
+	if x.aborted.Load() {
+		return x.fail(ErrAborted)
+	}
+	reused, err := x.attach(p, false)
+	if err != nil {
+		return x.fail(err)
+	}
+	retry, err := x.send(head, body)
+	if err != nil && retry && reused && !x.aborted.Load() {
+		x.detach()
+		if _, err = x.attach(p, true); err != nil {
+			return x.fail(err)
+		}
+		_, err = x.send(head, body)
+	}
+	if err != nil {
+		return x.fail(err)
+	}
+	x.mode = x.Resp.BodyMode(isHEAD)
+	switch {
+	case x.Resp.Status == 101:
+		x.mode = http1.BodyUntilClose
+		x.broken = true
+	case x.mode == http1.BodyNone:
+		x.done = true
+	case x.mode == http1.BodyLength:
+		x.remain = x.Resp.ContentLength
+		if x.remain == 0 {
+			x.done = true
+		}
+	case x.mode == http1.BodyChunked:
+		x.dec.Reset()
+	case x.mode == http1.BodyUntilClose:
+		x.broken = true
+	}
+	return nil
+}
+
+func (x *Exchange) fail(err error) error {
+	x.err = err
+	x.broken = true
+	return err
+}
+
+// attach puts a conn on x: a pooled one unless fresh, else a new dial.
+func (x *Exchange) attach(p *Pool, fresh bool) (reused bool, err error) {
+	var c *conn
+	if !fresh {
+		c = p.getIdle()
+	}
+	if c == nil {
+		if c, err = x.dial(p); err != nil {
+			return false, err
+		}
+	} else {
+		reused = true
+	}
+	x.mu.Lock()
+	if x.aborted.Load() {
+		x.mu.Unlock()
+		p.discard(c)
+		return reused, ErrAborted
+	}
+	x.c = c
+	x.mu.Unlock()
+	x.lo, x.hi = 0, 0
+	x.rerr = nil
+	return reused, nil
+}
+
+// detach closes x's conn (after a failure on it).
+func (x *Exchange) detach() {
+	x.mu.Lock()
+	c := x.c
+	x.c = nil
+	x.mu.Unlock()
+	if c != nil {
+		x.p.discard(c)
+	}
+}
+
+func (x *Exchange) dial(p *Pool) (*conn, error) {
+	if p.isClosed() {
+		return nil, fmt.Errorf("sluice: upstream %s: %w: %w", p.o.Addr, ErrDial, ErrPoolClosed)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), p.o.DialTimeout)
+	defer cancel()
+	x.mu.Lock()
+	if x.aborted.Load() {
+		x.mu.Unlock()
+		return nil, ErrAborted
+	}
+	x.dialCancel = cancel
+	x.mu.Unlock()
+	c, err := p.dial(ctx)
+	x.mu.Lock()
+	x.dialCancel = nil
+	x.mu.Unlock()
+	if err != nil {
+		if x.aborted.Load() {
+			return nil, ErrAborted
+		}
+		p.dialErrors.Add(1)
+		return nil, fmt.Errorf("sluice: upstream %s: %w: %w", p.o.Addr, ErrDial, err)
+	}
+	return c, nil
+}
+
+// send writes the request and reads the response head. retry reports a failure that may be the
+// keep-alive race: a write error, or EOF/reset before any response byte.
+func (x *Exchange) send(head, body []byte) (retry bool, err error) {
+	c := x.c
+	now := time.Now()
+	if err := c.nc.SetWriteDeadline(now.Add(x.p.o.StreamIdleTimeout)); err != nil {
+		return false, x.ioErr(err, "set write deadline")
+	}
+	if err := x.write(c, head, body); err != nil {
+		return !isTimeout(err), x.ioErr(err, "write request")
+	}
+	if err := c.nc.SetReadDeadline(time.Now().Add(x.p.o.ResponseHeaderTimeout)); err != nil {
+		return false, x.ioErr(err, "set read deadline")
+	}
+	return x.readHead(c)
+}
+
+// write sends head and body in one write when they fit a pooled 32 KiB buffer.
+func (x *Exchange) write(c *conn, head, body []byte) error {
+	if len(body) == 0 {
+		_, err := c.nc.Write(head)
+		return err
+	}
+	if len(head)+len(body) <= BufSize {
+		b := GetBuf()
+		n := copy(*b, head)
+		n += copy((*b)[n:], body)
+		_, err := c.nc.Write((*b)[:n])
+		PutBuf(b)
+		return err
+	}
+	if _, err := c.nc.Write(head); err != nil {
+		return err
+	}
+	_, err := c.nc.Write(body)
+	return err
+}
+
+// readHead reads until a final response head is parsed into x.Resp; body bytes read with it
+// stay in hbuf[lo:hi].
+func (x *Exchange) readHead(c *conn) (retry bool, err error) {
+	lim := x.p.o.Limits
+	maxBuf := x.p.o.maxHeadBuf()
+	got := false // any response byte received
+	interim := 0
+	for {
+		if x.hi > x.lo {
+			skip, n := http1.FindHeadEnd(x.hbuf[x.lo:x.hi])
+			if n >= 0 {
+				start := x.lo + skip
+				x.Resp.Reset()
+				if perr := x.Resp.ParseResponseHead(x.hbuf[start:start+n], lim); perr != nil {
+					return false, x.protoErr(perr, "parse response head")
+				}
+				x.lo = start + n
+				if x.lo == x.hi {
+					x.lo, x.hi = 0, 0
+				}
+				if st := x.Resp.Status; st >= 100 && st < 200 && st != 101 {
+					interim++
+					if interim > maxInterimResponses {
+						return false, x.protoErr(nil, "too many 1xx interim responses")
+					}
+					continue
+				}
+				return false, nil
+			}
+		}
+		// Need more bytes: compact, then grow up to the head size limit.
+		if x.lo > 0 {
+			x.hi = copy(x.hbuf, x.hbuf[x.lo:x.hi])
+			x.lo = 0
+		}
+		if x.hi == len(x.hbuf) {
+			if len(x.hbuf) >= maxBuf {
+				return false, x.protoErr(nil, fmt.Sprintf("response head larger than %d bytes", maxBuf))
+			}
+			nb := make([]byte, min(2*len(x.hbuf), maxBuf))
+			copy(nb, x.hbuf[:x.hi])
+			x.hbuf = nb
+		}
+		if x.rerr != nil {
+			rerr := x.rerr
+			x.rerr = nil
+			return false, x.ioErr(rerr, "read response head")
+		}
+		n, rerr := c.nc.Read(x.hbuf[x.hi:])
+		x.hi += n
+		if n > 0 {
+			got = true
+			if rerr != nil {
+				x.rerr = rerr
+			}
+			continue
+		}
+		if rerr != nil {
+			return !got && isConnDrop(rerr), x.ioErr(rerr, "read response head")
+		}
+	}
+}

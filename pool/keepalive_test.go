@@ -1,0 +1,195 @@
+package pool
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"testing"
+)
+
+func TestKeepAliveReuse(t *testing.T) {
+	u := startUpstream(t, serveFixed("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello"))
+	p := New(Options{Addr: u.addr()})
+	defer p.Close()
+	for i := 0; i < 3; i++ {
+		st, body, err := roundTrip(t, p, getHead, false, 64)
+		if err != nil || st != 200 || body != "hello" {
+			t.Fatalf("exchange %d: %d %q %v", i, st, body, err)
+		}
+	}
+	s := p.Stats()
+	if s.Dials != 1 || s.Reuses != 2 || s.Idle != 1 || s.Active != 0 {
+		t.Fatalf("stats %+v, want 1 dial, 2 reuses, 1 idle", s)
+	}
+	if u.accepted() != 1 {
+		t.Fatalf("upstream accepted %d conns, want 1", u.accepted())
+	}
+}
+
+func TestNoReuseWhenBodyNotRead(t *testing.T) {
+	u := startUpstream(t, serveFixed("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello"))
+	p := New(Options{Addr: u.addr()})
+	defer p.Close()
+	x := AcquireExchange()
+	if err := x.RoundTrip(p, []byte(getHead), nil, false); err != nil {
+		t.Fatal(err)
+	}
+	ReleaseExchange(x) // body left unread: conn closed
+	if s := p.Stats(); s.Idle != 0 || s.Active != 0 {
+		t.Fatalf("stats %+v, want the conn closed", s)
+	}
+}
+
+func TestNoReuseOnConnectionClose(t *testing.T) {
+	u := startUpstream(t, serveFixed("HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok"))
+	p := New(Options{Addr: u.addr()})
+	defer p.Close()
+	if _, body, err := roundTrip(t, p, getHead, false, 64); err != nil || body != "ok" {
+		t.Fatal(body, err)
+	}
+	if s := p.Stats(); s.Idle != 0 {
+		t.Fatalf("stats %+v: Connection: close conn was pooled", s)
+	}
+}
+
+func TestMaxIdleConns(t *testing.T) {
+	u := startUpstream(t, serveFixed("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"))
+	p := New(Options{Addr: u.addr(), MaxIdleConns: 1})
+	defer p.Close()
+	x1, x2 := AcquireExchange(), AcquireExchange()
+	for _, x := range []*Exchange{x1, x2} {
+		if err := x.RoundTrip(p, []byte(getHead), nil, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s := p.Stats(); s.Active != 2 || s.Dials != 2 {
+		t.Fatalf("stats %+v", s)
+	}
+	ReleaseExchange(x1)
+	ReleaseExchange(x2)
+	if s := p.Stats(); s.Idle != 1 || s.Active != 0 {
+		t.Fatalf("stats %+v, want 1 idle", s)
+	}
+}
+
+// TestKeepAliveRaceRetry: the upstream closes a keep-alive conn right after answering (as an
+// upstream whose idle timeout fired would). The next exchange picks the dead pooled conn, sees
+// EOF before any response byte and is retried once on a fresh conn.
+func TestKeepAliveRaceRetry(t *testing.T) {
+	closed := make(chan struct{})
+	u := startUpstream(t, func(c net.Conn, n int) {
+		br := bufio.NewReader(c)
+		if n == 1 {
+			if _, ok := readReq(br); !ok {
+				return
+			}
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\none")
+			c.Close() // idle timeout on the upstream side
+			close(closed)
+			return
+		}
+		for {
+			if _, ok := readReq(br); !ok {
+				return
+			}
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\ntwo")
+		}
+	})
+	p := New(Options{Addr: u.addr()})
+	defer p.Close()
+	if _, body, err := roundTrip(t, p, getHead, false, 64); err != nil || body != "one" {
+		t.Fatal(body, err)
+	}
+	recv(t, closed, "upstream close")
+	st, body, err := roundTrip(t, p, getHead, false, 64)
+	if err != nil || st != 200 || body != "two" {
+		t.Fatalf("after keep-alive race: %d %q %v", st, body, err)
+	}
+	if s := p.Stats(); s.Dials != 2 || s.Reuses != 1 {
+		t.Fatalf("stats %+v, want 2 dials (one retry), 1 reuse", s)
+	}
+}
+
+// TestFreshConnNotRetried: a freshly dialled conn that the upstream closes before answering
+// is an upstream failure, not the keep-alive race: no retry.
+func TestFreshConnNotRetried(t *testing.T) {
+	u := startUpstream(t, func(c net.Conn, n int) {
+		readReq(bufio.NewReader(c))
+	})
+	p := New(Options{Addr: u.addr()})
+	defer p.Close()
+	_, _, err := roundTrip(t, p, getHead, false, 64)
+	if !errors.Is(err, ErrUpstreamClosed) {
+		t.Fatalf("err %v, want ErrUpstreamClosed", err)
+	}
+	if s := p.Stats(); s.Dials != 1 {
+		t.Fatalf("stats %+v, want exactly 1 dial", s)
+	}
+}
+
+// TestReusedConnPartialResponseNotRetried: bytes of a response arrived, so the request was
+// processed: never retried.
+func TestReusedConnPartialResponseNotRetried(t *testing.T) {
+	u := startUpstream(t, func(c net.Conn, n int) {
+		br := bufio.NewReader(c)
+		if _, ok := readReq(br); !ok {
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\none")
+		if _, ok := readReq(br); !ok {
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 200 O")
+	})
+	p := New(Options{Addr: u.addr()})
+	defer p.Close()
+	if _, _, err := roundTrip(t, p, getHead, false, 64); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := roundTrip(t, p, getHead, false, 64)
+	if !errors.Is(err, ErrUpstreamClosed) {
+		t.Fatalf("err %v, want ErrUpstreamClosed", err)
+	}
+	if s := p.Stats(); s.Dials != 1 {
+		t.Fatalf("stats %+v, want no retry", s)
+	}
+}
+
+func TestPoolClose(t *testing.T) {
+	eof := make(chan struct{}, 1)
+	u := startUpstream(t, func(c net.Conn, n int) {
+		br := bufio.NewReader(c)
+		readReq(br)
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+		waitEOF(c, br)
+		eof <- struct{}{}
+	})
+	p := New(Options{Addr: u.addr()})
+	if _, _, err := roundTrip(t, p, getHead, false, 64); err != nil {
+		t.Fatal(err)
+	}
+	p.Close()
+	recv(t, eof, "idle conn closed by Pool.Close")
+	_, _, err := roundTrip(t, p, getHead, false, 64)
+	if !errors.Is(err, ErrDial) || !errors.Is(err, ErrPoolClosed) {
+		t.Fatalf("err %v, want ErrDial+ErrPoolClosed", err)
+	}
+}
+
+func TestDialError(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	p := New(Options{Addr: addr})
+	_, _, err = roundTrip(t, p, getHead, false, 64)
+	if !errors.Is(err, ErrDial) {
+		t.Fatalf("err %v, want ErrDial", err)
+	}
+	if s := p.Stats(); s.DialErrors != 1 || s.Dials != 0 || s.Active != 0 {
+		t.Fatalf("stats %+v", s)
+	}
+}

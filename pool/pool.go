@@ -1,0 +1,236 @@
+package pool
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// conn is one owned upstream connection.
+type conn struct {
+	nc     net.Conn // what we read and write (the tls.Conn for https)
+	raw    net.Conn // the TCP socket: Abort closes this one, at once, without a TLS close_notify
+	idleAt int64    // monotonic ns when it was put in the idle stack
+}
+
+func (c *conn) close() { _ = c.raw.Close() }
+
+// epoch anchors monotonic time stamps.
+var epoch = time.Now()
+
+func monoNow() int64 { return int64(time.Since(epoch)) }
+
+// Pool is the keep-alive pool of upstream connections for one backend. It is safe for
+// concurrent use; critical sections are a few instructions (a LIFO idle stack under a mutex).
+// Idle conns are checked for IdleTimeout when taken and by a lazy sweep run from Get/Put; no
+// goroutine runs per conn.
+type Pool struct {
+	o       Options
+	tls     *tls.Config
+	dialer  net.Dialer
+	now     func() int64 // monotonic ns; replaced by tests
+	idleNs  int64
+	sweepNs int64
+
+	mu        sync.Mutex
+	idle      []*conn // LIFO: idle[len-1] is the most recently used, idleAt ascends with index
+	nextSweep int64
+	closed    bool
+
+	active     atomic.Int64
+	dials      atomic.Int64
+	reuses     atomic.Int64
+	dialErrors atomic.Int64
+}
+
+// Stats is a snapshot of a Pool's counters.
+type Stats struct {
+	Idle       int // conns in the idle stack now
+	Active     int // conns checked out by Exchanges now
+	Dials      int // successful dials (TCP + TLS) since New
+	Reuses     int // exchanges served on a pooled (reused) conn since New
+	DialErrors int // failed dials since New (aborted dials not counted)
+}
+
+// New returns a Pool for o.Addr with defaults applied to zero fields of o. It does not dial.
+func New(o Options) *Pool {
+	o.setDefaults()
+	p := &Pool{o: o, now: monoNow}
+	p.idleNs = int64(o.IdleTimeout)
+	p.sweepNs = max(p.idleNs/2, int64(time.Millisecond))
+	p.dialer = net.Dialer{KeepAlive: 30 * time.Second}
+	if o.TLS != nil {
+		c := o.TLS.Clone()
+		if c.ServerName == "" {
+			if host, _, err := net.SplitHostPort(o.Addr); err == nil {
+				c.ServerName = host
+			}
+		}
+		c.NextProtos = []string{"http/1.1"}
+		p.tls = c
+	}
+	return p
+}
+
+// Addr returns the upstream "host:port" of the pool.
+func (p *Pool) Addr() string { return p.o.Addr }
+
+// Options returns the pool's options with defaults applied.
+func (p *Pool) Options() Options { return p.o }
+
+// Stats returns a snapshot of the pool's counters.
+func (p *Pool) Stats() Stats {
+	p.mu.Lock()
+	idle := len(p.idle)
+	p.mu.Unlock()
+	return Stats{
+		Idle:       idle,
+		Active:     int(p.active.Load()),
+		Dials:      int(p.dials.Load()),
+		Reuses:     int(p.reuses.Load()),
+		DialErrors: int(p.dialErrors.Load()),
+	}
+}
+
+// Close closes every idle conn and marks the pool closed: later RoundTrips fail with ErrDial
+// wrapping ErrPoolClosed, and conns released by in-flight Exchanges are closed instead of
+// pooled. In-flight exchanges are not interrupted (use Exchange.Abort for that).
+func (p *Pool) Close() {
+	p.mu.Lock()
+	p.closed = true
+	idle := p.idle
+	p.idle = nil
+	p.mu.Unlock()
+	for _, c := range idle {
+		c.close()
+	}
+}
+
+// Sweep closes idle conns older than IdleTimeout now. Get and Put run it lazily (at most every
+// IdleTimeout/2); a process may also call it from one ticker for pools that see no traffic.
+func (p *Pool) Sweep() {
+	p.sweep(p.now(), true)
+}
+
+// sweepBatch is how many stale conns a sweep closes per lock hold.
+const sweepBatch = 32
+
+func (p *Pool) sweep(now int64, force bool) {
+	var stale [sweepBatch]*conn
+	for {
+		p.mu.Lock()
+		if !force && now < p.nextSweep {
+			p.mu.Unlock()
+			return
+		}
+		p.nextSweep = now + p.sweepNs
+		force = true // later batches of this sweep
+		n := 0
+		for n < len(p.idle) && n < sweepBatch && now-p.idle[n].idleAt >= p.idleNs {
+			stale[n] = p.idle[n]
+			n++
+		}
+		if n > 0 {
+			m := copy(p.idle, p.idle[n:])
+			clear(p.idle[m:])
+			p.idle = p.idle[:m]
+		}
+		p.mu.Unlock()
+		for i := 0; i < n; i++ {
+			stale[i].close()
+			stale[i] = nil
+		}
+		if n < sweepBatch {
+			return
+		}
+	}
+}
+
+// getIdle pops the most recently used idle conn that is younger than IdleTimeout, or nil.
+// Because the stack is ordered by idleAt, a stale top means every idle conn is stale.
+func (p *Pool) getIdle() *conn {
+	now := p.now()
+	var stale *conn
+	p.mu.Lock()
+	if n := len(p.idle); n > 0 && !p.closed {
+		c := p.idle[n-1]
+		if now-c.idleAt < p.idleNs {
+			p.idle[n-1] = nil
+			p.idle = p.idle[:n-1]
+			sweep := now >= p.nextSweep
+			p.mu.Unlock()
+			p.active.Add(1)
+			p.reuses.Add(1)
+			if sweep {
+				p.sweep(now, false)
+			}
+			return c
+		}
+		stale = c
+	}
+	p.mu.Unlock()
+	if stale != nil {
+		p.sweep(now, true) // all idle conns are stale: close them now
+	}
+	return nil
+}
+
+// put returns a healthy conn (response fully read, keep-alive) to the idle stack, or closes it
+// when the pool is closed or full.
+func (p *Pool) put(c *conn) {
+	now := p.now()
+	c.idleAt = now
+	p.mu.Lock()
+	if p.closed || len(p.idle) >= p.o.MaxIdleConns {
+		p.mu.Unlock()
+		p.active.Add(-1)
+		c.close()
+		return
+	}
+	p.idle = append(p.idle, c)
+	sweep := now >= p.nextSweep
+	p.mu.Unlock()
+	p.active.Add(-1)
+	if sweep {
+		p.sweep(now, false)
+	}
+}
+
+// discard closes a checked-out conn that must not be reused.
+func (p *Pool) discard(c *conn) {
+	c.close()
+	p.active.Add(-1)
+}
+
+// dial opens a new conn (TCP_NODELAY, TLS handshake for https) within ctx.
+func (p *Pool) dial(ctx context.Context) (*conn, error) {
+	raw, err := p.dialer.DialContext(ctx, "tcp", p.o.Addr)
+	if err != nil {
+		return nil, err
+	}
+	if tc, ok := raw.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true)
+	}
+	c := &conn{nc: raw, raw: raw}
+	if p.tls != nil {
+		t := tls.Client(raw, p.tls)
+		if err := t.HandshakeContext(ctx); err != nil {
+			_ = raw.Close()
+			return nil, fmt.Errorf("tls handshake: %w", err)
+		}
+		c.nc = t
+	}
+	p.dials.Add(1)
+	p.active.Add(1)
+	return c, nil
+}
+
+func (p *Pool) isClosed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closed
+}
