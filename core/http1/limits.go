@@ -1,0 +1,56 @@
+package http1
+
+// Default limits, used for zero fields of Limits.
+const (
+	// DefaultMaxHeaderBytes bounds the request line plus all header lines, in bytes.
+	DefaultMaxHeaderBytes = 16384
+	// DefaultMaxHeaderCount bounds the number of header field lines.
+	DefaultMaxHeaderCount = 100
+	// DefaultMaxBodyBytes bounds a request body (Content-Length or chunked payload total), in bytes.
+	DefaultMaxBodyBytes int64 = 16 << 20
+)
+
+// Limits bound what a parser accepts. Zero fields take the Default* values; a nil *Limits means
+// all defaults. Exceeding MaxHeaderBytes or MaxHeaderCount gives *Error 431 for a request
+// (502 for an upstream response); a request Content-Length over MaxBodyBytes gives 413.
+// MaxBodyBytes does not apply to responses.
+type Limits struct {
+	MaxHeaderBytes int   // request line + all header lines, bytes; default 16384
+	MaxHeaderCount int   // header field lines; default 100
+	MaxBodyBytes   int64 // request body, bytes; default 16 MiB
+}
+
+// HeaderBytes returns the effective header size limit in bytes.
+func (l *Limits) HeaderBytes() int {
+	if l == nil || l.MaxHeaderBytes <= 0 {
+		return DefaultMaxHeaderBytes
+	}
+	return l.MaxHeaderBytes
+}
+
+// HeaderCount returns the effective limit on header field lines.
+func (l *Limits) HeaderCount() int {
+	if l == nil || l.MaxHeaderCount <= 0 {
+		return DefaultMaxHeaderCount
+	}
+	return l.MaxHeaderCount
+}
+
+// BodyBytes returns the effective request body limit in bytes (set it as
+// ChunkedDecoder.MaxBodyBytes when decoding a chunked request body).
+func (l *Limits) BodyBytes() int64 {
+	if l == nil || l.MaxBodyBytes <= 0 {
+		return DefaultMaxBodyBytes
+	}
+	return l.MaxBodyBytes
+}
+
+// CheckPartialHead is for callers waiting on an incomplete head (FindHeadEnd returned n == -1):
+// it returns ErrNeedMore while the buffered head bytes (without the skipped leading CRLFs) are
+// within lim's header limit, and *Error 431 once they exceed it.
+func CheckPartialHead(buffered int, lim *Limits) error {
+	if buffered > lim.HeaderBytes() {
+		return errHeadTooLarge
+	}
+	return ErrNeedMore
+}

@@ -1,0 +1,55 @@
+package http1
+
+// MethodBytes returns the request method as received (case-sensitive, RFC 9110 §9.1).
+// Router view: does not allocate.
+func (r *Request) MethodBytes() []byte { return r.Method }
+
+// HostBytes returns the Host without its port, as received (an IPv6 literal keeps its
+// brackets); the router compares it case-insensitively. Nil when there is no Host.
+func (r *Request) HostBytes() []byte { return r.hostName }
+
+// PathBytes returns the request path (the target up to '?', still percent-encoded).
+func (r *Request) PathBytes() []byte { return r.Path }
+
+// HeaderValue returns the value of the first field named name (ASCII case-insensitive) and
+// whether there was one.
+func (r *Request) HeaderValue(name string) ([]byte, bool) {
+	return headerValue(r.Headers, name)
+}
+
+// QueryValue returns the raw (not unescaped) value of the first parameter named name in
+// RawQuery (pairs separated by '&', name and value by '='; a parameter without '=' has an empty
+// value) and whether there was one. Names compare byte for byte.
+func (r *Request) QueryValue(name string) ([]byte, bool) {
+	q := r.RawQuery
+	for len(q) > 0 {
+		var pair []byte
+		pair, q = q, nil
+		for i, c := range pair {
+			if c == '&' {
+				pair, q = pair[:i], pair[i+1:]
+				break
+			}
+		}
+		k, v := pair, pair[len(pair):]
+		for i, c := range pair {
+			if c == '=' {
+				k, v = pair[:i], pair[i+1:]
+				break
+			}
+		}
+		if string(k) == name {
+			return v, true
+		}
+	}
+	return nil, false
+}
+
+func headerValue(hs []HeaderField, name string) ([]byte, bool) {
+	for i := range hs {
+		if equalFoldAny(hs[i].Key, name) {
+			return hs[i].Value, true
+		}
+	}
+	return nil, false
+}
