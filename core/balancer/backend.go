@@ -1,0 +1,80 @@
+// Package balancer picks the backend (one server of a service) that serves
+// the next request. Strategies: smooth weighted round-robin (nginx's
+// algorithm, "round-robin" and its alias "weighted"), least-connections
+// (fewest in-flight requests per unit of weight) and weighted random.
+//
+// Every Balancer is safe for concurrent use and lock-free on the hot path
+// (the round-robin strategy takes a mutex only to rebuild its schedule after
+// a backend goes down or comes back up, or when the weights are too large
+// for a precomputed schedule; see MaxScheduleLen).
+package balancer
+
+import (
+	"sync/atomic"
+)
+
+// MaxWeight is the largest backend weight New accepts. It keeps
+// Active×Weight products of the least-connections strategy far from
+// overflow.
+const MaxWeight = 1 << 20
+
+// downEpoch counts up/down transitions of all backends. Balancers compare it
+// with the value their schedule was built at to notice health changes
+// without scanning their backends on every pick.
+var downEpoch atomic.Uint64
+
+// Backend is one upstream server of a service as the balancer sees it.
+// Create it with a composite literal; the zero value is an up backend of
+// weight 1. A Backend may be shared by several balancers (for example the
+// old and the new snapshot during a config reload).
+type Backend struct {
+	// ID is the caller's handle for the backend (an index into the
+	// service's server list); the balancer does not interpret it.
+	ID int
+	// Name labels the backend in logs and metrics (for example its URL).
+	Name string
+	// Weight is the backend's share of traffic relative to the other
+	// backends of the service, 1..MaxWeight; 0 means 1. It must not change
+	// after the backend is passed to New.
+	Weight int
+	// Active is the number of requests in flight to the backend. The
+	// caller maintains it with Acquire and Release; the least-connections
+	// strategy reads it.
+	Active atomic.Int64
+
+	down atomic.Bool
+	// Active is written by every request on every core: keep it off the
+	// cache lines of neighbouring backends (false sharing).
+	_ [cacheLinePad]byte
+}
+
+// cacheLinePad separates the hot counters of backends allocated together.
+const cacheLinePad = 64
+
+// Acquire records one more in-flight request on b (call it when a request
+// is sent to the backend picked by Pick).
+func (b *Backend) Acquire() { b.Active.Add(1) }
+
+// Release records the end of a request counted by Acquire (response fully
+// relayed, failed or cancelled). Every Acquire needs exactly one Release.
+func (b *Backend) Release() { b.Active.Add(-1) }
+
+// SetDown marks b as down (true: health check failing, never picked) or up
+// (false). It is safe to call concurrently with Pick; a pick that races with
+// the transition may still return b once.
+func (b *Backend) SetDown(down bool) {
+	if b.down.Swap(down) != down {
+		downEpoch.Add(1)
+	}
+}
+
+// Down reports whether b is marked down.
+func (b *Backend) Down() bool { return b.down.Load() }
+
+// weight returns the effective weight (0 means 1).
+func (b *Backend) weight() int64 {
+	if b.Weight <= 0 {
+		return 1
+	}
+	return int64(b.Weight)
+}
