@@ -1,0 +1,124 @@
+package llmsim
+
+import (
+	"errors"
+	"time"
+)
+
+// Fleet is a running set of simulated instances (one HTTP server each).
+type Fleet struct {
+	seed  uint64
+	key   []byte // HMAC key of P/D handles (derived from seed and API key)
+	cfg   Config
+	insts []*instance
+	done  chan struct{}
+}
+
+// Start validates cfg, binds every instance's listener and starts serving. It returns an
+// error (and starts nothing) when the config is invalid or an address cannot be bound.
+func Start(cfg Config) (*Fleet, error) {
+	ics, err := cfg.resolve()
+	if err != nil {
+		return nil, err
+	}
+	f := &Fleet{seed: cfg.Seed, cfg: cfg, done: make(chan struct{})}
+	f.key = handleKey(cfg.Seed, cfg.APIKey)
+	for i, ic := range ics {
+		in := newInstance(f, i, ic)
+		if err := in.start(ic.Listen); err != nil {
+			f.Close()
+			return nil, err
+		}
+		f.insts = append(f.insts, in)
+	}
+	for _, in := range f.insts {
+		if in.cfg.CrashEvery > 0 {
+			go f.crashLoop(in)
+		}
+	}
+	return f, nil
+}
+
+// Len returns the number of instances.
+func (f *Fleet) Len() int { return len(f.insts) }
+
+// Addrs returns each instance's listen address ("127.0.0.1:8000"), in instance order.
+func (f *Fleet) Addrs() []string {
+	out := make([]string, len(f.insts))
+	for i, in := range f.insts {
+		in.mu.Lock()
+		out[i] = in.addr
+		in.mu.Unlock()
+	}
+	return out
+}
+
+// Stats returns instance i's accounting (the body of its GET /llmsim/stats). It panics when
+// i is out of range, like a slice index.
+func (f *Fleet) Stats(i int) Stats { return f.insts[i].stats() }
+
+// Instance returns instance i's resolved configuration.
+func (f *Fleet) Instance(i int) InstanceConfig { return f.insts[i].cfg }
+
+// Crash crashes instance i now (listener and connections closed, KV cache and reservations
+// lost, epoch+1) and restarts it on the same address after downtime (then its startup delay
+// applies). It returns an error when i is out of range.
+func (f *Fleet) Crash(i int, downtime time.Duration) error {
+	if i < 0 || i >= len(f.insts) {
+		return errors.New("llmsim: no such instance")
+	}
+	in := f.insts[i]
+	in.crash()
+	go func() {
+		t := time.NewTimer(downtime)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			in.mu.Lock()
+			addr := in.addr
+			in.mu.Unlock()
+			in.start(addr)
+		case <-f.done:
+		}
+	}()
+	return nil
+}
+
+func (f *Fleet) crashLoop(in *instance) {
+	t := time.NewTicker(in.cfg.CrashEvery.D())
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			f.Crash(in.idx, in.cfg.CrashDowntime.D())
+		case <-f.done:
+			return
+		}
+	}
+}
+
+// Close stops every instance and waits (up to 5s) for their handlers to return.
+func (f *Fleet) Close() error {
+	select {
+	case <-f.done:
+		return nil
+	default:
+	}
+	close(f.done)
+	for _, in := range f.insts {
+		in.stop()
+	}
+	waited := make(chan struct{})
+	go func() {
+		for _, in := range f.insts {
+			in.active.Wait()
+		}
+		close(waited)
+	}()
+	select {
+	case <-waited:
+	case <-time.After(5 * time.Second):
+		return errors.New("llmsim: handlers still running 5s after close")
+	}
+	return nil
+}

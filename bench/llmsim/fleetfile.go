@@ -1,0 +1,111 @@
+package llmsim
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+
+	toml "github.com/pelletier/go-toml/v2"
+)
+
+// fleetFile is the TOML fleet file: top-level Config keys, a [defaults] table and
+// [[instance]] tables that override the defaults key by key.
+type fleetFile struct {
+	Seed      *uint64          `toml:"seed"`
+	Host      string           `toml:"host"`
+	BasePort  int              `toml:"base_port"`
+	Instances int              `toml:"instances"`
+	Roles     []Role           `toml:"roles"`
+	APIKey    string           `toml:"api_key"`
+	APIKeyEnv string           `toml:"api_key_env"`
+	Defaults  map[string]any   `toml:"defaults"`
+	Instance  []map[string]any `toml:"instance"`
+}
+
+// LoadFile reads a TOML fleet file (docs/llmsim.md): unknown keys are errors, reported with
+// the file name and line:column where go-toml gives one; api_key_env names an environment
+// variable that must be set.
+func LoadFile(path string) (Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("llmsim: %w", err)
+	}
+	return ParseFleetFile(path, data)
+}
+
+// ParseFleetFile parses fleet file content (name is used in error messages).
+func ParseFleetFile(name string, data []byte) (Config, error) {
+	var ff fleetFile
+	if err := strictDecode(data, &ff); err != nil {
+		return Config{}, fileError(name, "", err)
+	}
+	cfg := DefaultConfig()
+	if ff.Seed != nil {
+		cfg.Seed = *ff.Seed
+	}
+	if ff.Host != "" {
+		cfg.Host = ff.Host
+	}
+	cfg.BasePort, cfg.Roles, cfg.APIKey = ff.BasePort, ff.Roles, ff.APIKey
+	if ff.Instances > 0 {
+		cfg.Instances = ff.Instances
+	}
+	if ff.APIKeyEnv != "" {
+		v, ok := os.LookupEnv(ff.APIKeyEnv)
+		if !ok || v == "" {
+			return Config{}, fmt.Errorf("llmsim: %s: api_key_env: environment variable %s is not set", name, ff.APIKeyEnv)
+		}
+		cfg.APIKey = v
+	}
+	for _, r := range cfg.Roles {
+		if _, err := ParseRole(string(r)); err != nil {
+			return Config{}, fmt.Errorf("llmsim: %s: roles: %w", name, err)
+		}
+	}
+	if err := overlay(&cfg.Defaults, ff.Defaults); err != nil {
+		return Config{}, fileError(name, "[defaults]: ", err)
+	}
+	for i, m := range ff.Instance {
+		ic := cfg.Defaults
+		if err := overlay(&ic, m); err != nil {
+			return Config{}, fileError(name, fmt.Sprintf("[[instance]] #%d: ", i+1), err)
+		}
+		cfg.Instance = append(cfg.Instance, ic)
+	}
+	if _, err := cfg.resolve(); err != nil {
+		return Config{}, fmt.Errorf("llmsim: %s: %w", name, err)
+	}
+	return cfg, nil
+}
+
+// overlay decodes the keys of m over ic (keys absent from m keep ic's values).
+func overlay(ic *InstanceConfig, m map[string]any) error {
+	if len(m) == 0 {
+		return nil
+	}
+	b, err := toml.Marshal(m)
+	if err != nil {
+		return err
+	}
+	return strictDecode(b, ic)
+}
+
+func strictDecode(data []byte, v any) error {
+	d := toml.NewDecoder(bytes.NewReader(data))
+	d.DisallowUnknownFields()
+	return d.Decode(v)
+}
+
+func fileError(name, where string, err error) error {
+	var de *toml.DecodeError
+	if errors.As(err, &de) && where == "" {
+		row, col := de.Position()
+		return fmt.Errorf("llmsim: %s:%d:%d: %s", name, row, col, de.Error())
+	}
+	var sm *toml.StrictMissingError
+	if errors.As(err, &sm) {
+		return fmt.Errorf("llmsim: %s: %sunknown key: %s", name, where, sm.Error())
+	}
+	return fmt.Errorf("llmsim: %s: %s%w", name, where, err)
+}

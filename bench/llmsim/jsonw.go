@@ -1,0 +1,96 @@
+package llmsim
+
+import (
+	"net/http"
+	"strconv"
+)
+
+const hexDigits = "0123456789abcdef"
+
+// appendJSONString appends s as a JSON string (RFC 8259 §7): quotes, backslashes and control
+// characters escaped, UTF-8 passed through unchanged.
+func appendJSONString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue
+		}
+		dst = append(dst, s[start:i]...)
+		switch c {
+		case '"', '\\':
+			dst = append(dst, '\\', c)
+		case '\n':
+			dst = append(dst, '\\', 'n')
+		case '\r':
+			dst = append(dst, '\\', 'r')
+		case '\t':
+			dst = append(dst, '\\', 't')
+		default:
+			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+		}
+		start = i + 1
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
+
+// appendJSONStringOrNull appends s as a JSON string, or null when s is empty.
+func appendJSONStringOrNull(dst []byte, s string) []byte {
+	if s == "" {
+		return append(dst, "null"...)
+	}
+	return appendJSONString(dst, s)
+}
+
+// errorType returns the OpenAI error type for an HTTP status.
+func errorType(status int) string {
+	switch {
+	case status == http.StatusUnauthorized:
+		return "authentication_error"
+	case status == http.StatusForbidden:
+		return "permission_error"
+	case status == http.StatusNotFound:
+		return "not_found_error"
+	case status == http.StatusTooManyRequests:
+		return "rate_limit_error"
+	case status < 500:
+		return "invalid_request_error"
+	case status == http.StatusServiceUnavailable:
+		return "service_unavailable"
+	}
+	return "server_error"
+}
+
+// writeError writes an OpenAI-style error body {"error":{"message","type","param","code"}}
+// with the status (param and code are null when empty).
+func writeError(w http.ResponseWriter, status int, msg, param, code string) {
+	b := make([]byte, 0, 128+len(msg))
+	b = append(b, `{"error":{"message":`...)
+	b = appendJSONString(b, msg)
+	b = append(b, `,"type":`...)
+	b = appendJSONString(b, errorType(status))
+	b = append(b, `,"param":`...)
+	b = appendJSONStringOrNull(b, param)
+	b = append(b, `,"code":`...)
+	b = appendJSONStringOrNull(b, code)
+	b = append(b, "}}\n"...)
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
+		h.Set("Retry-After", "1")
+	}
+	w.WriteHeader(status)
+	w.Write(b)
+}
+
+// writeJSON writes a complete JSON body with status 200.
+func writeJSON(w http.ResponseWriter, body []byte) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(http.StatusOK)
+	w.Write(body)
+}
