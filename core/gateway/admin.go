@@ -1,0 +1,219 @@
+package gateway
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"net"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+	json "github.com/goccy/go-json"
+
+	"github.com/sluice-gw/sluice/core/config"
+)
+
+// adminServer is the admin API (DESIGN.md §4, docs/admin-api.md). It is off the data path, so
+// it uses net/http.
+type adminServer struct {
+	addr string
+	srv  *http.Server
+}
+
+func startAdmin(g *Gateway, address, token string) (*adminServer, error) {
+	ln, err := net.Listen("tcp", address)
+	if err != nil {
+		return nil, errors.Join(errors.New("sluice: admin listener"), err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /api/gateway/health", g.adminHealth)
+	mux.HandleFunc("GET /api/gateway/routes", g.adminRoutes)
+	mux.HandleFunc("GET /api/gateway/services", g.adminServices)
+	mux.HandleFunc("GET /api/gateway/backends", g.adminBackends)
+	mux.HandleFunc("GET /api/gateway/models", emptyList)
+	mux.HandleFunc("GET /api/gateway/workers", emptyList)
+	mux.HandleFunc("GET /api/gateway/config", g.adminConfig)
+	mux.HandleFunc("GET /api/gateway/metrics", adminMetrics)
+	mux.HandleFunc("GET /metrics", adminMetrics)
+	mux.HandleFunc("POST /api/gateway/reload", g.adminReload)
+	var h http.Handler = mux
+	if token != "" {
+		h = requireBearer(token, mux)
+	}
+	a := &adminServer{addr: ln.Addr().String(), srv: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}}
+	go func() { _ = a.srv.Serve(ln) }()
+	return a, nil
+}
+
+func (a *adminServer) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_ = a.srv.Shutdown(ctx)
+}
+
+func requireBearer(token string, next http.Handler) http.Handler {
+	want := []byte("Bearer " + token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got := []byte(r.Header.Get("Authorization"))
+		if subtle.ConstantTimeCompare(got, want) != 1 {
+			writeJSON(w, http.StatusUnauthorized, map[string]any{"error": map[string]any{"message": "admin API needs the bearer token", "type": "authentication_error", "param": nil, "code": "unauthorized"}})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+func emptyList(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, []any{}) }
+
+func adminMetrics(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+	metrics.WritePrometheus(w, true)
+}
+
+type entrypointStatus struct {
+	Name        string `json:"name"`
+	Address     string `json:"address"`
+	Engine      string `json:"engine"`
+	Connections int64  `json:"connections"`
+	Active      int64  `json:"active_requests"`
+}
+
+func (g *Gateway) adminHealth(w http.ResponseWriter, _ *http.Request) {
+	snap := g.live.Load()
+	eps := []entrypointStatus{}
+	for _, name := range g.epNames {
+		t := g.transports[name]
+		st := t.Stats()
+		eps = append(eps, entrypointStatus{Name: name, Address: t.Addr(), Engine: engineName(snap.Config.Entrypoints[name]), Connections: st.Connections, Active: st.Active})
+	}
+	writeJSON(w, 200, map[string]any{"status": "ok", "generation": snap.Gen, "entrypoints": eps})
+}
+
+type routeStatus struct {
+	Name        string   `json:"name"`
+	Rule        string   `json:"rule"`
+	Service     string   `json:"service"`
+	Entrypoints []string `json:"entrypoints"`
+	Middlewares []string `json:"middlewares"`
+	Priority    int      `json:"priority"`
+}
+
+func (g *Gateway) adminRoutes(w http.ResponseWriter, _ *http.Request) {
+	cfg := g.live.Load().Config
+	out := []routeStatus{}
+	for _, name := range sortedNames(cfg.Routers) {
+		r := cfg.Routers[name]
+		eps := r.Entrypoints
+		if len(eps) == 0 {
+			eps = g.epNames
+		}
+		out = append(out, routeStatus{Name: name, Rule: r.Rule, Service: r.Service, Entrypoints: eps, Middlewares: nonNil(r.Middlewares), Priority: r.Priority})
+	}
+	writeJSON(w, 200, out)
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+type serverStatus struct {
+	URL    string `json:"url"`
+	Weight int    `json:"weight"`
+}
+
+type serviceStatus struct {
+	Name     string         `json:"name"`
+	Strategy string         `json:"strategy"`
+	Servers  []serverStatus `json:"servers"`
+}
+
+func (g *Gateway) adminServices(w http.ResponseWriter, _ *http.Request) {
+	cfg := g.live.Load().Config
+	out := []serviceStatus{}
+	for _, name := range sortedNames(cfg.Services) {
+		lb := cfg.Services[name].LoadBalancer
+		st := serviceStatus{Name: name, Strategy: lb.Strategy, Servers: []serverStatus{}}
+		for _, s := range lb.Servers {
+			st.Servers = append(st.Servers, serverStatus{URL: s.URL, Weight: s.Weight})
+		}
+		out = append(out, st)
+	}
+	writeJSON(w, 200, out)
+}
+
+type backendStatus struct {
+	Service    string `json:"service"`
+	URL        string `json:"url"`
+	Active     int64  `json:"active_requests"`
+	Down       bool   `json:"down"`
+	IdleConns  int    `json:"idle_conns"`
+	Dials      int    `json:"dials"`
+	Reuses     int    `json:"reuses"`
+	DialErrors int    `json:"dial_errors"`
+}
+
+func (g *Gateway) adminBackends(w http.ResponseWriter, _ *http.Request) {
+	snap := g.live.Load()
+	out := []backendStatus{}
+	for _, name := range snap.ServiceNames {
+		for _, b := range snap.Services[name].Backends {
+			ps := b.Pool.Stats()
+			out = append(out, backendStatus{Service: name, URL: b.URL, Active: b.LB.Active.Load(), Down: b.LB.Down(), IdleConns: ps.Idle, Dials: ps.Dials, Reuses: ps.Reuses, DialErrors: ps.DialErrors})
+		}
+	}
+	writeJSON(w, 200, out)
+}
+
+// secretKeys are middleware option names whose values are redacted by /api/gateway/config.
+var secretKeys = []string{"value", "secret", "key", "token", "password"}
+
+func (g *Gateway) adminConfig(w http.ResponseWriter, _ *http.Request) {
+	cfg := g.live.Load().Config
+	red := *cfg
+	red.Middlewares = map[string]*config.Middleware{}
+	for name, m := range cfg.Middlewares {
+		c := *m
+		c.Options = map[string]any{}
+		for k, v := range m.Options {
+			for _, s := range secretKeys {
+				if strings.Contains(strings.ToLower(k), s) && !strings.HasSuffix(k, "_env") {
+					v = "<redacted>"
+				}
+			}
+			c.Options[k] = v
+		}
+		red.Middlewares[name] = &c
+	}
+	writeJSON(w, 200, map[string]any{"files": cfg.Files(), "config": &red})
+}
+
+func (g *Gateway) adminReload(w http.ResponseWriter, _ *http.Request) {
+	if err := g.Reload(); err != nil {
+		writeJSON(w, 400, map[string]any{"error": map[string]any{"message": err.Error(), "type": "invalid_request_error", "param": nil, "code": "reload_failed"}})
+		return
+	}
+	writeJSON(w, 200, map[string]any{"status": "reloaded", "generation": g.live.Load().Gen})
+}
+
+func sortedNames[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

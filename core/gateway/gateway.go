@@ -1,0 +1,222 @@
+// Package gateway wires a configuration to running parts: the compiled snapshot, one ingress
+// transport per entrypoint, the admin API, reload and drain. cmd/sluice only parses flags and
+// signals and calls this package.
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"github.com/sluice-gw/sluice/core/config"
+	"github.com/sluice-gw/sluice/core/http1"
+	"github.com/sluice-gw/sluice/core/ingress"
+	"github.com/sluice-gw/sluice/core/runtime"
+)
+
+// ErrRestartRequired is returned by Reload when the new config changes the entrypoints
+// (addresses, engines, TLS or limits), which a reload cannot apply to bound listeners.
+var ErrRestartRequired = errors.New("sluice: entrypoint changes need a restart")
+
+// Gateway is a running sluice instance.
+type Gateway struct {
+	// ConfigPath is what Reload loads: a file or directory; "" means the embedded default.
+	ConfigPath string
+	Log        *slog.Logger
+
+	live       runtime.Live
+	gen        atomic.Uint64
+	reloadMu   sync.Mutex
+	transports map[string]ingress.Transport
+	epNames    []string
+	admin      *adminServer
+}
+
+// LoadConfig loads the configuration at path ("" for the embedded default).
+func LoadConfig(path string) (*config.Config, error) {
+	if path == "" {
+		return config.LoadDefault()
+	}
+	return config.Load(path)
+}
+
+// New compiles cfg; it does not bind anything yet.
+func New(cfg *config.Config, path string, log *slog.Logger) (*Gateway, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	g := &Gateway{ConfigPath: path, Log: log, transports: map[string]ingress.Transport{}}
+	snap, err := runtime.Compile(cfg, nil, g.gen.Add(1))
+	if err != nil {
+		return nil, err
+	}
+	g.live.Swap(snap)
+	return g, nil
+}
+
+// Settings converts a config entrypoint into ingress settings.
+func Settings(ep *config.Entrypoint) ingress.Settings {
+	s := ingress.Settings{
+		Name:    ep.Name,
+		Address: ep.Address,
+		Limits: http1.Limits{
+			MaxHeaderBytes: ep.MaxHeaderBytes,
+			MaxBodyBytes:   ep.MaxBodyBytes,
+		},
+		ReadHeaderTimeout:  ep.ReadHeaderTimeout,
+		IdleTimeout:        ep.IdleTimeout,
+		ClientStallTimeout: ep.ClientStallTimeout,
+		MaxConnections:     ep.MaxConnections,
+		Multicore:          ep.Multicore,
+	}
+	if ep.TLS != nil {
+		s.TLSCertFile, s.TLSKeyFile = ep.TLS.CertFile, ep.TLS.KeyFile
+	}
+	return s
+}
+
+// Start binds every entrypoint and the admin listener. On error, what was started is stopped.
+func (g *Gateway) Start() error {
+	cfg := g.live.Load().Config
+	for name := range cfg.Entrypoints {
+		g.epNames = append(g.epNames, name)
+	}
+	sort.Strings(g.epNames)
+	for _, name := range g.epNames {
+		ep := cfg.Entrypoints[name]
+		var t ingress.Transport
+		if ep.Engine == config.EngineFasthttp {
+			t = ingress.NewFast(Settings(ep), &g.live, g.Log)
+		} else {
+			t = ingress.NewGnet(Settings(ep), &g.live, g.Log)
+		}
+		if err := t.Start(); err != nil {
+			g.stopAll()
+			return err
+		}
+		g.transports[name] = t
+		g.Log.Info("entrypoint listening", "entrypoint", name, "address", t.Addr(), "engine", engineName(ep))
+	}
+	if cfg.Admin.Address != "" {
+		a, err := startAdmin(g, cfg.Admin.Address, cfg.Admin.Token)
+		if err != nil {
+			g.stopAll()
+			return err
+		}
+		g.admin = a
+		g.Log.Info("admin listening", "address", a.addr)
+	}
+	return nil
+}
+
+func engineName(ep *config.Entrypoint) string {
+	if ep.Engine == "" {
+		return config.EngineGnet
+	}
+	return ep.Engine
+}
+
+func (g *Gateway) stopAll() {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, t := range g.transports {
+		_ = t.Drain(ctx)
+	}
+	if g.admin != nil {
+		g.admin.close()
+	}
+}
+
+// Addr returns the bound address of entrypoint name ("" if unknown).
+func (g *Gateway) Addr(name string) string {
+	if t := g.transports[name]; t != nil {
+		return t.Addr()
+	}
+	return ""
+}
+
+// AdminAddr returns the bound admin address ("" when disabled).
+func (g *Gateway) AdminAddr() string {
+	if g.admin == nil {
+		return ""
+	}
+	return g.admin.addr
+}
+
+// Snapshot returns the configuration snapshot in force.
+func (g *Gateway) Snapshot() *runtime.Snapshot { return g.live.Load() }
+
+// Reload loads ConfigPath again and swaps the new snapshot in. On any error the running
+// config stays in force and the error (a config.ErrorList with positions, or
+// ErrRestartRequired) is returned.
+func (g *Gateway) Reload() error {
+	g.reloadMu.Lock()
+	defer g.reloadMu.Unlock()
+	cfg, err := LoadConfig(g.ConfigPath)
+	if err != nil {
+		return err
+	}
+	old := g.live.Load()
+	if !sameEntrypoints(old.Config, cfg) {
+		return fmt.Errorf("%w: restart sluice to change [entrypoints]", ErrRestartRequired)
+	}
+	if !reflect.DeepEqual(old.Config.Admin, cfg.Admin) {
+		return fmt.Errorf("%w: restart sluice to change [admin]", ErrRestartRequired)
+	}
+	snap, err := runtime.Compile(cfg, old, g.gen.Add(1))
+	if err != nil {
+		return err
+	}
+	g.live.Swap(snap)
+	old.Retire(snap)
+	g.Log.Info("configuration reloaded", "generation", snap.Gen)
+	return nil
+}
+
+func sameEntrypoints(a, b *config.Config) bool {
+	if len(a.Entrypoints) != len(b.Entrypoints) {
+		return false
+	}
+	for name, ea := range a.Entrypoints {
+		eb := b.Entrypoints[name]
+		if eb == nil || !reflect.DeepEqual(*ea, *eb) {
+			return false
+		}
+	}
+	return true
+}
+
+// Drain stops accepting connections on every entrypoint, lets in-flight requests finish until
+// ctx ends, then stops everything.
+func (g *Gateway) Drain(ctx context.Context) error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(g.epNames))
+	for i, name := range g.epNames {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = g.transports[name].Drain(ctx)
+		}()
+	}
+	wg.Wait()
+	if g.admin != nil {
+		g.admin.close()
+	}
+	g.live.Load().Retire(nil)
+	return errors.Join(errs...)
+}
+
+// DrainTimeout is the longest drain_timeout of the entrypoints.
+func (g *Gateway) DrainTimeout() (d int64) {
+	for _, ep := range g.live.Load().Config.Entrypoints {
+		if int64(ep.DrainTimeout) > d {
+			d = int64(ep.DrainTimeout)
+		}
+	}
+	return d
+}

@@ -1,0 +1,102 @@
+package ingress
+
+import (
+	"net"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sluice-gw/sluice/pool"
+)
+
+// disconnectWatch aborts an upstream exchange as soon as the client's socket reports EOF,
+// including while the gateway waits for the first token. It peeks at the socket (MSG_PEEK) from
+// Go's netpoller, which measured 0 ms to notice a close here (DESIGN.md §9), where fasthttp only
+// notices on a failed write.
+type disconnectWatch struct {
+	conn   net.Conn // the TCP connection whose deadline wakes the watcher on stop
+	done   chan struct{}
+	mu     sync.Mutex
+	isGone bool
+}
+
+// watchDisconnect starts watching c (a TCP connection, possibly wrapped in TLS or counting
+// wrappers) and aborts x when the client closes it. It returns a watch that is a no-op when the
+// socket cannot be reached.
+func watchDisconnect(c net.Conn, x *pool.Exchange) *disconnectWatch {
+	w := &disconnectWatch{done: make(chan struct{})}
+	tcp := unwrapTCP(c)
+	if tcp == nil {
+		close(w.done)
+		return w
+	}
+	rc, err := tcp.SyscallConn()
+	if err != nil {
+		close(w.done)
+		return w
+	}
+	w.conn = tcp
+	go w.run(rc, x)
+	return w
+}
+
+func unwrapTCP(c net.Conn) *net.TCPConn {
+	for i := 0; i < 4 && c != nil; i++ {
+		switch v := c.(type) {
+		case *net.TCPConn:
+			return v
+		case interface{ NetConn() net.Conn }:
+			c = v.NetConn()
+		default:
+			return nil
+		}
+	}
+	return nil
+}
+
+func (w *disconnectWatch) run(rc syscall.RawConn, x *pool.Exchange) {
+	defer close(w.done)
+	var b [1]byte
+	eof := false
+	_ = rc.Read(func(fd uintptr) bool {
+		n, _, err := unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+		switch {
+		case err == unix.EAGAIN || err == unix.EINTR:
+			return false // not readable yet: park in the netpoller
+		case err != nil || n == 0:
+			eof = true // reset or orderly close
+		}
+		// n > 0: the client sent more bytes (a pipelined request, or TLS records); nothing more
+		// can be learned without consuming them, so stop watching.
+		return true
+	})
+	if eof {
+		w.mu.Lock()
+		w.isGone = true
+		w.mu.Unlock()
+		x.Abort()
+	}
+}
+
+// gone reports whether the client was seen leaving.
+func (w *disconnectWatch) gone() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.isGone
+}
+
+// stop ends the watch and waits for its goroutine, so fasthttp can read the connection again.
+func (w *disconnectWatch) stop() {
+	if w.conn != nil {
+		select {
+		case <-w.done:
+		default:
+			// A past read deadline wakes the parked peek with a timeout.
+			_ = w.conn.SetReadDeadline(time.Unix(1, 0))
+			<-w.done
+			_ = w.conn.SetReadDeadline(time.Time{})
+		}
+	}
+}

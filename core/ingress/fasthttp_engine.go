@@ -1,0 +1,320 @@
+package ingress
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/sluice-gw/sluice/core/http1"
+	"github.com/sluice-gw/sluice/core/proxy"
+	"github.com/sluice-gw/sluice/pool"
+)
+
+// FastEngine serves one entrypoint with fasthttp.Server: the engine for TLS entrypoints (gnet
+// has no TLS, DESIGN.md §9), running the same core/proxy path as the gnet engine. fasthttp only
+// notices a departed client when a write fails, so each in-flight request also watches its
+// socket for EOF (disconnect_linux.go).
+type FastEngine struct {
+	set      Settings
+	res      Resolver
+	log      *slog.Logger
+	srv      *fasthttp.Server
+	ln       net.Listener
+	done     chan struct{}
+	draining atomic.Bool
+	counters
+}
+
+// NewFast returns a fasthttp engine for the entrypoint described by set.
+func NewFast(set Settings, res Resolver, log *slog.Logger) *FastEngine {
+	set.fill()
+	if log == nil {
+		log = slog.Default()
+	}
+	e := &FastEngine{set: set, res: res, log: log, done: make(chan struct{})}
+	e.srv = &fasthttp.Server{
+		Handler:                       e.handle,
+		Name:                          "",
+		NoDefaultServerHeader:         true,
+		NoDefaultContentType:          true,
+		NoDefaultDate:                 true,
+		DisableHeaderNamesNormalizing: true,
+		DisablePreParseMultipartForm:  true,
+		ReadTimeout:                   set.ReadHeaderTimeout,
+		IdleTimeout:                   set.IdleTimeout,
+		MaxRequestBodySize:            int(set.Limits.MaxBodyBytes),
+		ReadBufferSize:                set.Limits.MaxHeaderBytes,
+		Concurrency:                   set.MaxConnections,
+		CloseOnShutdown:               true,
+		StreamRequestBody:             false,
+		ErrorHandler:                  e.onParseError,
+		Logger:                        discardLogger{},
+	}
+	return e
+}
+
+type discardLogger struct{}
+
+func (discardLogger) Printf(string, ...any) {}
+
+// Start implements Transport.
+func (e *FastEngine) Start() error {
+	ln, err := net.Listen("tcp", e.set.Address)
+	if err != nil {
+		return fmt.Errorf("sluice: entrypoint %s: %w", e.set.Name, err)
+	}
+	e.set.Address = ln.Addr().String()
+	if e.set.TLSCertFile != "" {
+		cert, err := tls.LoadX509KeyPair(e.set.TLSCertFile, e.set.TLSKeyFile)
+		if err != nil {
+			_ = ln.Close()
+			return fmt.Errorf("sluice: entrypoint %s: tls: %w", e.set.Name, err)
+		}
+		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}})
+	}
+	e.ln = &countingListener{Listener: ln, n: &e.counters.conns}
+	go func() {
+		defer close(e.done)
+		_ = e.srv.Serve(e.ln)
+	}()
+	return nil
+}
+
+// Addr implements Transport.
+func (e *FastEngine) Addr() string { return e.set.Address }
+
+// Stats implements Transport.
+func (e *FastEngine) Stats() Stats { return e.counters.stats() }
+
+// Drain implements Transport.
+func (e *FastEngine) Drain(ctx context.Context) error {
+	e.draining.Store(true)
+	err := e.srv.ShutdownWithContext(ctx)
+	<-e.done
+	return err
+}
+
+// onParseError answers requests fasthttp itself could not parse.
+func (e *FastEngine) onParseError(ctx *fasthttp.RequestCtx, err error) {
+	ge := &proxy.GatewayError{Status: 400, Type: proxy.InvalidRequest, Code: "bad_request", Message: "malformed request"}
+	switch {
+	case errors.Is(err, fasthttp.ErrBodyTooLarge):
+		ge = &proxy.GatewayError{Status: 413, Type: proxy.InvalidRequest, Code: "request_too_large", Message: "request body larger than the limit"}
+	case isSmallBuffer(err):
+		ge = &proxy.GatewayError{Status: 431, Type: proxy.InvalidRequest, Code: "request_header_fields_too_large", Message: "request head larger than the limit"}
+	}
+	writeFastError(ctx, ge, false)
+}
+
+func isSmallBuffer(err error) bool {
+	var sb *fasthttp.ErrSmallBuffer
+	return errors.As(err, &sb) || errors.Is(err, fasthttp.ErrSmallReadBuffer)
+}
+
+func writeFastError(ctx *fasthttp.RequestCtx, ge *proxy.GatewayError, keepAlive bool) {
+	ctx.Response.Reset()
+	ctx.Response.SetStatusCode(ge.Status)
+	ctx.Response.Header.SetContentType("application/json")
+	if ge.RetryAfter > 0 {
+		ctx.Response.Header.Set("Retry-After", fmt.Sprint(ge.RetryAfter))
+	}
+	ctx.Response.SetBody(proxy.AppendErrorBody(nil, ge))
+	if !keepAlive {
+		ctx.Response.SetConnectionClose()
+	}
+}
+
+// fastExchange is the state of one request on the fasthttp engine; it lives until the
+// response body stream is closed.
+type fastExchange struct {
+	e       *FastEngine
+	req     http1.Request
+	headBuf []byte
+	ip      []byte
+	x       *pool.Exchange
+	b       *proxy.Backend
+	watch   *disconnectWatch
+	sse     bool
+	tail    [2]byte
+	failed  []byte // pending SSE error event after an upstream failure
+	ended   bool
+}
+
+var fastExchanges = sync.Pool{New: func() any { return new(fastExchange) }}
+
+func (e *FastEngine) handle(ctx *fasthttp.RequestCtx) {
+	fx := fastExchanges.Get().(*fastExchange)
+	fx.e = e
+	e.counters.active.Add(1)
+	if !fx.start(ctx) {
+		fx.release()
+	}
+}
+
+// start proxies the request up to the response head and hands the body to fasthttp as a
+// stream; it reports whether the stream owns fx (false: the caller releases it).
+func (fx *fastExchange) start(ctx *fasthttp.RequestCtx) bool {
+	e := fx.e
+	req := &fx.req
+	req.Reset()
+	if err := req.ParseRequestHead(ctx.Request.Header.Header(), &e.set.Limits); err != nil {
+		writeFastError(ctx, proxy.FramingGatewayError(err), false)
+		return false
+	}
+	req.Body = append(req.Body[:0], ctx.Request.Body()...)
+	keepAlive := req.KeepAlive && !e.draining.Load()
+	rt := e.res.Resolve(e.set.Name, req)
+	if rt == nil {
+		writeFastError(ctx, proxy.ErrNoRoute, keepAlive)
+		return false
+	}
+	b := rt.Service.Pick()
+	if b == nil {
+		writeFastError(ctx, proxy.ErrNoBackend, keepAlive)
+		return false
+	}
+	fx.b = b
+	fx.ip = fx.ip[:0]
+	if a, ok := ctx.RemoteAddr().(*net.TCPAddr); ok {
+		fx.ip, _ = a.IP.AppendText(fx.ip)
+	}
+	fx.headBuf = proxy.AppendUpstreamHead(fx.headBuf[:0], req, rt, b, proxy.ClientInfo{IP: fx.ip, TLS: ctx.IsTLS()})
+	fx.x = pool.AcquireExchange()
+	fx.watch = watchDisconnect(ctx.Conn(), fx.x)
+	isHEAD := ctx.IsHead()
+	if err := fx.x.RoundTrip(b.Pool, fx.headBuf, req.Body, isHEAD); err != nil {
+		if fx.watch.gone() {
+			ctx.SetConnectionClose()
+			return false
+		}
+		writeFastError(ctx, proxy.UpstreamGatewayError(err), keepAlive)
+		return false
+	}
+	resp := &fx.x.Resp
+	mode, ka := proxy.PlanResponse(resp, isHEAD, req)
+	keepAlive = keepAlive && ka
+	h := &ctx.Response.Header
+	h.DisableNormalizing()
+	h.SetNoDefaultContentType(true)
+	ctx.Response.SetStatusCode(resp.Status)
+	for i := range resp.Headers {
+		f := &resp.Headers[i]
+		if resp.IsHopByHop(f.Key) || bytes.EqualFold(f.Key, []byte("Content-Length")) || bytes.EqualFold(f.Key, []byte("Transfer-Encoding")) {
+			continue
+		}
+		h.AddBytesKV(f.Key, f.Value)
+	}
+	if !keepAlive {
+		ctx.Response.SetConnectionClose()
+	}
+	switch mode {
+	case proxy.OutNone:
+		if isHEAD && resp.ContentLength >= 0 {
+			ctx.Response.Header.SetContentLength(int(resp.ContentLength))
+			ctx.Response.SkipBody = true
+		}
+		return false
+	case proxy.OutLength:
+		ctx.Response.SetBodyStream(fx, int(resp.ContentLength))
+	case proxy.OutClose:
+		// fasthttp's "identity" length (-2): the body is delimited by closing the connection,
+		// so an HTTP/1.0 client never gets chunked coding.
+		ctx.Response.SetBodyStream(fx, -2)
+	default:
+		fx.sse = proxy.IsEventStream(resp)
+		ctx.Response.SetBodyStream(fx, -1)
+	}
+	return true
+}
+
+// Read implements io.Reader for fasthttp's body stream: one upstream read per call, which
+// fasthttp flushes to the client at once.
+func (fx *fastExchange) Read(p []byte) (int, error) {
+	if len(fx.failed) > 0 {
+		n := copy(p, fx.failed)
+		fx.failed = fx.failed[n:]
+		return n, nil
+	}
+	if fx.ended {
+		return 0, io.EOF
+	}
+	n, err := fx.x.ReadBody(p, false)
+	if n >= 2 {
+		fx.tail[0], fx.tail[1] = p[n-2], p[n-1]
+	} else if n == 1 {
+		fx.tail[0], fx.tail[1] = fx.tail[1], p[0]
+	}
+	if err == nil || errors.Is(err, io.EOF) {
+		return n, err
+	}
+	if fx.sse && !fx.watch.gone() && fx.tail == [2]byte{'\n', '\n'} {
+		// DESIGN.md §5: end the client's stream with an SSE error event, never [DONE].
+		fx.failed = proxy.AppendSSEError(fx.failed[:0], proxy.ErrUpstreamStream)
+		fx.ended = true
+		return n, nil
+	}
+	return n, err
+}
+
+// Close implements io.Closer: fasthttp calls it when the body is written or the client failed.
+func (fx *fastExchange) Close() error {
+	fx.release()
+	return nil
+}
+
+func (fx *fastExchange) release() {
+	if fx.watch != nil {
+		fx.watch.stop()
+		fx.watch = nil
+	}
+	if fx.x != nil {
+		pool.ReleaseExchange(fx.x)
+		fx.x = nil
+	}
+	if fx.b != nil {
+		fx.b.Release()
+		fx.b = nil
+	}
+	fx.sse, fx.ended, fx.failed, fx.tail = false, false, fx.failed[:0], [2]byte{}
+	fx.e.counters.active.Add(-1)
+	fx.e = nil
+	fastExchanges.Put(fx)
+}
+
+// countingListener counts open client connections.
+type countingListener struct {
+	net.Listener
+	n *atomic.Int64
+}
+
+func (l *countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	l.n.Add(1)
+	return &countedConn{Conn: c, n: l.n}, nil
+}
+
+type countedConn struct {
+	net.Conn
+	n    *atomic.Int64
+	once sync.Once
+}
+
+func (c *countedConn) Close() error {
+	c.once.Do(func() { c.n.Add(-1) })
+	return c.Conn.Close()
+}
+
+// NetConn returns the wrapped connection (for the disconnect watch).
+func (c *countedConn) NetConn() net.Conn { return c.Conn }

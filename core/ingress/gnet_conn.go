@@ -1,0 +1,498 @@
+package ingress
+
+import (
+	"errors"
+	"io"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+
+	"github.com/sluice-gw/sluice/core/http1"
+	"github.com/sluice-gw/sluice/core/proxy"
+	"github.com/sluice-gw/sluice/pool"
+)
+
+// Connection phases, owned by the event loop.
+const (
+	phaseHead = iota // waiting for (the rest of) a request head
+	phaseBody        // reading a request body
+	phaseBusy        // a request is being proxied; later pipelined bytes wait in the inbound buffer
+)
+
+// maxSendQueue bounds the number of response writes queued for one connection: with the byte
+// high-water mark it bounds the memory a slow client can pin.
+const maxSendQueue = 64
+
+var (
+	errClientGone = errors.New("sluice: client connection closed")
+	continue100   = []byte("HTTP/1.1 100 Continue\r\n\r\n")
+)
+
+// sendItem is one queued response write: the buffer to release and the bytes it carries.
+type sendItem struct {
+	bp *[]byte
+	n  int
+}
+
+// gconn is the state of one client connection on the gnet engine.
+type gconn struct {
+	e  *GnetEngine
+	c  gnet.Conn
+	ip []byte
+
+	// Owned by the event loop (and by the worker while phase == phaseBusy).
+	phase        int
+	req          http1.Request
+	bodyLeft     int64
+	dec          http1.ChunkedDecoder
+	continueSent bool
+
+	// Shared with the worker goroutine and the deadline sweep.
+	busy      atomic.Bool  // a request is in flight
+	finished  atomic.Bool  // the worker is done; the loop may parse the next request
+	headSince atomic.Int64 // unix ns when the current request's first byte arrived; 0 when idle or busy
+	idleSince atomic.Int64 // unix ns when the connection last became idle
+	closed    atomic.Bool
+	closedCh  chan struct{}
+	closeOnce sync.Once
+	x         atomic.Pointer[pool.Exchange] // the upstream exchange to abort when the client leaves
+
+	// Response writes: buffers queued to AsyncWrite, released in order by the write callback.
+	sent      chan sendItem
+	queued    atomic.Int64 // bytes handed to AsyncWrite and not yet written to the socket or outbound buffer
+	outbound  atomic.Int64 // the loop's outbound buffer size at the last callback
+	drained   chan struct{}
+	onWritten gnet.AsyncCallback
+	onProbe   gnet.AsyncCallback
+
+	headBuf []byte // upstream request head, reused
+}
+
+func newGconn(e *GnetEngine, c gnet.Conn) *gconn {
+	gc := &gconn{e: e, c: c, closedCh: make(chan struct{}), sent: make(chan sendItem, maxSendQueue), drained: make(chan struct{}, 1)}
+	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		gc.ip = []byte(a.IP.String())
+	}
+	gc.onWritten = gc.written
+	gc.onProbe = gc.probed
+	gc.idleSince.Store(time.Now().UnixNano())
+	return gc
+}
+
+func (gc *gconn) markClosed() {
+	gc.closeOnce.Do(func() {
+		gc.closed.Store(true)
+		close(gc.closedCh)
+		if x := gc.x.Load(); x != nil {
+			x.Abort()
+		}
+	})
+}
+
+// onTraffic runs on the event loop: it advances the request parser over the buffered bytes
+// and dispatches a complete request to a worker goroutine.
+func (gc *gconn) onTraffic() gnet.Action {
+	c := gc.c
+	lim := &gc.e.set.Limits
+	for {
+		switch gc.phase {
+		case phaseBusy:
+			if !gc.finished.Load() {
+				// Pipelined bytes wait until the response in flight is done, but not without bound.
+				if c.InboundBuffered() > lim.MaxHeaderBytes+int(lim.MaxBodyBytes) {
+					return gnet.Close
+				}
+				return gnet.None
+			}
+			gc.finished.Store(false)
+			gc.phase = phaseHead
+		case phaseHead:
+			buf, _ := c.Peek(-1)
+			if len(buf) == 0 {
+				return gnet.None
+			}
+			if gc.headSince.Load() == 0 {
+				gc.headSince.Store(time.Now().UnixNano())
+			}
+			skip, n := http1.FindHeadEnd(buf)
+			if n < 0 {
+				if len(buf)-skip > lim.MaxHeaderBytes {
+					return gc.reject(&http1.Error{Status: 431, Msg: "request head larger than the limit"})
+				}
+				return gnet.None
+			}
+			gc.req.Reset()
+			if err := gc.req.ParseRequestHead(buf[skip:skip+n], lim); err != nil {
+				return gc.reject(err)
+			}
+			_, _ = c.Discard(skip + n)
+			gc.continueSent = false
+			switch {
+			case gc.req.Chunked:
+				gc.dec.Reset()
+				gc.phase = phaseBody
+			case gc.req.ContentLength > 0:
+				if gc.req.ContentLength > lim.MaxBodyBytes {
+					return gc.reject(&http1.Error{Status: 413, Msg: "request body larger than the limit"})
+				}
+				gc.bodyLeft = gc.req.ContentLength
+				gc.phase = phaseBody
+			default:
+				gc.dispatch()
+				return gnet.None
+			}
+		case phaseBody:
+			buf, _ := c.Peek(-1)
+			done, err := gc.readBody(buf)
+			if err != nil {
+				return gc.reject(err)
+			}
+			if !done {
+				if gc.req.ExpectContinue && !gc.continueSent && gc.req.Minor >= 1 {
+					gc.continueSent = true
+					_, _ = c.Write(continue100)
+				}
+				return gnet.None
+			}
+			gc.dispatch()
+			return gnet.None
+		}
+	}
+}
+
+// readBody moves body bytes from buf into the request and discards them from the inbound
+// buffer; it reports whether the body is complete.
+func (gc *gconn) readBody(buf []byte) (bool, error) {
+	req := &gc.req
+	if !req.Chunked {
+		take := int64(len(buf))
+		if take > gc.bodyLeft {
+			take = gc.bodyLeft
+		}
+		req.Body = append(req.Body, buf[:take]...)
+		_, _ = gc.c.Discard(int(take))
+		gc.bodyLeft -= take
+		return gc.bodyLeft == 0, nil
+	}
+	off := 0
+	for off < len(buf) && !gc.dec.Done() {
+		data, k, err := gc.dec.Next(buf[off:])
+		if err != nil {
+			return false, err
+		}
+		req.Body = append(req.Body, data...)
+		if int64(len(req.Body)) > gc.e.set.Limits.MaxBodyBytes {
+			return false, &http1.Error{Status: 413, Msg: "request body larger than the limit"}
+		}
+		off += k
+		if k == 0 {
+			break
+		}
+	}
+	_, _ = gc.c.Discard(off)
+	return gc.dec.Done(), nil
+}
+
+// reject answers a request that cannot be parsed and closes the connection (RFC 9112 §11.2:
+// after a framing error the rest of the stream cannot be trusted).
+func (gc *gconn) reject(err error) gnet.Action {
+	ge := proxy.FramingGatewayError(err)
+	bp := getBuf()
+	*bp = proxy.AppendErrorResponse((*bp)[:0], ge, 1, 1, false)
+	_, _ = gc.c.Write(*bp)
+	putBuf(bp)
+	return gnet.Close
+}
+
+func (gc *gconn) dispatch() {
+	gc.phase = phaseBusy
+	gc.headSince.Store(0)
+	gc.busy.Store(true)
+	gc.e.counters.active.Add(1)
+	go gc.serve()
+}
+
+// serve proxies gc.req; it runs on its own goroutine and must not touch loop-owned state
+// other than the request.
+func (gc *gconn) serve() {
+	keepAlive := gc.proxy()
+	gc.e.counters.active.Add(-1)
+	if gc.e.draining.Load() {
+		keepAlive = false
+	}
+	if keepAlive && !gc.closed.Load() {
+		gc.idleSince.Store(time.Now().UnixNano())
+		gc.busy.Store(false)
+		gc.finished.Store(true)
+		_ = gc.c.Wake(nil) // parse any pipelined request already buffered
+		return
+	}
+	gc.flush()
+	_ = gc.c.Close()
+	gc.busy.Store(false)
+}
+
+// proxy runs one exchange and reports whether the client connection may stay open.
+func (gc *gconn) proxy() bool {
+	req := &gc.req
+	keepAlive := req.KeepAlive
+	rt := gc.e.res.Resolve(gc.e.set.Name, req)
+	if rt == nil {
+		return gc.sendError(proxy.ErrNoRoute, keepAlive)
+	}
+	b := rt.Service.Pick()
+	if b == nil {
+		return gc.sendError(proxy.ErrNoBackend, keepAlive)
+	}
+	defer b.Release()
+	gc.headBuf = proxy.AppendUpstreamHead(gc.headBuf[:0], req, rt, b, proxy.ClientInfo{IP: gc.ip})
+	x := pool.AcquireExchange()
+	defer pool.ReleaseExchange(x)
+	gc.x.Store(x)
+	defer gc.x.Store(nil)
+	if gc.closed.Load() {
+		x.Abort()
+		return false
+	}
+	isHEAD := len(req.Method) == 4 && string(req.Method) == "HEAD"
+	if err := x.RoundTrip(b.Pool, gc.headBuf, req.Body, isHEAD); err != nil {
+		if gc.closed.Load() {
+			return false
+		}
+		return gc.sendError(proxy.UpstreamGatewayError(err), keepAlive)
+	}
+	mode, keepAlive := proxy.PlanResponse(&x.Resp, isHEAD, req)
+	sseStream := proxy.IsEventStream(&x.Resp)
+	if sseStream && mode == proxy.OutChunkedRaw {
+		// Frame SSE chunks ourselves so that a mid-stream failure can still end the client's
+		// stream on a chunk and event boundary (DESIGN.md §5).
+		mode = proxy.OutChunk
+	}
+	hb := getBuf()
+	*hb = proxy.AppendClientHead((*hb)[:0], &x.Resp, req, mode, keepAlive)
+	if err := gc.send(hb, 0, len(*hb)); err != nil {
+		return false
+	}
+	if mode == proxy.OutNone {
+		return keepAlive
+	}
+	if err := gc.relay(x, mode, sseStream); err != nil {
+		return false
+	}
+	return keepAlive
+}
+
+// chunkHeadroom is the space kept before each relay read for a chunk-size line.
+const chunkHeadroom = 18
+
+// relay copies the response body from the upstream to the client, one AsyncWrite per upstream
+// read (zero buffering), stopping the upstream reads while the client is slow.
+func (gc *gconn) relay(x *pool.Exchange, mode proxy.OutMode, sseStream bool) error {
+	chunked := mode == proxy.OutChunk
+	var tail [2]byte // last two payload bytes sent, to know whether an SSE event is complete
+	for {
+		bp := getRelayBuf()
+		b := *bp
+		n, err := x.ReadBody(b[chunkHeadroom:len(b)-2], mode.Raw())
+		if n > 0 {
+			lo, hi := chunkHeadroom, chunkHeadroom+n
+			if n >= 2 {
+				tail[0], tail[1] = b[hi-2], b[hi-1]
+			} else {
+				tail[0], tail[1] = tail[1], b[hi-1]
+			}
+			if chunked {
+				lo = frameChunk(b, lo, n)
+				b[hi], b[hi+1] = '\r', '\n'
+				hi += 2
+			}
+			if serr := gc.send(bp, lo, hi); serr != nil {
+				return serr
+			}
+		} else {
+			putRelayBuf(bp)
+		}
+		switch {
+		case err == nil:
+			continue
+		case errors.Is(err, io.EOF):
+			if chunked {
+				return gc.sendBytes(http1.LastChunk)
+			}
+			return nil
+		default:
+			if gc.closed.Load() {
+				return errClientGone
+			}
+			// The upstream failed mid-body. An SSE client at an event boundary gets an error
+			// event and a clean end of the chunked body, never [DONE]; anything else is cut off
+			// by closing the connection so the client sees the truncation.
+			if sseStream && chunked && tail == [2]byte{'\n', '\n'} {
+				var evb [512]byte
+				body := proxy.AppendSSEError(evb[:0], proxy.ErrUpstreamStream)
+				ev := getBuf()
+				out := strconv.AppendInt((*ev)[:0], int64(len(body)), 16)
+				out = append(out, "\r\n"...)
+				out = append(out, body...)
+				*ev = append(out, "\r\n0\r\n\r\n"...)
+				_ = gc.send(ev, 0, len(*ev))
+			}
+			return err
+		}
+	}
+}
+
+// frameChunk writes the chunk-size line for n payload bytes ending just before b[lo] and
+// returns the new start (RFC 9112 §7.1).
+func frameChunk(b []byte, lo, n int) int {
+	lo -= 2
+	b[lo], b[lo+1] = '\r', '\n'
+	for {
+		lo--
+		b[lo] = "0123456789abcdef"[n&0xf]
+		n >>= 4
+		if n == 0 {
+			return lo
+		}
+	}
+}
+
+// sendError writes a gateway error response and reports whether the connection stays open.
+func (gc *gconn) sendError(ge *proxy.GatewayError, keepAlive bool) bool {
+	bp := getBuf()
+	*bp = proxy.AppendErrorResponse((*bp)[:0], ge, gc.req.Major, gc.req.Minor, keepAlive)
+	if gc.send(bp, 0, len(*bp)) != nil {
+		return false
+	}
+	return keepAlive
+}
+
+func (gc *gconn) sendBytes(p []byte) error {
+	bp := getBuf()
+	*bp = append((*bp)[:0], p...)
+	return gc.send(bp, 0, len(*bp))
+}
+
+// send queues (*bp)[lo:hi] for writing to the client and takes ownership of bp. It blocks while
+// the client has more than sendHighWaterBytes pending (backpressure: the relay then stops
+// reading the upstream), and closes a client that reads nothing for ClientStallTimeout.
+func (gc *gconn) send(bp *[]byte, lo, hi int) error {
+	if err := gc.waitBelow(sendHighWaterBytes); err != nil {
+		putBufAny(bp)
+		return err
+	}
+	select {
+	case gc.sent <- sendItem{bp, hi - lo}:
+	case <-gc.closedCh:
+		putBufAny(bp)
+		return errClientGone
+	}
+	gc.queued.Add(int64(hi - lo))
+	if err := gc.c.AsyncWrite((*bp)[lo:hi], gc.onWritten); err != nil {
+		return errClientGone
+	}
+	return nil
+}
+
+// written runs on the event loop after each AsyncWrite: the bytes are in the socket or in the
+// loop's outbound buffer, so the buffer can go back to its pool.
+func (gc *gconn) written(c gnet.Conn, _ error) error {
+	select {
+	case it := <-gc.sent:
+		gc.queued.Add(-int64(it.n))
+		putBufAny(it.bp)
+	default:
+	}
+	gc.noteOutbound(c)
+	return nil
+}
+
+func (gc *gconn) probed(c gnet.Conn, _ error) error {
+	gc.noteOutbound(c)
+	return nil
+}
+
+func (gc *gconn) noteOutbound(c gnet.Conn) {
+	if c != nil {
+		gc.outbound.Store(int64(c.OutboundBuffered()))
+	}
+	select {
+	case gc.drained <- struct{}{}:
+	default:
+	}
+}
+
+// probeInterval is how often a blocked sender re-reads the loop's outbound buffer size: gnet
+// has no writable callback.
+const probeInterval = 5 * time.Millisecond
+
+func (gc *gconn) pending() int64 { return gc.queued.Load() + gc.outbound.Load() }
+
+// waitBelow blocks until fewer than limit bytes are pending for the client.
+func (gc *gconn) waitBelow(limit int64) error {
+	if gc.closed.Load() {
+		return errClientGone
+	}
+	if gc.pending() < limit || (limit == 0 && gc.pending() == 0) {
+		return nil
+	}
+	start := time.Now()
+	t := time.NewTimer(probeInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-gc.closedCh:
+			return errClientGone
+		case <-gc.drained:
+		case <-t.C:
+			_ = gc.c.Wake(gc.onProbe)
+			t.Reset(probeInterval)
+		}
+		p := gc.pending()
+		if p < limit || (limit == 0 && p == 0) {
+			return nil
+		}
+		if time.Since(start) > gc.e.set.ClientStallTimeout {
+			_ = gc.c.Close()
+			return errClientGone
+		}
+	}
+}
+
+// flush waits until every queued response byte has left for the socket, so that closing the
+// connection does not cut the response short.
+func (gc *gconn) flush() {
+	_ = gc.c.Wake(gc.onProbe)
+	_ = gc.waitBelow(0)
+}
+
+var (
+	smallBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+	relayBufs = sync.Pool{New: func() any { b := make([]byte, relayBufBytes+chunkHeadroom+2); return &b }}
+)
+
+func getBuf() *[]byte { return smallBufs.Get().(*[]byte) }
+func putBuf(bp *[]byte) {
+	if cap(*bp) <= 64<<10 {
+		*bp = (*bp)[:0]
+		smallBufs.Put(bp)
+	}
+}
+func getRelayBuf() *[]byte { return relayBufs.Get().(*[]byte) }
+func putRelayBuf(bp *[]byte) {
+	*bp = (*bp)[:cap(*bp)]
+	relayBufs.Put(bp)
+}
+
+// putBufAny returns bp to the pool it came from, told apart by capacity.
+func putBufAny(bp *[]byte) {
+	if cap(*bp) == relayBufBytes+chunkHeadroom+2 {
+		putRelayBuf(bp)
+		return
+	}
+	putBuf(bp)
+}

@@ -1,0 +1,189 @@
+package ingress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+	"github.com/panjf2000/gnet/v2/pkg/logging"
+)
+
+// tickInterval is how often idle, header-read and drain deadlines are checked. gnet has no
+// per-connection deadlines (DESIGN.md §9), so timeouts are enforced by this sweep; a timeout
+// fires up to one interval late.
+const tickInterval = 250 * time.Millisecond
+
+// GnetEngine serves one plaintext entrypoint on gnet event loops. Event loops only parse,
+// buffer and write; each request is proxied on its own goroutine, which hands response bytes
+// back to the loop with AsyncWrite (only AsyncWrite, Wake and Close are safe off the loop).
+type GnetEngine struct {
+	gnet.BuiltinEventEngine
+	set Settings
+	res Resolver
+	log *slog.Logger
+
+	eng      gnet.Engine
+	booted   chan struct{}
+	stopped  chan struct{}
+	runErr   error
+	draining atomic.Bool
+	counters
+
+	mu    sync.Mutex
+	live map[*gconn]struct{} // open connections, for the deadline sweep
+}
+
+// NewGnet returns an engine for the entrypoint described by set, routing with res.
+func NewGnet(set Settings, res Resolver, log *slog.Logger) *GnetEngine {
+	set.fill()
+	if log == nil {
+		log = slog.Default()
+	}
+	return &GnetEngine{set: set, res: res, log: log, booted: make(chan struct{}), stopped: make(chan struct{}), live: make(map[*gconn]struct{})}
+}
+
+// Start implements Transport.
+func (e *GnetEngine) Start() error {
+	// gnet reports a failed bind only by returning from Run; probe the address first so that a
+	// busy port is an error here, with the address in it.
+	ln, err := net.Listen("tcp", e.set.Address)
+	if err != nil {
+		return fmt.Errorf("sluice: entrypoint %s: %w", e.set.Name, err)
+	}
+	e.set.Address = ln.Addr().String()
+	_ = ln.Close()
+	go func() {
+		defer close(e.stopped)
+		e.runErr = gnet.Run(e, "tcp://"+e.set.Address,
+			gnet.WithMulticore(e.set.Multicore),
+			gnet.WithTicker(true),
+			gnet.WithTCPNoDelay(gnet.TCPNoDelay),
+			gnet.WithReuseAddr(true),
+			gnet.WithLogLevel(logging.ErrorLevel),
+			gnet.WithLockOSThread(false),
+		)
+	}()
+	select {
+	case <-e.booted:
+		return nil
+	case <-e.stopped:
+		return fmt.Errorf("sluice: entrypoint %s on %s: %w", e.set.Name, e.set.Address, e.runErr)
+	}
+}
+
+// Addr implements Transport.
+func (e *GnetEngine) Addr() string { return e.set.Address }
+
+// Stats implements Transport.
+func (e *GnetEngine) Stats() Stats { return e.counters.stats() }
+
+// Drain implements Transport.
+func (e *GnetEngine) Drain(ctx context.Context) error {
+	e.draining.Store(true)
+	e.sweep(time.Now().UnixNano())
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	var err error
+wait:
+	for e.liveCount() > 0 {
+		select {
+		case <-ctx.Done():
+			err = ctx.Err()
+			break wait
+		case <-t.C:
+			e.sweep(time.Now().UnixNano())
+		}
+	}
+	stopCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if serr := e.eng.Stop(stopCtx); serr != nil && err == nil && !errors.Is(serr, context.Canceled) {
+		err = serr
+	}
+	<-e.stopped
+	return err
+}
+
+func (e *GnetEngine) liveCount() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.live)
+}
+
+// OnBoot records the engine handle once the listeners are up.
+func (e *GnetEngine) OnBoot(eng gnet.Engine) gnet.Action {
+	e.eng = eng
+	close(e.booted)
+	return gnet.None
+}
+
+// OnOpen sets up the connection state, refusing connections while draining or over the limit.
+func (e *GnetEngine) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
+	if e.draining.Load() || (e.set.MaxConnections > 0 && e.counters.conns.Load() >= int64(e.set.MaxConnections)) {
+		return nil, gnet.Close
+	}
+	gc := newGconn(e, c)
+	c.SetContext(gc)
+	e.mu.Lock()
+	e.live[gc] = struct{}{}
+	e.mu.Unlock()
+	e.counters.conns.Add(1)
+	return nil, gnet.None
+}
+
+// OnClose cancels the connection's in-flight upstream exchange at once: this is the gateway's
+// fastest signal that a client left (DESIGN.md §9).
+func (e *GnetEngine) OnClose(c gnet.Conn, _ error) gnet.Action {
+	gc, ok := c.Context().(*gconn)
+	if !ok {
+		return gnet.None
+	}
+	gc.markClosed()
+	e.mu.Lock()
+	delete(e.live, gc)
+	e.mu.Unlock()
+	e.counters.conns.Add(-1)
+	return gnet.None
+}
+
+// OnTraffic parses requests from the connection's inbound bytes.
+func (e *GnetEngine) OnTraffic(c gnet.Conn) gnet.Action {
+	gc, ok := c.Context().(*gconn)
+	if !ok {
+		return gnet.Close
+	}
+	return gc.onTraffic()
+}
+
+// OnTick enforces the header-read, idle and drain deadlines.
+func (e *GnetEngine) OnTick() (time.Duration, gnet.Action) {
+	e.sweep(time.Now().UnixNano())
+	return tickInterval, gnet.None
+}
+
+func (e *GnetEngine) sweep(now int64) {
+	headLimit := e.set.ReadHeaderTimeout.Nanoseconds()
+	idleLimit := e.set.IdleTimeout.Nanoseconds()
+	draining := e.draining.Load()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for gc := range e.live {
+		if gc.busy.Load() {
+			continue
+		}
+		if hs := gc.headSince.Load(); hs != 0 {
+			if now-hs > headLimit {
+				_ = gc.c.Close()
+			}
+			continue
+		}
+		if draining || now-gc.idleSince.Load() > idleLimit {
+			_ = gc.c.Close()
+		}
+	}
+}

@@ -1,0 +1,88 @@
+// Package ingress holds the client-facing engines of the gateway: gnet event loops for plaintext
+// entrypoints and fasthttp.Server for TLS ones, behind one Transport interface so that both run
+// the same core (core/proxy) and the same tests (DESIGN.md §2).
+package ingress
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-gw/sluice/core/http1"
+	"github.com/sluice-gw/sluice/core/proxy"
+)
+
+// Transport is one listening entrypoint.
+type Transport interface {
+	// Start binds the listener and begins serving; it returns once the listener is bound, or the
+	// bind error.
+	Start() error
+	// Addr is the bound address (useful with port 0).
+	Addr() string
+	// Drain stops accepting connections, lets in-flight requests finish (their responses close
+	// the connection), closes idle connections, and returns when every connection is gone or ctx
+	// ends; then it stops the engine.
+	Drain(ctx context.Context) error
+	// Stats reports the live connection and request counts.
+	Stats() Stats
+}
+
+// Stats are live counters of one transport.
+type Stats struct {
+	Connections int64 // open client connections
+	Active      int64 // requests being proxied
+}
+
+// Settings are the per-entrypoint limits and timeouts (config keys of [entrypoints.<name>]).
+type Settings struct {
+	Name               string
+	Address            string
+	Limits             http1.Limits
+	ReadHeaderTimeout  time.Duration // a client must send a complete request head (and body) within this
+	IdleTimeout        time.Duration // keep-alive connection with no request in progress
+	ClientStallTimeout time.Duration // a client that reads nothing of a pending response for this long is closed
+	MaxConnections     int           // 0: unlimited
+	Multicore          bool
+	TLSCertFile        string
+	TLSKeyFile         string
+}
+
+// Defaults for Settings fields left zero.
+const (
+	DefaultReadHeaderTimeout  = 10 * time.Second
+	DefaultIdleTimeout        = 60 * time.Second
+	DefaultClientStallTimeout = 60 * time.Second
+	// sendHighWaterBytes bounds the response bytes queued for one slow client; above it the relay
+	// stops reading the upstream until the client catches up (backpressure).
+	sendHighWaterBytes = 256 << 10
+	// relayBufBytes is the size of one upstream read during a relay. Small on purpose: SSE events
+	// are a few hundred bytes, and thousands of idle streams each pin one buffer.
+	relayBufBytes = 16 << 10
+)
+
+func (s *Settings) fill() {
+	if s.ReadHeaderTimeout <= 0 {
+		s.ReadHeaderTimeout = DefaultReadHeaderTimeout
+	}
+	if s.IdleTimeout <= 0 {
+		s.IdleTimeout = DefaultIdleTimeout
+	}
+	if s.ClientStallTimeout <= 0 {
+		s.ClientStallTimeout = DefaultClientStallTimeout
+	}
+}
+
+// Resolver gives the engines the current routing state for their entrypoint. It is read once
+// per request; a reload swaps what it returns.
+type Resolver interface {
+	// Resolve matches req against the entrypoint's routers and returns the route, or nil.
+	Resolve(entrypoint string, req *http1.Request) *proxy.Route
+}
+
+// counters are shared by both engines.
+type counters struct {
+	conns  atomic.Int64
+	active atomic.Int64
+}
+
+func (c *counters) stats() Stats { return Stats{Connections: c.conns.Load(), Active: c.active.Load()} }

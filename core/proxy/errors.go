@@ -1,0 +1,158 @@
+package proxy
+
+import (
+	"errors"
+	"strconv"
+
+	"github.com/sluice-gw/sluice/core/http1"
+	"github.com/sluice-gw/sluice/pool"
+)
+
+// ErrorType is the OpenAI error "type" field (https://platform.openai.com/docs/guides/error-codes).
+type ErrorType string
+
+// Error types the gateway itself emits.
+const (
+	InvalidRequest ErrorType = "invalid_request_error"
+	NotFound       ErrorType = "not_found_error"
+	RateLimit      ErrorType = "rate_limit_error"
+	UpstreamError  ErrorType = "upstream_error"
+	ServerError    ErrorType = "server_error"
+)
+
+// GatewayError is an error the gateway answers itself (DESIGN.md §5): an HTTP status and the
+// fields of the OpenAI-style body {"error":{"message","type","param","code"}}.
+type GatewayError struct {
+	Status     int
+	Type       ErrorType
+	Code       string // machine-readable, e.g. "no_route", "upstream_timeout"
+	Message    string
+	RetryAfter int // seconds; sent as Retry-After on 429/503 when > 0
+}
+
+func (e *GatewayError) Error() string { return e.Code + ": " + e.Message }
+
+// Preallocated gateway errors: the hot path returns these, never builds new ones.
+var (
+	ErrNoRoute         = &GatewayError{Status: 404, Type: NotFound, Code: "no_route", Message: "no router matches this request"}
+	ErrNoBackend       = &GatewayError{Status: 503, Type: ServerError, Code: "no_backend", Message: "no healthy backend is available for this service", RetryAfter: 1}
+	ErrUpstreamDial    = &GatewayError{Status: 502, Type: UpstreamError, Code: "upstream_unreachable", Message: "the upstream could not be reached"}
+	ErrUpstreamTimeout = &GatewayError{Status: 504, Type: UpstreamError, Code: "upstream_timeout", Message: "the upstream did not answer in time"}
+	ErrUpstreamProto   = &GatewayError{Status: 502, Type: UpstreamError, Code: "upstream_protocol_error", Message: "the upstream sent a malformed response"}
+	ErrUpstreamClosed  = &GatewayError{Status: 502, Type: UpstreamError, Code: "upstream_closed", Message: "the upstream closed the connection before answering"}
+)
+
+// UpstreamGatewayError maps an error from pool.Exchange.RoundTrip to the response the client
+// gets: 504 for timeouts, 502 otherwise (RFC 9110 §15.6.3, §15.6.5).
+func UpstreamGatewayError(err error) *GatewayError {
+	switch {
+	case errors.Is(err, pool.ErrTimeout):
+		return ErrUpstreamTimeout
+	case errors.Is(err, pool.ErrDial):
+		return ErrUpstreamDial
+	case errors.Is(err, pool.ErrUpstreamProto):
+		return ErrUpstreamProto
+	default:
+		return ErrUpstreamClosed
+	}
+}
+
+// FramingGatewayError maps a request framing error from core/http1 to a gateway error with the
+// same status (400, 413, 431, 501, 505).
+func FramingGatewayError(err error) *GatewayError {
+	var fe *http1.Error
+	if errors.As(err, &fe) {
+		code := "bad_request"
+		switch fe.Status {
+		case 413:
+			code = "request_too_large"
+		case 431:
+			code = "request_header_fields_too_large"
+		case 501:
+			code = "not_implemented"
+		case 505:
+			code = "http_version_not_supported"
+		}
+		return &GatewayError{Status: fe.Status, Type: InvalidRequest, Code: code, Message: fe.Msg}
+	}
+	return &GatewayError{Status: 400, Type: InvalidRequest, Code: "bad_request", Message: err.Error()}
+}
+
+// AppendErrorBody appends the OpenAI-style JSON error body of e to dst.
+func AppendErrorBody(dst []byte, e *GatewayError) []byte {
+	dst = append(dst, `{"error":{"message":`...)
+	dst = appendJSONString(dst, e.Message)
+	dst = append(dst, `,"type":`...)
+	dst = appendJSONString(dst, string(e.Type))
+	dst = append(dst, `,"param":null,"code":`...)
+	dst = appendJSONString(dst, e.Code)
+	return append(dst, "}}\n"...)
+}
+
+// AppendErrorResponse appends a complete HTTP/1.1 error response (status line, headers, JSON
+// body) for e to dst. keepAlive false adds "Connection: close".
+func AppendErrorResponse(dst []byte, e *GatewayError, major, minor int, keepAlive bool) []byte {
+	dst = http1.AppendStatusLine(dst, major, minor, e.Status, nil)
+	dst = append(dst, "Content-Type: application/json\r\n"...)
+	if e.RetryAfter > 0 {
+		dst = append(dst, "Retry-After: "...)
+		dst = strconv.AppendInt(dst, int64(e.RetryAfter), 10)
+		dst = append(dst, "\r\n"...)
+	}
+	switch {
+	case !keepAlive:
+		dst = append(dst, "Connection: close\r\n"...)
+	case major == 1 && minor == 0:
+		dst = append(dst, "Connection: keep-alive\r\n"...)
+	}
+	bodyStart := len(dst)
+	dst = AppendErrorBody(dst, e)
+	body := len(dst) - bodyStart
+	// Move the body behind the Content-Length header: build the header in a small stack buffer.
+	var hdr [64]byte
+	h := append(hdr[:0], "Content-Length: "...)
+	h = strconv.AppendInt(h, int64(body), 10)
+	h = append(h, "\r\n\r\n"...)
+	dst = append(dst, h...) // grow
+	copy(dst[bodyStart+len(h):], dst[bodyStart:bodyStart+body])
+	copy(dst[bodyStart:], h)
+	return dst
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendJSONString appends s as a JSON string literal (RFC 8259 §7).
+func appendJSONString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			dst = append(dst, '\\', c)
+		case c == '\n':
+			dst = append(dst, '\\', 'n')
+		case c == '\r':
+			dst = append(dst, '\\', 'r')
+		case c == '\t':
+			dst = append(dst, '\\', 't')
+		case c < 0x20:
+			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+		default:
+			dst = append(dst, c)
+		}
+	}
+	return append(dst, '"')
+}
+
+// ErrUpstreamStream is reported to an SSE client whose upstream failed mid-stream.
+var ErrUpstreamStream = &GatewayError{Status: 502, Type: UpstreamError, Code: "upstream_stream_error", Message: "the upstream failed during the stream"}
+
+// AppendSSEError appends the SSE event that ends a client's stream after an upstream failure
+// (DESIGN.md §5): "event: error" with the OpenAI-style error body as data. The stream then ends
+// without "data: [DONE]", so OpenAI clients raise an error instead of taking a truncated answer.
+func AppendSSEError(dst []byte, e *GatewayError) []byte {
+	dst = append(dst, "event: error\ndata: "...)
+	dst = AppendErrorBody(dst, e)
+	// AppendErrorBody ends with one newline; a blank line dispatches the event.
+	return append(dst, '\n')
+}

@@ -1,0 +1,92 @@
+package proxy
+
+import (
+	"bytes"
+	"strconv"
+
+	"github.com/sluice-gw/sluice/core/http1"
+)
+
+// ClientInfo describes the downstream side of an exchange for the forwarding headers.
+type ClientInfo struct {
+	IP  []byte // client address without port, e.g. "127.0.0.1"
+	TLS bool   // the entrypoint terminated TLS (X-Forwarded-Proto: https)
+}
+
+var (
+	hdrHost          = []byte("Host")
+	hdrContentLength = []byte("Content-Length")
+	hdrXFF           = []byte("X-Forwarded-For")
+	hdrXFProto       = []byte("X-Forwarded-Proto")
+	hdrXFHost        = []byte("X-Forwarded-Host")
+	hdrAuthorization = []byte("Authorization")
+	hdrExpect        = []byte("Expect")
+)
+
+// AppendUpstreamHead appends the HTTP/1.1 request head sent to backend b for req to dst.
+//
+// Hop-by-hop fields (RFC 9110 §7.6.1, including those named in Connection) and the client's
+// framing (Content-Length, Transfer-Encoding, Expect) are dropped: the body was read whole, so it
+// goes upstream with its own Content-Length. X-Forwarded-For gets the client IP appended (the de
+// facto format of RFC 7239's predecessors), X-Forwarded-Proto and X-Forwarded-Host are set by the
+// gateway, replacing client-sent values that could spoof them. Host is the backend's own unless
+// the service passes the client's Host through.
+func AppendUpstreamHead(dst []byte, req *http1.Request, rt *Route, b *Backend, ci ClientInfo) []byte {
+	dst = append(dst, req.Method...)
+	dst = append(dst, ' ')
+	dst = append(dst, req.URI...)
+	dst = append(dst, " HTTP/1.1\r\nHost: "...)
+	if rt.Service.PassHostHeader && len(req.Host) > 0 {
+		dst = append(dst, req.Host...)
+	} else {
+		dst = append(dst, b.Host...)
+	}
+	dst = append(dst, "\r\n"...)
+	var xff []byte
+	for i := range req.Headers {
+		f := &req.Headers[i]
+		k := f.Key
+		switch {
+		case req.IsHopByHop(k),
+			bytes.EqualFold(k, hdrHost),
+			bytes.EqualFold(k, hdrContentLength),
+			bytes.EqualFold(k, hdrExpect),
+			bytes.EqualFold(k, hdrXFProto),
+			bytes.EqualFold(k, hdrXFHost):
+			continue
+		case bytes.EqualFold(k, hdrXFF):
+			if xff == nil {
+				xff = f.Value
+			}
+			continue
+		case rt.StripAuthorization && bytes.EqualFold(k, hdrAuthorization):
+			continue
+		}
+		dst = append(dst, k...)
+		dst = append(dst, ": "...)
+		dst = append(dst, f.Value...)
+		dst = append(dst, "\r\n"...)
+	}
+	dst = append(dst, "X-Forwarded-For: "...)
+	if len(xff) > 0 {
+		dst = append(dst, xff...)
+		dst = append(dst, ", "...)
+	}
+	dst = append(dst, ci.IP...)
+	if ci.TLS {
+		dst = append(dst, "\r\nX-Forwarded-Proto: https\r\n"...)
+	} else {
+		dst = append(dst, "\r\nX-Forwarded-Proto: http\r\n"...)
+	}
+	if len(req.Host) > 0 {
+		dst = append(dst, "X-Forwarded-Host: "...)
+		dst = append(dst, req.Host...)
+		dst = append(dst, "\r\n"...)
+	}
+	if len(req.Body) > 0 || req.ContentLength >= 0 || req.Chunked {
+		dst = append(dst, "Content-Length: "...)
+		dst = strconv.AppendInt(dst, int64(len(req.Body)), 10)
+		dst = append(dst, "\r\n"...)
+	}
+	return append(dst, "\r\n"...)
+}

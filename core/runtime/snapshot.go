@@ -1,0 +1,249 @@
+// Package runtime compiles a validated config into the immutable snapshot the hot path reads
+// (DESIGN.md §2: "the compiled runtime snapshot (atomic swap on reload)"). The data path never
+// reads TOML structs; a reload compiles a new Snapshot and swaps it in atomically.
+package runtime
+
+import (
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/url"
+	"sort"
+	"sync/atomic"
+
+	"github.com/sluice-gw/sluice/core/balancer"
+	"github.com/sluice-gw/sluice/core/config"
+	"github.com/sluice-gw/sluice/core/http1"
+	"github.com/sluice-gw/sluice/core/proxy"
+	"github.com/sluice-gw/sluice/core/router"
+	"github.com/sluice-gw/sluice/pool"
+)
+
+// Snapshot is one compiled configuration: per-entrypoint route tables and the services with
+// their backends and connection pools. It is immutable once built.
+type Snapshot struct {
+	Gen    uint64
+	Config *config.Config
+	// Services by name, and their names sorted (for the admin API).
+	Services     map[string]*proxy.Service
+	ServiceNames []string
+	// Routes by router name.
+	Routes map[string]*proxy.Route
+
+	entrypoints map[string]*entrypointRoutes
+	pools       map[string]*pool.Pool // by poolKey, shared with the next snapshot when unchanged
+}
+
+type entrypointRoutes struct {
+	table  *router.Table
+	routes []*proxy.Route // by router.Route.ID
+}
+
+// Resolve matches req against the routers of entrypoint ep and returns the route, or nil when
+// none matches. It does not allocate.
+func (s *Snapshot) Resolve(ep string, req *http1.Request) *proxy.Route {
+	e := s.entrypoints[ep]
+	if e == nil {
+		return nil
+	}
+	id, ok := e.table.Match(req)
+	if !ok {
+		return nil
+	}
+	return e.routes[id]
+}
+
+// EntrypointRoutes lists the router names of entrypoint ep in match order.
+func (s *Snapshot) EntrypointRoutes(ep string) []string {
+	e := s.entrypoints[ep]
+	if e == nil {
+		return nil
+	}
+	var names []string
+	for _, r := range e.table.Routes() {
+		names = append(names, r.Name)
+	}
+	return names
+}
+
+// authMiddlewareTypes authenticate callers: a route using one does not forward the caller's
+// credentials upstream unless forward_credentials is set.
+var authMiddlewareTypes = map[string]bool{config.MiddlewareJWT: true, config.MiddlewareAPIKey: true}
+
+// Compile builds a snapshot from cfg. Pools of backends whose address and settings are
+// unchanged are taken over from prev (nil for the first snapshot), so a reload keeps warm
+// upstream connections. Errors are a config.ErrorList with file:line:col positions.
+func Compile(cfg *config.Config, prev *Snapshot, gen uint64) (*Snapshot, error) {
+	s := &Snapshot{
+		Gen: gen, Config: cfg,
+		Services:    map[string]*proxy.Service{},
+		Routes:      map[string]*proxy.Route{},
+		entrypoints: map[string]*entrypointRoutes{},
+		pools:       map[string]*pool.Pool{},
+	}
+	var errs config.ErrorList
+	for _, name := range sortedKeys(cfg.Services) {
+		svc, err := s.compileService(cfg, name, cfg.Services[name], prev)
+		if err != nil {
+			errs = append(errs, err...)
+			continue
+		}
+		s.Services[name] = svc
+		s.ServiceNames = append(s.ServiceNames, name)
+	}
+	tables := map[string][]router.Route{}
+	for _, name := range sortedKeys(cfg.Routers) {
+		r := cfg.Routers[name]
+		rule, err := router.Parse(r.Rule)
+		if err != nil {
+			errs = append(errs, ruleError(cfg, name, err))
+			continue
+		}
+		svc := s.Services[r.Service]
+		if svc == nil {
+			continue // reported by the service's own errors or by config validation
+		}
+		rt := &proxy.Route{Name: name, Service: svc}
+		for _, m := range r.Middlewares {
+			if mw := cfg.Middlewares[m]; mw != nil && authMiddlewareTypes[mw.Type] && !r.ForwardCredentials {
+				rt.StripAuthorization = true
+			}
+		}
+		s.Routes[name] = rt
+		eps := r.Entrypoints
+		if len(eps) == 0 {
+			eps = sortedKeys(cfg.Entrypoints)
+		}
+		for _, ep := range eps {
+			er := s.entrypoints[ep]
+			if er == nil {
+				er = &entrypointRoutes{}
+				s.entrypoints[ep] = er
+			}
+			id := len(er.routes)
+			er.routes = append(er.routes, rt)
+			tables[ep] = append(tables[ep], router.Route{Name: name, Rule: rule, RuleText: r.Rule, Priority: r.Priority, ID: id})
+		}
+	}
+	for ep, routes := range tables {
+		s.entrypoints[ep].table = router.NewTable(routes)
+	}
+	if len(errs) > 0 {
+		s.closeNewPools(prev)
+		return nil, errs
+	}
+	return s, nil
+}
+
+func ruleError(cfg *config.Config, name string, err error) *config.Error {
+	pos := cfg.ValuePos("routers", name, "rule")
+	if se, ok := err.(*router.SyntaxError); ok && pos.IsValid() {
+		pos.Col += 1 + se.Offset // past the opening quote
+		return &config.Error{Pos: pos, Msg: fmt.Sprintf("routers.%s.rule: %s", name, se.Msg)}
+	}
+	return &config.Error{Pos: pos, Msg: fmt.Sprintf("routers.%s.rule: %v", name, err)}
+}
+
+func (s *Snapshot) compileService(cfg *config.Config, name string, sc *config.Service, prev *Snapshot) (*proxy.Service, config.ErrorList) {
+	lb := sc.LoadBalancer
+	if lb == nil {
+		return nil, config.ErrorList{cfg.Errorf([]string{"services", name}, "services.%s: a service needs a load_balancer", name)}
+	}
+	svc := &proxy.Service{Name: name, PassHostHeader: lb.PassHostHeader}
+	var lbs []*balancer.Backend
+	var errs config.ErrorList
+	for i, srv := range lb.Servers {
+		u, err := url.Parse(srv.URL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, cfg.Errorf([]string{"services", name, "load_balancer", "servers"}, "services.%s.load_balancer.servers[%d].url: want http://host[:port] or https://host[:port], got %q", name, i, srv.URL))
+			continue
+		}
+		addr := u.Host
+		if u.Port() == "" {
+			port := "80"
+			if u.Scheme == "https" {
+				port = "443"
+			}
+			addr = net.JoinHostPort(u.Hostname(), port)
+		}
+		opts := pool.Options{
+			Addr:                  addr,
+			DialTimeout:           lb.DialTimeout,
+			ResponseHeaderTimeout: lb.ResponseHeaderTimeout,
+			IdleTimeout:           lb.IdleConnTimeout,
+			StreamIdleTimeout:     lb.StreamIdleTimeout,
+			MaxIdleConns:          lb.MaxIdleConns,
+		}
+		if u.Scheme == "https" {
+			opts.TLS = &tls.Config{ServerName: u.Hostname(), MinVersion: tls.VersionTLS12}
+		}
+		key := poolKey(u.Scheme, opts)
+		p := s.pools[key]
+		if p == nil && prev != nil {
+			p = prev.pools[key]
+		}
+		if p == nil {
+			p = pool.New(opts)
+		}
+		s.pools[key] = p
+		lbb := &balancer.Backend{ID: len(svc.Backends), Weight: srv.Weight}
+		lbs = append(lbs, lbb)
+		svc.Backends = append(svc.Backends, &proxy.Backend{URL: srv.URL, Host: []byte(u.Host), LB: lbb, Pool: p})
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	bal, err := balancer.New(lb.Strategy, lbs)
+	if err != nil {
+		return nil, config.ErrorList{cfg.Errorf([]string{"services", name, "load_balancer", "strategy"}, "services.%s.load_balancer.strategy: %v", name, err)}
+	}
+	svc.Balancer = bal
+	return svc, nil
+}
+
+func poolKey(scheme string, o pool.Options) string {
+	return fmt.Sprintf("%s|%s|%d|%d|%d|%d|%d", scheme, o.Addr, o.DialTimeout, o.ResponseHeaderTimeout, o.IdleTimeout, o.StreamIdleTimeout, o.MaxIdleConns)
+}
+
+// closeNewPools closes pools created for a snapshot that is being discarded.
+func (s *Snapshot) closeNewPools(prev *Snapshot) {
+	for k, p := range s.pools {
+		if prev == nil || prev.pools[k] != p {
+			p.Close()
+		}
+	}
+}
+
+// Retire closes the pools of s that next does not use, once next has replaced s. Exchanges in
+// flight on them finish; their connections are closed instead of pooled.
+func (s *Snapshot) Retire(next *Snapshot) {
+	for k, p := range s.pools {
+		if next == nil || next.pools[k] != p {
+			p.Close()
+		}
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// Live holds the snapshot in force and implements ingress.Resolver over it.
+type Live struct{ p atomic.Pointer[Snapshot] }
+
+// Load returns the snapshot in force.
+func (l *Live) Load() *Snapshot { return l.p.Load() }
+
+// Swap installs s and returns the snapshot it replaced.
+func (l *Live) Swap(s *Snapshot) *Snapshot { return l.p.Swap(s) }
+
+// Resolve implements ingress.Resolver.
+func (l *Live) Resolve(ep string, req *http1.Request) *proxy.Route {
+	return l.p.Load().Resolve(ep, req)
+}
+
