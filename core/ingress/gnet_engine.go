@@ -35,7 +35,7 @@ type GnetEngine struct {
 	draining atomic.Bool
 	counters
 
-	mu    sync.Mutex
+	mu   sync.Mutex
 	live map[*gconn]struct{} // open connections, for the deadline sweep
 }
 

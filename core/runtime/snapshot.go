@@ -246,4 +246,3 @@ func (l *Live) Swap(s *Snapshot) *Snapshot { return l.p.Swap(s) }
 func (l *Live) Resolve(ep string, req *http1.Request) *proxy.Route {
 	return l.p.Load().Resolve(ep, req)
 }
-
