@@ -219,7 +219,11 @@ func (ix *indexer) header(e *unstable.Node, array bool) {
 func dotted(path []string) string {
 	var b strings.Builder
 	for i, s := range path {
-		if i > 0 {
+		switch {
+		case i >= 2 && isIndex(s): // an array element: servers[0]
+			b.WriteString("[" + s + "]")
+			continue
+		case i > 0:
 			b.WriteByte('.')
 		}
 		if isBareKey(s) {
@@ -291,4 +295,16 @@ func bisect(file string, data []byte) Position {
 		n = 1
 	}
 	return Position{File: file, Line: n, Col: 1}
+}
+
+func isIndex(s string) bool {
+	if s == "" || len(s) > 9 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }

@@ -155,8 +155,10 @@ func (c *Config) validate(e *errs, lookup func(string) (string, bool)) {
 		if !validName(name) {
 			e.add(c.Pos(path...), "entrypoint name %q: names are 1..128 characters of A-Z a-z 0-9 . _ - starting with a letter or digit", name)
 		}
-		if ep.Address == "" {
+		if ep.Address == "" && c.missing(append(path, "address")...) {
 			e.add(c.Pos(path...), "entrypoints.%s.address is required (host:port to listen on)", name)
+		} else if ep.Address == "" {
+			// written but invalid: already reported
 		} else if msg := checkAddress(ep.Address); msg != "" {
 			e.add(c.ValuePos(append(path, "address")...), "entrypoints.%s.address %q: %s", name, ep.Address, msg)
 		} else if k, ok := listenKeyOf(ep.Address); ok {
@@ -178,10 +180,10 @@ func (c *Config) validate(e *errs, lookup func(string) (string, bool)) {
 			e.add(c.Pos(append(path, "tls")...), "entrypoints.%s: engine \"gnet\" serves plaintext only and has no TLS; set engine = \"fasthttp\" to terminate TLS on this entrypoint", name)
 		}
 		if ep.TLS != nil {
-			if ep.TLS.CertFile == "" {
+			if ep.TLS.CertFile == "" && c.missing(append(path, "tls", "cert_file")...) {
 				e.add(c.Pos(append(path, "tls")...), "entrypoints.%s.tls.cert_file is required (PEM certificate chain)", name)
 			}
-			if ep.TLS.KeyFile == "" {
+			if ep.TLS.KeyFile == "" && c.missing(append(path, "tls", "key_file")...) {
 				e.add(c.Pos(append(path, "tls")...), "entrypoints.%s.tls.key_file is required (PEM private key)", name)
 			}
 		}
@@ -203,12 +205,12 @@ func (c *Config) validate(e *errs, lookup func(string) (string, bool)) {
 		if !validName(name) {
 			e.add(c.Pos(path...), "router name %q: names are 1..128 characters of A-Z a-z 0-9 . _ - starting with a letter or digit", name)
 		}
-		if strings.TrimSpace(r.Rule) == "" {
+		if strings.TrimSpace(r.Rule) == "" && (r.Rule != "" || c.missing(append(path, "rule")...)) {
 			e.add(c.Pos(append(path, "rule")...), "routers.%s.rule is required, e.g. rule = \"PathPrefix(`/v1`)\"", name)
 		}
-		if r.Service == "" {
+		if r.Service == "" && c.missing(append(path, "service")...) {
 			e.add(c.Pos(append(path, "service")...), "routers.%s.service is required (the name of a [services.<name>] table)", name)
-		} else if _, ok := c.Services[r.Service]; !ok {
+		} else if _, ok := c.Services[r.Service]; !ok && r.Service != "" {
 			e.add(c.ValuePos(append(path, "service")...), "routers.%s.service: no service named %q%s", name, r.Service, didYouMean(r.Service, sortedNames(c.Services)))
 		}
 		if r.Priority < 0 {
@@ -267,9 +269,9 @@ func (c *Config) validate(e *errs, lookup func(string) (string, bool)) {
 		}
 		for i, srv := range lb.Servers {
 			sp := append(lp, "servers", strconv.Itoa(i))
-			if srv.URL == "" {
+			if srv.URL == "" && c.missing(append(sp, "url")...) {
 				e.add(c.Pos(sp...), "services.%s.load_balancer.servers[%d].url is required", name, i)
-			} else if msg := checkServerURL(srv.URL); msg != "" {
+			} else if msg := checkServerURL(srv.URL); msg != "" && srv.URL != "" {
 				e.add(c.ValuePos(append(sp, "url")...), "services.%s.load_balancer.servers[%d].url %q: %s", name, i, srv.URL, msg)
 			}
 			if srv.Weight < 1 || srv.Weight > MaxWeight {
@@ -287,9 +289,9 @@ func (c *Config) validate(e *errs, lookup func(string) (string, bool)) {
 		if !validName(name) {
 			e.add(c.Pos(path...), "middleware name %q: names are 1..128 characters of A-Z a-z 0-9 . _ - starting with a letter or digit", name)
 		}
-		if m.Type == "" {
+		if m.Type == "" && c.missing(append(path, "type")...) {
 			e.add(c.Pos(path...), "middlewares.%s.type is required (one of %s)", name, quoteAll(sortedNames(middlewareTypes)))
-		} else if _, ok := middlewareTypes[m.Type]; !ok {
+		} else if _, ok := middlewareTypes[m.Type]; !ok && m.Type != "" {
 			e.add(c.ValuePos(append(path, "type")...), "middlewares.%s.type %q: unknown middleware type (want one of %s)", name, m.Type, quoteAll(sortedNames(middlewareTypes)))
 		}
 	}
@@ -330,4 +332,12 @@ func didYouMean(s string, names []string) string {
 		return " (none is defined)"
 	}
 	return " (defined: " + quoteAll(names) + ")"
+}
+
+// missing reports whether the key at path was not written in any file
+// (as opposed to written with a value that failed to decode, which has
+// been reported already).
+func (c *Config) missing(path ...string) bool {
+	_, ok := c.index[joinPath(path)]
+	return !ok
 }

@@ -1,0 +1,294 @@
+package config
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// doc joins lines with "\n", so that a test's line numbers are its indexes + 1.
+func doc(lines ...string) []byte { return []byte(strings.Join(lines, "\n") + "\n") }
+
+// minimal is a valid config of 6 lines; cases append to it, so their own
+// lines start at line 7.
+var minimal = []string{
+	`services.s.load_balancer.servers = [{ url = "http://127.0.0.1:8000" }]`, // 1
+	`[entrypoints.web]`,                  // 2
+	`address = "127.0.0.1:8080"`,         // 3
+	`[routers.r]`,                        // 4
+	`rule = "PathPrefix(` + "`/`" + `)"`, // 5
+	`service = "s"`,                      // 6
+}
+
+func withMinimal(extra ...string) []byte {
+	return doc(append(append([]string(nil), minimal...), extra...)...)
+}
+
+func TestLoadErrorPositions(t *testing.T) {
+	t.Setenv("SLUICE_TEST_SET", "v")
+	cases := []struct {
+		name string
+		data []byte
+		want []string // exact error lines, sorted by position
+	}{
+		{
+			name: "syntax error: unterminated string",
+			data: doc(`[entrypoints.web]`, `address = "127.0.0.1:8080`),
+			want: []string{`t.toml:2:26: basic strings cannot have new lines`},
+		},
+		{
+			name: "duplicate key",
+			data: doc(`[entrypoints.web]`, `address = "127.0.0.1:8080"`, `address = "127.0.0.1:8081"`),
+			want: []string{`t.toml:3:1: key entrypoints.web.address is already defined at t.toml:2:1`},
+		},
+		{
+			name: "duplicate table",
+			data: doc(`[entrypoints.web]`, `address = "127.0.0.1:8080"`, ``, `[entrypoints.web]`, `engine = "gnet"`),
+			want: []string{`t.toml:4:14: table [entrypoints.web] is already defined at t.toml:1:14`},
+		},
+		{
+			name: "table reopened after dotted keys",
+			data: doc(`[entrypoints]`, `web.address = "127.0.0.1:8080"`, `[entrypoints.web]`, `engine = "gnet"`),
+			want: []string{`t.toml:3:14: key entrypoints.web is already defined at t.toml:2:1`},
+		},
+		{
+			name: "unknown key with suggestion",
+			data: withMinimal(`[entrypoints.api]`, `adress = "127.0.0.1:8081"`),
+			want: []string{
+				`t.toml:7:14: entrypoints.api.address is required (host:port to listen on)`,
+				`t.toml:8:1: unknown key "adress" in [entrypoints.api] (did you mean "address"?)`,
+			},
+		},
+		{
+			name: "unknown key without suggestion lists the known keys",
+			data: withMinimal(`[log]`, `colour = true`),
+			want: []string{`t.toml:8:1: unknown key "colour" in [log] (known keys: format, level)`},
+		},
+		{
+			name: "planned keys are refused with what they are",
+			data: withMinimal(`[services.s.mirror]`, `service = "t"`, `percentage = 3`, `[models.chat]`, `model_id = "x"`),
+			want: []string{
+				`t.toml:7:13: unknown key "mirror" in [services.s]: traffic mirroring ([services.<name>.mirror]) is not implemented in this version`,
+				`t.toml:10:2: unknown key "models" in the top level: model routing ([models]) is not implemented in this version`,
+			},
+		},
+		{
+			name: "health_check is refused",
+			data: withMinimal(`[services.s.load_balancer.health_check]`, `path = "/health"`),
+			want: []string{`t.toml:7:27: unknown key "health_check" in [services.s.load_balancer]: active health checks (load_balancer.health_check) is not implemented in this version`},
+		},
+		{
+			name: "type errors say what was expected",
+			data: withMinimal(`[entrypoints.api]`, `address = 8081`, `multicore = "yes"`, `max_connections = 1.5`),
+			want: []string{
+				`t.toml:8:11: entrypoints.api.address must be a string, not an integer`,
+				`t.toml:9:13: entrypoints.api.multicore must be a boolean (true or false), not a string`,
+				`t.toml:10:19: entrypoints.api.max_connections must be an integer, not a float`,
+			},
+		},
+		{
+			name: "bad durations",
+			data: withMinimal(`[entrypoints.api]`, `address = "127.0.0.1:8081"`, `idle_timeout = "10"`, `drain_timeout = "-5s"`, `read_header_timeout = 10`),
+			want: []string{
+				`t.toml:9:16: entrypoints.api.idle_timeout: invalid duration "10" (want a positive duration such as "500ms", "15s" or "5m")`,
+				`t.toml:10:17: entrypoints.api.drain_timeout: invalid duration "-5s" (want a positive duration such as "500ms", "15s" or "5m")`,
+				`t.toml:11:23: entrypoints.api.read_header_timeout must be a string, not an integer`,
+			},
+		},
+		{
+			name: "unset environment variable",
+			data: withMinimal(`[entrypoints.api]`, `address = "127.0.0.1:${SLUICE_TEST_UNSET_PORT}"`),
+			want: []string{`t.toml:8:11: entrypoints.api.address: environment variable SLUICE_TEST_UNSET_PORT is not set (referenced as ${SLUICE_TEST_UNSET_PORT})`},
+		},
+		{
+			name: "bad interpolation syntax",
+			data: withMinimal(`[middlewares.m]`, `type = "jwt"`, `value = "${SLUICE_TEST_SET"`, `other = "${1X}"`),
+			want: []string{
+				`t.toml:9:9: middlewares.m.value: unterminated "${" in string (write "$${" for a literal "${")`,
+				`t.toml:10:9: middlewares.m.other: invalid environment variable name "1X" in "${...}" (want [A-Za-z_][A-Za-z0-9_]*; write "$${" for a literal "${")`,
+			},
+		},
+		{
+			name: "gnet has no TLS",
+			data: withMinimal(`[entrypoints.secure]`, `address = ":8443"`, `engine = "gnet"`, `tls = { cert_file = "c.pem", key_file = "k.pem" }`),
+			want: []string{`t.toml:10:1: entrypoints.secure: engine "gnet" serves plaintext only and has no TLS; set engine = "fasthttp" to terminate TLS on this entrypoint`},
+		},
+		{
+			name: "tls needs both files, engine must be known",
+			data: withMinimal(`[entrypoints.secure]`, `address = ":8443"`, `engine = "nginx"`, `tls = { cert_file = "c.pem" }`),
+			want: []string{
+				`t.toml:9:10: entrypoints.secure.engine "nginx": want one of "gnet", "fasthttp"`,
+				`t.toml:10:1: entrypoints.secure.tls.key_file is required (PEM private key)`,
+			},
+		},
+		{
+			name: "router cross references",
+			data: withMinimal(
+				`[routers.x]`,
+				`rule = "Path(`+"`/x`"+`)"`,
+				`service = "S"`,
+				`entrypoints = ["web", "webb", "web"]`,
+				`middlewares = ["auth", "nope"]`,
+				`[middlewares.auth]`,
+				`type = "jwt"`,
+				`secret = "${SLUICE_TEST_SET}"`,
+			),
+			want: []string{
+				`t.toml:9:11: routers.x.service: no service named "S" (did you mean "s"?)`,
+				`t.toml:10:23: routers.x.entrypoints: no entrypoint named "webb" (did you mean "web"?)`,
+				`t.toml:10:31: routers.x.entrypoints: "web" is listed twice`,
+				`t.toml:11:16: routers.x.middlewares: "auth": middleware type "jwt" is not implemented in this version (refusing to serve this router without it)`,
+				`t.toml:11:24: routers.x.middlewares: no middleware named "nope" (defined: "auth")`,
+			},
+		},
+		{
+			name: "router required keys, empty entrypoints, negative priority",
+			data: withMinimal(`[routers.y]`, `entrypoints = []`, `priority = -1`),
+			want: []string{
+				`t.toml:7:10: routers.y.rule is required, e.g. rule = "PathPrefix(` + "`/v1`" + `)"`,
+				`t.toml:7:10: routers.y.service is required (the name of a [services.<name>] table)`,
+				`t.toml:8:1: routers.y.entrypoints is empty: list at least one entrypoint, or remove the key to serve on all`,
+				`t.toml:9:12: routers.y.priority -1: want 0 (order by rule length) or more`,
+			},
+		},
+		{
+			name: "clashing addresses",
+			data: withMinimal(`[entrypoints.all]`, `address = "0.0.0.0:8080"`, `[admin]`, `address = "127.0.0.1:8080"`),
+			want: []string{
+				`t.toml:3:11: entrypoints.web.address "127.0.0.1:8080" clashes with entrypoints.all (t.toml:8:11)`,
+				`t.toml:10:11: admin.address "127.0.0.1:8080" clashes with entrypoints.all (t.toml:8:11)`,
+				`t.toml:10:11: admin.address "127.0.0.1:8080" clashes with entrypoints.web (t.toml:3:11)`,
+			},
+		},
+		{
+			name: "bad addresses",
+			data: withMinimal(`[entrypoints.a]`, `address = "localhost"`, `[entrypoints.b]`, `address = "x:http"`),
+			want: []string{
+				`t.toml:8:11: entrypoints.a.address "localhost": want host:port, e.g. "127.0.0.1:8080" or ":8080"`,
+				`t.toml:10:11: entrypoints.b.address "x:http": port "http" is not a number in 0..65535`,
+			},
+		},
+		{
+			name: "servers: urls and weights",
+			data: withMinimal(
+				`[services.t.load_balancer]`,
+				`strategy = "fastest"`,
+				`servers = [`,
+				`  { url = "ftp://h:21" },`,
+				`  { url = "http://h:8000/v1", weight = 0 },`,
+				`  { weight = 2 },`,
+				`  "http://h:1",`,
+				`]`,
+			),
+			want: []string{
+				`t.toml:8:12: services.t.load_balancer.strategy "fastest": want one of "round-robin", "weighted", "least-connections", "random"`,
+				`t.toml:10:11: services.t.load_balancer.servers[0].url "ftp://h:21": URL scheme must be http or https, e.g. "http://127.0.0.1:8000"`,
+				`t.toml:11:11: services.t.load_balancer.servers[1].url "http://h:8000/v1": URL must be scheme://host[:port] only (no path, query or fragment)`,
+				`t.toml:11:40: services.t.load_balancer.servers[1].weight 0: want 1..1000000`,
+				`t.toml:12:3: services.t.load_balancer.servers[2].url is required`,
+				`t.toml:13:3: services.t.load_balancer.servers[3] must be a table, not a string`,
+			},
+		},
+		{
+			name: "array of tables positions",
+			data: withMinimal(
+				`[[services.u.load_balancer.servers]]`,
+				`url = "http://h:1"`,
+				`[[services.u.load_balancer.servers]]`,
+				`url = "http://h:1/x"`,
+			),
+			want: []string{`t.toml:10:7: services.u.load_balancer.servers[1].url "http://h:1/x": URL must be scheme://host[:port] only (no path, query or fragment)`},
+		},
+		{
+			name: "service without load balancer or servers",
+			data: withMinimal(`[services.v]`, `[services.w.load_balancer]`, `servers = []`),
+			want: []string{
+				`t.toml:7:11: services.v has no load_balancer: add [services.v.load_balancer] with servers = [{ url = "http://host:port" }]`,
+				`t.toml:9:1: services.w.load_balancer.servers: list at least one server, e.g. servers = [{ url = "http://127.0.0.1:8000" }]`,
+			},
+		},
+		{
+			name: "middleware type required and known",
+			data: withMinimal(`[middlewares.a]`, `rate = 60`, `[middlewares.b]`, `type = "oauth"`),
+			want: []string{
+				`t.toml:7:14: middlewares.a.type is required (one of "api-key", "circuit-breaker", "jwt", "rate-limit")`,
+				`t.toml:10:8: middlewares.b.type "oauth": unknown middleware type (want one of "api-key", "circuit-breaker", "jwt", "rate-limit")`,
+			},
+		},
+		{
+			name: "admin token env unset",
+			data: withMinimal(`[admin]`, `token_env = "SLUICE_TEST_UNSET_TOKEN"`),
+			want: []string{`t.toml:8:13: admin.token_env: environment variable SLUICE_TEST_UNSET_TOKEN is not set or empty (it must hold the admin bearer token)`},
+		},
+		{
+			name: "log values",
+			data: withMinimal(`[log]`, `level = "verbose"`, `format = "xml"`),
+			want: []string{
+				`t.toml:8:9: log.level "verbose": want one of "debug", "info", "warn", "error"`,
+				`t.toml:9:10: log.format "xml": want one of "text", "json"`,
+			},
+		},
+		{
+			name: "no entrypoints",
+			data: doc(`[log]`, `level = "info"`),
+			want: []string{`t.toml:1:1: no entrypoints: define at least one [entrypoints.<name>] with an address`},
+		},
+		{
+			name: "a collection that is not a table",
+			data: doc(`entrypoints = 5`),
+			want: []string{
+				`t.toml:1:1: no entrypoints: define at least one [entrypoints.<name>] with an address`,
+				`t.toml:1:15: entrypoints must be a table, not an integer`,
+			},
+		},
+		{
+			name: "an entry that is not a table",
+			data: withMinimal(`[routers]`, `z = "x"`),
+			want: []string{`t.toml:8:1: routers.z must be a table ([routers.z]), not a string`},
+		},
+		{
+			name: "bad names",
+			data: withMinimal(`[entrypoints."my api"]`, `address = ":9"`),
+			want: []string{`t.toml:7:14: entrypoint name "my api": names are 1..128 characters of A-Z a-z 0-9 . _ - starting with a letter or digit`},
+		},
+		{
+			name: "sizes out of range",
+			data: withMinimal(`[entrypoints.api]`, `address = ":9"`, `max_header_bytes = 100`, `max_body_bytes = 0`, `max_connections = -1`),
+			want: []string{
+				`t.toml:9:20: entrypoints.api.max_header_bytes 100: want 1024..1048576 bytes`,
+				`t.toml:10:18: entrypoints.api.max_body_bytes 0: want at least 1 byte`,
+				`t.toml:11:19: entrypoints.api.max_connections -1: want 0 (unlimited) or more`,
+			},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := LoadBytes("t.toml", tc.data)
+			if err == nil {
+				t.Fatalf("LoadBytes succeeded: %+v", c)
+			}
+			if c != nil {
+				t.Errorf("LoadBytes returned a config with an error")
+			}
+			var list ErrorList
+			if !errors.As(err, &list) {
+				t.Fatalf("error is %T, not ErrorList: %v", err, err)
+			}
+			got := strings.Split(err.Error(), "\n")
+			if strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
+				t.Errorf("errors:\n got: %s\nwant: %s", strings.Join(got, "\n      "), strings.Join(tc.want, "\n      "))
+			}
+			for _, e := range list {
+				if e.Pos.Line < 1 || e.Pos.Col < 1 || e.Pos.File != "t.toml" {
+					t.Errorf("error without a position: %#v", e)
+				}
+			}
+		})
+	}
+}
+
+func TestMinimalIsValid(t *testing.T) {
+	if _, err := LoadBytes("t.toml", withMinimal()); err != nil {
+		t.Fatal(err)
+	}
+}
