@@ -51,7 +51,7 @@ type ChunkedDecoder struct {
 	digits  int    // hex digits of the current size
 	size    uint64 // current chunk size being parsed
 	remain  int64  // payload bytes left in the current chunk
-	total   int64  // payload bytes so far
+	total   int64  // payload bytes returned so far
 	extLen  int    // bytes of the current size line after the digits
 	trailer int    // bytes of the trailer section so far
 	err     error
@@ -65,7 +65,7 @@ func (d *ChunkedDecoder) Reset() {
 // Done reports whether the last chunk and the trailer section have been consumed.
 func (d *ChunkedDecoder) Done() bool { return d.state == csDone }
 
-// Total returns the payload bytes decoded so far.
+// Total returns the payload bytes returned by Next so far.
 func (d *ChunkedDecoder) Total() int64 { return d.total }
 
 func (d *ChunkedDecoder) fail(err error, consumed int) ([]byte, int, error) {
@@ -97,6 +97,7 @@ func (d *ChunkedDecoder) Next(src []byte) (data []byte, consumed int, err error)
 				n = d.remain
 			}
 			d.remain -= n
+			d.total += n
 			if d.remain == 0 {
 				d.state = csDataCR
 			}
@@ -174,7 +175,6 @@ func (d *ChunkedDecoder) Next(src []byte) (data []byte, consumed int, err error)
 			if d.MaxBodyBytes > 0 && size > d.MaxBodyBytes-d.total {
 				return d.fail(errChunkedTooBig, i)
 			}
-			d.total += size
 			d.remain = size
 			d.state = csData
 

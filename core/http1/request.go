@@ -159,19 +159,27 @@ func (r *Request) ParseRequestHead(head []byte, lim *Limits) error {
 		return errBodyTooLarge
 	}
 
+	// RFC 9112 §3.2: 400 for an HTTP/1.1 request without Host, for more than one Host, and for
+	// an invalid Host value, even when an absolute-form target supplies the authority.
 	if hosts > 1 {
 		return errDupHost
 	}
-	if r.Host == nil { // not set from an absolute-form target
-		if hosts == 0 && http11 {
-			return errNoHost
-		}
-		r.Host = host
+	if hosts == 0 && http11 {
+		return errNoHost
 	}
-	if r.Host != nil {
-		name, ok := splitHostPort(r.Host)
+	if host != nil {
+		name, ok := splitHostPort(host)
 		if !ok {
 			return errBadHost
+		}
+		if r.Host == nil {
+			r.Host, r.hostName = host, name
+		}
+	}
+	if r.Host != nil && r.hostName == nil { // authority of an absolute-form target
+		name, ok := splitHostPort(r.Host)
+		if !ok {
+			return errTarget
 		}
 		r.hostName = name
 	}

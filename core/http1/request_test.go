@@ -144,3 +144,16 @@ func TestAbsoluteFormHostReplacesHostHeader(t *testing.T) {
 		t.Fatalf("Host %q HostBytes %q", r.Host, r.HostBytes())
 	}
 }
+
+func TestAbsoluteFormStillNeedsHostHeader(t *testing.T) {
+	if _, err := parseReq(t, "GET http://a/x HTTP/1.1\r\n\r\n", nil); statusOf(err) != 400 {
+		t.Fatalf("missing Host: %v, want 400", err)
+	}
+	if _, err := parseReq(t, "GET http://a/x HTTP/1.1\r\nHost: a b\r\n\r\n", nil); statusOf(err) != 400 {
+		t.Fatalf("invalid Host: %v, want 400", err)
+	}
+	r, err := parseReq(t, "GET http://a:1/x HTTP/1.0\r\n\r\n", nil)
+	if err != nil || string(r.HostBytes()) != "a" {
+		t.Fatalf("1.0 absolute-form: %v host %q", err, r.HostBytes())
+	}
+}
