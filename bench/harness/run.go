@@ -1,0 +1,457 @@
+// Package harness is sluice-bench's load generator (DESIGN §8): closed-loop
+// load over N keep-alive HTTP/1.1 connections, open-loop load at a constant
+// or Poisson rate with latency measured from each request's intended send
+// time (so coordinated omission cannot hide a stall), SSE-aware timing (TTFT,
+// ITL), HDR histograms, and a correctness check of every response.
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/url"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Defaults for Options fields left zero.
+const (
+	DefaultPath        = "/v1/chat/completions"
+	DefaultModel       = "llmsim"
+	DefaultTimeout     = 30 * time.Second
+	DefaultDrain       = 5 * time.Second
+	DefaultConnections = 64 // open-loop connection cap
+	dialTimeout        = 5 * time.Second
+	maxConnectBackoff  = 100 * time.Millisecond
+	progressInterval   = time.Second
+	progressMinRun     = 3 * time.Second
+)
+
+// Options describe one load run. Exactly one of Concurrency (closed loop) and
+// Rate (open loop) must be set.
+type Options struct {
+	// Target is the base URL, "http://host:port" (https is not supported).
+	Target string
+	// Path is the request path; default "/v1/chat/completions".
+	Path string
+	// Workload is json, sse, chat-multiturn or mixed.
+	Workload string
+	// Concurrency is the number of closed-loop connections, each sending its
+	// next request when the previous response has been read completely.
+	Concurrency int
+	// Rate is the open-loop request rate in requests per second.
+	Rate float64
+	// Poisson draws open-loop gaps from an exponential distribution instead
+	// of a constant 1/Rate.
+	Poisson bool
+	// Connections caps the open-loop connections (default 64). When all are
+	// busy, requests wait and their wait counts in their latency.
+	Connections int
+	// Duration is the measured window.
+	Duration time.Duration
+	// Warmup runs load before the measured window without recording it.
+	Warmup time.Duration
+	// Timeout bounds one request, response body included (default 30 s).
+	Timeout time.Duration
+	// Drain is how long requests in flight at the end of the window may
+	// still finish (default 5 s); later ones are counted as Unfinished.
+	Drain time.Duration
+	// Model is the "model" field of request bodies (default "llmsim").
+	Model string
+	// MaxTokens, when > 0, is sent as "max_tokens".
+	MaxTokens int
+	// Turns is the number of turns per chat-multiturn conversation (default 6).
+	Turns int
+	// Seed makes request mixes and Poisson gaps reproducible.
+	Seed uint64
+	// Progress, when set and the run is longer than 3 s, receives a status
+	// line every second.
+	Progress io.Writer
+}
+
+// Result is the outcome of a run. Latencies are in microseconds; Latency is
+// measured from the intended send time (equal to the actual send time in the
+// closed loop), ServiceLatency from the actual send time.
+type Result struct {
+	Target      string  `json:"target"`
+	Workload    string  `json:"workload"`
+	Mode        string  `json:"mode"` // "closed" or "open"
+	Concurrency int     `json:"concurrency,omitempty"`
+	Connections int     `json:"connections,omitempty"`
+	Rate        float64 `json:"rate,omitempty"`
+	Poisson     bool    `json:"poisson,omitempty"`
+
+	StartedAt time.Time `json:"started_at"`
+	DurationS float64   `json:"duration_s"`
+
+	// Requests counts requests sent in the window that finished (OK+Errors).
+	Requests     int64            `json:"requests"`
+	OK           int64            `json:"ok"`
+	Errors       int64            `json:"errors"`
+	ErrorsByKind map[string]int64 `json:"errors_by_kind"`
+	// Unfinished counts requests still in flight when the drain time ended.
+	Unfinished int64 `json:"unfinished"`
+	// RPS is OK responses per second of the window.
+	RPS float64 `json:"rps"`
+
+	Latency        Summary `json:"latency_us"`
+	ServiceLatency Summary `json:"service_latency_us"`
+	TTFT           Summary `json:"ttft_us"`
+	ITL            Summary `json:"itl_us"`
+	// Tokens counts SSE content events of OK streams.
+	Tokens    int64 `json:"tokens"`
+	BodyBytes int64 `json:"body_bytes"`
+
+	LatencyDistribution []Point `json:"latency_distribution_us"`
+
+	// Histograms, for merging runs; not serialised.
+	LatencyHist *Histogram `json:"-"`
+	TTFTHist    *Histogram `json:"-"`
+	ITLHist     *Histogram `json:"-"`
+}
+
+// runState is shared by the workers of one run.
+type runState struct {
+	o        Options
+	addr     string
+	base     time.Time
+	measure  int64 // ns: start of the measured window
+	end      int64 // ns: end of the window (no request starts later)
+	stopAt   time.Time
+	timeout  time.Duration
+	stopping atomic.Bool
+
+	latency, service, ttft, itl *Recorder
+
+	ok, tokens, bytes, unfinished atomic.Int64
+	sent                          atomic.Int64 // all finished requests, warmup included (progress)
+	errs                          [errKindCount]atomic.Int64
+
+	schedMu sync.Mutex
+	next    int64 // open loop: next intended time (ns)
+	rng     *rand.Rand
+
+	connsMu sync.Mutex
+	conns   []*httpConn
+}
+
+func (r *runState) clock() int64 { return int64(time.Since(r.base)) }
+
+// Run generates load as o describes and returns the measured result. It
+// returns an error for invalid options or when ctx is cancelled before the
+// window ends; request failures are counted in the Result, not returned.
+func Run(ctx context.Context, o Options) (*Result, error) {
+	if err := o.normalize(); err != nil {
+		return nil, err
+	}
+	u, err := url.Parse(o.Target)
+	if err != nil {
+		return nil, fmt.Errorf("harness: cannot parse target %q: %w", o.Target, err)
+	}
+	if u.Scheme != "http" || u.Host == "" {
+		return nil, fmt.Errorf("harness: target %q: want http://host:port", o.Target)
+	}
+	addr := u.Host
+	if u.Port() == "" {
+		addr = net.JoinHostPort(u.Hostname(), "80")
+	}
+	r := &runState{
+		o:       o,
+		addr:    addr,
+		timeout: o.Timeout,
+		latency: NewRecorder(), service: NewRecorder(), ttft: NewRecorder(), itl: NewRecorder(),
+		rng: rand.New(rand.NewPCG(o.Seed, o.Seed+1)),
+	}
+	workers := o.Concurrency
+	if o.Rate > 0 {
+		workers = o.Connections
+	}
+	gens := make([]*requestGen, workers)
+	for i := range gens {
+		if gens[i], err = newRequestGen(&o, u.Host, o.Seed+uint64(i)*7919+1); err != nil {
+			return nil, err
+		}
+	}
+	r.base = time.Now()
+	r.measure = int64(o.Warmup)
+	r.end = int64(o.Warmup + o.Duration)
+	r.stopAt = r.base.Add(o.Warmup + o.Duration + o.Drain)
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		<-runCtx.Done()
+		r.stopping.Store(true)
+		r.connsMu.Lock()
+		for _, c := range r.conns {
+			c.abort()
+		}
+		r.connsMu.Unlock()
+	}()
+	progressDone := make(chan struct{})
+	if o.Progress != nil && o.Warmup+o.Duration > progressMinRun {
+		go r.progress(runCtx, progressDone)
+	} else {
+		close(progressDone)
+	}
+
+	var wg sync.WaitGroup
+	for i := 0; i < workers; i++ {
+		w := &worker{r: r, id: i, gen: gens[i], conn: newHTTPConn(addr, r.clock)}
+		w.wire()
+		r.connsMu.Lock()
+		r.conns = append(r.conns, w.conn)
+		r.connsMu.Unlock()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.loop()
+			w.conn.close()
+		}()
+	}
+	wg.Wait()
+	cancel()
+	<-progressDone
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("harness: run cancelled: %w", err)
+	}
+	return r.result(), nil
+}
+
+func (o *Options) normalize() error {
+	if o.Path == "" {
+		o.Path = DefaultPath
+	}
+	if o.Model == "" {
+		o.Model = DefaultModel
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.Drain <= 0 {
+		o.Drain = DefaultDrain
+	}
+	if o.Connections <= 0 {
+		o.Connections = DefaultConnections
+	}
+	if o.Workload == "" {
+		o.Workload = WorkloadJSON
+	}
+	switch {
+	case o.Concurrency > 0 && o.Rate > 0:
+		return errors.New("harness: set either concurrency (closed loop) or rate (open loop), not both")
+	case o.Concurrency <= 0 && o.Rate <= 0:
+		return errors.New("harness: set concurrency (closed loop) or rate (open loop)")
+	case o.Duration <= 0:
+		return errors.New("harness: duration must be > 0")
+	case o.Warmup < 0:
+		return errors.New("harness: warmup must be >= 0")
+	}
+	return nil
+}
+
+// nextIntended returns the next open-loop intended send time (ns on the run
+// clock) and false once it falls past the window.
+func (r *runState) nextIntended() (int64, bool) {
+	r.schedMu.Lock()
+	t := r.next
+	if r.o.Poisson {
+		r.next += int64(r.rng.ExpFloat64() / r.o.Rate * 1e9)
+	} else {
+		r.next += int64(1e9 / r.o.Rate)
+	}
+	r.schedMu.Unlock()
+	return t, t < r.end
+}
+
+func (r *runState) progress(ctx context.Context, done chan struct{}) {
+	defer close(done)
+	t := time.NewTicker(progressInterval)
+	defer t.Stop()
+	total := r.o.Warmup + r.o.Duration
+	var last int64
+	for {
+		select {
+		case <-ctx.Done():
+			fmt.Fprintf(r.o.Progress, "\n")
+			return
+		case <-t.C:
+			el := time.Since(r.base).Truncate(time.Second)
+			if el > total {
+				el = total
+			}
+			n := r.sent.Load()
+			var e int64
+			for i := range r.errs {
+				e += r.errs[i].Load()
+			}
+			phase := "run"
+			if el < r.o.Warmup {
+				phase = "warmup"
+			}
+			fmt.Fprintf(r.o.Progress, "\r  %s %s %v/%v  %d req/s  %d done  %d errors   ",
+				r.o.Target, phase, el, total, n-last, n, e)
+			last = n
+		}
+	}
+}
+
+func (r *runState) result() *Result {
+	o := r.o
+	res := &Result{
+		Target: o.Target, Workload: o.Workload,
+		StartedAt: r.base.UTC(), DurationS: o.Duration.Seconds(),
+		ErrorsByKind: map[string]int64{},
+	}
+	if o.Rate > 0 {
+		res.Mode, res.Rate, res.Poisson, res.Connections = "open", o.Rate, o.Poisson, o.Connections
+	} else {
+		res.Mode, res.Concurrency = "closed", o.Concurrency
+	}
+	res.OK = r.ok.Load()
+	for k := ErrorKind(1); k < errKindCount; k++ {
+		if n := r.errs[k].Load(); n > 0 {
+			res.ErrorsByKind[k.String()] = n
+			res.Errors += n
+		}
+	}
+	res.Requests = res.OK + res.Errors
+	res.Unfinished = r.unfinished.Load()
+	res.RPS = float64(res.OK) / o.Duration.Seconds()
+	res.Tokens = r.tokens.Load()
+	res.BodyBytes = r.bytes.Load()
+	res.LatencyHist = r.latency.Snapshot()
+	res.TTFTHist = r.ttft.Snapshot()
+	res.ITLHist = r.itl.Snapshot()
+	res.Latency = res.LatencyHist.Summary()
+	res.ServiceLatency = r.service.Snapshot().Summary()
+	res.TTFT = res.TTFTHist.Summary()
+	res.ITL = res.ITLHist.Summary()
+	res.LatencyDistribution = res.LatencyHist.Distribution()
+	return res
+}
+
+// ErrorKinds returns the error kinds of res sorted by name, for printing.
+func (res *Result) ErrorKinds() []string {
+	ks := make([]string, 0, len(res.ErrorsByKind))
+	for k := range res.ErrorsByKind {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+// worker owns one connection and sends requests on it one at a time.
+type worker struct {
+	r        *runState
+	id       int
+	gen      *requestGen
+	conn     *httpConn
+	backoff  time.Duration
+	intended int64
+	record   bool
+}
+
+// wire connects the connection's SSE scanner to the run's TTFT and ITL
+// recorders once, so that streaming does not allocate per request.
+func (w *worker) wire() {
+	w.conn.sse.onFirst = func(now int64) {
+		if w.record {
+			w.r.ttft.Record(w.id, now-w.intended)
+		}
+	}
+	w.conn.sse.onGap = func(gap int64) {
+		if w.record {
+			w.r.itl.Record(w.id, gap)
+		}
+	}
+}
+
+func (w *worker) loop() {
+	r := w.r
+	open := r.o.Rate > 0
+	for !r.stopping.Load() {
+		var intended int64
+		if open {
+			t, ok := r.nextIntended()
+			if !ok {
+				return
+			}
+			if d := time.Duration(t - r.clock()); d > 0 {
+				time.Sleep(d)
+			}
+			intended = t
+		} else {
+			intended = r.clock()
+			if intended >= r.end {
+				return
+			}
+		}
+		w.one(intended)
+	}
+}
+
+// one sends one request intended at time intended (ns on the run clock).
+func (w *worker) one(intended int64) {
+	r := w.r
+	c := w.conn
+	if c.c == nil {
+		if err := c.connect(dialTimeout); err != nil {
+			if r.stopping.Load() {
+				return
+			}
+			if intended >= r.measure {
+				r.errs[ErrConnect].Add(1)
+			}
+			r.sent.Add(1)
+			w.sleepBackoff()
+			return
+		}
+		w.backoff = 0
+	}
+	req, stream := w.gen.next()
+	w.intended = intended
+	w.record = intended >= r.measure
+	c.sse.reset()
+	sent := r.clock()
+	deadline := r.base.Add(time.Duration(sent) + r.timeout)
+	if deadline.After(r.stopAt) {
+		deadline = r.stopAt
+	}
+	ex := c.roundTrip(req, stream, deadline)
+	done := r.clock()
+	r.sent.Add(1)
+	if ex.kind != errNone || !ex.keepAlive {
+		c.close()
+	}
+	if !w.record {
+		return
+	}
+	if ex.kind == errNone {
+		r.ok.Add(1)
+		r.latency.Record(w.id, done-intended)
+		r.service.Record(w.id, done-sent)
+		r.tokens.Add(int64(c.sse.events))
+		r.bytes.Add(ex.bodyBytes)
+		return
+	}
+	if ex.kind == ErrTimeout && (r.stopping.Load() || !time.Now().Before(r.stopAt)) {
+		r.unfinished.Add(1)
+		return
+	}
+	r.errs[ex.kind].Add(1)
+}
+
+func (w *worker) sleepBackoff() {
+	if w.backoff == 0 {
+		w.backoff = time.Millisecond
+	} else if w.backoff < maxConnectBackoff {
+		w.backoff *= 2
+	}
+	time.Sleep(w.backoff)
+}

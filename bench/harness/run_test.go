@@ -1,0 +1,295 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func startBasicUpstream(t testing.TB, o UpstreamOptions) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := StartUpstream(ln, o)
+	t.Cleanup(func() { _ = u.Close() })
+	return "http://" + u.Addr()
+}
+
+func TestClosedLoopAllWorkloadsAgainstBasicUpstream(t *testing.T) {
+	target := startBasicUpstream(t, UpstreamOptions{Tokens: 8})
+	for _, wl := range Workloads {
+		t.Run(wl, func(t *testing.T) {
+			res, err := Run(context.Background(), Options{
+				Target: target, Workload: wl, Concurrency: 4,
+				Duration: 300 * time.Millisecond, Warmup: 50 * time.Millisecond, Seed: 1,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.OK < 20 || res.Errors != 0 {
+				t.Fatalf("ok=%d errors=%v", res.OK, res.ErrorsByKind)
+			}
+			if res.Mode != "closed" || res.Latency.Count != res.OK || res.Latency.P50Us <= 0 {
+				t.Fatalf("bad result %+v", res)
+			}
+			if wl != WorkloadJSON {
+				if res.TTFT.Count == 0 || res.ITL.Count == 0 || res.Tokens == 0 || res.Tokens%8 != 0 {
+					t.Fatalf("stream timing missing: ttft=%d itl=%d tokens=%d", res.TTFT.Count, res.ITL.Count, res.Tokens)
+				}
+			} else if res.TTFT.Count != 0 || res.Tokens != 0 {
+				t.Fatalf("json workload has stream timing: %+v", res.TTFT)
+			}
+		})
+	}
+}
+
+// TestOpenLoopLatencyShowsUpstreamStall: one connection at 200 req/s; the
+// 40th request is held 300 ms. Measured from the intended send time, the
+// ~60 requests scheduled during the stall are all late, so the stall shows in
+// p90; measured from the actual send time (what a closed-loop tool reports)
+// only one request is slow.
+func TestOpenLoopLatencyShowsUpstreamStall(t *testing.T) {
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) == 40 {
+			time.Sleep(300 * time.Millisecond)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"choices":[]}`))
+	}))
+	defer srv.Close()
+	res, err := Run(context.Background(), Options{
+		Target: srv.URL, Workload: WorkloadJSON, Rate: 200, Connections: 1,
+		Duration: time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Errors != 0 || res.OK < 150 {
+		t.Fatalf("ok=%d errors=%v", res.OK, res.ErrorsByKind)
+	}
+	if res.Latency.MaxUs < 290_000 {
+		t.Errorf("max latency %.0f µs, want the 300 ms stall", res.Latency.MaxUs)
+	}
+	if res.Latency.P90Us < 100_000 {
+		t.Errorf("intended-time p90 = %.0f µs, want >= 100 ms: coordinated omission hides the stall", res.Latency.P90Us)
+	}
+	if res.ServiceLatency.P90Us > 50_000 {
+		t.Errorf("service-time p90 = %.0f µs, want the stall in one request only", res.ServiceLatency.P90Us)
+	}
+}
+
+func TestOpenLoopPoissonRate(t *testing.T) {
+	target := startBasicUpstream(t, UpstreamOptions{Tokens: 4})
+	res, err := Run(context.Background(), Options{
+		Target: target, Workload: WorkloadJSON, Rate: 500, Poisson: true, Connections: 8,
+		Duration: time.Second, Seed: 7,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 500 expected; a Poisson count has sd ≈ 22.
+	if res.Errors != 0 || res.OK < 380 || res.OK > 620 {
+		t.Fatalf("ok=%d errors=%v, want about 500", res.OK, res.ErrorsByKind)
+	}
+	if res.Mode != "open" || !res.Poisson {
+		t.Fatalf("mode %q poisson %v", res.Mode, res.Poisson)
+	}
+}
+
+// TestSSETimingOnScriptedUpstream streams a role chunk at once, the first
+// content event after 50 ms, then content events 20 ms apart, one of them
+// split across two writes 5 ms apart (its time is that of its end).
+func TestSSETimingOnScriptedUpstream(t *testing.T) {
+	const (
+		ttft = 50 * time.Millisecond
+		gap  = 20 * time.Millisecond
+	)
+	ev := func(s string) string { return `data: {"choices":[{"delta":{"content":"` + s + `"}}]}` + "\n\n" }
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f := w.(http.Flusher)
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, `data: {"choices":[{"delta":{"role":"assistant","content":""}}]}`+"\n\n")
+		f.Flush()
+		time.Sleep(ttft)
+		fmt.Fprint(w, ev("a"))
+		f.Flush()
+		for i := 0; i < 4; i++ {
+			time.Sleep(gap)
+			fmt.Fprint(w, ev("b"))
+			f.Flush()
+		}
+		time.Sleep(gap - 5*time.Millisecond)
+		half := ev("c")
+		fmt.Fprint(w, half[:20])
+		f.Flush()
+		time.Sleep(5 * time.Millisecond)
+		fmt.Fprint(w, half[20:]+"data: [DONE]\n\n")
+		f.Flush()
+	}))
+	defer srv.Close()
+	res, err := Run(context.Background(), Options{
+		Target: srv.URL, Workload: WorkloadSSE, Concurrency: 2, Duration: 400 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Errors != 0 || res.OK < 2 {
+		t.Fatalf("ok=%d errors=%v", res.OK, res.ErrorsByKind)
+	}
+	if res.Tokens != 6*res.OK || res.ITL.Count != 5*res.OK || res.TTFT.Count != res.OK {
+		t.Fatalf("tokens=%d itl=%d ttft=%d for %d streams", res.Tokens, res.ITL.Count, res.TTFT.Count, res.OK)
+	}
+	us := func(d time.Duration) float64 { return float64(d.Microseconds()) }
+	if res.TTFT.MinUs < us(ttft) || res.TTFT.P50Us > us(ttft+40*time.Millisecond) {
+		t.Errorf("TTFT min %.0f p50 %.0f µs, want about %v", res.TTFT.MinUs, res.TTFT.P50Us, ttft)
+	}
+	if res.ITL.P50Us < us(gap-5*time.Millisecond) || res.ITL.P50Us > us(gap+25*time.Millisecond) {
+		t.Errorf("ITL p50 %.0f µs, want about %v", res.ITL.P50Us, gap)
+	}
+	if res.Latency.MinUs < us(ttft+5*gap) {
+		t.Errorf("latency min %.0f µs shorter than the scripted stream", res.Latency.MinUs)
+	}
+}
+
+func TestResponseChecksCountErrorsByKind(t *testing.T) {
+	cases := []struct {
+		name     string
+		workload string
+		handler  http.HandlerFunc
+		kind     string
+	}{
+		{"status 503", WorkloadJSON, func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(503)
+		}, "status_5xx"},
+		{"status 404", WorkloadJSON, func(w http.ResponseWriter, r *http.Request) {
+			http.NotFound(w, r)
+		}, "status_4xx"},
+		{"stream without DONE", WorkloadSSE, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprint(w, "data: {\"delta\":{\"content\":\"x\"}}\n\n")
+		}, "no_done"},
+		{"stream of JSON", WorkloadSSE, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, `{}`)
+		}, "not_sse"},
+		{"stream without content", WorkloadSSE, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprint(w, "data: {\"delta\":{\"role\":\"assistant\"}}\n\ndata: [DONE]\n\n")
+		}, "no_content"},
+		{"stream with error event", WorkloadSSE, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprint(w, "data: {\"delta\":{\"content\":\"x\"}}\n\nevent: error\ndata: {\"error\":{}}\n\n")
+		}, "sse_error"},
+		{"body cut short", WorkloadJSON, func(w http.ResponseWriter, r *http.Request) {
+			c, bw, _ := w.(http.Hijacker).Hijack()
+			_, _ = bw.WriteString("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{\"partial\":")
+			_ = bw.Flush()
+			_ = c.Close()
+		}, "incomplete"},
+		{"closed before response", WorkloadJSON, func(w http.ResponseWriter, r *http.Request) {
+			c, _, _ := w.(http.Hijacker).Hijack()
+			_ = c.Close()
+		}, "closed"},
+		{"garbage status line", WorkloadJSON, func(w http.ResponseWriter, r *http.Request) {
+			c, bw, _ := w.(http.Hijacker).Hijack()
+			_, _ = bw.WriteString("SPDY/9 nope\r\n\r\n")
+			_ = bw.Flush()
+			_ = c.Close()
+		}, "bad_response"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(tc.handler)
+			defer srv.Close()
+			res, err := Run(context.Background(), Options{
+				Target: srv.URL, Workload: tc.workload, Concurrency: 1, Duration: 100 * time.Millisecond,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.OK != 0 || res.ErrorsByKind[tc.kind] == 0 || res.ErrorsByKind[tc.kind] != res.Errors {
+				t.Fatalf("ok=%d errors=%v, want only %s", res.OK, res.ErrorsByKind, tc.kind)
+			}
+		})
+	}
+}
+
+func TestHungUpstreamEndsAfterDrain(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-release
+	}))
+	defer srv.Close()
+	defer close(release)
+	start := time.Now()
+	res, err := Run(context.Background(), Options{
+		Target: srv.URL, Workload: WorkloadJSON, Concurrency: 2,
+		Duration: 100 * time.Millisecond, Drain: 100 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("run took %v", took)
+	}
+	if res.Unfinished != 2 || res.Errors != 0 || res.OK != 0 {
+		t.Fatalf("unfinished=%d errors=%v ok=%d, want 2 unfinished", res.Unfinished, res.ErrorsByKind, res.OK)
+	}
+}
+
+func TestConnectErrorsAreCountedAndBackedOff(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	res, err := Run(context.Background(), Options{
+		Target: "http://" + addr, Concurrency: 1, Duration: 200 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := res.ErrorsByKind["connect"]; n == 0 || n > 50 {
+		t.Fatalf("connect errors = %d, want a few (backoff)", n)
+	}
+}
+
+func TestCancelStopsRun(t *testing.T) {
+	target := startBasicUpstream(t, UpstreamOptions{Tokens: 1000, ITL: 10 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(100*time.Millisecond, cancel)
+	start := time.Now()
+	_, err := Run(ctx, Options{Target: target, Workload: WorkloadSSE, Concurrency: 2, Duration: time.Minute})
+	if err == nil || !strings.Contains(err.Error(), "cancel") {
+		t.Fatalf("err = %v, want cancelled", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("cancel took %v", took)
+	}
+}
+
+func TestOptionsAreValidated(t *testing.T) {
+	bad := []Options{
+		{Target: "http://x", Duration: time.Second},
+		{Target: "http://x", Concurrency: 1, Rate: 1, Duration: time.Second},
+		{Target: "http://x", Concurrency: 1},
+		{Target: "https://x", Concurrency: 1, Duration: time.Second},
+		{Target: "::", Concurrency: 1, Duration: time.Second},
+		{Target: "http://x", Concurrency: 1, Duration: time.Second, Workload: "nope"},
+	}
+	for _, o := range bad {
+		if _, err := Run(context.Background(), o); err == nil {
+			t.Errorf("Run(%+v) = nil error", o)
+		}
+	}
+}
