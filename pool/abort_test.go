@@ -162,3 +162,26 @@ func TestAbortRacesRelease(t *testing.T) {
 		t.Fatalf("stats %+v: conns leaked", s)
 	}
 }
+
+func TestMisuse(t *testing.T) {
+	u := startUpstream(t, serveFixed("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"))
+	p := New(Options{Addr: u.addr()})
+	defer p.Close()
+	x := AcquireExchange()
+	if _, err := x.ReadBody(make([]byte, 8), false); err == nil {
+		t.Fatal("ReadBody before RoundTrip: no error")
+	}
+	if err := x.RoundTrip(p, []byte(getHead), nil, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := x.RoundTrip(p, []byte(getHead), nil, false); err == nil {
+		t.Fatal("second RoundTrip: no error")
+	}
+	if b, err := readAll(x, false, 8); err != nil || string(b) != "ok" {
+		t.Fatal(string(b), err)
+	}
+	ReleaseExchange(x)
+	if s := p.Stats(); s.Idle != 1 || s.Active != 0 {
+		t.Fatalf("stats %+v", s)
+	}
+}

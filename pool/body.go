@@ -30,6 +30,9 @@ func (x *Exchange) ReadBody(buf []byte, raw bool) (n int, err error) {
 	if x.done {
 		return 0, io.EOF
 	}
+	if x.c == nil {
+		return 0, errNoRoundTrip
+	}
 	if len(buf) == 0 {
 		return 0, nil
 	}

@@ -74,4 +74,9 @@ func (x *Exchange) protoErr(err error, op string) error {
 	return fmt.Errorf("sluice: upstream %s: %s: %w (%w)", addr, op, ErrUpstreamProto, err)
 }
 
-var errDecoderStalled = errors.New("chunked decoder made no progress")
+// Misuse errors (programming errors in the caller).
+var (
+	errDecoderStalled = errors.New("sluice: pool: chunked decoder made no progress")
+	errRoundTripTwice = errors.New("sluice: pool: RoundTrip called twice on one Exchange")
+	errNoRoundTrip    = errors.New("sluice: pool: ReadBody without a successful RoundTrip")
+)

@@ -160,6 +160,9 @@ func (x *Exchange) Done() bool { return x.done }
 // (502, malformed or oversized response head), ErrAborted (Abort was called) or
 // ErrUpstreamClosed (502).
 func (x *Exchange) RoundTrip(p *Pool, head, body []byte, isHEAD bool) error {
+	if x.p != nil {
+		return errRoundTripTwice // the conn of the first one stays attached and is released
+	}
 	x.p = p
 	if x.aborted.Load() {
 		return x.fail(ErrAborted)

@@ -73,10 +73,11 @@ func TestMaxIdleConns(t *testing.T) {
 	}
 }
 
-// TestKeepAliveRaceRetry: the upstream closes a keep-alive conn right after answering (as an
-// upstream whose idle timeout fired would). The next exchange picks the dead pooled conn, sees
-// EOF before any response byte and is retried once on a fresh conn.
-func TestKeepAliveRaceRetry(t *testing.T) {
+// TestClosedIdleConnNotReused: the upstream closes a keep-alive conn right after answering (as
+// an upstream whose idle timeout fired would). The liveness peek notices it when the conn is
+// taken from the pool: it is dropped and a fresh conn is dialled, with no request sent into the
+// dead one.
+func TestClosedIdleConnNotReused(t *testing.T) {
 	closed := make(chan struct{})
 	u := startUpstream(t, func(c net.Conn, n int) {
 		br := bufio.NewReader(c)
@@ -104,10 +105,98 @@ func TestKeepAliveRaceRetry(t *testing.T) {
 	recv(t, closed, "upstream close")
 	st, body, err := roundTrip(t, p, getHead, false, 64)
 	if err != nil || st != 200 || body != "two" {
+		t.Fatalf("after upstream idle close: %d %q %v", st, body, err)
+	}
+	if s := p.Stats(); s.Dials != 2 || s.Reuses != 0 {
+		t.Fatalf("stats %+v, want 2 dials, no reuse of the closed conn", s)
+	}
+}
+
+// TestKeepAliveRaceRetry: the upstream closes a pooled conn just as the next request arrives on
+// it (the close crosses the request: it is read and dropped without an answer). The exchange
+// sees EOF before any response byte on a reused conn and is retried once on a fresh conn.
+func TestKeepAliveRaceRetry(t *testing.T) {
+	u := startUpstream(t, func(c net.Conn, n int) {
+		br := bufio.NewReader(c)
+		if n == 1 {
+			if _, ok := readReq(br); !ok {
+				return
+			}
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\none")
+			readReq(br) // the racing request: dropped by the close
+			return
+		}
+		for {
+			if _, ok := readReq(br); !ok {
+				return
+			}
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\ntwo")
+		}
+	})
+	p := New(Options{Addr: u.addr()})
+	defer p.Close()
+	if _, body, err := roundTrip(t, p, getHead, false, 64); err != nil || body != "one" {
+		t.Fatal(body, err)
+	}
+	st, body, err := roundTrip(t, p, getHead, false, 64)
+	if err != nil || st != 200 || body != "two" {
 		t.Fatalf("after keep-alive race: %d %q %v", st, body, err)
 	}
 	if s := p.Stats(); s.Dials != 2 || s.Reuses != 1 {
 		t.Fatalf("stats %+v, want 2 dials (one retry), 1 reuse", s)
+	}
+}
+
+// TestRetriedOnlyOnce: the fresh conn of the retry fails too: the error is returned, no third
+// attempt.
+func TestRetriedOnlyOnce(t *testing.T) {
+	u := startUpstream(t, func(c net.Conn, n int) {
+		br := bufio.NewReader(c)
+		if _, ok := readReq(br); !ok {
+			return
+		}
+		if n == 1 {
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\none")
+			readReq(br)
+		}
+	})
+	p := New(Options{Addr: u.addr()})
+	defer p.Close()
+	if _, _, err := roundTrip(t, p, getHead, false, 64); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := roundTrip(t, p, getHead, false, 64); !errors.Is(err, ErrUpstreamClosed) {
+		t.Fatalf("err %v, want ErrUpstreamClosed", err)
+	}
+	if s := p.Stats(); s.Dials != 2 || s.Active != 0 {
+		t.Fatalf("stats %+v, want exactly one retry", s)
+	}
+}
+
+// TestUnsolicitedBytesOnIdleConn: an upstream that writes after the end of a response (a "408
+// Request Timeout" on idle close): the conn is not reused, and the stray bytes are never taken
+// for the next response.
+func TestUnsolicitedBytesOnIdleConn(t *testing.T) {
+	u := startUpstream(t, func(c net.Conn, n int) {
+		br := bufio.NewReader(c)
+		for {
+			if _, ok := readReq(br); !ok {
+				return
+			}
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"+
+				"HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\n\r\n")
+		}
+	})
+	p := New(Options{Addr: u.addr()})
+	defer p.Close()
+	for i := 0; i < 3; i++ {
+		st, body, err := roundTrip(t, p, getHead, false, 1)
+		if err != nil || st != 200 || body != "ok" {
+			t.Fatalf("exchange %d: %d %q %v", i, st, body, err)
+		}
+	}
+	if s := p.Stats(); s.Dials != 3 {
+		t.Fatalf("stats %+v, want a fresh conn per exchange", s)
 	}
 }
 

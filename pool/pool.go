@@ -15,6 +15,7 @@ type conn struct {
 	nc     net.Conn // what we read and write (the tls.Conn for https)
 	raw    net.Conn // the TCP socket: Abort closes this one, at once, without a TLS close_notify
 	idleAt int64    // monotonic ns when it was put in the idle stack
+	pk     peeker   // non-blocking liveness check of an idle conn (peek_*.go)
 }
 
 func (c *conn) close() { _ = c.raw.Close() }
@@ -150,33 +151,39 @@ func (p *Pool) sweep(now int64, force bool) {
 	}
 }
 
-// getIdle pops the most recently used idle conn that is younger than IdleTimeout, or nil.
-// Because the stack is ordered by idleAt, a stale top means every idle conn is stale.
+// getIdle pops the most recently used idle conn that is younger than IdleTimeout and still
+// open (conn.alive: not closed by the upstream, no unsolicited bytes), or returns nil. Because
+// the stack is ordered by idleAt, a stale top means every idle conn is stale.
 func (p *Pool) getIdle() *conn {
 	now := p.now()
-	var stale *conn
-	p.mu.Lock()
-	if n := len(p.idle); n > 0 && !p.closed {
-		c := p.idle[n-1]
-		if now-c.idleAt < p.idleNs {
-			p.idle[n-1] = nil
-			p.idle = p.idle[:n-1]
-			sweep := now >= p.nextSweep
+	for {
+		p.mu.Lock()
+		n := len(p.idle)
+		if n == 0 || p.closed {
 			p.mu.Unlock()
-			p.active.Add(1)
-			p.reuses.Add(1)
-			if sweep {
-				p.sweep(now, false)
-			}
-			return c
+			return nil
 		}
-		stale = c
+		c := p.idle[n-1]
+		if now-c.idleAt >= p.idleNs {
+			p.mu.Unlock()
+			p.sweep(now, true) // every idle conn is stale: close them all now
+			return nil
+		}
+		p.idle[n-1] = nil
+		p.idle = p.idle[:n-1]
+		sweep := now >= p.nextSweep
+		p.mu.Unlock()
+		if sweep {
+			p.sweep(now, false)
+		}
+		if !c.alive() {
+			c.close() // closed by the upstream while idle
+			continue
+		}
+		p.active.Add(1)
+		p.reuses.Add(1)
+		return c
 	}
-	p.mu.Unlock()
-	if stale != nil {
-		p.sweep(now, true) // all idle conns are stale: close them now
-	}
-	return nil
 }
 
 // put returns a healthy conn (response fully read, keep-alive) to the idle stack, or closes it
@@ -184,6 +191,7 @@ func (p *Pool) getIdle() *conn {
 func (p *Pool) put(c *conn) {
 	now := p.now()
 	c.idleAt = now
+	_ = c.raw.SetReadDeadline(time.Time{}) // the liveness peek must not hit an old deadline
 	p.mu.Lock()
 	if p.closed || len(p.idle) >= p.o.MaxIdleConns {
 		p.mu.Unlock()
@@ -216,6 +224,7 @@ func (p *Pool) dial(ctx context.Context) (*conn, error) {
 		_ = tc.SetNoDelay(true)
 	}
 	c := &conn{nc: raw, raw: raw}
+	c.initPeek()
 	if p.tls != nil {
 		t := tls.Client(raw, p.tls)
 		if err := t.HandshakeContext(ctx); err != nil {
