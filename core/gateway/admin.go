@@ -6,6 +6,8 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/http/pprof"
+	"os"
 	"sort"
 	"strings"
 	"time"
@@ -39,6 +41,12 @@ func startAdmin(g *Gateway, address, token string) (*adminServer, error) {
 	mux.HandleFunc("GET /api/gateway/metrics", adminMetrics)
 	mux.HandleFunc("GET /metrics", adminMetrics)
 	mux.HandleFunc("POST /api/gateway/reload", g.adminReload)
+	if os.Getenv("SLUICE_PPROF") == "1" {
+		// Profiling for performance work (docs/admin-api.md); off unless asked for.
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	var h http.Handler = mux
 	if token != "" {
 		h = requireBearer(token, mux)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
+	"golang.org/x/sys/unix"
 
 	"github.com/sluice-gw/sluice/core/http1"
 	"github.com/sluice-gw/sluice/core/proxy"
@@ -52,14 +53,15 @@ type gconn struct {
 	continueSent bool
 
 	// Shared with the worker goroutine and the deadline sweep.
-	busy      atomic.Bool  // a request is in flight
-	finished  atomic.Bool  // the worker is done; the loop may parse the next request
-	headSince atomic.Int64 // unix ns when the current request's first byte arrived; 0 when idle or busy
-	idleSince atomic.Int64 // unix ns when the connection last became idle
-	closed    atomic.Bool
-	closedCh  chan struct{}
-	closeOnce sync.Once
-	x         atomic.Pointer[pool.Exchange] // the upstream exchange to abort when the client leaves
+	busy         atomic.Bool  // a request is in flight
+	finished     atomic.Bool  // the worker is done; the loop may parse the next request
+	inputWaiting atomic.Bool  // the loop holds unparsed bytes that arrived while busy
+	headSince    atomic.Int64 // unix ns when the current request's first byte arrived; 0 when idle or busy
+	idleSince    atomic.Int64 // unix ns when the connection last became idle
+	closed       atomic.Bool
+	closedCh     chan struct{}
+	closeOnce    sync.Once
+	x            atomic.Pointer[pool.Exchange] // the upstream exchange to abort when the client leaves
 
 	// Response writes: buffers queued to AsyncWrite, released in order by the write callback.
 	sent      chan sendItem
@@ -70,6 +72,13 @@ type gconn struct {
 	onProbe   gnet.AsyncCallback
 
 	headBuf []byte // upstream request head, reused
+
+	// Direct writes: while nothing is queued on the loop, the worker writes to the socket
+	// itself, saving the loop wake-up per write. writeMu keeps the fd open during such a write:
+	// gnet calls OnClose before it closes the fd, and OnClose takes writeMu.
+	fd       int
+	writeMu  sync.Mutex
+	fdClosed bool
 }
 
 func newGconn(e *GnetEngine, c gnet.Conn) *gconn {
@@ -77,6 +86,7 @@ func newGconn(e *GnetEngine, c gnet.Conn) *gconn {
 	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
 		gc.ip = []byte(a.IP.String())
 	}
+	gc.fd = c.Fd()
 	gc.onWritten = gc.written
 	gc.onProbe = gc.probed
 	gc.idleSince.Store(time.Now().UnixNano())
@@ -84,6 +94,9 @@ func newGconn(e *GnetEngine, c gnet.Conn) *gconn {
 }
 
 func (gc *gconn) markClosed() {
+	gc.writeMu.Lock()
+	gc.fdClosed = true
+	gc.writeMu.Unlock()
 	gc.closeOnce.Do(func() {
 		gc.closed.Store(true)
 		close(gc.closedCh)
@@ -106,8 +119,14 @@ func (gc *gconn) onTraffic() gnet.Action {
 				if c.InboundBuffered() > lim.MaxHeaderBytes+int(lim.MaxBodyBytes) {
 					return gnet.Close
 				}
-				return gnet.None
+				// Tell the worker there is input to parse when it finishes; re-check after
+				// publishing, so that one of the two sides always sees the other (finishServe).
+				gc.inputWaiting.Store(true)
+				if !gc.finished.Load() {
+					return gnet.None
+				}
 			}
+			gc.inputWaiting.Store(false)
 			gc.finished.Store(false)
 			gc.phase = phaseHead
 		case phaseHead:
@@ -228,7 +247,9 @@ func (gc *gconn) serve() {
 		gc.idleSince.Store(time.Now().UnixNano())
 		gc.busy.Store(false)
 		gc.finished.Store(true)
-		_ = gc.c.Wake(nil) // parse any pipelined request already buffered
+		if gc.inputWaiting.Load() {
+			_ = gc.c.Wake(nil) // parse the pipelined bytes that arrived meanwhile
+		}
 		return
 	}
 	gc.flush()
@@ -381,6 +402,18 @@ func (gc *gconn) sendBytes(p []byte) error {
 // the client has more than sendHighWaterBytes pending (backpressure: the relay then stops
 // reading the upstream), and closes a client that reads nothing for ClientStallTimeout.
 func (gc *gconn) send(bp *[]byte, lo, hi int) error {
+	if gc.queued.Load() == 0 && gc.outbound.Load() == 0 {
+		n, err := gc.writeDirect((*bp)[lo:hi])
+		if err != nil {
+			putBufAny(bp)
+			return err
+		}
+		if lo += n; lo == hi {
+			putBufAny(bp)
+			return nil
+		}
+		// The socket is full: queue the rest on the loop, which writes it when writable.
+	}
 	if err := gc.waitBelow(sendHighWaterBytes); err != nil {
 		putBufAny(bp)
 		return err
@@ -396,6 +429,36 @@ func (gc *gconn) send(bp *[]byte, lo, hi int) error {
 		return errClientGone
 	}
 	return nil
+}
+
+// writeDirect writes p to the client socket from the calling goroutine until the socket
+// would block; it returns how much was written.
+func (gc *gconn) writeDirect(p []byte) (int, error) {
+	gc.writeMu.Lock()
+	defer gc.writeMu.Unlock()
+	if gc.fdClosed {
+		return 0, errClientGone
+	}
+	done := 0
+	for done < len(p) {
+		n, err := unix.Write(gc.fd, p[done:])
+		if n > 0 {
+			done += n
+		}
+		switch {
+		case err == nil:
+			if n == 0 {
+				return done, nil
+			}
+		case err == unix.EINTR:
+		case err == unix.EAGAIN:
+			return done, nil
+		default:
+			_ = gc.c.Close()
+			return done, errClientGone
+		}
+	}
+	return done, nil
 }
 
 // written runs on the event loop after each AsyncWrite: the bytes are in the socket or in the
