@@ -1,0 +1,226 @@
+package llmsim
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestParseFault(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want Fault
+		bad  bool
+	}{
+		{in: "status=503", want: Fault{Status: 503, ResetAfter: -1, StallAfter: -1}},
+		{in: "reset-after=3; slow=10ms", want: Fault{ResetAfter: 3, StallAfter: -1, Slow: 10 * time.Millisecond}},
+		{in: "stall-after=0,repeat , drop-done;close-idle", want: Fault{ResetAfter: -1, StallAfter: 0, Repeat: true, DropDone: true, CloseIdle: true}},
+		{in: " ; ,", want: noFault},
+		{in: "status=200", bad: true},
+		{in: "status=abc", bad: true},
+		{in: "reset-after=-1", bad: true},
+		{in: "slow=1h", bad: true},
+		{in: "repeat=1", bad: true},
+		{in: "explode", bad: true},
+	} {
+		got, err := ParseFault(tc.in)
+		if tc.bad {
+			if err == nil {
+				t.Errorf("ParseFault(%q) = %+v, want error", tc.in, got)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("ParseFault(%q) = %+v, %v; want %+v", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+func FuzzParseFault(f *testing.F) {
+	for _, s := range []string{"status=503", "reset-after=2;stall-after=1,slow=5ms", "repeat,drop-done,close-idle", "=", ";;", "slow=-1s"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		fl, err := ParseFault(s)
+		if err == nil && (fl.Slow < 0 || fl.Slow > maxFaultSlow || (fl.Status != 0 && (fl.Status < 400 || fl.Status > 599))) {
+			t.Fatalf("ParseFault(%q) accepted out-of-range %+v", s, fl)
+		}
+	})
+}
+
+func faultHdr(v string) map[string]string { return map[string]string{FaultHeader: v} }
+
+func TestFaultStatus(t *testing.T) {
+	f, url := startOne(t, nil)
+	resp := post(t, context.Background(), newClient(), url+"/v1/chat/completions", chatBody("x", true, ""), faultHdr("status=503"))
+	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	readAPIError(t, resp)
+	resp = post(t, context.Background(), newClient(), url+"/v1/chat/completions", chatBody("x", true, ""), faultHdr("bogus"))
+	if resp.StatusCode != 400 {
+		t.Fatalf("bad fault header: status %d", resp.StatusCode)
+	}
+	readAPIError(t, resp)
+	if st := f.Stats(0); st.Faults != 1 || st.Requests != 2 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func TestFaultResetAfter(t *testing.T) {
+	_, url := startOne(t, nil)
+	resp := post(t, context.Background(), newClient(), url+"/v1/chat/completions", chatBody("x", true, ""), faultHdr("reset-after=3"))
+	defer resp.Body.Close()
+	evs, err := readEvents(resp.Body, nil)
+	if len(evs) != 3 {
+		t.Fatalf("%d events before the reset, want 3", len(evs))
+	}
+	if err == nil || !(errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.ErrUnexpectedEOF) || strings.Contains(err.Error(), "reset")) {
+		t.Fatalf("stream ended with %v, want a connection reset", err)
+	}
+}
+
+func TestFaultResetBeforeAnyEvent(t *testing.T) {
+	_, url := startOne(t, nil)
+	resp := post(t, context.Background(), newClient(), url+"/v1/chat/completions", chatBody("x", true, ""), faultHdr("reset-after=0"))
+	defer resp.Body.Close()
+	evs, err := readEvents(resp.Body, nil)
+	if len(evs) != 0 || err == nil {
+		t.Fatalf("%d events, err %v; want a reset before any event", len(evs), err)
+	}
+}
+
+func TestFaultStallAfter(t *testing.T) {
+	f, url := startOne(t, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	resp := post(t, ctx, newClient(), url+"/v1/chat/completions", chatBody("x", true, ""), faultHdr("stall-after=2"))
+	defer resp.Body.Close()
+	got := make(chan sseEvent, 16)
+	done := make(chan error, 1)
+	go func() {
+		_, err := readEvents(resp.Body, func(e sseEvent) { got <- e })
+		done <- err
+	}()
+	for range 2 {
+		select {
+		case <-got:
+		case <-time.After(5 * time.Second):
+			t.Fatal("no event")
+		}
+	}
+	// 8 ITLs (40ms) pass without a third event while the connection stays open.
+	select {
+	case e := <-got:
+		t.Fatalf("event after stall: %s", e.data)
+	case err := <-done:
+		t.Fatalf("stream ended during the stall: %v", err)
+	case <-time.After(40 * time.Millisecond):
+	}
+	if st := f.Stats(0); st.Running != 1 || st.OpenConnections != 1 {
+		t.Fatalf("stalled stream should hold its slot and connection: %+v", st)
+	}
+	cancel()
+	waitFor(t, "stalled stream counted aborted after the client left", 5*time.Second, func() bool { return f.Stats(0).Aborted == 1 })
+}
+
+func TestFaultSlow(t *testing.T) {
+	_, url := startOne(t, nil)
+	c := newClient()
+	base, _, _ := ttftOf(t, c, url, chatBody("slow-base", true, ""))
+	start := time.Now()
+	resp := post(t, context.Background(), c, url+"/v1/chat/completions", chatBody("slow", true, ""), faultHdr("slow=30ms"))
+	evs, err := readEvents(resp.Body, nil)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ttft := evs[0].at.Sub(start)
+	if ttft < base+20*time.Millisecond {
+		t.Fatalf("slow=30ms TTFT %v vs %v without", ttft, base)
+	}
+	// 7 gaps of ITL 5ms + 30ms each.
+	if gap := evs[7].at.Sub(evs[0].at); gap < 7*30*time.Millisecond {
+		t.Fatalf("8 slowed tokens took %v", gap)
+	}
+}
+
+func TestFaultRepeatAndDropDone(t *testing.T) {
+	_, url := startOne(t, nil)
+	resp := post(t, context.Background(), newClient(), url+"/v1/chat/completions", chatBody("x", true, ""), faultHdr("repeat;drop-done"))
+	evs, err := readEvents(resp.Body, nil)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatalf("drop-done must end the stream cleanly: %v", err)
+	}
+	if len(evs) != 10 || evs[len(evs)-1].data == "[DONE]" {
+		t.Fatalf("%d events, last %q: want 8 tokens + finish + usage, no [DONE]", len(evs), evs[len(evs)-1].data)
+	}
+	first := parseChunk(t, evs[0].data).Choices[0].Delta.Content
+	for _, e := range evs[1:8] {
+		if c := parseChunk(t, e.data).Choices[0].Delta.Content; c != first {
+			t.Fatalf("repeat: token %q after %q", c, first)
+		}
+	}
+}
+
+func TestFaultCloseIdle(t *testing.T) {
+	_, url := startOne(t, nil)
+	addr := strings.TrimPrefix(url, "http://")
+	for _, stream := range []bool{false, true} {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := chatBody("x", stream, "")
+		req, _ := http.NewRequest("POST", url+"/v1/chat/completions", strings.NewReader(body))
+		req.Header.Set(FaultHeader, "close-idle")
+		if err := req.Write(conn); err != nil {
+			t.Fatal(err)
+		}
+		br := bufio.NewReader(conn)
+		resp, err := http.ReadResponse(br, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.Close {
+			t.Fatal("close-idle must not announce Connection: close")
+		}
+		b, err := io.ReadAll(resp.Body)
+		if err != nil || (stream && !strings.Contains(string(b), "[DONE]")) {
+			t.Fatalf("stream=%v: body %v %q", stream, err, b)
+		}
+		conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if n, err := br.ReadByte(); err != io.EOF {
+			t.Fatalf("stream=%v: after the response: %v %v, want EOF", stream, n, err)
+		}
+		conn.Close()
+	}
+}
+
+func TestFaultRate(t *testing.T) {
+	f, url := startOne(t, func(ic *InstanceConfig) {
+		ic.FaultRate = 0.5
+		ic.Fault = "status=500"
+	})
+	c := newClient()
+	fails := 0
+	for range 40 {
+		resp := post(t, context.Background(), c, url+"/v1/chat/completions", chatBody("x", false, `"max_tokens":1`), nil)
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == 500 {
+			fails++
+		}
+	}
+	if fails < 8 || fails > 32 || f.Stats(0).Faults != int64(fails) {
+		t.Fatalf("%d of 40 failed at rate 0.5 (stats %+v)", fails, f.Stats(0))
+	}
+}
