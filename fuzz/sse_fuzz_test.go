@@ -1,0 +1,76 @@
+package fuzz
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/sluice-gw/sluice/sse"
+)
+
+// sseRecorder copies every event (the scanner's slices are only valid during
+// OnEvent) and exercises the per-event helpers.
+type sseRecorder struct{ events []string }
+
+func (r *sseRecorder) OnEvent(ev sse.Event) {
+	r.events = append(r.events, fmt.Sprintf("%q|%q|%q", ev.Type, ev.ID, ev.Data))
+	sse.IsDone(ev.Data)
+	sse.ParseUsage(ev.Data)
+}
+
+// feedSSE feeds stream in slices of at most step bytes (0: all at once),
+// each a fresh buffer that is scribbled over afterwards, so that a scanner
+// keeping a reference into the caller's slice shows up as a difference.
+func feedSSE(stream []byte, max, step int) ([]string, error) {
+	s := sse.Scanner{MaxEventBytes: max}
+	var r sseRecorder
+	if step <= 0 {
+		step = len(stream) + 1
+	}
+	for len(stream) > 0 {
+		n := min(step, len(stream))
+		buf := bytes.Clone(stream[:n])
+		err := s.Feed(buf, &r)
+		for i := range buf {
+			buf[i] = 0xAA
+		}
+		if err != nil {
+			return r.events, err
+		}
+		stream = stream[n:]
+	}
+	return r.events, nil
+}
+
+// FuzzSSE checks that the SSE scanner never panics and that feeding a
+// stream whole, byte by byte, or in slices of a fuzzed size gives the same
+// events and the same error, with the default limit and with a small one.
+func FuzzSSE(f *testing.F) {
+	for _, s := range []string{
+		"data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}],\"usage\":null}\n\ndata: [DONE]\n\n",
+		"event: add\nid: 7\ndata: a\ndata: b\n\n",
+		"data: a\rdata: b\r\ndata: c\n\r\n",
+		": comment\nretry: 100\nid: 1\x00\ndata\n\n",
+		"\xEF\xBB\xBFdata: bom\n\n",
+		"\xEF\xBBdata: partial bom\n\n",
+		"data: {\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":1,\"total_tokens\":4,\"prompt_tokens_details\":{\"cached_tokens\":2}}}\n\n",
+		"data: " + string(bytes.Repeat([]byte("x"), 100)) + "\n\n",
+	} {
+		f.Add([]byte(s), uint8(3))
+	}
+	f.Fuzz(func(t *testing.T, stream []byte, step uint8) {
+		for _, max := range []int{0, 32} {
+			whole, errWhole := feedSSE(stream, max, 0)
+			for _, st := range []int{1, int(step)} {
+				got, err := feedSSE(stream, max, st)
+				if !errors.Is(err, errWhole) {
+					t.Fatalf("max %d step %d: error %v, whole gave %v", max, st, err, errWhole)
+				}
+				if fmt.Sprint(got) != fmt.Sprint(whole) {
+					t.Fatalf("max %d step %d: events\n%v\nwhole gave\n%v", max, st, got, whole)
+				}
+			}
+		}
+	})
+}

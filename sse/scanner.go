@@ -1,0 +1,334 @@
+// Package sse scans Server-Sent Events streams incrementally, as the gateway
+// relays them, by the WHATWG event stream interpretation rules
+// (https://html.spec.whatwg.org/multipage/server-sent-events.html#event-stream-interpretation),
+// and extracts what the gateway accounts for: token usage and the OpenAI
+// "[DONE]" terminator. It also writes the SSE error event the gateway sends
+// when an upstream fails mid-stream (DESIGN §5).
+package sse
+
+import (
+	"bytes"
+	"errors"
+)
+
+// DefaultMaxEventBytes is the MaxEventBytes a zero Scanner uses: 1 MiB.
+const DefaultMaxEventBytes = 1 << 20
+
+// ErrEventTooLarge is returned by Scanner.Feed when one line, or the joined
+// data of one event, exceeds Scanner.MaxEventBytes. The scanner stays in
+// this error state until Reset.
+var ErrEventTooLarge = errors.New("sse: event exceeds MaxEventBytes")
+
+// Event is one dispatched SSE event. Its slices point into the input given
+// to Feed or into the Scanner's own buffers: they are valid only during the
+// Handler.OnEvent call and must be copied to be kept.
+type Event struct {
+	// Type is the value of the last "event" field of the event; empty means
+	// the WHATWG default type "message".
+	Type []byte
+	// ID is the stream's last event ID buffer at dispatch time: set by the
+	// last "id" field seen so far in the stream (it persists across events),
+	// ignored when the value contains NUL; empty if none.
+	ID []byte
+	// Data is the values of the event's "data" fields joined by "\n".
+	Data []byte
+}
+
+// Handler receives the events a Scanner dispatches. It is an interface, not
+// a func, so that passing a long-lived handler does not allocate.
+type Handler interface {
+	// OnEvent is called once per dispatched event, in stream order.
+	OnEvent(ev Event)
+}
+
+// Scanner is an incremental SSE parser. Feed it the stream in slices of any
+// size: the events, and their content, are the same however the stream is
+// split. An event that lies entirely in one slice passed to Feed is
+// delivered without copying when it has at most one data line; otherwise its
+// pieces are copied into internal buffers, bounded by MaxEventBytes.
+//
+// The zero value is ready to use. A Scanner is not safe for concurrent use.
+// Bytes are not UTF-8 validated (they are relayed as received); a leading
+// UTF-8 byte order mark is skipped as the WHATWG rules require. Per the
+// rules, an event that is not terminated by a blank line when the stream
+// ends is never dispatched.
+type Scanner struct {
+	// MaxEventBytes bounds the length of one line and of the joined data
+	// of one event, in bytes; 0 means DefaultMaxEventBytes.
+	MaxEventBytes int
+
+	err      error
+	started  bool // past the optional byte order mark
+	bomN     int  // bytes of the byte order mark matched so far
+	skipLF   bool // the previous slice ended with CR: ignore a leading LF
+	line     []byte
+	retryMs  int64
+	retrySet bool
+
+	// Event being built. xxxView is the current value; when xxxOwned is
+	// false it points into the slice being fed and is copied into xxxBuf
+	// before Feed returns.
+	dataLines int
+	dataLen   int
+	dataView  []byte
+	dataOwned bool
+	dataBuf   []byte
+	typeView  []byte
+	typeOwned bool
+	typeBuf   []byte
+	idView    []byte
+	idOwned   bool
+	idBuf     []byte
+}
+
+var bom = [3]byte{0xEF, 0xBB, 0xBF}
+
+func (s *Scanner) max() int {
+	if s.MaxEventBytes > 0 {
+		return s.MaxEventBytes
+	}
+	return DefaultMaxEventBytes
+}
+
+// Reset returns the scanner to the start of a new stream (keeping
+// MaxEventBytes and its buffers' capacity).
+func (s *Scanner) Reset() {
+	*s = Scanner{
+		MaxEventBytes: s.MaxEventBytes,
+		line:          s.line[:0],
+		dataBuf:       s.dataBuf[:0],
+		typeBuf:       s.typeBuf[:0],
+		idBuf:         s.idBuf[:0],
+	}
+}
+
+// Retry returns the reconnection time the stream last set with a "retry"
+// field (in milliseconds; values that do not fit saturate), and false when
+// no valid retry field was seen.
+func (s *Scanner) Retry() (ms int64, ok bool) { return s.retryMs, s.retrySet }
+
+// Feed scans the next slice p of the stream and calls h.OnEvent for each
+// event completed by a blank line. Feed does not keep p. It returns
+// ErrEventTooLarge when a line or an event's data exceeds MaxEventBytes
+// (events before that point are delivered); after an error every call
+// returns the same error until Reset. Feed does not allocate once its
+// buffers have grown to the stream's largest split event.
+func (s *Scanner) Feed(p []byte, h Handler) error {
+	if s.err != nil {
+		return s.err
+	}
+	if !s.started {
+		for len(p) > 0 && s.bomN < len(bom) && p[0] == bom[s.bomN] {
+			s.bomN++
+			p = p[1:]
+		}
+		if s.bomN == len(bom) {
+			s.started = true
+		} else if len(p) > 0 {
+			// Not a byte order mark: the bytes matched so far are content.
+			s.started = true
+			s.line = append(s.line, bom[:s.bomN]...)
+		} else {
+			return nil
+		}
+	}
+	if s.skipLF && len(p) > 0 {
+		s.skipLF = false
+		if p[0] == '\n' {
+			p = p[1:]
+		}
+	}
+	max := s.max()
+
+	// Finish a line started in an earlier slice.
+	if len(s.line) > 0 {
+		i := lineEnd(p)
+		if i < 0 {
+			return s.keepPartial(p, max)
+		}
+		if len(s.line)+i > max {
+			return s.fail()
+		}
+		s.line = append(s.line, p[:i]...)
+		if err := s.processLine(s.line, true, h, max); err != nil {
+			return err
+		}
+		s.line = s.line[:0]
+		p = s.skipTerminator(p, i)
+	}
+
+	for len(p) > 0 {
+		i := lineEnd(p)
+		if i < 0 {
+			return s.keepPartial(p, max)
+		}
+		if i > max {
+			return s.fail()
+		}
+		if err := s.processLine(p[:i], false, h, max); err != nil {
+			return err
+		}
+		p = s.skipTerminator(p, i)
+	}
+	s.own()
+	return nil
+}
+
+// keepPartial stores an unterminated line for the next Feed and copies the
+// pending event's views out of the caller's slice.
+func (s *Scanner) keepPartial(p []byte, max int) error {
+	if len(s.line)+len(p) > max {
+		return s.fail()
+	}
+	s.line = append(s.line, p...)
+	s.own()
+	return nil
+}
+
+func (s *Scanner) fail() error {
+	s.err = ErrEventTooLarge
+	return s.err
+}
+
+// lineEnd returns the index of the first CR or LF in p, or -1.
+func lineEnd(p []byte) int {
+	i := bytes.IndexByte(p, '\n')
+	if i < 0 {
+		return bytes.IndexByte(p, '\r')
+	}
+	if j := bytes.IndexByte(p[:i], '\r'); j >= 0 {
+		return j
+	}
+	return i
+}
+
+// skipTerminator consumes the line terminator at p[i] (CRLF, LF or CR) and
+// returns the rest of p. A CR at the very end of p may be the first half of
+// a CRLF split across slices: the next Feed skips a leading LF.
+func (s *Scanner) skipTerminator(p []byte, i int) []byte {
+	if p[i] == '\r' {
+		if i+1 < len(p) {
+			if p[i+1] == '\n' {
+				return p[i+2:]
+			}
+		} else {
+			s.skipLF = true
+		}
+	}
+	return p[i+1:]
+}
+
+// own copies the parts of the pending event that still point into the
+// caller's slice into the scanner's buffers.
+func (s *Scanner) own() {
+	if s.dataLines > 0 && !s.dataOwned {
+		s.dataBuf = append(s.dataBuf[:0], s.dataView...)
+		s.dataView, s.dataOwned = s.dataBuf, true
+	}
+	if !s.typeOwned {
+		s.typeBuf = append(s.typeBuf[:0], s.typeView...)
+		s.typeView, s.typeOwned = s.typeBuf, true
+	}
+	if !s.idOwned {
+		s.idBuf = append(s.idBuf[:0], s.idView...)
+		s.idView, s.idOwned = s.idBuf, true
+	}
+}
+
+// processLine interprets one line (without terminator). ephemeral means the
+// line lives in s.line, which is reused: values are copied at once.
+func (s *Scanner) processLine(line []byte, ephemeral bool, h Handler, max int) error {
+	if len(line) == 0 {
+		s.dispatch(h)
+		return nil
+	}
+	if line[0] == ':' {
+		return nil // comment
+	}
+	field, value := line, line[len(line):]
+	if c := bytes.IndexByte(line, ':'); c >= 0 {
+		field, value = line[:c], line[c+1:]
+		if len(value) > 0 && value[0] == ' ' {
+			value = value[1:]
+		}
+	}
+	switch string(field) {
+	case "data":
+		n := s.dataLen + len(value)
+		if s.dataLines > 0 {
+			n++ // the "\n" joining it to the previous line
+		}
+		if n > max {
+			return s.fail()
+		}
+		switch {
+		case s.dataLines == 0 && !ephemeral:
+			s.dataView, s.dataOwned = value, false
+		case s.dataLines == 0:
+			s.dataBuf = append(s.dataBuf[:0], value...)
+			s.dataView, s.dataOwned = s.dataBuf, true
+		default:
+			if !s.dataOwned {
+				s.dataBuf = append(s.dataBuf[:0], s.dataView...)
+			}
+			s.dataBuf = append(s.dataBuf, '\n')
+			s.dataBuf = append(s.dataBuf, value...)
+			s.dataView, s.dataOwned = s.dataBuf, true
+		}
+		s.dataLines++
+		s.dataLen = n
+	case "event":
+		if ephemeral {
+			s.typeBuf = append(s.typeBuf[:0], value...)
+			s.typeView, s.typeOwned = s.typeBuf, true
+		} else {
+			s.typeView, s.typeOwned = value, false
+		}
+	case "id":
+		if bytes.IndexByte(value, 0) >= 0 {
+			return nil
+		}
+		if ephemeral {
+			s.idBuf = append(s.idBuf[:0], value...)
+			s.idView, s.idOwned = s.idBuf, true
+		} else {
+			s.idView, s.idOwned = value, false
+		}
+	case "retry":
+		if ms, ok := parseDigits(value); ok {
+			s.retryMs, s.retrySet = ms, true
+		}
+	}
+	return nil
+}
+
+// dispatch delivers the pending event if it has data (WHATWG: an event with
+// an empty data buffer is not dispatched) and clears the data and type.
+func (s *Scanner) dispatch(h Handler) {
+	if s.dataLines > 0 {
+		h.OnEvent(Event{Type: s.typeView, ID: s.idView, Data: s.dataView})
+	}
+	s.dataLines, s.dataLen = 0, 0
+	s.dataView, s.dataOwned = nil, false
+	s.typeView, s.typeOwned = nil, false
+}
+
+// parseDigits parses a non-empty run of ASCII digits, saturating at the
+// largest int64.
+func parseDigits(b []byte) (int64, bool) {
+	if len(b) == 0 {
+		return 0, false
+	}
+	var n int64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		if n > (1<<63-1-9)/10 {
+			n = 1<<63 - 1
+			continue
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n, true
+}

@@ -1,0 +1,61 @@
+package sse
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestIsDone(t *testing.T) {
+	for s, want := range map[string]bool{"[DONE]": true, "[DONE] ": false, "": false, "{}": false, "[done]": false} {
+		if IsDone([]byte(s)) != want {
+			t.Errorf("IsDone(%q) != %v", s, want)
+		}
+	}
+}
+
+func TestParseUsage(t *testing.T) {
+	cases := []struct {
+		name, data string
+		want       Usage
+		ok         bool
+	}{
+		{"final chunk",
+			`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":1200,"completion_tokens":34,"total_tokens":1234,"prompt_tokens_details":{"cached_tokens":1024},"completion_tokens_details":{"reasoning_tokens":5}}}`,
+			Usage{1200, 34, 1234, 1024, 5}, true},
+		{"whitespace and order",
+			"{ \"usage\" : { \"total_tokens\" : 3 , \"prompt_tokens\":2,\n\"completion_tokens\":1 } , \"choices\": [] }",
+			Usage{PromptTokens: 2, CompletionTokens: 1, TotalTokens: 3}, true},
+		{"null usage", `{"choices":[{"delta":{"content":"x"}}],"usage":null}`, Usage{}, false},
+		{"absent", `{"choices":[{"delta":{"content":"x"}}]}`, Usage{}, false},
+		{"usage in content is not usage",
+			`{"choices":[{"delta":{"content":"\"usage\":{\"prompt_tokens\":9}"}}],"usage":null}`, Usage{}, false},
+		{"nested usage key is not top level",
+			`{"choices":[{"usage":{"prompt_tokens":9}}],"x":{"usage":{"total_tokens":9}}}`, Usage{}, false},
+		{"details null",
+			`{"usage":{"prompt_tokens":5,"prompt_tokens_details":null,"total_tokens":5}}`,
+			Usage{PromptTokens: 5, TotalTokens: 5}, true},
+		{"empty usage", `{"usage":{}}`, Usage{}, true},
+		{"malformed", `{"usage":{"prompt_tokens":5,`, Usage{}, false},
+		{"not an object", `["usage"]`, Usage{}, false},
+		{"usage not object", `{"usage":5}`, Usage{}, false},
+		{"escaped quote before", `{"a":"x\\","usage":{"total_tokens":4}}`, Usage{TotalTokens: 4}, true},
+		{"unterminated string", `{"a":"x\",usage":{"total_tokens":4}}`, Usage{}, false},
+	}
+	for _, c := range cases {
+		got, ok := ParseUsage([]byte(c.data))
+		if ok != c.ok || got != c.want {
+			t.Errorf("%s: got %+v %v, want %+v %v", c.name, got, ok, c.want, c.ok)
+		}
+	}
+	deep := `{"a":` + strings.Repeat("[", 100000) + `,"usage":{}}`
+	if _, ok := ParseUsage([]byte(deep)); ok {
+		t.Error("deep nesting: usage found inside unterminated array")
+	}
+}
+
+func TestParseUsageDoesNotAllocate(t *testing.T) {
+	data := []byte(`{"id":"c","choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3,"prompt_tokens_details":{"cached_tokens":1}}}`)
+	if n := testing.AllocsPerRun(100, func() { ParseUsage(data) }); n != 0 {
+		t.Fatalf("ParseUsage allocates %v times", n)
+	}
+}
