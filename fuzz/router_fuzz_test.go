@@ -42,6 +42,7 @@ func FuzzRuleParse(f *testing.F) {
 		"Header(`K`)",
 		"HeaderRegexp(`K`, `(`)",
 		"Host(`[::1]`)",
+		"HostRegexp(`^.+\\.example\\.com$`) || PathRegexp(`^/v[0-9]+/`) || QueryRegexp(`k`, `^a+$`)",
 		"",
 	} {
 		f.Add(s)

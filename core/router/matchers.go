@@ -17,6 +17,9 @@ const (
 	mHeader
 	mHeaderRegexp
 	mQuery
+	mHostRegexp
+	mPathRegexp
+	mQueryRegexp
 )
 
 // matcherSpec describes how a matcher is called in rule text.
@@ -37,6 +40,9 @@ var matcherSpecs = [...]matcherSpec{
 	{name: "Header", kind: mHeader, minArgs: 2, maxArgs: 2, cost: 3},
 	{name: "HeaderRegexp", kind: mHeaderRegexp, minArgs: 2, maxArgs: 2, cost: 5},
 	{name: "Query", kind: mQuery, minArgs: 1, maxArgs: 2, cost: 3},
+	{name: "HostRegexp", kind: mHostRegexp, minArgs: 1, maxArgs: 1, cost: 5},
+	{name: "PathRegexp", kind: mPathRegexp, minArgs: 1, maxArgs: 1, cost: 5},
+	{name: "QueryRegexp", kind: mQueryRegexp, minArgs: 2, maxArgs: 2, cost: 6},
 }
 
 func lookupMatcher(name string) *matcherSpec {
@@ -66,7 +72,7 @@ type matcher struct {
 	values [][]byte       // Host (lower case, no port), Path, PathPrefix, Method (upper case): any equal/prefix
 	name   string         // Header / HeaderRegexp / Query: header field or query parameter name
 	value  []byte         // Header / Query: wanted value; nil for Query(`k`) (presence only)
-	re     *regexp.Regexp // HeaderRegexp
+	re     *regexp.Regexp // HeaderRegexp, HostRegexp, PathRegexp, QueryRegexp
 }
 
 // match reports whether req satisfies the matcher. It does not allocate
@@ -117,6 +123,13 @@ func (m *matcher) match(req Request) bool {
 			return false
 		}
 		return m.value == nil || bytes.Equal(v, m.value)
+	case mHostRegexp:
+		return m.re.Match(hostWithoutPort(req.HostBytes()))
+	case mPathRegexp:
+		return m.re.Match(req.PathBytes())
+	case mQueryRegexp:
+		v, ok := req.QueryValue(m.name)
+		return ok && m.re.Match(v)
 	}
 	return false
 }

@@ -228,11 +228,21 @@ func compileMatcher(spec *matcherSpec, args []token) (*matcher, *SyntaxError) {
 			}
 			m.values = append(m.values, []byte(strings.ToUpper(a.val)))
 		}
-	case mHeader, mHeaderRegexp, mQuery:
+	case mHostRegexp, mPathRegexp:
+		expr := args[0].val
+		if spec.kind == mHostRegexp {
+			expr = "(?i)" + expr // host names compare case-insensitively
+		}
+		re, err := regexp.Compile(expr)
+		if err != nil {
+			return nil, &SyntaxError{Offset: args[0].pos, Msg: spec.name + ": " + err.Error()}
+		}
+		m.re = re
+	case mHeader, mHeaderRegexp, mQuery, mQueryRegexp:
 		name := args[0]
-		if spec.kind == mQuery {
+		if spec.kind == mQuery || spec.kind == mQueryRegexp {
 			if name.val == "" {
-				return nil, &SyntaxError{Offset: name.pos, Msg: "Query: empty parameter name"}
+				return nil, &SyntaxError{Offset: name.pos, Msg: spec.name + ": empty parameter name"}
 			}
 		} else if !isToken(name.val) {
 			return nil, &SyntaxError{Offset: name.pos, Msg: spec.name + ": invalid header field name " + strconv.Quote(name.val)}
@@ -240,10 +250,10 @@ func compileMatcher(spec *matcherSpec, args []token) (*matcher, *SyntaxError) {
 		m.name = name.val
 		if len(args) == 2 {
 			v := args[1]
-			if spec.kind == mHeaderRegexp {
+			if spec.kind == mHeaderRegexp || spec.kind == mQueryRegexp {
 				re, err := regexp.Compile(v.val)
 				if err != nil {
-					return nil, &SyntaxError{Offset: v.pos, Msg: "HeaderRegexp: " + err.Error()}
+					return nil, &SyntaxError{Offset: v.pos, Msg: spec.name + ": " + err.Error()}
 				}
 				m.re = re
 			} else {

@@ -27,9 +27,16 @@
 //   - Header(`K`, `V`): header field K (name case-insensitive, as looked up by
 //     Request.HeaderValue) is present and its value equals V exactly.
 //   - HeaderRegexp(`K`, `re`): header K is present and its value matches the
-//     Go regexp re (RE2 syntax, unanchored: use ^...$ to anchor).
+//     Go regexp re.
 //   - Query(`k`, `v`): query parameter k is present with value v (as returned
 //     by Request.QueryValue). Query(`k`): parameter k is present, any value.
+//   - HostRegexp(`re`): the host (port and trailing "." removed) matches re,
+//     case-insensitively ((?i) is prepended), e.g. HostRegexp(`^.+\.example\.com$`).
+//   - PathRegexp(`re`): the request path matches re.
+//   - QueryRegexp(`k`, `re`): query parameter k is present and matches re.
+//
+// Regular expressions are Go RE2 (linear time, no backtracking blow-up) and
+// unanchored: anchor with ^...$.
 //
 // Host, Path, PathPrefix and Method accept several arguments, meaning any of
 // them (OR): Host(`a.com`, `b.com`) == Host(`a.com`) || Host(`b.com`).
