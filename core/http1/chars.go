@@ -1,5 +1,7 @@
 package http1
 
+import "encoding/binary"
+
 // tokenChar marks tchar (RFC 9110 §5.6.2): field names, methods, transfer codings.
 var tokenChar = func() (t [256]bool) {
 	for c := 'a'; c <= 'z'; c++ {
@@ -124,4 +126,32 @@ func nextListElem(b []byte) (elem, rest []byte) {
 		}
 	}
 	return trimOWS(b), nil
+}
+
+const (
+	swarOnes = 0x0101010101010101
+	swarHigh = 0x8080808080808080
+)
+
+// invalidValueByte returns the index of the first byte of v that is not allowed in a field value
+// (see valueChar), or -1. It checks 8 bytes at a time for controls (< 0x20) and DEL, falling back
+// to the table for the word that has one (HTAB is valid but takes the slow path).
+func invalidValueByte(v []byte) int {
+	i := 0
+	for ; len(v)-i >= 8; i += 8 {
+		w := binary.LittleEndian.Uint64(v[i:])
+		// A byte < 0x20 (its high bit clear) or equal to 0x7f sets its high bit in one of these.
+		less := (w - swarOnes*0x20) &^ w & swarHigh
+		x := w ^ (swarOnes * 0x7f)
+		del := (x - swarOnes) &^ x & swarHigh
+		if less|del != 0 {
+			break
+		}
+	}
+	for ; i < len(v); i++ {
+		if !valueChar[v[i]] {
+			return i
+		}
+	}
+	return -1
 }

@@ -102,13 +102,11 @@ func parseFields(buf []byte, pos int, headers []HeaderField, maxCount int, e *fi
 			return headers, e.name
 		}
 		v := line[i+1:]
-		for j := 0; j < len(v); j++ {
-			if !valueChar[v[j]] {
-				if v[j] == '\r' {
-					return headers, e.bareCR
-				}
-				return headers, e.value
+		if j := invalidValueByte(v); j >= 0 {
+			if v[j] == '\r' {
+				return headers, e.bareCR
 			}
+			return headers, e.value
 		}
 		if len(headers) >= maxCount {
 			return headers, e.tooMany
