@@ -103,6 +103,9 @@ type Result struct {
 	ServiceLatency Summary `json:"service_latency_us"`
 	TTFT           Summary `json:"ttft_us"`
 	ITL            Summary `json:"itl_us"`
+	// TotalSent counts every request written to the target during the run,
+	// warmup and drain included, whatever its outcome: the work a proxy did.
+	TotalSent int64 `json:"total_sent"`
 	// Tokens counts SSE content events of OK streams.
 	Tokens    int64 `json:"tokens"`
 	BodyBytes int64 `json:"body_bytes"`
@@ -129,7 +132,8 @@ type runState struct {
 	latency, service, ttft, itl *Recorder
 
 	ok, tokens, bytes, unfinished atomic.Int64
-	sent                          atomic.Int64 // all finished requests, warmup included (progress)
+	sent                          atomic.Int64 // all finished attempts, warmup included (progress)
+	written                       atomic.Int64 // requests written to a connection (TotalSent)
 	errs                          [errKindCount]atomic.Int64
 
 	schedMu sync.Mutex
@@ -323,6 +327,7 @@ func (r *runState) result() *Result {
 	res.Requests = res.OK + res.Errors
 	res.Unfinished = r.unfinished.Load()
 	res.RPS = float64(res.OK) / o.Duration.Seconds()
+	res.TotalSent = r.written.Load()
 	res.Tokens = r.tokens.Load()
 	res.BodyBytes = r.bytes.Load()
 	res.LatencyHist = r.latency.Snapshot()
@@ -426,6 +431,7 @@ func (w *worker) one(intended int64) {
 	ex := c.roundTrip(req, stream, deadline)
 	done := r.clock()
 	r.sent.Add(1)
+	r.written.Add(1)
 	if ex.kind != errNone || !ex.keepAlive {
 		c.close()
 	}

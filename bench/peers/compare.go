@@ -1,0 +1,462 @@
+package peers
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/sluice-gw/sluice/bench/harness"
+	"github.com/sluice-gw/sluice/bench/report"
+)
+
+// Target names used by Compare, in the order each round runs them.
+const (
+	TargetDirect         = report.TargetDirect
+	TargetSluiceGnet     = "sluice-gnet"
+	TargetSluiceFasthttp = "sluice-fasthttp"
+	TargetNginx          = report.TargetNginx
+	TargetHAProxy        = "haproxy"
+)
+
+// Compare defaults; Quick replaces them with a ~20 s smoke run.
+const (
+	DefaultRounds      = 3
+	DefaultDuration    = 10 * time.Second
+	DefaultWarmup      = 2 * time.Second
+	DefaultConcurrency = 64
+	DefaultSimTokens   = 16
+	quickRounds        = 1
+	quickDuration      = 1200 * time.Millisecond
+	quickWarmup        = 300 * time.Millisecond
+	quickConcurrency   = 16
+	readyTimeout       = 15 * time.Second
+	stopGrace          = 3 * time.Second
+	rssSampleInterval  = 100 * time.Millisecond
+)
+
+// CompareOptions configure Compare. Zero values take the defaults noted.
+type CompareOptions struct {
+	// Peers lists the peer proxies to run: "nginx", "haproxy" (default both).
+	// An empty non-nil slice runs none.
+	Peers []string
+	// Engines lists the sluice ingress engines to run (default gnet and
+	// fasthttp). An empty non-nil slice runs no sluice.
+	Engines []string
+	// Workloads to run, each against every target (default json and sse).
+	Workloads []string
+	// Rounds is how many times every target runs every workload, in
+	// alternating order (default 3).
+	Rounds int
+	// Duration and Warmup are per run (default 10 s and 2 s).
+	Duration, Warmup time.Duration
+	// Concurrency is the closed-loop connection count (default 64) unless
+	// Rate is set; Rate, Poisson and Connections select open-loop load.
+	Concurrency int
+	Rate        float64
+	Poisson     bool
+	Connections int
+	// MaxTokens is passed to the harness (0: the upstream's length).
+	MaxTokens int
+	// SimTTFT, SimITL and SimTokens configure the upstream (llmsim --ttft,
+	// --itl, --tokens; default 0, 0, 16: a zero-delay upstream).
+	SimTTFT, SimITL time.Duration
+	SimTokens       int
+	// SimArgs are extra llmsim flags, after Compare's own (so they win):
+	// Compare runs llmsim with --per-uncached-token 0s --itl-per-running 0s
+	// --max-running 100000 --max-waiting 100000, a pure timing model.
+	SimArgs []string
+	// Quick is the ~20 s smoke run for `make test`: one round of json and
+	// sse, 1.2 s each with 0.3 s warmup, 16 connections, unless the fields
+	// above are set explicitly.
+	Quick bool
+	// BinDirs are searched for sluice and llmsim before PATH (default
+	// ["./bin"]).
+	BinDirs []string
+	// WorkDir holds generated configs and logs (default: a new temporary
+	// directory, removed afterwards unless KeepWorkDir).
+	WorkDir     string
+	KeepWorkDir bool
+	// Log receives progress lines and notes (default io.Discard).
+	Log io.Writer
+	// Progress is passed to each harness run (live status line).
+	Progress io.Writer
+	// Command is recorded in the report.
+	Command string
+}
+
+func (o *CompareOptions) normalize() error {
+	if o.Peers == nil {
+		o.Peers = []string{TargetNginx, TargetHAProxy}
+	}
+	for _, p := range o.Peers {
+		if p != TargetNginx && p != TargetHAProxy {
+			return fmt.Errorf("peers: unknown peer %q (want nginx, haproxy)", p)
+		}
+	}
+	if o.Engines == nil {
+		o.Engines = []string{EngineGnet, EngineFasthttp}
+	}
+	for _, e := range o.Engines {
+		if e != EngineGnet && e != EngineFasthttp {
+			return fmt.Errorf("peers: unknown sluice engine %q (want gnet, fasthttp)", e)
+		}
+	}
+	if len(o.Workloads) == 0 {
+		o.Workloads = []string{harness.WorkloadJSON, harness.WorkloadSSE}
+	}
+	for _, w := range o.Workloads {
+		ok := false
+		for _, k := range harness.Workloads {
+			ok = ok || k == w
+		}
+		if !ok {
+			return fmt.Errorf("peers: unknown workload %q (want one of %s)", w, strings.Join(harness.Workloads, ", "))
+		}
+	}
+	pick := func(v, normal, quick time.Duration) time.Duration {
+		switch {
+		case v > 0:
+			return v
+		case o.Quick:
+			return quick
+		}
+		return normal
+	}
+	o.Duration = pick(o.Duration, DefaultDuration, quickDuration)
+	o.Warmup = pick(o.Warmup, DefaultWarmup, quickWarmup)
+	if o.Rounds <= 0 {
+		o.Rounds = DefaultRounds
+		if o.Quick {
+			o.Rounds = quickRounds
+		}
+	}
+	if o.Rate <= 0 && o.Concurrency <= 0 {
+		o.Concurrency = DefaultConcurrency
+		if o.Quick {
+			o.Concurrency = quickConcurrency
+		}
+	}
+	if o.Rate > 0 && o.Concurrency > 0 {
+		return errors.New("peers: set either concurrency or rate, not both")
+	}
+	if o.SimTokens <= 0 {
+		o.SimTokens = DefaultSimTokens
+	}
+	if o.BinDirs == nil {
+		o.BinDirs = []string{"./bin"}
+	}
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+	return nil
+}
+
+// target is one thing to load: the upstream directly, or a proxy in front
+// of it.
+type target struct {
+	name string
+	url  string
+	proc *Process // nil for direct and an in-process upstream
+}
+
+// Compare starts the upstream (llmsim from BinDirs or PATH; the harness's
+// basic upstream in-process when llmsim is missing), sluice on each engine,
+// and each requested peer, all on loopback with generated configs; runs every
+// workload against the upstream directly and against every proxy, in
+// alternating order (direct, sluice-gnet, sluice-fasthttp, nginx, haproxy,
+// then again) for Rounds rounds; stops everything; and returns the
+// comparison. A missing or failing proxy is skipped with a note (nginx and
+// haproxy: "apt-get install nginx haproxy"); Compare fails only when the
+// upstream cannot start, nothing is left to compare, or ctx ends.
+func Compare(ctx context.Context, o CompareOptions) (*report.Comparison, error) {
+	if err := o.normalize(); err != nil {
+		return nil, err
+	}
+	cmp := &report.Comparison{Command: o.Command, StartedAt: time.Now().UTC(), Machine: machine()}
+	note := func(format string, a ...any) {
+		s := fmt.Sprintf(format, a...)
+		cmp.Notes = append(cmp.Notes, s)
+		fmt.Fprintln(o.Log, "note: "+s)
+	}
+	dir := o.WorkDir
+	if dir == "" {
+		d, err := os.MkdirTemp("", "sluice-bench-")
+		if err != nil {
+			return nil, fmt.Errorf("peers: %w", err)
+		}
+		dir = d
+		if !o.KeepWorkDir {
+			defer os.RemoveAll(dir)
+		}
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("peers: %w", err)
+	}
+	var procs []*Process
+	defer func() {
+		for i := len(procs) - 1; i >= 0; i-- {
+			_ = procs[i].Stop(stopGrace)
+		}
+	}()
+
+	// Upstream.
+	upAddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	upstreamDesc := ""
+	if bin, err := FindBinary("llmsim", o.BinDirs...); err == nil {
+		args := append([]string{
+			"--listen", upAddr, "--ttft", o.SimTTFT.String(), "--itl", o.SimITL.String(),
+			"--tokens", fmt.Sprint(o.SimTokens),
+			// A pure timing model: no prefill cost per prompt token, no
+			// batch slowdown, no queueing (DESIGN §7 flags).
+			"--per-uncached-token", "0s", "--itl-per-running", "0s",
+			"--max-running", "100000", "--max-waiting", "100000",
+		}, o.SimArgs...)
+		p, err := StartProcess("llmsim", bin, args, dir)
+		if err != nil {
+			return nil, err
+		}
+		procs = append(procs, p)
+		if err := waitReady(ctx, "http://"+upAddr, p); err != nil {
+			return nil, fmt.Errorf("peers: llmsim did not become ready: %w\n%s", err, p.LogTail(2000))
+		}
+		upstreamDesc = fmt.Sprintf("llmsim (%s) ttft %v itl %v tokens %d", bin, o.SimTTFT, o.SimITL, o.SimTokens)
+	} else {
+		ln, err := net.Listen("tcp", upAddr)
+		if err != nil {
+			return nil, fmt.Errorf("peers: %w", err)
+		}
+		up := harness.StartUpstream(ln, harness.UpstreamOptions{TTFT: o.SimTTFT, ITL: o.SimITL, Tokens: o.SimTokens})
+		defer up.Close()
+		note("llmsim not found in %v or PATH: using the harness's basic in-process upstream (it shares the load generator's process); build it with `go build -o bin/llmsim ./cmd/llmsim`", o.BinDirs)
+		upstreamDesc = fmt.Sprintf("basic in-process upstream ttft %v itl %v tokens %d", o.SimTTFT, o.SimITL, o.SimTokens)
+	}
+	targets := []target{{name: TargetDirect, url: "http://" + upAddr}}
+
+	start := func(name, bin string, args []string) {
+		listen := args[len(args)-1]
+		args = args[:len(args)-1]
+		p, err := StartProcess(name, bin, args, dir)
+		if err != nil {
+			note("%s skipped: %v", name, err)
+			return
+		}
+		procs = append(procs, p)
+		if err := waitReady(ctx, "http://"+listen, p); err != nil {
+			note("%s skipped: not ready: %v; log %s: %s", name, err, p.LogPath, oneLine(p.LogTail(600)))
+			_ = p.Stop(stopGrace)
+			return
+		}
+		targets = append(targets, target{name: name, url: "http://" + listen, proc: p})
+		fmt.Fprintf(o.Log, "started %s on %s (pid %d)\n", name, listen, p.PID())
+	}
+	workers := runtime.NumCPU()
+
+	// sluice, one process per engine.
+	if len(o.Engines) > 0 {
+		if bin, err := FindBinary("sluice", o.BinDirs...); err != nil {
+			note("sluice not found in %v or PATH: build it with `go build -o bin/sluice ./cmd/sluice`", o.BinDirs)
+		} else {
+			for _, eng := range o.Engines {
+				listen, err := freeAddr()
+				if err != nil {
+					return nil, err
+				}
+				name := "sluice-" + eng
+				cfg := filepath.Join(dir, name+".toml")
+				if err := os.WriteFile(cfg, []byte(SluiceConfig(ProxyConfig{Listen: listen, Upstream: upAddr, Dir: dir}, eng)), 0o644); err != nil {
+					return nil, fmt.Errorf("peers: %w", err)
+				}
+				start(name, bin, []string{"serve", "--config", cfg, listen})
+			}
+		}
+	}
+	// Peers.
+	for _, peer := range o.Peers {
+		bin, err := FindBinary(peer)
+		if err != nil {
+			note("%s not found in PATH: install with `%s`; continuing without it", peer, InstallHint)
+			continue
+		}
+		listen, err := freeAddr()
+		if err != nil {
+			return nil, err
+		}
+		pc := ProxyConfig{Listen: listen, Upstream: upAddr, Dir: dir, Workers: workers, MaxConns: maxConnsForFDLimit()}
+		switch peer {
+		case TargetNginx:
+			cfg := filepath.Join(dir, "nginx.conf")
+			if err := os.WriteFile(cfg, []byte(NginxConfig(pc)), 0o644); err != nil {
+				return nil, fmt.Errorf("peers: %w", err)
+			}
+			start(peer, bin, []string{"-p", dir, "-c", cfg, "-e", filepath.Join(dir, "error.log"), listen})
+		case TargetHAProxy:
+			cfg := filepath.Join(dir, "haproxy.cfg")
+			if err := os.WriteFile(cfg, []byte(HAProxyConfig(pc)), 0o644); err != nil {
+				return nil, fmt.Errorf("peers: %w", err)
+			}
+			start(peer, bin, []string{"-db", "-f", cfg, listen})
+		}
+	}
+	if len(targets) < 2 {
+		note("no proxy is running: the table has the direct target only")
+	}
+
+	mode := fmt.Sprintf("closed loop, %d connections", o.Concurrency)
+	if o.Rate > 0 {
+		shape := "constant"
+		if o.Poisson {
+			shape = "Poisson"
+		}
+		mode = fmt.Sprintf("open loop, %.0f req/s %s", o.Rate, shape)
+	}
+	cmp.Setup = fmt.Sprintf("workloads %s; %s; %v per run after %v warmup; %d round(s), targets alternating; upstream %s; proxies with %d workers/threads",
+		strings.Join(o.Workloads, ", "), mode, o.Duration, o.Warmup, o.Rounds, upstreamDesc, workers)
+
+	for round := 1; round <= o.Rounds; round++ {
+		for _, wl := range o.Workloads {
+			for _, t := range targets {
+				if t.proc != nil {
+					select {
+					case <-t.proc.Exited():
+						note("%s exited during the run (round %d): %s", t.name, round, oneLine(t.proc.LogTail(400)))
+						continue
+					default:
+					}
+				}
+				run, err := measure(ctx, &o, t, wl, round)
+				if err != nil {
+					return nil, err
+				}
+				cmp.Runs = append(cmp.Runs, run)
+				r := run.Result
+				fmt.Fprintf(o.Log, "round %d/%d %-6s %-16s %8.0f req/s  p50 %8.1f µs  p99 %8.1f µs  errors %d\n",
+					round, o.Rounds, wl, t.name, r.RPS, r.Latency.P50Us, r.Latency.P99Us, r.Errors)
+			}
+		}
+	}
+	cmp.Rows = report.Summarize(cmp.Runs)
+	return cmp, nil
+}
+
+// measure runs one workload against one target, reading the proxy's CPU
+// time before and after and sampling its RSS during the run.
+func measure(ctx context.Context, o *CompareOptions, t target, wl string, round int) (report.Run, error) {
+	var (
+		before  Usage
+		sampler *Sampler
+	)
+	if t.proc != nil {
+		before, _ = TreeUsage(t.proc.PID())
+		sampler = StartSampler(t.proc.PID(), rssSampleInterval)
+	}
+	res, err := harness.Run(ctx, harness.Options{
+		Target: t.url, Workload: wl, Concurrency: o.Concurrency, Rate: o.Rate, Poisson: o.Poisson,
+		Connections: o.Connections, Duration: o.Duration, Warmup: o.Warmup, MaxTokens: o.MaxTokens,
+		Seed: uint64(round), Progress: o.Progress,
+	})
+	run := report.Run{Round: round, Target: t.name, Workload: wl, Result: res}
+	if sampler != nil {
+		run.ProxyPeakRSSBytes = sampler.Stop()
+		after, uerr := TreeUsage(t.proc.PID())
+		if uerr == nil {
+			run.ProxyCPUSeconds = after.CPUSeconds - before.CPUSeconds
+			run.ProxyPeakRSSBytes = max(run.ProxyPeakRSSBytes, after.HWMBytes)
+		}
+	}
+	if err != nil {
+		return run, err
+	}
+	if t.proc != nil {
+		run.ProxyRequests = res.TotalSent
+	}
+	return run, nil
+}
+
+// freeAddr returns a loopback address with a port free at the time of the
+// call.
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("peers: no free port: %w", err)
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// probeBody is a small non-streaming chat completion used as readiness probe.
+var probeBody = []byte(`{"model":"llmsim","messages":[{"role":"user","content":"ping"}],"max_tokens":1,"stream":false}`)
+
+// waitReady polls base until a chat completion through it answers 200, the
+// process exits, ctx ends or readyTimeout passes.
+func waitReady(ctx context.Context, base string, p *Process) error {
+	deadline := time.Now().Add(readyTimeout)
+	client := &http.Client{Timeout: 2 * time.Second}
+	var last error
+	for time.Now().Before(deadline) {
+		if p != nil {
+			select {
+			case <-p.Exited():
+				return fmt.Errorf("process exited: %v", p.waitErr)
+			default:
+			}
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+harness.DefaultPath, bytes.NewReader(probeBody))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			last = fmt.Errorf("status %d", resp.StatusCode)
+		} else {
+			last = err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("no 200 within %v (last: %v)", readyTimeout, last)
+}
+
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 300 {
+		s = "…" + s[len(s)-300:]
+	}
+	return s
+}
+
+// machine describes the host: CPU model, cores, kernel.
+func machine() string {
+	model := ""
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "model name") {
+				if i := strings.IndexByte(l, ':'); i >= 0 {
+					model = strings.TrimSpace(l[i+1:])
+				}
+				break
+			}
+		}
+	}
+	kernel := ""
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		kernel = strings.TrimSpace(string(b))
+	}
+	return fmt.Sprintf("%s, %d CPUs, Linux %s, %s", model, runtime.NumCPU(), kernel, runtime.Version())
+}

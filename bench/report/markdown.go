@@ -1,0 +1,92 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+)
+
+// Markdown writes the comparison as one Markdown table (one row per workload
+// and target), preceded by the command, machine and setup, and followed by
+// notes (missing peers, skipped targets). Latencies are in µs; "+p50"/"+p99"
+// are added latency over direct in the same round; ratios are ×direct and
+// ×nginx; "–" marks a value that does not apply.
+func (c *Comparison) Markdown(w io.Writer) error {
+	var b strings.Builder
+	if c.Command != "" {
+		fmt.Fprintf(&b, "Command: `%s`  \n", c.Command)
+	}
+	if c.Machine != "" {
+		fmt.Fprintf(&b, "Machine: %s  \n", c.Machine)
+	}
+	if c.Setup != "" {
+		fmt.Fprintf(&b, "Setup: %s  \n", c.Setup)
+	}
+	if !c.StartedAt.IsZero() {
+		fmt.Fprintf(&b, "Started: %s\n", c.StartedAt.UTC().Format("2006-01-02 15:04:05 UTC"))
+	}
+	b.WriteString("\n")
+	b.WriteString(MarkdownTable(c.Rows))
+	if len(c.Notes) > 0 {
+		b.WriteString("\nNotes:\n")
+		for _, n := range c.Notes {
+			fmt.Fprintf(&b, "- %s\n", n)
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// MarkdownTable returns rows as one Markdown table.
+func MarkdownTable(rows []Row) string {
+	var b strings.Builder
+	b.WriteString("| workload | target | RPS | ×direct | ×nginx | p50 µs | p99 µs | p99.9 µs | +p50 µs | +p99 µs | p99 ×nginx | TTFT p50 / p99 µs | ITL p50 / p99 µs | errors | CPU s/1k req | CPU ×nginx | peak RSS MiB |\n")
+	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	for _, r := range rows {
+		added50, added99 := "–", "–"
+		if r.Target != TargetDirect && (r.AddedP50Us != 0 || r.AddedP99Us != 0) {
+			added50, added99 = us(r.AddedP50Us), us(r.AddedP99Us)
+		}
+		ttft, itl := "–", "–"
+		if r.TTFTP50Us > 0 {
+			ttft = us(r.TTFTP50Us) + " / " + us(r.TTFTP99Us)
+		}
+		if r.ITLP50Us > 0 {
+			itl = us(r.ITLP50Us) + " / " + us(r.ITLP99Us)
+		}
+		errs := strconv.FormatInt(r.Errors, 10)
+		if r.Requests > 0 && r.Errors > 0 {
+			errs += fmt.Sprintf(" (%.2f%%)", 100*float64(r.Errors)/float64(r.Requests))
+		}
+		if r.Unfinished > 0 {
+			errs += fmt.Sprintf(" +%d unfinished", r.Unfinished)
+		}
+		cpu, rss := "–", "–"
+		if r.isProxy || r.CPUPer1k > 0 {
+			cpu = fmt.Sprintf("%.3f", r.CPUPer1k)
+			rss = fmt.Sprintf("%.1f", r.PeakRSSMiB)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %.0f | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+			r.Workload, r.Target, r.RPS, x(r.RPSvsDirect), x(r.RPSvsNginx),
+			us(r.P50Us), us(r.P99Us), us(r.P999Us), added50, added99, x(r.P99vsNginx),
+			ttft, itl, errs, cpu, x(r.CPUPer1kNginx), rss)
+	}
+	return b.String()
+}
+
+// us formats microseconds: one decimal below 100 µs, none above.
+func us(v float64) string {
+	if v > -100 && v < 100 {
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	}
+	return strconv.FormatFloat(v, 'f', 0, 64)
+}
+
+// x formats a ratio ("0.64×"), "–" for none.
+func x(v float64) string {
+	if v == 0 {
+		return "–"
+	}
+	return strconv.FormatFloat(v, 'f', 2, 64) + "×"
+}

@@ -1,0 +1,223 @@
+// Package report turns sluice-bench compare runs into the side-by-side
+// report of DESIGN §8: per workload and target, the medians over rounds of
+// RPS, latency p50/p99/p99.9, added latency over the direct-to-upstream
+// target, TTFT and ITL percentiles, errors, proxy CPU seconds per 1,000
+// requests and proxy peak RSS, with ratios against direct and nginx; as a
+// Markdown table, JSON, and an SVG chart of latency distributions.
+package report
+
+import (
+	"encoding/json"
+	"io"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/sluice-gw/sluice/bench/harness"
+)
+
+// Target names with a role in the ratios.
+const (
+	TargetDirect = "direct" // the upstream without a proxy
+	TargetNginx  = "nginx"
+)
+
+// Run is one measured run of one target in one round.
+type Run struct {
+	Round    int    `json:"round"`
+	Target   string `json:"target"`
+	Workload string `json:"workload"`
+	// Result is the load generator's result.
+	Result *harness.Result `json:"result"`
+	// ProxyCPUSeconds is the CPU time the proxy's process tree used during
+	// the run (warmup and drain included); 0 for direct.
+	ProxyCPUSeconds float64 `json:"proxy_cpu_seconds"`
+	// ProxyPeakRSSBytes is the peak of the proxy tree's summed RSS sampled
+	// during the run; 0 for direct.
+	ProxyPeakRSSBytes int64 `json:"proxy_peak_rss_bytes"`
+	// ProxyRequests is the number of requests the proxy served during the
+	// run, warmup included (the denominator of CPU per 1,000 requests).
+	ProxyRequests int64 `json:"proxy_requests"`
+}
+
+// Row is the summary of one target on one workload: medians over rounds
+// (latencies in µs), sums of counts, and ratios. A ratio is 0 when its
+// reference is missing.
+type Row struct {
+	Workload string `json:"workload"`
+	Target   string `json:"target"`
+	Rounds   int    `json:"rounds"`
+
+	RPS        float64 `json:"rps"`
+	P50Us      float64 `json:"latency_p50_us"`
+	P99Us      float64 `json:"latency_p99_us"`
+	P999Us     float64 `json:"latency_p999_us"`
+	AddedP50Us float64 `json:"added_p50_us"` // median over rounds of (p50 − direct p50 of the same round)
+	AddedP99Us float64 `json:"added_p99_us"`
+	TTFTP50Us  float64 `json:"ttft_p50_us"`
+	TTFTP99Us  float64 `json:"ttft_p99_us"`
+	ITLP50Us   float64 `json:"itl_p50_us"`
+	ITLP99Us   float64 `json:"itl_p99_us"`
+
+	Requests   int64 `json:"requests"`
+	Errors     int64 `json:"errors"`
+	Unfinished int64 `json:"unfinished"`
+	// CPUPer1k is proxy CPU seconds per 1,000 requests (median over rounds).
+	CPUPer1k float64 `json:"cpu_seconds_per_1k_requests"`
+	// PeakRSSMiB is the largest proxy peak RSS over rounds, in MiB.
+	PeakRSSMiB float64 `json:"peak_rss_mib"`
+
+	RPSvsDirect   float64 `json:"rps_vs_direct"`
+	RPSvsNginx    float64 `json:"rps_vs_nginx"`
+	P99vsNginx    float64 `json:"p99_vs_nginx"`
+	CPUPer1kNginx float64 `json:"cpu_per_1k_vs_nginx"`
+
+	// Distribution is the latency percentile distribution of all rounds
+	// merged, for the chart.
+	Distribution []harness.Point `json:"latency_distribution_us"`
+
+	isProxy bool
+}
+
+// Comparison is a full compare session.
+type Comparison struct {
+	Command   string    `json:"command"`
+	StartedAt time.Time `json:"started_at"`
+	Machine   string    `json:"machine"`
+	// Setup describes the load: workloads, mode, duration, rounds, upstream.
+	Setup string   `json:"setup"`
+	Notes []string `json:"notes,omitempty"`
+	Rows  []Row    `json:"rows"`
+	Runs  []Run    `json:"runs"`
+}
+
+// Summarize computes one Row per (workload, target) from runs, in the order
+// workloads and targets first appear.
+func Summarize(runs []Run) []Row {
+	type key struct{ w, t string }
+	var order []key
+	groups := map[key][]Run{}
+	for _, r := range runs {
+		k := key{r.Workload, r.Target}
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], r)
+	}
+	// Direct p50/p99 per (workload, round), for added latency.
+	type rk struct {
+		w string
+		r int
+	}
+	directP50, directP99 := map[rk]float64{}, map[rk]float64{}
+	for _, r := range runs {
+		if r.Target == TargetDirect && r.Result != nil {
+			directP50[rk{r.Workload, r.Round}] = r.Result.Latency.P50Us
+			directP99[rk{r.Workload, r.Round}] = r.Result.Latency.P99Us
+		}
+	}
+	sort.SliceStable(order, func(i, j int) bool { return firstSeen(order, order[i].w) < firstSeen(order, order[j].w) })
+	rows := make([]Row, 0, len(order))
+	for _, k := range order {
+		g := groups[k]
+		row := Row{Workload: k.w, Target: k.t, Rounds: len(g)}
+		var rps, p50, p99, p999, a50, a99, t50, t99, i50, i99, cpu []float64
+		merged := harness.NewHistogram()
+		for _, r := range g {
+			res := r.Result
+			if res == nil {
+				continue
+			}
+			rps = append(rps, res.RPS)
+			p50 = append(p50, res.Latency.P50Us)
+			p99 = append(p99, res.Latency.P99Us)
+			p999 = append(p999, res.Latency.P999Us)
+			if d, ok := directP50[rk{k.w, r.Round}]; ok && k.t != TargetDirect {
+				a50 = append(a50, res.Latency.P50Us-d)
+				a99 = append(a99, res.Latency.P99Us-directP99[rk{k.w, r.Round}])
+			}
+			if res.TTFT.Count > 0 {
+				t50 = append(t50, res.TTFT.P50Us)
+				t99 = append(t99, res.TTFT.P99Us)
+			}
+			if res.ITL.Count > 0 {
+				i50 = append(i50, res.ITL.P50Us)
+				i99 = append(i99, res.ITL.P99Us)
+			}
+			row.Requests += res.Requests
+			row.Errors += res.Errors
+			row.Unfinished += res.Unfinished
+			if r.ProxyRequests > 0 {
+				cpu = append(cpu, r.ProxyCPUSeconds/float64(r.ProxyRequests)*1000)
+				row.isProxy = true
+			}
+			row.PeakRSSMiB = math.Max(row.PeakRSSMiB, float64(r.ProxyPeakRSSBytes)/(1<<20))
+			merged.Merge(res.LatencyHist)
+		}
+		row.RPS, row.P50Us, row.P99Us, row.P999Us = median(rps), median(p50), median(p99), median(p999)
+		row.AddedP50Us, row.AddedP99Us = median(a50), median(a99)
+		row.TTFTP50Us, row.TTFTP99Us = median(t50), median(t99)
+		row.ITLP50Us, row.ITLP99Us = median(i50), median(i99)
+		row.CPUPer1k = median(cpu)
+		row.Distribution = merged.Distribution()
+		rows = append(rows, row)
+	}
+	for i := range rows {
+		r := &rows[i]
+		for _, o := range rows {
+			if o.Workload != r.Workload {
+				continue
+			}
+			switch o.Target {
+			case TargetDirect:
+				r.RPSvsDirect = ratio(r.RPS, o.RPS)
+			case TargetNginx:
+				r.RPSvsNginx = ratio(r.RPS, o.RPS)
+				r.P99vsNginx = ratio(r.P99Us, o.P99Us)
+				if r.isProxy {
+					r.CPUPer1kNginx = ratio(r.CPUPer1k, o.CPUPer1k)
+				}
+			}
+		}
+	}
+	return rows
+}
+
+// firstSeen returns the index of the first key of workload w.
+func firstSeen[K interface{ ~struct{ w, t string } }](order []K, w string) int {
+	for i, k := range order {
+		if struct{ w, t string }(k).w == w {
+			return i
+		}
+	}
+	return len(order)
+}
+
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
+}
+
+// median returns the median of xs (mean of the middle two for an even
+// count), 0 for none.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// WriteJSON writes c as indented JSON.
+func (c *Comparison) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(c)
+}

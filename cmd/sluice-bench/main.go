@@ -1,0 +1,199 @@
+// Command sluice-bench is the load harness of DESIGN §8.
+//
+//	sluice-bench run --target URL --workload json|sse|chat-multiturn|mixed
+//	    (--concurrency N | --rate R [--poisson]) --duration D --out FILE.json
+//	sluice-bench compare [--peers nginx,haproxy] [--quick] [--rounds 3] [--workload json,sse]
+//
+// The logic lives in bench/harness (load), bench/peers (processes, compare)
+// and bench/report (Markdown, JSON, SVG); this file only parses flags.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sluice-gw/sluice/bench/harness"
+	"github.com/sluice-gw/sluice/bench/peers"
+)
+
+const usage = `usage:
+  sluice-bench run --target URL --workload json|sse|chat-multiturn|mixed (--concurrency N | --rate R [--poisson]) --duration D [--out FILE.json]
+  sluice-bench compare [--peers nginx,haproxy] [--engines gnet,fasthttp] [--quick] [--rounds 3] [--workload json,sse] [--out FILE.json]
+run 'sluice-bench run -h' or 'sluice-bench compare -h' for all flags
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var err error
+	switch os.Args[1] {
+	case "run":
+		err = runCmd(ctx, os.Args[2:])
+	case "compare":
+		err = compareCmd(ctx, os.Args[2:])
+	case "-h", "-help", "--help", "help":
+		fmt.Print(usage)
+		return
+	default:
+		err = fmt.Errorf("unknown command %q\n%s", os.Args[1], usage)
+	}
+	if err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "sluice-bench:", err)
+		}
+		os.Exit(1)
+	}
+}
+
+// terminal returns os.Stderr when it is a terminal (for live progress), nil
+// otherwise.
+func terminal() *os.File {
+	if st, err := os.Stderr.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+		return os.Stderr
+	}
+	return nil
+}
+
+func runCmd(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	var o harness.Options
+	fs.StringVar(&o.Target, "target", "", "base URL of the target, http://host:port (required)")
+	fs.StringVar(&o.Workload, "workload", harness.WorkloadJSON, "json, sse, chat-multiturn or mixed")
+	fs.StringVar(&o.Path, "path", harness.DefaultPath, "request path")
+	fs.IntVar(&o.Concurrency, "concurrency", 0, "closed loop: keep-alive connections, one request in flight each")
+	fs.Float64Var(&o.Rate, "rate", 0, "open loop: requests per second (latency from the intended send time)")
+	fs.BoolVar(&o.Poisson, "poisson", false, "open loop: exponential gaps instead of constant")
+	fs.IntVar(&o.Connections, "connections", harness.DefaultConnections, "open loop: connection cap")
+	fs.DurationVar(&o.Duration, "duration", 10*time.Second, "measured window")
+	fs.DurationVar(&o.Warmup, "warmup", time.Second, "unrecorded load before the window")
+	fs.DurationVar(&o.Timeout, "timeout", harness.DefaultTimeout, "per-request timeout")
+	fs.StringVar(&o.Model, "model", harness.DefaultModel, "model field of request bodies")
+	fs.IntVar(&o.MaxTokens, "max-tokens", 0, "max_tokens of request bodies (0: omitted)")
+	fs.IntVar(&o.Turns, "turns", 0, "chat-multiturn: turns per conversation (default 6)")
+	fs.Uint64Var(&o.Seed, "seed", 1, "seed of request mixes and Poisson gaps")
+	out := fs.String("out", "", "write the JSON result to this file (default: stdout)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if o.Target == "" {
+		return errors.New("run: --target is required")
+	}
+	if t := terminal(); t != nil {
+		o.Progress = t
+	}
+	res, err := harness.Run(ctx, o)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "%s %s %s: %d ok, %d errors %v, %d unfinished, %.0f req/s; latency µs p50 %.1f p90 %.1f p99 %.1f p99.9 %.1f max %.1f",
+		res.Target, res.Workload, res.Mode, res.OK, res.Errors, res.ErrorsByKind, res.Unfinished, res.RPS,
+		res.Latency.P50Us, res.Latency.P90Us, res.Latency.P99Us, res.Latency.P999Us, res.Latency.MaxUs)
+	if res.TTFT.Count > 0 {
+		fmt.Fprintf(os.Stderr, "; TTFT p50 %.1f p99 %.1f; ITL p50 %.1f p99 %.1f", res.TTFT.P50Us, res.TTFT.P99Us, res.ITL.P50Us, res.ITL.P99Us)
+	}
+	fmt.Fprintln(os.Stderr)
+	b, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return err
+	}
+	b = append(b, '\n')
+	if *out == "" {
+		_, err = os.Stdout.Write(b)
+		return err
+	}
+	return os.WriteFile(*out, b, 0o644)
+}
+
+func list(s string) []string {
+	out := []string{}
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" && f != "none" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func compareCmd(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
+	var o peers.CompareOptions
+	peerList := fs.String("peers", "nginx,haproxy", "peer proxies to run (\"none\" for none)")
+	engines := fs.String("engines", "gnet,fasthttp", "sluice ingress engines to run (\"none\" for none)")
+	workloads := fs.String("workload", "json,sse", "comma-separated workloads: json, sse, chat-multiturn, mixed")
+	fs.BoolVar(&o.Quick, "quick", false, "~20 s smoke run: 1 round, 1.2 s per run, 16 connections")
+	fs.IntVar(&o.Rounds, "rounds", 0, "rounds, targets alternating within each (default 3)")
+	fs.DurationVar(&o.Duration, "duration", 0, "measured window per run (default 10s)")
+	fs.DurationVar(&o.Warmup, "warmup", 0, "warmup per run (default 2s)")
+	fs.IntVar(&o.Concurrency, "concurrency", 0, "closed-loop connections (default 64)")
+	fs.Float64Var(&o.Rate, "rate", 0, "open-loop rate in req/s instead of closed loop")
+	fs.BoolVar(&o.Poisson, "poisson", false, "open loop: Poisson arrivals")
+	fs.IntVar(&o.Connections, "connections", 0, "open loop: connection cap (default 64)")
+	fs.IntVar(&o.MaxTokens, "max-tokens", 0, "max_tokens of request bodies (0: omitted)")
+	fs.DurationVar(&o.SimTTFT, "sim-ttft", 0, "upstream TTFT (llmsim --ttft)")
+	fs.DurationVar(&o.SimITL, "sim-itl", 0, "upstream inter-token latency (llmsim --itl)")
+	fs.IntVar(&o.SimTokens, "sim-tokens", peers.DefaultSimTokens, "upstream tokens per response (llmsim --tokens)")
+	simArgs := fs.String("sim-args", "", "extra llmsim flags, space-separated")
+	binDir := fs.String("bin", "./bin", "directory searched for sluice and llmsim before PATH")
+	fs.StringVar(&o.WorkDir, "workdir", "", "directory for generated configs and logs (default: temporary, removed)")
+	out := fs.String("out", "bench-compare.json", "JSON report file; the SVG chart goes beside it (.svg)")
+	md := fs.String("md", "", "also write the Markdown table to this file")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	o.Peers, o.Engines, o.Workloads = list(*peerList), list(*engines), list(*workloads)
+	o.SimArgs = strings.Fields(*simArgs)
+	o.BinDirs = []string{*binDir}
+	o.KeepWorkDir = o.WorkDir != ""
+	o.Log = os.Stderr
+	if t := terminal(); t != nil {
+		o.Progress = t
+	}
+	o.Command = "sluice-bench compare " + strings.Join(args, " ")
+	cmp, err := peers.Compare(ctx, o)
+	if err != nil {
+		return err
+	}
+	fmt.Println()
+	if err := cmp.Markdown(os.Stdout); err != nil {
+		return err
+	}
+	if err := writeFile(*out, cmp.WriteJSON); err != nil {
+		return err
+	}
+	svg := strings.TrimSuffix(*out, ".json") + ".svg"
+	if err := writeFile(svg, cmp.SVG); err != nil {
+		return err
+	}
+	if *md != "" {
+		if err := writeFile(*md, cmp.Markdown); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(os.Stderr, "wrote %s and %s\n", *out, svg)
+	return nil
+}
+
+func writeFile(path string, write func(w io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := write(f); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
+}
