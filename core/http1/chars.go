@@ -155,3 +155,21 @@ func invalidValueByte(v []byte) int {
 	}
 	return -1
 }
+
+// equalFoldUnderscore is equalFold where '_' in b also matches '-' in s: some servers map
+// "Content_Length" to Content-Length (CGI-style header names), a request-smuggling vector.
+func equalFoldUnderscore(b []byte, s string) bool {
+	if len(b) != len(s) {
+		return false
+	}
+	for i := 0; i < len(b); i++ {
+		c := lower(b[i])
+		if c == '_' {
+			c = '-'
+		}
+		if c != s[i] {
+			return false
+		}
+	}
+	return true
+}

@@ -62,6 +62,7 @@ var (
 	errDupHost          = newErr(400, "more than one Host field (RFC 9112 §3.2)")
 	errBadHost          = newErr(400, "invalid Host (RFC 9110 §7.2)")
 	errBodyTooLarge     = newErr(413, "body larger than the body size limit")
+	errAmbiguousName    = newErr(400, "Content_Length or Transfer_Encoding field name (underscore variant, request smuggling)")
 )
 
 // Response errors: the gateway answers the client 502 for any of them.

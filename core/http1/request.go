@@ -58,13 +58,15 @@ var slashPath = []byte("/")
 // by FindHeadEnd (without the skipped prefix): request line, field lines, blank line. lim may be
 // nil (defaults).
 //
-// It returns nil, ErrNeedMore when head does not end in a blank line, or an *Error:
+// It returns ErrNeedMore when head does not end in a blank line, or an *Error (after which
+// r's fields are unspecified and the connection must be closed):
 //   - 400: malformed request line or target, bad field name or value characters, whitespace
 //     before a colon, obs-fold, a bare CR or LF, bytes after the blank line, an invalid or
 //     duplicated-with-different-values Content-Length, both Transfer-Encoding and
 //     Content-Length, a Transfer-Encoding whose final coding is not chunked or that applies
 //     chunked twice, any Transfer-Encoding in HTTP/1.0, a missing, duplicated or invalid Host
-//     in HTTP/1.1 (RFC 9112 §2.2, §3, §5, §6.1, §6.3; RFC 9110 §5.5, §8.6);
+//     in HTTP/1.1 (RFC 9112 §2.2, §3, §5, §6.1, §6.3; RFC 9110 §5.5, §8.6), and a field named
+//     Content_Length or Transfer_Encoding (servers that map '_' to '-' would frame differently);
 //   - 413: Content-Length over lim.MaxBodyBytes;
 //   - 431: head over lim.MaxHeaderBytes or more than lim.MaxHeaderCount fields;
 //   - 501: a transfer coding other than chunked, gzip, deflate, compress (and x- aliases);
@@ -120,6 +122,9 @@ func (r *Request) ParseRequestHead(head []byte, lim *Limits) error {
 				r.connTokens = conn.add(h.Value, r.connTokens)
 			}
 		case 14:
+			if equalFoldUnderscore(k, "content-length") && !equalFold(k, "content-length") {
+				return errAmbiguousName
+			}
 			if equalFold(k, "content-length") {
 				n, bad, differ := parseContentLength(h.Value, r.ContentLength)
 				if bad {
@@ -133,6 +138,8 @@ func (r *Request) ParseRequestHead(head []byte, lim *Limits) error {
 		case 17:
 			if equalFold(k, "transfer-encoding") {
 				te.add(h.Value)
+			} else if equalFoldUnderscore(k, "transfer-encoding") {
+				return errAmbiguousName
 			}
 		}
 	}

@@ -44,6 +44,7 @@ func (r *Response) Reset() {
 // syntax, a bare CR or LF, a head over the limits, an invalid or differing Content-Length, both
 // Content-Length and Transfer-Encoding, or chunked applied twice (RFC 9112 §4, §5, §6.3).
 // A transfer coding this package does not know is not an error: the body is then relayed as is.
+// After an error r's fields are unspecified.
 func (r *Response) ParseResponseHead(head []byte, lim *Limits) error {
 	r.Reset()
 	if len(head) > lim.HeaderBytes() {

@@ -53,6 +53,10 @@ func TestRequestFramingSmuggling(t *testing.T) {
 		{"TE name with space before colon", "Transfer-Encoding : chunked\r\n", "1.1", 400, 0, false},
 		{"TE obs-fold", "Transfer-Encoding: gzip,\r\n chunked\r\n", "1.1", 400, 0, false},
 		{"TE vertical tab", "Transfer-Encoding:\x0bchunked\r\n", "1.1", 400, 0, false},
+		{"underscore CL", "Content_Length: 5\r\n", "1.1", 400, 0, false},
+		{"underscore TE", "Transfer_Encoding: chunked\r\n", "1.1", 400, 0, false},
+		{"underscore TE mixed case", "transfer-ENCODING_x: chunked\r\n", "1.1", 0, -1, false},
+		{"other underscore names pass", "X_Api_Key: k\r\n", "1.1", 0, -1, false},
 		{"CL with NUL", "Content-Length: 5\x00\r\n", "1.1", 400, 0, false},
 	}
 	for _, tt := range tests {

@@ -9,9 +9,9 @@ var LastChunk = []byte("0\r\n\r\n")
 const hexDigits = "0123456789abcdef"
 
 // AppendChunkHeader appends the chunk-size line for a chunk of n payload bytes ("%x\r\n",
-// RFC 9112 §7.1) to dst and returns it; it does not allocate when cap(dst) suffices. n must be
-// > 0 (a zero size is the last chunk: use LastChunk); it panics on a negative n, a programming
-// error.
+// RFC 9112 §7.1) to dst and returns it; it does not allocate when cap(dst) suffices. n = 0
+// starts the last-chunk (use LastChunk when there are no trailers). It panics on a negative n,
+// a programming error.
 func AppendChunkHeader(dst []byte, n int) []byte {
 	if n < 0 {
 		panic("http1: negative chunk size")
