@@ -11,6 +11,9 @@
 //	if err := x.RoundTrip(p, head, body, false); err != nil { ... }   // errors.Is(err, pool.ErrTimeout) ...
 //	for { n, err := x.ReadBody(buf, true); ...; if err == io.EOF { break } }
 //
-// No goroutine runs per connection: deadlines are socket deadlines, idle connections are
-// checked when taken from the pool and by a lazy sweep on Get/Put (or Pool.Sweep).
+// No goroutine runs per connection: deadlines are socket deadlines; an idle connection is
+// checked when taken from the pool (IdleTimeout, then a non-blocking MSG_PEEK for an upstream
+// close or unsolicited bytes), and stale ones are closed by a lazy sweep on get/put (or
+// Pool.Sweep from one process-wide ticker). A request that still meets a dead reused conn (the
+// keep-alive race) is retried once on a fresh conn.
 package pool
