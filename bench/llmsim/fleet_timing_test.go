@@ -1,0 +1,146 @@
+package llmsim
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// timingRun is the result of driving many concurrent streams at a fleet.
+type timingRun struct {
+	medianErr, p99Err time.Duration // |actual − modelled| TTFT
+	medianITL         time.Duration
+	failures          int
+	wall              time.Duration
+}
+
+// runConcurrentStreams opens `streams` keep-alive connections spread over the fleet, then
+// (ramping the starts over `ramp`) sends one streamed chat request on each and measures
+// the time from writing the request to reading its first event, against the model's
+// TTFT = TTFT + PerUncachedToken × prompt tokens (every prompt is unique, so nothing is
+// cached, and the fleet has batch room for all, so nothing waits).
+func runConcurrentStreams(tb testing.TB, f *Fleet, streams int, ramp time.Duration) timingRun {
+	addrs := f.Addrs()
+	conns := make([]net.Conn, streams)
+	for i := range conns {
+		c, err := net.Dial("tcp", addrs[i%len(addrs)])
+		if err != nil {
+			tb.Fatalf("dial %d: %v", i, err)
+		}
+		conns[i] = c
+	}
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	errs := make([]time.Duration, streams)
+	itls := make([]time.Duration, streams)
+	failed := make([]bool, streams)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range streams {
+		ic := f.Instance(i % len(addrs))
+		wg.Go(func() {
+			if ramp > 0 {
+				time.Sleep(ramp * time.Duration(i) / time.Duration(streams))
+			}
+			content := fmt.Sprintf("stream %06d: %s", i, strings.Repeat("lorem ipsum dolor sit amet ", 12))
+			body := chatBody(content, true, "")
+			msgs := []chatMessage{{Role: "user", Content: []byte(strconv.Quote(content))}}
+			tokens := CountTokens(len(appendChatPrompt(nil, msgs, nil)))
+			modelled := ic.TTFT.D() + ic.PerUncachedToken.D()*time.Duration(tokens)
+			req := "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
+				strconv.Itoa(len(body)) + "\r\n\r\n" + body
+			c := conns[i]
+			c.SetDeadline(time.Now().Add(60 * time.Second))
+			t0 := time.Now()
+			if _, err := c.Write([]byte(req)); err != nil {
+				failed[i] = true
+				return
+			}
+			br := bufio.NewReaderSize(c, 4096)
+			var first, last time.Time
+			n := 0
+
+			for {
+				line, err := br.ReadSlice('\n')
+				if err != nil {
+					failed[i] = true
+					return
+				}
+				if len(line) > 6 && string(line[:6]) == "data: " {
+					now := time.Now()
+					if n == 0 {
+						first = now
+					}
+					last = now
+					n++
+					if string(line) == "data: [DONE]\n" {
+						break
+					}
+				}
+			}
+			d := first.Sub(t0) - modelled
+			errs[i] = max(d, -d)
+			if n > 3 {
+				itls[i] = last.Sub(first) / time.Duration(n-3) // finish, usage, [DONE] come at once
+			}
+		})
+	}
+	wg.Wait()
+	run := timingRun{wall: time.Since(start)}
+	var ok, okITL []time.Duration
+	for i := range errs {
+		if failed[i] {
+			run.failures++
+			continue
+		}
+		ok = append(ok, errs[i])
+		okITL = append(okITL, itls[i])
+	}
+	if len(ok) == 0 {
+		tb.Fatal("every stream failed")
+	}
+	slices.Sort(ok)
+	slices.Sort(okITL)
+	run.medianErr = ok[len(ok)/2]
+	run.p99Err = ok[len(ok)*99/100]
+	run.medianITL = okITL[len(okITL)/2]
+	return run
+}
+
+// BenchmarkFleet1000Streams measures the simulator's timing error at load: 8 instances,
+// 1,000 concurrent streams (64 tokens each at ITL 30ms, TTFT 50ms + 100µs per token),
+// reporting the median and p99 of |actual − modelled| TTFT.
+//
+//	go test -run '^$' -bench Fleet1000Streams -benchtime 3x ./bench/llmsim
+func BenchmarkFleet1000Streams(b *testing.B) {
+	ic := DefaultInstance()
+	ic.Listen = ""
+	ic.TTFT = Duration(50 * time.Millisecond)
+	ic.ITL = Duration(30 * time.Millisecond)
+	ic.ITLPerRunning = 0
+	ic.Tokens = 64
+	f := startFleet(b, Config{Seed: 1, Instances: 8, Defaults: ic})
+	var med, p99, itl time.Duration
+	fails := 0
+	for b.Loop() {
+		r := runConcurrentStreams(b, f, 1000, 300*time.Millisecond)
+		med += r.medianErr
+		p99 += r.p99Err
+		itl += r.medianITL
+		fails += r.failures
+	}
+	n := time.Duration(b.N)
+	b.ReportMetric(float64(med/n)/1e6, "median-ttft-err-ms")
+	b.ReportMetric(float64(p99/n)/1e6, "p99-ttft-err-ms")
+	b.ReportMetric(float64(itl/n)/1e6, "median-itl-ms")
+	b.ReportMetric(float64(fails), "failed-streams")
+}
