@@ -1,0 +1,236 @@
+package testenv
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// LlamaModel is the model id that llama-server.mjs reports for the fixture (its file name
+// without .gguf) in GET /v1/models. The server answers any requested model name with the one
+// model it has loaded and echoes the requested name in responses.
+const LlamaModel = "tiny-random-llama"
+
+// FixtureModelFile is the file name of the fixture model in the fixtures directory.
+const FixtureModelFile = "tiny-random-llama.gguf"
+
+// nodeStamp is written by bench/node/install.sh (make node-deps) after a successful install:
+// the hex sha256 of bench/node/package-lock.json.
+const nodeStamp = ".sluice-lock.sha256"
+
+// NodeBenchDir returns the absolute path of bench/node (package.json, the .mjs scripts).
+func NodeBenchDir() string { return filepath.Join(RepoRoot(), "bench", "node") }
+
+// nodeModules checks that node is on PATH and that bench/node/node_modules holds the install of
+// the current package-lock.json, and returns the node_modules path.
+func nodeModules() (string, error) {
+	const hint = "run `make node-deps` (installs bench/node/package-lock.json into bench/node/node_modules)"
+	if _, err := exec.LookPath("node"); err != nil {
+		return "", fmt.Errorf("testenv: node is not on PATH (Node >= 20 is needed, see README): %v", err)
+	}
+	dir := NodeBenchDir()
+	lock, err := os.ReadFile(filepath.Join(dir, "package-lock.json"))
+	if err != nil {
+		return "", fmt.Errorf("testenv: %v", err)
+	}
+	sum := sha256.Sum256(lock)
+	want := hex.EncodeToString(sum[:])
+	mods := filepath.Join(dir, "node_modules")
+	stamp, err := os.ReadFile(filepath.Join(mods, nodeStamp))
+	if err != nil {
+		return "", fmt.Errorf("testenv: Node packages not installed (%v): %s", err, hint)
+	}
+	if strings.TrimSpace(string(stamp)) != want {
+		return "", fmt.Errorf("testenv: %s is out of date with package-lock.json: %s", mods, hint)
+	}
+	for _, pkg := range []string{"openai", "node-llama-cpp", "@node-llama-cpp/linux-x64"} {
+		if _, err := os.Stat(filepath.Join(mods, pkg, "package.json")); err != nil {
+			return "", fmt.Errorf("testenv: Node package %s missing (%v): %s", pkg, err, hint)
+		}
+	}
+	return mods, nil
+}
+
+// NodeDir returns the absolute path of the installed node_modules (bench/node/node_modules).
+// It fails t (never skips) when node is not on PATH or the packages are missing or stale
+// against bench/node/package-lock.json, with the message "run `make node-deps`".
+func NodeDir(t testing.TB) string {
+	t.Helper()
+	mods, err := nodeModules()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mods
+}
+
+// FixturesDir returns the directory of the shared test fixtures: env SLUICE_FIXTURES when set,
+// else ../shared/fixtures beside the repository root. It fails t when the fixture model is not
+// there.
+func FixturesDir(t testing.TB) string {
+	t.Helper()
+	dir := os.Getenv("SLUICE_FIXTURES")
+	if dir == "" {
+		dir = filepath.Join(filepath.Dir(RepoRoot()), "shared", "fixtures")
+	}
+	if _, err := os.Stat(filepath.Join(dir, FixtureModelFile)); err != nil {
+		t.Fatalf("testenv: fixture model not found (%v); set SLUICE_FIXTURES to the folder holding %s (default ../shared/fixtures from the repository root)", err, FixtureModelFile)
+	}
+	return dir
+}
+
+// LlamaServerOptions tune StartLlamaServerWith; zero values take llama-server.mjs's defaults.
+type LlamaServerOptions struct {
+	// Parallel is the number of llama sequences (concurrent generations); default 1, so requests
+	// are served one at a time in arrival order.
+	Parallel int
+	// CtxSize is the context size per sequence in tokens; default 2048.
+	CtxSize int
+	// DefaultMaxTokens is the completion length when a request has no max_tokens; default 256.
+	DefaultMaxTokens int
+	// ModelName overrides the model id reported by /v1/models; default LlamaModel.
+	ModelName string
+}
+
+// LlamaServer is a running bench/node/llama-server.mjs.
+type LlamaServer struct {
+	// Origin is "http://127.0.0.1:PORT": what a sluice service's `servers = [{ url = ... }]` takes.
+	Origin string
+	// BaseURL is Origin + "/v1": what OpenAI clients take as their base URL.
+	BaseURL string
+	// Model is the model id of /v1/models.
+	Model string
+	// Proc is the node process.
+	Proc *Process
+}
+
+var listeningRE = regexp.MustCompile(`listening on (\S+)`)
+
+// StartLlamaServer starts bench/node/llama-server.mjs serving the fixture model on a free
+// loopback port (the server binds port 0 and prints the address it got) with one thread and one
+// sequence, waits until GET /health answers, and returns the server's origin
+// "http://127.0.0.1:PORT" (append "/v1" for an OpenAI client's base URL). The server is killed in
+// t.Cleanup. Fails t when Node packages or the fixture are missing, or the server does not come
+// up within 60 s.
+func StartLlamaServer(t testing.TB) (baseURL string) {
+	t.Helper()
+	return StartLlamaServerWith(t, LlamaServerOptions{}).Origin
+}
+
+// StartLlamaServerWith is StartLlamaServer with options, returning the whole LlamaServer.
+func StartLlamaServerWith(t testing.TB, o LlamaServerOptions) *LlamaServer {
+	t.Helper()
+	NodeDir(t)
+	model := filepath.Join(FixturesDir(t), FixtureModelFile)
+	args := []string{filepath.Join(NodeBenchDir(), "llama-server.mjs"), "--model", model, "--listen", "127.0.0.1:0"}
+	name := LlamaModel
+	if o.ModelName != "" {
+		name = o.ModelName
+		args = append(args, "--model-name", o.ModelName)
+	}
+	if o.Parallel > 0 {
+		args = append(args, "--parallel", fmt.Sprint(o.Parallel))
+	}
+	if o.CtxSize > 0 {
+		args = append(args, "--ctx-size", fmt.Sprint(o.CtxSize))
+	}
+	if o.DefaultMaxTokens > 0 {
+		args = append(args, "--default-max-tokens", fmt.Sprint(o.DefaultMaxTokens))
+	}
+	cmd := exec.Command("node", args...)
+	cmd.Dir = NodeBenchDir()
+	p := StartProcessCmd(t, cmd)
+	out := p.WaitOutput(t, "listening on ", 60*time.Second)
+	m := listeningRE.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("testenv: llama-server printed no address; output:\n%s", out)
+	}
+	origin := "http://" + m[1]
+	p.WaitHTTP(t, origin+"/health", 30*time.Second)
+	return &LlamaServer{Origin: origin, BaseURL: origin + "/v1", Model: name, Proc: p}
+}
+
+// NodeCheckResult is the JSON line that bench/node/openai-check.mjs prints.
+type NodeCheckResult struct {
+	OK        bool   `json:"ok"`
+	BaseURL   string `json:"base_url"`
+	Model     string `json:"model"`
+	Error     string `json:"error,omitempty"`
+	NonStream *struct {
+		MS           float64         `json:"ms"`
+		ContentChars int             `json:"content_chars"`
+		FinishReason string          `json:"finish_reason"`
+		Usage        json.RawMessage `json:"usage"`
+	} `json:"non_stream,omitempty"`
+	Stream *struct {
+		MS            float64         `json:"ms"`
+		TTFTMS        float64         `json:"ttft_ms"`
+		Chunks        int             `json:"chunks"`
+		ContentChunks int             `json:"content_chunks"`
+		ContentChars  int             `json:"content_chars"`
+		FinishReason  string          `json:"finish_reason"`
+		Usage         json.RawMessage `json:"usage"`
+	} `json:"stream,omitempty"`
+}
+
+// OpenAINodeCheck runs `node bench/node/openai-check.mjs --base-url baseURL --model model`
+// (the official OpenAI Node SDK: one non-streaming and one streaming chat completion with
+// stream_options.include_usage; content, finish_reason, `data: [DONE]` and usage checked) and
+// returns its parsed result. baseURL is an OpenAI base URL such as "http://127.0.0.1:8080/v1".
+// The error is non-nil when the check failed (then it holds the script's output), the Node
+// packages are missing, or ctx ended first.
+func OpenAINodeCheck(ctx context.Context, baseURL, model string) (NodeCheckResult, error) {
+	var res NodeCheckResult
+	if _, err := nodeModules(); err != nil {
+		return res, err
+	}
+	cmd := exec.CommandContext(ctx, "node", filepath.Join(NodeBenchDir(), "openai-check.mjs"),
+		"--base-url", baseURL, "--model", model)
+	cmd.Dir = NodeBenchDir()
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	runErr := cmd.Run()
+	line := strings.TrimSpace(stdout.String())
+	if i := strings.LastIndexByte(line, '\n'); i >= 0 {
+		line = line[i+1:]
+	}
+	jsonErr := json.Unmarshal([]byte(line), &res)
+	switch {
+	case runErr != nil:
+		return res, fmt.Errorf("openai-check.mjs against %s: %v\nstdout: %s\nstderr: %s", baseURL, runErr, stdout.String(), stderr.String())
+	case jsonErr != nil:
+		return res, fmt.Errorf("openai-check.mjs against %s: bad result line %q: %v\nstderr: %s", baseURL, line, jsonErr, stderr.String())
+	case !res.OK:
+		return res, fmt.Errorf("openai-check.mjs against %s: %s", baseURL, res.Error)
+	}
+	return res, nil
+}
+
+// RunOpenAINodeCheck is OpenAINodeCheck with a 60 s deadline that fails t on any failure and
+// logs the result line on success.
+func RunOpenAINodeCheck(t testing.TB, baseURL, model string) NodeCheckResult {
+	t.Helper()
+	NodeDir(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := OpenAINodeCheck(ctx, baseURL, model)
+	if err != nil {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			err = fmt.Errorf("timed out after 60 s: %w", err)
+		}
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(res)
+	t.Logf("openai node check: %s", b)
+	return res
+}
