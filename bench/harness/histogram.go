@@ -125,24 +125,22 @@ type Recorder struct {
 
 type recorderShard struct {
 	mu sync.Mutex
-	h  *Histogram
-	_  [40]byte // keep shards on separate cache lines
+	h  *Histogram // allocated on first Record
+	_  [40]byte   // keep shards on separate cache lines
 }
 
-// NewRecorder returns an empty Recorder.
-func NewRecorder() *Recorder {
-	r := &Recorder{}
-	for i := range r.shards {
-		r.shards[i].h = NewHistogram()
-	}
-	return r
-}
+// NewRecorder returns an empty Recorder. Shards allocate their histogram on
+// first use, so an unused Recorder costs no histogram memory.
+func NewRecorder() *Recorder { return &Recorder{} }
 
 // Record adds a value in nanoseconds to the shard chosen by hint (any int,
 // typically the worker index).
 func (r *Recorder) Record(hint int, ns int64) {
 	s := &r.shards[uint(hint)%histShardCount]
 	s.mu.Lock()
+	if s.h == nil {
+		s.h = NewHistogram()
+	}
 	s.h.Record(ns)
 	s.mu.Unlock()
 }
@@ -153,7 +151,9 @@ func (r *Recorder) Snapshot() *Histogram {
 	for i := range r.shards {
 		s := &r.shards[i]
 		s.mu.Lock()
-		out.Merge(s.h)
+		if s.h != nil {
+			out.Merge(s.h)
+		}
 		s.mu.Unlock()
 	}
 	return out

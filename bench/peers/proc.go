@@ -100,8 +100,10 @@ const clockTicks = 100
 // Usage is the resource use of a process and its descendants, read from
 // /proc (proc(5)).
 type Usage struct {
-	// CPUSeconds is user+system CPU time since start (utime+stime, plus
-	// cutime+cstime of reaped children), in seconds, at 10 ms resolution.
+	// CPUSeconds is CPU time since start, in seconds: the sum over all
+	// threads of /proc/PID/task/TID/schedstat's time on CPU (ns resolution),
+	// or, where schedstat is missing, utime+stime+cutime+cstime from
+	// /proc/PID/stat (10 ms resolution).
 	CPUSeconds float64
 	// RSSBytes is the sum of current resident set sizes (VmRSS).
 	RSSBytes int64
@@ -173,6 +175,9 @@ func statFields(pid int) ([][]byte, error) {
 }
 
 func readCPU(pid int) (float64, error) {
+	if ns, ok := schedstatNs(pid); ok {
+		return float64(ns) / 1e9, nil
+	}
 	f, err := statFields(pid)
 	if err != nil {
 		return 0, err
@@ -186,6 +191,36 @@ func readCPU(pid int) (float64, error) {
 		ticks += n
 	}
 	return float64(ticks) / clockTicks, nil
+}
+
+// schedstatNs sums the on-CPU time in ns of every thread of pid from
+// /proc/PID/task/*/schedstat (first field; Documentation/scheduler/sched-stats).
+func schedstatNs(pid int) (int64, bool) {
+	dir := "/proc/" + strconv.Itoa(pid) + "/task"
+	tasks, err := os.ReadDir(dir)
+	if err != nil || len(tasks) == 0 {
+		return 0, false
+	}
+	var total int64
+	for _, t := range tasks {
+		b, err := os.ReadFile(dir + "/" + t.Name() + "/schedstat")
+		if err != nil {
+			if os.IsNotExist(err) && t == tasks[0] {
+				return 0, false
+			}
+			continue // thread exited meanwhile
+		}
+		f := bytes.Fields(b)
+		if len(f) == 0 {
+			return 0, false
+		}
+		n, err := strconv.ParseInt(string(f[0]), 10, 64)
+		if err != nil {
+			return 0, false
+		}
+		total += n
+	}
+	return total, true
 }
 
 // readMem returns VmRSS and VmHWM of pid in bytes (0 when unreadable).

@@ -91,7 +91,7 @@ func panel(b *strings.Builder, wl string, rows []Row, top int) {
 	}
 	px := func(n float64) float64 { return x0 + (x1-x0)*n/svgMaxNines }
 	py := func(v float64) float64 {
-		return y0 - (y0-y1)*(math.Log10(math.Max(v, lo))-dlo)/(dhi-dlo)
+		return y0 - (y0-y1)*(math.Log10(v)-dlo)/(dhi-dlo)
 	}
 	// Axes and grid.
 	fmt.Fprintf(b, `<g stroke="#ddd">`)

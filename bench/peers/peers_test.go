@@ -1,0 +1,237 @@
+package peers
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pelletier/go-toml/v2"
+)
+
+var testProxy = ProxyConfig{Listen: "127.0.0.1:18080", Upstream: "127.0.0.1:18000", Dir: "/tmp/bench-x/", Workers: 2, MaxConns: 5000}
+
+func TestNginxConfigHasEquivalentSettings(t *testing.T) {
+	c := NginxConfig(testProxy)
+	for _, want := range []string{
+		"daemon off;", "worker_processes 2;", "pid /tmp/bench-x/nginx.pid;",
+		"worker_connections 5000;", "access_log off;",
+		"server 127.0.0.1:18000;", "keepalive 1024;", "keepalive_requests 1000000;",
+		"listen 127.0.0.1:18080", "proxy_pass http://up;", "proxy_http_version 1.1;",
+		`proxy_set_header Connection "";`, "proxy_buffering off;", "proxy_request_buffering off;",
+	} {
+		if !strings.Contains(c, want) {
+			t.Errorf("nginx.conf lacks %q:\n%s", want, c)
+		}
+	}
+	if strings.Contains(c, "%!") {
+		t.Fatalf("format error in nginx.conf:\n%s", c)
+	}
+}
+
+func TestHAProxyConfigHasEquivalentSettings(t *testing.T) {
+	c := HAProxyConfig(testProxy)
+	for _, want := range []string{
+		"nbthread 2", "maxconn 5000", "mode http", "option http-keep-alive", "http-reuse always",
+		"option http-no-delay", "bind 127.0.0.1:18080", "server up 127.0.0.1:18000",
+	} {
+		if !strings.Contains(c, want) {
+			t.Errorf("haproxy.cfg lacks %q:\n%s", want, c)
+		}
+	}
+	if strings.Contains(c, "%!") {
+		t.Fatalf("format error in haproxy.cfg:\n%s", c)
+	}
+}
+
+// TestGeneratedConfigsPassThePeersOwnCheck runs `nginx -t` and `haproxy -c`
+// on the generated files when the peers are installed.
+func TestGeneratedConfigsPassThePeersOwnCheck(t *testing.T) {
+	dir := t.TempDir()
+	pc := ProxyConfig{Listen: "127.0.0.1:18080", Upstream: "127.0.0.1:18000", Dir: dir, Workers: 2, MaxConns: maxConnsForFDLimit()}
+	if bin, err := FindBinary("nginx"); err != nil {
+		t.Logf("nginx not installed (%s): skipping its check", InstallHint)
+	} else {
+		cfg := filepath.Join(dir, "nginx.conf")
+		if err := os.WriteFile(cfg, []byte(NginxConfig(pc)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command(bin, "-t", "-p", dir, "-c", cfg, "-e", filepath.Join(dir, "error.log")).CombinedOutput(); err != nil {
+			t.Errorf("nginx -t: %v\n%s", err, out)
+		}
+	}
+	if bin, err := FindBinary("haproxy"); err != nil {
+		t.Logf("haproxy not installed (%s): skipping its check", InstallHint)
+	} else {
+		cfg := filepath.Join(dir, "haproxy.cfg")
+		if err := os.WriteFile(cfg, []byte(HAProxyConfig(pc)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command(bin, "-c", "-f", cfg).CombinedOutput(); err != nil {
+			t.Errorf("haproxy -c: %v\n%s", err, out)
+		}
+	}
+}
+
+func TestSluiceConfigIsTheDesignShape(t *testing.T) {
+	for _, engine := range []string{EngineGnet, EngineFasthttp} {
+		var c struct {
+			Entrypoints map[string]struct {
+				Address string `toml:"address"`
+				Engine  string `toml:"engine"`
+			} `toml:"entrypoints"`
+			Routers map[string]struct {
+				Rule    string `toml:"rule"`
+				Service string `toml:"service"`
+			} `toml:"routers"`
+			Services map[string]struct {
+				LoadBalancer struct {
+					Servers []struct {
+						URL string `toml:"url"`
+					} `toml:"servers"`
+				} `toml:"load_balancer"`
+			} `toml:"services"`
+			Admin struct {
+				Address *string `toml:"address"`
+			} `toml:"admin"`
+		}
+		src := SluiceConfig(testProxy, engine)
+		if err := toml.Unmarshal([]byte(src), &c); err != nil {
+			t.Fatalf("%s: %v\n%s", engine, err, src)
+		}
+		ep := c.Entrypoints["web"]
+		r := c.Routers["all"]
+		srv := c.Services["up"].LoadBalancer.Servers
+		if ep.Address != "127.0.0.1:18080" || ep.Engine != engine || r.Rule != "PathPrefix(`/`)" || r.Service != "up" ||
+			len(srv) != 1 || srv[0].URL != "http://127.0.0.1:18000" || c.Admin.Address == nil || *c.Admin.Address != "" {
+			t.Errorf("%s: unexpected config %+v\n%s", engine, c, src)
+		}
+	}
+}
+
+func TestFindBinaryPrefersBinDirThenPath(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "sh")
+	if err := os.WriteFile(p, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := FindBinary("sh", dir); err != nil || got != p {
+		t.Errorf("FindBinary(sh, dir) = %q, %v; want %q", got, err, p)
+	}
+	if got, err := FindBinary("sh", filepath.Join(dir, "missing")); err != nil || got == p {
+		t.Errorf("FindBinary(sh) from PATH = %q, %v", got, err)
+	}
+	if _, err := FindBinary("no-such-binary-sluice-bench"); err == nil || !strings.Contains(err.Error(), "not found") {
+		t.Errorf("missing binary: err = %v", err)
+	}
+}
+
+func TestProcessUsageAndStop(t *testing.T) {
+	dir := t.TempDir()
+	// A shell that burns CPU in a child process: the tree's CPU time and
+	// RSS must include the child.
+	p, err := StartProcess("burn", "/bin/sh", []string{"-c", "sh -c 'while :; do :; done' & wait"}, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop(time.Second)
+	deadline := time.Now().Add(10 * time.Second)
+	var u Usage
+	for time.Now().Before(deadline) {
+		if u, err = TreeUsage(p.PID()); err != nil {
+			t.Fatal(err)
+		}
+		if u.Procs >= 2 && u.CPUSeconds >= 0.05 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if u.Procs < 2 || u.CPUSeconds < 0.05 || u.RSSBytes <= 0 || u.HWMBytes <= 0 {
+		t.Fatalf("usage = %+v, want the child's CPU time and memory", u)
+	}
+	s := StartSampler(p.PID(), 10*time.Millisecond)
+	if peak := s.Stop(); peak <= 0 {
+		t.Errorf("sampled peak RSS = %d", peak)
+	}
+	if err := p.Stop(time.Second); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.Exited():
+	default:
+		t.Fatal("process still running after Stop")
+	}
+	if _, err := TreeUsage(p.PID()); err == nil {
+		t.Error("TreeUsage of an exited process returned no error")
+	}
+}
+
+// TestCompareDirectAndInstalledPeers runs a short compare: the basic
+// upstream (llmsim is not looked up: BinDirs points at an empty directory
+// and PATH is unlikely to hold it), no sluice, and whichever of nginx and
+// haproxy is installed.
+func TestCompareDirectAndInstalledPeers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts proxies")
+	}
+	cmp, err := Compare(context.Background(), CompareOptions{
+		Engines:  []string{},
+		BinDirs:  []string{t.TempDir()},
+		Rounds:   1,
+		Duration: 300 * time.Millisecond, Warmup: 100 * time.Millisecond,
+		Concurrency: 4,
+		SimTokens:   4,
+		Log:         testLog{t},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, r := range cmp.Rows {
+		seen[r.Target+"/"+r.Workload] = true
+		if r.Errors != 0 || r.RPS <= 0 {
+			t.Errorf("%s %s: rps %.0f errors %d (notes %v)", r.Target, r.Workload, r.RPS, r.Errors, cmp.Notes)
+		}
+		if r.Target != TargetDirect && (r.CPUPer1k <= 0 || r.PeakRSSMiB <= 0) {
+			t.Errorf("%s: no proxy usage: cpu/1k %v rss %v", r.Target, r.CPUPer1k, r.PeakRSSMiB)
+		}
+		if r.Workload == "sse" && r.TTFTP50Us <= 0 {
+			t.Errorf("%s sse: no TTFT", r.Target)
+		}
+	}
+	if !seen["direct/json"] || !seen["direct/sse"] {
+		t.Fatalf("direct rows missing: %v", seen)
+	}
+	for _, peer := range []string{TargetNginx, TargetHAProxy} {
+		_, ferr := FindBinary(peer)
+		if ferr == nil && !seen[peer+"/json"] {
+			t.Errorf("%s installed but not compared; notes: %v", peer, cmp.Notes)
+		}
+		if ferr != nil && !strings.Contains(strings.Join(cmp.Notes, "\n"), InstallHint) {
+			t.Errorf("%s missing without an install hint; notes: %v", peer, cmp.Notes)
+		}
+	}
+}
+
+func TestCompareRejectsBadOptions(t *testing.T) {
+	for _, o := range []CompareOptions{
+		{Peers: []string{"envoy"}},
+		{Engines: []string{"netpoll"}},
+		{Workloads: []string{"grpc"}},
+		{Concurrency: 4, Rate: 100},
+	} {
+		if _, err := Compare(context.Background(), o); err == nil {
+			t.Errorf("Compare(%+v) = nil error", o)
+		}
+	}
+}
+
+type testLog struct{ t *testing.T }
+
+func (l testLog) Write(p []byte) (int, error) {
+	l.t.Logf("%s %s", time.Now().Format("15:04:05.000"), strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}

@@ -1,0 +1,169 @@
+package report
+
+import (
+	"bytes"
+	"encoding/json"
+	"encoding/xml"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/sluice-gw/sluice/bench/harness"
+)
+
+// result builds a harness result whose latency histogram holds n values of
+// p50 µs and 1% of values at p99 µs.
+func result(rps, p50, p99 float64) *harness.Result {
+	h := harness.NewHistogram()
+	for i := 0; i < 990; i++ {
+		h.Record(int64(p50 * 1000))
+	}
+	for i := 0; i < 10; i++ {
+		h.Record(int64(p99 * 1000))
+	}
+	return &harness.Result{
+		RPS: rps, Requests: 1000, OK: 1000, LatencyHist: h,
+		Latency: harness.Summary{Count: 1000, P50Us: p50, P99Us: p99, P999Us: p99},
+	}
+}
+
+func sampleRuns() []Run {
+	var runs []Run
+	// Three rounds; round 2 is an outlier for every target, so medians
+	// must come from rounds 1 and 3.
+	for round, f := range []float64{1, 5, 1.2} {
+		runs = append(runs,
+			Run{Round: round + 1, Target: TargetDirect, Workload: "json", Result: result(10000/f, 100*f, 200*f)},
+			Run{Round: round + 1, Target: "sluice-gnet", Workload: "json", Result: result(8000/f, 130*f, 260*f),
+				ProxyCPUSeconds: 0.5 * f, ProxyRequests: 10000, ProxyPeakRSSBytes: int64(10+f) << 20},
+			Run{Round: round + 1, Target: TargetNginx, Workload: "json", Result: result(6000/f, 160*f, 400*f),
+				ProxyCPUSeconds: 1.0 * f, ProxyRequests: 10000, ProxyPeakRSSBytes: 20 << 20},
+		)
+	}
+	return runs
+}
+
+func TestSummarizeMediansAndRatios(t *testing.T) {
+	rows := Summarize(sampleRuns())
+	if len(rows) != 3 {
+		t.Fatalf("%d rows", len(rows))
+	}
+	byTarget := map[string]Row{}
+	for _, r := range rows {
+		byTarget[r.Target] = r
+		if r.Rounds != 3 || r.Workload != "json" {
+			t.Fatalf("row %+v", r)
+		}
+	}
+	near := func(name string, got, want float64) {
+		t.Helper()
+		if d := got - want; d > 1e-6*want+1e-9 || d < -1e-6*want-1e-9 {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+	s, n, d := byTarget["sluice-gnet"], byTarget[TargetNginx], byTarget[TargetDirect]
+	near("direct rps", d.RPS, 10000/1.2)
+	near("sluice rps", s.RPS, 8000/1.2)
+	near("sluice p50", s.P50Us, 130*1.2)
+	near("sluice added p50", s.AddedP50Us, 30*1.2) // per-round differences 30, 150, 36
+	near("sluice added p99", s.AddedP99Us, 60*1.2)
+	near("sluice rps vs direct", s.RPSvsDirect, 0.8)
+	near("sluice rps vs nginx", s.RPSvsNginx, 8000.0/6000)
+	near("sluice p99 vs nginx", s.P99vsNginx, 260.0/400)
+	near("sluice cpu per 1k", s.CPUPer1k, 0.5*1.2/10)
+	near("sluice cpu vs nginx", s.CPUPer1kNginx, 0.5)
+	near("sluice peak rss", s.PeakRSSMiB, 15)
+	near("nginx rps vs nginx", n.RPSvsNginx, 1)
+	if d.CPUPer1k != 0 || d.AddedP50Us != 0 || d.CPUPer1kNginx != 0 {
+		t.Errorf("direct has proxy figures: %+v", d)
+	}
+	if s.Requests != 3000 || len(s.Distribution) == 0 {
+		t.Errorf("requests %d, distribution %d points", s.Requests, len(s.Distribution))
+	}
+}
+
+func TestMedian(t *testing.T) {
+	for _, c := range []struct {
+		in   []float64
+		want float64
+	}{{nil, 0}, {[]float64{3}, 3}, {[]float64{5, 1, 3}, 3}, {[]float64{4, 1, 3, 2}, 2.5}} {
+		if got := median(c.in); got != c.want {
+			t.Errorf("median(%v) = %v, want %v", c.in, got, c.want)
+		}
+	}
+}
+
+func TestMarkdownIsOneTable(t *testing.T) {
+	c := &Comparison{Command: "sluice-bench compare --quick", Rows: Summarize(sampleRuns()), Notes: []string{"haproxy not found"}}
+	var b bytes.Buffer
+	if err := c.Markdown(&b); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	var tableLines []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "|") {
+			tableLines = append(tableLines, l)
+		}
+	}
+	if len(tableLines) != 2+3 {
+		t.Fatalf("table has %d lines:\n%s", len(tableLines), out)
+	}
+	cols := strings.Count(tableLines[0], "|")
+	for _, l := range tableLines {
+		if strings.Count(l, "|") != cols {
+			t.Fatalf("ragged table line %q", l)
+		}
+	}
+	for _, want := range []string{"| json | sluice-gnet | 6667 | 0.80× | 1.33× |", "haproxy not found", "`sluice-bench compare --quick`"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestSVGIsWellFormedWithASeriesPerTarget(t *testing.T) {
+	c := &Comparison{Rows: Summarize(sampleRuns())}
+	var b bytes.Buffer
+	if err := c.SVG(&b); err != nil {
+		t.Fatal(err)
+	}
+	dec := xml.NewDecoder(&b)
+	polylines := 0
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("SVG is not well-formed XML: %v", err)
+		}
+		if se, ok := tok.(xml.StartElement); ok && se.Name.Local == "polyline" {
+			polylines++
+		}
+	}
+	if polylines != 3 {
+		t.Errorf("%d polylines, want one per target (3)", polylines)
+	}
+	var empty bytes.Buffer
+	if err := (&Comparison{}).SVG(&empty); err != nil || !strings.Contains(empty.String(), "no results") {
+		t.Errorf("empty comparison SVG: %v %q", err, empty.String())
+	}
+}
+
+func TestWriteJSONRoundTrips(t *testing.T) {
+	c := &Comparison{Command: "x", Runs: sampleRuns()}
+	c.Rows = Summarize(c.Runs)
+	var b bytes.Buffer
+	if err := c.WriteJSON(&b); err != nil {
+		t.Fatal(err)
+	}
+	var back map[string]any
+	if err := json.Unmarshal(b.Bytes(), &back); err != nil {
+		t.Fatal(err)
+	}
+	rows := back["rows"].([]any)
+	if v := rows[1].(map[string]any)["rps_vs_direct"].(float64); len(rows) != 3 || v < 0.7999 || v > 0.8001 {
+		t.Fatalf("rows = %v", rows)
+	}
+}
