@@ -187,3 +187,30 @@ func TestExtraBytesAfterBody(t *testing.T) {
 		p.Close()
 	}
 }
+
+// TestEarlyResponse: the upstream rejects a large request body from its head alone (413) and
+// closes without reading the body; the write fails, and the early response is still relayed.
+func TestEarlyResponse(t *testing.T) {
+	u := startUpstream(t, func(c net.Conn, n int) {
+		br := bufio.NewReader(c)
+		if _, err := http.ReadRequest(br); err != nil {
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 413 Content Too Large\r\nConnection: close\r\nContent-Length: 8\r\n\r\ntoo big!")
+		c.(*net.TCPConn).CloseWrite()
+		c.(*net.TCPConn).SetLinger(0)
+	})
+	p := New(Options{Addr: u.addr()})
+	defer p.Close()
+	body := make([]byte, 64<<20)
+	head := fmt.Sprintf("POST /v1/chat/completions HTTP/1.1\r\nHost: u\r\nContent-Length: %d\r\n\r\n", len(body))
+	x := AcquireExchange()
+	defer ReleaseExchange(x)
+	if err := x.RoundTrip(p, []byte(head), body, false); err != nil {
+		t.Fatalf("err %v, want the early 413", err)
+	}
+	b, err := readAll(x, false, 64)
+	if x.Resp.Status != 413 || string(b) != "too big!" || err != nil {
+		t.Fatalf("%d %q %v", x.Resp.Status, b, err)
+	}
+}

@@ -280,8 +280,18 @@ func (x *Exchange) send(head, body []byte) (retry bool, err error) {
 	if err := c.nc.SetWriteDeadline(now.Add(x.p.o.StreamIdleTimeout)); err != nil {
 		return false, x.ioErr(err, "set write deadline")
 	}
-	if err := x.write(c, head, body); err != nil {
-		return !isTimeout(err), x.ioErr(err, "write request")
+	if werr := x.write(c, head, body); werr != nil {
+		if isTimeout(werr) || x.aborted.Load() {
+			return false, x.ioErr(werr, "write request")
+		}
+		// The upstream may have answered early and closed without reading the whole body
+		// (a 413 or 401 before a large body, RFC 9112 §9.6): relay that response if it is there.
+		_ = c.nc.SetReadDeadline(time.Now().Add(min(x.p.o.ResponseHeaderTimeout, earlyResponseWait)))
+		if _, herr := x.readHead(c); herr == nil {
+			x.broken = true // the request was not fully sent: never reuse the conn
+			return false, nil
+		}
+		return true, x.ioErr(werr, "write request")
 	}
 	if err := c.nc.SetReadDeadline(time.Now().Add(x.p.o.ResponseHeaderTimeout)); err != nil {
 		return false, x.ioErr(err, "set read deadline")

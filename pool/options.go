@@ -17,6 +17,8 @@ const (
 
 	// headBufInitBytes is the initial per-Exchange response head buffer (grows up to the limit).
 	headBufInitBytes = 4 << 10
+	// earlyResponseWait bounds the wait for a response head after a request write failed.
+	earlyResponseWait = time.Second
 	// maxInterimResponses bounds the 1xx responses skipped before the final one.
 	maxInterimResponses = 16
 )
