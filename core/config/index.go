@@ -35,6 +35,10 @@ type keyPlace struct {
 	key    Position // the key's (last segment's) first byte
 	val    Position // the value's first byte; == key for tables
 	origin origin
+	// mapped: the value is a one-line string whose bytes appear verbatim
+	// between its quotes (no escapes, no ${...}), so byte i of the value is
+	// at column val.Col+1+i.
+	mapped bool
 }
 
 // indexer walks go-toml's unstable AST of one file and records the position
@@ -138,7 +142,7 @@ func (ix *indexer) keyValue(base []string, e *unstable.Node, leafOrigin origin) 
 	if v.Kind == unstable.InlineTable {
 		o = originInline
 	}
-	ix.places[id] = keyPlace{key: keyPos, val: ix.rangePos(v.Raw, keyPos), origin: o}
+	ix.places[id] = keyPlace{key: keyPos, val: ix.rangePos(v.Raw, keyPos), origin: o, mapped: ix.verbatim(v)}
 	ix.value(path, v, keyPos)
 }
 
@@ -167,6 +171,20 @@ func (ix *indexer) value(path []string, v *unstable.Node, at Position) {
 			ix.value(ep, c, vp)
 		}
 	}
+}
+
+// verbatim reports whether v is a one-line basic or literal string whose
+// decoded bytes are exactly the bytes between its quotes, with no "${".
+func (ix *indexer) verbatim(v *unstable.Node) bool {
+	if v.Kind != unstable.String || v.Raw.Length < 2 || int(v.Raw.Offset+v.Raw.Length) > len(ix.data) {
+		return false
+	}
+	raw := ix.data[v.Raw.Offset : v.Raw.Offset+v.Raw.Length]
+	if q := raw[0]; q != '"' && q != '\'' || raw[len(raw)-1] != q || len(raw) >= 3 && raw[1] == q && raw[2] == q {
+		return false
+	}
+	inner := raw[1 : len(raw)-1]
+	return string(inner) == string(v.Data) && !strings.Contains(string(inner), "${")
 }
 
 // header records [a.b] (array false) or [[a.b]] (array true) and makes it

@@ -212,6 +212,24 @@ func (c *Config) ValuePos(keyPath ...string) Position {
 	return c.Pos(keyPath...)
 }
 
+// OffsetPos returns the position of byte offset of the string value at
+// keyPath, e.g. where a rule's syntax error is: exact when the string is
+// written on one line with no escape sequences and no ${VAR}, so that its
+// bytes appear verbatim in the file; otherwise (and for an offset outside the
+// string) the position of the value's opening quote.
+func (c *Config) OffsetPos(offset int, keyPath ...string) Position {
+	p, ok := c.index[joinPath(keyPath)]
+	if !ok {
+		return c.Pos(keyPath...)
+	}
+	if !p.mapped || offset < 0 || offset > 1<<20 {
+		return p.val
+	}
+	v := p.val
+	v.Col += 1 + offset
+	return v
+}
+
 // Errorf returns an *Error at the position of keyPath (see Pos), for the
 // runtime to report problems it finds while compiling the configuration
 // (a rule it cannot parse, a certificate it cannot load).

@@ -318,3 +318,36 @@ func TestShippedConfigsLoad(t *testing.T) {
 		t.Errorf("embedded default differs from configs/default.toml: %v", err)
 	}
 }
+
+func TestOffsetPos(t *testing.T) {
+	t.Setenv("SLUICE_T_P", "/v1")
+	c := mustLoad(t, withMinimal(
+		`[routers.a]`,
+		`rule   =   "PathPrefix(`+"`/`"+`)"`,
+		`service = "s"`,
+		`[routers.b]`,
+		`rule = 'Path(`+"`/x`"+`)'`,
+		`service = "s"`,
+		`[routers.c]`,
+		`rule = "Path(\u0060/x`+"`"+`)"`,
+		`service = "s"`,
+		`[routers.d]`,
+		`rule = "PathPrefix(`+"`${SLUICE_T_P}`"+`)"`,
+		`service = "s"`,
+	))
+	for _, tc := range []struct {
+		router string
+		offset int
+		want   string
+	}{
+		{"a", 0, "t.toml:8:13"},  // P
+		{"a", 11, "t.toml:8:24"}, // the backquote
+		{"b", 5, "t.toml:11:14"}, // literal string, verbatim too
+		{"c", 5, "t.toml:14:8"},  // an escape: the opening quote
+		{"d", 3, "t.toml:17:8"},  // ${VAR}: the opening quote
+	} {
+		if got := c.OffsetPos(tc.offset, "routers", tc.router, "rule").String(); got != tc.want {
+			t.Errorf("OffsetPos(%d, routers.%s.rule) = %s, want %s", tc.offset, tc.router, got, tc.want)
+		}
+	}
+}

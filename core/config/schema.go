@@ -15,13 +15,15 @@ const (
 
 // Load-balancing strategies accepted by [services.<name>.load_balancer] strategy.
 const (
-	// StrategyRoundRobin is smooth weighted round-robin (the default).
+	// StrategyRoundRobin is smooth weighted round-robin as in nginx: a server
+	// of weight w gets w of every Σw picks, spread evenly (the default).
 	StrategyRoundRobin = "round-robin"
-	// StrategyWeighted picks servers at random in proportion to their weight.
+	// StrategyWeighted is another name for StrategyRoundRobin (seed 003).
 	StrategyWeighted = "weighted"
-	// StrategyLeastConnections picks the server with the fewest in-flight requests.
+	// StrategyLeastConnections picks the server with the fewest in-flight
+	// requests per unit of weight.
 	StrategyLeastConnections = "least-connections"
-	// StrategyRandom picks a server uniformly at random.
+	// StrategyRandom picks a server at random with probability weight/Σweight.
 	StrategyRandom = "random"
 )
 
@@ -193,8 +195,9 @@ type Server struct {
 	// URL is "http://host[:port]" or "https://host[:port]" with no path,
 	// query, fragment or user info; required.
 	URL string `toml:"url"`
-	// Weight is the server's share for the round-robin and weighted
-	// strategies, 1..1000000. Default 1.
+	// Weight is the server's share of requests under every strategy
+	// (least-connections divides in-flight requests by it), 1..1000000.
+	// Default 1.
 	Weight int `toml:"weight"`
 }
 
