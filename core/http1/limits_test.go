@@ -63,3 +63,19 @@ func TestLimitsDefaults(t *testing.T) {
 		}
 	}
 }
+
+func TestHeaderBytesBoundary(t *testing.T) {
+	base := "GET / HTTP/1.1\r\nHost: h\r\nX: \r\n\r\n"
+	lim := &Limits{MaxHeaderBytes: 100}
+	at := "GET / HTTP/1.1\r\nHost: h\r\nX: " + strings.Repeat("a", 100-len(base)) + "\r\n\r\n"
+	if len(at) != 100 {
+		t.Fatalf("len %d", len(at))
+	}
+	if _, err := parseReq(t, at, lim); err != nil {
+		t.Fatalf("head of exactly the limit: %v", err)
+	}
+	over := "GET / HTTP/1.1\r\nHost: h\r\nX: " + strings.Repeat("a", 101-len(base)) + "\r\n\r\n"
+	if _, err := parseReq(t, over, lim); statusOf(err) != 431 {
+		t.Fatalf("head one byte over the limit: %v, want 431", err)
+	}
+}
