@@ -20,6 +20,7 @@ const (
 	tokNot              // !
 )
 
+// String names the token kind for error messages.
 func (k tokenKind) String() string {
 	switch k {
 	case tokEOF:

@@ -68,3 +68,45 @@ func TestTableDoesNotAliasInput(t *testing.T) {
 		t.Fatalf("table aliased caller slice: id %d", id)
 	}
 }
+
+// TestTableConcurrentMatch runs matches from many goroutines on one table
+// (run with -race: a Table and its Rules are read-only after NewTable).
+func TestTableConcurrentMatch(t *testing.T) {
+	tbl := NewTable(benchRoutes())
+	reqs := []*testRequest{
+		newReq("POST", "api.example.com", "/v1/chat/completions", "User-Agent", "curl/8.0"),
+		newReq("GET", "tenant3.example.com", "/v1/models"),
+		newReq("GET", "x", "/health"),
+		newReq("GET", "x", "/nothing"),
+	}
+	want := make([]int, len(reqs))
+	for i, r := range reqs {
+		id, ok := tbl.Match(r)
+		if !ok {
+			id = -1
+		}
+		want[i] = id
+	}
+	done := make(chan error, 4)
+	for g := 0; g < 4; g++ {
+		go func() {
+			for n := 0; n < 2000; n++ {
+				i := (n + g) % len(reqs)
+				id, ok := tbl.Match(reqs[i])
+				if !ok {
+					id = -1
+				}
+				if id != want[i] {
+					done <- fmt.Errorf("request %d matched %d, want %d", i, id, want[i])
+					return
+				}
+			}
+			done <- nil
+		}()
+	}
+	for g := 0; g < 4; g++ {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
