@@ -175,7 +175,14 @@ func (in *instance) serveGeneration(w http.ResponseWriter, r *http.Request, p *g
 	}
 	for i := range n {
 		if i > 0 {
-			next = next.Add(in.itl() + p.fault.Slow)
+			itl := in.itl() + p.fault.Slow
+			next = next.Add(itl)
+			// Deadlines are absolute (no drift from timer latency), but a sequence that fell
+			// more than one ITL behind (CPU starvation) is rebased instead of bursting to
+			// catch up: a GPU does not emit missed steps at once either.
+			if now := time.Now(); now.Sub(next) > itl {
+				next = now
+			}
 		}
 		if !g.sleepUntil(next) {
 			in.st.aborted.Add(1)
