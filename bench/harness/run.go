@@ -94,7 +94,11 @@ type Result struct {
 	OK           int64            `json:"ok"`
 	Errors       int64            `json:"errors"`
 	ErrorsByKind map[string]int64 `json:"errors_by_kind"`
-	// Unfinished counts requests still in flight when the drain time ended.
+	// Unfinished counts requests of the window still in flight when the
+	// drain time ended, and (open loop) requests scheduled in the window
+	// that could not be sent before it ended because every connection was
+	// busy. They have no latency sample: a non-zero count means the
+	// percentiles understate a stall.
 	Unfinished int64 `json:"unfinished"`
 	// RPS is OK responses per second of the window.
 	RPS float64 `json:"rps"`
@@ -389,6 +393,14 @@ func (w *worker) loop() {
 			}
 			if d := time.Duration(t - r.clock()); d > 0 {
 				time.Sleep(d)
+			}
+			if !time.Now().Before(r.stopAt) {
+				// Scheduled in the window but never sent: the target held
+				// every connection until the drain ended.
+				if t >= r.measure {
+					r.unfinished.Add(1)
+				}
+				continue
 			}
 			intended = t
 		} else {

@@ -293,3 +293,25 @@ func TestOptionsAreValidated(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenLoopCountsRequestsNeverSent: the only connection hangs, so the
+// rest of the schedule cannot be sent; those requests are unfinished, not
+// silently dropped.
+func TestOpenLoopCountsRequestsNeverSent(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-release
+	}))
+	defer srv.Close()
+	defer close(release)
+	res, err := Run(context.Background(), Options{
+		Target: srv.URL, Workload: WorkloadJSON, Rate: 100, Connections: 1,
+		Duration: 200 * time.Millisecond, Drain: 100 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Unfinished != 20 || res.OK != 0 || res.Errors != 0 {
+		t.Fatalf("unfinished=%d ok=%d errors=%v, want all 20 scheduled requests unfinished", res.Unfinished, res.OK, res.ErrorsByKind)
+	}
+}
