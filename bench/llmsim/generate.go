@@ -174,6 +174,9 @@ func (in *instance) serveGeneration(w http.ResponseWriter, r *http.Request, p *g
 		in.cache.insert(g.hashes)
 	}
 	for i := range n {
+		if !p.stream && !g.checkFaults(i) {
+			return
+		}
 		if i > 0 {
 			itl := in.itl() + p.fault.Slow
 			next = next.Add(itl)
@@ -202,8 +205,6 @@ func (in *instance) serveGeneration(w http.ResponseWriter, r *http.Request, p *g
 			if !g.emit() {
 				return
 			}
-		} else if !g.checkFaults(i) {
-			return
 		}
 	}
 	// Cache the blocks the output completed, so a follow-up turn carrying this reply hits.
