@@ -10,8 +10,9 @@ import (
 // Markdown writes the comparison as one Markdown table (one row per workload
 // and target), preceded by the command, machine and setup, and followed by
 // notes (missing peers, skipped targets). Latencies are in µs; "+p50"/"+p99"
-// are added latency over direct in the same round; ratios are ×direct and
-// ×nginx; "–" marks a value that does not apply.
+// are added latency over direct in the same round ("+ITL p99" likewise for
+// the inter-token latency p99); ratios are ×direct and ×nginx; "–" marks a
+// value that does not apply.
 func (c *Comparison) Markdown(w io.Writer) error {
 	var b strings.Builder
 	if c.Command != "" {
@@ -41,19 +42,22 @@ func (c *Comparison) Markdown(w io.Writer) error {
 // MarkdownTable returns rows as one Markdown table.
 func MarkdownTable(rows []Row) string {
 	var b strings.Builder
-	b.WriteString("| workload | target | RPS | ×direct | ×nginx | p50 µs | p99 µs | p99.9 µs | +p50 µs | +p99 µs | p99 ×nginx | TTFT p50 / p99 µs | ITL p50 / p99 µs | errors | CPU s/1k req | CPU ×nginx | peak RSS MiB |\n")
-	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	b.WriteString("| workload | target | RPS | ×direct | ×nginx | p50 µs | p99 µs | p99.9 µs | +p50 µs | +p99 µs | p99 ×nginx | TTFT p50 / p99 µs | TTFT p50 ×nginx | ITL p50 / p99 µs | +ITL p99 µs | errors | CPU s/1k req | CPU ×nginx | peak RSS MiB |\n")
+	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, r := range rows {
 		added50, added99 := "–", "–"
 		if r.Target != TargetDirect && (r.AddedP50Us != 0 || r.AddedP99Us != 0) {
 			added50, added99 = us(r.AddedP50Us), us(r.AddedP99Us)
 		}
-		ttft, itl := "–", "–"
+		ttft, itl, addedITL := "–", "–", "–"
 		if r.TTFTP50Us > 0 {
 			ttft = us(r.TTFTP50Us) + " / " + us(r.TTFTP99Us)
 		}
-		if r.ITLP50Us > 0 {
+		if r.ITLP50Us > 0 || r.ITLP99Us > 0 {
 			itl = us(r.ITLP50Us) + " / " + us(r.ITLP99Us)
+			if r.Target != TargetDirect {
+				addedITL = us(r.AddedITLP99Us)
+			}
 		}
 		errs := strconv.FormatInt(r.Errors, 10)
 		if r.Requests > 0 && r.Errors > 0 {
@@ -67,10 +71,10 @@ func MarkdownTable(rows []Row) string {
 			cpu = fmt.Sprintf("%.3f", r.CPUPer1k)
 			rss = fmt.Sprintf("%.1f", r.PeakRSSMiB)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %.0f | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+		fmt.Fprintf(&b, "| %s | %s | %.0f | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
 			r.Workload, r.Target, r.RPS, x(r.RPSvsDirect), x(r.RPSvsNginx),
 			us(r.P50Us), us(r.P99Us), us(r.P999Us), added50, added99, x(r.P99vsNginx),
-			ttft, itl, errs, cpu, x(r.CPUPer1kNginx), rss)
+			ttft, x(r.TTFTP50Nginx), itl, addedITL, errs, cpu, x(r.CPUPer1kNginx), rss)
 	}
 	return b.String()
 }

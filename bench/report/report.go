@@ -58,6 +58,9 @@ type Row struct {
 	TTFTP99Us  float64 `json:"ttft_p99_us"`
 	ITLP50Us   float64 `json:"itl_p50_us"`
 	ITLP99Us   float64 `json:"itl_p99_us"`
+	// AddedITLP99Us is the median over rounds of (ITL p99 − direct ITL p99
+	// of the same round): what the proxy adds to the gaps between tokens.
+	AddedITLP99Us float64 `json:"added_itl_p99_us"`
 
 	Requests   int64 `json:"requests"`
 	Errors     int64 `json:"errors"`
@@ -71,6 +74,7 @@ type Row struct {
 	RPSvsNginx    float64 `json:"rps_vs_nginx"`
 	P99vsNginx    float64 `json:"p99_vs_nginx"`
 	CPUPer1kNginx float64 `json:"cpu_per_1k_vs_nginx"`
+	TTFTP50Nginx  float64 `json:"ttft_p50_vs_nginx"`
 
 	// Distribution is the latency percentile distribution of all rounds
 	// merged, for the chart.
@@ -109,11 +113,14 @@ func Summarize(runs []Run) []Row {
 		w string
 		r int
 	}
-	directP50, directP99 := map[rk]float64{}, map[rk]float64{}
+	directP50, directP99, directITL99 := map[rk]float64{}, map[rk]float64{}, map[rk]float64{}
 	for _, r := range runs {
 		if r.Target == TargetDirect && r.Result != nil {
 			directP50[rk{r.Workload, r.Round}] = r.Result.Latency.P50Us
 			directP99[rk{r.Workload, r.Round}] = r.Result.Latency.P99Us
+			if r.Result.ITL.Count > 0 {
+				directITL99[rk{r.Workload, r.Round}] = r.Result.ITL.P99Us
+			}
 		}
 	}
 	sort.SliceStable(order, func(i, j int) bool { return firstSeen(order, order[i].w) < firstSeen(order, order[j].w) })
@@ -121,7 +128,7 @@ func Summarize(runs []Run) []Row {
 	for _, k := range order {
 		g := groups[k]
 		row := Row{Workload: k.w, Target: k.t, Rounds: len(g)}
-		var rps, p50, p99, p999, a50, a99, t50, t99, i50, i99, cpu []float64
+		var rps, p50, p99, p999, a50, a99, t50, t99, i50, i99, ai99, cpu []float64
 		merged := harness.NewHistogram()
 		for _, r := range g {
 			res := r.Result
@@ -143,6 +150,9 @@ func Summarize(runs []Run) []Row {
 			if res.ITL.Count > 0 {
 				i50 = append(i50, res.ITL.P50Us)
 				i99 = append(i99, res.ITL.P99Us)
+				if d, ok := directITL99[rk{k.w, r.Round}]; ok && k.t != TargetDirect {
+					ai99 = append(ai99, res.ITL.P99Us-d)
+				}
 			}
 			row.Requests += res.Requests
 			row.Errors += res.Errors
@@ -157,7 +167,7 @@ func Summarize(runs []Run) []Row {
 		row.RPS, row.P50Us, row.P99Us, row.P999Us = median(rps), median(p50), median(p99), median(p999)
 		row.AddedP50Us, row.AddedP99Us = median(a50), median(a99)
 		row.TTFTP50Us, row.TTFTP99Us = median(t50), median(t99)
-		row.ITLP50Us, row.ITLP99Us = median(i50), median(i99)
+		row.ITLP50Us, row.ITLP99Us, row.AddedITLP99Us = median(i50), median(i99), median(ai99)
 		row.CPUPer1k = median(cpu)
 		row.Distribution = merged.Distribution()
 		rows = append(rows, row)
@@ -174,6 +184,7 @@ func Summarize(runs []Run) []Row {
 			case TargetNginx:
 				r.RPSvsNginx = ratio(r.RPS, o.RPS)
 				r.P99vsNginx = ratio(r.P99Us, o.P99Us)
+				r.TTFTP50Nginx = ratio(r.TTFTP50Us, o.TTFTP50Us)
 				if r.isProxy {
 					r.CPUPer1kNginx = ratio(r.CPUPer1k, o.CPUPer1k)
 				}

@@ -167,3 +167,26 @@ func TestWriteJSONRoundTrips(t *testing.T) {
 		t.Fatalf("rows = %v", rows)
 	}
 }
+
+func TestSummarizeStreamRatios(t *testing.T) {
+	stream := func(ttft50, itl99 float64) *harness.Result {
+		r := result(100, 1000, 2000)
+		r.TTFT = harness.Summary{Count: 10, P50Us: ttft50, P99Us: ttft50 * 2}
+		r.ITL = harness.Summary{Count: 100, P50Us: 10000, P99Us: itl99}
+		return r
+	}
+	rows := Summarize([]Run{
+		{Round: 1, Target: TargetDirect, Workload: "sse", Result: stream(20000, 10100)},
+		{Round: 1, Target: "sluice-gnet", Workload: "sse", Result: stream(20300, 10150)},
+		{Round: 1, Target: TargetNginx, Workload: "sse", Result: stream(20600, 10400)},
+	})
+	if s := rows[1]; s.AddedITLP99Us != 50 || s.TTFTP50Nginx != 20300.0/20600 {
+		t.Errorf("sluice: +ITL p99 %v, TTFT ×nginx %v", s.AddedITLP99Us, s.TTFTP50Nginx)
+	}
+	if d := rows[0]; d.AddedITLP99Us != 0 {
+		t.Errorf("direct +ITL p99 = %v", d.AddedITLP99Us)
+	}
+	if !strings.Contains(MarkdownTable(rows), "| 50.0 |") {
+		t.Errorf("table lacks +ITL p99:\n%s", MarkdownTable(rows))
+	}
+}
