@@ -315,3 +315,38 @@ func TestOpenLoopCountsRequestsNeverSent(t *testing.T) {
 		t.Fatalf("unfinished=%d ok=%d errors=%v, want all 20 scheduled requests unfinished", res.Unfinished, res.OK, res.ErrorsByKind)
 	}
 }
+
+func TestOpenIdleHoldsConnections(t *testing.T) {
+	var active atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte(`{}`))
+	}))
+	srv.Config.ConnState = func(c net.Conn, s http.ConnState) {
+		switch s {
+		case http.StateNew:
+			active.Add(1)
+		case http.StateClosed, http.StateHijacked:
+			active.Add(-1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	set, err := OpenIdle(context.Background(), srv.URL, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if set.Opened != 100 || len(set.Errors) != 0 || active.Load() != 100 {
+		t.Fatalf("opened %d, errors %v, server sees %d", set.Opened, set.Errors, active.Load())
+	}
+	set.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for active.Load() != 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := active.Load(); n != 0 {
+		t.Fatalf("server still has %d connections after Close", n)
+	}
+	if _, err := OpenIdle(context.Background(), "ftp://x", 1); err == nil {
+		t.Error("bad target accepted")
+	}
+}

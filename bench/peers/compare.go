@@ -74,6 +74,11 @@ type CompareOptions struct {
 	// Compare runs llmsim with --per-uncached-token 0s --itl-per-running 0s
 	// --max-running 100000 --max-waiting 100000, a pure timing model.
 	SimArgs []string
+	// IdleConns, when > 0, adds a memory run after the rounds: each proxy
+	// in turn holds this many idle keep-alive client connections (each has
+	// carried one request) and its RSS is read (the "10,000 idle
+	// connections" bar).
+	IdleConns int
 	// Quick is the ~20 s smoke run for `make test`: one round of json and
 	// sse, 1.2 s each with 0.3 s warmup, 16 connections, unless the fields
 	// above are set explicitly.
@@ -346,7 +351,47 @@ func Compare(ctx context.Context, o CompareOptions) (*report.Comparison, error) 
 		}
 	}
 	cmp.Rows = report.Summarize(cmp.Runs)
+	if o.IdleConns > 0 {
+		for _, t := range targets {
+			if t.proc == nil {
+				continue
+			}
+			ir, err := measureIdle(ctx, t, o.IdleConns)
+			if err != nil {
+				return nil, err
+			}
+			cmp.Idle = append(cmp.Idle, ir)
+			fmt.Fprintf(o.Log, "idle %-16s %d/%d connections open: RSS %.1f MiB (before %.1f MiB)\n",
+				t.name, ir.Opened, ir.Requested, ir.RSSMiB, ir.RSSBeforeMiB)
+		}
+	}
 	return cmp, nil
+}
+
+// idleSettle is how long the idle connections are held while the proxy's
+// RSS is sampled.
+const idleSettle = time.Second
+
+// measureIdle opens n idle keep-alive connections to t and reads the peak
+// RSS of its process tree while they are held.
+func measureIdle(ctx context.Context, t target, n int) (report.IdleRun, error) {
+	ir := report.IdleRun{Target: t.name, Requested: n}
+	before, _ := TreeUsage(t.proc.PID())
+	ir.RSSBeforeMiB = float64(before.RSSBytes) / (1 << 20)
+	sampler := StartSampler(t.proc.PID(), rssSampleInterval)
+	set, err := harness.OpenIdle(ctx, t.url, n)
+	if err != nil {
+		sampler.Stop()
+		return ir, err
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(idleSettle):
+	}
+	ir.RSSMiB = float64(sampler.Stop()) / (1 << 20)
+	ir.Opened, ir.Errors = set.Opened, set.Errors
+	set.Close()
+	return ir, ctx.Err()
 }
 
 // measure runs one workload against one target, reading the proxy's CPU

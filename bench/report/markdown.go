@@ -29,6 +29,21 @@ func (c *Comparison) Markdown(w io.Writer) error {
 	}
 	b.WriteString("\n")
 	b.WriteString(MarkdownTable(c.Rows))
+	if len(c.Idle) > 0 {
+		b.WriteString("\nIdle keep-alive client connections (proxy RSS, MiB):\n\n")
+		b.WriteString("| target | connections | opened | RSS before | RSS idle | KiB per connection | errors |\n|---|--:|--:|--:|--:|--:|---|\n")
+		for _, r := range c.Idle {
+			per := "–"
+			if r.Opened > 0 {
+				per = fmt.Sprintf("%.1f", (r.RSSMiB-r.RSSBeforeMiB)*1024/float64(r.Opened))
+			}
+			errs := "–"
+			if len(r.Errors) > 0 {
+				errs = fmt.Sprint(r.Errors)
+			}
+			fmt.Fprintf(&b, "| %s | %d | %d | %.1f | %.1f | %s | %s |\n", r.Target, r.Requested, r.Opened, r.RSSBeforeMiB, r.RSSMiB, per, errs)
+		}
+	}
 	if len(c.Notes) > 0 {
 		b.WriteString("\nNotes:\n")
 		for _, n := range c.Notes {

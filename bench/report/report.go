@@ -93,6 +93,21 @@ type Comparison struct {
 	Notes []string `json:"notes,omitempty"`
 	Rows  []Row    `json:"rows"`
 	Runs  []Run    `json:"runs"`
+	// Idle holds the idle keep-alive connection memory runs, if any.
+	Idle []IdleRun `json:"idle,omitempty"`
+}
+
+// IdleRun is the memory of one proxy holding idle keep-alive client
+// connections (each has carried one request).
+type IdleRun struct {
+	Target    string           `json:"target"`
+	Requested int              `json:"requested"`
+	Opened    int              `json:"opened"`
+	Errors    map[string]int64 `json:"errors,omitempty"`
+	// RSSBeforeMiB is the proxy tree's summed RSS before opening the
+	// connections, RSSMiB the peak while they were idle.
+	RSSBeforeMiB float64 `json:"rss_before_mib"`
+	RSSMiB       float64 `json:"rss_mib"`
 }
 
 // Summarize computes one Row per (workload, target) from runs, in the order

@@ -190,3 +190,19 @@ func TestSummarizeStreamRatios(t *testing.T) {
 		t.Errorf("table lacks +ITL p99:\n%s", MarkdownTable(rows))
 	}
 }
+
+func TestMarkdownIdleTable(t *testing.T) {
+	c := &Comparison{Idle: []IdleRun{
+		{Target: "sluice-gnet", Requested: 10000, Opened: 10000, RSSBeforeMiB: 12, RSSMiB: 52},
+		{Target: "haproxy", Requested: 10000, Opened: 9967, Errors: map[string]int64{"timeout": 33}, RSSBeforeMiB: 15, RSSMiB: 26},
+	}}
+	var b bytes.Buffer
+	if err := c.Markdown(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| sluice-gnet | 10000 | 10000 | 12.0 | 52.0 | 4.1 | – |", "map[timeout:33]"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("idle table lacks %q:\n%s", want, b.String())
+		}
+	}
+}

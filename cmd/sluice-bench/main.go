@@ -142,6 +142,7 @@ func compareCmd(ctx context.Context, args []string) error {
 	fs.BoolVar(&o.Poisson, "poisson", false, "open loop: Poisson arrivals")
 	fs.IntVar(&o.Connections, "connections", 0, "open loop: connection cap (default 64)")
 	fs.IntVar(&o.MaxTokens, "max-tokens", 0, "max_tokens of request bodies (0: omitted)")
+	fs.IntVar(&o.IdleConns, "idle", 0, "after the rounds, hold this many idle keep-alive connections on each proxy and report its RSS")
 	fs.DurationVar(&o.SimTTFT, "sim-ttft", 0, "upstream TTFT (llmsim --ttft)")
 	fs.DurationVar(&o.SimITL, "sim-itl", 0, "upstream inter-token latency (llmsim --itl)")
 	fs.IntVar(&o.SimTokens, "sim-tokens", peers.DefaultSimTokens, "upstream tokens per response (llmsim --tokens)")
