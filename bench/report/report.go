@@ -138,7 +138,14 @@ func Summarize(runs []Run) []Row {
 			}
 		}
 	}
-	sort.SliceStable(order, func(i, j int) bool { return firstSeen(order, order[i].w) < firstSeen(order, order[j].w) })
+	// Group rows by workload, in the order workloads first appear.
+	firstSeen := map[string]int{}
+	for i, k := range order {
+		if _, ok := firstSeen[k.w]; !ok {
+			firstSeen[k.w] = i
+		}
+	}
+	sort.SliceStable(order, func(i, j int) bool { return firstSeen[order[i].w] < firstSeen[order[j].w] })
 	rows := make([]Row, 0, len(order))
 	for _, k := range order {
 		g := groups[k]
@@ -207,16 +214,6 @@ func Summarize(runs []Run) []Row {
 		}
 	}
 	return rows
-}
-
-// firstSeen returns the index of the first key of workload w.
-func firstSeen[K interface{ ~struct{ w, t string } }](order []K, w string) int {
-	for i, k := range order {
-		if struct{ w, t string }(k).w == w {
-			return i
-		}
-	}
-	return len(order)
 }
 
 func ratio(a, b float64) float64 {

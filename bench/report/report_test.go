@@ -206,3 +206,19 @@ func TestMarkdownIdleTable(t *testing.T) {
 		}
 	}
 }
+
+func TestSummarizeGroupsRowsByWorkload(t *testing.T) {
+	rows := Summarize([]Run{
+		{Round: 1, Target: TargetDirect, Workload: "json", Result: result(1, 1, 1)},
+		{Round: 1, Target: TargetDirect, Workload: "sse", Result: result(1, 1, 1)},
+		{Round: 1, Target: TargetNginx, Workload: "json", Result: result(1, 1, 1)},
+		{Round: 1, Target: TargetNginx, Workload: "sse", Result: result(1, 1, 1)},
+	})
+	var got []string
+	for _, r := range rows {
+		got = append(got, r.Workload+"/"+r.Target)
+	}
+	if strings.Join(got, " ") != "json/direct json/nginx sse/direct sse/nginx" {
+		t.Errorf("row order %v", got)
+	}
+}
