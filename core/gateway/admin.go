@@ -192,6 +192,9 @@ var secretKeys = []string{"value", "secret", "key", "token", "password"}
 func (g *Gateway) adminConfig(w http.ResponseWriter, _ *http.Request) {
 	cfg := g.live.Load().Config
 	red := *cfg
+	if red.Admin.Token != "" {
+		red.Admin.Token = "<redacted>"
+	}
 	red.Middlewares = map[string]*config.Middleware{}
 	for name, m := range cfg.Middlewares {
 		c := *m

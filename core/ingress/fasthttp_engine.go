@@ -166,7 +166,20 @@ func (fx *fastExchange) start(ctx *fasthttp.RequestCtx) bool {
 	e := fx.e
 	req := &fx.req
 	req.Reset()
-	if err := req.ParseRequestHead(ctx.Request.Header.Header(), &e.set.Limits); err != nil {
+	// Parse the head as received (fasthttp keeps the raw field block), so both engines apply
+	// the same RFC 9112 framing and smuggling rules.
+	h := &ctx.Request.Header
+	fx.headBuf = append(fx.headBuf[:0], h.Method()...)
+	fx.headBuf = append(fx.headBuf, ' ')
+	fx.headBuf = append(fx.headBuf, h.RequestURI()...)
+	fx.headBuf = append(fx.headBuf, ' ')
+	fx.headBuf = append(fx.headBuf, h.Protocol()...)
+	fx.headBuf = append(fx.headBuf, "\r\n"...)
+	fx.headBuf = append(fx.headBuf, h.RawHeaders()...)
+	if !bytes.HasSuffix(fx.headBuf, []byte("\r\n\r\n")) {
+		fx.headBuf = append(fx.headBuf, "\r\n"...)
+	}
+	if err := req.ParseRequestHead(fx.headBuf, &e.set.Limits); err != nil {
 		writeFastError(ctx, proxy.FramingGatewayError(err), false)
 		return false
 	}
@@ -202,16 +215,16 @@ func (fx *fastExchange) start(ctx *fasthttp.RequestCtx) bool {
 	resp := &fx.x.Resp
 	mode, ka := proxy.PlanResponse(resp, isHEAD, req)
 	keepAlive = keepAlive && ka
-	h := &ctx.Response.Header
-	h.DisableNormalizing()
-	h.SetNoDefaultContentType(true)
+	rh := &ctx.Response.Header
+	rh.DisableNormalizing()
+	rh.SetNoDefaultContentType(true)
 	ctx.Response.SetStatusCode(resp.Status)
 	for i := range resp.Headers {
 		f := &resp.Headers[i]
 		if resp.IsHopByHop(f.Key) || bytes.EqualFold(f.Key, []byte("Content-Length")) || bytes.EqualFold(f.Key, []byte("Transfer-Encoding")) {
 			continue
 		}
-		h.AddBytesKV(f.Key, f.Value)
+		rh.AddBytesKV(f.Key, f.Value)
 	}
 	if !keepAlive {
 		ctx.Response.SetConnectionClose()
@@ -226,11 +239,14 @@ func (fx *fastExchange) start(ctx *fasthttp.RequestCtx) bool {
 	case proxy.OutLength:
 		ctx.Response.SetBodyStream(fx, int(resp.ContentLength))
 	case proxy.OutClose:
-		// fasthttp's "identity" length (-2): the body is delimited by closing the connection,
-		// so an HTTP/1.0 client never gets chunked coding.
-		ctx.Response.SetBodyStream(fx, -2)
+		// An HTTP/1.0 client cannot take chunked coding, and fasthttp streams bodies of unknown
+		// length only chunked: take the connection over and delimit the body by closing it.
+		ctx.HijackSetNoResponse(true)
+		ctx.Hijack(fx.relayUntilClose)
 	default:
 		fx.sse = proxy.IsEventStream(resp)
+		// Headers go out at once, before the first token (zero buffering).
+		ctx.Response.ImmediateHeaderFlush = true
 		ctx.Response.SetBodyStream(fx, -1)
 	}
 	return true
@@ -263,6 +279,29 @@ func (fx *fastExchange) Read(p []byte) (int, error) {
 		return n, nil
 	}
 	return n, err
+}
+
+// relayUntilClose writes the response head and body straight to the hijacked client
+// connection; fasthttp closes the connection when it returns.
+func (fx *fastExchange) relayUntilClose(c net.Conn) {
+	defer fx.release()
+	fx.headBuf = proxy.AppendClientHead(fx.headBuf[:0], &fx.x.Resp, &fx.req, proxy.OutClose, false)
+	if _, err := c.Write(fx.headBuf); err != nil {
+		return
+	}
+	bp := pool.GetBuf()
+	defer pool.PutBuf(bp)
+	for {
+		n, err := fx.Read(*bp)
+		if n > 0 {
+			if _, werr := c.Write((*bp)[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 // Close implements io.Closer: fasthttp calls it when the body is written or the client failed.

@@ -61,7 +61,9 @@ type gconn struct {
 	closed       atomic.Bool
 	closedCh     chan struct{}
 	closeOnce    sync.Once
-	x            atomic.Pointer[pool.Exchange] // the upstream exchange to abort when the client leaves
+	xMu          sync.Mutex       // guards xh and xSet
+	xh           pool.AbortHandle // aborts the upstream exchange in flight when the client leaves
+	xSet         bool
 
 	// Response writes: buffers queued to AsyncWrite, released in order by the write callback.
 	sent      chan sendItem
@@ -100,10 +102,31 @@ func (gc *gconn) markClosed() {
 	gc.closeOnce.Do(func() {
 		gc.closed.Store(true)
 		close(gc.closedCh)
-		if x := gc.x.Load(); x != nil {
-			x.Abort()
+		gc.xMu.Lock()
+		if gc.xSet {
+			gc.xh.Abort()
 		}
+		gc.xMu.Unlock()
 	})
+}
+
+// watch arms the abort of x on client disconnect; it reports false (and aborts) when the
+// client has already left.
+func (gc *gconn) watch(x *pool.Exchange) bool {
+	gc.xMu.Lock()
+	gc.xh, gc.xSet = x.AbortHandle(), true
+	gc.xMu.Unlock()
+	if gc.closed.Load() {
+		x.Abort()
+		return false
+	}
+	return true
+}
+
+func (gc *gconn) unwatch() {
+	gc.xMu.Lock()
+	gc.xSet = false
+	gc.xMu.Unlock()
 }
 
 // onTraffic runs on the event loop: it advances the request parser over the buffered bytes
@@ -116,7 +139,7 @@ func (gc *gconn) onTraffic() gnet.Action {
 		case phaseBusy:
 			if !gc.finished.Load() {
 				// Pipelined bytes wait until the response in flight is done, but not without bound.
-				if c.InboundBuffered() > lim.MaxHeaderBytes+int(lim.MaxBodyBytes) {
+				if int64(c.InboundBuffered()) > int64(lim.HeaderBytes())+lim.BodyBytes() {
 					return gnet.Close
 				}
 				// Tell the worker there is input to parse when it finishes; re-check after
@@ -139,8 +162,8 @@ func (gc *gconn) onTraffic() gnet.Action {
 			}
 			skip, n := http1.FindHeadEnd(buf)
 			if n < 0 {
-				if len(buf)-skip > lim.MaxHeaderBytes {
-					return gc.reject(&http1.Error{Status: 431, Msg: "request head larger than the limit"})
+				if err := http1.CheckPartialHead(len(buf)-skip, lim); err != nil && err != http1.ErrNeedMore {
+					return gc.reject(err)
 				}
 				return gnet.None
 			}
@@ -153,9 +176,10 @@ func (gc *gconn) onTraffic() gnet.Action {
 			switch {
 			case gc.req.Chunked:
 				gc.dec.Reset()
+				gc.dec.MaxBodyBytes = lim.BodyBytes()
 				gc.phase = phaseBody
 			case gc.req.ContentLength > 0:
-				if gc.req.ContentLength > lim.MaxBodyBytes {
+				if gc.req.ContentLength > lim.BodyBytes() {
 					return gc.reject(&http1.Error{Status: 413, Msg: "request body larger than the limit"})
 				}
 				gc.bodyLeft = gc.req.ContentLength
@@ -204,7 +228,7 @@ func (gc *gconn) readBody(buf []byte) (bool, error) {
 			return false, err
 		}
 		req.Body = append(req.Body, data...)
-		if int64(len(req.Body)) > gc.e.set.Limits.MaxBodyBytes {
+		if int64(len(req.Body)) > gc.e.set.Limits.BodyBytes() {
 			return false, &http1.Error{Status: 413, Msg: "request body larger than the limit"}
 		}
 		off += k
@@ -228,6 +252,9 @@ func (gc *gconn) reject(err error) gnet.Action {
 }
 
 func (gc *gconn) dispatch() {
+	if gc.c.InboundBuffered() > 0 {
+		gc.inputWaiting.Store(true) // a pipelined request is already here
+	}
 	gc.phase = phaseBusy
 	gc.headSince.Store(0)
 	gc.busy.Store(true)
@@ -273,12 +300,10 @@ func (gc *gconn) proxy() bool {
 	gc.headBuf = proxy.AppendUpstreamHead(gc.headBuf[:0], req, rt, b, proxy.ClientInfo{IP: gc.ip})
 	x := pool.AcquireExchange()
 	defer pool.ReleaseExchange(x)
-	gc.x.Store(x)
-	defer gc.x.Store(nil)
-	if gc.closed.Load() {
-		x.Abort()
+	if !gc.watch(x) {
 		return false
 	}
+	defer gc.unwatch()
 	isHEAD := len(req.Method) == 4 && string(req.Method) == "HEAD"
 	if err := x.RoundTrip(b.Pool, gc.headBuf, req.Body, isHEAD); err != nil {
 		if gc.closed.Load() {

@@ -92,7 +92,7 @@ func AppendErrorBody(dst []byte, e *GatewayError) []byte {
 // AppendErrorResponse appends a complete HTTP/1.1 error response (status line, headers, JSON
 // body) for e to dst. keepAlive false adds "Connection: close".
 func AppendErrorResponse(dst []byte, e *GatewayError, major, minor int, keepAlive bool) []byte {
-	dst = http1.AppendStatusLine(dst, major, minor, e.Status, nil)
+	dst = http1.AppendStatusLine(dst, 1, 1, e.Status, nil)
 	dst = append(dst, "Content-Type: application/json\r\n"...)
 	if e.RetryAfter > 0 {
 		dst = append(dst, "Retry-After: "...)

@@ -52,7 +52,8 @@ var hdrTransferEncoding = []byte("Transfer-Encoding")
 // client's HTTP version, the upstream's end-to-end fields (hop-by-hop ones dropped, RFC 9110
 // §7.6.1), and the gateway's own framing and connection fields for mode.
 func AppendClientHead(dst []byte, resp *http1.Response, req *http1.Request, mode OutMode, keepAlive bool) []byte {
-	dst = http1.AppendStatusLine(dst, req.Major, req.Minor, resp.Status, resp.Reason)
+	// RFC 9110 §2.5: a server answers with its own version (1.1) whatever the client sent.
+	dst = http1.AppendStatusLine(dst, 1, 1, resp.Status, resp.Reason)
 	for i := range resp.Headers {
 		f := &resp.Headers[i]
 		if resp.IsHopByHop(f.Key) || bytes.EqualFold(f.Key, hdrContentLength) || bytes.EqualFold(f.Key, hdrTransferEncoding) {

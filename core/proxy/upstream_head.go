@@ -34,7 +34,12 @@ var (
 func AppendUpstreamHead(dst []byte, req *http1.Request, rt *Route, b *Backend, ci ClientInfo) []byte {
 	dst = append(dst, req.Method...)
 	dst = append(dst, ' ')
-	dst = append(dst, req.URI...)
+	// Origin form always (RFC 9112 §3.2.1), also for a client's absolute-form target.
+	dst = append(dst, req.Path...)
+	if len(req.RawQuery) > 0 {
+		dst = append(dst, '?')
+		dst = append(dst, req.RawQuery...)
+	}
 	dst = append(dst, " HTTP/1.1\r\nHost: "...)
 	if rt.Service.PassHostHeader && len(req.Host) > 0 {
 		dst = append(dst, req.Host...)

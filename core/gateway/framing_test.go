@@ -1,0 +1,203 @@
+package gateway_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestPipelinedRequestsAnsweredInOrder(t *testing.T) {
+	up := serveUpstream(t, echo)
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			_, addr := startGateway(t, engine, up.addr(), "")
+			c := dial(t, addr)
+			var batch strings.Builder
+			for i := 0; i < 5; i++ {
+				body := fmt.Sprintf(`{"i":%d}`, i)
+				fmt.Fprintf(&batch, "POST /v1/x HTTP/1.1\r\nHost: gw\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+			}
+			send(t, c, batch.String()) // all five in one write
+			r := bufio.NewReader(c)
+			for i := 0; i < 5; i++ {
+				resp := readResponse(t, r, false)
+				require.Equal(t, 200, resp.status)
+				require.Equal(t, fmt.Sprintf(`{"i":%d}`, i), string(resp.body))
+			}
+		})
+	}
+}
+
+func TestChunkedRequestBodyIsForwardedWhole(t *testing.T) {
+	up := serveUpstream(t, echo)
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			_, addr := startGateway(t, engine, up.addr(), "")
+			c := dial(t, addr)
+			send(t, c, "POST /v1/x HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding: chunked\r\n\r\n4\r\n{\"a\"\r\n")
+			send(t, c, "6;ext=1\r\n:\"bcd\"\r\n1\r\n}\r\n0\r\nTrailer-X: 1\r\n\r\n")
+			resp := readResponse(t, bufio.NewReader(c), false)
+			require.Equal(t, 200, resp.status)
+			require.Equal(t, `{"a":"bcd"}`, string(resp.body))
+		})
+	}
+}
+
+func TestExpectContinueGetsInterimResponse(t *testing.T) {
+	up := serveUpstream(t, echo)
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			_, addr := startGateway(t, engine, up.addr(), "")
+			c := dial(t, addr)
+			send(t, c, "POST /v1/x HTTP/1.1\r\nHost: gw\r\nExpect: 100-continue\r\nContent-Length: 7\r\n\r\n")
+			r := bufio.NewReader(c)
+			line, err := r.ReadString('\n')
+			require.NoError(t, err)
+			require.Equal(t, "HTTP/1.1 100 Continue\r\n", line)
+			blank, err := r.ReadString('\n')
+			require.NoError(t, err)
+			require.Equal(t, "\r\n", blank)
+			send(t, c, `{"a":1}`)
+			resp := readResponse(t, r, false)
+			require.Equal(t, 200, resp.status)
+			require.Equal(t, `{"a":1}`, string(resp.body))
+		})
+	}
+}
+
+// An HTTP/1.0 client cannot read chunked coding (RFC 9112 §7.1): a streamed response of
+// unknown length must reach it delimited by close.
+func TestHTTP10ClientNeverGetsChunked(t *testing.T) {
+	up := serveUpstream(t, func(c net.Conn, _ *bufio.Reader, _ string, _ []byte) bool {
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+		for _, ev := range []string{"data: hello\n\n", "data: [DONE]\n\n"} {
+			fmt.Fprintf(c, "%x\r\n%s\r\n", len(ev), ev)
+		}
+		io.WriteString(c, "0\r\n\r\n")
+		return true
+	})
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			_, addr := startGateway(t, engine, up.addr(), "")
+			c := dial(t, addr)
+			send(t, c, "GET /v1/stream HTTP/1.0\r\nHost: gw\r\n\r\n")
+			resp := readResponse(t, bufio.NewReader(c), false)
+			require.Equal(t, 200, resp.status)
+			// RFC 9110 §2.5: the response carries the server's own version, 1.1.
+			require.Equal(t, "HTTP/1.1", resp.proto)
+			require.Empty(t, resp.headers["transfer-encoding"])
+			require.Equal(t, "data: hello\n\ndata: [DONE]\n\n", string(resp.body))
+		})
+	}
+}
+
+// Request smuggling defences (RFC 9112 §6.1, §6.3, §11.2): ambiguous framing is refused with
+// 400 and the connection is closed, so no second request can hide in the body.
+func TestConflictingFramingIsRefusedAndClosed(t *testing.T) {
+	up := serveUpstream(t, echo)
+	cases := map[string]string{
+		"cl and te":          "POST / HTTP/1.1\r\nHost: gw\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+		"two cl":             "POST / HTTP/1.1\r\nHost: gw\r\nContent-Length: 4\r\nContent-Length: 5\r\n\r\nabcde",
+		"bad chunk size":     "POST / HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n",
+		"te not chunked":     "POST / HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding: gzip\r\n\r\n",
+		"space before colon": "GET / HTTP/1.1\r\nHost : gw\r\n\r\n",
+	}
+	for _, engine := range engines {
+		for name, raw := range cases {
+			t.Run(engine+"/"+name, func(t *testing.T) {
+				_, addr := startGateway(t, engine, up.addr(), "")
+				c := dial(t, addr)
+				send(t, c, raw+"GET /smuggled HTTP/1.1\r\nHost: gw\r\n\r\n")
+				r := bufio.NewReader(c)
+				resp := readResponse(t, r, false)
+				require.Contains(t, []int{400, 501}, resp.status, "body %s", resp.body)
+				require.Equal(t, "application/json", resp.headers["content-type"])
+				require.Contains(t, string(resp.body), `"error"`)
+				// The connection is closed: no response to the smuggled request.
+				_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+				rest, _ := io.ReadAll(r)
+				require.Empty(t, string(rest))
+			})
+		}
+	}
+}
+
+func TestLimits(t *testing.T) {
+	up := serveUpstream(t, echo)
+	for _, engine := range engines {
+		t.Run(engine+"/header 431", func(t *testing.T) {
+			_, addr := startGateway(t, engine, up.addr(), "max_header_bytes = 2048")
+			c := dial(t, addr)
+			send(t, c, "GET / HTTP/1.1\r\nHost: gw\r\nX-Big: "+strings.Repeat("a", 4096)+"\r\n\r\n")
+			resp := readResponse(t, bufio.NewReader(c), false)
+			require.Equal(t, 431, resp.status)
+		})
+		t.Run(engine+"/body 413", func(t *testing.T) {
+			_, addr := startGateway(t, engine, up.addr(), "max_body_bytes = 1024")
+			c := dial(t, addr)
+			send(t, c, "POST / HTTP/1.1\r\nHost: gw\r\nContent-Length: 4096\r\n\r\n"+strings.Repeat("a", 4096))
+			resp := readResponse(t, bufio.NewReader(c), false)
+			require.Equal(t, 413, resp.status)
+		})
+	}
+}
+
+// Hop-by-hop fields never cross the proxy (RFC 9110 §7.6.1), including those the client
+// names in Connection; the forwarding headers are the gateway's.
+func TestHopByHopHeadersRemovedAndForwardedHeadersSet(t *testing.T) {
+	heads := make(chan string, 1)
+	up := serveUpstream(t, func(c net.Conn, r *bufio.Reader, head string, body []byte) bool {
+		heads <- head
+		return echo(c, r, head, body)
+	})
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			_, addr := startGateway(t, engine, up.addr(), "")
+			c := dial(t, addr)
+			send(t, c, "GET /v1/models HTTP/1.1\r\nHost: gw.example\r\nConnection: keep-alive, X-Secret-Hop\r\nX-Secret-Hop: 1\r\nKeep-Alive: timeout=5\r\nProxy-Authorization: Basic eA==\r\nTE: trailers\r\nX-Forwarded-For: 10.1.1.1\r\nX-Forwarded-Proto: https\r\nX-Keep: yes\r\n\r\n")
+			resp := readResponse(t, bufio.NewReader(c), false)
+			require.Equal(t, 200, resp.status)
+			head := strings.ToLower(<-heads)
+			for _, gone := range []string{"x-secret-hop", "keep-alive:", "proxy-authorization", "te:", "connection: keep-alive, x-secret-hop"} {
+				require.NotContains(t, head, gone)
+			}
+			require.Contains(t, head, "x-keep: yes")
+			require.Contains(t, head, "x-forwarded-for: 10.1.1.1, 127.0.0.1")
+			require.Contains(t, head, "x-forwarded-proto: http\r\n")
+			require.Contains(t, head, "x-forwarded-host: gw.example")
+		})
+	}
+}
+
+func TestUnreachableUpstreamIsOpenAIStyle502(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	dead := ln.Addr().String()
+	require.NoError(t, ln.Close()) // nothing listens there now
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			_, addr := startGateway(t, engine, dead, "")
+			c := dial(t, addr)
+			send(t, c, "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Length: 2\r\n\r\n{}")
+			resp := readResponse(t, bufio.NewReader(c), false)
+			require.Equal(t, 502, resp.status)
+			var body struct {
+				Error struct {
+					Message, Type, Code string
+					Param               any
+				}
+			}
+			require.NoError(t, json.Unmarshal(resp.body, &body), "%s", resp.body)
+			require.Equal(t, "upstream_error", body.Error.Type)
+			require.Equal(t, "upstream_unreachable", body.Error.Code)
+			require.NotEmpty(t, body.Error.Message)
+		})
+	}
+}

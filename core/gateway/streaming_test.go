@@ -1,0 +1,173 @@
+package gateway_test
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// sseUpstream answers each request with an SSE stream whose events are released one by one
+// by the test: the upstream sends event i only after receiving on next. It proves zero
+// buffering without timing: the client must have event i before the upstream sends i+1.
+func sseUpstream(t *testing.T, next <-chan int) *upstream {
+	return serveUpstreamU(t, func(u *upstream, c net.Conn, r *bufio.Reader, _ string, _ []byte) bool {
+		u.watchClose(r)
+		_, err := io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n\r\n")
+		if err != nil {
+			return false
+		}
+		for i := range next {
+			var ev string
+			if i < 0 {
+				ev = "data: [DONE]\n\n"
+			} else {
+				ev = fmt.Sprintf("data: {\"i\":%d}\n\n", i)
+			}
+			if _, err := fmt.Fprintf(c, "%x\r\n%s\r\n", len(ev), ev); err != nil {
+				return false
+			}
+			if i < 0 {
+				_, err = io.WriteString(c, "0\r\n\r\n")
+				_ = err
+				return false
+			}
+		}
+		<-u.stop
+		return false
+	})
+}
+
+func TestStreamIsRelayedWithZeroBuffering(t *testing.T) {
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			next := make(chan int)
+			up := sseUpstream(t, next)
+			_, addr := startGateway(t, engine, up.addr(), "")
+			c := dial(t, addr)
+			send(t, c, "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Length: 2\r\n\r\n{}")
+			r := bufio.NewReader(c)
+			// Headers arrive before any event exists upstream.
+			line, err := r.ReadString('\n')
+			require.NoError(t, err)
+			require.Equal(t, "HTTP/1.1 200 OK\r\n", line)
+			for {
+				l, err := r.ReadString('\n')
+				require.NoError(t, err)
+				if l == "\r\n" {
+					break
+				}
+			}
+			for i := 0; i < 5; i++ {
+				next <- i // the upstream sends event i now, and i+1 only after we read i
+				want := fmt.Sprintf("data: {\"i\":%d}\n\n", i)
+				require.Equal(t, want, readChunk(t, r))
+			}
+			next <- -1
+			require.Equal(t, "data: [DONE]\n\n", readChunk(t, r))
+			require.Equal(t, "", readChunk(t, r), "last chunk")
+			close(next)
+		})
+	}
+}
+
+// readChunk reads one chunk of a chunked body ("" for the last chunk).
+func readChunk(t *testing.T, r *bufio.Reader) string {
+	t.Helper()
+	var size int
+	line, err := r.ReadString('\n')
+	require.NoError(t, err)
+	_, err = fmt.Sscanf(strings.TrimSpace(line), "%x", &size)
+	require.NoError(t, err, "chunk size line %q", line)
+	b := make([]byte, size+2)
+	_, err = io.ReadFull(r, b)
+	require.NoError(t, err)
+	return string(b[:size])
+}
+
+// cancelWithin is the issue's bound for a client disconnect to reach the upstream.
+const cancelWithin = 50 * time.Millisecond
+
+func TestClientDisconnectWhileUpstreamSilentClosesUpstream(t *testing.T) {
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			got := make(chan struct{}, 1)
+			up := serveUpstreamU(t, func(u *upstream, c net.Conn, r *bufio.Reader, _ string, _ []byte) bool {
+				// Stay silent (as a model before its first token) until the gateway hangs up.
+				u.watchClose(r)
+				got <- struct{}{}
+				<-u.stop
+				return false
+			})
+			_, addr := startGateway(t, engine, up.addr(), "")
+			c := dial(t, addr)
+			send(t, c, "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Length: 2\r\n\r\n{}")
+			<-got
+			require.NoError(t, c.Close())
+			up.waitConnClosed(t, cancelWithin)
+		})
+	}
+}
+
+func TestClientDisconnectMidStreamClosesUpstream(t *testing.T) {
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			next := make(chan int, 1)
+			up := sseUpstream(t, next)
+			_, addr := startGateway(t, engine, up.addr(), "")
+			c := dial(t, addr)
+			send(t, c, "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Length: 2\r\n\r\n{}")
+			r := bufio.NewReader(c)
+			next <- 0
+			resp, err := r.ReadString('\n')
+			require.NoError(t, err)
+			require.Contains(t, resp, "200")
+			for {
+				l, err := r.ReadString('\n')
+				require.NoError(t, err)
+				if l == "\r\n" {
+					break
+				}
+			}
+			require.Equal(t, "data: {\"i\":0}\n\n", readChunk(t, r))
+			require.NoError(t, c.Close()) // the upstream is now silent between tokens
+			up.waitConnClosed(t, cancelWithin)
+			close(next)
+		})
+	}
+}
+
+// An upstream that dies mid-stream must never look like a finished stream to the client:
+// no [DONE], an SSE error event instead, and the stream ends promptly (DESIGN.md §5).
+func TestUpstreamResetMidStreamEndsClientStreamWithoutDone(t *testing.T) {
+	up := serveUpstream(t, func(c net.Conn, _ *bufio.Reader, _ string, _ []byte) bool {
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+		ev := "data: {\"i\":0}\n\n"
+		fmt.Fprintf(c, "%x\r\n%s\r\n", len(ev), ev)
+		if tc, ok := c.(*net.TCPConn); ok {
+			_ = tc.SetLinger(0) // RST, not FIN
+		}
+		return false
+	})
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			_, addr := startGateway(t, engine, up.addr(), "")
+			c := dial(t, addr)
+			_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			send(t, c, "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Length: 2\r\n\r\n{}")
+			// The response ends promptly (within the read deadline) and in good framing.
+			resp := readResponse(t, bufio.NewReader(c), false)
+			require.Equal(t, 200, resp.status)
+			s := string(resp.body)
+			require.Contains(t, s, `data: {"i":0}`)
+			require.NotContains(t, s, "[DONE]")
+			require.Contains(t, s, "event: error")
+			require.Contains(t, s, `"code":"upstream_stream_error"`)
+		})
+	}
+}
