@@ -30,6 +30,7 @@ const (
 	maxConnectBackoff  = 100 * time.Millisecond
 	progressInterval   = time.Second
 	progressMinRun     = 3 * time.Second
+	maxSleepSlice      = 100 * time.Millisecond // open loop: longest uninterrupted wait
 )
 
 // Options describe one load run. Exactly one of Concurrency (closed loop) and
@@ -391,8 +392,13 @@ func (w *worker) loop() {
 			if !ok {
 				return
 			}
-			if d := time.Duration(t - r.clock()); d > 0 {
-				time.Sleep(d)
+			// Sleep until the intended time, in slices so that a
+			// cancelled run at a low rate stops promptly.
+			for d := time.Duration(t - r.clock()); d > 0 && !r.stopping.Load(); d = time.Duration(t - r.clock()) {
+				time.Sleep(min(d, maxSleepSlice))
+			}
+			if r.stopping.Load() {
+				return
 			}
 			if !time.Now().Before(r.stopAt) {
 				// Scheduled in the window but never sent: the target held

@@ -350,3 +350,17 @@ func TestOpenIdleHoldsConnections(t *testing.T) {
 		t.Error("bad target accepted")
 	}
 }
+
+func TestCancelStopsLowRateOpenLoop(t *testing.T) {
+	target := startBasicUpstream(t, UpstreamOptions{Tokens: 1})
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(100*time.Millisecond, cancel)
+	start := time.Now()
+	_, err := Run(ctx, Options{Target: target, Rate: 0.1, Connections: 2, Duration: time.Minute})
+	if err == nil {
+		t.Fatal("no error after cancel")
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("cancel took %v", took)
+	}
+}
