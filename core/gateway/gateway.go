@@ -55,7 +55,7 @@ func New(cfg *config.Config, path string, log *slog.Logger) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	g.live.Swap(snap)
+	g.live.Activate(snap)
 	return g, nil
 }
 
@@ -172,8 +172,7 @@ func (g *Gateway) Reload() error {
 	if err != nil {
 		return err
 	}
-	g.live.Swap(snap)
-	old.Retire(snap)
+	g.live.Activate(snap)
 	g.Log.Info("configuration reloaded", "generation", snap.Gen)
 	return nil
 }

@@ -11,10 +11,12 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/valyala/fasthttp"
 
 	"github.com/sluice-gw/sluice/core/http1"
+	"github.com/sluice-gw/sluice/core/metrics"
 	"github.com/sluice-gw/sluice/core/proxy"
 	"github.com/sluice-gw/sluice/pool"
 )
@@ -32,6 +34,7 @@ type FastEngine struct {
 	done     chan struct{}
 	draining atomic.Bool
 	counters
+	m *metrics.Entrypoint
 }
 
 // NewFast returns a fasthttp engine for the entrypoint described by set.
@@ -41,6 +44,7 @@ func NewFast(set Settings, res Resolver, log *slog.Logger) *FastEngine {
 		log = slog.Default()
 	}
 	e := &FastEngine{set: set, res: res, log: log, done: make(chan struct{})}
+	e.m = newEntrypointMetrics(set.Name, &e.counters)
 	e.srv = &fasthttp.Server{
 		Handler:                       e.handle,
 		Name:                          "",
@@ -136,17 +140,23 @@ func writeFastError(ctx *fasthttp.RequestCtx, ge *proxy.GatewayError, keepAlive 
 // fastExchange is the state of one request on the fasthttp engine; it lives until the
 // response body stream is closed.
 type fastExchange struct {
-	e       *FastEngine
-	req     http1.Request
-	headBuf []byte
-	ip      []byte
-	x       *pool.Exchange
-	b       *proxy.Backend
-	watch   *disconnectWatch
-	sse     bool
-	tail    [2]byte
-	failed  []byte // pending SSE error event after an upstream failure
-	ended   bool
+	e        *FastEngine
+	req      http1.Request
+	headBuf  []byte
+	ip       []byte
+	x        *pool.Exchange
+	b        *proxy.Backend
+	rt       *proxy.Route
+	began    time.Time
+	last     time.Time // previous body read of a streamed response
+	bytes    int64
+	status   int
+	streamed bool
+	watch    *disconnectWatch
+	sse      bool
+	tail     [2]byte
+	failed   []byte // pending SSE error event after an upstream failure
+	ended    bool
 }
 
 var fastExchanges = sync.Pool{New: func() any { return new(fastExchange) }}
@@ -185,17 +195,22 @@ func (fx *fastExchange) start(ctx *fasthttp.RequestCtx) bool {
 	}
 	req.Body = append(req.Body[:0], ctx.Request.Body()...)
 	keepAlive := req.KeepAlive && !e.draining.Load()
+	fx.began = time.Now()
+	e.m.Request()
 	rt := e.res.Resolve(e.set.Name, req)
 	if rt == nil {
+		e.m.GatewayError(404)
 		writeFastError(ctx, proxy.ErrNoRoute, keepAlive)
 		return false
 	}
 	b := rt.Service.Pick()
 	if b == nil {
+		e.m.GatewayError(503)
+		rt.M.Response(503, fx.began, 0)
 		writeFastError(ctx, proxy.ErrNoBackend, keepAlive)
 		return false
 	}
-	fx.b = b
+	fx.b, fx.rt = b, rt
 	fx.ip = fx.ip[:0]
 	if a, ok := ctx.RemoteAddr().(*net.TCPAddr); ok {
 		fx.ip, _ = a.IP.AppendText(fx.ip)
@@ -206,10 +221,14 @@ func (fx *fastExchange) start(ctx *fasthttp.RequestCtx) bool {
 	isHEAD := ctx.IsHead()
 	if err := fx.x.RoundTrip(b.Pool, fx.headBuf, req.Body, isHEAD); err != nil {
 		if fx.watch.gone() {
+			rt.M.Canceled()
 			ctx.SetConnectionClose()
 			return false
 		}
-		writeFastError(ctx, proxy.UpstreamGatewayError(err), keepAlive)
+		ge := proxy.UpstreamGatewayError(err)
+		rt.M.UpstreamError(proxy.UpstreamReason(err))
+		rt.M.Response(ge.Status, fx.began, 0)
+		writeFastError(ctx, ge, keepAlive)
 		return false
 	}
 	resp := &fx.x.Resp
@@ -229,8 +248,11 @@ func (fx *fastExchange) start(ctx *fasthttp.RequestCtx) bool {
 	if !keepAlive {
 		ctx.Response.SetConnectionClose()
 	}
+	fx.status = resp.Status
+	fx.streamed = mode != proxy.OutLength
 	switch mode {
 	case proxy.OutNone:
+		rt.M.Response(resp.Status, fx.began, 0)
 		if isHEAD && resp.ContentLength >= 0 {
 			ctx.Response.Header.SetContentLength(int(resp.ContentLength))
 			ctx.Response.SkipBody = true
@@ -264,6 +286,28 @@ func (fx *fastExchange) Read(p []byte) (int, error) {
 		return 0, io.EOF
 	}
 	n, err := fx.x.ReadBody(p, false)
+	if n > 0 {
+		fx.bytes += int64(n)
+		if fx.streamed {
+			now := time.Now()
+			if fx.last.IsZero() {
+				fx.rt.M.FirstByte(fx.began)
+			} else {
+				fx.rt.M.Gap(now.Sub(fx.last))
+			}
+			fx.last = now
+		}
+	}
+	if err != nil && !errors.Is(err, io.EOF) && !fx.ended {
+		if fx.watch.gone() {
+			fx.rt.M.Canceled()
+		} else {
+			fx.rt.M.UpstreamError(metrics.ReasonStream)
+		}
+	}
+	if errors.Is(err, io.EOF) {
+		fx.rt.M.Response(fx.status, fx.began, fx.bytes)
+	}
 	if n >= 2 {
 		fx.tail[0], fx.tail[1] = p[n-2], p[n-1]
 	} else if n == 1 {
@@ -324,6 +368,7 @@ func (fx *fastExchange) release() {
 		fx.b = nil
 	}
 	fx.sse, fx.ended, fx.failed, fx.tail = false, false, fx.failed[:0], [2]byte{}
+	fx.rt, fx.last, fx.bytes, fx.status, fx.streamed = nil, time.Time{}, 0, 0, false
 	fx.e.counters.active.Add(-1)
 	fx.e = nil
 	fastExchanges.Put(fx)

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sluice-gw/sluice/core/http1"
+	"github.com/sluice-gw/sluice/core/metrics"
 	"github.com/sluice-gw/sluice/core/proxy"
 	"github.com/sluice-gw/sluice/pool"
 )
@@ -244,6 +245,7 @@ func (gc *gconn) readBody(buf []byte) (bool, error) {
 // after a framing error the rest of the stream cannot be trusted).
 func (gc *gconn) reject(err error) gnet.Action {
 	ge := proxy.FramingGatewayError(err)
+	gc.e.m.GatewayError(ge.Status)
 	bp := getBuf()
 	*bp = proxy.AppendErrorResponse((*bp)[:0], ge, 1, 1, false)
 	_, _ = gc.c.Write(*bp)
@@ -288,12 +290,17 @@ func (gc *gconn) serve() {
 func (gc *gconn) proxy() bool {
 	req := &gc.req
 	keepAlive := req.KeepAlive
+	start := time.Now()
+	gc.e.m.Request()
 	rt := gc.e.res.Resolve(gc.e.set.Name, req)
 	if rt == nil {
+		gc.e.m.GatewayError(404)
 		return gc.sendError(proxy.ErrNoRoute, keepAlive)
 	}
 	b := rt.Service.Pick()
 	if b == nil {
+		gc.e.m.GatewayError(503)
+		rt.M.Response(503, start, 0)
 		return gc.sendError(proxy.ErrNoBackend, keepAlive)
 	}
 	defer b.Release()
@@ -307,9 +314,13 @@ func (gc *gconn) proxy() bool {
 	isHEAD := len(req.Method) == 4 && string(req.Method) == "HEAD"
 	if err := x.RoundTrip(b.Pool, gc.headBuf, req.Body, isHEAD); err != nil {
 		if gc.closed.Load() {
+			rt.M.Canceled()
 			return false
 		}
-		return gc.sendError(proxy.UpstreamGatewayError(err), keepAlive)
+		ge := proxy.UpstreamGatewayError(err)
+		rt.M.UpstreamError(proxy.UpstreamReason(err))
+		rt.M.Response(ge.Status, start, 0)
+		return gc.sendError(ge, keepAlive)
 	}
 	mode, keepAlive := proxy.PlanResponse(&x.Resp, isHEAD, req)
 	sseStream := proxy.IsEventStream(&x.Resp)
@@ -321,15 +332,25 @@ func (gc *gconn) proxy() bool {
 	hb := getBuf()
 	*hb = proxy.AppendClientHead((*hb)[:0], &x.Resp, req, mode, keepAlive)
 	if err := gc.send(hb, 0, len(*hb)); err != nil {
+		rt.M.Canceled()
 		return false
 	}
 	if mode == proxy.OutNone {
+		rt.M.Response(x.Resp.Status, start, 0)
 		return keepAlive
 	}
-	if err := gc.relay(x, mode, sseStream); err != nil {
-		return false
+	n, err := gc.relay(x, mode, sseStream, rt.M, start)
+	switch {
+	case err == nil:
+		rt.M.Response(x.Resp.Status, start, n)
+		return keepAlive
+	case gc.closed.Load():
+		rt.M.Canceled()
+	default:
+		rt.M.UpstreamError(metrics.ReasonStream)
+		rt.M.Response(x.Resp.Status, start, n)
 	}
-	return keepAlive
+	return false
 }
 
 // chunkHeadroom is the space kept before each relay read for a chunk-size line.
@@ -337,14 +358,29 @@ const chunkHeadroom = 18
 
 // relay copies the response body from the upstream to the client, one AsyncWrite per upstream
 // read (zero buffering), stopping the upstream reads while the client is slow.
-func (gc *gconn) relay(x *pool.Exchange, mode proxy.OutMode, sseStream bool) error {
+// It returns the body bytes relayed; streamed responses (not Content-Length ones) feed the TTFT
+// and inter-token latency metrics, one observation per upstream read.
+func (gc *gconn) relay(x *pool.Exchange, mode proxy.OutMode, sseStream bool, m *metrics.Route, start time.Time) (int64, error) {
 	chunked := mode == proxy.OutChunk
+	streamed := mode != proxy.OutLength
 	var tail [2]byte // last two payload bytes sent, to know whether an SSE event is complete
+	var total int64
+	var last time.Time
 	for {
 		bp := getRelayBuf()
 		b := *bp
 		n, err := x.ReadBody(b[chunkHeadroom:len(b)-2], mode.Raw())
 		if n > 0 {
+			total += int64(n)
+			if streamed {
+				now := time.Now()
+				if last.IsZero() {
+					m.FirstByte(start)
+				} else {
+					m.Gap(now.Sub(last))
+				}
+				last = now
+			}
 			lo, hi := chunkHeadroom, chunkHeadroom+n
 			if n >= 2 {
 				tail[0], tail[1] = b[hi-2], b[hi-1]
@@ -357,7 +393,7 @@ func (gc *gconn) relay(x *pool.Exchange, mode proxy.OutMode, sseStream bool) err
 				hi += 2
 			}
 			if serr := gc.send(bp, lo, hi); serr != nil {
-				return serr
+				return total, serr
 			}
 		} else {
 			putRelayBuf(bp)
@@ -367,12 +403,12 @@ func (gc *gconn) relay(x *pool.Exchange, mode proxy.OutMode, sseStream bool) err
 			continue
 		case errors.Is(err, io.EOF):
 			if chunked {
-				return gc.sendBytes(http1.LastChunk)
+				return total, gc.sendBytes(http1.LastChunk)
 			}
-			return nil
+			return total, nil
 		default:
 			if gc.closed.Load() {
-				return errClientGone
+				return total, errClientGone
 			}
 			// The upstream failed mid-body. An SSE client at an event boundary gets an error
 			// event and a clean end of the chunked body, never [DONE]; anything else is cut off
@@ -387,7 +423,7 @@ func (gc *gconn) relay(x *pool.Exchange, mode proxy.OutMode, sseStream bool) err
 				*ev = append(out, "\r\n0\r\n\r\n"...)
 				_ = gc.send(ev, 0, len(*ev))
 			}
-			return err
+			return total, err
 		}
 	}
 }

@@ -12,6 +12,8 @@ import (
 
 	"github.com/panjf2000/gnet/v2"
 	"github.com/panjf2000/gnet/v2/pkg/logging"
+
+	"github.com/sluice-gw/sluice/core/metrics"
 )
 
 // tickInterval is how often idle, header-read and drain deadlines are checked. gnet has no
@@ -34,6 +36,7 @@ type GnetEngine struct {
 	runErr   error
 	draining atomic.Bool
 	counters
+	m *metrics.Entrypoint
 
 	mu   sync.Mutex
 	live map[*gconn]struct{} // open connections, for the deadline sweep
@@ -45,7 +48,9 @@ func NewGnet(set Settings, res Resolver, log *slog.Logger) *GnetEngine {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &GnetEngine{set: set, res: res, log: log, booted: make(chan struct{}), stopped: make(chan struct{}), live: make(map[*gconn]struct{})}
+	e := &GnetEngine{set: set, res: res, log: log, booted: make(chan struct{}), stopped: make(chan struct{}), live: make(map[*gconn]struct{})}
+	e.m = newEntrypointMetrics(set.Name, &e.counters)
+	return e
 }
 
 // Start implements Transport.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-gw/sluice/core/http1"
+	"github.com/sluice-gw/sluice/core/metrics"
 	"github.com/sluice-gw/sluice/core/proxy"
 )
 
@@ -83,6 +84,13 @@ type Resolver interface {
 type counters struct {
 	conns  atomic.Int64
 	active atomic.Int64
+}
+
+// newEntrypointMetrics registers the gauges of an entrypoint over c and returns its counters.
+func newEntrypointMetrics(name string, c *counters) *metrics.Entrypoint {
+	metrics.Gauge(`sluice_open_connections{entrypoint="`+name+`"}`, func() float64 { return float64(c.conns.Load()) })
+	metrics.Gauge(`sluice_active_requests{entrypoint="`+name+`"}`, func() float64 { return float64(c.active.Load()) })
+	return metrics.ForEntrypoint(name)
 }
 
 func (c *counters) stats() Stats { return Stats{Connections: c.conns.Load(), Active: c.active.Load()} }

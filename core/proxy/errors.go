@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/sluice-gw/sluice/core/http1"
+	"github.com/sluice-gw/sluice/core/metrics"
 	"github.com/sluice-gw/sluice/pool"
 )
 
@@ -54,6 +55,20 @@ func UpstreamGatewayError(err error) *GatewayError {
 		return ErrUpstreamProto
 	default:
 		return ErrUpstreamClosed
+	}
+}
+
+// UpstreamReason names the metrics reason of an error from pool.Exchange.RoundTrip.
+func UpstreamReason(err error) string {
+	switch {
+	case errors.Is(err, pool.ErrTimeout):
+		return metrics.ReasonTimeout
+	case errors.Is(err, pool.ErrDial):
+		return metrics.ReasonDial
+	case errors.Is(err, pool.ErrUpstreamProto):
+		return metrics.ReasonProtocol
+	default:
+		return metrics.ReasonClosed
 	}
 }
 

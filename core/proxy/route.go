@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"github.com/sluice-gw/sluice/core/balancer"
+	"github.com/sluice-gw/sluice/core/metrics"
 	"github.com/sluice-gw/sluice/pool"
 )
 
@@ -13,6 +14,8 @@ type Route struct {
 	// StripAuthorization removes the client's Authorization header before the request goes
 	// upstream: set when the route authenticates callers itself and forward_credentials is false.
 	StripAuthorization bool
+	// M holds the router's metrics.
+	M *metrics.Route
 }
 
 // Service is a compiled service: a balancer over its backends.

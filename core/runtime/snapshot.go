@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-gw/sluice/core/balancer"
 	"github.com/sluice-gw/sluice/core/config"
 	"github.com/sluice-gw/sluice/core/http1"
+	"github.com/sluice-gw/sluice/core/metrics"
 	"github.com/sluice-gw/sluice/core/proxy"
 	"github.com/sluice-gw/sluice/core/router"
 	"github.com/sluice-gw/sluice/pool"
@@ -29,6 +30,9 @@ type Snapshot struct {
 	ServiceNames []string
 	// Routes by router name.
 	Routes map[string]*proxy.Route
+
+	// Metrics are the gauges over this snapshot's backends, published by Activate.
+	Metrics *metrics.Set
 
 	entrypoints map[string]*entrypointRoutes
 	pools       map[string]*pool.Pool // by poolKey, shared with the next snapshot when unchanged
@@ -103,7 +107,7 @@ func Compile(cfg *config.Config, prev *Snapshot, gen uint64) (*Snapshot, error) 
 		if svc == nil {
 			continue // reported by the service's own errors or by config validation
 		}
-		rt := &proxy.Route{Name: name, Service: svc}
+		rt := &proxy.Route{Name: name, Service: svc, M: metrics.ForRoute(name, r.Service)}
 		for _, m := range r.Middlewares {
 			if mw := cfg.Middlewares[m]; mw != nil && authMiddlewareTypes[mw.Type] && !r.ForwardCredentials {
 				rt.StripAuthorization = true
@@ -131,6 +135,21 @@ func Compile(cfg *config.Config, prev *Snapshot, gen uint64) (*Snapshot, error) 
 	if len(errs) > 0 {
 		s.closeNewPools(prev)
 		return nil, errs
+	}
+	s.Metrics = metrics.NewSet()
+	for _, name := range s.ServiceNames {
+		for _, b := range s.Services[name].Backends {
+			lbl := fmt.Sprintf(`{service=%q,backend=%q}`, name, b.URL)
+			lb, p := b.LB, b.Pool
+			s.Metrics.Gauge("sluice_upstream_active"+lbl, func() float64 { return float64(lb.Active.Load()) })
+			s.Metrics.Gauge("sluice_backend_up"+lbl, func() float64 {
+				if lb.Down() {
+					return 0
+				}
+				return 1
+			})
+			s.Metrics.Gauge("sluice_upstream_idle_connections"+lbl, func() float64 { return float64(p.Stats().Idle) })
+		}
 	}
 	return s, nil
 }
@@ -217,6 +236,9 @@ func (s *Snapshot) closeNewPools(prev *Snapshot) {
 // Retire closes the pools of s that next does not use, once next has replaced s. Exchanges in
 // flight on them finish; their connections are closed instead of pooled.
 func (s *Snapshot) Retire(next *Snapshot) {
+	if s.Metrics != nil {
+		s.Metrics.Retire()
+	}
 	for k, p := range s.pools {
 		if next == nil || next.pools[k] != p {
 			p.Close()
@@ -239,8 +261,19 @@ type Live struct{ p atomic.Pointer[Snapshot] }
 // Load returns the snapshot in force.
 func (l *Live) Load() *Snapshot { return l.p.Load() }
 
-// Swap installs s and returns the snapshot it replaced.
+// Swap installs s and returns the snapshot it replaced; the caller retires that one.
 func (l *Live) Swap(s *Snapshot) *Snapshot { return l.p.Swap(s) }
+
+// Activate installs s, retires the snapshot it replaces and publishes s's metrics.
+func (l *Live) Activate(s *Snapshot) {
+	old := l.p.Swap(s)
+	if old != nil {
+		old.Retire(s)
+	}
+	if s.Metrics != nil {
+		s.Metrics.Register()
+	}
+}
 
 // Resolve implements ingress.Resolver.
 func (l *Live) Resolve(ep string, req *http1.Request) *proxy.Route {
