@@ -155,12 +155,10 @@ func Compile(cfg *config.Config, prev *Snapshot, gen uint64) (*Snapshot, error) 
 }
 
 func ruleError(cfg *config.Config, name string, err error) *config.Error {
-	pos := cfg.ValuePos("routers", name, "rule")
-	if se, ok := err.(*router.SyntaxError); ok && pos.IsValid() {
-		pos.Col += 1 + se.Offset // past the opening quote
-		return &config.Error{Pos: pos, Msg: fmt.Sprintf("routers.%s.rule: %s", name, se.Msg)}
+	if se, ok := err.(*router.SyntaxError); ok {
+		return &config.Error{Pos: cfg.OffsetPos(se.Offset, "routers", name, "rule"), Msg: fmt.Sprintf("routers.%s.rule: %s", name, se.Msg)}
 	}
-	return &config.Error{Pos: pos, Msg: fmt.Sprintf("routers.%s.rule: %v", name, err)}
+	return &config.Error{Pos: cfg.ValuePos("routers", name, "rule"), Msg: fmt.Sprintf("routers.%s.rule: %v", name, err)}
 }
 
 func (s *Snapshot) compileService(cfg *config.Config, name string, sc *config.Service, prev *Snapshot) (*proxy.Service, config.ErrorList) {

@@ -1,0 +1,108 @@
+package gateway_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-gw/sluice/core/config"
+	"github.com/sluice-gw/sluice/core/gateway"
+)
+
+func adminGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(b)
+}
+
+func writeConfig(t *testing.T, path, upstream, rule string) {
+	t.Helper()
+	toml := fmt.Sprintf(`
+[entrypoints.web]
+address = "127.0.0.1:0"
+
+[routers.api]
+rule = "%s"
+service = "up"
+
+[services.up.load_balancer]
+servers = [{ url = "http://%s" }]
+
+[admin]
+address = "127.0.0.1:0"
+`, rule, upstream)
+	require.NoError(t, os.WriteFile(path, []byte(toml), 0o644))
+}
+
+func TestAdminAPIAndReload(t *testing.T) {
+	up := serveUpstream(t, echo)
+	path := filepath.Join(t.TempDir(), "sluice.toml")
+	writeConfig(t, path, up.addr(), "PathPrefix(`/v1`)")
+	cfg, err := config.Load(path)
+	require.NoError(t, err)
+	g, err := gateway.New(cfg, path, nil)
+	require.NoError(t, err)
+	require.NoError(t, g.Start())
+	t.Cleanup(func() { _ = g.Drain(t.Context()) })
+	admin := "http://" + g.AdminAddr()
+
+	st, body := adminGet(t, admin+"/api/gateway/health")
+	require.Equal(t, 200, st)
+	var health struct {
+		Status     string
+		Generation uint64
+	}
+	require.NoError(t, json.Unmarshal([]byte(body), &health))
+	require.Equal(t, "ok", health.Status)
+
+	st, body = adminGet(t, admin+"/api/gateway/routes")
+	require.Equal(t, 200, st)
+	require.Contains(t, body, "PathPrefix(`/v1`)")
+
+	// One proxied request shows in the metrics.
+	c := dial(t, g.Addr("web"))
+	send(t, c, "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Length: 2\r\n\r\n{}")
+	require.Equal(t, 200, readResponse(t, bufio.NewReader(c), false).status)
+	st, body = adminGet(t, admin+"/metrics")
+	require.Equal(t, 200, st)
+	require.Contains(t, body, `sluice_responses_total{router="api",service="up",code="2xx"} `)
+	require.Contains(t, body, `sluice_upstream_active{service="up",backend="http://`+up.addr()+`"} 0`)
+
+	// A bad config is refused with its position; the running config stays in force.
+	require.NoError(t, os.WriteFile(path, []byte("[routers.api]\nrule = 5\n"), 0o644))
+	resp, err := http.Post(admin+"/api/gateway/reload", "application/json", nil)
+	require.NoError(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, 400, resp.StatusCode)
+	require.Contains(t, string(b), "sluice.toml:2:")
+	send(t, c, "GET /v1/models HTTP/1.1\r\nHost: gw\r\n\r\n")
+	require.Equal(t, 200, readResponse(t, bufio.NewReader(c), false).status)
+
+	// A good config takes effect: /v1 no longer routes, /v2 does.
+	writeConfig(t, path, up.addr(), "PathPrefix(`/v2`)")
+	resp, err = http.Post(admin+"/api/gateway/reload", "application/json", nil)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, 200, resp.StatusCode)
+	c2 := dial(t, g.Addr("web"))
+	r2 := bufio.NewReader(c2)
+	send(t, c2, "GET /v1/models HTTP/1.1\r\nHost: gw\r\n\r\n")
+	nr := readResponse(t, r2, false)
+	require.Equal(t, 404, nr.status)
+	require.True(t, strings.Contains(string(nr.body), `"code":"no_route"`), "%s", nr.body)
+	send(t, c2, "GET /v2/models HTTP/1.1\r\nHost: gw\r\n\r\n")
+	require.Equal(t, 200, readResponse(t, r2, false).status)
+}
