@@ -7,8 +7,8 @@
 //        [--api-key KEY] [--max-tokens TOKENS] [--timeout-ms MS]
 //
 // It runs one non-streaming and one streaming chat completion (stream_options.include_usage)
-// and checks: the content is non-empty, finish_reason is set, the stream ended normally (the SDK
-// saw `[DONE]` or the end of the body without an error), usage is present with
+// and checks: the content is non-empty, finish_reason is set, the stream ended normally (no error
+// from the SDK, and a `data: [DONE]` event on the wire), usage is present with
 // completion_tokens > 0 and total = prompt + completion.
 // On success it prints one JSON line {"ok":true,...} on stdout and exits 0; on any failure it
 // prints {"ok":false,"error":...} on stdout, the error on stderr, and exits 1. Bad flags exit 2.
@@ -51,7 +51,30 @@ function checkUsage(usage, where) {
     check(usage.total_tokens === usage.prompt_tokens + usage.completion_tokens, `${where}: usage.total_tokens ${usage.total_tokens} != prompt + completion`);
 }
 
+// The SDK ends a stream quietly at EOF as well as at `data: [DONE]`; to tell a clean end from a
+// truncated one, this fetch wrapper watches the raw SSE bytes for a `data: [DONE]` line (WHATWG SSE:
+// a field line; the space after the colon is optional).
+let sawDone = false;
+const doneLine = /(?:^|[\r\n])data: ?\[DONE\]/;
+async function fetchWithDoneProbe(url, init) {
+    const res = await fetch(url, init);
+    if (!res.body || !(res.headers.get("content-type") ?? "").startsWith("text/event-stream")) return res;
+    const dec = new TextDecoder();
+    let tail = "", first = true;
+    const probe = new TransformStream({
+        transform(chunk, ctl) {
+            const s = (first ? "\n" : tail) + dec.decode(chunk, { stream: true });
+            first = false;
+            if (doneLine.test(s)) sawDone = true;
+            tail = s.slice(-16);
+            ctl.enqueue(chunk);
+        },
+    });
+    return new Response(res.body.pipeThrough(probe), { status: res.status, statusText: res.statusText, headers: res.headers });
+}
+
 const client = new OpenAI({
+    fetch: fetchWithDoneProbe,
     baseURL: args["base-url"],
     apiKey: args["api-key"] ?? process.env.OPENAI_API_KEY ?? "sk-test",
     maxRetries: 0,
@@ -100,7 +123,8 @@ try {
         }
         if (chunk.usage != null) usage = chunk.usage;
     }
-    // The iterator returned without throwing: the body ended cleanly (the SDK stops at [DONE]).
+    // The iterator returned without throwing and the raw stream carried `data: [DONE]`.
+    check(sawDone, "stream: ended without data: [DONE]");
     check(text.length > 0, "stream: empty content");
     check(finish != null, "stream: no chunk with finish_reason");
     checkUsage(usage, "stream");
