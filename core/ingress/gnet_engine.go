@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
-	"github.com/panjf2000/gnet/v2/pkg/logging"
 
 	"github.com/sluice-gw/sluice/core/metrics"
 )
@@ -70,7 +69,7 @@ func (e *GnetEngine) Start() error {
 			gnet.WithTicker(true),
 			gnet.WithTCPNoDelay(gnet.TCPNoDelay),
 			gnet.WithReuseAddr(true),
-			gnet.WithLogLevel(logging.ErrorLevel),
+			gnet.WithLogger(gnetLogger{e.log}),
 			gnet.WithLockOSThread(false),
 		)
 	}()
@@ -191,4 +190,19 @@ func (e *GnetEngine) sweep(now int64) {
 			_ = gc.c.Close()
 		}
 	}
+}
+
+// gnetLogger routes gnet's own log lines to the gateway's logger, dropping its info chatter.
+type gnetLogger struct{ l *slog.Logger }
+
+func (g gnetLogger) Debugf(string, ...any) {}
+func (g gnetLogger) Infof(string, ...any)  {}
+func (g gnetLogger) Warnf(f string, a ...any) {
+	g.l.Warn(fmt.Sprintf(f, a...), "component", "gnet")
+}
+func (g gnetLogger) Errorf(f string, a ...any) {
+	g.l.Error(fmt.Sprintf(f, a...), "component", "gnet")
+}
+func (g gnetLogger) Fatalf(f string, a ...any) {
+	g.l.Error(fmt.Sprintf(f, a...), "component", "gnet")
 }
