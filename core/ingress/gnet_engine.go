@@ -104,12 +104,17 @@ wait:
 			e.sweep(time.Now().UnixNano())
 		}
 	}
+	// gnet's Stop polls for completion every 500 ms; Run returning is the earlier signal.
 	stopCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if serr := e.eng.Stop(stopCtx); serr != nil && err == nil && !errors.Is(serr, context.Canceled) {
-		err = serr
+	go func() { _ = e.eng.Stop(stopCtx) }()
+	select {
+	case <-e.stopped:
+	case <-stopCtx.Done():
+		if err == nil {
+			err = errors.New("sluice: gnet engine did not stop in time")
+		}
 	}
-	<-e.stopped
 	return err
 }
 
