@@ -290,17 +290,15 @@ func (r *runState) progress(ctx context.Context, done chan struct{}) {
 			fmt.Fprintf(r.o.Progress, "\n")
 			return
 		case <-t.C:
-			el := time.Since(r.base).Truncate(time.Second)
-			if el > total {
-				el = total
-			}
+			now := time.Since(r.base)
+			el := min(now.Round(time.Second), total)
 			n := r.sent.Load()
 			var e int64
 			for i := range r.errs {
 				e += r.errs[i].Load()
 			}
 			phase := "run"
-			if el < r.o.Warmup {
+			if now < r.o.Warmup {
 				phase = "warmup"
 			}
 			fmt.Fprintf(r.o.Progress, "\r  %s %s %v/%v  %d req/s  %d done  %d errors   ",
