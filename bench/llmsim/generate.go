@@ -28,6 +28,7 @@ type genParams struct {
 	fault        Fault
 	executionID  string        // P/D decode: registered for /power/v1/abort
 	source       *handleClaims // P/D decode: validated source handle (KV arrives by transfer)
+	arrival      time.Time     // when the handler started: the TTFT clock's origin
 }
 
 // job is one generation in flight; pooled with its buffers and timer.
@@ -80,20 +81,24 @@ func cacheState(cachedTokens, cacheableBlocks, blockSize int) string {
 	return "partial"
 }
 
-// admit takes a running slot for the request; when it cannot (queue full, client gone) it
-// has answered or counted the abort and returns false.
-func (in *instance) admit(w http.ResponseWriter, ctx context.Context) bool {
-	err := in.sched.acquire(ctx)
+// admit takes a running slot for the request and returns the time the request's TTFT clock
+// starts: its arrival when a slot was free, the end of its queue wait otherwise. When it
+// cannot (queue full, client gone) it has answered or counted the abort and returns false.
+func (in *instance) admit(w http.ResponseWriter, ctx context.Context, arrival time.Time) (time.Time, bool) {
+	queued, err := in.sched.acquire(ctx)
 	if err == nil {
-		return true
+		if queued || arrival.IsZero() {
+			return time.Now(), true
+		}
+		return arrival, true
 	}
 	if err == errQueueFull {
 		in.st.rejected.Add(1)
 		writeError(w, in.cfg.QueueFullStatus, "the server is overloaded: "+strconv.Itoa(in.cfg.MaxRunning)+" sequences running and "+strconv.Itoa(in.cfg.MaxWaiting)+" waiting", "", "queue_full")
-		return false
+		return time.Time{}, false
 	}
 	in.st.aborted.Add(1)
-	return false
+	return time.Time{}, false
 }
 
 // serveGeneration admits the request, models prefill (or KV transfer) and decode, and writes
@@ -107,11 +112,11 @@ func (in *instance) serveGeneration(w http.ResponseWriter, r *http.Request, p *g
 		defer in.unregisterExec(p.executionID, ex)
 		defer cancel()
 	}
-	if !in.admit(w, ctx) {
+	start, ok := in.admit(w, ctx, p.arrival)
+	if !ok {
 		return
 	}
 	defer in.sched.release()
-	start := time.Now()
 
 	g := jobPool.Get().(*job)
 	defer func() {

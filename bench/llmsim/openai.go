@@ -92,6 +92,7 @@ func (in *instance) validateGeneration(w http.ResponseWriter, req *inferRequest,
 
 // handleChat serves POST /v1/chat/completions.
 func (in *instance) handleChat(w http.ResponseWriter, r *http.Request) {
+	arrival := time.Now()
 	in.st.requests.Add(1)
 	var req inferRequest
 	if !readBody(w, r, &req) {
@@ -101,7 +102,7 @@ func (in *instance) handleChat(w http.ResponseWriter, r *http.Request) {
 	if !ok || !in.checkServing(w) {
 		return
 	}
-	p := genParams{kind: kindChat, fault: f}
+	p := genParams{kind: kindChat, fault: f, arrival: arrival}
 	if !in.validateGeneration(w, &req, &p) {
 		return
 	}
@@ -121,6 +122,7 @@ func (in *instance) handleChat(w http.ResponseWriter, r *http.Request) {
 
 // handleCompletion serves POST /v1/completions (prompt: a string or an array of strings).
 func (in *instance) handleCompletion(w http.ResponseWriter, r *http.Request) {
+	arrival := time.Now()
 	in.st.requests.Add(1)
 	var req inferRequest
 	if !readBody(w, r, &req) {
@@ -130,7 +132,7 @@ func (in *instance) handleCompletion(w http.ResponseWriter, r *http.Request) {
 	if !ok || !in.checkServing(w) {
 		return
 	}
-	p := genParams{kind: kindCompletion, fault: f}
+	p := genParams{kind: kindCompletion, fault: f, arrival: arrival}
 	if !in.validateGeneration(w, &req, &p) {
 		return
 	}
@@ -145,6 +147,7 @@ func (in *instance) handleCompletion(w http.ResponseWriter, r *http.Request) {
 // handleEmbeddings serves POST /v1/embeddings: deterministic unit vectors of "dimensions"
 // (default EmbeddingDims) floats per input, after TTFT + PerUncachedToken × tokens.
 func (in *instance) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
+	arrival := time.Now()
 	in.st.requests.Add(1)
 	var req inferRequest
 	if !readBody(w, r, &req) {
@@ -178,7 +181,8 @@ func (in *instance) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "input must be a non-empty string or array", "input", "invalid_value")
 		return
 	}
-	if !in.admit(w, r.Context()) {
+	start, ok := in.admit(w, r.Context(), arrival)
+	if !ok {
 		return
 	}
 	defer in.sched.release()
@@ -191,7 +195,7 @@ func (in *instance) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
 	defer jobPool.Put(g)
 	g.ctx = r.Context()
 	delay := in.cfg.TTFT.D() + in.cfg.PerUncachedToken.D()*time.Duration(tokens) + f.Slow
-	ok = g.sleepUntil(time.Now().Add(delay))
+	ok = g.sleepUntil(start.Add(delay))
 	g.ctx = nil
 	if !ok {
 		in.st.aborted.Add(1)

@@ -32,18 +32,19 @@ func newScheduler(maxRunning, maxWaiting int) *scheduler {
 	return &scheduler{maxRunning: maxRunning, maxWaiting: maxWaiting}
 }
 
-// acquire takes a running slot, waiting in FIFO order; it returns errQueueFull when the
-// queue is full, or ctx.Err() when ctx ends first (the slot is not held then).
-func (s *scheduler) acquire(ctx context.Context) error {
+// acquire takes a running slot, waiting in FIFO order (queued reports a wait); it returns
+// errQueueFull when the queue is full, or ctx.Err() when ctx ends first (the slot is not
+// held then).
+func (s *scheduler) acquire(ctx context.Context) (queued bool, err error) {
 	s.mu.Lock()
 	if s.running.Load() < int64(s.maxRunning) && s.queue.Len() == 0 {
 		s.running.Add(1)
 		s.mu.Unlock()
-		return nil
+		return false, nil
 	}
 	if s.queue.Len() >= s.maxWaiting {
 		s.mu.Unlock()
-		return errQueueFull
+		return false, errQueueFull
 	}
 	w := &waiter{ready: make(chan struct{})}
 	e := s.queue.PushBack(w)
@@ -51,19 +52,19 @@ func (s *scheduler) acquire(ctx context.Context) error {
 	s.mu.Unlock()
 	select {
 	case <-w.ready:
-		return nil
+		return true, nil
 	case <-ctx.Done():
 	}
 	s.mu.Lock()
 	if w.granted {
 		s.mu.Unlock()
 		s.release()
-		return ctx.Err()
+		return true, ctx.Err()
 	}
 	s.queue.Remove(e)
 	s.waiting.Store(int64(s.queue.Len()))
 	s.mu.Unlock()
-	return ctx.Err()
+	return true, ctx.Err()
 }
 
 // release gives the slot to the first waiter, or frees it.

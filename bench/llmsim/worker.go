@@ -298,6 +298,7 @@ func writeHandleError(w http.ResponseWriter, err error, param, msg string) {
 // handlePrefill serves POST /power/v1/prefill/execute {execution_id, request, target,
 // prompt_cache_key?} → {"source": handle, "cached_tokens": N} after the modelled prefill time.
 func (in *instance) handlePrefill(w http.ResponseWriter, r *http.Request) {
+	arrival := time.Now()
 	in.st.prefill.Add(1)
 	in.st.requests.Add(1)
 	var req executeRequest
@@ -334,11 +335,11 @@ func (in *instance) handlePrefill(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	ex := in.registerExec(req.ExecutionID, cancel)
 	defer in.unregisterExec(req.ExecutionID, ex)
-	if !in.admit(w, ctx) {
+	start, ok := in.admit(w, ctx, arrival)
+	if !ok {
 		return
 	}
 	defer in.sched.release()
-	start := time.Now()
 	g := jobPool.Get().(*job)
 	defer jobPool.Put(g)
 	promptTokens := CountTokens(len(prompt))
@@ -372,6 +373,7 @@ func (in *instance) handlePrefill(w http.ResponseWriter, r *http.Request) {
 // handleDecode serves POST /power/v1/decode/execute {execution_id, request, source} → an SSE
 // stream of chat.completion.chunk events, after the KV transfer time instead of prefill.
 func (in *instance) handleDecode(w http.ResponseWriter, r *http.Request) {
+	arrival := time.Now()
 	in.st.decode.Add(1)
 	in.st.requests.Add(1)
 	var req executeRequest
@@ -418,7 +420,7 @@ func (in *instance) handleDecode(w http.ResponseWriter, r *http.Request) {
 		writeHandleError(w, errStale, "source", "no decode reservation for this handle (used, aborted, expired or lost)")
 		return
 	}
-	p := genParams{kind: kindChat, fault: f, executionID: req.ExecutionID, source: sc}
+	p := genParams{kind: kindChat, fault: f, executionID: req.ExecutionID, source: sc, arrival: arrival}
 	model := inner.Model
 	if model == "" {
 		model = "llmsim"
