@@ -108,17 +108,16 @@ func (f *Fleet) Close() error {
 	for _, in := range f.insts {
 		in.stop()
 	}
-	waited := make(chan struct{})
-	go func() {
-		for _, in := range f.insts {
-			in.active.Wait()
+	// Handlers see their connections close and return; poll rather than WaitGroup.Wait,
+	// which must not race a late Add from a request parsed just before the close.
+	deadline := time.Now().Add(5 * time.Second)
+	for _, in := range f.insts {
+		for in.active.Load() > 0 {
+			if time.Now().After(deadline) {
+				return errors.New("llmsim: handlers still running 5s after close")
+			}
+			time.Sleep(time.Millisecond)
 		}
-		close(waited)
-	}()
-	select {
-	case <-waited:
-	case <-time.After(5 * time.Second):
-		return errors.New("llmsim: handlers still running 5s after close")
 	}
 	return nil
 }

@@ -95,7 +95,7 @@ type instance struct {
 	readyAt atomic.Int64 // unix ns
 	epoch   atomic.Int64
 	seq     atomic.Uint64
-	active  sync.WaitGroup
+	active  atomic.Int64 // handlers running (Close waits for 0)
 
 	rngMu sync.Mutex
 	rng   rng
@@ -228,7 +228,7 @@ func (in *instance) randomFault() Fault {
 // ServeHTTP routes the OpenAI, health, stats, metrics and worker endpoints.
 func (in *instance) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	in.active.Add(1)
-	defer in.active.Done()
+	defer in.active.Add(-1)
 	w.Header().Set(InstanceHeader, in.cfg.WorkerID)
 	path := r.URL.Path
 	switch path {
