@@ -223,3 +223,23 @@ func TestFaultRate(t *testing.T) {
 		t.Fatalf("%d of 40 failed at rate 0.5 (stats %+v)", fails, f.Stats(0))
 	}
 }
+
+func TestFaultStallBetweenFinalEvents(t *testing.T) {
+	f, url := startOne(t, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// 8 tokens + finish, then a stall before the usage event: the finish event must arrive.
+	resp := post(t, ctx, newClient(), url+"/v1/chat/completions", chatBody("x", true, ""), faultHdr("stall-after=9"))
+	defer resp.Body.Close()
+	got := make(chan sseEvent, 16)
+	go readEvents(resp.Body, func(e sseEvent) { got <- e })
+	for i := range 9 {
+		select {
+		case <-got:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("event %d not delivered before the stall", i)
+		}
+	}
+	cancel()
+	waitFor(t, "abort counted", 5*time.Second, func() bool { return f.Stats(0).Aborted == 1 })
+}

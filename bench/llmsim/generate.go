@@ -304,7 +304,8 @@ func appendUsage(b []byte, prompt, cached, completion int) []byte {
 }
 
 // finishEvents writes the finish_reason chunk, the usage chunk (include_usage) and [DONE]
-// (unless drop-done), each as its own flushed event, then applies close-idle.
+// (unless drop-done) — produced at the same instant, so written as separate events but
+// flushed together — then applies close-idle.
 func (g *job) finishEvents(finish string, prompt, cached, completion int) {
 	b := append(g.buf[:0], "data: "...)
 	b = append(b, g.head...)
@@ -314,25 +315,28 @@ func (g *job) finishEvents(finish string, prompt, cached, completion int) {
 		b = append(b, `{"index":0,"text":"","logprobs":null,"finish_reason":`...)
 	}
 	b = appendJSONString(b, finish)
-	g.buf = append(b, "}]}\n\n"...)
-	if !g.emit() {
-		return
-	}
+	b = append(b, "}]}\n\n"...)
 	if g.p.includeUsage {
+		g.buf = b
+		if !g.emitNoFlush() {
+			return
+		}
 		b = append(g.buf[:0], "data: "...)
 		b = append(b, g.head...)
 		b = append(b, "],"...)
 		b = appendUsage(b, prompt, cached, completion)
-		g.buf = append(b, "}\n\n"...)
-		if !g.emit() {
-			return
-		}
+		b = append(b, "}\n\n"...)
 	}
 	if !g.p.fault.DropDone {
-		g.buf = append(g.buf[:0], "data: [DONE]\n\n"...)
-		if !g.emit() {
+		g.buf = b
+		if !g.emitNoFlush() {
 			return
 		}
+		b = append(g.buf[:0], "data: [DONE]\n\n"...)
+	}
+	g.buf = b
+	if !g.emit() {
+		return
 	}
 	g.in.st.completed.Add(1)
 	if g.p.fault.CloseIdle {
@@ -370,14 +374,23 @@ func (g *job) writeWhole(finish string, prompt, cached, completion int) {
 // emit writes and flushes the event in g.buf, unless a reset-after/stall-after fault fires
 // first or the client has left; false ends the stream.
 func (g *job) emit() bool {
+	if !g.emitNoFlush() {
+		return false
+	}
+	if err := g.rc.Flush(); err != nil {
+		g.in.st.aborted.Add(1)
+		return false
+	}
+	return true
+}
+
+// emitNoFlush is emit for an event that is followed at once by another: it stays in the
+// response buffer until the last one's flush (a fault flushes what precedes it).
+func (g *job) emitNoFlush() bool {
 	if !g.checkFaults(g.events) {
 		return false
 	}
 	if _, err := g.w.Write(g.buf); err != nil {
-		g.in.st.aborted.Add(1)
-		return false
-	}
-	if err := g.rc.Flush(); err != nil {
 		g.in.st.aborted.Add(1)
 		return false
 	}
@@ -394,6 +407,9 @@ func (g *job) checkFaults(done int) bool {
 		g.reset()
 		return false
 	case f.StallAfter == done:
+		if g.p.stream {
+			g.rc.Flush() // what precedes the stall is delivered
+		}
 		<-g.ctx.Done() // held open until the client leaves or the instance closes
 		g.in.st.aborted.Add(1)
 		return false
