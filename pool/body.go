@@ -7,6 +7,17 @@ import (
 	"github.com/sluice-gw/sluice/core/http1"
 )
 
+// Buffered returns how many body bytes (wire bytes, framing included) arrived together with the
+// response head and are not read yet: a ReadBody of at most that many bytes in raw mode returns
+// without waiting on the upstream. The relay uses it to send a short response's head and body
+// in one write.
+func (x *Exchange) Buffered() int {
+	if x.done || x.err != nil {
+		return 0
+	}
+	return x.hi - x.lo
+}
+
 // ReadBody reads the next bytes of the response body into buf and returns how many it wrote.
 //
 // raw=true returns the body's wire bytes, chunked framing and trailer section included (for

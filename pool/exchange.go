@@ -272,15 +272,27 @@ func (x *Exchange) dial(p *Pool) (*conn, error) {
 	return c, nil
 }
 
+// smallWriteBytes is the largest request written without a write deadline: far below the
+// kernel's minimum socket send buffer on an idle keep-alive connection.
+const smallWriteBytes = 16 << 10
+
 // send writes the request and reads the response head. retry reports a failure that may be the
 // keep-alive race: a write error, or EOF/reset before any response byte.
 func (x *Exchange) send(head, body []byte) (retry bool, err error) {
 	c := x.c
-	now := time.Now()
-	if err := c.nc.SetWriteDeadline(now.Add(x.p.o.StreamIdleTimeout)); err != nil {
-		return false, x.ioErr(err, "set write deadline")
+	// A request that fits in the socket buffer cannot stall on write: skip the deadline (a timer
+	// update per request). A larger one gets one, cleared again after the write.
+	big := len(head)+len(body) > smallWriteBytes
+	if big {
+		if err := c.nc.SetWriteDeadline(time.Now().Add(x.p.o.StreamIdleTimeout)); err != nil {
+			return false, x.ioErr(err, "set write deadline")
+		}
 	}
-	if werr := x.write(c, head, body); werr != nil {
+	werr := x.write(c, head, body)
+	if big && werr == nil {
+		_ = c.nc.SetWriteDeadline(time.Time{})
+	}
+	if werr != nil {
 		if isTimeout(werr) || x.aborted.Load() {
 			return false, x.ioErr(werr, "write request")
 		}

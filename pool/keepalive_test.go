@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"testing"
+	"time"
 )
 
 func TestKeepAliveReuse(t *testing.T) {
@@ -97,7 +98,7 @@ func TestClosedIdleConnNotReused(t *testing.T) {
 			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\ntwo")
 		}
 	})
-	p := New(Options{Addr: u.addr()})
+	p := New(Options{Addr: u.addr(), LivenessCheckAfter: -1})
 	defer p.Close()
 	if _, body, err := roundTrip(t, p, getHead, false, 64); err != nil || body != "one" {
 		t.Fatal(body, err)
@@ -187,7 +188,7 @@ func TestUnsolicitedBytesOnIdleConn(t *testing.T) {
 				"HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\n\r\n")
 		}
 	})
-	p := New(Options{Addr: u.addr()})
+	p := New(Options{Addr: u.addr(), LivenessCheckAfter: -1})
 	defer p.Close()
 	for i := 0; i < 3; i++ {
 		st, body, err := roundTrip(t, p, getHead, false, 1)
@@ -280,5 +281,43 @@ func TestDialError(t *testing.T) {
 	}
 	if s := p.Stats(); s.DialErrors != 1 || s.Dials != 0 || s.Active != 0 {
 		t.Fatalf("stats %+v", s)
+	}
+}
+
+// TestYoungIdleConnSkipsLivenessCheck: a conn reused within LivenessCheckAfter is not peeked
+// (no system call); when the upstream closed it anyway, the keep-alive race retry still serves
+// the request on a fresh conn.
+func TestYoungIdleConnSkipsLivenessCheck(t *testing.T) {
+	closed := make(chan struct{})
+	u := startUpstream(t, func(c net.Conn, n int) {
+		br := bufio.NewReader(c)
+		if n == 1 {
+			if _, ok := readReq(br); !ok {
+				return
+			}
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\none")
+			c.Close()
+			close(closed)
+			return
+		}
+		for {
+			if _, ok := readReq(br); !ok {
+				return
+			}
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\ntwo")
+		}
+	})
+	p := New(Options{Addr: u.addr(), LivenessCheckAfter: time.Hour})
+	defer p.Close()
+	if _, body, err := roundTrip(t, p, getHead, false, 64); err != nil || body != "one" {
+		t.Fatal(body, err)
+	}
+	recv(t, closed, "upstream close")
+	st, body, err := roundTrip(t, p, getHead, false, 64)
+	if err != nil || st != 200 || body != "two" {
+		t.Fatalf("after upstream idle close: %d %q %v", st, body, err)
+	}
+	if s := p.Stats(); s.Dials != 2 || s.Reuses != 1 {
+		t.Fatalf("stats %+v, want the unchecked reuse and one retry on a fresh conn", s)
 	}
 }

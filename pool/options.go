@@ -44,6 +44,11 @@ type Options struct {
 	StreamIdleTimeout time.Duration
 	// MaxIdleConns caps the idle conns kept for this backend; extra ones are closed. Default 1024.
 	MaxIdleConns int
+	// LivenessCheckAfter: a conn idle at least this long is checked (one MSG_PEEK) for an
+	// upstream close or stray bytes before reuse. Conns reused sooner skip the system call: an
+	// upstream keep-alive timeout is seconds long, and the keep-alive race retry covers the rest.
+	// Default 500ms; negative: check every reuse.
+	LivenessCheckAfter time.Duration
 	// Limits bound accepted response heads (MaxHeaderBytes, MaxHeaderCount). nil: http1 defaults.
 	Limits *http1.Limits
 }
@@ -64,7 +69,13 @@ func (o *Options) setDefaults() {
 	if o.MaxIdleConns <= 0 {
 		o.MaxIdleConns = DefaultMaxIdleConns
 	}
+	if o.LivenessCheckAfter == 0 {
+		o.LivenessCheckAfter = DefaultLivenessCheckAfter
+	}
 }
+
+// DefaultLivenessCheckAfter is Options.LivenessCheckAfter's default.
+const DefaultLivenessCheckAfter = 500 * time.Millisecond
 
 // maxHeadBuf is the largest response head buffer an Exchange grows to.
 func (o *Options) maxHeadBuf() int {

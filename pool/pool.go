@@ -176,7 +176,7 @@ func (p *Pool) getIdle() *conn {
 		if sweep {
 			p.sweep(now, false)
 		}
-		if !c.alive() {
+		if now-c.idleAt >= int64(p.o.LivenessCheckAfter) && !c.alive() {
 			c.close() // closed by the upstream while idle
 			continue
 		}

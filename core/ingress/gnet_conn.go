@@ -4,12 +4,14 @@ import (
 	"errors"
 	"io"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
+	"github.com/panjf2000/gnet/v2/pkg/pool/goroutine"
 	"golang.org/x/sys/unix"
 
 	"github.com/sluice-gw/sluice/core/http1"
@@ -73,6 +75,7 @@ type gconn struct {
 	drained   chan struct{}
 	onWritten gnet.AsyncCallback
 	onProbe   gnet.AsyncCallback
+	serveFn   func()
 
 	headBuf []byte // upstream request head, reused
 
@@ -90,6 +93,7 @@ func newGconn(e *GnetEngine, c gnet.Conn) *gconn {
 		gc.ip = []byte(a.IP.String())
 	}
 	gc.fd = c.Fd()
+	gc.serveFn = gc.serve
 	gc.onWritten = gc.written
 	gc.onProbe = gc.probed
 	gc.idleSince.Store(time.Now().UnixNano())
@@ -261,7 +265,11 @@ func (gc *gconn) dispatch() {
 	gc.headSince.Store(0)
 	gc.busy.Store(true)
 	gc.e.counters.active.Add(1)
-	go gc.serve()
+	// Pooled goroutines keep their grown stacks: a fresh goroutine per request would copy its
+	// stack as the proxy path deepens.
+	if workers.Submit(gc.serveFn) != nil {
+		go gc.serve()
+	}
 }
 
 // serve proxies gc.req; it runs on its own goroutine and must not touch loop-owned state
@@ -331,6 +339,19 @@ func (gc *gconn) proxy() bool {
 	}
 	hb := getBuf()
 	*hb = proxy.AppendClientHead((*hb)[:0], &x.Resp, req, mode, keepAlive)
+	var early int64
+	if k := x.Buffered(); k > 0 && mode.Raw() && k <= 64<<10 {
+		// The body (or its start) came with the head: one write for both saves a syscall and a
+		// wake-up of the client per short response.
+		h := len(*hb)
+		*hb = slices.Grow(*hb, k)[:h+k]
+		n, err := x.ReadBody((*hb)[h:], true)
+		*hb = (*hb)[:h+n]
+		early = int64(n)
+		if err != nil && !errors.Is(err, io.EOF) {
+			*hb = (*hb)[:h]
+		}
+	}
 	if err := gc.send(hb, 0, len(*hb)); err != nil {
 		rt.M.Canceled()
 		return false
@@ -340,6 +361,7 @@ func (gc *gconn) proxy() bool {
 		return keepAlive
 	}
 	n, err := gc.relay(x, mode, sseStream, rt.M, start)
+	n += early
 	switch {
 	case err == nil:
 		rt.M.Response(x.Resp.Status, start, n)
@@ -593,6 +615,9 @@ func (gc *gconn) flush() {
 	_ = gc.c.Wake(gc.onProbe)
 	_ = gc.waitBelow(0)
 }
+
+// workers runs the proxy side of requests (gnet's ants-based goroutine pool).
+var workers = goroutine.Default()
 
 var (
 	smallBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
