@@ -37,20 +37,25 @@ node-deps:
 
 # test: every test with the race detector, including the end-to-end suites (real gateway,
 # simulator, OpenAI Node SDK, openai-go and a real llama.cpp engine on loopback).
-test: node-deps
+# The bench smoke compare (about 20 s) runs against the binaries just built.
+test: node-deps build
 	$(GO) vet ./...
-	CGO_ENABLED=1 $(GO) test -race -timeout $(TEST_TIMEOUT) ./...
+	CGO_ENABLED=1 SLUICE_BENCH_BIN=$(BIN) $(GO) test -race -timeout $(TEST_TIMEOUT) ./...
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./core/... ./sse/... ./pool/...
+	$(GO) test -run '^$$' -bench 'TokenEvent|PrefixLookup' -benchmem ./bench/llmsim
 
 bench-compare: build
-	$(BIN)/sluice-bench compare --peers nginx,haproxy
+	$(BIN)/sluice-bench compare --bin $(BIN) --peers nginx,haproxy --md bench-compare.md
 
+FUZZ_PKGS := ./fuzz ./pool ./bench/llmsim ./bench/harness
 fuzz:
-	@set -e; for t in $$($(GO) test -list '^Fuzz' ./fuzz | grep '^Fuzz'); do \
-		echo "== $$t ($(FUZZTIME))"; \
-		$(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) ./fuzz; \
+	@set -e; for p in $(FUZZ_PKGS); do \
+		for t in $$($(GO) test -list '^Fuzz' $$p | grep '^Fuzz'); do \
+			echo "== $$p $$t ($(FUZZTIME))"; \
+			$(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$p; \
+		done; \
 	done
 
 lint:
