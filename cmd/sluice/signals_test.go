@@ -1,0 +1,77 @@
+package main_test
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-gw/sluice/bench/testenv"
+)
+
+// The real binary: SIGHUP reloads (a broken file is refused and the old config keeps
+// serving), SIGTERM drains and exits 0.
+func TestServeReloadsOnSIGHUPAndDrainsOnSIGTERM(t *testing.T) {
+	bin := testenv.BuildBinary(t, "./cmd/sluice")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	go func() { // a tiny upstream answering 200 "ok" on every connection's first request
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				buf := make([]byte, 4096)
+				_, _ = c.Read(buf)
+				fmt.Fprint(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+			}()
+		}
+	}()
+	port := testenv.FreePort(t)
+	admin := testenv.FreePort(t)
+	cfg := filepath.Join(t.TempDir(), "sluice.toml")
+	write := func(prefix string) {
+		require.NoError(t, os.WriteFile(cfg, []byte(fmt.Sprintf(`[entrypoints.web]
+address = "127.0.0.1:%d"
+[routers.api]
+rule = "PathPrefix(`+"`%s`"+`)"
+service = "up"
+[services.up.load_balancer]
+servers = [{ url = "http://%s" }]
+[admin]
+address = "127.0.0.1:%d"
+`, port, prefix, ln.Addr(), admin)), 0o644))
+	}
+	write("/v1")
+	p := testenv.StartProcess(t, bin, "serve", "--config", cfg)
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	p.WaitHTTP(t, base+"/v1/models", 10*time.Second)
+
+	require.NoError(t, os.WriteFile(cfg, []byte("[routers.api\n"), 0o644))
+	require.NoError(t, p.Signal(syscall.SIGHUP))
+	p.WaitOutput(t, "reload refused", 5*time.Second)
+	p.WaitHTTP(t, base+"/v1/models", 5*time.Second) // the old config still serves
+
+	write("/v2")
+	require.NoError(t, p.Signal(syscall.SIGHUP))
+	p.WaitOutput(t, "configuration reloaded", 5*time.Second)
+	p.WaitHTTP(t, base+"/v2/models", 5*time.Second)
+
+	require.NoError(t, p.Signal(syscall.SIGTERM))
+	select {
+	case <-p.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("sluice did not exit after SIGTERM")
+	}
+	exited, err := p.Exited()
+	require.True(t, exited)
+	require.NoError(t, err, "exit status after SIGTERM: %s", p.Output())
+}
