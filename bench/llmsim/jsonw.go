@@ -3,38 +3,12 @@ package llmsim
 import (
 	"net/http"
 	"strconv"
+
+	"github.com/sluice-gw/sluice/sse"
 )
 
-const hexDigits = "0123456789abcdef"
-
-// appendJSONString appends s as a JSON string (RFC 8259 §7): quotes, backslashes and control
-// characters escaped, UTF-8 passed through unchanged.
-func appendJSONString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' {
-			continue
-		}
-		dst = append(dst, s[start:i]...)
-		switch c {
-		case '"', '\\':
-			dst = append(dst, '\\', c)
-		case '\n':
-			dst = append(dst, '\\', 'n')
-		case '\r':
-			dst = append(dst, '\\', 'r')
-		case '\t':
-			dst = append(dst, '\\', 't')
-		default:
-			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-		}
-		start = i + 1
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
-}
+// appendJSONString appends s as a JSON string (RFC 8259 §7), escaped as the gateway escapes.
+func appendJSONString(dst []byte, s string) []byte { return sse.AppendJSONString(dst, s) }
 
 // appendJSONStringOrNull appends s as a JSON string, or null when s is empty.
 func appendJSONStringOrNull(dst []byte, s string) []byte {

@@ -7,6 +7,7 @@ import (
 	"github.com/sluice-gw/sluice/core/http1"
 	"github.com/sluice-gw/sluice/core/metrics"
 	"github.com/sluice-gw/sluice/pool"
+	"github.com/sluice-gw/sluice/sse"
 )
 
 // ErrorType is the OpenAI error "type" field (https://platform.openai.com/docs/guides/error-codes).
@@ -96,11 +97,11 @@ func FramingGatewayError(err error) *GatewayError {
 // AppendErrorBody appends the OpenAI-style JSON error body of e to dst.
 func AppendErrorBody(dst []byte, e *GatewayError) []byte {
 	dst = append(dst, `{"error":{"message":`...)
-	dst = appendJSONString(dst, e.Message)
+	dst = sse.AppendJSONString(dst, e.Message)
 	dst = append(dst, `,"type":`...)
-	dst = appendJSONString(dst, string(e.Type))
+	dst = sse.AppendJSONString(dst, string(e.Type))
 	dst = append(dst, `,"param":null,"code":`...)
-	dst = appendJSONString(dst, e.Code)
+	dst = sse.AppendJSONString(dst, e.Code)
 	return append(dst, "}}\n"...)
 }
 
@@ -134,40 +135,13 @@ func AppendErrorResponse(dst []byte, e *GatewayError, major, minor int, keepAliv
 	return dst
 }
 
-const hexDigits = "0123456789abcdef"
-
-// appendJSONString appends s as a JSON string literal (RFC 8259 §7).
-func appendJSONString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '"' || c == '\\':
-			dst = append(dst, '\\', c)
-		case c == '\n':
-			dst = append(dst, '\\', 'n')
-		case c == '\r':
-			dst = append(dst, '\\', 'r')
-		case c == '\t':
-			dst = append(dst, '\\', 't')
-		case c < 0x20:
-			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-		default:
-			dst = append(dst, c)
-		}
-	}
-	return append(dst, '"')
-}
-
 // ErrUpstreamStream is reported to an SSE client whose upstream failed mid-stream.
 var ErrUpstreamStream = &GatewayError{Status: 502, Type: UpstreamError, Code: "upstream_stream_error", Message: "the upstream failed during the stream"}
 
 // AppendSSEError appends the SSE event that ends a client's stream after an upstream failure
-// (DESIGN.md §5): "event: error" with the OpenAI-style error body as data. The stream then ends
-// without "data: [DONE]", so OpenAI clients raise an error instead of taking a truncated answer.
+// (DESIGN.md §5): "event: error" with the OpenAI-style error body of e as data. The stream then
+// ends without "data: [DONE]", so OpenAI clients raise an error instead of taking a truncated
+// answer for a complete one.
 func AppendSSEError(dst []byte, e *GatewayError) []byte {
-	dst = append(dst, "event: error\ndata: "...)
-	dst = AppendErrorBody(dst, e)
-	// AppendErrorBody ends with one newline; a blank line dispatches the event.
-	return append(dst, '\n')
+	return sse.AppendErrorEvent(dst, e.Message, string(e.Type), e.Code)
 }
