@@ -114,8 +114,12 @@ type Entrypoint struct {
 	MaxBodyBytes int64 `toml:"max_body_bytes"`
 	// MaxConnections bounds open client connections; 0 (the default) is unlimited.
 	MaxConnections int `toml:"max_connections"`
-	// Multicore runs one event loop per CPU (gnet) instead of one. Default true.
+	// Multicore runs several gnet event loops (half the CPUs, at least one: the other half
+	// runs the proxy workers that do the upstream I/O) instead of one. Default true.
 	Multicore bool `toml:"multicore"`
+	// EventLoops sets the number of gnet event loops explicitly; 0 (the default) follows
+	// Multicore. Range 0..1024.
+	EventLoops int `toml:"event_loops"`
 	// DrainTimeout is how long in-flight requests may finish after SIGTERM
 	// before connections are closed. Default 30s.
 	DrainTimeout time.Duration `toml:"drain_timeout"`

@@ -193,6 +193,9 @@ func (c *Config) validate(e *errs, lookup func(string) (string, bool)) {
 		if ep.MaxBodyBytes < 1 {
 			e.add(c.ValuePos(append(path, "max_body_bytes")...), "entrypoints.%s.max_body_bytes %d: want at least 1 byte", name, ep.MaxBodyBytes)
 		}
+		if ep.EventLoops < 0 || ep.EventLoops > 1024 {
+			e.add(c.ValuePos(append(path, "event_loops")...), "entrypoints.%s.event_loops %d: want 0 (automatic) to 1024", name, ep.EventLoops)
+		}
 		if ep.MaxConnections < 0 {
 			e.add(c.ValuePos(append(path, "max_connections")...), "entrypoints.%s.max_connections %d: want 0 (unlimited) or more", name, ep.MaxConnections)
 		}

@@ -73,6 +73,7 @@ func Settings(ep *config.Entrypoint) ingress.Settings {
 		ClientStallTimeout: ep.ClientStallTimeout,
 		MaxConnections:     ep.MaxConnections,
 		Multicore:          ep.Multicore,
+		EventLoops:         ep.EventLoops,
 	}
 	if ep.TLS != nil {
 		s.TLSCertFile, s.TLSKeyFile = ep.TLS.CertFile, ep.TLS.KeyFile

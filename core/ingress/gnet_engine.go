@@ -65,7 +65,7 @@ func (e *GnetEngine) Start() error {
 	go func() {
 		defer close(e.stopped)
 		e.runErr = gnet.Run(e, "tcp://"+e.set.Address,
-			gnet.WithMulticore(e.set.Multicore),
+			gnet.WithNumEventLoop(e.set.eventLoops()),
 			gnet.WithTicker(true),
 			gnet.WithTCPNoDelay(gnet.TCPNoDelay),
 			gnet.WithReuseAddr(true),

@@ -5,6 +5,7 @@ package ingress
 
 import (
 	"context"
+	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -44,6 +45,7 @@ type Settings struct {
 	ClientStallTimeout time.Duration // a client that reads nothing of a pending response for this long is closed
 	MaxConnections     int           // 0: unlimited
 	Multicore          bool
+	EventLoops         int // gnet event loops; 0: half the CPUs with Multicore, else 1
 	TLSCertFile        string
 	TLSKeyFile         string
 }
@@ -60,6 +62,18 @@ const (
 	// are a few hundred bytes, and thousands of idle streams each pin one buffer.
 	relayBufBytes = 16 << 10
 )
+
+// eventLoops is the number of gnet event loops for s.
+func (s *Settings) eventLoops() int {
+	switch {
+	case s.EventLoops > 0:
+		return s.EventLoops
+	case s.Multicore:
+		return max(1, runtime.NumCPU()/2)
+	default:
+		return 1
+	}
+}
 
 func (s *Settings) fill() {
 	if s.ReadHeaderTimeout <= 0 {
