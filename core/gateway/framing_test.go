@@ -201,3 +201,45 @@ func TestUnreachableUpstreamIsOpenAIStyle502(t *testing.T) {
 		})
 	}
 }
+
+// A pipelined request's interim 100 Continue must not overtake the previous response while
+// that one is still queued for a slow client.
+func TestInterimResponseWaitsBehindQueuedResponse(t *testing.T) {
+	big := strings.Repeat("b", 4<<20)
+	up := serveUpstream(t, func(c net.Conn, _ *bufio.Reader, head string, body []byte) bool {
+		if strings.HasPrefix(head, "GET /big") {
+			_, err := fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(big), big)
+			return err == nil
+		}
+		return echo(c, nil, head, body)
+	})
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			_, addr := startGateway(t, engine, up.addr(), "")
+			c := dial(t, addr)
+			send(t, c, "GET /big HTTP/1.1\r\nHost: gw\r\n\r\nPOST /v1/x HTTP/1.1\r\nHost: gw\r\nExpect: 100-continue\r\nContent-Length: 7\r\n\r\n")
+			r := bufio.NewReader(c)
+			resp := readResponse(t, r, false)
+			require.Equal(t, 200, resp.status)
+			require.Equal(t, len(big), len(resp.body))
+			require.True(t, strings.Count(string(resp.body), "b") == len(big), "the body was interleaved with other bytes")
+			line, err := r.ReadString('\n')
+			require.NoError(t, err)
+			if line == "HTTP/1.1 100 Continue\r\n" {
+				_, err = r.ReadString('\n')
+				require.NoError(t, err)
+			}
+			send(t, c, `{"a":1}`)
+			resp = readResponse(t, bufio.NewReader(io.MultiReader(strings.NewReader(nonInterim(line)), r)), false)
+			require.Equal(t, `{"a":1}`, string(resp.body))
+		})
+	}
+}
+
+// nonInterim returns line unless it is the interim status line already consumed.
+func nonInterim(line string) string {
+	if line == "HTTP/1.1 100 Continue\r\n" {
+		return ""
+	}
+	return line
+}

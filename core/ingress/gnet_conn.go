@@ -27,6 +27,9 @@ const (
 	phaseBusy        // a request is being proxied; later pipelined bytes wait in the inbound buffer
 )
 
+// maxKeptBodyBytes is the largest request body buffer a connection keeps between requests.
+const maxKeptBodyBytes = 64 << 10
+
 // maxSendQueue bounds the number of response writes queued for one connection: with the byte
 // high-water mark it bounds the memory a slow client can pin.
 const maxSendQueue = 64
@@ -202,7 +205,7 @@ func (gc *gconn) onTraffic() gnet.Action {
 			if !done {
 				if gc.req.ExpectContinue && !gc.continueSent && gc.req.Minor >= 1 {
 					gc.continueSent = true
-					_, _ = c.Write(continue100)
+					gc.loopWrite(continue100, false)
 				}
 				return gnet.None
 			}
@@ -250,11 +253,35 @@ func (gc *gconn) readBody(buf []byte) (bool, error) {
 func (gc *gconn) reject(err error) gnet.Action {
 	ge := proxy.FramingGatewayError(err)
 	gc.e.m.GatewayError(ge.Status)
+	if gc.queued.Load() > 0 {
+		// The previous response is still queued for a slow client: the error goes behind it,
+		// and the connection closes once both are written.
+		gc.loopWrite(proxy.AppendErrorResponse(nil, ge, 1, 1, false), true)
+		return gnet.None
+	}
 	bp := getBuf()
 	*bp = proxy.AppendErrorResponse((*bp)[:0], ge, 1, 1, false)
 	_, _ = gc.c.Write(*bp)
 	putBuf(bp)
 	return gnet.Close
+}
+
+// loopWrite writes p from the event loop, behind any response bytes still queued by a worker
+// so that the order on the wire is kept; closeAfter closes the connection once p is written.
+// p must not change afterwards.
+func (gc *gconn) loopWrite(p []byte, closeAfter bool) {
+	if gc.queued.Load() == 0 {
+		_, _ = gc.c.Write(p)
+		if closeAfter {
+			_ = gc.c.Close()
+		}
+		return
+	}
+	var cb gnet.AsyncCallback
+	if closeAfter {
+		cb = func(c gnet.Conn, _ error) error { return c.Close() }
+	}
+	_ = gc.c.AsyncWrite(p, cb)
 }
 
 func (gc *gconn) dispatch() {
@@ -277,6 +304,9 @@ func (gc *gconn) dispatch() {
 func (gc *gconn) serve() {
 	keepAlive := gc.proxy()
 	gc.e.counters.active.Add(-1)
+	if cap(gc.req.Body) > maxKeptBodyBytes {
+		gc.req.Body = nil // an idle connection does not keep a large body's buffer
+	}
 	if gc.e.draining.Load() {
 		keepAlive = false
 	}
