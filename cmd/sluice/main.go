@@ -100,6 +100,10 @@ func serve(args []string, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "sluice serve: unexpected argument %q (the config goes after --config)\n%s", fs.Arg(0), usage)
+		return 2
+	}
 	cfg, err := gateway.LoadConfig(*path)
 	if err != nil {
 		printErrors(stderr, err)

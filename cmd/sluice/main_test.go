@@ -68,3 +68,9 @@ func TestValidatePointsAtTheRuleSyntaxError(t *testing.T) {
 	require.Equal(t, 1, run([]string{"validate", bad}, &out, &errb))
 	require.True(t, strings.HasPrefix(errb.String(), bad+":5:19:"), "got %q", errb.String())
 }
+
+func TestServeRefusesAPositionalConfig(t *testing.T) {
+	var out, errb bytes.Buffer
+	require.Equal(t, 2, run([]string{"serve", "my.toml"}, &out, &errb))
+	require.Contains(t, errb.String(), `unexpected argument "my.toml"`)
+}

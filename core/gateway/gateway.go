@@ -51,7 +51,7 @@ func New(cfg *config.Config, path string, log *slog.Logger) (*Gateway, error) {
 		log = slog.Default()
 	}
 	g := &Gateway{ConfigPath: path, Log: log, transports: map[string]ingress.Transport{}}
-	snap, err := runtime.Compile(cfg, nil, g.gen.Add(1))
+	snap, err := runtime.Compile(cfg, nil, g.gen.Add(1)) // generation 1
 	if err != nil {
 		return nil, err
 	}
@@ -169,10 +169,11 @@ func (g *Gateway) Reload() error {
 	if !reflect.DeepEqual(old.Config.Admin, cfg.Admin) {
 		return fmt.Errorf("%w: restart sluice to change [admin]", ErrRestartRequired)
 	}
-	snap, err := runtime.Compile(cfg, old, g.gen.Add(1))
+	snap, err := runtime.Compile(cfg, old, g.gen.Load()+1)
 	if err != nil {
 		return err
 	}
+	g.gen.Add(1) // generations count configs put in force
 	g.live.Activate(snap)
 	g.Log.Info("configuration reloaded", "generation", snap.Gen)
 	return nil

@@ -102,13 +102,17 @@ func TestSlowReaderStopsUpstreamReads(t *testing.T) {
 
 // A client that reads nothing for client_stall_timeout is closed, and so is its upstream.
 func TestStalledClientIsClosedWithItsUpstream(t *testing.T) {
-	var written atomic.Int64
-	full := make(chan struct{}, 1)
-	up := bigUpstream(t, &written, full)
-	_, addr := startGateway(t, "gnet", up.addr(), `client_stall_timeout = "500ms"`)
-	c := dial(t, addr)
-	send(t, c, "GET /big HTTP/1.1\r\nHost: gw\r\n\r\n")
-	up.waitConnClosed(t, 10*time.Second)
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			var written atomic.Int64
+			full := make(chan struct{}, 1)
+			up := bigUpstream(t, &written, full)
+			_, addr := startGateway(t, engine, up.addr(), `client_stall_timeout = "500ms"`)
+			c := dial(t, addr)
+			send(t, c, "GET /big HTTP/1.1\r\nHost: gw\r\n\r\n")
+			up.waitConnClosed(t, 10*time.Second)
+		})
+	}
 }
 
 // SIGTERM's drain: new connections are refused, the request in flight completes.

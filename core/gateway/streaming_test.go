@@ -171,3 +171,72 @@ func TestUpstreamResetMidStreamEndsClientStreamWithoutDone(t *testing.T) {
 		})
 	}
 }
+
+// A stream whose upstream dies before the first event still ends with an SSE error event.
+func TestUpstreamResetBeforeFirstEventSendsErrorEvent(t *testing.T) {
+	up := serveUpstream(t, func(c net.Conn, _ *bufio.Reader, _ string, _ []byte) bool {
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+		if tc, ok := c.(*net.TCPConn); ok {
+			_ = tc.SetLinger(0)
+		}
+		return false
+	})
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			_, addr := startGateway(t, engine, up.addr(), "")
+			c := dial(t, addr)
+			send(t, c, "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Length: 2\r\n\r\n{}")
+			resp := readResponse(t, bufio.NewReader(c), false)
+			require.Equal(t, 200, resp.status)
+			require.Contains(t, string(resp.body), "event: error")
+			require.NotContains(t, string(resp.body), "[DONE]")
+		})
+	}
+}
+
+// A client that half-closes after its request is treated as gone (as nginx does): the upstream
+// is cancelled and the client gets no made-up response.
+func TestHalfClosedClientGetsNoFakeResponse(t *testing.T) {
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			got := make(chan struct{}, 1)
+			up := serveUpstreamU(t, func(u *upstream, c net.Conn, r *bufio.Reader, _ string, _ []byte) bool {
+				u.watchClose(r)
+				got <- struct{}{}
+				<-u.stop
+				return false
+			})
+			_, addr := startGateway(t, engine, up.addr(), "")
+			c := dial(t, addr)
+			send(t, c, "GET /v1/models HTTP/1.1\r\nHost: gw\r\n\r\n")
+			require.NoError(t, c.(*net.TCPConn).CloseWrite())
+			_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			all, err := io.ReadAll(c) // returns when the gateway closes the connection
+			require.NoError(t, err)
+			require.Empty(t, string(all))
+			select {
+			case <-got: // the request reached the upstream before the gateway saw the FIN
+				up.waitConnClosed(t, 2*time.Second)
+			default:
+			}
+		})
+	}
+}
+
+// An upstream that switches protocols although no upgrade was asked for is a 502.
+func TestUnrequestedUpgradeIs502(t *testing.T) {
+	up := serveUpstream(t, func(c net.Conn, _ *bufio.Reader, _ string, _ []byte) bool {
+		io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: upgrade\r\n\r\n")
+		return false
+	})
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			_, addr := startGateway(t, engine, up.addr(), "")
+			c := dial(t, addr)
+			send(t, c, "GET /v1/models HTTP/1.1\r\nHost: gw\r\n\r\n")
+			resp := readResponse(t, bufio.NewReader(c), false)
+			require.Equal(t, 502, resp.status)
+			require.Contains(t, string(resp.body), "upstream_protocol_error")
+		})
+	}
+}

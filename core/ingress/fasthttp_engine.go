@@ -144,6 +144,8 @@ type fastExchange struct {
 	req      http1.Request
 	headBuf  []byte
 	ip       []byte
+	conn     net.Conn      // the client connection, for the stall deadline of streamed bodies
+	stall    time.Duration // client_stall_timeout
 	x        *pool.Exchange
 	b        *proxy.Backend
 	rt       *proxy.Route
@@ -159,7 +161,8 @@ type fastExchange struct {
 	ended    bool
 }
 
-var fastExchanges = sync.Pool{New: func() any { return new(fastExchange) }}
+// fastExchanges recycles exchanges; tail starts as an event boundary (nothing sent yet).
+var fastExchanges = sync.Pool{New: func() any { return &fastExchange{tail: [2]byte{'\n', '\n'}} }}
 
 func (e *FastEngine) handle(ctx *fasthttp.RequestCtx) {
 	fx := fastExchanges.Get().(*fastExchange)
@@ -221,8 +224,10 @@ func (fx *fastExchange) start(ctx *fasthttp.RequestCtx) bool {
 	isHEAD := ctx.IsHead()
 	if err := fx.x.RoundTrip(b.Pool, fx.headBuf, req.Body, isHEAD); err != nil {
 		if fx.watch.gone() {
+			// The client left: answer nothing (a default empty 200 would be a lie).
 			rt.M.Canceled()
-			ctx.SetConnectionClose()
+			ctx.HijackSetNoResponse(true)
+			ctx.Hijack(func(net.Conn) {})
 			return false
 		}
 		ge := proxy.UpstreamGatewayError(err)
@@ -232,7 +237,16 @@ func (fx *fastExchange) start(ctx *fasthttp.RequestCtx) bool {
 		return false
 	}
 	resp := &fx.x.Resp
+	if resp.Status == 101 {
+		// No upgrade was asked for (WebSocket support comes later): a protocol error.
+		rt.M.UpstreamError(metrics.ReasonProtocol)
+		rt.M.Response(502, fx.began, 0)
+		writeFastError(ctx, proxy.ErrUnexpectedUpgrade, false)
+		return false
+	}
 	mode, ka := proxy.PlanResponse(resp, isHEAD, req)
+	fx.conn = ctx.Conn()
+	fx.stall = e.set.ClientStallTimeout
 	keepAlive = keepAlive && ka
 	rh := &ctx.Response.Header
 	rh.DisableNormalizing()
@@ -284,6 +298,11 @@ func (fx *fastExchange) Read(p []byte) (int, error) {
 	}
 	if fx.ended {
 		return 0, io.EOF
+	}
+	// fasthttp writes what Read returns right away: a client that takes none of it for
+	// client_stall_timeout fails that write and ends the exchange, upstream included.
+	if fx.conn != nil {
+		_ = fx.conn.SetWriteDeadline(time.Now().Add(fx.stall))
 	}
 	n, err := fx.x.ReadBody(p, false)
 	if n > 0 {
@@ -355,6 +374,10 @@ func (fx *fastExchange) Close() error {
 }
 
 func (fx *fastExchange) release() {
+	if fx.conn != nil {
+		_ = fx.conn.SetWriteDeadline(time.Time{})
+		fx.conn = nil
+	}
 	if fx.watch != nil {
 		fx.watch.stop()
 		fx.watch = nil
@@ -367,7 +390,7 @@ func (fx *fastExchange) release() {
 		fx.b.Release()
 		fx.b = nil
 	}
-	fx.sse, fx.ended, fx.failed, fx.tail = false, false, fx.failed[:0], [2]byte{}
+	fx.sse, fx.ended, fx.failed, fx.tail = false, false, fx.failed[:0], [2]byte{'\n', '\n'}
 	fx.rt, fx.last, fx.bytes, fx.status, fx.streamed = nil, time.Time{}, 0, 0, false
 	fx.e.counters.active.Add(-1)
 	fx.e = nil

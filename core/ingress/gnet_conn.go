@@ -360,6 +360,12 @@ func (gc *gconn) proxy() bool {
 		rt.M.Response(ge.Status, start, 0)
 		return gc.sendError(ge, keepAlive)
 	}
+	if x.Resp.Status == 101 {
+		// No upgrade was asked for (WebSocket support comes later): a protocol error.
+		rt.M.UpstreamError(metrics.ReasonProtocol)
+		rt.M.Response(502, start, 0)
+		return gc.sendError(proxy.ErrUnexpectedUpgrade, false)
+	}
 	mode, keepAlive := proxy.PlanResponse(&x.Resp, isHEAD, req)
 	sseStream := proxy.IsEventStream(&x.Resp)
 	if sseStream && mode == proxy.OutChunkedRaw {
@@ -415,7 +421,7 @@ const chunkHeadroom = 18
 func (gc *gconn) relay(x *pool.Exchange, mode proxy.OutMode, sseStream bool, m *metrics.Route, start time.Time) (int64, error) {
 	chunked := mode == proxy.OutChunk
 	streamed := mode != proxy.OutLength
-	var tail [2]byte // last two payload bytes sent, to know whether an SSE event is complete
+	tail := [2]byte{'\n', '\n'} // last two payload bytes sent: is the client at an SSE event boundary?
 	var total int64
 	var last time.Time
 	for {

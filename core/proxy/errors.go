@@ -36,12 +36,13 @@ func (e *GatewayError) Error() string { return e.Code + ": " + e.Message }
 
 // Preallocated gateway errors: the hot path returns these, never builds new ones.
 var (
-	ErrNoRoute         = &GatewayError{Status: 404, Type: NotFound, Code: "no_route", Message: "no router matches this request"}
-	ErrNoBackend       = &GatewayError{Status: 503, Type: ServerError, Code: "no_backend", Message: "no healthy backend is available for this service", RetryAfter: 1}
-	ErrUpstreamDial    = &GatewayError{Status: 502, Type: UpstreamError, Code: "upstream_unreachable", Message: "the upstream could not be reached"}
-	ErrUpstreamTimeout = &GatewayError{Status: 504, Type: UpstreamError, Code: "upstream_timeout", Message: "the upstream did not answer in time"}
-	ErrUpstreamProto   = &GatewayError{Status: 502, Type: UpstreamError, Code: "upstream_protocol_error", Message: "the upstream sent a malformed response"}
-	ErrUpstreamClosed  = &GatewayError{Status: 502, Type: UpstreamError, Code: "upstream_closed", Message: "the upstream closed the connection before answering"}
+	ErrNoRoute           = &GatewayError{Status: 404, Type: NotFound, Code: "no_route", Message: "no router matches this request"}
+	ErrNoBackend         = &GatewayError{Status: 503, Type: ServerError, Code: "no_backend", Message: "no healthy backend is available for this service", RetryAfter: 1}
+	ErrUpstreamDial      = &GatewayError{Status: 502, Type: UpstreamError, Code: "upstream_unreachable", Message: "the upstream could not be reached"}
+	ErrUpstreamTimeout   = &GatewayError{Status: 504, Type: UpstreamError, Code: "upstream_timeout", Message: "the upstream did not answer in time"}
+	ErrUpstreamProto     = &GatewayError{Status: 502, Type: UpstreamError, Code: "upstream_protocol_error", Message: "the upstream sent a malformed response"}
+	ErrUnexpectedUpgrade = &GatewayError{Status: 502, Type: UpstreamError, Code: "upstream_protocol_error", Message: "the upstream switched protocols without an upgrade request"}
+	ErrUpstreamClosed    = &GatewayError{Status: 502, Type: UpstreamError, Code: "upstream_closed", Message: "the upstream closed the connection before answering"}
 )
 
 // UpstreamGatewayError maps an error from pool.Exchange.RoundTrip to the response the client
