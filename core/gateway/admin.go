@@ -47,9 +47,9 @@ func startAdmin(g *Gateway, address, token string) (*adminServer, error) {
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
-	var h http.Handler = mux
+	var h http.Handler = jsonNotFound(mux)
 	if token != "" {
-		h = requireBearer(token, mux)
+		h = requireBearer(token, h)
 	}
 	a := &adminServer{addr: ln.Addr().String(), srv: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}}
 	go func() { _ = a.srv.Serve(ln) }()
@@ -62,10 +62,27 @@ func (a *adminServer) close() {
 	_ = a.srv.Shutdown(ctx)
 }
 
-func requireBearer(token string, next http.Handler) http.Handler {
-	want := []byte("Bearer " + token)
+// jsonNotFound answers unknown paths and methods with OpenAI-style JSON errors, like every
+// other admin answer.
+func jsonNotFound(mux *http.ServeMux) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got := []byte(r.Header.Get("Authorization"))
+		if _, pattern := mux.Handler(r); pattern == "" {
+			writeJSON(w, http.StatusNotFound, map[string]any{"error": map[string]any{"message": "no admin endpoint " + r.Method + " " + r.URL.Path + " (see docs/admin-api.md)", "type": "not_found_error", "param": nil, "code": "not_found"}})
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+func requireBearer(token string, next http.Handler) http.Handler {
+	want := []byte(token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The auth scheme is case-insensitive (RFC 9110 §11.1).
+		auth := r.Header.Get("Authorization")
+		var got []byte
+		if len(auth) > 7 && strings.EqualFold(auth[:7], "bearer ") {
+			got = []byte(auth[7:])
+		}
 		if subtle.ConstantTimeCompare(got, want) != 1 {
 			writeJSON(w, http.StatusUnauthorized, map[string]any{"error": map[string]any{"message": "admin API needs the bearer token", "type": "authentication_error", "param": nil, "code": "unauthorized"}})
 			return
@@ -198,18 +215,47 @@ func (g *Gateway) adminConfig(w http.ResponseWriter, _ *http.Request) {
 	red.Middlewares = map[string]*config.Middleware{}
 	for name, m := range cfg.Middlewares {
 		c := *m
-		c.Options = map[string]any{}
-		for k, v := range m.Options {
-			for _, s := range secretKeys {
-				if strings.Contains(strings.ToLower(k), s) && !strings.HasSuffix(k, "_env") {
-					v = "<redacted>"
-				}
-			}
-			c.Options[k] = v
-		}
+		c.Options, _ = redact(m.Options).(map[string]any)
 		red.Middlewares[name] = &c
 	}
 	writeJSON(w, 200, map[string]any{"files": cfg.Files(), "config": &red})
+}
+
+// redact copies v with the values of secret-looking keys replaced, at any depth.
+func redact(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(t))
+		for k, x := range t {
+			if isSecretKey(k) {
+				out[k] = "<redacted>"
+			} else {
+				out[k] = redact(x)
+			}
+		}
+		return out
+	case []any:
+		out := make([]any, len(t))
+		for i, x := range t {
+			out[i] = redact(x)
+		}
+		return out
+	default:
+		return v
+	}
+}
+
+func isSecretKey(k string) bool {
+	k = strings.ToLower(k)
+	if strings.HasSuffix(k, "_env") {
+		return false // names a variable, not a secret
+	}
+	for _, s := range secretKeys {
+		if strings.Contains(k, s) {
+			return true
+		}
+	}
+	return false
 }
 
 func (g *Gateway) adminReload(w http.ResponseWriter, _ *http.Request) {

@@ -106,3 +106,69 @@ func TestAdminAPIAndReload(t *testing.T) {
 	send(t, c2, "GET /v2/models HTTP/1.1\r\nHost: gw\r\n\r\n")
 	require.Equal(t, 200, readResponse(t, r2, false).status)
 }
+
+func TestAdminRedactsNestedSecretsAndAnswersJSON(t *testing.T) {
+	up := serveUpstream(t, echo)
+	path := filepath.Join(t.TempDir(), "sluice.toml")
+	require.NoError(t, os.WriteFile(path, []byte(fmt.Sprintf(`
+[entrypoints.web]
+address = "127.0.0.1:0"
+[routers.api]
+rule = "PathPrefix(`+"`/`"+`)"
+service = "up"
+[services.up.load_balancer]
+servers = [{ url = "http://%s" }]
+[middlewares.unused]
+type = "jwt"
+value = "s3cret-top"
+nested = { password = "s3cret-nested", list = [{ token = "s3cret-list" }], plain = "visible" }
+[admin]
+address = "127.0.0.1:0"
+`, up.addr())), 0o644))
+	cfg, err := config.Load(path)
+	require.NoError(t, err)
+	g, err := gateway.New(cfg, path, nil)
+	require.NoError(t, err)
+	require.NoError(t, g.Start())
+	t.Cleanup(func() { _ = g.Drain(t.Context()) })
+	admin := "http://" + g.AdminAddr()
+	st, body := adminGet(t, admin+"/api/gateway/config")
+	require.Equal(t, 200, st)
+	require.NotContains(t, body, "s3cret")
+	require.Contains(t, body, "visible")
+	st, body = adminGet(t, admin+"/api/gateway/nope")
+	require.Equal(t, 404, st)
+	require.Contains(t, body, `"code": "not_found"`)
+}
+
+func TestAdminTokenSchemeIsCaseInsensitive(t *testing.T) {
+	t.Setenv("SLUICE_TEST_ADMIN_TOKEN", "tok-123")
+	up := serveUpstream(t, echo)
+	cfg, err := config.LoadBytes("t.toml", []byte(fmt.Sprintf(`
+[entrypoints.web]
+address = "127.0.0.1:0"
+[routers.api]
+rule = "PathPrefix(`+"`/`"+`)"
+service = "up"
+[services.up.load_balancer]
+servers = [{ url = "http://%s" }]
+[admin]
+address = "127.0.0.1:0"
+token_env = "SLUICE_TEST_ADMIN_TOKEN"
+`, up.addr())))
+	require.NoError(t, err)
+	g, err := gateway.New(cfg, "", nil)
+	require.NoError(t, err)
+	require.NoError(t, g.Start())
+	t.Cleanup(func() { _ = g.Drain(t.Context()) })
+	for auth, want := range map[string]int{"": 401, "Bearer wrong": 401, "Bearer tok-123": 200, "bearer tok-123": 200, "BEARER tok-123": 200} {
+		req, _ := http.NewRequest("GET", "http://"+g.AdminAddr()+"/api/gateway/health", nil)
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, want, resp.StatusCode, "Authorization %q", auth)
+	}
+}

@@ -38,6 +38,7 @@ var (
 	errReqLine          = newErr(400, "malformed request line (RFC 9112 §3)")
 	errMethod           = newErr(400, "invalid method token (RFC 9112 §3.1)")
 	errTarget           = newErr(400, "invalid request-target (RFC 9112 §3.2)")
+	errDotSegment       = newErr(400, "request path has a dot segment (RFC 3986 §5.2.4): resolve it before sending")
 	errVersionSyntax    = newErr(400, "malformed HTTP-version (RFC 9112 §2.3)")
 	errVersion          = newErr(505, "HTTP version not supported (only HTTP/1.0 and HTTP/1.1)")
 	errBareLF           = newErr(400, "line not terminated by CRLF (bare LF, RFC 9112 §2.2)")

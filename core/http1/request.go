@@ -290,7 +290,51 @@ func (r *Request) parseTarget() error {
 		}
 		return errTarget
 	}
+	if hasDotSegment(r.Path) {
+		return errDotSegment
+	}
 	return nil
+}
+
+// hasDotSegment reports whether path has a "." or ".." segment, literal or percent-encoded
+// (%2e). Routers match the path as sent while an upstream may resolve dot segments (RFC 3986
+// §5.2.4), so /public/../admin could pass a PathPrefix(`/public`) rule: such requests are
+// refused rather than guessed at. Clients resolve dot segments before sending.
+func hasDotSegment(path []byte) bool {
+	for i := 0; i < len(path); {
+		if path[i] != '/' {
+			i++
+			continue
+		}
+		j := i + 1
+		for j < len(path) && path[j] != '/' {
+			j++
+		}
+		if isDotSegment(path[i+1 : j]) {
+			return true
+		}
+		i = j
+	}
+	return false
+}
+
+func isDotSegment(seg []byte) bool {
+	dots := 0
+	for i := 0; i < len(seg); {
+		switch {
+		case seg[i] == '.':
+			i++
+		case i+2 < len(seg) && seg[i] == '%' && seg[i+1] == '2' && (seg[i+2] == 'e' || seg[i+2] == 'E'):
+			i += 3
+		default:
+			return false
+		}
+		dots++
+		if dots > 2 {
+			return false
+		}
+	}
+	return dots == 1 || dots == 2
 }
 
 func hasPrefixFold(b []byte, s string) bool {
