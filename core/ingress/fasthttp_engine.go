@@ -34,7 +34,8 @@ type FastEngine struct {
 	done     chan struct{}
 	draining atomic.Bool
 	counters
-	m *metrics.Entrypoint
+	m    *metrics.Entrypoint
+	elog errLog
 }
 
 // NewFast returns a fasthttp engine for the entrypoint described by set.
@@ -45,6 +46,7 @@ func NewFast(set Settings, res Resolver, log *slog.Logger) *FastEngine {
 	}
 	e := &FastEngine{set: set, res: res, log: log, done: make(chan struct{})}
 	e.m = newEntrypointMetrics(set.Name, &e.counters)
+	e.elog.log = log
 	e.srv = &fasthttp.Server{
 		Handler:                       e.handle,
 		Name:                          "",
@@ -233,6 +235,7 @@ func (fx *fastExchange) start(ctx *fasthttp.RequestCtx) bool {
 		ge := proxy.UpstreamGatewayError(err)
 		rt.M.UpstreamError(proxy.UpstreamReason(err))
 		rt.M.Response(ge.Status, fx.began, 0)
+		e.elog.upstreamFailed(rt.Name, b.URL, "response head", err)
 		writeFastError(ctx, ge, keepAlive)
 		return false
 	}
@@ -322,6 +325,7 @@ func (fx *fastExchange) Read(p []byte) (int, error) {
 			fx.rt.M.Canceled()
 		} else {
 			fx.rt.M.UpstreamError(metrics.ReasonStream)
+			fx.e.elog.upstreamFailed(fx.rt.Name, fx.b.URL, "body", err)
 		}
 	}
 	if errors.Is(err, io.EOF) {

@@ -358,6 +358,7 @@ func (gc *gconn) proxy() bool {
 		ge := proxy.UpstreamGatewayError(err)
 		rt.M.UpstreamError(proxy.UpstreamReason(err))
 		rt.M.Response(ge.Status, start, 0)
+		gc.e.elog.upstreamFailed(rt.Name, b.URL, "response head", err)
 		return gc.sendError(ge, keepAlive)
 	}
 	if x.Resp.Status == 101 {
@@ -407,6 +408,7 @@ func (gc *gconn) proxy() bool {
 	default:
 		rt.M.UpstreamError(metrics.ReasonStream)
 		rt.M.Response(x.Resp.Status, start, n)
+		gc.e.elog.upstreamFailed(rt.Name, b.URL, "body", err)
 	}
 	return false
 }

@@ -35,7 +35,8 @@ type GnetEngine struct {
 	runErr   error
 	draining atomic.Bool
 	counters
-	m *metrics.Entrypoint
+	m    *metrics.Entrypoint
+	elog errLog
 
 	mu   sync.Mutex
 	live map[*gconn]struct{} // open connections, for the deadline sweep
@@ -49,6 +50,7 @@ func NewGnet(set Settings, res Resolver, log *slog.Logger) *GnetEngine {
 	}
 	e := &GnetEngine{set: set, res: res, log: log, booted: make(chan struct{}), stopped: make(chan struct{}), live: make(map[*gconn]struct{})}
 	e.m = newEntrypointMetrics(set.Name, &e.counters)
+	e.elog.log = log
 	return e
 }
 

@@ -1,0 +1,30 @@
+package ingress
+
+import (
+	"log/slog"
+	"sync/atomic"
+	"time"
+)
+
+// errLogInterval bounds upstream-failure log lines: at most one per interval per engine, with
+// the number of failures not logged in between, so an outage cannot flood the log.
+const errLogInterval = time.Second
+
+// errLog writes rate-limited warnings about upstream failures.
+type errLog struct {
+	log        *slog.Logger
+	last       atomic.Int64 // unix ns of the last line
+	suppressed atomic.Int64
+}
+
+// upstreamFailed logs that the exchange for router with backend failed at stage ("connect",
+// "stream") with err, unless a line was written less than errLogInterval ago.
+func (l *errLog) upstreamFailed(router, backend, stage string, err error) {
+	now := time.Now().UnixNano()
+	last := l.last.Load()
+	if now-last < int64(errLogInterval) || !l.last.CompareAndSwap(last, now) {
+		l.suppressed.Add(1)
+		return
+	}
+	l.log.Warn("upstream failed", "router", router, "backend", backend, "stage", stage, "error", err.Error(), "suppressed_since_last", l.suppressed.Swap(0))
+}
