@@ -220,7 +220,7 @@ func (fx *fastExchange) start(ctx *fasthttp.RequestCtx) bool {
 	if a, ok := ctx.RemoteAddr().(*net.TCPAddr); ok {
 		fx.ip, _ = a.IP.AppendText(fx.ip)
 	}
-	fx.headBuf = proxy.AppendUpstreamHead(fx.headBuf[:0], req, rt, b, proxy.ClientInfo{IP: fx.ip, TLS: ctx.IsTLS()})
+	fx.headBuf = proxy.AppendUpstreamHead(fx.headBuf[:0], req, rt, b, proxy.ClientInfo{IP: fx.ip, TLS: e.set.TLSCertFile != ""}) // ctx.IsTLS cannot see through the counting wrapper
 	fx.x = pool.AcquireExchange()
 	fx.watch = watchDisconnect(ctx.Conn(), fx.x)
 	isHEAD := ctx.IsHead()

@@ -95,6 +95,14 @@ func Compile(cfg *config.Config, prev *Snapshot, gen uint64) (*Snapshot, error) 
 		s.Services[name] = svc
 		s.ServiceNames = append(s.ServiceNames, name)
 	}
+	for _, name := range sortedKeys(cfg.Entrypoints) {
+		if t := cfg.Entrypoints[name].TLS; t != nil {
+			// Checked here so that `sluice validate` and a reload catch what a bind would.
+			if _, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile); err != nil {
+				errs = append(errs, cfg.Errorf([]string{"entrypoints", name, "tls"}, "entrypoints.%s.tls: %v", name, err))
+			}
+		}
+	}
 	tables := map[string][]router.Route{}
 	for _, name := range sortedKeys(cfg.Routers) {
 		r := cfg.Routers[name]
