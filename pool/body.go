@@ -112,8 +112,16 @@ func (x *Exchange) fill(buf []byte) (int, error) {
 		return 0, err
 	}
 	c := x.c
-	if err := c.nc.SetReadDeadline(time.Now().Add(x.p.o.StreamIdleTimeout)); err != nil {
-		return 0, err
+	// Re-arm the idle deadline only when a noticeable part of it has passed: a stream reads
+	// every few milliseconds, and a timer update per read costs more than the read's own work.
+	// The deadline then fires between 15/16 of StreamIdleTimeout and all of it after the last
+	// byte.
+	now := time.Now()
+	if now.Sub(x.armed) > x.p.o.StreamIdleTimeout/16 {
+		if err := c.nc.SetReadDeadline(now.Add(x.p.o.StreamIdleTimeout)); err != nil {
+			return 0, err
+		}
+		x.armed = now
 	}
 	n, err := c.nc.Read(buf)
 	if n > 0 && err != nil {

@@ -30,7 +30,8 @@ type Exchange struct {
 	hbuf   []byte // response head buffer; hbuf[lo:hi] are received bytes not yet consumed
 	lo, hi int
 	mode   http1.BodyMode
-	remain int64 // BodyLength: body bytes still to read
+	remain int64     // BodyLength: body bytes still to read
+	armed  time.Time // when the stream idle deadline was last set (ReadBody)
 	dec    http1.ChunkedDecoder
 	done   bool  // body fully read (io.EOF reached or BodyNone)
 	broken bool  // conn must not be reused (until-close body, extra bytes, upgrade, error)
@@ -78,6 +79,7 @@ func ReleaseExchange(x *Exchange) {
 	x.lo, x.hi = 0, 0
 	x.mode = http1.BodyNone
 	x.remain = 0
+	x.armed = time.Time{}
 	x.dec.Reset()
 	x.done, x.broken = false, false
 	x.err, x.rerr = nil, nil

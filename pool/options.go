@@ -39,8 +39,9 @@ type Options struct {
 	// IdleTimeout: an idle pooled conn older than this is closed instead of reused. Default 90s.
 	// Keep it below the upstream's own keep-alive timeout to make the keep-alive race rare.
 	IdleTimeout time.Duration
-	// StreamIdleTimeout is the longest silence allowed between body reads (a read deadline
-	// per read), and the longest a request write may stall. Default 5m.
+	// StreamIdleTimeout is the longest silence allowed between body reads (a read deadline,
+	// re-armed at most every 1/16 of it, so it fires within its last 1/16), and the longest a
+	// large request write may stall. Default 5m.
 	StreamIdleTimeout time.Duration
 	// MaxIdleConns caps the idle conns kept for this backend; extra ones are closed. Default 1024.
 	MaxIdleConns int
