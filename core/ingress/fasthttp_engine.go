@@ -156,11 +156,17 @@ type fastExchange struct {
 	bytes    int64
 	status   int
 	streamed bool
-	watch    *disconnectWatch
-	sse      bool
-	tail     [2]byte
-	failed   []byte // pending SSE error event after an upstream failure
-	ended    bool
+	// The disconnect watch starts watchDelay after the request goes upstream: a response that
+	// comes sooner never pays for it (a goroutine, a peek and a deadline dance per request).
+	watchMu    sync.Mutex
+	watch      *disconnectWatch
+	watchOff   bool
+	watchConn  net.Conn
+	watchTimer *time.Timer
+	sse        bool
+	tail       [2]byte
+	failed     []byte // pending SSE error event after an upstream failure
+	ended      bool
 }
 
 // fastExchanges recycles exchanges; tail starts as an event boundary (nothing sent yet).
@@ -222,10 +228,10 @@ func (fx *fastExchange) start(ctx *fasthttp.RequestCtx) bool {
 	}
 	fx.headBuf = proxy.AppendUpstreamHead(fx.headBuf[:0], req, rt, b, proxy.ClientInfo{IP: fx.ip, TLS: e.set.TLSCertFile != ""}) // ctx.IsTLS cannot see through the counting wrapper
 	fx.x = pool.AcquireExchange()
-	fx.watch = watchDisconnect(ctx.Conn(), fx.x)
+	fx.armWatch(ctx.Conn())
 	isHEAD := ctx.IsHead()
 	if err := fx.x.RoundTrip(b.Pool, fx.headBuf, req.Body, isHEAD); err != nil {
-		if fx.watch.gone() {
+		if fx.gone() {
 			// The client left: answer nothing (a default empty 200 would be a lie).
 			rt.M.Canceled()
 			ctx.HijackSetNoResponse(true)
@@ -321,7 +327,7 @@ func (fx *fastExchange) Read(p []byte) (int, error) {
 		}
 	}
 	if err != nil && !errors.Is(err, io.EOF) && !fx.ended {
-		if fx.watch.gone() {
+		if fx.gone() {
 			fx.rt.M.Canceled()
 		} else {
 			fx.rt.M.UpstreamError(metrics.ReasonStream)
@@ -339,13 +345,60 @@ func (fx *fastExchange) Read(p []byte) (int, error) {
 	if err == nil || errors.Is(err, io.EOF) {
 		return n, err
 	}
-	if fx.sse && !fx.watch.gone() && fx.tail == [2]byte{'\n', '\n'} {
+	if fx.sse && !fx.gone() && fx.tail == [2]byte{'\n', '\n'} {
 		// DESIGN.md §5: end the client's stream with an SSE error event, never [DONE].
 		fx.failed = proxy.AppendSSEError(fx.failed[:0], proxy.ErrUpstreamStream)
 		fx.ended = true
 		return n, nil
 	}
 	return n, err
+}
+
+// watchDelay is how long a request may wait for its upstream before the client's socket is
+// watched for a disconnect. The cancellation bound is 50 ms; most JSON answers come sooner.
+const watchDelay = 2 * time.Millisecond
+
+// armWatch schedules the disconnect watch of c for this exchange.
+func (fx *fastExchange) armWatch(c net.Conn) {
+	fx.watchMu.Lock()
+	fx.watchConn, fx.watchOff = c, false
+	fx.watchMu.Unlock()
+	if fx.watchTimer == nil {
+		fx.watchTimer = time.AfterFunc(watchDelay, fx.beginWatch)
+	} else {
+		fx.watchTimer.Reset(watchDelay)
+	}
+}
+
+func (fx *fastExchange) beginWatch() {
+	fx.watchMu.Lock()
+	defer fx.watchMu.Unlock()
+	if !fx.watchOff && fx.watch == nil && fx.watchConn != nil {
+		fx.watch = watchDisconnect(fx.watchConn, fx.x)
+	}
+}
+
+// stopWatch cancels a pending watch or ends a running one (waiting for its goroutine).
+func (fx *fastExchange) stopWatch() {
+	if fx.watchTimer != nil {
+		fx.watchTimer.Stop()
+	}
+	fx.watchMu.Lock()
+	fx.watchOff = true
+	w := fx.watch
+	fx.watch, fx.watchConn = nil, nil
+	fx.watchMu.Unlock()
+	if w != nil {
+		w.stop()
+	}
+}
+
+// gone reports whether the watch saw the client leave.
+func (fx *fastExchange) gone() bool {
+	fx.watchMu.Lock()
+	w := fx.watch
+	fx.watchMu.Unlock()
+	return w != nil && w.gone()
 }
 
 // relayUntilClose writes the response head and body straight to the hijacked client
@@ -382,10 +435,7 @@ func (fx *fastExchange) release() {
 		_ = fx.conn.SetWriteDeadline(time.Time{})
 		fx.conn = nil
 	}
-	if fx.watch != nil {
-		fx.watch.stop()
-		fx.watch = nil
-	}
+	fx.stopWatch()
 	if fx.x != nil {
 		pool.ReleaseExchange(fx.x)
 		fx.x = nil
