@@ -8,8 +8,10 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -25,6 +27,27 @@ func adminGet(t *testing.T, url string) (int, string) {
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	return resp.StatusCode, string(b)
+}
+
+// waitMetric polls the metrics page until series has a value for which ok is true, or fails
+// after 5 s. (Counters are process-wide, so with -count>1 they only grow.)
+func waitMetric(t *testing.T, url, series string, ok func(float64) bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, body := adminGet(t, url)
+		for _, line := range strings.Split(body, "\n") {
+			if v, found := strings.CutPrefix(line, series+" "); found {
+				if f, err := strconv.ParseFloat(v, 64); err == nil && ok(f) {
+					return
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("metric %s never reached the expected value", series)
+		}
+		time.Sleep(10 * time.Millisecond) // polling interval, not an assertion
+	}
 }
 
 func writeConfig(t *testing.T, path, upstream, rule string) {
@@ -75,10 +98,9 @@ func TestAdminAPIAndReload(t *testing.T) {
 	c := dial(t, g.Addr("web"))
 	send(t, c, "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Length: 2\r\n\r\n{}")
 	require.Equal(t, 200, readResponse(t, bufio.NewReader(c), false).status)
-	st, body = adminGet(t, admin+"/metrics")
-	require.Equal(t, 200, st)
-	require.Contains(t, body, `sluice_responses_total{router="api",service="up",code="2xx"} `)
-	require.Contains(t, body, `sluice_upstream_active{service="up",backend="http://`+up.addr()+`"} 0`)
+	// The client has its response before the worker finishes its accounting: wait for it.
+	waitMetric(t, admin+"/metrics", `sluice_responses_total{router="api",service="up",code="2xx"}`, func(v float64) bool { return v >= 1 })
+	waitMetric(t, admin+"/metrics", `sluice_upstream_active{service="up",backend="http://`+up.addr()+`"}`, func(v float64) bool { return v == 0 })
 
 	// A bad config is refused with its position; the running config stays in force.
 	require.NoError(t, os.WriteFile(path, []byte("[routers.api]\nrule = 5\n"), 0o644))
