@@ -1,25 +1,21 @@
 package harness
 
-import "bytes"
+import (
+	"bytes"
 
-// sseScanner is an incremental, split-safe scanner of a text/event-stream
-// body (WHATWG HTML "Server-sent events", §9.2.6 "Interpreting an event
-// stream"): lines end in CRLF, LF or CR; a blank line dispatches the event;
-// lines starting with ':' are comments; "field: value" strips one leading
-// space from the value. Partial lines are kept in a reusable buffer, so feed
-// does not allocate once the buffer has grown to the longest line.
-//
-// For the benchmark an event is a content event when one of its data lines
-// holds a non-empty JSON string "content" (an OpenAI chat.completion.chunk
-// delta with text); "data: [DONE]" marks the clean end of an OpenAI stream,
-// and an "event: error" or a data line starting with {"error" marks an error
-// event (DESIGN §5).
+	"github.com/sluice-gw/sluice/sse"
+)
+
+// sseScanner classifies a text/event-stream body for the benchmark as bytes arrive. The event
+// framing (WHATWG HTML "Server-sent events": CRLF/LF/CR line ends, comments, fields, dispatch on
+// a blank line, split-safe) is the gateway's own sse.Scanner; this type only decides what each
+// event means. An event is a content event when one of its data lines holds a non-empty JSON
+// string "content" (an OpenAI chat.completion.chunk delta with text); "data: [DONE]" marks the
+// clean end of an OpenAI stream, and an "event: error" or a data line starting with {"error"
+// marks an error event (DESIGN §5). feed does not allocate once warm.
 type sseScanner struct {
-	line   []byte // partial line carried across feeds
-	skipLF bool   // previous feed ended in CR: a leading LF belongs to it
-
-	// Per-event state, reset on dispatch.
-	hasData, evContent, evDone, evError bool
+	sc  sse.Scanner
+	now int64 // arrival time of the bytes being fed
 
 	// Per-stream results.
 	done    bool  // saw a dispatched [DONE] event
@@ -31,119 +27,70 @@ type sseScanner struct {
 	onGap   func(ns int64)
 }
 
-// maxSSELineBytes bounds a single SSE line the scanner will buffer; longer
-// lines are truncated for classification (the bytes are still consumed).
+// maxSSELineBytes bounds one event the scanner buffers; a larger event is dropped (its bytes
+// are still consumed) and scanning goes on with the next one.
 const maxSSELineBytes = 1 << 20
 
 func (s *sseScanner) reset() {
-	s.line = s.line[:0]
-	s.skipLF = false
-	s.hasData, s.evContent, s.evDone, s.evError = false, false, false, false
+	s.sc.Reset()
 	s.done, s.sseErr = false, false
 	s.events, s.firstNs, s.lastNs = 0, 0, 0
 }
 
 // feed scans p, which arrived at time now (ns on the run's clock).
 func (s *sseScanner) feed(p []byte, now int64) {
-	for len(p) > 0 {
-		if s.skipLF {
-			s.skipLF = false
-			if p[0] == '\n' {
-				p = p[1:]
-				continue
-			}
-		}
-		i := bytes.IndexByte(p, '\n')
-		limit := p
-		if i >= 0 {
-			limit = p[:i]
-		}
-		if j := bytes.IndexByte(limit, '\r'); j >= 0 {
-			i = j
-		}
-		if i < 0 {
-			if len(s.line)+len(p) <= maxSSELineBytes {
-				s.line = append(s.line, p...)
-			}
-			return
-		}
-		line := p[:i]
-		if len(s.line) > 0 {
-			if len(s.line)+len(line) <= maxSSELineBytes {
-				s.line = append(s.line, line...)
-			}
-			line = s.line
-		}
-		s.onLine(line, now)
-		s.line = s.line[:0]
-		if p[i] == '\r' {
-			s.skipLF = true
-		}
-		p = p[i+1:]
+	s.sc.MaxEventBytes = maxSSELineBytes
+	s.now = now
+	if err := s.sc.Feed(p, s); err != nil {
+		s.sc.Reset() // an oversized event: drop it and resynchronise on later bytes
 	}
 }
 
 var (
-	sseDone       = []byte("[DONE]")
 	sseErrPrefix  = []byte(`{"error"`)
 	sseContentKey = []byte(`"content"`)
 )
 
-func (s *sseScanner) onLine(line []byte, now int64) {
-	if len(line) == 0 {
-		s.dispatch(now)
-		return
-	}
-	if line[0] == ':' {
-		return
-	}
-	field, value := line, []byte(nil)
-	if c := bytes.IndexByte(line, ':'); c >= 0 {
-		field, value = line[:c], line[c+1:]
-		if len(value) > 0 && value[0] == ' ' {
-			value = value[1:]
+// OnEvent implements sse.Handler: it classifies one dispatched event by its data lines.
+func (s *sseScanner) OnEvent(ev sse.Event) {
+	evDone, evError, evContent := false, string(ev.Type) == "error", false
+	for data := ev.Data; ; {
+		line := data
+		i := bytes.IndexByte(data, '\n')
+		if i >= 0 {
+			line = data[:i]
 		}
-	}
-	switch string(field) {
-	case "data":
-		s.hasData = true
 		switch {
-		case bytes.Equal(value, sseDone):
-			s.evDone = true
-		case bytes.HasPrefix(value, sseErrPrefix):
-			s.evError = true
-		case hasContent(value):
-			s.evContent = true
+		case sse.IsDone(line):
+			evDone = true
+		case bytes.HasPrefix(line, sseErrPrefix):
+			evError = true
+		case hasContent(line):
+			evContent = true
 		}
-	case "event":
-		if string(value) == "error" {
-			s.evError = true
+		if i < 0 {
+			break
 		}
+		data = data[i+1:]
 	}
-}
-
-func (s *sseScanner) dispatch(now int64) {
-	if s.hasData {
-		if s.evDone {
-			s.done = true
-		}
-		if s.evError {
-			s.sseErr = true
-		}
-		if s.evContent && !s.done {
-			s.events++
-			if s.firstNs == 0 {
-				s.firstNs = now
-				if s.onFirst != nil {
-					s.onFirst(now)
-				}
-			} else if s.onGap != nil {
-				s.onGap(now - s.lastNs)
+	if evDone {
+		s.done = true
+	}
+	if evError {
+		s.sseErr = true
+	}
+	if evContent && !s.done {
+		s.events++
+		if s.firstNs == 0 {
+			s.firstNs = s.now
+			if s.onFirst != nil {
+				s.onFirst(s.now)
 			}
-			s.lastNs = now
+		} else if s.onGap != nil {
+			s.onGap(s.now - s.lastNs)
 		}
+		s.lastNs = s.now
 	}
-	s.hasData, s.evContent, s.evDone, s.evError = false, false, false, false
 }
 
 // hasContent reports whether a JSON data value holds a "content" key whose
