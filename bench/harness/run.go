@@ -106,8 +106,13 @@ type Result struct {
 
 	Latency        Summary `json:"latency_us"`
 	ServiceLatency Summary `json:"service_latency_us"`
-	TTFT           Summary `json:"ttft_us"`
-	ITL            Summary `json:"itl_us"`
+	// SendLag (open loop) is how late the generator itself sent requests:
+	// actual minus intended send time, for requests sent on a free
+	// connection. It is the generator's own precision, part of every
+	// target's Latency alike; a large p99 means the machine starved it.
+	SendLag Summary `json:"send_lag_us"`
+	TTFT    Summary `json:"ttft_us"`
+	ITL     Summary `json:"itl_us"`
 	// TotalSent counts every request written to the target during the run,
 	// warmup and drain included, whatever its outcome: the work a proxy did.
 	TotalSent int64 `json:"total_sent"`
@@ -134,7 +139,7 @@ type runState struct {
 	timeout  time.Duration
 	stopping atomic.Bool
 
-	latency, service, ttft, itl *Recorder
+	latency, service, lag, ttft, itl *Recorder
 
 	ok, tokens, bytes, unfinished atomic.Int64
 	sent                          atomic.Int64 // all finished attempts, warmup included (progress)
@@ -173,7 +178,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		o:       o,
 		addr:    addr,
 		timeout: o.Timeout,
-		latency: NewRecorder(), service: NewRecorder(), ttft: NewRecorder(), itl: NewRecorder(),
+		latency: NewRecorder(), service: NewRecorder(), lag: NewRecorder(), ttft: NewRecorder(), itl: NewRecorder(),
 		rng: rand.New(rand.NewPCG(o.Seed, o.Seed+1)),
 	}
 	workers := o.Concurrency
@@ -212,6 +217,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	var wg sync.WaitGroup
 	for i := 0; i < workers; i++ {
 		w := &worker{r: r, id: i, gen: gens[i], conn: newHTTPConn(addr, r.clock)}
+		if o.Rate > 0 && usePacer {
+			w.pacer = newPacer()
+		}
 		w.wire()
 		r.connsMu.Lock()
 		r.conns = append(r.conns, w.conn)
@@ -221,6 +229,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			defer wg.Done()
 			w.loop()
 			w.conn.close()
+			if w.pacer != nil {
+				w.pacer.close()
+			}
 		}()
 	}
 	wg.Wait()
@@ -338,6 +349,9 @@ func (r *runState) result() *Result {
 	res.ITLHist = r.itl.Snapshot()
 	res.Latency = res.LatencyHist.Summary()
 	res.ServiceLatency = r.service.Snapshot().Summary()
+	if res.Mode == "open" {
+		res.SendLag = r.lag.Snapshot().Summary()
+	}
 	res.TTFT = res.TTFTHist.Summary()
 	res.ITL = res.ITLHist.Summary()
 	res.LatencyDistribution = res.LatencyHist.Distribution()
@@ -363,6 +377,8 @@ type worker struct {
 	backoff  time.Duration
 	intended int64
 	record   bool
+	pacer    *pacer // open loop: precise sleeps; nil in the closed loop
+	onTime   bool   // open loop: the current request's intended time was still ahead when the worker took it
 }
 
 // wire connects the connection's SSE scanner to the run's TTFT and ITL
@@ -390,11 +406,7 @@ func (w *worker) loop() {
 			if !ok {
 				return
 			}
-			// Sleep until the intended time, in slices so that a
-			// cancelled run at a low rate stops promptly.
-			for d := time.Duration(t - r.clock()); d > 0 && !r.stopping.Load(); d = time.Duration(t - r.clock()) {
-				time.Sleep(min(d, maxSleepSlice))
-			}
+			w.onTime = r.waitUntil(t, w.pacer)
 			if r.stopping.Load() {
 				return
 			}
@@ -440,6 +452,9 @@ func (w *worker) one(intended int64) {
 	w.record = intended >= r.measure
 	c.sse.reset()
 	sent := r.clock()
+	if w.onTime && w.record {
+		r.lag.Record(w.id, sent-intended)
+	}
 	deadline := r.base.Add(time.Duration(sent) + r.timeout)
 	if deadline.After(r.stopAt) {
 		deadline = r.stopAt

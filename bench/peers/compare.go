@@ -351,6 +351,9 @@ func Compare(ctx context.Context, o CompareOptions) (*report.Comparison, error) 
 		}
 	}
 	cmp.Rows = report.Summarize(cmp.Runs)
+	if o.Rate > 0 {
+		note("%s", sendLagNote(cmp.Runs))
+	}
 	if o.IdleConns > 0 {
 		for _, t := range targets {
 			if t.proc == nil {
@@ -366,6 +369,19 @@ func Compare(ctx context.Context, o CompareOptions) (*report.Comparison, error) 
 		}
 	}
 	return cmp, nil
+}
+
+// sendLagNote says how precisely the generator kept the open-loop schedule:
+// the largest p50 and p99 send lag over all runs. Every target's latency
+// includes its run's lag, so a lag near the added latencies makes them noise.
+func sendLagNote(runs []report.Run) string {
+	var p50, p99 float64
+	for _, r := range runs {
+		if r.Result != nil {
+			p50, p99 = max(p50, r.Result.SendLag.P50Us), max(p99, r.Result.SendLag.P99Us)
+		}
+	}
+	return fmt.Sprintf("load generator send lag (actual − intended send time, worst run): p50 %.0f µs, p99 %.0f µs; part of every target's latency alike", p50, p99)
 }
 
 // idleSettle is how long the idle connections are held while the proxy's
