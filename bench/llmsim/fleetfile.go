@@ -5,27 +5,35 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	toml "github.com/pelletier/go-toml/v2"
 )
 
-// fleetFile is the TOML fleet file: top-level Config keys, a [defaults] table and
-// [[instance]] tables that override the defaults key by key.
-type fleetFile struct {
-	Seed      *uint64          `toml:"seed"`
-	Host      string           `toml:"host"`
-	BasePort  int              `toml:"base_port"`
-	Instances int              `toml:"instances"`
-	Roles     []Role           `toml:"roles"`
-	APIKey    string           `toml:"api_key"`
-	APIKeyEnv string           `toml:"api_key_env"`
-	Defaults  map[string]any   `toml:"defaults"`
-	Instance  []map[string]any `toml:"instance"`
+// fleetFileOf is the TOML fleet file: top-level Config keys, a [defaults] table and
+// [[instance]] tables that override the defaults key by key. fleetFile keeps the tables as
+// maps (an instance overrides only the keys it names); fleetShape types them, so that a
+// strict decode reports every unknown or mistyped key with its line and column.
+type fleetFileOf[T any] struct {
+	Seed      *uint64 `toml:"seed"`
+	Host      string  `toml:"host"`
+	BasePort  int     `toml:"base_port"`
+	Instances int     `toml:"instances"`
+	Roles     []Role  `toml:"roles"`
+	APIKey    string  `toml:"api_key"`
+	APIKeyEnv string  `toml:"api_key_env"`
+	Defaults  T       `toml:"defaults"`
+	Instance  []T     `toml:"instance"`
 }
 
-// LoadFile reads a TOML fleet file (docs/llmsim.md): unknown keys are errors, reported with
-// the file name and line:column where go-toml gives one; api_key_env names an environment
-// variable that must be set.
+type (
+	fleetFile  = fleetFileOf[map[string]any]
+	fleetShape = fleetFileOf[InstanceConfig]
+)
+
+// LoadFile reads a TOML fleet file (docs/llmsim.md): unknown keys and values of the wrong
+// type are errors reported as file:line:column; api_key_env names an environment variable
+// that must be set.
 func LoadFile(path string) (Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -36,6 +44,11 @@ func LoadFile(path string) (Config, error) {
 
 // ParseFleetFile parses fleet file content (name is used in error messages).
 func ParseFleetFile(name string, data []byte) (Config, error) {
+	// Typed pass first: it places unknown keys and bad values anywhere in the file.
+	var shape fleetShape
+	if err := strictDecode(data, &shape); err != nil {
+		return Config{}, fileError(name, "", err)
+	}
 	var ff fleetFile
 	if err := strictDecode(data, &ff); err != nil {
 		return Config{}, fileError(name, "", err)
@@ -105,6 +118,11 @@ func fileError(name, where string, err error) error {
 	}
 	var sm *toml.StrictMissingError
 	if errors.As(err, &sm) {
+		if len(sm.Errors) > 0 && where == "" {
+			e := &sm.Errors[0]
+			row, col := e.Position()
+			return fmt.Errorf("llmsim: %s:%d:%d: unknown key %s", name, row, col, strings.Join(e.Key(), "."))
+		}
 		return fmt.Errorf("llmsim: %s: %sunknown key: %s", name, where, sm.Error())
 	}
 	return fmt.Errorf("llmsim: %s: %s%w", name, where, err)

@@ -403,6 +403,23 @@ digest = "sha256:d"
 	}
 }
 
+// TestFleetFileErrorsArePositioned: an unknown key or a bad value in any table of a fleet
+// file is reported as file:line:column (it used to lose the position inside [defaults] and
+// [[instance]], which are decoded key by key).
+func TestFleetFileErrorsArePositioned(t *testing.T) {
+	for bad, want := range map[string]string{
+		"[defaults]\nbogus = 1\n": "bad.toml:2:1: unknown key defaults.bogus",
+		"[[instance]]\nlisten = \"127.0.0.1:0\"\n\n[[instance]]\n  ttfx = \"1s\"\n": "bad.toml:5:3: unknown key instance.ttfx",
+		"[defaults]\nttft = \"fast\"\n":                                             "bad.toml:2:",
+		"instances = 2\nbogus = true\n":                                             "bad.toml:2:1: unknown key bogus",
+	} {
+		_, err := ParseFleetFile("bad.toml", []byte(bad))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: err %v, want it to contain %q", bad, err, want)
+		}
+	}
+}
+
 func TestConfigValidation(t *testing.T) {
 	for name, mod := range map[string]func(*InstanceConfig){
 		"max_running 0":      func(ic *InstanceConfig) { ic.MaxRunning = 0 },
