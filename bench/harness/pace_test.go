@@ -2,30 +2,38 @@ package harness
 
 import (
 	"context"
+	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
 
 func TestWaitUntilReturnsAtOrAfterTheIntendedTime(t *testing.T) {
-	p := newPacer()
-	if p == nil {
-		t.Fatal("newPacer() = nil")
+	pool := newPacerPool(1)
+	defer pool.close()
+	if len(pool.all) != 1 {
+		t.Fatalf("newPacerPool(1) made %d pacers", len(pool.all))
 	}
-	defer p.close()
-	for _, pc := range []*pacer{p, nil} {
-		r := &runState{base: time.Now()}
+	exhausted := newPacerPool(1)
+	defer exhausted.close()
+	exhausted.get() // taken and never returned: waitUntil must fall back to time.Sleep
+	for name, pp := range map[string]*pacerPool{"pacer": pool, "no pool": nil, "pool exhausted": exhausted} {
+		r := &runState{base: time.Now(), pacers: pp}
 		// Far enough to cross from time.Sleep to the precise sleep.
 		at := r.clock() + int64(preciseWindow+3*time.Millisecond)
-		if !r.waitUntil(at, pc) {
-			t.Errorf("pacer %v: waitUntil(future) = false", pc != nil)
+		if !r.waitUntil(at) {
+			t.Errorf("%s: waitUntil(future) = false", name)
 		}
 		if now := r.clock(); now < at {
-			t.Errorf("pacer %v: returned %v before the intended time", pc != nil, time.Duration(at-now))
+			t.Errorf("%s: returned %v before the intended time", name, time.Duration(at-now))
 		}
-		if r.waitUntil(r.clock()-1, pc) {
-			t.Errorf("pacer %v: waitUntil(past) = true, want false (the worker was late, not the generator)", pc != nil)
+		if r.waitUntil(r.clock() - 1) {
+			t.Errorf("%s: waitUntil(past) = true, want false (the worker was late, not the generator)", name)
 		}
+	}
+	if p := pool.get(); p == nil {
+		t.Error("the pacer was not returned to its pool")
 	}
 }
 
@@ -33,7 +41,7 @@ func TestWaitUntilStopsWithTheRun(t *testing.T) {
 	r := &runState{base: time.Now()}
 	r.stopping.Store(true)
 	done := make(chan bool)
-	go func() { done <- r.waitUntil(r.clock()+int64(time.Hour), nil) }()
+	go func() { done <- r.waitUntil(r.clock() + int64(time.Hour)) }()
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):
@@ -118,4 +126,51 @@ func median(v []float64) float64 {
 	s := slices.Clone(v)
 	slices.Sort(s)
 	return s[len(s)/2]
+}
+
+// TestOpenLoopTimerfdsAreCapped: however many connections an open loop has, it holds at most
+// maxPacers timerfds (each connection needs a descriptor too; a per-worker pacer made 1,000
+// connections need 2,000 descriptors).
+func TestOpenLoopTimerfdsAreCapped(t *testing.T) {
+	if _, err := os.Stat("/proc/self/fd"); err != nil {
+		t.Skip("no /proc/self/fd")
+	}
+	target := startBasicUpstream(t, UpstreamOptions{Tokens: 1})
+	done := make(chan error, 1)
+	go func() {
+		_, err := Run(context.Background(), Options{
+			Target: target, Workload: WorkloadJSON, Rate: 400, Connections: 3 * maxPacers,
+			Duration: 600 * time.Millisecond, Warmup: 0,
+		})
+		done <- err
+	}()
+	most := 0
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			if most == 0 || most > maxPacers {
+				t.Fatalf("open loop held %d timerfds at most, want 1..%d", most, maxPacers)
+			}
+			return
+		case <-time.After(20 * time.Millisecond):
+			most = max(most, countTimerfds(t))
+		}
+	}
+}
+
+func countTimerfds(t *testing.T) int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range ents {
+		if l, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && strings.Contains(l, "timerfd") {
+			n++
+		}
+	}
+	return n
 }

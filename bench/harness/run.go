@@ -146,6 +146,8 @@ type runState struct {
 	written                       atomic.Int64 // requests written to a connection (TotalSent)
 	errs                          [errKindCount]atomic.Int64
 
+	pacers *pacerPool // open loop: precise sleeps (nil: time.Sleep only)
+
 	schedMu sync.Mutex
 	next    int64 // open loop: next intended time (ns)
 	rng     *rand.Rand
@@ -214,12 +216,13 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		close(progressDone)
 	}
 
+	if o.Rate > 0 && usePacer {
+		r.pacers = newPacerPool(min(workers, maxPacers))
+		defer r.pacers.close()
+	}
 	var wg sync.WaitGroup
 	for i := 0; i < workers; i++ {
 		w := &worker{r: r, id: i, gen: gens[i], conn: newHTTPConn(addr, r.clock)}
-		if o.Rate > 0 && usePacer {
-			w.pacer = newPacer()
-		}
 		w.wire()
 		r.connsMu.Lock()
 		r.conns = append(r.conns, w.conn)
@@ -229,9 +232,6 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			defer wg.Done()
 			w.loop()
 			w.conn.close()
-			if w.pacer != nil {
-				w.pacer.close()
-			}
 		}()
 	}
 	wg.Wait()
@@ -377,8 +377,7 @@ type worker struct {
 	backoff  time.Duration
 	intended int64
 	record   bool
-	pacer    *pacer // open loop: precise sleeps; nil in the closed loop
-	onTime   bool   // open loop: the current request's intended time was still ahead when the worker took it
+	onTime   bool // open loop: the current request's intended time was still ahead when the worker took it
 }
 
 // wire connects the connection's SSE scanner to the run's TTFT and ITL
@@ -406,7 +405,7 @@ func (w *worker) loop() {
 			if !ok {
 				return
 			}
-			w.onTime = r.waitUntil(t, w.pacer)
+			w.onTime = r.waitUntil(t)
 			if r.stopping.Load() {
 				return
 			}
