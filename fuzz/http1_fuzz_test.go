@@ -3,6 +3,7 @@ package fuzz
 import (
 	"bytes"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/sluice-gw/sluice/core/http1"
@@ -18,6 +19,8 @@ var http1RequestSeeds = []string{
 	"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n",
 	"GET / HTTP/1.1\r\nHost: h\r\nConnection: keep-alive, Upgrade\r\nUpgrade: websocket\r\n\r\n",
 	"GET / HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\n\r\n",
+	"GET /v1//%61dmin/%2f%5C%7e%zz%4?q=%2F HTTP/1.1\r\nHost: h\r\n\r\n",
+	"GET http://h//a%2e%2E/%00 HTTP/1.1\r\nHost: h\r\n\r\n",
 	"GET http://example.com:81/p?q HTTP/1.1\r\nHost: other\r\n\r\n",
 	"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n",
 	"OPTIONS * HTTP/1.1\r\nHost: [::1]:8080\r\n\r\n",
@@ -76,7 +79,8 @@ func FuzzRequestHead(f *testing.F) {
 		checkRequest(t, &r)
 		if string(r.Method) != string(warm.Method) || string(r.URI) != string(warm.URI) ||
 			r.ContentLength != warm.ContentLength || r.Chunked != warm.Chunked || r.KeepAlive != warm.KeepAlive ||
-			len(r.Headers) != len(warm.Headers) || string(r.HostBytes()) != string(warm.HostBytes()) {
+			len(r.Headers) != len(warm.Headers) || string(r.HostBytes()) != string(warm.HostBytes()) ||
+			string(r.PathBytes()) != string(warm.PathBytes()) {
 			t.Fatal("fresh and reused Request parse differently")
 		}
 	})
@@ -96,6 +100,7 @@ func checkRequest(t *testing.T, r *http1.Request) {
 	if r.Minor == 0 && (r.Chunked || r.ExpectContinue || r.Upgrade) {
 		t.Fatal("HTTP/1.0 request with chunked, Expect or Upgrade")
 	}
+	checkNormalPath(t, r.PathBytes())
 	if r.Minor == 1 && r.Host == nil {
 		t.Fatal("HTTP/1.1 request without Host")
 	}
@@ -277,4 +282,32 @@ func FuzzChunked(f *testing.F) {
 			}
 		}
 	})
+}
+
+// checkNormalPath: an accepted origin-form path has no empty segment, and each remaining
+// percent-encoding is upper-case hex for a byte that is neither unreserved nor '/', '\\', NUL
+// (the default limits refuse encoded slashes).
+func checkNormalPath(t *testing.T, p []byte) {
+	t.Helper()
+	if len(p) == 0 || p[0] != '/' {
+		return
+	}
+	if bytes.Contains(p, []byte("//")) {
+		t.Fatalf("path %q has an empty segment", p)
+	}
+	const hex = "0123456789ABCDEF"
+	for i := 0; i < len(p); i++ {
+		if p[i] != '%' {
+			continue
+		}
+		if i+2 >= len(p) || strings.IndexByte(hex, p[i+1]) < 0 || strings.IndexByte(hex, p[i+2]) < 0 {
+			t.Fatalf("path %q: percent-encoding not in upper-case hex", p)
+		}
+		v := byte(strings.IndexByte(hex, p[i+1])<<4 | strings.IndexByte(hex, p[i+2]))
+		unreserved := 'a' <= v && v <= 'z' || 'A' <= v && v <= 'Z' || '0' <= v && v <= '9' || strings.IndexByte("-._~", v) >= 0
+		if unreserved || v == '/' || v == '\\' || v == 0 {
+			t.Fatalf("path %q keeps %%%02X encoded", p, v)
+		}
+		i += 2
+	}
 }

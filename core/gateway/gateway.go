@@ -65,8 +65,9 @@ func Settings(ep *config.Entrypoint) ingress.Settings {
 		Name:    ep.Name,
 		Address: ep.Address,
 		Limits: http1.Limits{
-			MaxHeaderBytes: ep.MaxHeaderBytes,
-			MaxBodyBytes:   ep.MaxBodyBytes,
+			MaxHeaderBytes:    ep.MaxHeaderBytes,
+			MaxBodyBytes:      ep.MaxBodyBytes,
+			AllowEncodedSlash: ep.AllowEncodedSlash,
 		},
 		ReadHeaderTimeout:  ep.ReadHeaderTimeout,
 		IdleTimeout:        ep.IdleTimeout,

@@ -58,6 +58,7 @@ var (
 	errTEChunkedTwice   = newErr(400, "chunked applied more than once (RFC 9112 §7)")
 	errTESyntax         = newErr(400, "malformed Transfer-Encoding (RFC 9112 §6.1)")
 	errTEUnknown        = newErr(501, "unknown transfer coding (RFC 9112 §6.1)")
+	errTECoded          = newErr(501, "request transfer codings other than chunked are not supported (RFC 9112 §6.1): send Content-Encoding instead")
 	errTEInHTTP10       = newErr(400, "Transfer-Encoding in an HTTP/1.0 request (RFC 9112 §6.1)")
 	errNoHost           = newErr(400, "missing Host in an HTTP/1.1 request (RFC 9112 §3.2)")
 	errDupHost          = newErr(400, "more than one Host field (RFC 9112 §3.2)")

@@ -15,7 +15,7 @@ type HeaderField struct {
 type Request struct {
 	Method   []byte // request method token, case-sensitive (RFC 9110 §9.1)
 	URI      []byte // request-target as received (RFC 9112 §3.2)
-	Path     []byte // URI up to '?'; for absolute-form the path part ("/" when empty); "*" for asterisk-form
+	Path     []byte // URI up to '?' in normal form (see normalisePath); for absolute-form the path part ("/" when empty); "*" for asterisk-form
 	RawQuery []byte // URI after the first '?', without it; nil when there is none
 
 	Major, Minor int // 1.0 or 1.1 (anything else is *Error 505)
@@ -69,7 +69,8 @@ var slashPath = []byte("/")
 //     Content_Length or Transfer_Encoding (servers that map '_' to '-' would frame differently);
 //   - 413: Content-Length over lim.MaxBodyBytes;
 //   - 431: head over lim.MaxHeaderBytes or more than lim.MaxHeaderCount fields;
-//   - 501: a transfer coding other than chunked, gzip, deflate, compress (and x- aliases);
+//   - 501: a transfer coding other than chunked, gzip, deflate, compress (and x- aliases), and
+//     any coding besides chunked in a request (gzip, chunked: the gateway does not decode it);
 //   - 505: an HTTP version other than 1.0 and 1.1.
 func (r *Request) ParseRequestHead(head []byte, lim *Limits) error {
 	r.Reset()
@@ -86,6 +87,14 @@ func (r *Request) ParseRequestHead(head []byte, lim *Limits) error {
 	}
 	if err := r.parseRequestLine(line); err != nil {
 		return err
+	}
+	if len(r.Path) > 0 && r.Path[0] == '/' && needsNormalising(r.Path) {
+		// The normal form goes after the head in r.buf: URI keeps the target as received.
+		start := len(r.buf)
+		if r.buf, err = normalisePath(r.buf, r.Path, lim.EncodedSlashAllowed()); err != nil {
+			return err
+		}
+		r.Path = r.buf[start:len(r.buf):len(r.buf)]
 	}
 	r.Headers, err = parseFields(buf, pos, r.Headers, lim.HeaderCount(), e)
 	if err != nil {
@@ -159,6 +168,10 @@ func (r *Request) ParseRequestHead(head []byte, lim *Limits) error {
 			return errTEUnknown
 		case !te.chunkedLast:
 			return errTENotChunked
+		case te.codings > 1:
+			// gzip, chunked and the like: the body is decoded from chunked only, so forwarding it
+			// would drop the coding and hand the upstream compressed bytes it cannot recognise.
+			return errTECoded
 		}
 		r.Chunked = true
 	}

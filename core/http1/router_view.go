@@ -8,7 +8,8 @@ func (r *Request) MethodBytes() []byte { return r.Method }
 // brackets); the router compares it case-insensitively. Nil when there is no Host.
 func (r *Request) HostBytes() []byte { return r.hostName }
 
-// PathBytes returns the request path (the target up to '?', still percent-encoded).
+// PathBytes returns the request path: the target up to '?', with unreserved characters decoded,
+// other percent-encodings in upper case and runs of '/' merged (RFC 3986 §6.2.2).
 func (r *Request) PathBytes() []byte { return r.Path }
 
 // HeaderValue returns the value of the first field named name (ASCII case-insensitive) and

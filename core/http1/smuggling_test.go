@@ -32,8 +32,10 @@ func TestRequestFramingSmuggling(t *testing.T) {
 		{"CL leading zeros", "Content-Length: 007\r\n", "1.1", 0, 7, false},
 		{"chunked", "Transfer-Encoding: chunked\r\n", "1.1", 0, -1, true},
 		{"chunked any case", "Transfer-Encoding: ChUnKeD\r\n", "1.1", 0, -1, true},
-		{"gzip then chunked", "Transfer-Encoding: gzip, chunked\r\n", "1.1", 0, -1, true},
-		{"gzip then chunked split fields", "Transfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n", "1.1", 0, -1, true},
+		// Not decoded by the gateway: forwarding the de-chunked body would drop the coding.
+		{"gzip then chunked", "Transfer-Encoding: gzip, chunked\r\n", "1.1", 501, 0, false},
+		{"gzip then chunked split fields", "Transfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n", "1.1", 501, 0, false},
+		{"deflate then chunked", "Transfer-Encoding: deflate, chunked\r\n", "1.1", 501, 0, false},
 		{"TE empty elements", "Transfer-Encoding: , chunked ,\r\n", "1.1", 0, -1, true},
 		{"TE and CL", "Transfer-Encoding: chunked\r\nContent-Length: 5\r\n", "1.1", 400, 0, false},
 		{"CL and TE", "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n", "1.1", 400, 0, false},

@@ -1,0 +1,63 @@
+package http1
+
+// Path normalisation: routers match the path sluice sees, upstreams route on the path they
+// decode, so the two must not be able to disagree about where a request goes (a rule
+// PathPrefix(`/v1`) && !PathPrefix(`/v1/admin`) must not pass /v1//admin, /v1/%61dmin or
+// /v1%2fadmin to an upstream that reads them as /v1/admin).
+
+var (
+	errBadPercent   = newErr(400, "malformed percent-encoding in the request path (RFC 3986 §2.1)")
+	errEncodedSlash = newErr(400, "encoded '/' or '\\' (%2F, %5C) in the request path: upstreams disagree on what it means; send it decoded, or allow it with the entrypoint's allow_encoded_slash")
+	errEncodedNUL   = newErr(400, "encoded NUL (%00) in the request path")
+)
+
+// needsNormalising reports whether path has a percent-encoding or an empty segment ("//"),
+// the only cases normalisePath changes.
+func needsNormalising(path []byte) bool {
+	for i, c := range path {
+		if c == '%' || (c == '/' && i > 0 && path[i-1] == '/') {
+			return true
+		}
+	}
+	return false
+}
+
+// normalisePath appends path to dst in normal form and returns dst: percent-encoded unreserved
+// characters are decoded (RFC 3986 §2.3, §6.2.2.2), other percent-encodings get upper-case hex
+// digits (§6.2.2.1), and runs of '/' become one '/' (no path segment is empty, as in nginx's
+// merge_slashes and Traefik's path sanitising). An encoded '/' or '\' is an error unless
+// allowSlash; an encoded NUL or a '%' not followed by two hex digits always is (*Error 400).
+func normalisePath(dst, path []byte, allowSlash bool) ([]byte, error) {
+	for i := 0; i < len(path); i++ {
+		c := path[i]
+		switch {
+		case c == '/' && len(dst) > 0 && dst[len(dst)-1] == '/':
+			continue
+		case c != '%':
+			dst = append(dst, c)
+			continue
+		}
+		if i+2 >= len(path) || unhex(path[i+1]) > 15 || unhex(path[i+2]) > 15 {
+			return dst, errBadPercent
+		}
+		v := unhex(path[i+1])<<4 | unhex(path[i+2])
+		switch {
+		case isUnreserved(v):
+			dst = append(dst, v)
+		case v == 0:
+			return dst, errEncodedNUL
+		case (v == '/' || v == '\\') && !allowSlash:
+			return dst, errEncodedSlash
+		default:
+			dst = append(dst, '%', "0123456789ABCDEF"[v>>4], "0123456789ABCDEF"[v&15])
+		}
+		i += 2
+	}
+	return dst, nil
+}
+
+// isUnreserved reports whether c is an unreserved character (RFC 3986 §2.3).
+func isUnreserved(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+		c == '-' || c == '.' || c == '_' || c == '~'
+}
