@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net"
 	"net/url"
@@ -95,8 +96,8 @@ type Result struct {
 	OK           int64            `json:"ok"`
 	Errors       int64            `json:"errors"`
 	ErrorsByKind map[string]int64 `json:"errors_by_kind"`
-	// Unfinished counts requests of the window still in flight when the
-	// drain time ended, and (open loop) requests scheduled in the window
+	// Unfinished counts requests of the window (or of the warmup) still in
+	// flight when the drain time ended, and (open loop) requests scheduled in the window
 	// that could not be sent before it ended because every connection was
 	// busy. They have no latency sample: a non-zero count means the
 	// percentiles understate a stall.
@@ -110,9 +111,9 @@ type Result struct {
 	// actual minus intended send time, for requests sent on a free
 	// connection. It is the generator's own precision, part of every
 	// target's Latency alike; a large p99 means the machine starved it.
-	SendLag Summary `json:"send_lag_us"`
-	TTFT    Summary `json:"ttft_us"`
-	ITL     Summary `json:"itl_us"`
+	SendLag *Summary `json:"send_lag_us,omitempty"`
+	TTFT    Summary  `json:"ttft_us"`
+	ITL     Summary  `json:"itl_us"`
 	// TotalSent counts every request written to the target during the run,
 	// warmup and drain included, whatever its outcome: the work a proxy did.
 	TotalSent int64 `json:"total_sent"`
@@ -142,6 +143,7 @@ type runState struct {
 	latency, service, lag, ttft, itl *Recorder
 
 	ok, tokens, bytes, unfinished atomic.Int64
+	lastDone                      atomic.Int64 // ns: latest completion of an OK request of the window
 	sent                          atomic.Int64 // all finished attempts, warmup included (progress)
 	written                       atomic.Int64 // requests written to a connection (TotalSent)
 	errs                          [errKindCount]atomic.Int64
@@ -149,7 +151,8 @@ type runState struct {
 	pacers *pacerPool // open loop: precise sleeps (nil: time.Sleep only)
 
 	schedMu sync.Mutex
-	next    int64 // open loop: next intended time (ns)
+	next    float64 // open loop, Poisson: next intended time (ns)
+	k       int64   // open loop: requests scheduled so far
 	rng     *rand.Rand
 
 	connsMu sync.Mutex
@@ -243,6 +246,23 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	return r.result(), nil
 }
 
+// MaxRate is the highest open-loop rate accepted, in requests per second: far above what one
+// generator process reaches on one machine, low enough that a typo cannot schedule billions of
+// requests.
+const MaxRate = 1_000_000
+
+// CheckRate returns an error unless rate is 0 (closed loop) or a finite number of requests per
+// second in (0, MaxRate].
+func CheckRate(rate float64) error {
+	if rate == 0 {
+		return nil
+	}
+	if math.IsNaN(rate) || rate < 0 || rate > MaxRate {
+		return fmt.Errorf("harness: rate %v: want a number of requests per second in (0, %d]", rate, MaxRate)
+	}
+	return nil
+}
+
 func (o *Options) normalize() error {
 	if o.Path == "" {
 		o.Path = DefaultPath
@@ -256,16 +276,23 @@ func (o *Options) normalize() error {
 	if o.Drain <= 0 {
 		o.Drain = DefaultDrain
 	}
-	if o.Connections <= 0 {
+	if o.Connections == 0 {
 		o.Connections = DefaultConnections
 	}
 	if o.Workload == "" {
 		o.Workload = WorkloadJSON
 	}
+	if err := CheckRate(o.Rate); err != nil {
+		return err
+	}
 	switch {
+	case o.Concurrency < 0:
+		return fmt.Errorf("harness: concurrency %d: want > 0 connections", o.Concurrency)
+	case o.Connections < 0:
+		return fmt.Errorf("harness: connections %d: want > 0 (0: the default)", o.Connections)
 	case o.Concurrency > 0 && o.Rate > 0:
 		return errors.New("harness: set either concurrency (closed loop) or rate (open loop), not both")
-	case o.Concurrency <= 0 && o.Rate <= 0:
+	case o.Concurrency == 0 && o.Rate == 0:
 		return errors.New("harness: set concurrency (closed loop) or rate (open loop)")
 	case o.Duration <= 0:
 		return errors.New("harness: duration must be > 0")
@@ -279,12 +306,16 @@ func (o *Options) normalize() error {
 // clock) and false once it falls past the window.
 func (r *runState) nextIntended() (int64, bool) {
 	r.schedMu.Lock()
-	t := r.next
+	var t int64
 	if r.o.Poisson {
-		r.next += int64(r.rng.ExpFloat64() / r.o.Rate * 1e9)
+		t = int64(r.next)
+		r.next += r.rng.ExpFloat64() / r.o.Rate * 1e9
 	} else {
-		r.next += int64(1e9 / r.o.Rate)
+		// k / rate rather than a running sum: no rounding error piles up over a long run, and
+		// a window holds exactly rate × window requests.
+		t = int64(float64(r.k) * 1e9 / r.o.Rate)
 	}
+	r.k++
 	r.schedMu.Unlock()
 	return t, t < r.end
 }
@@ -340,7 +371,11 @@ func (r *runState) result() *Result {
 	}
 	res.Requests = res.OK + res.Errors
 	res.Unfinished = r.unfinished.Load()
-	res.RPS = float64(res.OK) / o.Duration.Seconds()
+	// OK responses over the window, or over the time until the last of them came back when
+	// that is later: an overloaded target answers the window's requests during the drain, and
+	// dividing by the window alone would report the offered rate.
+	span := max(float64(o.Duration), float64(r.lastDone.Load()-r.measure))
+	res.RPS = float64(res.OK) / (span / 1e9)
 	res.TotalSent = r.written.Load()
 	res.Tokens = r.tokens.Load()
 	res.BodyBytes = r.bytes.Load()
@@ -350,7 +385,8 @@ func (r *runState) result() *Result {
 	res.Latency = res.LatencyHist.Summary()
 	res.ServiceLatency = r.service.Snapshot().Summary()
 	if res.Mode == "open" {
-		res.SendLag = r.lag.Snapshot().Summary()
+		lag := r.lag.Snapshot().Summary()
+		res.SendLag = &lag
 	}
 	res.TTFT = res.TTFTHist.Summary()
 	res.ITL = res.ITLHist.Summary()
@@ -465,18 +501,26 @@ func (w *worker) one(intended int64) {
 	if ex.kind != errNone || !ex.keepAlive {
 		c.close()
 	}
+	stuck := ex.kind == ErrTimeout && (r.stopping.Load() || !time.Now().Before(r.stopAt))
 	if !w.record {
+		if stuck {
+			// Sent during warmup and still unanswered when the run ended: it held its
+			// connection through the whole window, which must not look like a clean run.
+			r.unfinished.Add(1)
+		}
 		return
 	}
 	if ex.kind == errNone {
 		r.ok.Add(1)
+		for last := r.lastDone.Load(); done > last && !r.lastDone.CompareAndSwap(last, done); last = r.lastDone.Load() {
+		}
 		r.latency.Record(w.id, done-intended)
 		r.service.Record(w.id, done-sent)
 		r.tokens.Add(int64(c.sse.events))
 		r.bytes.Add(ex.bodyBytes)
 		return
 	}
-	if ex.kind == ErrTimeout && (r.stopping.Load() || !time.Now().Before(r.stopAt)) {
+	if stuck {
 		r.unfinished.Add(1)
 		return
 	}

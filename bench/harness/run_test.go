@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -286,6 +287,13 @@ func TestOptionsAreValidated(t *testing.T) {
 		{Target: "https://x", Concurrency: 1, Duration: time.Second},
 		{Target: "::", Concurrency: 1, Duration: time.Second},
 		{Target: "http://x", Concurrency: 1, Duration: time.Second, Workload: "nope"},
+		// Found by a fresh user's trial: NaN ran as an empty closed loop, 1e12 never ended.
+		{Target: "http://x", Rate: math.NaN(), Duration: time.Second},
+		{Target: "http://x", Rate: -5, Duration: time.Second},
+		{Target: "http://x", Rate: math.Inf(1), Duration: time.Second},
+		{Target: "http://x", Rate: 1e12, Duration: time.Second},
+		{Target: "http://x", Concurrency: -1, Duration: time.Second},
+		{Target: "http://x", Rate: 10, Connections: -1, Duration: time.Second},
 	}
 	for _, o := range bad {
 		if _, err := Run(context.Background(), o); err == nil {
@@ -362,5 +370,60 @@ func TestCancelStopsLowRateOpenLoop(t *testing.T) {
 	}
 	if took := time.Since(start); took > 5*time.Second {
 		t.Fatalf("cancel took %v", took)
+	}
+}
+
+// TestOverloadedOpenLoopReportsTheRateServed: a target slower than the offered rate answers the
+// window's requests during the drain; RPS is what it served, not what was offered (found by a
+// fresh user's trial: 30,000 req/s offered through a proxy serving ~9,500 reported 30,000).
+// The schedule has exactly rate × window requests.
+func TestOverloadedOpenLoopReportsTheRateServed(t *testing.T) {
+	// One connection, 10 ms per response: at most ~100 req/s however many are offered.
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(10 * time.Millisecond) // the service time under test
+		_, _ = w.Write([]byte(`{"choices":[]}`))
+	}))
+	defer srv.Close()
+	res, err := Run(context.Background(), Options{
+		Target: srv.URL, Workload: WorkloadJSON, Rate: 300, Connections: 1,
+		Duration: 500 * time.Millisecond, Drain: 5 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.OK+res.Unfinished != 150 {
+		t.Errorf("ok %d + unfinished %d, want the 150 scheduled requests", res.OK, res.Unfinished)
+	}
+	if res.RPS > 120 {
+		t.Errorf("RPS %.0f, want at most the ~100 req/s the target can serve", res.RPS)
+	}
+}
+
+// TestHungTargetIsNotACleanClosedLoop: requests sent during warmup that never get an answer
+// are unfinished, not invisible (found by a fresh user's trial: "0 ok, 0 errors, 0 unfinished").
+func TestHungTargetIsNotACleanClosedLoop(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	res, err := Run(context.Background(), Options{
+		Target: "http://" + ln.Addr().String(), Workload: WorkloadJSON, Concurrency: 3,
+		Duration: 300 * time.Millisecond, Warmup: 100 * time.Millisecond, Drain: 200 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.OK != 0 || res.Unfinished != 3 {
+		t.Errorf("ok %d unfinished %d, want 0 and the 3 stuck requests", res.OK, res.Unfinished)
 	}
 }

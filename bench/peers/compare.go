@@ -136,9 +136,22 @@ func (o *CompareOptions) normalize() error {
 		}
 		return normal
 	}
+	if err := harness.CheckRate(o.Rate); err != nil {
+		return err
+	}
+	switch {
+	case o.Rounds < 0:
+		return fmt.Errorf("peers: rounds %d: want at least 1 (0: the default)", o.Rounds)
+	case o.Concurrency < 0:
+		return fmt.Errorf("peers: concurrency %d: want at least 1 (0: the default)", o.Concurrency)
+	case o.Connections < 0:
+		return fmt.Errorf("peers: connections %d: want at least 1 (0: the default)", o.Connections)
+	case o.Duration < 0 || o.Warmup < 0:
+		return errors.New("peers: duration and warmup must not be negative (0: the default)")
+	}
 	o.Duration = pick(o.Duration, DefaultDuration, quickDuration)
 	o.Warmup = pick(o.Warmup, DefaultWarmup, quickWarmup)
-	if o.Rounds <= 0 {
+	if o.Rounds == 0 {
 		o.Rounds = DefaultRounds
 		if o.Quick {
 			o.Rounds = quickRounds
@@ -377,7 +390,7 @@ func Compare(ctx context.Context, o CompareOptions) (*report.Comparison, error) 
 func sendLagNote(runs []report.Run) string {
 	var p50, p99 float64
 	for _, r := range runs {
-		if r.Result != nil {
+		if r.Result != nil && r.Result.SendLag != nil {
 			p50, p99 = max(p50, r.Result.SendLag.P50Us), max(p99, r.Result.SendLag.P99Us)
 		}
 	}

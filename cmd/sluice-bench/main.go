@@ -76,10 +76,10 @@ func runCmd(ctx context.Context, args []string) error {
 	fs.IntVar(&o.Concurrency, "concurrency", 0, "closed loop: keep-alive connections, one request in flight each")
 	fs.Float64Var(&o.Rate, "rate", 0, "open loop: requests per second (latency from the intended send time)")
 	fs.BoolVar(&o.Poisson, "poisson", false, "open loop: exponential gaps instead of constant")
-	fs.IntVar(&o.Connections, "connections", harness.DefaultConnections, "open loop: connection cap")
+	fs.IntVar(&o.Connections, "connections", harness.DefaultConnections, "open loop: connection cap (0: the default)")
 	fs.DurationVar(&o.Duration, "duration", 10*time.Second, "measured window")
 	fs.DurationVar(&o.Warmup, "warmup", time.Second, "unrecorded load before the window")
-	fs.DurationVar(&o.Timeout, "timeout", harness.DefaultTimeout, "per-request timeout")
+	fs.DurationVar(&o.Timeout, "timeout", harness.DefaultTimeout, "per-request timeout (0: the default)")
 	fs.StringVar(&o.Model, "model", harness.DefaultModel, "model field of request bodies")
 	fs.IntVar(&o.MaxTokens, "max-tokens", 0, "max_tokens of request bodies (0: omitted)")
 	fs.IntVar(&o.Turns, "turns", 0, "chat-multiturn: turns per conversation (default 6)")
@@ -87,6 +87,9 @@ func runCmd(ctx context.Context, args []string) error {
 	out := fs.String("out", "", "write the JSON result to this file (default: stdout)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("run: unexpected argument %q (flags only)", fs.Arg(0))
 	}
 	if o.Target == "" {
 		return errors.New("run: --target is required")
@@ -112,9 +115,13 @@ func runCmd(ctx context.Context, args []string) error {
 	b = append(b, '\n')
 	if *out == "" {
 		_, err = os.Stdout.Write(b)
-		return err
+	} else {
+		err = os.WriteFile(*out, b, 0o644)
 	}
-	return os.WriteFile(*out, b, 0o644)
+	if err == nil && res.OK == 0 && res.Requests+res.Unfinished > 0 {
+		err = errors.New("run: no request succeeded (the result above says why)")
+	}
+	return err
 }
 
 func list(s string) []string {
@@ -153,6 +160,9 @@ func compareCmd(ctx context.Context, args []string) error {
 	md := fs.String("md", "", "also write the Markdown table to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("compare: unexpected argument %q (flags only)", fs.Arg(0))
 	}
 	o.Peers, o.Engines, o.Workloads = list(*peerList), list(*engines), list(*workloads)
 	o.SimArgs = strings.Fields(*simArgs)
