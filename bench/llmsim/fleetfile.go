@@ -61,6 +61,14 @@ func ParseFleetFile(name string, data []byte) (Config, error) {
 		cfg.Host = ff.Host
 	}
 	cfg.BasePort, cfg.Roles, cfg.APIKey = ff.BasePort, ff.Roles, ff.APIKey
+	switch {
+	case ff.Instances < 0:
+		return Config{}, fmt.Errorf("llmsim: %s: instances %d: want at least 1", name, ff.Instances)
+	case ff.BasePort < 0 || ff.BasePort > 65535:
+		return Config{}, fmt.Errorf("llmsim: %s: base_port %d: want a TCP port (0: free ports)", name, ff.BasePort)
+	case ff.APIKey != "" && ff.APIKeyEnv != "":
+		return Config{}, fmt.Errorf("llmsim: %s: set api_key or api_key_env, not both", name)
+	}
 	if ff.Instances > 0 {
 		cfg.Instances = ff.Instances
 	}
@@ -87,7 +95,7 @@ func ParseFleetFile(name string, data []byte) (Config, error) {
 		cfg.Instance = append(cfg.Instance, ic)
 	}
 	if _, err := cfg.resolve(); err != nil {
-		return Config{}, fmt.Errorf("llmsim: %s: %w", name, err)
+		return Config{}, fmt.Errorf("llmsim: %s: %s", name, strings.ReplaceAll(err.Error(), "llmsim: ", ""))
 	}
 	return cfg, nil
 }
@@ -114,7 +122,11 @@ func fileError(name, where string, err error) error {
 	var de *toml.DecodeError
 	if errors.As(err, &de) && where == "" {
 		row, col := de.Position()
-		return fmt.Errorf("llmsim: %s:%d:%d: %s", name, row, col, de.Error())
+		msg := plainDecodeMessage(de.Error())
+		if k := de.Key(); len(k) > 0 {
+			msg = strings.Join(k, ".") + ": " + msg
+		}
+		return fmt.Errorf("llmsim: %s:%d:%d: %s", name, row, col, msg)
 	}
 	var sm *toml.StrictMissingError
 	if errors.As(err, &sm) {
@@ -126,4 +138,35 @@ func fileError(name, where string, err error) error {
 		return fmt.Errorf("llmsim: %s: %sunknown key: %s", name, where, sm.Error())
 	}
 	return fmt.Errorf("llmsim: %s: %s%w", name, where, err)
+}
+
+// plainDecodeMessage turns go-toml's "toml: cannot decode TOML string into struct field
+// llmsim.fleetFileOf[...].Seed of type *uint64" into "cannot decode TOML string into an
+// integer": the Go field path means nothing to someone editing a fleet file.
+func plainDecodeMessage(msg string) string {
+	msg = strings.TrimPrefix(msg, "toml: ")
+	for _, p := range []string{"llmsim: ", "toml: "} {
+		msg = strings.ReplaceAll(msg, p, "")
+	}
+	i := strings.Index(msg, " into struct field ")
+	j := strings.LastIndex(msg, " of type ")
+	if i < 0 || j < i {
+		return msg
+	}
+	goType := strings.TrimLeft(msg[j+len(" of type "):], "*[]")
+	kind := "a value of type " + goType
+	switch {
+	case strings.HasPrefix(goType, "int"), strings.HasPrefix(goType, "uint"):
+		kind = "an integer"
+	case strings.HasPrefix(goType, "float"):
+		kind = "a number"
+	case goType == "string", strings.HasSuffix(goType, "Role"):
+		kind = "a string"
+	case goType == "bool":
+		kind = "a boolean"
+	}
+	if strings.Contains(msg[j:], "[]") {
+		kind = "an array of " + strings.TrimPrefix(strings.TrimPrefix(kind, "an "), "a ") + "s"
+	}
+	return msg[:i] + " into " + kind
 }

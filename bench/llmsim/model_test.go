@@ -420,6 +420,28 @@ func TestFleetFileErrorsArePositioned(t *testing.T) {
 	}
 }
 
+// TestFleetFileErrorsAreReadable: no Go type names or repeated prefixes in fleet file errors,
+// and settings that were silently accepted are refused (found by a fresh user's trial).
+func TestFleetFileErrorsAreReadable(t *testing.T) {
+	for bad, want := range map[string]string{
+		"seed = \"abc\"\n":                                  "bad.toml:1:8: cannot decode TOML string into an integer",
+		"roles = \"x\"\n":                                   "bad.toml:1:9: cannot decode TOML string into an array of strings",
+		"instances = -1\n":                                  "instances -1: want at least 1",
+		"base_port = 99999\n":                               "base_port 99999: want a TCP port",
+		"api_key = \"a\"\napi_key_env = \"HOME\"\n":         "set api_key or api_key_env, not both",
+		"[[instance]]\n[[instance]]\nrole = \"verifier\"\n": "bad.toml: instance #2 (127.0.0.1:8000): unknown role \"verifier\"",
+	} {
+		_, err := ParseFleetFile("bad.toml", []byte(bad))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: err %v, want it to contain %q", bad, err, want)
+			continue
+		}
+		if msg := err.Error(); strings.Count(msg, "llmsim: ") > 1 || strings.Contains(msg, "struct field") {
+			t.Errorf("%q: %q repeats its prefix or names Go types", bad, msg)
+		}
+	}
+}
+
 func TestConfigValidation(t *testing.T) {
 	for name, mod := range map[string]func(*InstanceConfig){
 		"max_running 0":      func(ic *InstanceConfig) { ic.MaxRunning = 0 },
