@@ -6,7 +6,8 @@ export CGO_ENABLED ?= 0
 BIN := $(CURDIR)/bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
-LLMSIM_ADDR ?= 127.0.0.1:8000
+# Where the embedded default config expects the simulator (not a setting: the config is fixed).
+LLMSIM_ADDR := 127.0.0.1:8000
 FUZZTIME ?= 30s
 TEST_TIMEOUT ?= 15m
 
@@ -24,7 +25,7 @@ run: build
 	@$(BIN)/llmsim --listen $(LLMSIM_ADDR) --ttft 300ms --itl 60ms --tokens 48 & sim=$$!; \
 	trap 'kill $$sim 2>/dev/null' EXIT INT TERM; \
 	for i in $$(seq 50); do curl -fsS http://$(LLMSIM_ADDR)/health >/dev/null 2>&1 && break; sleep 0.1; done; \
-	kill -0 $$sim 2>/dev/null || { echo "make run: llmsim did not start (is $(LLMSIM_ADDR) taken? set LLMSIM_ADDR=host:port)"; exit 1; }; \
+	kill -0 $$sim 2>/dev/null || { echo "make run: llmsim did not start: is $(LLMSIM_ADDR) taken? The embedded default config expects the simulator there; free the port, or run bin/llmsim --listen ADDR and bin/sluice serve --config FILE with your own addresses (docs/config.md)."; exit 1; }; \
 	echo; \
 	echo "sluice: gateway http://127.0.0.1:8080  admin http://127.0.0.1:9090/api/gateway/health"; \
 	echo "Stream tokens through the gateway:"; \
