@@ -130,9 +130,15 @@ func serve(args []string, stderr io.Writer) int {
 		}
 		log.Info("draining", "signal", sig.String())
 		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(g.DrainTimeout()))
+		start := time.Now()
 		err := g.Drain(ctx)
 		cancel()
-		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		switch {
+		case err == nil:
+			log.Info("drained; exiting", "took", time.Since(start).Round(time.Millisecond).String())
+		case errors.Is(err, context.DeadlineExceeded):
+			log.Warn("drain timeout reached; closing the remaining connections and exiting", "drain_timeout", time.Duration(g.DrainTimeout()).String())
+		default:
 			log.Error("drain", "error", err.Error())
 		}
 		return 0

@@ -74,4 +74,5 @@ address = "127.0.0.1:%d"
 	exited, err := p.Exited()
 	require.True(t, exited)
 	require.NoError(t, err, "exit status after SIGTERM: %s", p.Output())
+	require.Contains(t, p.Output(), "drained; exiting", "the last log line says the drain ended")
 }
