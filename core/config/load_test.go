@@ -351,3 +351,23 @@ func TestOffsetPos(t *testing.T) {
 		}
 	}
 }
+
+// TestRuleSyntaxReportedWithOtherErrors: a bad rule and a bad service reference in one file
+// are reported in one run (found by a fresh user's trial: the rule error only showed once
+// everything else was fixed).
+func TestRuleSyntaxReportedWithOtherErrors(t *testing.T) {
+	_, err := LoadBytes("v.toml", []byte("[entrypoints.web]\naddress = \"127.0.0.1:0\"\n"+
+		"[routers.a]\nrule = \"Nope(`x`)\"\nservice = \"up\"\n"+
+		"[routers.b]\nrule = \"PathPrefix(`/`)\"\nservice = \"ghost\"\n"+
+		"[services.up.load_balancer]\nservers = [{ url = \"http://127.0.0.1:1\" }]\n"))
+	list, _ := err.(ErrorList)
+	if len(list) != 2 {
+		t.Fatalf("want the rule and the service errors, got: %v", err)
+	}
+	if got := list[0].Error(); !strings.HasPrefix(got, "v.toml:4:9: routers.a.rule: unknown matcher \"Nope\"") {
+		t.Errorf("rule error %q", got)
+	}
+	if got := list[1].Error(); !strings.HasPrefix(got, "v.toml:8:11: routers.b.service: no service named \"ghost\"") {
+		t.Errorf("service error %q", got)
+	}
+}

@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/sluice-gw/sluice/core/router"
 )
 
 // middlewareTypes are the middleware types of DESIGN §3, mapped to whether
@@ -210,6 +212,13 @@ func (c *Config) validate(e *errs, lookup func(string) (string, bool)) {
 		}
 		if strings.TrimSpace(r.Rule) == "" && (r.Rule != "" || c.missing(append(path, "rule")...)) {
 			e.add(c.Pos(append(path, "rule")...), "routers.%s.rule is required, e.g. rule = \"PathPrefix(`/v1`)\"", name)
+		} else if _, err := router.Parse(r.Rule); err != nil {
+			// Checked with the other keys, so that one run reports every problem.
+			if se, ok := err.(*router.SyntaxError); ok {
+				e.add(c.OffsetPos(se.Offset, append(path, "rule")...), "routers.%s.rule: %s", name, se.Msg)
+			} else {
+				e.add(c.ValuePos(append(path, "rule")...), "routers.%s.rule: %v", name, err)
+			}
 		}
 		if r.Service == "" && c.missing(append(path, "service")...) {
 			e.add(c.Pos(append(path, "service")...), "routers.%s.service is required (the name of a [services.<name>] table)", name)
