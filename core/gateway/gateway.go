@@ -99,7 +99,7 @@ func (g *Gateway) Start() error {
 		}
 		if err := t.Start(); err != nil {
 			g.stopAll()
-			return err
+			return cfg.Errorf([]string{"entrypoints", name, "address"}, "%v", err)
 		}
 		g.transports[name] = t
 		g.Log.Info("entrypoint listening", "entrypoint", name, "address", t.Addr(), "engine", engineName(ep))
@@ -108,7 +108,7 @@ func (g *Gateway) Start() error {
 		a, err := startAdmin(g, cfg.Admin.Address, cfg.Admin.Token)
 		if err != nil {
 			g.stopAll()
-			return err
+			return cfg.Errorf([]string{"admin", "address"}, "%v", err)
 		}
 		g.admin = a
 		g.Log.Info("admin listening", "address", a.addr)

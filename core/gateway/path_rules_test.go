@@ -155,3 +155,35 @@ func TestCodedRequestBodyIsRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestBusyPortIsReportedAtTheAddressKey: a bind failure names the config position of the
+// address, like every other config error (found by a fresh user's trial).
+func TestBusyPortIsReportedAtTheAddressKey(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	for _, engine := range engines {
+		cfg, err := config.LoadBytes("busy.toml", []byte(fmt.Sprintf(`
+[entrypoints.web]
+address = %q
+engine = %q
+
+[routers.all]
+rule = "PathPrefix(`+"`/`"+`)"
+service = "up"
+
+[services.up.load_balancer]
+servers = [{ url = "http://127.0.0.1:1" }]
+
+[admin]
+address = ""
+`, ln.Addr().String(), engine)))
+		require.NoError(t, err)
+		g, err := gateway.New(cfg, "", nil)
+		require.NoError(t, err)
+		err = g.Start()
+		require.Error(t, err, engine)
+		require.True(t, strings.HasPrefix(err.Error(), "busy.toml:3:1: "), "%s: %v", engine, err)
+		require.Contains(t, err.Error(), "address already in use", engine)
+	}
+}
