@@ -1,6 +1,7 @@
 package llmsim
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -344,8 +346,17 @@ func readBody(w http.ResponseWriter, r *http.Request, dst any) bool {
 		}
 		return false
 	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		writeError(w, http.StatusBadRequest, "request body is empty: want a JSON object", "", "invalid_json")
+		return false
+	}
 	if err := json.Unmarshal(body, dst); err != nil {
-		writeError(w, http.StatusBadRequest, "cannot parse request JSON: "+err.Error(), "", "invalid_json")
+		msg := err.Error()
+		if strings.Contains(msg, "'\x00'") {
+			// go-json reads a NUL sentinel past the end of its input: the body was cut short.
+			msg = "unexpected end of JSON input"
+		}
+		writeError(w, http.StatusBadRequest, "cannot parse request JSON: "+msg, "", "invalid_json")
 		return false
 	}
 	return true

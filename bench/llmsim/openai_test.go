@@ -173,6 +173,7 @@ func TestOpenAIErrors(t *testing.T) {
 		param      string
 	}{
 		{"bad json", `{"model":`, 400, ""},
+		{"empty body", ``, 400, ""},
 		{"no messages", `{"model":"m","messages":[]}`, 400, "messages"},
 		{"unknown model", `{"model":"nope","messages":[{"role":"user","content":"x"}]}`, 404, "model"},
 		{"n=2", `{"model":"m","n":2,"messages":[{"role":"user","content":"x"}]}`, 400, "n"},
@@ -183,6 +184,9 @@ func TestOpenAIErrors(t *testing.T) {
 			t.Fatalf("%s: status %d, want %d", tc.name, resp.StatusCode, tc.status)
 		}
 		e := readAPIError(t, resp)
+		if strings.ContainsRune(e.Error.Message, 0) || strings.Contains(e.Error.Message, `\u0000`) {
+			t.Fatalf("%s: message %q names a NUL the client never sent", tc.name, e.Error.Message)
+		}
 		if tc.param != "" && (e.Error.Param == nil || *e.Error.Param != tc.param) {
 			t.Fatalf("%s: param %v, want %s", tc.name, e.Error.Param, tc.param)
 		}
