@@ -114,8 +114,8 @@ type Entrypoint struct {
 	MaxBodyBytes int64 `toml:"max_body_bytes"`
 	// MaxConnections bounds open client connections; 0 (the default) is unlimited.
 	MaxConnections int `toml:"max_connections"`
-	// AllowEncodedSlash accepts %2F and %5C in request paths (kept encoded, so rules match
-	// them encoded). Default false: such requests get 400, because an upstream that decodes
+	// AllowEncodedSlash accepts %2F, %5C and a raw '\' in request paths (kept as sent, so
+	// rules match them so). Default false: such requests get 400, because an upstream that decodes
 	// them would route /v1%2Fadmin as /v1/admin past a rule that excludes /v1/admin.
 	AllowEncodedSlash bool `toml:"allow_encoded_slash"`
 	// Multicore runs several gnet event loops (half the CPUs, at least one: the other half

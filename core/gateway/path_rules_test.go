@@ -44,6 +44,7 @@ func TestPathRulesCannotBeBypassed(t *testing.T) {
 				{"/v1/%41dmin/x", 200, "/v1/Admin/x"}, // a different path: rules are case-sensitive
 				{"/v1%2fadmin", 400, ""},
 				{"/v1%5Cadmin", 400, ""},
+				{"/v1\\admin", 400, ""},
 				{"/v1/x/%2e%2e/admin", 400, ""},
 			} {
 				conn := dial(t, addr)

@@ -18,12 +18,12 @@ type Limits struct {
 	MaxHeaderBytes int   // request line + all header lines, bytes; default 16384
 	MaxHeaderCount int   // header field lines; default 100
 	MaxBodyBytes   int64 // request body, bytes; default 16 MiB
-	// AllowEncodedSlash accepts %2F and %5C in request paths (kept encoded); by default they
-	// are refused with 400, as upstreams disagree on whether they separate segments.
+	// AllowEncodedSlash accepts %2F, %5C and a raw '\' in request paths (kept as sent); by
+	// default they are refused with 400, as upstreams disagree on whether they separate segments.
 	AllowEncodedSlash bool
 }
 
-// EncodedSlashAllowed reports whether %2F and %5C may appear in a request path.
+// EncodedSlashAllowed reports whether %2F, %5C and '\' may appear in a request path.
 func (l *Limits) EncodedSlashAllowed() bool { return l != nil && l.AllowEncodedSlash }
 
 // HeaderBytes returns the effective header size limit in bytes.

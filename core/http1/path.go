@@ -7,15 +7,15 @@ package http1
 
 var (
 	errBadPercent   = newErr(400, "malformed percent-encoding in the request path (RFC 3986 §2.1)")
-	errEncodedSlash = newErr(400, "encoded '/' or '\\' (%2F, %5C) in the request path: upstreams disagree on what it means; send it decoded, or allow it with the entrypoint's allow_encoded_slash")
+	errEncodedSlash = newErr(400, "encoded '/' or a '\\' (%2F, %5C, \\) in the request path: upstreams disagree on what it means; send '/' decoded, or allow these with the entrypoint's allow_encoded_slash")
 	errEncodedNUL   = newErr(400, "encoded NUL (%00) in the request path")
 )
 
-// needsNormalising reports whether path has a percent-encoding or an empty segment ("//"),
-// the only cases normalisePath changes.
+// needsNormalising reports whether path has a percent-encoding, a backslash or an empty
+// segment ("//"), the only cases normalisePath changes or refuses.
 func needsNormalising(path []byte) bool {
 	for i, c := range path {
-		if c == '%' || (c == '/' && i > 0 && path[i-1] == '/') {
+		if c == '%' || c == '\\' || (c == '/' && i > 0 && path[i-1] == '/') {
 			return true
 		}
 	}
@@ -25,14 +25,17 @@ func needsNormalising(path []byte) bool {
 // normalisePath appends path to dst in normal form and returns dst: percent-encoded unreserved
 // characters are decoded (RFC 3986 §2.3, §6.2.2.2), other percent-encodings get upper-case hex
 // digits (§6.2.2.1), and runs of '/' become one '/' (no path segment is empty, as in nginx's
-// merge_slashes and Traefik's path sanitising). An encoded '/' or '\' is an error unless
-// allowSlash; an encoded NUL or a '%' not followed by two hex digits always is (*Error 400).
+// merge_slashes and Traefik's path sanitising). An encoded '/' or '\', or a raw '\' (which
+// some servers read as '/'), is an error unless allowSlash; an encoded NUL or a '%' not followed
+// by two hex digits always is (*Error 400).
 func normalisePath(dst, path []byte, allowSlash bool) ([]byte, error) {
 	for i := 0; i < len(path); i++ {
 		c := path[i]
 		switch {
 		case c == '/' && len(dst) > 0 && dst[len(dst)-1] == '/':
 			continue
+		case c == '\\' && !allowSlash:
+			return dst, errEncodedSlash
 		case c != '%':
 			dst = append(dst, c)
 			continue

@@ -20,6 +20,9 @@ func TestRequestPathIsNormalised(t *testing.T) {
 		{"/v1%2fadmin", "", 400, false},
 		{"/v1%2Fadmin", "", 400, false},
 		{"/v1%5cadmin", "", 400, false},
+		{"/v1\\admin", "", 400, false}, // read as /v1/admin by some servers
+		{"/v1\\admin", "/v1\\admin", 0, true},
+		{"/v1?q=a\\b", "/v1", 0, false}, // the query is not the path
 		{"/v1/models/org%2fmodel", "/v1/models/org%2Fmodel", 0, true},
 		{"/a%00b", "", 400, true},
 		{"/a%zz", "", 400, false},
