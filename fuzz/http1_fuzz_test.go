@@ -295,6 +295,9 @@ func checkNormalPath(t *testing.T, p []byte) {
 	if bytes.Contains(p, []byte("//")) {
 		t.Fatalf("path %q has an empty segment", p)
 	}
+	if bytes.IndexByte(p, '\\') >= 0 {
+		t.Fatalf("path %q has a backslash", p)
+	}
 	const hex = "0123456789ABCDEF"
 	for i := 0; i < len(p); i++ {
 		if p[i] != '%' {
