@@ -102,7 +102,8 @@ type Result struct {
 	// busy. They have no latency sample: a non-zero count means the
 	// percentiles understate a stall.
 	Unfinished int64 `json:"unfinished"`
-	// RPS is OK responses per second of the window.
+	// RPS is OK responses completed inside the window, per second of the window (the
+	// throughput the target served, whenever the requests were sent).
 	RPS float64 `json:"rps"`
 
 	Latency        Summary `json:"latency_us"`
@@ -143,7 +144,7 @@ type runState struct {
 	latency, service, lag, ttft, itl *Recorder
 
 	ok, tokens, bytes, unfinished atomic.Int64
-	lastDone                      atomic.Int64 // ns: latest completion of an OK request of the window
+	okInWindow                    atomic.Int64 // OK responses completed inside the window, whenever sent
 	sent                          atomic.Int64 // all finished attempts, warmup included (progress)
 	written                       atomic.Int64 // requests written to a connection (TotalSent)
 	errs                          [errKindCount]atomic.Int64
@@ -371,11 +372,9 @@ func (r *runState) result() *Result {
 	}
 	res.Requests = res.OK + res.Errors
 	res.Unfinished = r.unfinished.Load()
-	// OK responses over the window, or over the time until the last of them came back when
-	// that is later: an overloaded target answers the window's requests during the drain, and
-	// dividing by the window alone would report the offered rate.
-	span := max(float64(o.Duration), float64(r.lastDone.Load()-r.measure))
-	res.RPS = float64(res.OK) / (span / 1e9)
+	// Responses completed inside the window, per second: an overloaded target answers the
+	// window's requests during the drain, and counting those would report the offered rate.
+	res.RPS = float64(r.okInWindow.Load()) / o.Duration.Seconds()
 	res.TotalSent = r.written.Load()
 	res.Tokens = r.tokens.Load()
 	res.BodyBytes = r.bytes.Load()
@@ -501,6 +500,9 @@ func (w *worker) one(intended int64) {
 	if ex.kind != errNone || !ex.keepAlive {
 		c.close()
 	}
+	if ex.kind == errNone && done >= r.measure && done < r.end {
+		r.okInWindow.Add(1)
+	}
 	stuck := ex.kind == ErrTimeout && (r.stopping.Load() || !time.Now().Before(r.stopAt))
 	if !w.record {
 		if stuck {
@@ -512,8 +514,6 @@ func (w *worker) one(intended int64) {
 	}
 	if ex.kind == errNone {
 		r.ok.Add(1)
-		for last := r.lastDone.Load(); done > last && !r.lastDone.CompareAndSwap(last, done); last = r.lastDone.Load() {
-		}
 		r.latency.Record(w.id, done-intended)
 		r.service.Record(w.id, done-sent)
 		r.tokens.Add(int64(c.sse.events))
