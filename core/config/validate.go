@@ -212,7 +212,7 @@ func (c *Config) validate(e *errs, lookup func(string) (string, bool)) {
 		}
 		if strings.TrimSpace(r.Rule) == "" && (r.Rule != "" || c.missing(append(path, "rule")...)) {
 			e.add(c.Pos(append(path, "rule")...), "routers.%s.rule is required, e.g. rule = \"PathPrefix(`/v1`)\"", name)
-		} else if _, err := router.Parse(r.Rule); err != nil {
+		} else if _, err := router.Parse(r.Rule); err != nil && r.Rule != "" { // "": a type or ${VAR} error, reported already
 			// Checked with the other keys, so that one run reports every problem.
 			if se, ok := err.(*router.SyntaxError); ok {
 				e.add(c.OffsetPos(se.Offset, append(path, "rule")...), "routers.%s.rule: %s", name, se.Msg)

@@ -188,3 +188,32 @@ address = ""
 		require.Contains(t, err.Error(), "address already in use", engine)
 	}
 }
+
+// TestTunnelsAndAsteriskAreNotForwarded: CONNECT is refused (no tunnels), and asterisk-form is
+// only for OPTIONS (found by a fresh user's trial: both were forwarded). Both engines.
+func TestTunnelsAndAsteriskAreNotForwarded(t *testing.T) {
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			seen := make(chan string, 4)
+			up := serveUpstream(t, func(c net.Conn, _ *bufio.Reader, head string, _ []byte) bool {
+				seen <- head
+				_, _ = c.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"))
+				return true
+			})
+			_, addr := startGateway(t, engine, up.addr(), "")
+			for target, status := range map[string]int{"CONNECT example.com:443": 501, "CONNECT /v1/ok": 501, "GET *": 400} {
+				conn := dial(t, addr)
+				send(t, conn, target+" HTTP/1.1\r\nHost: gw\r\n\r\n")
+				resp := readResponse(t, bufio.NewReader(conn), false)
+				_ = conn.Close()
+				require.Equal(t, status, resp.status, "%s: %s", target, resp.body)
+				require.Contains(t, string(resp.body), `"error"`, target)
+			}
+			select {
+			case h := <-seen:
+				t.Fatalf("the upstream got:\n%s", h)
+			default:
+			}
+		})
+	}
+}

@@ -38,6 +38,8 @@ var (
 	errReqLine          = newErr(400, "malformed request line (RFC 9112 §3)")
 	errMethod           = newErr(400, "invalid method token (RFC 9112 §3.1)")
 	errTarget           = newErr(400, "invalid request-target (RFC 9112 §3.2)")
+	errConnect          = newErr(501, "CONNECT is not supported: the gateway does not open tunnels (RFC 9110 §9.3.6)")
+	errAsterisk         = newErr(400, "asterisk-form request-target is only for OPTIONS (RFC 9112 §3.2.4)")
 	errDotSegment       = newErr(400, "request path has a dot segment (RFC 3986 §5.2.4): resolve it before sending")
 	errVersionSyntax    = newErr(400, "malformed HTTP-version (RFC 9112 §2.3)")
 	errVersion          = newErr(505, "HTTP version not supported (only HTTP/1.0 and HTTP/1.1)")

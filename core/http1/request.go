@@ -71,6 +71,7 @@ var slashPath = []byte("/")
 //   - 431: head over lim.MaxHeaderBytes or more than lim.MaxHeaderCount fields;
 //   - 501: a transfer coding other than chunked, gzip, deflate, compress (and x- aliases), and
 //     any coding besides chunked in a request (gzip, chunked: the gateway does not decode it);
+//   - 501: the CONNECT method (tunnels are not proxied);
 //   - 505: an HTTP version other than 1.0 and 1.1.
 func (r *Request) ParseRequestHead(head []byte, lim *Limits) error {
 	r.Reset()
@@ -266,19 +267,27 @@ func (r *Request) parseRequestLine(line []byte) error {
 	return r.parseTarget()
 }
 
-// parseTarget splits r.URI into Path and RawQuery for the four request-target forms
-// (RFC 9112 §3.2): origin-form, absolute-form (Host taken from it), authority-form (CONNECT),
-// asterisk-form (OPTIONS).
+// parseTarget splits r.URI into Path and RawQuery for the request-target forms a gateway serves
+// (RFC 9112 §3.2): origin-form, absolute-form (Host taken from it) and asterisk-form (OPTIONS
+// only). CONNECT (authority-form) is refused with 501.
 func (r *Request) parseTarget() error {
 	u := r.URI
 	path := u
 	if q := bytes.IndexByte(u, '?'); q >= 0 {
 		path, r.RawQuery = u[:q:q], u[q+1:]
 	}
+	if string(r.Method) == "CONNECT" {
+		// A tunnel, not a request a gateway routes: forwarding it would hand the client a raw
+		// TCP pipe to whatever the upstream connects to (RFC 9110 §9.3.6).
+		return errConnect
+	}
 	switch {
 	case u[0] == '/':
 		r.Path = path
 	case len(u) == 1 && u[0] == '*':
+		if string(r.Method) != "OPTIONS" {
+			return errAsterisk // RFC 9112 §3.2.4: asterisk-form is only for server-wide OPTIONS
+		}
 		r.Path = u
 	case hasPrefixFold(u, "http://") || hasPrefixFold(u, "https://"):
 		s := bytes.IndexByte(u, ':') + 3
@@ -294,13 +303,6 @@ func (r *Request) parseTarget() error {
 		}
 		r.Host = auth // RFC 9112 §3.2.2: the target's authority replaces Host
 	default:
-		if equalFold(r.Method, "connect") {
-			r.Path = path // authority-form; validated as host:port below by the caller if needed
-			if _, ok := splitHostPort(u); !ok || r.RawQuery != nil {
-				return errTarget
-			}
-			return nil
-		}
 		return errTarget
 	}
 	if hasDotSegment(r.Path) {

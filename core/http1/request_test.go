@@ -96,7 +96,10 @@ func TestRequestLine(t *testing.T) {
 		{"asterisk-form", "OPTIONS * HTTP/1.1", 0, "*", ""},
 		{"absolute-form", "GET http://example.com/x?y HTTP/1.1", 0, "/x", "y"},
 		{"absolute-form no path", "GET HTTPS://example.com HTTP/1.1", 0, "/", ""},
-		{"authority-form", "CONNECT example.com:443 HTTP/1.1", 0, "example.com:443", ""},
+		// Tunnels are not proxied (found by a fresh user's trial: CONNECT was forwarded upstream).
+		{"authority-form", "CONNECT example.com:443 HTTP/1.1", 501, "", ""},
+		{"CONNECT origin-form", "CONNECT /v1/ok HTTP/1.1", 501, "", ""},
+		{"asterisk-form not OPTIONS", "GET * HTTP/1.1", 400, "", ""},
 		{"custom method", "PROPFIND /x HTTP/1.1", 0, "/x", ""},
 		{"http/1.0", "GET / HTTP/1.0", 0, "/", ""},
 		{"double space", "GET  / HTTP/1.1", 400, "", ""},
