@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/url"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -176,6 +177,14 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if u.Scheme != "http" || u.Host == "" {
 		return nil, fmt.Errorf("harness: target %q: want http://host:port", o.Target)
 	}
+	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil {
+		return nil, fmt.Errorf("harness: target %q: want only http://host:port (the request path is set with Path)", o.Target)
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return nil, fmt.Errorf("harness: target %q: port %s is not a TCP port", o.Target, p)
+		}
+	}
 	addr := u.Host
 	if u.Port() == "" {
 		addr = net.JoinHostPort(u.Hostname(), "80")
@@ -247,19 +256,28 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	return r.result(), nil
 }
 
-// MaxRate is the highest open-loop rate accepted, in requests per second: far above what one
-// generator process reaches on one machine, low enough that a typo cannot schedule billions of
-// requests.
-const MaxRate = 1_000_000
+// Bounds of the options, so that a typo fails at once instead of exhausting the machine.
+const (
+	// MaxRate is the highest open-loop rate, in requests per second: far above what one
+	// generator process reaches on one machine.
+	MaxRate = 1_000_000
+	// MinRate is the lowest open-loop rate, in requests per second (one per 1,000 s).
+	MinRate = 0.001
+	// MaxConnections bounds Concurrency and Connections (each is a goroutine, a socket and
+	// its buffers).
+	MaxConnections = 100_000
+	// MaxDuration bounds Duration, Warmup, Drain and Timeout each.
+	MaxDuration = 24 * time.Hour
+)
 
-// CheckRate returns an error unless rate is 0 (closed loop) or a finite number of requests per
-// second in (0, MaxRate].
+// CheckRate returns an error unless rate is 0 (closed loop) or a number of requests per second
+// in [MinRate, MaxRate].
 func CheckRate(rate float64) error {
 	if rate == 0 {
 		return nil
 	}
-	if math.IsNaN(rate) || rate < 0 || rate > MaxRate {
-		return fmt.Errorf("harness: rate %v: want a number of requests per second in (0, %d]", rate, MaxRate)
+	if math.IsNaN(rate) || rate < MinRate || rate > MaxRate {
+		return fmt.Errorf("harness: rate %v: want a number of requests per second in [%v, %d]", rate, MinRate, MaxRate)
 	}
 	return nil
 }
@@ -271,10 +289,10 @@ func (o *Options) normalize() error {
 	if o.Model == "" {
 		o.Model = DefaultModel
 	}
-	if o.Timeout <= 0 {
+	if o.Timeout == 0 {
 		o.Timeout = DefaultTimeout
 	}
-	if o.Drain <= 0 {
+	if o.Drain == 0 {
 		o.Drain = DefaultDrain
 	}
 	if o.Connections == 0 {
@@ -291,6 +309,16 @@ func (o *Options) normalize() error {
 		return fmt.Errorf("harness: concurrency %d: want > 0 connections", o.Concurrency)
 	case o.Connections < 0:
 		return fmt.Errorf("harness: connections %d: want > 0 (0: the default)", o.Connections)
+	case o.Concurrency > MaxConnections || o.Connections > MaxConnections:
+		return fmt.Errorf("harness: at most %d connections", MaxConnections)
+	case o.Duration > MaxDuration || o.Warmup > MaxDuration || o.Drain > MaxDuration || o.Timeout > MaxDuration:
+		return fmt.Errorf("harness: durations are at most %v each", MaxDuration)
+	case o.Timeout < 0 || o.Drain < 0:
+		return errors.New("harness: timeout and drain must not be negative (0: the default)")
+	case o.MaxTokens < 0:
+		return fmt.Errorf("harness: max_tokens %d: want >= 0 (0: omitted)", o.MaxTokens)
+	case o.Turns < 0:
+		return fmt.Errorf("harness: turns %d: want >= 1 (0: the default)", o.Turns)
 	case o.Concurrency > 0 && o.Rate > 0:
 		return errors.New("harness: set either concurrency (closed loop) or rate (open loop), not both")
 	case o.Concurrency == 0 && o.Rate == 0:

@@ -294,6 +294,18 @@ func TestOptionsAreValidated(t *testing.T) {
 		{Target: "http://x", Rate: 1e12, Duration: time.Second},
 		{Target: "http://x", Concurrency: -1, Duration: time.Second},
 		{Target: "http://x", Rate: 10, Connections: -1, Duration: time.Second},
+		// Found by a second trial: 1e-9 req/s overflowed the schedule and spun, 1e8 connections
+		// were OOM-killed, 2562047h overflowed warmup+duration.
+		{Target: "http://x", Rate: 1e-9, Duration: time.Second},
+		{Target: "http://x", Rate: 10, Connections: MaxConnections + 1, Duration: time.Second},
+		{Target: "http://x", Concurrency: MaxConnections + 1, Duration: time.Second},
+		{Target: "http://x", Concurrency: 1, Duration: 2562047 * time.Hour},
+		{Target: "http://x", Concurrency: 1, Duration: time.Second, Warmup: 2562047 * time.Hour},
+		{Target: "http://x", Concurrency: 1, Duration: time.Second, Timeout: -time.Second},
+		{Target: "http://x", Concurrency: 1, Duration: time.Second, MaxTokens: -1},
+		{Target: "http://x", Concurrency: 1, Duration: time.Second, Turns: -3},
+		{Target: "http://x/v1?x", Concurrency: 1, Duration: time.Second},
+		{Target: "http://127.0.0.1:99999", Concurrency: 1, Duration: time.Second},
 	}
 	for _, o := range bad {
 		if _, err := Run(context.Background(), o); err == nil {

@@ -118,8 +118,12 @@ func runCmd(ctx context.Context, args []string) error {
 	} else {
 		err = os.WriteFile(*out, b, 0o644)
 	}
-	if err == nil && res.OK == 0 && res.Requests+res.Unfinished > 0 {
+	switch {
+	case err != nil:
+	case res.OK == 0 && res.Requests+res.Unfinished > 0:
 		err = errors.New("run: no request succeeded (the result above says why)")
+	case res.OK == 0:
+		err = errors.New("run: the window held no request: lengthen --duration or raise --rate")
 	}
 	return err
 }
