@@ -205,7 +205,22 @@ func DefaultConfig() Config {
 }
 
 // resolve expands c into one validated InstanceConfig per instance.
+// MaxInstances bounds a fleet's size (each instance is a listener and its goroutines).
+const MaxInstances = 4096
+
 func (c Config) resolve() ([]InstanceConfig, error) {
+	n := max(c.Instances, 1)
+	if len(c.Instance) > 0 {
+		n = len(c.Instance)
+	}
+	switch {
+	case c.Instances < 0 || n > MaxInstances:
+		return nil, fmt.Errorf("llmsim: instances %d: want 1..%d", c.Instances, MaxInstances)
+	case c.BasePort < 0 || c.BasePort > 65535:
+		return nil, fmt.Errorf("llmsim: base_port %d: want a TCP port (0: free ports)", c.BasePort)
+	case len(c.Instance) == 0 && c.BasePort > 0 && c.BasePort+n-1 > 65535:
+		return nil, fmt.Errorf("llmsim: base_port %d + %d instances runs past port 65535", c.BasePort, n)
+	}
 	var out []InstanceConfig
 	if len(c.Instance) > 0 {
 		out = append(out, c.Instance...)

@@ -61,16 +61,11 @@ func ParseFleetFile(name string, data []byte) (Config, error) {
 		cfg.Host = ff.Host
 	}
 	cfg.BasePort, cfg.Roles, cfg.APIKey = ff.BasePort, ff.Roles, ff.APIKey
-	switch {
-	case ff.Instances < 0:
-		return Config{}, fmt.Errorf("llmsim: %s: instances %d: want at least 1", name, ff.Instances)
-	case ff.BasePort < 0 || ff.BasePort > 65535:
-		return Config{}, fmt.Errorf("llmsim: %s: base_port %d: want a TCP port (0: free ports)", name, ff.BasePort)
-	case ff.APIKey != "" && ff.APIKeyEnv != "":
+	if ff.APIKey != "" && ff.APIKeyEnv != "" {
 		return Config{}, fmt.Errorf("llmsim: %s: set api_key or api_key_env, not both", name)
 	}
-	if ff.Instances > 0 {
-		cfg.Instances = ff.Instances
+	if ff.Instances != 0 {
+		cfg.Instances = ff.Instances // resolve checks the range
 	}
 	if ff.APIKeyEnv != "" {
 		v, ok := os.LookupEnv(ff.APIKeyEnv)

@@ -426,7 +426,9 @@ func TestFleetFileErrorsAreReadable(t *testing.T) {
 	for bad, want := range map[string]string{
 		"seed = \"abc\"\n":                                  "bad.toml:1:8: cannot decode TOML string into an integer",
 		"roles = \"x\"\n":                                   "bad.toml:1:9: cannot decode TOML string into an array of strings",
-		"instances = -1\n":                                  "instances -1: want at least 1",
+		"instances = -1\n":                                  "instances -1: want 1..4096",
+		"instances = 100000000\n":                           "instances 100000000: want 1..4096",
+		"instances = 3\nbase_port = 65535\n":                "base_port 65535 + 3 instances runs past port 65535",
 		"base_port = 99999\n":                               "base_port 99999: want a TCP port",
 		"api_key = \"a\"\napi_key_env = \"HOME\"\n":         "set api_key or api_key_env, not both",
 		"[[instance]]\n[[instance]]\nrole = \"verifier\"\n": "bad.toml: instance #2 (127.0.0.1:8000): unknown role \"verifier\"",
