@@ -3,7 +3,7 @@ package gateway
 import (
 	"context"
 	"crypto/subtle"
-	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -28,7 +28,7 @@ type adminServer struct {
 func startAdmin(g *Gateway, address, token string) (*adminServer, error) {
 	ln, err := net.Listen("tcp", address)
 	if err != nil {
-		return nil, errors.Join(errors.New("sluice: admin listener"), err)
+		return nil, fmt.Errorf("sluice: admin listener: %w", err)
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/gateway/health", g.adminHealth)

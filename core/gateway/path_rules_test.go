@@ -187,6 +187,28 @@ address = ""
 		require.True(t, strings.HasPrefix(err.Error(), "busy.toml:3:1: "), "%s: %v", engine, err)
 		require.Contains(t, err.Error(), "address already in use", engine)
 	}
+	// The admin listener's error is one line too, at its own key.
+	cfg, err := config.LoadBytes("busy.toml", []byte(fmt.Sprintf(`
+[entrypoints.web]
+address = "127.0.0.1:0"
+
+[routers.all]
+rule = "PathPrefix(`+"`/`"+`)"
+service = "up"
+
+[services.up.load_balancer]
+servers = [{ url = "http://127.0.0.1:1" }]
+
+[admin]
+address = %q
+`, ln.Addr().String())))
+	require.NoError(t, err)
+	g, err := gateway.New(cfg, "", nil)
+	require.NoError(t, err)
+	err = g.Start()
+	require.Error(t, err)
+	require.True(t, strings.HasPrefix(err.Error(), "busy.toml:13:1: sluice: admin listener: "), err.Error())
+	require.NotContains(t, err.Error(), "\n")
 }
 
 // TestTunnelsAndAsteriskAreNotForwarded: CONNECT is refused (no tunnels), and asterisk-form is
