@@ -64,3 +64,31 @@ func isUnreserved(c byte) bool {
 	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
 		c == '-' || c == '.' || c == '_' || c == '~'
 }
+
+// hasDotSegmentBetweenSeparators reports whether a normalised path has a "." or ".." segment
+// when '\\', %2F and %5C count as separators too: with allow_encoded_slash an upstream that
+// decodes them would resolve /v1/x%2F..%2Fadmin to /v1/admin.
+func hasDotSegmentBetweenSeparators(p []byte) bool {
+	start := 0
+	for i := 0; i <= len(p); {
+		sep := 0
+		switch {
+		case i == len(p):
+			sep = 1
+		case p[i] == '/' || p[i] == '\\':
+			sep = 1
+		case p[i] == '%' && i+2 < len(p) && (p[i+1] == '2' && p[i+2] == 'F' || p[i+1] == '5' && p[i+2] == 'C'):
+			sep = 3
+		}
+		if sep == 0 {
+			i++
+			continue
+		}
+		if seg := p[start:i]; len(seg) > 0 && len(seg) <= 2 && seg[0] == '.' && seg[len(seg)-1] == '.' {
+			return true
+		}
+		i += sep
+		start = i
+	}
+	return false
+}

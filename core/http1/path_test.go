@@ -24,6 +24,13 @@ func TestRequestPathIsNormalised(t *testing.T) {
 		{"/v1\\admin", "/v1\\admin", 0, true},
 		{"/v1?q=a\\b", "/v1", 0, false}, // the query is not the path
 		{"/v1/models/org%2fmodel", "/v1/models/org%2Fmodel", 0, true},
+		// Dot segments between separators an upstream may decode (found by a second trial).
+		{"/v1/x%2f%2e%2e%2fadmin", "", 400, true},
+		{"/v1/x%5C..%5Cadmin", "", 400, true},
+		{"/v1/x\\.\\admin", "", 400, true},
+		{"/v1/x%2F..", "", 400, true},
+		{"/v1/x%2F...%2Fy", "/v1/x%2F...%2Fy", 0, true},
+		{"/v1/a.b%2F.c", "/v1/a.b%2F.c", 0, true},
 		{"/a%00b", "", 400, true},
 		{"/a%zz", "", 400, false},
 		{"/a%4", "", 400, false},

@@ -96,6 +96,9 @@ func (r *Request) ParseRequestHead(head []byte, lim *Limits) error {
 			return err
 		}
 		r.Path = r.buf[start:len(r.buf):len(r.buf)]
+		if lim.EncodedSlashAllowed() && hasDotSegmentBetweenSeparators(r.Path) {
+			return errDotSegment
+		}
 	}
 	r.Headers, err = parseFields(buf, pos, r.Headers, lim.HeaderCount(), e)
 	if err != nil {
