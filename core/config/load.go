@@ -108,11 +108,13 @@ func load(srcs []source, lookup func(string) (string, bool)) (*Config, error) {
 	cfg := &Config{index: map[string]keyPlace{}}
 	merged := map[string]any{}
 	owner := map[string]Position{} // merged entry path -> where it was defined
+	syntax := false
 	for _, s := range srcs {
 		cfg.files = append(cfg.files, s.name)
 		doc, ix, perr := parseFile(s.name, s.data)
 		if perr != nil {
 			e.list = append(e.list, perr)
+			syntax = true
 			continue
 		}
 		for id, p := range ix.places {
@@ -122,7 +124,9 @@ func load(srcs []source, lookup func(string) (string, bool)) (*Config, error) {
 		}
 		mergeDoc(merged, doc, ix, owner, e)
 	}
-	if len(e.list) > 0 {
+	if syntax {
+		// A file that does not parse is reported alone: the rest would be guesses. A duplicate
+		// entry is not: the first definition is kept, so that one run reports every problem.
 		return nil, e.err()
 	}
 	d := &decoder{cfg: cfg, lookup: lookup, errs: e}

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -369,5 +370,21 @@ func TestRuleSyntaxReportedWithOtherErrors(t *testing.T) {
 	}
 	if got := list[1].Error(); !strings.HasPrefix(got, "v.toml:8:11: routers.b.service: no service named \"ghost\"") {
 		t.Errorf("service error %q", got)
+	}
+}
+
+// TestDuplicateEntryDoesNotHideOtherErrors: a router defined in two files is reported together
+// with the rest (found by a second fresh user's trial: the duplicate hid eight other errors).
+func TestDuplicateEntryDoesNotHideOtherErrors(t *testing.T) {
+	dir := writeFiles(t, map[string]string{
+		"a.toml": "[entrypoints.web]\naddress = \"127.0.0.1:0\"\nmax_connections = 1.5\n[routers.r1]\nrule = \"PathPrefix(`/`)\"\nservice = \"up\"\n",
+		"b.toml": "[routers.r1]\nrule = \"PathPrefix(`/b`)\"\nservice = \"up\"\n[services.up.load_balancer]\nservers = [{ url = \"http://127.0.0.1:1\" }]\nstrategy = \"rr\"\n",
+	})
+	_, err := Load(dir)
+	msg := fmt.Sprint(err)
+	for _, want := range []string{"routers.r1 is already defined", "max_connections", "strategy"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("errors do not mention %q:\n%s", want, msg)
+		}
 	}
 }
