@@ -22,17 +22,24 @@ import (
 var engines = []string{"gnet", "fasthttp"}
 
 // startGateway runs a gateway with one entrypoint of the given engine proxying every path to
-// upstream ("host:port"); extra is appended to the generated TOML. It returns the entrypoint
-// address.
+// upstream ("host:port"); extra is appended to the entrypoint's table. It returns the
+// entrypoint address.
 func startGateway(t testing.TB, engine, upstream, extra string) (*gateway.Gateway, string) {
+	t.Helper()
+	return startGatewayRule(t, engine, upstream, "PathPrefix(`/`)", extra)
+}
+
+// startGatewayRule is startGateway with one router of the given rule.
+func startGatewayRule(t testing.TB, engine, upstream, rule, extra string) (*gateway.Gateway, string) {
 	t.Helper()
 	toml := fmt.Sprintf(`
 [entrypoints.web]
 address = "127.0.0.1:0"
 engine = %q
 %s
-[routers.all]
-rule = "PathPrefix(`+"`/`"+`)"
+
+[routers.api]
+rule = %q
 service = "up"
 
 [services.up.load_balancer]
@@ -40,7 +47,7 @@ servers = [{ url = "http://%s" }]
 
 [admin]
 address = ""
-`, engine, extra, upstream)
+`, engine, extra, rule, upstream)
 	cfg, err := config.LoadBytes("test.toml", []byte(toml))
 	require.NoError(t, err)
 	g, err := gateway.New(cfg, "", nil)

@@ -2,7 +2,6 @@ package gateway_test
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"net"
 	"strings"
@@ -28,7 +27,7 @@ func TestPathRulesCannotBeBypassed(t *testing.T) {
 				_, _ = c.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"))
 				return true
 			})
-			addr := startGatewayRule(t, engine, up.addr(), "PathPrefix(`/v1`) && !PathPrefix(`/v1/admin`)", "")
+			_, addr := startGatewayRule(t, engine, up.addr(), "PathPrefix(`/v1`) && !PathPrefix(`/v1/admin`)", "")
 			for _, c := range []struct {
 				target   string
 				status   int
@@ -84,7 +83,7 @@ func TestEncodedSlashCanBeAllowed(t *testing.T) {
 				_, _ = c.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"))
 				return true
 			})
-			addr := startGatewayRule(t, engine, up.addr(), "PathPrefix(`/v1/models/`)", "allow_encoded_slash = true")
+			_, addr := startGatewayRule(t, engine, up.addr(), "PathPrefix(`/v1/models/`)", "allow_encoded_slash = true")
 			conn := dial(t, addr)
 			defer conn.Close()
 			send(t, conn, "GET /v1/models/org%2fmodel HTTP/1.1\r\nHost: gw\r\n\r\n")
@@ -93,39 +92,6 @@ func TestEncodedSlashCanBeAllowed(t *testing.T) {
 			require.Equal(t, "/v1/models/org%2Fmodel", <-paths)
 		})
 	}
-}
-
-// startGatewayRule runs a gateway with one entrypoint (extra goes into its table) and one
-// router with rule to upstream; it returns the entrypoint address.
-func startGatewayRule(t *testing.T, engine, upstream, rule, extra string) string {
-	t.Helper()
-	toml := fmt.Sprintf(`
-[entrypoints.web]
-address = "127.0.0.1:0"
-engine = %q
-%s
-
-[routers.api]
-rule = %q
-service = "up"
-
-[services.up.load_balancer]
-servers = [{ url = "http://%s" }]
-
-[admin]
-address = ""
-`, engine, extra, rule, upstream)
-	cfg, err := config.LoadBytes("test.toml", []byte(toml))
-	require.NoError(t, err)
-	g, err := gateway.New(cfg, "", nil)
-	require.NoError(t, err)
-	require.NoError(t, g.Start())
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = g.Drain(ctx)
-	})
-	return g.Addr("web")
 }
 
 // TestCodedRequestBodyIsRefused: a request body with a transfer coding besides chunked
