@@ -139,7 +139,6 @@ func fileError(name, where string, err error) error {
 // llmsim.fleetFileOf[...].Seed of type *uint64" into "cannot decode TOML string into an
 // integer": the Go field path means nothing to someone editing a fleet file.
 func plainDecodeMessage(msg string) string {
-	msg = strings.TrimPrefix(msg, "toml: ")
 	for _, p := range []string{"llmsim: ", "toml: "} {
 		msg = strings.ReplaceAll(msg, p, "")
 	}
