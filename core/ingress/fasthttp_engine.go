@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,6 +64,7 @@ func NewFast(set Settings, res Resolver, log *slog.Logger) *FastEngine {
 		CloseOnShutdown:               true,
 		StreamRequestBody:             false,
 		ErrorHandler:                  e.onParseError,
+		SecureErrorLogMessage:         true, // parse errors do not quote the request
 		Logger:                        discardLogger{},
 	}
 	return e
@@ -111,14 +113,37 @@ func (e *FastEngine) Drain(ctx context.Context) error {
 
 // onParseError answers requests fasthttp itself could not parse.
 func (e *FastEngine) onParseError(ctx *fasthttp.RequestCtx, err error) {
-	ge := &proxy.GatewayError{Status: 400, Type: proxy.InvalidRequest, Code: "bad_request", Message: "malformed request"}
+	var ge *proxy.GatewayError
+	var ne net.Error
 	switch {
 	case errors.Is(err, fasthttp.ErrBodyTooLarge):
 		ge = &proxy.GatewayError{Status: 413, Type: proxy.InvalidRequest, Code: "request_too_large", Message: "request body larger than the limit"}
 	case isSmallBuffer(err):
 		ge = &proxy.GatewayError{Status: 431, Type: proxy.InvalidRequest, Code: "request_header_fields_too_large", Message: "request head larger than the limit"}
+	case errors.As(err, &ne) && ne.Timeout():
+		// fasthttp waits for CRLF CRLF: a head cut short, or ended with bare LFs, times out.
+		ge = &proxy.GatewayError{Status: 408, Type: proxy.InvalidRequest, Code: "request_timeout",
+			Message: "request head not complete within read_header_timeout (lines must end in CRLF, RFC 9112 §2.2)"}
+	default:
+		ge = &proxy.GatewayError{Status: 400, Type: proxy.InvalidRequest, Code: "bad_request", Message: "malformed request: " + parseCause(err)}
 	}
 	writeFastError(ctx, ge, false)
+}
+
+// parseCause returns fasthttp's innermost parse error, without the buffer dump it may carry,
+// cut to 200 bytes: the reason, not a copy of the request.
+func parseCause(err error) string {
+	for u := errors.Unwrap(err); u != nil; u = errors.Unwrap(err) {
+		err = u
+	}
+	msg := err.Error()
+	if i := strings.Index(msg, ": buffer size="); i >= 0 {
+		msg = msg[:i]
+	}
+	if len(msg) > 200 {
+		msg = msg[:200]
+	}
+	return msg
 }
 
 func isSmallBuffer(err error) bool {
