@@ -129,35 +129,26 @@ func TestBusyPortIsReportedAtTheAddressKey(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	defer ln.Close()
+	busy := ln.Addr().String()
 	for _, engine := range engines {
-		cfg, err := config.LoadBytes("busy.toml", []byte(fmt.Sprintf(`
-[entrypoints.web]
-address = %q
-engine = %q
-
-[routers.all]
-rule = "PathPrefix(`+"`/`"+`)"
-service = "up"
-
-[services.up.load_balancer]
-servers = [{ url = "http://127.0.0.1:1" }]
-
-[admin]
-address = ""
-`, ln.Addr().String(), engine)))
-		require.NoError(t, err)
-		g, err := gateway.New(cfg, "", nil)
-		require.NoError(t, err)
-		err = g.Start()
-		require.Error(t, err, engine)
+		err := startBusy(t, busy, engine, "")
 		require.True(t, strings.HasPrefix(err.Error(), "busy.toml:3:1: "), "%s: %v", engine, err)
 		require.Contains(t, err.Error(), "address already in use", engine)
 	}
 	// The admin listener's error is one line too, at its own key.
+	err = startBusy(t, "127.0.0.1:0", "gnet", busy)
+	require.True(t, strings.HasPrefix(err.Error(), "busy.toml:13:1: sluice: admin listener: "), err.Error())
+	require.NotContains(t, err.Error(), "\n")
+}
+
+// startBusy starts a gateway from busy.toml (entrypoint address on line 3, admin address on
+// line 13) and returns the error Start must give.
+func startBusy(t *testing.T, address, engine, admin string) error {
+	t.Helper()
 	cfg, err := config.LoadBytes("busy.toml", []byte(fmt.Sprintf(`
 [entrypoints.web]
-address = "127.0.0.1:0"
-
+address = %q
+engine = %q
 [routers.all]
 rule = "PathPrefix(`+"`/`"+`)"
 service = "up"
@@ -167,14 +158,13 @@ servers = [{ url = "http://127.0.0.1:1" }]
 
 [admin]
 address = %q
-`, ln.Addr().String())))
+`, address, engine, admin)))
 	require.NoError(t, err)
 	g, err := gateway.New(cfg, "", nil)
 	require.NoError(t, err)
 	err = g.Start()
-	require.Error(t, err)
-	require.True(t, strings.HasPrefix(err.Error(), "busy.toml:13:1: sluice: admin listener: "), err.Error())
-	require.NotContains(t, err.Error(), "\n")
+	require.Error(t, err, engine)
+	return err
 }
 
 // TestTunnelsAndAsteriskAreNotForwarded: CONNECT is refused (no tunnels), and asterisk-form is
