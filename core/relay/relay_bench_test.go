@@ -1,0 +1,28 @@
+package relay_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/sluice-gw/sluice/core/relay"
+)
+
+// sseEvent is one typical chat.completion.chunk event.
+const sseEvent = `data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":" token"},"finish_reason":null}]}` + "\n\n"
+
+// BenchmarkFrameSSEEvent is the relay's cost per SSE event re-chunked for the client.
+func BenchmarkFrameSSEEvent(b *testing.B) {
+	var r relay.Relay
+	t0 := time.Now()
+	r.Reset(relay.Chunk, true, t0)
+	buf := make([]byte, relay.Headroom+len(sseEvent)+relay.Tailroom)
+	b.SetBytes(int64(len(sseEvent)))
+	b.ReportAllocs()
+	for b.Loop() {
+		copy(buf[relay.Headroom:], sseEvent)
+		lo, hi, _ := r.Frame(buf, len(sseEvent), t0)
+		if hi-lo <= len(sseEvent) {
+			b.Fatal("not framed")
+		}
+	}
+}
