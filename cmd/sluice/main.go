@@ -16,7 +16,7 @@ import (
 
 	"github.com/sluice-gw/sluice/core/config"
 	"github.com/sluice-gw/sluice/core/gateway"
-	"github.com/sluice-gw/sluice/core/runtime"
+	"github.com/sluice-gw/sluice/core/snapshot"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -74,7 +74,7 @@ func check(path string) error {
 	if err != nil {
 		return err
 	}
-	snap, err := runtime.Compile(cfg, nil, 1)
+	snap, err := snapshot.Compile(cfg, nil, 1)
 	if err != nil {
 		return err
 	}

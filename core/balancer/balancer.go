@@ -21,9 +21,10 @@ var Strategies = []string{RoundRobin, Weighted, LeastConnections, Random}
 // Balancer picks a backend for the next request.
 type Balancer interface {
 	// Pick returns the backend for the next request, or nil when every
-	// backend is down (or there are none). It does not allocate and does
-	// not call Acquire: the caller does, once it sends the request.
-	Pick() *Backend
+	// backend is down or excluded by c (or there are none). c may be nil.
+	// It does not allocate and does not call Acquire: the caller does, once
+	// it sends the request.
+	Pick(c *Choice) *Backend
 }
 
 // New returns a Balancer over backends using the named strategy:
@@ -36,7 +37,7 @@ type Balancer interface {
 //   - "random": weighted random, backend i with probability w_i/Σw over the
 //     up backends.
 //
-// Down backends are skipped by every strategy. The backends slice is copied;
+// Down backends, and those a Choice excludes, are skipped by every strategy. The backends slice is copied;
 // the *Backend values are shared with the caller. An empty list is valid
 // (Pick returns nil). New returns an error for an unknown strategy (listing
 // the valid names), a nil backend, or a weight outside 0..MaxWeight.

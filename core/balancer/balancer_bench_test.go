@@ -14,7 +14,7 @@ func benchmarkPick(b *testing.B, strategy string, n int) {
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			p := bal.Pick()
+			p := bal.Pick(nil)
 			p.Acquire()
 			p.Release()
 		}
@@ -31,7 +31,7 @@ func BenchmarkPickRoundRobinLocked(b *testing.B) {
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			bal.Pick()
+			bal.Pick(nil)
 		}
 	})
 }

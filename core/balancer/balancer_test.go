@@ -19,7 +19,7 @@ func backends(weights ...int) []*Backend {
 func sequence(b Balancer, n int) string {
 	var s strings.Builder
 	for range n {
-		p := b.Pick()
+		p := b.Pick(nil)
 		if p == nil {
 			s.WriteByte('-')
 		} else {
@@ -68,7 +68,7 @@ func TestRoundRobinLargeWeightsUseLockedAlgorithm(t *testing.T) {
 	}
 	counts := map[string]int{}
 	for range 5003 {
-		counts[b.Pick().Name]++
+		counts[b.Pick(nil).Name]++
 	}
 	if counts["a"] != 5001 || counts["b"] != 1 || counts["c"] != 1 {
 		t.Fatalf("counts over one period: %v", counts)
@@ -88,12 +88,12 @@ func TestDownBackendsSkipped(t *testing.T) {
 			bs[0].SetDown(true)
 			bs[2].SetDown(true)
 			for range 50 {
-				if p := b.Pick(); p != bs[1] {
+				if p := b.Pick(nil); p != bs[1] {
 					t.Fatalf("picked %v with only b up", p)
 				}
 			}
 			bs[1].SetDown(true)
-			if p := b.Pick(); p != nil {
+			if p := b.Pick(nil); p != nil {
 				t.Fatalf("picked %s with all down", p.Name)
 			}
 			bs[0].SetDown(false)
@@ -101,7 +101,7 @@ func TestDownBackendsSkipped(t *testing.T) {
 			bs[2].SetDown(false)
 			seen := map[string]bool{}
 			for range 200 {
-				seen[b.Pick().Name] = true
+				seen[b.Pick(nil).Name] = true
 			}
 			if len(seen) != 3 {
 				t.Fatalf("after recovery only %v picked", seen)
@@ -120,7 +120,7 @@ func TestRoundRobinScheduleFollowsDownSet(t *testing.T) {
 	bs[0].SetDown(false)
 	counts := map[string]int{}
 	for range 70 {
-		counts[b.Pick().Name]++
+		counts[b.Pick(nil).Name]++
 	}
 	if counts["a"] != 50 || counts["b"] != 10 || counts["c"] != 10 {
 		t.Fatalf("after recovery: %v", counts)
@@ -129,7 +129,7 @@ func TestRoundRobinScheduleFollowsDownSet(t *testing.T) {
 
 func TestEmptyBalancer(t *testing.T) {
 	for _, strategy := range Strategies {
-		if p := mustNew(t, strategy, nil).Pick(); p != nil {
+		if p := mustNew(t, strategy, nil).Pick(nil); p != nil {
 			t.Errorf("%s: empty balancer picked %v", strategy, p)
 		}
 	}
@@ -158,7 +158,7 @@ func TestLeastConnections(t *testing.T) {
 	// All idle: ties rotate through every backend.
 	seen := map[string]int{}
 	for range 30 {
-		seen[b.Pick().Name]++
+		seen[b.Pick(nil).Name]++
 	}
 	if seen["a"] != 10 || seen["b"] != 10 || seen["c"] != 10 {
 		t.Fatalf("idle ties: %v", seen)
@@ -167,13 +167,13 @@ func TestLeastConnections(t *testing.T) {
 	bs[1].Acquire()
 	bs[2].Acquire() // c: 1/2 < 1/1
 	for range 10 {
-		if p := b.Pick(); p != bs[2] {
+		if p := b.Pick(nil); p != bs[2] {
 			t.Fatalf("picked %s, want c (1 active / weight 2)", p.Name)
 		}
 	}
 	bs[2].Acquire() // c: 2/2 ties with a and b
 	bs[1].Release() // b: 0/1
-	if p := b.Pick(); p != bs[1] {
+	if p := b.Pick(nil); p != bs[1] {
 		t.Fatalf("picked %s, want idle b", p.Name)
 	}
 	// Simulated load: pick, acquire, release the oldest; active counts
@@ -181,7 +181,7 @@ func TestLeastConnections(t *testing.T) {
 	bs = backends(1, 1, 2)
 	b = mustNew(t, LeastConnections, bs)
 	for range 40 {
-		b.Pick().Acquire()
+		b.Pick(nil).Acquire()
 	}
 	if a, bb, c := bs[0].Active.Load(), bs[1].Active.Load(), bs[2].Active.Load(); a != 10 || bb != 10 || c != 20 {
 		t.Fatalf("active after 40 picks: %d %d %d, want 10 10 20", a, bb, c)
@@ -195,7 +195,7 @@ func TestWeightedRandomDistribution(t *testing.T) {
 	const picks = 200000
 	counts := make([]int, len(bs))
 	for range picks {
-		counts[b.Pick().ID]++
+		counts[b.Pick(nil).ID]++
 	}
 	want := []float64{5.0 / 11, 3.0 / 11, 2.0 / 11, 1.0 / 11}
 	for i, c := range counts {
@@ -208,7 +208,7 @@ func TestWeightedRandomDistribution(t *testing.T) {
 	defer bs[0].SetDown(false)
 	clear(counts)
 	for range picks {
-		counts[b.Pick().ID]++
+		counts[b.Pick(nil).ID]++
 	}
 	want = []float64{0, 3.0 / 6, 2.0 / 6, 1.0 / 6}
 	for i, c := range counts {
@@ -243,7 +243,7 @@ func TestConcurrentPickWhileFlapping(t *testing.T) {
 				go func() {
 					defer wg.Done()
 					for range 20000 {
-						p := b.Pick()
+						p := b.Pick(nil)
 						if p == nil {
 							t.Error("nil pick while backend 0 is up")
 							return
@@ -269,7 +269,7 @@ func TestConcurrentPickWhileFlapping(t *testing.T) {
 func TestPickDoesNotAllocate(t *testing.T) {
 	for _, strategy := range Strategies {
 		b := mustNew(t, strategy, backends(5, 1, 1))
-		if n := testing.AllocsPerRun(1000, func() { b.Pick() }); n != 0 {
+		if n := testing.AllocsPerRun(1000, func() { b.Pick(nil) }); n != 0 {
 			t.Errorf("%s: Pick allocates %v times", strategy, n)
 		}
 	}

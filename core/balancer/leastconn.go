@@ -10,7 +10,7 @@ type leastConn struct {
 }
 
 // Pick implements Balancer.
-func (lc *leastConn) Pick() *Backend {
+func (lc *leastConn) Pick(c *Choice) *Backend {
 	n := uint64(len(lc.backends))
 	if n == 0 {
 		return nil
@@ -20,7 +20,7 @@ func (lc *leastConn) Pick() *Backend {
 	var bestActive, bestWeight int64
 	for k := uint64(0); k < n; k++ {
 		b := lc.backends[(start+k)%n]
-		if b.down.Load() {
+		if !c.eligible(b) {
 			continue
 		}
 		a, w := b.Active.Load(), b.weight()

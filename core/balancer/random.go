@@ -21,7 +21,7 @@ func newWeightedRandom(bs []*Backend) *weightedRandom {
 }
 
 // Pick implements Balancer.
-func (wr *weightedRandom) Pick() *Backend {
+func (wr *weightedRandom) Pick(c *Choice) *Backend {
 	if wr.total == 0 {
 		return nil
 	}
@@ -37,14 +37,14 @@ func (wr *weightedRandom) Pick() *Backend {
 		}
 	}
 	i := lo
-	if b := wr.backends[i]; !b.down.Load() {
+	if b := wr.backends[i]; c.eligible(b) {
 		return b
 	}
-	// The draw hit a down backend: draw again over the up backends only.
-	// Overall each up backend keeps probability w_i/Σw_up.
+	// The draw hit a down or excluded backend: draw again over the eligible
+	// ones only. Overall each keeps probability w_i/Σw_eligible.
 	var upTotal int64
 	for _, b := range wr.backends {
-		if !b.down.Load() {
+		if c.eligible(b) {
 			upTotal += b.weight()
 		}
 	}
@@ -54,7 +54,7 @@ func (wr *weightedRandom) Pick() *Backend {
 	r = int64(wr.uint64n(uint64(upTotal)))
 	var last *Backend
 	for _, b := range wr.backends {
-		if b.down.Load() {
+		if !c.eligible(b) {
 			continue
 		}
 		last = b

@@ -37,23 +37,24 @@ func newRoundRobin(bs []*Backend) *roundRobin {
 }
 
 // Pick implements Balancer.
-func (rr *roundRobin) Pick() *Backend {
+func (rr *roundRobin) Pick(c *Choice) *Backend {
 	s := rr.sched.Load()
 	if epoch := downEpoch.Load(); s.epoch != epoch {
 		s = rr.rebuild(epoch)
 	}
 	if s.seq == nil {
-		return rr.pickLocked()
+		return rr.pickLocked(c)
 	}
 	n := uint64(len(s.seq))
 	if n == 0 {
 		return nil
 	}
 	i := rr.next.Add(1) - 1
-	// A backend may have gone down since the schedule was built: walk on
-	// to the next up backend of the sequence (the next Pick rebuilds).
+	// A backend may have gone down since the schedule was built, or be
+	// excluded: walk on to the next eligible backend of the sequence (the
+	// next Pick rebuilds).
 	for k := uint64(0); k < n; k++ {
-		if b := s.seq[(i+k)%n]; !b.down.Load() {
+		if b := s.seq[(i+k)%n]; c.eligible(b) {
 			return b
 		}
 	}
@@ -98,13 +99,13 @@ func (rr *roundRobin) rebuild(epoch uint64) *schedule {
 
 // pickLocked runs one step of nginx's smooth weighted round-robin over the
 // up backends (used when the schedule would be longer than MaxScheduleLen).
-func (rr *roundRobin) pickLocked() *Backend {
+func (rr *roundRobin) pickLocked(c *Choice) *Backend {
 	rr.mu.Lock()
 	defer rr.mu.Unlock()
 	best := -1
 	var total int64
 	for i, b := range rr.backends {
-		if b.down.Load() {
+		if !c.eligible(b) {
 			continue
 		}
 		w := b.weight()

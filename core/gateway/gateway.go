@@ -16,7 +16,7 @@ import (
 	"github.com/sluice-gw/sluice/core/config"
 	"github.com/sluice-gw/sluice/core/http1"
 	"github.com/sluice-gw/sluice/core/ingress"
-	"github.com/sluice-gw/sluice/core/runtime"
+	"github.com/sluice-gw/sluice/core/snapshot"
 )
 
 // ErrRestartRequired is returned by Reload when the new config changes the entrypoints
@@ -29,7 +29,7 @@ type Gateway struct {
 	ConfigPath string
 	Log        *slog.Logger
 
-	live       runtime.Live
+	live       snapshot.Live
 	gen        atomic.Uint64
 	reloadMu   sync.Mutex
 	transports map[string]ingress.Transport
@@ -51,7 +51,7 @@ func New(cfg *config.Config, path string, log *slog.Logger) (*Gateway, error) {
 		log = slog.Default()
 	}
 	g := &Gateway{ConfigPath: path, Log: log, transports: map[string]ingress.Transport{}}
-	snap, err := runtime.Compile(cfg, nil, g.gen.Add(1)) // generation 1
+	snap, err := snapshot.Compile(cfg, nil, g.gen.Add(1)) // generation 1
 	if err != nil {
 		return nil, err
 	}
@@ -151,7 +151,7 @@ func (g *Gateway) AdminAddr() string {
 }
 
 // Snapshot returns the configuration snapshot in force.
-func (g *Gateway) Snapshot() *runtime.Snapshot { return g.live.Load() }
+func (g *Gateway) Snapshot() *snapshot.Snapshot { return g.live.Load() }
 
 // Reload loads ConfigPath again and swaps the new snapshot in. On any error the running
 // config stays in force and the error (a config.ErrorList with positions, or
@@ -170,7 +170,7 @@ func (g *Gateway) Reload() error {
 	if !reflect.DeepEqual(old.Config.Admin, cfg.Admin) {
 		return fmt.Errorf("%w: restart sluice to change [admin]", ErrRestartRequired)
 	}
-	snap, err := runtime.Compile(cfg, old, g.gen.Load()+1)
+	snap, err := snapshot.Compile(cfg, old, g.gen.Load()+1)
 	if err != nil {
 		return err
 	}

@@ -8,10 +8,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sluice-gw/sluice/pool"
+	"github.com/sluice-gw/sluice/core/pipeline"
 )
 
-// disconnectWatch aborts an upstream exchange as soon as the client's socket reports EOF,
+// disconnectWatch cancels a request as soon as the client's socket reports EOF,
 // including while the gateway waits for the first token. It peeks at the socket (MSG_PEEK) from
 // Go's netpoller, which measured 0 ms to notice a close here (DESIGN.md §9), where fasthttp only
 // notices on a failed write.
@@ -23,9 +23,9 @@ type disconnectWatch struct {
 }
 
 // watchDisconnect starts watching c (a TCP connection, possibly wrapped in TLS or counting
-// wrappers) and aborts x when the client closes it. It returns a watch that is a no-op when the
+// wrappers) and cancels the request of h when the client closes it. It returns a watch that is a no-op when the
 // socket cannot be reached.
-func watchDisconnect(c net.Conn, x *pool.Exchange) *disconnectWatch {
+func watchDisconnect(c net.Conn, h pipeline.CancelHandle) *disconnectWatch {
 	w := &disconnectWatch{done: make(chan struct{})}
 	tcp := unwrapTCP(c)
 	if tcp == nil {
@@ -38,7 +38,7 @@ func watchDisconnect(c net.Conn, x *pool.Exchange) *disconnectWatch {
 		return w
 	}
 	w.conn = tcp
-	go w.run(rc, x)
+	go w.run(rc, h)
 	return w
 }
 
@@ -56,7 +56,7 @@ func unwrapTCP(c net.Conn) *net.TCPConn {
 	return nil
 }
 
-func (w *disconnectWatch) run(rc syscall.RawConn, x *pool.Exchange) {
+func (w *disconnectWatch) run(rc syscall.RawConn, h pipeline.CancelHandle) {
 	defer close(w.done)
 	var b [1]byte
 	eof := false
@@ -76,7 +76,7 @@ func (w *disconnectWatch) run(rc syscall.RawConn, x *pool.Exchange) {
 		w.mu.Lock()
 		w.isGone = true
 		w.mu.Unlock()
-		x.Abort()
+		h.Cancel()
 	}
 }
 

@@ -6,9 +6,9 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,38 +16,36 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"github.com/sluice-gw/sluice/core/http1"
 	"github.com/sluice-gw/sluice/core/metrics"
-	"github.com/sluice-gw/sluice/core/proxy"
-	"github.com/sluice-gw/sluice/pool"
+	"github.com/sluice-gw/sluice/core/pipeline"
+	"github.com/sluice-gw/sluice/core/relay"
 )
 
 // FastEngine serves one entrypoint with fasthttp.Server: the engine for TLS entrypoints (gnet
-// has no TLS, DESIGN.md §9), running the same core/proxy path as the gnet engine. fasthttp only
+// has no TLS), running the same request pipeline as the gnet engine. fasthttp only
 // notices a departed client when a write fails, so each in-flight request also watches its
 // socket for EOF (disconnect_linux.go).
 type FastEngine struct {
 	set      Settings
-	res      Resolver
+	pipe     *pipeline.Entrypoint
 	log      *slog.Logger
 	srv      *fasthttp.Server
 	ln       net.Listener
 	done     chan struct{}
 	draining atomic.Bool
 	counters
-	m    *metrics.Entrypoint
-	elog errLog
+	m *metrics.Entrypoint
 }
 
 // NewFast returns a fasthttp engine for the entrypoint described by set.
-func NewFast(set Settings, res Resolver, log *slog.Logger) *FastEngine {
+func NewFast(set Settings, res pipeline.Resolver, log *slog.Logger) *FastEngine {
 	set.fill()
 	if log == nil {
 		log = slog.Default()
 	}
-	e := &FastEngine{set: set, res: res, log: log, done: make(chan struct{})}
+	e := &FastEngine{set: set, log: log, done: make(chan struct{})}
 	e.m = newEntrypointMetrics(set.Name, &e.counters)
-	e.elog.log = log
+	e.pipe = pipeline.NewEntrypoint(set.Name, set.TLSCertFile != "", res, e.m, log)
 	e.srv = &fasthttp.Server{
 		Handler:                       e.handle,
 		Name:                          "",
@@ -113,19 +111,19 @@ func (e *FastEngine) Drain(ctx context.Context) error {
 
 // onParseError answers requests fasthttp itself could not parse.
 func (e *FastEngine) onParseError(ctx *fasthttp.RequestCtx, err error) {
-	var ge *proxy.GatewayError
+	var ge *pipeline.GatewayError
 	var ne net.Error
 	switch {
 	case errors.Is(err, fasthttp.ErrBodyTooLarge):
-		ge = &proxy.GatewayError{Status: 413, Type: proxy.InvalidRequest, Code: "request_too_large", Message: "request body larger than the limit"}
+		ge = &pipeline.GatewayError{Status: 413, Type: pipeline.InvalidRequest, Code: "request_too_large", Message: "request body larger than the limit"}
 	case isSmallBuffer(err):
-		ge = &proxy.GatewayError{Status: 431, Type: proxy.InvalidRequest, Code: "request_header_fields_too_large", Message: "request head larger than the limit"}
+		ge = &pipeline.GatewayError{Status: 431, Type: pipeline.InvalidRequest, Code: "request_header_fields_too_large", Message: "request head larger than the limit"}
 	case errors.As(err, &ne) && ne.Timeout():
 		// fasthttp waits for CRLF CRLF: a head cut short, or ended with bare LFs, times out.
-		ge = &proxy.GatewayError{Status: 408, Type: proxy.InvalidRequest, Code: "request_timeout",
+		ge = &pipeline.GatewayError{Status: 408, Type: pipeline.InvalidRequest, Code: "request_timeout",
 			Message: "request head not complete within read_header_timeout (lines must end in CRLF, RFC 9112 §2.2)"}
 	default:
-		ge = &proxy.GatewayError{Status: 400, Type: proxy.InvalidRequest, Code: "bad_request", Message: "malformed request: " + parseCause(err)}
+		ge = &pipeline.GatewayError{Status: 400, Type: pipeline.InvalidRequest, Code: "bad_request", Message: "malformed request: " + parseCause(err)}
 	}
 	writeFastError(ctx, ge, false)
 }
@@ -151,14 +149,14 @@ func isSmallBuffer(err error) bool {
 	return errors.As(err, &sb) || errors.Is(err, fasthttp.ErrSmallReadBuffer)
 }
 
-func writeFastError(ctx *fasthttp.RequestCtx, ge *proxy.GatewayError, keepAlive bool) {
+func writeFastError(ctx *fasthttp.RequestCtx, ge *pipeline.GatewayError, keepAlive bool) {
 	ctx.Response.Reset()
 	ctx.Response.SetStatusCode(ge.Status)
 	ctx.Response.Header.SetContentType("application/json")
 	if ge.RetryAfter > 0 {
 		ctx.Response.Header.Set("Retry-After", fmt.Sprint(ge.RetryAfter))
 	}
-	ctx.Response.SetBody(proxy.AppendErrorBody(nil, ge))
+	ctx.Response.SetBody(pipeline.AppendErrorBody(nil, ge))
 	if !keepAlive {
 		ctx.Response.SetConnectionClose()
 	}
@@ -167,50 +165,40 @@ func writeFastError(ctx *fasthttp.RequestCtx, ge *proxy.GatewayError, keepAlive 
 // fastExchange is the state of one request on the fasthttp engine; it lives until the
 // response body stream is closed.
 type fastExchange struct {
-	e        *FastEngine
-	req      http1.Request
-	headBuf  []byte
-	ip       []byte
-	conn     net.Conn      // the client connection, for the stall deadline of streamed bodies
-	stall    time.Duration // client_stall_timeout
-	x        *pool.Exchange
-	b        *proxy.Backend
-	rt       *proxy.Route
-	began    time.Time
-	last     time.Time // previous body read of a streamed response
-	bytes    int64
-	status   int
-	streamed bool
-	// The disconnect watch starts watchDelay after the request goes upstream: a response that
-	// comes sooner never pays for it (a goroutine, a peek and a deadline dance per request).
+	e       *FastEngine
+	rc      *pipeline.RequestCtx
+	headBuf []byte
+	conn    net.Conn      // the client connection, for the stall deadline of streamed bodies
+	stall   time.Duration // client_stall_timeout
+	// The disconnect watch starts watchDelay after the request enters the pipeline: a response
+	// that comes sooner never pays for it (a goroutine, a peek and a deadline dance per request).
 	watchMu    sync.Mutex
 	watch      *disconnectWatch
 	watchOff   bool
 	watchConn  net.Conn
 	watchTimer *time.Timer
-	sse        bool
-	tail       [2]byte
-	failed     []byte // pending SSE error event after an upstream failure
-	ended      bool
+	addTo      *fasthttp.ResponseHeader // target of addField while the head is built
+	begun      bool                     // the request entered the pipeline: Finish it
 }
 
-// fastExchanges recycles exchanges; tail starts as an event boundary (nothing sent yet).
-var fastExchanges = sync.Pool{New: func() any { return &fastExchange{tail: [2]byte{'\n', '\n'}} }}
+var fastExchanges = sync.Pool{New: func() any { return &fastExchange{} }}
 
 func (e *FastEngine) handle(ctx *fasthttp.RequestCtx) {
 	fx := fastExchanges.Get().(*fastExchange)
 	fx.e = e
+	fx.rc = pipeline.AcquireRequestCtx()
 	e.counters.active.Add(1)
 	if !fx.start(ctx) {
 		fx.release()
 	}
 }
 
-// start proxies the request up to the response head and hands the body to fasthttp as a
-// stream; it reports whether the stream owns fx (false: the caller releases it).
+// start parses the request, runs it through the pipeline up to the response head and hands
+// the body to fasthttp as a stream; it reports whether the stream owns fx (false: the caller
+// releases it).
 func (fx *fastExchange) start(ctx *fasthttp.RequestCtx) bool {
-	e := fx.e
-	req := &fx.req
+	e, rc := fx.e, fx.rc
+	req := &rc.Req
 	req.Reset()
 	// Parse the head as received (fasthttp keeps the raw field block), so both engines apply
 	// the same RFC 9112 framing and smuggling rules.
@@ -226,157 +214,84 @@ func (fx *fastExchange) start(ctx *fasthttp.RequestCtx) bool {
 		fx.headBuf = append(fx.headBuf, "\r\n"...)
 	}
 	if err := req.ParseRequestHead(fx.headBuf, &e.set.Limits); err != nil {
-		writeFastError(ctx, proxy.FramingGatewayError(err), false)
+		writeFastError(ctx, pipeline.FramingGatewayError(err), false)
 		return false
 	}
 	req.Body = append(req.Body[:0], ctx.Request.Body()...)
-	keepAlive := req.KeepAlive && !e.draining.Load()
-	fx.began = time.Now()
-	e.m.Request()
-	rt := e.res.Resolve(e.set.Name, req)
-	if rt == nil {
-		e.m.GatewayError(404)
-		writeFastError(ctx, proxy.ErrNoRoute, keepAlive)
-		return false
+	if e.draining.Load() {
+		req.KeepAlive = false
 	}
-	b := rt.Service.Pick()
-	if b == nil {
-		e.m.GatewayError(503)
-		rt.M.Response(503, fx.began, 0)
-		writeFastError(ctx, proxy.ErrNoBackend, keepAlive)
-		return false
-	}
-	fx.b, fx.rt = b, rt
-	fx.ip = fx.ip[:0]
+	rc.ClientIP = rc.ClientIP[:0]
 	if a, ok := ctx.RemoteAddr().(*net.TCPAddr); ok {
-		fx.ip, _ = a.IP.AppendText(fx.ip)
+		rc.ClientIP, _ = a.IP.AppendText(rc.ClientIP)
 	}
-	fx.headBuf = proxy.AppendUpstreamHead(fx.headBuf[:0], req, rt, b, proxy.ClientInfo{IP: fx.ip, TLS: e.set.TLSCertFile != ""}) // ctx.IsTLS cannot see through the counting wrapper
-	fx.x = pool.AcquireExchange()
+	rc.FramesBodies = true
 	fx.armWatch(ctx.Conn())
-	isHEAD := ctx.IsHead()
-	if err := fx.x.RoundTrip(b.Pool, fx.headBuf, req.Body, isHEAD); err != nil {
-		if fx.gone() {
-			// The client left: answer nothing (a default empty 200 would be a lie).
-			rt.M.Canceled()
-			ctx.HijackSetNoResponse(true)
-			ctx.Hijack(func(net.Conn) {})
-			return false
-		}
-		ge := proxy.UpstreamGatewayError(err)
-		rt.M.UpstreamError(proxy.UpstreamReason(err))
-		rt.M.Response(ge.Status, fx.began, 0)
-		e.elog.upstreamFailed(rt.Name, b.URL, "response head", err)
-		writeFastError(ctx, ge, keepAlive)
+	fx.begun = true
+	e.pipe.Begin(rc)
+	if rc.ClientGone() {
+		// The client left: answer nothing (a default empty 200 would be a lie).
+		ctx.HijackSetNoResponse(true)
+		ctx.Hijack(func(net.Conn) {})
 		return false
 	}
-	resp := &fx.x.Resp
-	if resp.Status == 101 {
-		// No upgrade was asked for (WebSocket support comes later): a protocol error.
-		rt.M.UpstreamError(metrics.ReasonProtocol)
-		rt.M.Response(502, fx.began, 0)
-		writeFastError(ctx, proxy.ErrUnexpectedUpgrade, false)
-		return false
-	}
-	mode, ka := proxy.PlanResponse(resp, isHEAD, req)
-	fx.conn = ctx.Conn()
-	fx.stall = e.set.ClientStallTimeout
-	keepAlive = keepAlive && ka
-	rh := &ctx.Response.Header
+	resp := &ctx.Response
+	rh := &resp.Header
+	fx.addTo = rh
 	rh.DisableNormalizing()
 	rh.SetNoDefaultContentType(true)
-	ctx.Response.SetStatusCode(resp.Status)
-	for i := range resp.Headers {
-		f := &resp.Headers[i]
-		if resp.IsHopByHop(f.Key) || bytes.EqualFold(f.Key, []byte("Content-Length")) || bytes.EqualFold(f.Key, []byte("Transfer-Encoding")) {
-			continue
+	resp.SetStatusCode(rc.Status())
+	rc.VisitResponseFields(fx.addField)
+	if !rc.KeepAlive() {
+		resp.SetConnectionClose()
+	}
+	if rc.Replied() {
+		if ct := rc.ReplyContentType(); ct != "" {
+			rh.SetContentType(ct)
 		}
-		rh.AddBytesKV(f.Key, f.Value)
+		if ra := rc.ReplyRetryAfter(); ra > 0 {
+			rh.Set("Retry-After", strconv.Itoa(ra))
+		}
+		fx.headBuf = rc.ReplyBody(fx.headBuf[:0])
+		resp.SetBody(fx.headBuf)
+		return false
 	}
-	if !keepAlive {
-		ctx.Response.SetConnectionClose()
-	}
-	fx.status = resp.Status
-	fx.streamed = mode != proxy.OutLength
-	switch mode {
-	case proxy.OutNone:
-		rt.M.Response(resp.Status, fx.began, 0)
-		if isHEAD && resp.ContentLength >= 0 {
-			ctx.Response.Header.SetContentLength(int(resp.ContentLength))
-			ctx.Response.SkipBody = true
+	fx.conn = ctx.Conn()
+	fx.stall = e.set.ClientStallTimeout
+	switch rc.Framing() {
+	case relay.None:
+		if cl := rc.ContentLength(); rc.IsHEAD() && cl >= 0 {
+			rh.SetContentLength(int(cl))
+			resp.SkipBody = true
 		}
 		return false
-	case proxy.OutLength:
-		ctx.Response.SetBodyStream(fx, int(resp.ContentLength))
-	case proxy.OutClose:
+	case relay.Length:
+		resp.SetBodyStream(fx, int(rc.ContentLength()))
+	case relay.Close:
 		// An HTTP/1.0 client cannot take chunked coding, and fasthttp streams bodies of unknown
-		// length only chunked: take the connection over and delimit the body by closing it.
+		// length only chunked: take the connection over and write the response raw.
 		ctx.HijackSetNoResponse(true)
-		ctx.Hijack(fx.relayUntilClose)
+		ctx.Hijack(fx.writeRaw)
 	default:
-		fx.sse = proxy.IsEventStream(resp)
 		// Headers go out at once, before the first token (zero buffering).
-		ctx.Response.ImmediateHeaderFlush = true
-		ctx.Response.SetBodyStream(fx, -1)
+		resp.ImmediateHeaderFlush = true
+		resp.SetBodyStream(fx, -1)
 	}
 	return true
 }
 
+// addField copies one response field into fasthttp's response header.
+func (fx *fastExchange) addField(k, v []byte) { fx.addTo.AddBytesKV(k, v) }
+
 // Read implements io.Reader for fasthttp's body stream: one upstream read per call, which
 // fasthttp flushes to the client at once.
 func (fx *fastExchange) Read(p []byte) (int, error) {
-	if len(fx.failed) > 0 {
-		n := copy(p, fx.failed)
-		fx.failed = fx.failed[n:]
-		return n, nil
-	}
-	if fx.ended {
-		return 0, io.EOF
-	}
 	// fasthttp writes what Read returns right away: a client that takes none of it for
 	// client_stall_timeout fails that write and ends the exchange, upstream included.
 	if fx.conn != nil {
 		_ = fx.conn.SetWriteDeadline(time.Now().Add(fx.stall))
 	}
-	n, err := fx.x.ReadBody(p, false)
-	if n > 0 {
-		fx.bytes += int64(n)
-		if fx.streamed {
-			now := time.Now()
-			if fx.last.IsZero() {
-				fx.rt.M.FirstByte(fx.began)
-			} else {
-				fx.rt.M.Gap(now.Sub(fx.last))
-			}
-			fx.last = now
-		}
-	}
-	if err != nil && !errors.Is(err, io.EOF) && !fx.ended {
-		if fx.gone() {
-			fx.rt.M.Canceled()
-		} else {
-			fx.rt.M.UpstreamError(metrics.ReasonStream)
-			fx.e.elog.upstreamFailed(fx.rt.Name, fx.b.URL, "body", err)
-		}
-	}
-	if errors.Is(err, io.EOF) {
-		fx.rt.M.Response(fx.status, fx.began, fx.bytes)
-	}
-	if n >= 2 {
-		fx.tail[0], fx.tail[1] = p[n-2], p[n-1]
-	} else if n == 1 {
-		fx.tail[0], fx.tail[1] = fx.tail[1], p[0]
-	}
-	if err == nil || errors.Is(err, io.EOF) {
-		return n, err
-	}
-	if fx.sse && !fx.gone() && fx.tail == [2]byte{'\n', '\n'} {
-		// DESIGN.md §5: end the client's stream with an SSE error event, never [DONE].
-		fx.failed = proxy.AppendSSEError(fx.failed[:0], proxy.ErrUpstreamStream)
-		fx.ended = true
-		return n, nil
-	}
-	return n, err
+	return fx.rc.ReadBody(p)
 }
 
 // watchDelay is how long a request may wait for its upstream before the client's socket is
@@ -399,7 +314,7 @@ func (fx *fastExchange) beginWatch() {
 	fx.watchMu.Lock()
 	defer fx.watchMu.Unlock()
 	if !fx.watchOff && fx.watch == nil && fx.watchConn != nil {
-		fx.watch = watchDisconnect(fx.watchConn, fx.x)
+		fx.watch = watchDisconnect(fx.watchConn, fx.rc.CancelHandle())
 	}
 }
 
@@ -418,35 +333,20 @@ func (fx *fastExchange) stopWatch() {
 	}
 }
 
-// gone reports whether the watch saw the client leave.
-func (fx *fastExchange) gone() bool {
-	fx.watchMu.Lock()
-	w := fx.watch
-	fx.watchMu.Unlock()
-	return w != nil && w.gone()
+// writeRaw writes the response head and body straight to the hijacked client connection;
+// fasthttp closes the connection when it returns.
+func (fx *fastExchange) writeRaw(c net.Conn) {
+	defer fx.release()
+	_ = fx.rc.WriteResponse(connDownstream{c})
 }
 
-// relayUntilClose writes the response head and body straight to the hijacked client
-// connection; fasthttp closes the connection when it returns.
-func (fx *fastExchange) relayUntilClose(c net.Conn) {
-	defer fx.release()
-	fx.headBuf = proxy.AppendClientHead(fx.headBuf[:0], &fx.x.Resp, &fx.req, proxy.OutClose, false)
-	if _, err := c.Write(fx.headBuf); err != nil {
-		return
-	}
-	bp := pool.GetBuf()
-	defer pool.PutBuf(bp)
-	for {
-		n, err := fx.Read(*bp)
-		if n > 0 {
-			if _, werr := c.Write((*bp)[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
+// connDownstream writes to a plain connection (a hijacked one), blocking for backpressure.
+type connDownstream struct{ c net.Conn }
+
+func (d connDownstream) Send(bp *[]byte, lo, hi int) error {
+	_, err := d.c.Write((*bp)[lo:hi])
+	pipeline.ReleaseBuf(bp)
+	return err
 }
 
 // Close implements io.Closer: fasthttp calls it when the body is written or the client failed.
@@ -461,16 +361,13 @@ func (fx *fastExchange) release() {
 		fx.conn = nil
 	}
 	fx.stopWatch()
-	if fx.x != nil {
-		pool.ReleaseExchange(fx.x)
-		fx.x = nil
+	if fx.begun {
+		fx.rc.Finish()
+		fx.begun = false
 	}
-	if fx.b != nil {
-		fx.b.Release()
-		fx.b = nil
-	}
-	fx.sse, fx.ended, fx.failed, fx.tail = false, false, fx.failed[:0], [2]byte{'\n', '\n'}
-	fx.rt, fx.last, fx.bytes, fx.status, fx.streamed = nil, time.Time{}, 0, 0, false
+	pipeline.ReleaseRequestCtx(fx.rc)
+	fx.rc = nil
+	fx.addTo = nil
 	fx.e.counters.active.Add(-1)
 	fx.e = nil
 	fastExchanges.Put(fx)

@@ -2,10 +2,7 @@ package ingress
 
 import (
 	"errors"
-	"io"
 	"net"
-	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,9 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sluice-gw/sluice/core/http1"
-	"github.com/sluice-gw/sluice/core/metrics"
-	"github.com/sluice-gw/sluice/core/proxy"
-	"github.com/sluice-gw/sluice/pool"
+	"github.com/sluice-gw/sluice/core/pipeline"
 )
 
 // Connection phases, owned by the event loop.
@@ -47,13 +42,14 @@ type sendItem struct {
 
 // gconn is the state of one client connection on the gnet engine.
 type gconn struct {
-	e  *GnetEngine
-	c  gnet.Conn
-	ip []byte
+	e *GnetEngine
+	c gnet.Conn
 
-	// Owned by the event loop (and by the worker while phase == phaseBusy).
+	// Owned by the event loop (and by the worker while phase == phaseBusy). The request being
+	// parsed lives in rc.Req; rc is the connection's one RequestCtx, reused request after
+	// request (its cancellation is sticky: a closed connection serves no further request).
 	phase        int
-	req          http1.Request
+	rc           pipeline.RequestCtx
 	bodyLeft     int64
 	dec          http1.ChunkedDecoder
 	continueSent bool
@@ -67,9 +63,6 @@ type gconn struct {
 	closed       atomic.Bool
 	closedCh     chan struct{}
 	closeOnce    sync.Once
-	xMu          sync.Mutex       // guards xh and xSet
-	xh           pool.AbortHandle // aborts the upstream exchange in flight when the client leaves
-	xSet         bool
 
 	// Response writes: buffers queued to AsyncWrite, released in order by the write callback.
 	sent      chan sendItem
@@ -79,8 +72,6 @@ type gconn struct {
 	onWritten gnet.AsyncCallback
 	onProbe   gnet.AsyncCallback
 	serveFn   func()
-
-	headBuf []byte // upstream request head, reused
 
 	// Direct writes: while nothing is queued on the loop, the worker writes to the socket
 	// itself, saving the loop wake-up per write. writeMu keeps the fd open during such a write:
@@ -93,7 +84,7 @@ type gconn struct {
 func newGconn(e *GnetEngine, c gnet.Conn) *gconn {
 	gc := &gconn{e: e, c: c, closedCh: make(chan struct{}), sent: make(chan sendItem, maxSendQueue), drained: make(chan struct{}, 1)}
 	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
-		gc.ip = []byte(a.IP.String())
+		gc.rc.ClientIP = []byte(a.IP.String())
 	}
 	gc.fd = c.Fd()
 	gc.serveFn = gc.serve
@@ -110,31 +101,8 @@ func (gc *gconn) markClosed() {
 	gc.closeOnce.Do(func() {
 		gc.closed.Store(true)
 		close(gc.closedCh)
-		gc.xMu.Lock()
-		if gc.xSet {
-			gc.xh.Abort()
-		}
-		gc.xMu.Unlock()
+		gc.rc.Cancel()
 	})
-}
-
-// watch arms the abort of x on client disconnect; it reports false (and aborts) when the
-// client has already left.
-func (gc *gconn) watch(x *pool.Exchange) bool {
-	gc.xMu.Lock()
-	gc.xh, gc.xSet = x.AbortHandle(), true
-	gc.xMu.Unlock()
-	if gc.closed.Load() {
-		x.Abort()
-		return false
-	}
-	return true
-}
-
-func (gc *gconn) unwatch() {
-	gc.xMu.Lock()
-	gc.xSet = false
-	gc.xMu.Unlock()
 }
 
 // onTraffic runs on the event loop: it advances the request parser over the buffered bytes
@@ -175,22 +143,22 @@ func (gc *gconn) onTraffic() gnet.Action {
 				}
 				return gnet.None
 			}
-			gc.req.Reset()
-			if err := gc.req.ParseRequestHead(buf[skip:skip+n], lim); err != nil {
+			gc.rc.Req.Reset()
+			if err := gc.rc.Req.ParseRequestHead(buf[skip:skip+n], lim); err != nil {
 				return gc.reject(err)
 			}
 			_, _ = c.Discard(skip + n)
 			gc.continueSent = false
 			switch {
-			case gc.req.Chunked:
+			case gc.rc.Req.Chunked:
 				gc.dec.Reset()
 				gc.dec.MaxBodyBytes = lim.BodyBytes()
 				gc.phase = phaseBody
-			case gc.req.ContentLength > 0:
-				if gc.req.ContentLength > lim.BodyBytes() {
+			case gc.rc.Req.ContentLength > 0:
+				if gc.rc.Req.ContentLength > lim.BodyBytes() {
 					return gc.reject(&http1.Error{Status: 413, Msg: "request body larger than the limit"})
 				}
-				gc.bodyLeft = gc.req.ContentLength
+				gc.bodyLeft = gc.rc.Req.ContentLength
 				gc.phase = phaseBody
 			default:
 				gc.dispatch()
@@ -203,7 +171,7 @@ func (gc *gconn) onTraffic() gnet.Action {
 				return gc.reject(err)
 			}
 			if !done {
-				if gc.req.ExpectContinue && !gc.continueSent && gc.req.Minor >= 1 {
+				if gc.rc.Req.ExpectContinue && !gc.continueSent && gc.rc.Req.Minor >= 1 {
 					gc.continueSent = true
 					gc.loopWrite(continue100, false)
 				}
@@ -218,7 +186,7 @@ func (gc *gconn) onTraffic() gnet.Action {
 // readBody moves body bytes from buf into the request and discards them from the inbound
 // buffer; it reports whether the body is complete.
 func (gc *gconn) readBody(buf []byte) (bool, error) {
-	req := &gc.req
+	req := &gc.rc.Req
 	if !req.Chunked {
 		take := int64(len(buf))
 		if take > gc.bodyLeft {
@@ -251,18 +219,18 @@ func (gc *gconn) readBody(buf []byte) (bool, error) {
 // reject answers a request that cannot be parsed and closes the connection (RFC 9112 §11.2:
 // after a framing error the rest of the stream cannot be trusted).
 func (gc *gconn) reject(err error) gnet.Action {
-	ge := proxy.FramingGatewayError(err)
+	ge := pipeline.FramingGatewayError(err)
 	gc.e.m.GatewayError(ge.Status)
 	if gc.queued.Load() > 0 {
 		// The previous response is still queued for a slow client: the error goes behind it,
 		// and the connection closes once both are written.
-		gc.loopWrite(proxy.AppendErrorResponse(nil, ge, 1, 1, false), true)
+		gc.loopWrite(pipeline.AppendErrorResponse(nil, ge, 1, 1, false), true)
 		return gnet.None
 	}
-	bp := getBuf()
-	*bp = proxy.AppendErrorResponse((*bp)[:0], ge, 1, 1, false)
+	bp := pipeline.GetBuf()
+	*bp = pipeline.AppendErrorResponse((*bp)[:0], ge, 1, 1, false)
 	_, _ = gc.c.Write(*bp)
-	putBuf(bp)
+	pipeline.ReleaseBuf(bp)
 	return gnet.Close
 }
 
@@ -304,8 +272,8 @@ func (gc *gconn) dispatch() {
 func (gc *gconn) serve() {
 	keepAlive := gc.proxy()
 	gc.e.counters.active.Add(-1)
-	if cap(gc.req.Body) > maxKeptBodyBytes {
-		gc.req.Body = nil // an idle connection does not keep a large body's buffer
+	if cap(gc.rc.Req.Body) > maxKeptBodyBytes {
+		gc.rc.Req.Body = nil // an idle connection does not keep a large body's buffer
 	}
 	if gc.e.draining.Load() {
 		keepAlive = false
@@ -324,225 +292,41 @@ func (gc *gconn) serve() {
 	gc.busy.Store(false)
 }
 
-// proxy runs one exchange and reports whether the client connection may stay open.
+// proxy runs the request through the pipeline and reports whether the client connection may
+// stay open.
 func (gc *gconn) proxy() bool {
-	req := &gc.req
-	keepAlive := req.KeepAlive
-	start := time.Now()
-	gc.e.m.Request()
-	rt := gc.e.res.Resolve(gc.e.set.Name, req)
-	if rt == nil {
-		gc.e.m.GatewayError(404)
-		return gc.sendError(proxy.ErrNoRoute, keepAlive)
-	}
-	b := rt.Service.Pick()
-	if b == nil {
-		gc.e.m.GatewayError(503)
-		rt.M.Response(503, start, 0)
-		return gc.sendError(proxy.ErrNoBackend, keepAlive)
-	}
-	defer b.Release()
-	gc.headBuf = proxy.AppendUpstreamHead(gc.headBuf[:0], req, rt, b, proxy.ClientInfo{IP: gc.ip})
-	x := pool.AcquireExchange()
-	defer pool.ReleaseExchange(x)
-	if !gc.watch(x) {
-		return false
-	}
-	defer gc.unwatch()
-	isHEAD := len(req.Method) == 4 && string(req.Method) == "HEAD"
-	if err := x.RoundTrip(b.Pool, gc.headBuf, req.Body, isHEAD); err != nil {
-		if gc.closed.Load() {
-			rt.M.Canceled()
-			return false
-		}
-		ge := proxy.UpstreamGatewayError(err)
-		rt.M.UpstreamError(proxy.UpstreamReason(err))
-		rt.M.Response(ge.Status, start, 0)
-		gc.e.elog.upstreamFailed(rt.Name, b.URL, "response head", err)
-		return gc.sendError(ge, keepAlive)
-	}
-	if x.Resp.Status == 101 {
-		// No upgrade was asked for (WebSocket support comes later): a protocol error.
-		rt.M.UpstreamError(metrics.ReasonProtocol)
-		rt.M.Response(502, start, 0)
-		return gc.sendError(proxy.ErrUnexpectedUpgrade, false)
-	}
-	mode, keepAlive := proxy.PlanResponse(&x.Resp, isHEAD, req)
-	sseStream := proxy.IsEventStream(&x.Resp)
-	if sseStream && mode == proxy.OutChunkedRaw {
-		// Frame SSE chunks ourselves so that a mid-stream failure can still end the client's
-		// stream on a chunk and event boundary (DESIGN.md §5).
-		mode = proxy.OutChunk
-	}
-	hb := getBuf()
-	*hb = proxy.AppendClientHead((*hb)[:0], &x.Resp, req, mode, keepAlive)
-	var early int64
-	if k := x.Buffered(); k > 0 && mode.Raw() && k <= 64<<10 {
-		// The body (or its start) came with the head: one write for both saves a syscall and a
-		// wake-up of the client per short response.
-		h := len(*hb)
-		*hb = slices.Grow(*hb, k)[:h+k]
-		n, err := x.ReadBody((*hb)[h:], true)
-		*hb = (*hb)[:h+n]
-		early = int64(n)
-		if err != nil && !errors.Is(err, io.EOF) {
-			*hb = (*hb)[:h]
-		}
-	}
-	if err := gc.send(hb, 0, len(*hb)); err != nil {
-		rt.M.Canceled()
-		return false
-	}
-	if mode == proxy.OutNone {
-		rt.M.Response(x.Resp.Status, start, 0)
-		return keepAlive
-	}
-	n, err := gc.relay(x, mode, sseStream, rt.M, start)
-	n += early
-	switch {
-	case err == nil:
-		rt.M.Response(x.Resp.Status, start, n)
-		return keepAlive
-	case gc.closed.Load():
-		rt.M.Canceled()
-	default:
-		rt.M.UpstreamError(metrics.ReasonStream)
-		rt.M.Response(x.Resp.Status, start, n)
-		gc.e.elog.upstreamFailed(rt.Name, b.URL, "body", err)
-	}
-	return false
+	rc := &gc.rc
+	gc.e.pipe.Begin(rc)
+	err := rc.WriteResponse(gc)
+	rc.Finish()
+	return err == nil && rc.KeepAlive()
 }
 
-// chunkHeadroom is the space kept before each relay read for a chunk-size line.
-const chunkHeadroom = 18
-
-// relay copies the response body from the upstream to the client, one AsyncWrite per upstream
-// read (zero buffering), stopping the upstream reads while the client is slow.
-// It returns the body bytes relayed; streamed responses (not Content-Length ones) feed the TTFT
-// and inter-token latency metrics, one observation per upstream read.
-func (gc *gconn) relay(x *pool.Exchange, mode proxy.OutMode, sseStream bool, m *metrics.Route, start time.Time) (int64, error) {
-	chunked := mode == proxy.OutChunk
-	streamed := mode != proxy.OutLength
-	tail := [2]byte{'\n', '\n'} // last two payload bytes sent: is the client at an SSE event boundary?
-	var total int64
-	var last time.Time
-	for {
-		bp := getRelayBuf()
-		b := *bp
-		n, err := x.ReadBody(b[chunkHeadroom:len(b)-2], mode.Raw())
-		if n > 0 {
-			total += int64(n)
-			if streamed {
-				now := time.Now()
-				if last.IsZero() {
-					m.FirstByte(start)
-				} else {
-					m.Gap(now.Sub(last))
-				}
-				last = now
-			}
-			lo, hi := chunkHeadroom, chunkHeadroom+n
-			if n >= 2 {
-				tail[0], tail[1] = b[hi-2], b[hi-1]
-			} else {
-				tail[0], tail[1] = tail[1], b[hi-1]
-			}
-			if chunked {
-				lo = frameChunk(b, lo, n)
-				b[hi], b[hi+1] = '\r', '\n'
-				hi += 2
-			}
-			if serr := gc.send(bp, lo, hi); serr != nil {
-				return total, serr
-			}
-		} else {
-			putRelayBuf(bp)
-		}
-		switch {
-		case err == nil:
-			continue
-		case errors.Is(err, io.EOF):
-			if chunked {
-				return total, gc.sendBytes(http1.LastChunk)
-			}
-			return total, nil
-		default:
-			if gc.closed.Load() {
-				return total, errClientGone
-			}
-			// The upstream failed mid-body. An SSE client at an event boundary gets an error
-			// event and a clean end of the chunked body, never [DONE]; anything else is cut off
-			// by closing the connection so the client sees the truncation.
-			if sseStream && chunked && tail == [2]byte{'\n', '\n'} {
-				var evb [512]byte
-				body := proxy.AppendSSEError(evb[:0], proxy.ErrUpstreamStream)
-				ev := getBuf()
-				out := strconv.AppendInt((*ev)[:0], int64(len(body)), 16)
-				out = append(out, "\r\n"...)
-				out = append(out, body...)
-				*ev = append(out, "\r\n0\r\n\r\n"...)
-				_ = gc.send(ev, 0, len(*ev))
-			}
-			return total, err
-		}
-	}
-}
-
-// frameChunk writes the chunk-size line for n payload bytes ending just before b[lo] and
-// returns the new start (RFC 9112 §7.1).
-func frameChunk(b []byte, lo, n int) int {
-	lo -= 2
-	b[lo], b[lo+1] = '\r', '\n'
-	for {
-		lo--
-		b[lo] = "0123456789abcdef"[n&0xf]
-		n >>= 4
-		if n == 0 {
-			return lo
-		}
-	}
-}
-
-// sendError writes a gateway error response and reports whether the connection stays open.
-func (gc *gconn) sendError(ge *proxy.GatewayError, keepAlive bool) bool {
-	bp := getBuf()
-	*bp = proxy.AppendErrorResponse((*bp)[:0], ge, gc.req.Major, gc.req.Minor, keepAlive)
-	if gc.send(bp, 0, len(*bp)) != nil {
-		return false
-	}
-	return keepAlive
-}
-
-func (gc *gconn) sendBytes(p []byte) error {
-	bp := getBuf()
-	*bp = append((*bp)[:0], p...)
-	return gc.send(bp, 0, len(*bp))
-}
-
-// send queues (*bp)[lo:hi] for writing to the client and takes ownership of bp. It blocks while
-// the client has more than sendHighWaterBytes pending (backpressure: the relay then stops
-// reading the upstream), and closes a client that reads nothing for ClientStallTimeout.
-func (gc *gconn) send(bp *[]byte, lo, hi int) error {
+// Send implements pipeline.Downstream: it queues (*bp)[lo:hi] for writing to the client and
+// takes ownership of bp. It blocks while the client has more than sendHighWaterBytes pending
+// (backpressure: the relay then stops reading the upstream), and closes a client that reads
+// nothing for ClientStallTimeout.
+func (gc *gconn) Send(bp *[]byte, lo, hi int) error {
 	if gc.queued.Load() == 0 && gc.outbound.Load() == 0 {
 		n, err := gc.writeDirect((*bp)[lo:hi])
 		if err != nil {
-			putBufAny(bp)
+			pipeline.ReleaseBuf(bp)
 			return err
 		}
 		if lo += n; lo == hi {
-			putBufAny(bp)
+			pipeline.ReleaseBuf(bp)
 			return nil
 		}
 		// The socket is full: queue the rest on the loop, which writes it when writable.
 	}
 	if err := gc.waitBelow(sendHighWaterBytes); err != nil {
-		putBufAny(bp)
+		pipeline.ReleaseBuf(bp)
 		return err
 	}
 	select {
 	case gc.sent <- sendItem{bp, hi - lo}:
 	case <-gc.closedCh:
-		putBufAny(bp)
+		pipeline.ReleaseBuf(bp)
 		return errClientGone
 	}
 	gc.queued.Add(int64(hi - lo))
@@ -588,7 +372,7 @@ func (gc *gconn) written(c gnet.Conn, _ error) error {
 	select {
 	case it := <-gc.sent:
 		gc.queued.Add(-int64(it.n))
-		putBufAny(it.bp)
+		pipeline.ReleaseBuf(it.bp)
 	default:
 	}
 	gc.noteOutbound(c)
@@ -654,32 +438,6 @@ func (gc *gconn) flush() {
 	_ = gc.waitBelow(0)
 }
 
-// workers runs the proxy side of requests (gnet's ants-based goroutine pool).
+// workers runs the pipeline side of requests (gnet's ants-based goroutine pool).
 var workers = goroutine.Default()
 
-var (
-	smallBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
-	relayBufs = sync.Pool{New: func() any { b := make([]byte, relayBufBytes+chunkHeadroom+2); return &b }}
-)
-
-func getBuf() *[]byte { return smallBufs.Get().(*[]byte) }
-func putBuf(bp *[]byte) {
-	if cap(*bp) <= 64<<10 {
-		*bp = (*bp)[:0]
-		smallBufs.Put(bp)
-	}
-}
-func getRelayBuf() *[]byte { return relayBufs.Get().(*[]byte) }
-func putRelayBuf(bp *[]byte) {
-	*bp = (*bp)[:cap(*bp)]
-	relayBufs.Put(bp)
-}
-
-// putBufAny returns bp to the pool it came from, told apart by capacity.
-func putBufAny(bp *[]byte) {
-	if cap(*bp) == relayBufBytes+chunkHeadroom+2 {
-		putRelayBuf(bp)
-		return
-	}
-	putBuf(bp)
-}

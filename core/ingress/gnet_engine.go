@@ -13,6 +13,7 @@ import (
 	"github.com/panjf2000/gnet/v2"
 
 	"github.com/sluice-gw/sluice/core/metrics"
+	"github.com/sluice-gw/sluice/core/pipeline"
 )
 
 // tickInterval is how often idle, header-read and drain deadlines are checked. gnet has no
@@ -25,9 +26,9 @@ const tickInterval = 250 * time.Millisecond
 // back to the loop with AsyncWrite (only AsyncWrite, Wake and Close are safe off the loop).
 type GnetEngine struct {
 	gnet.BuiltinEventEngine
-	set Settings
-	res Resolver
-	log *slog.Logger
+	set  Settings
+	pipe *pipeline.Entrypoint
+	log  *slog.Logger
 
 	eng      gnet.Engine
 	booted   chan struct{}
@@ -35,22 +36,21 @@ type GnetEngine struct {
 	runErr   error
 	draining atomic.Bool
 	counters
-	m    *metrics.Entrypoint
-	elog errLog
+	m *metrics.Entrypoint
 
 	mu   sync.Mutex
 	live map[*gconn]struct{} // open connections, for the deadline sweep
 }
 
 // NewGnet returns an engine for the entrypoint described by set, routing with res.
-func NewGnet(set Settings, res Resolver, log *slog.Logger) *GnetEngine {
+func NewGnet(set Settings, res pipeline.Resolver, log *slog.Logger) *GnetEngine {
 	set.fill()
 	if log == nil {
 		log = slog.Default()
 	}
-	e := &GnetEngine{set: set, res: res, log: log, booted: make(chan struct{}), stopped: make(chan struct{}), live: make(map[*gconn]struct{})}
+	e := &GnetEngine{set: set, log: log, booted: make(chan struct{}), stopped: make(chan struct{}), live: make(map[*gconn]struct{})}
 	e.m = newEntrypointMetrics(set.Name, &e.counters)
-	e.elog.log = log
+	e.pipe = pipeline.NewEntrypoint(set.Name, false, res, e.m, log)
 	return e
 }
 

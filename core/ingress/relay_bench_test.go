@@ -13,7 +13,7 @@ import (
 	"github.com/sluice-gw/sluice/core/config"
 	"github.com/sluice-gw/sluice/core/http1"
 	"github.com/sluice-gw/sluice/core/ingress"
-	"github.com/sluice-gw/sluice/core/runtime"
+	"github.com/sluice-gw/sluice/core/snapshot"
 	"github.com/sluice-gw/sluice/sse"
 )
 
@@ -70,11 +70,11 @@ func startEngine(b *testing.B, engine, upstream string) string {
 	if err != nil {
 		b.Fatal(err)
 	}
-	snap, err := runtime.Compile(cfg, nil, 1)
+	snap, err := snapshot.Compile(cfg, nil, 1)
 	if err != nil {
 		b.Fatal(err)
 	}
-	var live runtime.Live
+	var live snapshot.Live
 	live.Activate(snap)
 	set := ingress.Settings{Name: "web", Address: "127.0.0.1:0", Limits: http1.Limits{}, Multicore: true}
 	var t ingress.Transport

@@ -1,6 +1,8 @@
 // Package ingress holds the client-facing engines of the gateway: gnet event loops for plaintext
-// entrypoints and fasthttp.Server for TLS ones, behind one Transport interface so that both run
-// the same core (core/proxy) and the same tests (DESIGN.md §2).
+// entrypoints and fasthttp.Server for TLS ones, behind one Transport interface. An engine owns
+// the client side only (parsing, writing, backpressure, disconnects, timeouts, drain) and hands
+// every parsed request to the request pipeline (core/pipeline), so both engines run the same
+// routing, stages, upstream exchange and relay, and the same tests.
 package ingress
 
 import (
@@ -11,7 +13,6 @@ import (
 
 	"github.com/sluice-gw/sluice/core/http1"
 	"github.com/sluice-gw/sluice/core/metrics"
-	"github.com/sluice-gw/sluice/core/proxy"
 )
 
 // Transport is one listening entrypoint.
@@ -58,9 +59,6 @@ const (
 	// sendHighWaterBytes bounds the response bytes queued for one slow client; above it the relay
 	// stops reading the upstream until the client catches up (backpressure).
 	sendHighWaterBytes = 256 << 10
-	// relayBufBytes is the size of one upstream read during a relay. Small on purpose: SSE events
-	// are a few hundred bytes, and thousands of idle streams each pin one buffer.
-	relayBufBytes = 16 << 10
 )
 
 // eventLoops is the number of gnet event loops for s.
@@ -85,13 +83,6 @@ func (s *Settings) fill() {
 	if s.ClientStallTimeout <= 0 {
 		s.ClientStallTimeout = DefaultClientStallTimeout
 	}
-}
-
-// Resolver gives the engines the current routing state for their entrypoint. It is read once
-// per request; a reload swaps what it returns.
-type Resolver interface {
-	// Resolve matches req against the entrypoint's routers and returns the route, or nil.
-	Resolve(entrypoint string, req *http1.Request) *proxy.Route
 }
 
 // counters are shared by both engines.

@@ -70,9 +70,9 @@ func (r *Route) Response(status int, start time.Time, bytes int64) {
 	}
 }
 
-// FirstByte records the time to the first body byte of a streamed response (TTFT as the
+// FirstByte records d, the time to the first body byte of a streamed response (TTFT as the
 // client sees it, gateway included).
-func (r *Route) FirstByte(start time.Time) { r.ttft.UpdateDuration(start) }
+func (r *Route) FirstByte(d time.Duration) { r.ttft.Update(d.Seconds()) }
 
 // Gap records the time between two body reads of a streamed response (inter-token latency).
 func (r *Route) Gap(d time.Duration) { r.itl.Update(d.Seconds()) }

@@ -164,7 +164,22 @@ func (r *Relay) Frame(buf []byte, n int, now time.Time) (lo, hi int, o Obs) {
 	if n == 0 {
 		return lo, lo, Obs{}
 	}
-	r.bytes += int64(n)
+	o = r.Pass(buf[lo:hi], now)
+	if r.framing == Chunk {
+		lo = frameChunk(buf, lo, n)
+		buf[hi], buf[hi+1] = '\r', '\n'
+		hi += 2
+	}
+	return lo, hi, o
+}
+
+// Pass accounts for upstream bytes p that go to the client unchanged (every framing but
+// Chunk, which needs Frame) and returns the timing observation of this read (taken at now).
+func (r *Relay) Pass(p []byte, now time.Time) (o Obs) {
+	if len(p) == 0 {
+		return Obs{}
+	}
+	r.bytes += int64(len(p))
 	if r.framing != Length {
 		if r.last.IsZero() {
 			o = Obs{ObsFirst, now.Sub(r.started)}
@@ -174,14 +189,9 @@ func (r *Relay) Frame(buf []byte, n int, now time.Time) (lo, hi int, o Obs) {
 		r.last = now
 	}
 	if r.sse {
-		r.ev.feed(buf[lo:hi])
+		r.ev.feed(p)
 	}
-	if r.framing == Chunk {
-		lo = frameChunk(buf, lo, n)
-		buf[hi], buf[hi+1] = '\r', '\n'
-		hi += 2
-	}
-	return lo, hi, o
+	return o
 }
 
 // End appends to dst what ends a complete body (the last chunk of Chunk framing) and returns

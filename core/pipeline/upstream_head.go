@@ -1,17 +1,9 @@
-package proxy
+package pipeline
 
 import (
 	"bytes"
 	"strconv"
-
-	"github.com/sluice-gw/sluice/core/http1"
 )
-
-// ClientInfo describes the downstream side of an exchange for the forwarding headers.
-type ClientInfo struct {
-	IP  []byte // client address without port, e.g. "127.0.0.1"
-	TLS bool   // the entrypoint terminated TLS (X-Forwarded-Proto: https)
-}
 
 var (
 	hdrHost          = []byte("Host")
@@ -23,15 +15,18 @@ var (
 	hdrExpect        = []byte("Expect")
 )
 
-// AppendUpstreamHead appends the HTTP/1.1 request head sent to backend b for req to dst.
+// appendUpstreamHead appends the HTTP/1.1 request head sent to backend b for rc's request.
 //
 // Hop-by-hop fields (RFC 9110 §7.6.1, including those named in Connection) and the client's
-// framing (Content-Length, Transfer-Encoding, Expect) are dropped: the body was read whole, so it
-// goes upstream with its own Content-Length. X-Forwarded-For gets the client IP appended (the de
-// facto format of RFC 7239's predecessors), X-Forwarded-Proto and X-Forwarded-Host are set by the
-// gateway, replacing client-sent values that could spoof them. Host is the backend's own unless
-// the service passes the client's Host through.
-func AppendUpstreamHead(dst []byte, req *http1.Request, rt *Route, b *Backend, ci ClientInfo) []byte {
+// framing (Content-Length, Transfer-Encoding, Expect) are dropped: the body was read whole, so
+// it goes upstream with its own Content-Length, which is right even when a stage rewrote it.
+// X-Forwarded-For gets the client IP appended (the de facto format of RFC 7239's
+// predecessors), X-Forwarded-Proto and X-Forwarded-Host are set by the gateway, replacing
+// client-sent values that could spoof them. X-Request-Id is the request's (the client's when
+// sane). Host is the backend's own unless the service passes the client's Host through.
+// Fields added by request stages come last.
+func appendUpstreamHead(dst []byte, rc *RequestCtx, b *Backend) []byte {
+	req, rt := &rc.Req, rc.route
 	dst = append(dst, req.Method...)
 	dst = append(dst, ' ')
 	// Origin form always (RFC 9112 §3.2.1), also for a client's absolute-form target.
@@ -57,7 +52,8 @@ func AppendUpstreamHead(dst []byte, req *http1.Request, rt *Route, b *Backend, c
 			bytes.EqualFold(k, hdrContentLength),
 			bytes.EqualFold(k, hdrExpect),
 			bytes.EqualFold(k, hdrXFProto),
-			bytes.EqualFold(k, hdrXFHost):
+			bytes.EqualFold(k, hdrXFHost),
+			bytes.EqualFold(k, hdrRequestID):
 			continue
 		case bytes.EqualFold(k, hdrXFF):
 			if xff == nil {
@@ -67,27 +63,24 @@ func AppendUpstreamHead(dst []byte, req *http1.Request, rt *Route, b *Backend, c
 		case rt.StripAuthorization && bytes.EqualFold(k, hdrAuthorization):
 			continue
 		}
-		dst = append(dst, k...)
-		dst = append(dst, ": "...)
-		dst = append(dst, f.Value...)
-		dst = append(dst, "\r\n"...)
+		dst = appendField(dst, k, f.Value)
 	}
 	dst = append(dst, "X-Forwarded-For: "...)
 	if len(xff) > 0 {
 		dst = append(dst, xff...)
 		dst = append(dst, ", "...)
 	}
-	dst = append(dst, ci.IP...)
-	if ci.TLS {
+	dst = append(dst, rc.ClientIP...)
+	if rc.ep.TLS {
 		dst = append(dst, "\r\nX-Forwarded-Proto: https\r\n"...)
 	} else {
 		dst = append(dst, "\r\nX-Forwarded-Proto: http\r\n"...)
 	}
 	if len(req.Host) > 0 {
-		dst = append(dst, "X-Forwarded-Host: "...)
-		dst = append(dst, req.Host...)
-		dst = append(dst, "\r\n"...)
+		dst = appendField(dst, hdrXFHost, req.Host)
 	}
+	dst = appendField(dst, hdrRequestID, rc.requestID)
+	dst = rc.appendFields(dst, rc.upExtra)
 	if len(req.Body) > 0 || req.ContentLength >= 0 || req.Chunked {
 		dst = append(dst, "Content-Length: "...)
 		dst = strconv.AppendInt(dst, int64(len(req.Body)), 10)

@@ -1,4 +1,4 @@
-package proxy
+package pipeline
 
 import (
 	"errors"
@@ -43,6 +43,7 @@ var (
 	ErrUpstreamProto     = &GatewayError{Status: 502, Type: UpstreamError, Code: "upstream_protocol_error", Message: "the upstream sent a malformed response"}
 	ErrUnexpectedUpgrade = &GatewayError{Status: 502, Type: UpstreamError, Code: "upstream_protocol_error", Message: "the upstream switched protocols without an upgrade request"}
 	ErrUpstreamClosed    = &GatewayError{Status: 502, Type: UpstreamError, Code: "upstream_closed", Message: "the upstream closed the connection before answering"}
+	ErrInternal          = &GatewayError{Status: 500, Type: ServerError, Code: "internal_error", Message: "the gateway failed to handle the request"}
 )
 
 // UpstreamGatewayError maps an error from pool.Exchange.RoundTrip to the response the client

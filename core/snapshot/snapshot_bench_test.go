@@ -1,4 +1,4 @@
-package runtime_test
+package snapshot_test
 
 import (
 	"fmt"
@@ -7,14 +7,14 @@ import (
 
 	"github.com/sluice-gw/sluice/core/config"
 	"github.com/sluice-gw/sluice/core/http1"
-	"github.com/sluice-gw/sluice/core/runtime"
+	"github.com/sluice-gw/sluice/core/snapshot"
 )
 
 // chatHead is a typical OpenAI chat request head as an SDK sends it.
 const chatHead = "POST /v1/chat/completions HTTP/1.1\r\nHost: gateway.example.com\r\nUser-Agent: OpenAI/Python 1.54.0\r\nAccept: application/json\r\nContent-Type: application/json\r\nAuthorization: Bearer sk-test-0123456789abcdef\r\nX-Stainless-Lang: python\r\nContent-Length: 312\r\n\r\n"
 
 // twentyRouters builds a config with 20 routers of mixed rules; the chat route matches late.
-func twentyRouters(b *testing.B) *runtime.Snapshot {
+func twentyRouters(b *testing.B) *snapshot.Snapshot {
 	var sb strings.Builder
 	sb.WriteString("[entrypoints.web]\naddress = \"127.0.0.1:0\"\n[admin]\naddress = \"\"\n[services.up.load_balancer]\nservers = [{ url = \"http://127.0.0.1:9\" }]\n")
 	for i := 0; i < 19; i++ {
@@ -25,7 +25,7 @@ func twentyRouters(b *testing.B) *runtime.Snapshot {
 	if err != nil {
 		b.Fatal(err)
 	}
-	s, err := runtime.Compile(cfg, nil, 1)
+	s, err := snapshot.Compile(cfg, nil, 1)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func BenchmarkParseAndRoute(b *testing.B) {
 		if err := req.ParseRequestHead(in[skip:skip+n], lim); err != nil {
 			b.Fatal(err)
 		}
-		if rt := s.Resolve("web", &req); rt == nil || rt.Name != "chat" {
+		if rt, _ := s.Resolve("web", &req); rt == nil || rt.Name != "chat" {
 			b.Fatal("chat route not matched")
 		}
 	}

@@ -1,4 +1,4 @@
-package ingress
+package pipeline
 
 import (
 	"log/slog"
@@ -27,4 +27,16 @@ func (l *errLog) upstreamFailed(router, backend, stage string, err error) {
 		return
 	}
 	l.log.Warn("upstream failed", "router", router, "backend", backend, "stage", stage, "error", err.Error(), "suppressed_since_last", l.suppressed.Swap(0))
+}
+
+// stageFailed logs a stage that failed with an unexpected error (answered 500), under the
+// same rate limit.
+func (l *errLog) stageFailed(router string, err error) {
+	now := time.Now().UnixNano()
+	last := l.last.Load()
+	if now-last < int64(errLogInterval) || !l.last.CompareAndSwap(last, now) {
+		l.suppressed.Add(1)
+		return
+	}
+	l.log.Error("stage failed", "router", router, "error", err.Error(), "suppressed_since_last", l.suppressed.Swap(0))
 }

@@ -1,7 +1,7 @@
-// Package runtime compiles a validated config into the immutable snapshot the hot path reads
+// Package snapshot compiles a validated config into the immutable snapshot the hot path reads
 // (DESIGN.md §2: "the compiled runtime snapshot (atomic swap on reload)"). The data path never
 // reads TOML structs; a reload compiles a new Snapshot and swaps it in atomically.
-package runtime
+package snapshot
 
 import (
 	"crypto/tls"
@@ -15,7 +15,7 @@ import (
 	"github.com/sluice-gw/sluice/core/config"
 	"github.com/sluice-gw/sluice/core/http1"
 	"github.com/sluice-gw/sluice/core/metrics"
-	"github.com/sluice-gw/sluice/core/proxy"
+	"github.com/sluice-gw/sluice/core/pipeline"
 	"github.com/sluice-gw/sluice/core/router"
 	"github.com/sluice-gw/sluice/pool"
 )
@@ -26,10 +26,13 @@ type Snapshot struct {
 	Gen    uint64
 	Config *config.Config
 	// Services by name, and their names sorted (for the admin API).
-	Services     map[string]*proxy.Service
+	Services     map[string]*pipeline.Service
 	ServiceNames []string
 	// Routes by router name.
-	Routes map[string]*proxy.Route
+	Routes map[string]*pipeline.Route
+
+	// Hooks are the completion stages every request of this snapshot runs, routed or not.
+	Hooks *pipeline.Chain
 
 	// Metrics are the gauges over this snapshot's backends, published by Activate.
 	Metrics *metrics.Set
@@ -40,21 +43,22 @@ type Snapshot struct {
 
 type entrypointRoutes struct {
 	table  *router.Table
-	routes []*proxy.Route // by router.Route.ID
+	routes []*pipeline.Route // by router.Route.ID
 }
 
-// Resolve matches req against the routers of entrypoint ep and returns the route, or nil when
-// none matches. It does not allocate.
-func (s *Snapshot) Resolve(ep string, req *http1.Request) *proxy.Route {
+// Resolve implements pipeline.Resolver: it matches req against the routers of entrypoint ep
+// and returns the route (nil when none matches) and the snapshot's own completion stages. It
+// does not allocate.
+func (s *Snapshot) Resolve(ep string, req *http1.Request) (*pipeline.Route, *pipeline.Chain) {
 	e := s.entrypoints[ep]
 	if e == nil {
-		return nil
+		return nil, s.Hooks
 	}
 	id, ok := e.table.Match(req)
 	if !ok {
-		return nil
+		return nil, s.Hooks
 	}
-	return e.routes[id]
+	return e.routes[id], s.Hooks
 }
 
 // EntrypointRoutes lists the router names of entrypoint ep in match order.
@@ -80,8 +84,8 @@ var authMiddlewareTypes = map[string]bool{config.MiddlewareJWT: true, config.Mid
 func Compile(cfg *config.Config, prev *Snapshot, gen uint64) (*Snapshot, error) {
 	s := &Snapshot{
 		Gen: gen, Config: cfg,
-		Services:    map[string]*proxy.Service{},
-		Routes:      map[string]*proxy.Route{},
+		Services:    map[string]*pipeline.Service{},
+		Routes:      map[string]*pipeline.Route{},
 		entrypoints: map[string]*entrypointRoutes{},
 		pools:       map[string]*pool.Pool{},
 	}
@@ -115,7 +119,7 @@ func Compile(cfg *config.Config, prev *Snapshot, gen uint64) (*Snapshot, error) 
 		if svc == nil {
 			continue // reported by the service's own errors or by config validation
 		}
-		rt := &proxy.Route{Name: name, Service: svc, M: metrics.ForRoute(name, r.Service)}
+		rt := &pipeline.Route{Name: name, Service: svc, Chain: &pipeline.Chain{}, M: metrics.ForRoute(name, r.Service)}
 		for _, m := range r.Middlewares {
 			if mw := cfg.Middlewares[m]; mw != nil && authMiddlewareTypes[mw.Type] && !r.ForwardCredentials {
 				rt.StripAuthorization = true
@@ -169,12 +173,12 @@ func ruleError(cfg *config.Config, name string, err error) *config.Error {
 	return &config.Error{Pos: cfg.ValuePos("routers", name, "rule"), Msg: fmt.Sprintf("routers.%s.rule: %v", name, err)}
 }
 
-func (s *Snapshot) compileService(cfg *config.Config, name string, sc *config.Service, prev *Snapshot) (*proxy.Service, config.ErrorList) {
+func (s *Snapshot) compileService(cfg *config.Config, name string, sc *config.Service, prev *Snapshot) (*pipeline.Service, config.ErrorList) {
 	lb := sc.LoadBalancer
 	if lb == nil {
 		return nil, config.ErrorList{cfg.Errorf([]string{"services", name}, "services.%s: a service needs a load_balancer", name)}
 	}
-	svc := &proxy.Service{Name: name, PassHostHeader: lb.PassHostHeader}
+	svc := &pipeline.Service{Name: name, PassHostHeader: lb.PassHostHeader}
 	var lbs []*balancer.Backend
 	var errs config.ErrorList
 	for i, srv := range lb.Servers {
@@ -211,9 +215,9 @@ func (s *Snapshot) compileService(cfg *config.Config, name string, sc *config.Se
 			p = pool.New(opts)
 		}
 		s.pools[key] = p
-		lbb := &balancer.Backend{ID: len(svc.Backends), Weight: srv.Weight}
+		lbb := &balancer.Backend{ID: len(svc.Backends), Name: srv.URL, Weight: srv.Weight}
 		lbs = append(lbs, lbb)
-		svc.Backends = append(svc.Backends, &proxy.Backend{URL: srv.URL, Host: []byte(u.Host), LB: lbb, Pool: p})
+		svc.Backends = append(svc.Backends, &pipeline.Backend{URL: srv.URL, Host: []byte(u.Host), LB: lbb, Pool: p})
 	}
 	if len(errs) > 0 {
 		return nil, errs
@@ -261,7 +265,7 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-// Live holds the snapshot in force and implements ingress.Resolver over it.
+// Live holds the snapshot in force and implements pipeline.Resolver over it.
 type Live struct{ p atomic.Pointer[Snapshot] }
 
 // Load returns the snapshot in force.
@@ -281,7 +285,7 @@ func (l *Live) Activate(s *Snapshot) {
 	}
 }
 
-// Resolve implements ingress.Resolver.
-func (l *Live) Resolve(ep string, req *http1.Request) *proxy.Route {
+// Resolve implements pipeline.Resolver over the snapshot in force.
+func (l *Live) Resolve(ep string, req *http1.Request) (*pipeline.Route, *pipeline.Chain) {
 	return l.p.Load().Resolve(ep, req)
 }

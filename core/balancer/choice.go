@@ -1,0 +1,75 @@
+package balancer
+
+// Choice is what one pick sees of its request. A nil *Choice is a plain pick.
+type Choice struct {
+	// Exclude holds the IDs of backends the request must not go to (already tried and failed,
+	// or refused by a stage); they are skipped like down backends.
+	Exclude Set
+}
+
+// Reset empties c for the next request, keeping its capacity.
+func (c *Choice) Reset() { c.Exclude.Reset() }
+
+// eligible reports whether b may be picked under c: up and not excluded.
+func (c *Choice) eligible(b *Backend) bool {
+	return !b.down.Load() && (c == nil || !c.Exclude.Has(b.ID))
+}
+
+// Set is a set of backend IDs (small non-negative integers). The zero value is empty; IDs
+// below 64 need no allocation, larger ones grow a slice that Reset keeps.
+type Set struct {
+	lo   uint64
+	more []uint64 // bits for IDs 64 and up
+}
+
+// Add puts id in s; a negative id is ignored.
+func (s *Set) Add(id int) {
+	switch {
+	case id < 0:
+	case id < 64:
+		s.lo |= 1 << uint(id)
+	default:
+		w := id/64 - 1
+		for len(s.more) <= w {
+			s.more = append(s.more, 0)
+		}
+		s.more[w] |= 1 << uint(id%64)
+	}
+}
+
+// Has reports whether id is in s.
+func (s *Set) Has(id int) bool {
+	switch {
+	case id < 0:
+		return false
+	case id < 64:
+		return s.lo&(1<<uint(id)) != 0
+	default:
+		w := id/64 - 1
+		return w < len(s.more) && s.more[w]&(1<<uint(id%64)) != 0
+	}
+}
+
+// Len returns the number of IDs in s.
+func (s *Set) Len() int {
+	n := popcount(s.lo)
+	for _, w := range s.more {
+		n += popcount(w)
+	}
+	return n
+}
+
+// Reset empties s, keeping its capacity.
+func (s *Set) Reset() {
+	s.lo = 0
+	clear(s.more)
+	s.more = s.more[:0]
+}
+
+func popcount(x uint64) int {
+	n := 0
+	for ; x != 0; x &= x - 1 {
+		n++
+	}
+	return n
+}

@@ -1,0 +1,307 @@
+package pipeline
+
+import (
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluice-gw/sluice/core/balancer"
+	"github.com/sluice-gw/sluice/core/http1"
+	"github.com/sluice-gw/sluice/core/relay"
+	"github.com/sluice-gw/sluice/pool"
+)
+
+// RequestCtx is the state of one request through the pipeline: the parsed request the engine
+// filled in, what routing and the stages decided, the upstream exchange and the relay of its
+// body, and the outcome the completion stages observe. Engines own one per connection (gnet)
+// or take one from a pool per request (AcquireRequestCtx); a warm RequestCtx serves a request
+// without allocating.
+type RequestCtx struct {
+	// Req is the request, parsed and with its body read by the engine.
+	Req http1.Request
+	// ClientIP is the peer address without port, e.g. "127.0.0.1", set by the engine.
+	ClientIP []byte
+	// FramesBodies is set by engines whose server frames a body of unknown length itself
+	// (fasthttp.Server chunks it): such bodies are then read as payload (ReadBody).
+	FramesBodies bool
+
+	ep      *Entrypoint
+	route   *Route
+	hooks   *Chain
+	backend *Backend
+	start   time.Time
+
+	x         *pool.Exchange
+	choice    balancer.Choice
+	relay     relay.Relay
+	framing   relay.Framing
+	sse       bool
+	keepAlive bool
+	isHEAD    bool
+	ended     bool   // the body reached its end or failed; nothing more is read
+	pending   []byte // pull path: bytes to hand out before the end (the SSE error event)
+
+	reply   Reply
+	replied bool
+
+	requestID []byte
+	kv        []byte // backing store of added header fields
+	upExtra   []fieldRef
+	respExtra []fieldRef
+	upHead    []byte
+
+	outcome Outcome
+
+	cancelMu  sync.Mutex
+	seq       uint64
+	canceled  bool
+	done      chan struct{}
+	abort     pool.AbortHandle
+	hasAbort  bool
+	cancelCBs []func()
+}
+
+// fieldRef is a header field whose key and value are kv[k0:k1] and kv[k1:v1].
+type fieldRef struct{ k0, k1, v1 int }
+
+// Outcome is how a request ended, for completion stages.
+type Outcome struct {
+	// Status is the status sent to the client (0 when nothing was sent).
+	Status int
+	// BytesOut counts response body bytes relayed from the upstream.
+	BytesOut int64
+	// TTFT is the time from the request to the first body byte of a streamed response
+	// (0 when there was none).
+	TTFT time.Duration
+	// UpstreamError names the upstream failure (a metrics.Reason* value), "" when none.
+	UpstreamError string
+	// Canceled reports that the client left before the response was complete.
+	Canceled bool
+	// GatewayReply reports that the gateway answered itself (an error or a stage's reply).
+	GatewayReply bool
+}
+
+var ctxPool = sync.Pool{New: func() any { return new(RequestCtx) }}
+
+// AcquireRequestCtx returns an empty RequestCtx from a pool; ReleaseRequestCtx gives it back.
+func AcquireRequestCtx() *RequestCtx { return ctxPool.Get().(*RequestCtx) }
+
+// ReleaseRequestCtx returns rc to the pool once Finish has run. Cancel handles taken from this
+// use of rc become no-ops.
+func ReleaseRequestCtx(rc *RequestCtx) {
+	rc.cancelMu.Lock()
+	rc.seq++
+	rc.canceled = false
+	rc.done = nil
+	rc.cancelMu.Unlock()
+	rc.ClientIP = rc.ClientIP[:0]
+	rc.FramesBodies = false
+	ctxPool.Put(rc)
+}
+
+// reset clears the per-request state before a request (not the request itself, the client
+// address or the cancellation state, which the engine manages).
+func (rc *RequestCtx) reset(ep *Entrypoint) {
+	rc.ep = ep
+	rc.route, rc.hooks, rc.backend = nil, nil, nil
+	rc.start = time.Now()
+	rc.x = nil
+	rc.choice.Reset()
+	rc.framing, rc.sse, rc.keepAlive, rc.isHEAD, rc.ended = relay.None, false, rc.Req.KeepAlive, false, false
+	rc.pending = rc.pending[:0]
+	rc.reply, rc.replied = Reply{}, false
+	rc.requestID = rc.requestID[:0]
+	rc.kv = rc.kv[:0]
+	rc.upExtra = rc.upExtra[:0]
+	rc.respExtra = rc.respExtra[:0]
+	rc.outcome = Outcome{}
+}
+
+// Route returns the matched route (nil before routing or when none matched).
+func (rc *RequestCtx) Route() *Route { return rc.route }
+
+// Backend returns the backend the request went to (nil when none was reached).
+func (rc *RequestCtx) Backend() *Backend { return rc.backend }
+
+// Entrypoint returns the name of the entrypoint the request came in on.
+func (rc *RequestCtx) Entrypoint() string { return rc.ep.Name }
+
+// Start returns when the request entered the pipeline (its head and body were complete).
+func (rc *RequestCtx) Start() time.Time { return rc.start }
+
+// RequestID returns the request's X-Request-Id (the client's when sane, else generated).
+func (rc *RequestCtx) RequestID() []byte { return rc.requestID }
+
+// Outcome returns how the request ended (complete once completion stages run).
+func (rc *RequestCtx) Outcome() *Outcome { return &rc.outcome }
+
+// Exclude keeps backend id of the route's service out of this request's backend choice.
+func (rc *RequestCtx) Exclude(id int) { rc.choice.Exclude.Add(id) }
+
+// AddUpstreamHeader adds a field to the request sent upstream (after the client's fields).
+func (rc *RequestCtx) AddUpstreamHeader(key, value []byte) {
+	rc.upExtra = append(rc.upExtra, rc.store(key, value))
+}
+
+// AddResponseHeader adds a field to the response sent to the client (upstream answers and
+// the gateway's own replies alike).
+func (rc *RequestCtx) AddResponseHeader(key, value []byte) {
+	rc.respExtra = append(rc.respExtra, rc.store(key, value))
+}
+
+func (rc *RequestCtx) store(key, value []byte) fieldRef {
+	k0 := len(rc.kv)
+	rc.kv = append(rc.kv, key...)
+	k1 := len(rc.kv)
+	rc.kv = append(rc.kv, value...)
+	return fieldRef{k0, k1, len(rc.kv)}
+}
+
+func (rc *RequestCtx) appendFields(dst []byte, refs []fieldRef) []byte {
+	for _, f := range refs {
+		dst = appendField(dst, rc.kv[f.k0:f.k1], rc.kv[f.k1:f.v1])
+	}
+	return dst
+}
+
+// Reply is an answer the gateway gives itself instead of an upstream's. A stage fills the
+// RequestCtx's one with RequestCtx.Reply and returns it.
+type Reply struct {
+	Status      int
+	ContentType string
+	Body        []byte
+	// RetryAfter is sent as Retry-After (seconds) when > 0.
+	RetryAfter int
+	err        *GatewayError
+}
+
+// Error implements error, so that a stage can return its reply.
+func (r *Reply) Error() string { return "reply " + http1.StatusText(r.Status) }
+
+// Reply prepares the RequestCtx's reply with status, content type and body (kept by
+// reference until the response is written) and returns it for a stage to return.
+func (rc *RequestCtx) Reply(status int, contentType string, body []byte) *Reply {
+	rc.reply = Reply{Status: status, ContentType: contentType, Body: body}
+	return &rc.reply
+}
+
+// Cancel ends the request because its client left: the upstream exchange in flight is
+// aborted at once (its connection closed), every wait on Done returns, and callbacks
+// registered with OnCancel run. Safe from any goroutine; idempotent.
+func (rc *RequestCtx) Cancel() { rc.cancelSeq(0, false) }
+
+func (rc *RequestCtx) cancelSeq(seq uint64, check bool) {
+	rc.cancelMu.Lock()
+	if rc.canceled || (check && seq != rc.seq) {
+		rc.cancelMu.Unlock()
+		return
+	}
+	rc.canceled = true
+	if rc.done != nil {
+		close(rc.done)
+	}
+	if rc.hasAbort {
+		rc.abort.Abort()
+	}
+	cbs := rc.cancelCBs
+	rc.cancelMu.Unlock()
+	for _, f := range cbs {
+		f()
+	}
+}
+
+// CancelHandle cancels one use of a pooled RequestCtx: it is a no-op once that use was
+// released. Goroutines that may outlive the request (a disconnect watch) hold one instead of
+// the RequestCtx.
+type CancelHandle struct {
+	rc  *RequestCtx
+	seq uint64
+}
+
+// CancelHandle returns a handle that cancels this use of rc.
+func (rc *RequestCtx) CancelHandle() CancelHandle {
+	rc.cancelMu.Lock()
+	defer rc.cancelMu.Unlock()
+	return CancelHandle{rc, rc.seq}
+}
+
+// Cancel cancels the request if it is still the same use of the RequestCtx.
+func (h CancelHandle) Cancel() {
+	if h.rc != nil {
+		h.rc.cancelSeq(h.seq, true)
+	}
+}
+
+// Canceled reports whether the client left.
+func (rc *RequestCtx) Canceled() bool {
+	rc.cancelMu.Lock()
+	defer rc.cancelMu.Unlock()
+	return rc.canceled
+}
+
+// Done returns a channel closed when the client leaves, for stages that wait (admission
+// queues, several upstream calls). It allocates on first use in a request, so the fast path
+// that never waits does not.
+func (rc *RequestCtx) Done() <-chan struct{} {
+	rc.cancelMu.Lock()
+	defer rc.cancelMu.Unlock()
+	if rc.done == nil {
+		rc.done = make(chan struct{})
+		if rc.canceled {
+			close(rc.done)
+		}
+	}
+	return rc.done
+}
+
+// OnCancel registers f to run when the client leaves (at once if it already has) until
+// the request completes.
+func (rc *RequestCtx) OnCancel(f func()) {
+	rc.cancelMu.Lock()
+	if rc.canceled {
+		rc.cancelMu.Unlock()
+		f()
+		return
+	}
+	rc.cancelCBs = append(rc.cancelCBs, f)
+	rc.cancelMu.Unlock()
+}
+
+// watch makes Cancel abort x; it reports false (and aborts x) when the client already left.
+func (rc *RequestCtx) watch(x *pool.Exchange) bool {
+	rc.cancelMu.Lock()
+	rc.abort, rc.hasAbort = x.AbortHandle(), true
+	gone := rc.canceled
+	rc.cancelMu.Unlock()
+	if gone {
+		x.Abort()
+	}
+	return !gone
+}
+
+func (rc *RequestCtx) unwatch() {
+	rc.cancelMu.Lock()
+	rc.hasAbort = false
+	clear(rc.cancelCBs)
+	rc.cancelCBs = rc.cancelCBs[:0]
+	rc.cancelMu.Unlock()
+}
+
+var hdrRequestID = []byte("X-Request-Id")
+
+// maxRequestIDBytes bounds a client's X-Request-Id that is kept; a longer one is replaced.
+const maxRequestIDBytes = 128
+
+// saneRequestID reports whether a client's X-Request-Id can be kept: 1..128 visible ASCII
+// characters from a conservative set, so it cannot inject into logs or headers.
+func saneRequestID(v []byte) bool {
+	if len(v) == 0 || len(v) > maxRequestIDBytes {
+		return false
+	}
+	for _, c := range v {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("-_.:/+=", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}

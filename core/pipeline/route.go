@@ -1,0 +1,64 @@
+package pipeline
+
+import (
+	"github.com/sluice-gw/sluice/core/balancer"
+	"github.com/sluice-gw/sluice/core/http1"
+	"github.com/sluice-gw/sluice/core/metrics"
+	"github.com/sluice-gw/sluice/pool"
+)
+
+// Resolver gives the pipeline the routing state in force. It is read once per request; a
+// reload swaps what it returns, and a request keeps what it resolved until it completes.
+type Resolver interface {
+	// Resolve matches req against the routers of entrypoint ep and returns the route (nil when
+	// none matches) and the stages every request of this configuration completes with, routed
+	// or not (the access log).
+	Resolve(ep string, req *http1.Request) (*Route, *Chain)
+}
+
+// Route is what the pipeline needs of one compiled router: its stages, where the request goes
+// and how its headers are treated. Routes are immutable parts of a compiled configuration.
+type Route struct {
+	Name    string
+	Service *Service
+	// Chain holds the router's stages (middlewares and the model gateway's steps).
+	Chain *Chain
+	// StripAuthorization removes the client's Authorization header before the request goes
+	// upstream: set when the route authenticates callers itself and forward_credentials is false.
+	StripAuthorization bool
+	// M holds the router's metrics.
+	M *metrics.Route
+}
+
+// Service is a compiled service: a balancer over its backends.
+type Service struct {
+	Name     string
+	Balancer balancer.Balancer
+	Backends []*Backend // indexed by balancer.Backend.ID
+	// PassHostHeader sends the client's Host upstream instead of the backend's own host.
+	PassHostHeader bool
+}
+
+// Backend is one upstream server of a service (one entry of its servers list) with its
+// connection pool. Its URL names it in metrics, logs and the admin API.
+type Backend struct {
+	URL  string // as configured
+	Host []byte // host[:port] sent as Host when PassHostHeader is false
+	LB   *balancer.Backend
+	Pool *pool.Pool
+}
+
+// Pick chooses a backend with the service's balancing strategy under c (which backends to
+// leave out; nil for none) and counts it as active; the caller must call Release on it. It
+// returns nil when no backend is eligible.
+func (s *Service) Pick(c *balancer.Choice) *Backend {
+	b := s.Balancer.Pick(c)
+	if b == nil {
+		return nil
+	}
+	b.Acquire()
+	return s.Backends[b.ID]
+}
+
+// Release ends the request's hold on b taken by Pick.
+func (b *Backend) Release() { b.LB.Release() }

@@ -1,0 +1,543 @@
+package pipeline
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io"
+	"log/slog"
+	"slices"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-gw/sluice/core/http1"
+	"github.com/sluice-gw/sluice/core/metrics"
+	"github.com/sluice-gw/sluice/core/relay"
+	"github.com/sluice-gw/sluice/pool"
+)
+
+// Entrypoint is the pipeline's side of one listener: engines create one and hand it every
+// request they parse. It is safe for concurrent use.
+type Entrypoint struct {
+	// Name is the entrypoint's name ([entrypoints.<name>]).
+	Name string
+	// TLS reports that the entrypoint terminates TLS (X-Forwarded-Proto: https).
+	TLS bool
+
+	res  Resolver
+	m    *metrics.Entrypoint
+	elog errLog
+}
+
+// NewEntrypoint returns the pipeline for entrypoint name, routing with res and counting into m.
+func NewEntrypoint(name string, tls bool, res Resolver, m *metrics.Entrypoint, log *slog.Logger) *Entrypoint {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Entrypoint{Name: name, TLS: tls, res: res, m: m, elog: errLog{log: log}}
+}
+
+// Begin runs a parsed request through the pipeline up to the response head: request ID,
+// routing, the route's request stages, backend choice and the upstream exchange (with its
+// retries, only before any response byte), and the response stages. Afterwards the response
+// to write is ready: a gateway reply, or an upstream response whose body follows (RelayTo or
+// ReadBody). The engine then writes it and calls Finish, whatever happened.
+func (ep *Entrypoint) Begin(rc *RequestCtx) {
+	rc.reset(ep)
+	ep.m.Request()
+	rc.isHEAD = len(rc.Req.Method) == 4 && string(rc.Req.Method) == "HEAD"
+	rc.takeRequestID()
+	rc.route, rc.hooks = ep.res.Resolve(ep.Name, &rc.Req)
+	rt := rc.route
+	if rt == nil {
+		rc.fail(ErrNoRoute)
+		return
+	}
+	if err := rt.Chain.onRequest(rc); err != nil {
+		rc.answer(err)
+		return
+	}
+	if err := rc.exchange(); err != nil {
+		rc.answer(err)
+		return
+	}
+	if err := rt.Chain.onResponse(rc); err != nil {
+		rc.dropUpstream()
+		rc.answer(err)
+		return
+	}
+	rc.planBody()
+}
+
+// exchange picks a backend and runs the upstream round trip, leaving rc.x with the response
+// head. It returns the gateway error to answer with when no backend answered.
+func (rc *RequestCtx) exchange() error {
+	rt := rc.route
+	b := rt.Service.Pick(&rc.choice)
+	if b == nil {
+		return ErrNoBackend
+	}
+	rc.backend = b
+	rc.upHead = appendUpstreamHead(rc.upHead[:0], rc, b)
+	x := pool.AcquireExchange()
+	rc.x = x
+	if !rc.watch(x) {
+		return errClientGone
+	}
+	if err := x.RoundTrip(b.Pool, rc.upHead, rc.Req.Body, rc.isHEAD); err != nil {
+		if rc.Canceled() {
+			return errClientGone
+		}
+		rc.outcome.UpstreamError = UpstreamReason(err)
+		rc.ep.elog.upstreamFailed(rt.Name, b.URL, "response head", err)
+		return UpstreamGatewayError(err)
+	}
+	if x.Resp.Status == 101 {
+		// No upgrade was asked for: a protocol error.
+		rc.outcome.UpstreamError = metrics.ReasonProtocol
+		rc.keepAlive = false
+		return ErrUnexpectedUpgrade
+	}
+	return nil
+}
+
+// dropUpstream ends the upstream exchange without reading its body (its connection closes).
+func (rc *RequestCtx) dropUpstream() {
+	if rc.x != nil {
+		rc.unwatch()
+		pool.ReleaseExchange(rc.x)
+		rc.x = nil
+	}
+}
+
+// planBody chooses how the upstream body goes to the client.
+func (rc *RequestCtx) planBody() {
+	resp := &rc.x.Resp
+	f, ka := relay.Plan(resp, rc.isHEAD, &rc.Req)
+	if rc.FramesBodies && (f == relay.ChunkedRaw || f == relay.Chunk) {
+		f = relay.Payload
+	}
+	rc.framing, rc.keepAlive = f, rc.keepAlive && ka
+	rc.sse = relay.IsEventStream(resp)
+	rc.outcome.Status = resp.Status
+	rc.relay.Reset(f, rc.sse, rc.start)
+	if f == relay.None {
+		rc.ended = true
+	}
+}
+
+var errClientGone = errors.New("sluice: client connection closed")
+
+// answer makes err the response: a stage's Reply, a GatewayError, or a 500 for anything else.
+func (rc *RequestCtx) answer(err error) {
+	var ge *GatewayError
+	switch {
+	case err == errClientGone:
+		rc.outcome.Canceled = true
+		rc.replied, rc.ended = true, true
+		rc.keepAlive = false
+	case err == &rc.reply:
+		rc.replied, rc.ended = true, true
+		rc.outcome.Status, rc.outcome.GatewayReply = rc.reply.Status, true
+	case errors.As(err, &ge):
+		rc.fail(ge)
+	default:
+		rc.ep.elog.stageFailed(routeName(rc.route), err)
+		rc.fail(ErrInternal)
+	}
+}
+
+// fail makes the gateway error ge the response.
+func (rc *RequestCtx) fail(ge *GatewayError) {
+	rc.reply = Reply{Status: ge.Status, ContentType: "application/json", RetryAfter: ge.RetryAfter, err: ge}
+	rc.replied, rc.ended = true, true
+	rc.outcome.Status, rc.outcome.GatewayReply = ge.Status, true
+}
+
+func routeName(rt *Route) string {
+	if rt == nil {
+		return ""
+	}
+	return rt.Name
+}
+
+// Replied reports whether the response is the gateway's own (no upstream body follows).
+func (rc *RequestCtx) Replied() bool { return rc.replied }
+
+// ClientGone reports whether the client left before a response could be written: the engine
+// writes nothing and closes the connection.
+func (rc *RequestCtx) ClientGone() bool { return rc.outcome.Canceled }
+
+// KeepAlive reports whether the client connection may serve another request after this
+// response (complete once the body was relayed).
+func (rc *RequestCtx) KeepAlive() bool { return rc.keepAlive }
+
+// Framing returns how the upstream body is framed for the client.
+func (rc *RequestCtx) Framing() relay.Framing { return rc.framing }
+
+// IsHEAD reports whether the request method is HEAD (a response without a body).
+func (rc *RequestCtx) IsHEAD() bool { return rc.isHEAD }
+
+// Status returns the status of the response to write.
+func (rc *RequestCtx) Status() int { return rc.outcome.Status }
+
+// takeRequestID keeps the client's X-Request-Id when it is sane, or makes one.
+func (rc *RequestCtx) takeRequestID() {
+	if v, ok := rc.Req.HeaderValue("X-Request-Id"); ok && saneRequestID(v) {
+		rc.requestID = append(rc.requestID[:0], v...)
+		return
+	}
+	rc.requestID = appendNewRequestID(rc.requestID[:0])
+}
+
+// Request IDs are a random per-process prefix and a counter: unique across restarts and
+// replicas without a random read per request.
+var (
+	idPrefix  = newIDPrefix()
+	idCounter atomic.Uint64
+)
+
+func newIDPrefix() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func appendNewRequestID(dst []byte) []byte {
+	dst = append(dst, idPrefix...)
+	dst = append(dst, '-')
+	return strconv.AppendUint(dst, idCounter.Add(1), 36)
+}
+
+// AppendHead appends the response head to dst for engines that write raw bytes: the status
+// line and fields of a gateway reply (with its body, except for HEAD) or of the upstream
+// response, framed for the client.
+func (rc *RequestCtx) AppendHead(dst []byte) []byte {
+	if rc.replied {
+		return rc.appendReply(dst)
+	}
+	dst = http1.AppendStatusLine(dst, 1, 1, rc.x.Resp.Status, rc.x.Resp.Reason)
+	resp := &rc.x.Resp
+	for i := range resp.Headers {
+		if h := &resp.Headers[i]; passToClient(resp, h.Key) && !bytes.EqualFold(h.Key, hdrRequestID) {
+			dst = appendField(dst, h.Key, h.Value)
+		}
+	}
+	dst = rc.appendOwnFields(dst)
+	switch rc.framing {
+	case relay.Length:
+		dst = appendContentLength(dst, resp.ContentLength)
+	case relay.None:
+		// A response to HEAD keeps the length the GET would have had (RFC 9110 §8.6).
+		if resp.ContentLength >= 0 && resp.Status != 204 && resp.Status != 304 && resp.Status >= 200 {
+			dst = appendContentLength(dst, resp.ContentLength)
+		}
+	case relay.ChunkedRaw, relay.Chunk:
+		dst = append(dst, "Transfer-Encoding: chunked\r\n"...)
+	}
+	return appendConnection(dst, &rc.Req, rc.keepAlive)
+}
+
+// appendOwnFields appends the fields the gateway adds to every response: X-Request-Id and
+// those response stages added.
+func (rc *RequestCtx) appendOwnFields(dst []byte) []byte {
+	dst = appendField(dst, hdrRequestID, rc.requestID)
+	return rc.appendFields(dst, rc.respExtra)
+}
+
+// appendReply appends the gateway's own response: status, content type, Retry-After, the
+// gateway's fields, Content-Length and the body, which a HEAD request does not get (RFC 9110
+// §9.3.2) though its length is the same.
+func (rc *RequestCtx) appendReply(dst []byte) []byte {
+	r := &rc.reply
+	dst = http1.AppendStatusLine(dst, 1, 1, r.Status, nil)
+	if r.ContentType != "" {
+		dst = append(dst, "Content-Type: "...)
+		dst = append(dst, r.ContentType...)
+		dst = append(dst, "\r\n"...)
+	}
+	if r.RetryAfter > 0 {
+		dst = append(dst, "Retry-After: "...)
+		dst = strconv.AppendInt(dst, int64(r.RetryAfter), 10)
+		dst = append(dst, "\r\n"...)
+	}
+	dst = rc.appendOwnFields(dst)
+	body := r.Body
+	if r.err != nil {
+		// The error body is built behind the head, then the length goes in front of it.
+		mark := len(dst)
+		dst = AppendErrorBody(dst, r.err)
+		n := len(dst) - mark
+		var hdr [48]byte
+		h := appendContentLength(hdr[:0], int64(n))
+		h = appendConnection(h, &rc.Req, rc.keepAlive)
+		if rc.isHEAD {
+			return append(dst[:mark], h...)
+		}
+		dst = append(dst, h...)
+		copy(dst[mark+len(h):], dst[mark:mark+n])
+		copy(dst[mark:], h)
+		return dst
+	}
+	dst = appendContentLength(dst, int64(len(body)))
+	dst = appendConnection(dst, &rc.Req, rc.keepAlive)
+	if rc.isHEAD || r.Status == 204 || r.Status == 304 {
+		return dst
+	}
+	return append(dst, body...)
+}
+
+// ReplyBody returns the body of a gateway reply, appended to dst (engines that set a body
+// rather than write raw bytes).
+func (rc *RequestCtx) ReplyBody(dst []byte) []byte {
+	if rc.reply.err != nil {
+		return AppendErrorBody(dst, rc.reply.err)
+	}
+	return append(dst, rc.reply.Body...)
+}
+
+// ReplyContentType and ReplyRetryAfter describe a gateway reply for engines that set fields.
+func (rc *RequestCtx) ReplyContentType() string { return rc.reply.ContentType }
+
+// ReplyRetryAfter returns the reply's Retry-After in seconds (0: none).
+func (rc *RequestCtx) ReplyRetryAfter() int { return rc.reply.RetryAfter }
+
+// VisitResponseFields calls f for each field of the response to the client besides framing,
+// connection and content type fields the engine sets itself: the upstream's end-to-end
+// fields (for an upstream response) and the gateway's own (X-Request-Id, stage fields).
+func (rc *RequestCtx) VisitResponseFields(f func(k, v []byte)) {
+	if !rc.replied {
+		resp := &rc.x.Resp
+		for i := range resp.Headers {
+			if h := &resp.Headers[i]; passToClient(resp, h.Key) && !bytes.EqualFold(h.Key, hdrRequestID) {
+				f(h.Key, h.Value)
+			}
+		}
+	}
+	f(hdrRequestID, rc.requestID)
+	for _, r := range rc.respExtra {
+		f(rc.kv[r.k0:r.k1], rc.kv[r.k1:r.v1])
+	}
+}
+
+// ContentLength returns the upstream body length for Length framing (and HEAD), -1 otherwise.
+func (rc *RequestCtx) ContentLength() int64 {
+	if rc.x == nil {
+		return -1
+	}
+	return rc.x.Resp.ContentLength
+}
+
+// Downstream is the client side as the pipeline sees it, for engines that push raw bytes.
+type Downstream interface {
+	// Send writes (*bp)[lo:hi] to the client, in order, and takes ownership of bp (return it
+	// with ReleaseBuf once written). It blocks while the client has too much pending
+	// (backpressure: the relay then stops reading the upstream) and fails once the client
+	// left or read nothing for the entrypoint's client_stall_timeout.
+	Send(bp *[]byte, lo, hi int) error
+}
+
+// earlyBodyBytes is the most body bytes that arrived with the upstream head which are sent
+// together with the client head: one write for a short response saves a syscall and a
+// wake-up of the client.
+const earlyBodyBytes = 64 << 10
+
+// WriteResponse writes the whole response to ds: the head, and the upstream body relayed
+// read by read (zero buffering). It returns an error when the client left or the upstream
+// failed mid-body; the connection must then be closed.
+func (rc *RequestCtx) WriteResponse(ds Downstream) error {
+	if rc.outcome.Canceled {
+		return errClientGone
+	}
+	hb := GetBuf()
+	*hb = rc.AppendHead((*hb)[:0])
+	var early int
+	if !rc.replied && !rc.ended && rc.framing.Raw() {
+		if k := rc.x.Buffered(); k > 0 && k <= earlyBodyBytes {
+			h := len(*hb)
+			*hb = slices.Grow(*hb, k)[:h+k]
+			n, err := rc.x.ReadBody((*hb)[h:], true)
+			*hb = (*hb)[:h+n]
+			early = n
+			switch {
+			case errors.Is(err, io.EOF):
+				rc.ended = true
+			case err != nil:
+				*hb, early = (*hb)[:h], 0
+			}
+			if early > 0 {
+				rc.relay.Pass((*hb)[h:h+early], time.Now())
+			}
+		}
+	}
+	if err := ds.Send(hb, 0, len(*hb)); err != nil {
+		return rc.clientLeft()
+	}
+	if rc.ended || rc.replied {
+		return nil
+	}
+	return rc.relayTo(ds)
+}
+
+// relayTo relays the upstream body to ds, one Send per upstream read.
+func (rc *RequestCtx) relayTo(ds Downstream) error {
+	raw := rc.framing.Raw()
+	for {
+		bp := getRelayBuf()
+		b := *bp
+		n, err := rc.x.ReadBody(b[relay.Headroom:len(b)-relay.Tailroom], raw)
+		if n > 0 {
+			lo, hi, o := rc.relay.Frame(b, n, time.Now())
+			rc.observe(o)
+			if ds.Send(bp, lo, hi) != nil {
+				return rc.clientLeft()
+			}
+		} else {
+			ReleaseBuf(bp)
+		}
+		switch {
+		case err == nil:
+		case errors.Is(err, io.EOF):
+			rc.ended = true
+			return rc.sendTail(ds, rc.relay.End)
+		default:
+			if rc.Canceled() {
+				return rc.clientLeft()
+			}
+			rc.bodyFailed(err)
+			_ = rc.sendTail(ds, func(dst []byte) []byte { return rc.relay.Fail(dst, sseErrorEvent) })
+			return err
+		}
+	}
+}
+
+func (rc *RequestCtx) sendTail(ds Downstream, tail func([]byte) []byte) error {
+	bp := GetBuf()
+	*bp = tail((*bp)[:0])
+	if len(*bp) == 0 {
+		ReleaseBuf(bp)
+		return nil
+	}
+	if ds.Send(bp, 0, len(*bp)) != nil {
+		return rc.clientLeft()
+	}
+	return nil
+}
+
+func (rc *RequestCtx) clientLeft() error {
+	rc.outcome.Canceled = true
+	rc.keepAlive = false
+	return errClientGone
+}
+
+// bodyFailed records an upstream failure after the response head went out.
+func (rc *RequestCtx) bodyFailed(err error) {
+	rc.ended, rc.keepAlive = true, false
+	rc.outcome.UpstreamError = metrics.ReasonStream
+	rc.ep.elog.upstreamFailed(rc.route.Name, rc.backend.URL, "body", err)
+}
+
+// sseErrorEvent is the event that ends an SSE stream whose upstream failed (DESIGN §5).
+var sseErrorEvent = AppendSSEError(nil, ErrUpstreamStream)
+
+// ReadBody reads the next piece of the upstream body as the client gets it (payload for
+// Payload framing, wire bytes for Length), one upstream read per call, for engines that pull
+// the body. It returns io.EOF at the end. After an upstream failure in an SSE stream at an
+// event boundary it returns the gateway's error event, then io.EOF; other failures return
+// the error (the engine then cuts the connection).
+func (rc *RequestCtx) ReadBody(p []byte) (int, error) {
+	if len(rc.pending) > 0 {
+		n := copy(p, rc.pending)
+		rc.pending = rc.pending[:copy(rc.pending, rc.pending[n:])]
+		return n, nil
+	}
+	if rc.ended {
+		return 0, io.EOF
+	}
+	n, err := rc.x.ReadBody(p, rc.framing.Raw())
+	if n > 0 {
+		rc.observe(rc.relay.Pass(p[:n], time.Now()))
+	}
+	switch {
+	case err == nil:
+		return n, nil
+	case errors.Is(err, io.EOF):
+		rc.ended = true
+		return n, io.EOF
+	case rc.Canceled():
+		rc.ended = true
+		rc.outcome.Canceled = true
+		return n, err
+	}
+	rc.bodyFailed(err)
+	rc.pending = rc.relay.Fail(rc.pending[:0], sseErrorEvent)
+	if len(rc.pending) > 0 {
+		return n, nil
+	}
+	return n, err
+}
+
+// ClientFailed records that writing to the client failed (the engine noticed it leave).
+func (rc *RequestCtx) ClientFailed() {
+	if !rc.outcome.Canceled && rc.outcome.UpstreamError == "" && !rc.relayComplete() {
+		rc.outcome.Canceled = true
+	}
+	rc.keepAlive = false
+}
+
+func (rc *RequestCtx) relayComplete() bool { return rc.ended && len(rc.pending) == 0 }
+
+func (rc *RequestCtx) observe(o relay.Obs) {
+	switch o.Kind {
+	case relay.ObsFirst:
+		rc.outcome.TTFT = o.D
+		rc.route.M.FirstByte(o.D)
+	case relay.ObsGap:
+		rc.route.M.Gap(o.D)
+	}
+}
+
+// Finish completes the request: it counts the outcome in metrics, runs the completion stages
+// of the route and of the configuration (the access log), and releases the backend and the
+// upstream exchange. Engines call it exactly once per Begin, after the response was written
+// or abandoned.
+func (rc *RequestCtx) Finish() {
+	o := &rc.outcome
+	if rc.x != nil {
+		o.BytesOut = rc.relay.Bytes()
+		if !rc.relayComplete() && !o.Canceled && o.UpstreamError == "" && !rc.replied {
+			o.Canceled = true // the engine stopped before the end: the client left
+		}
+	}
+	rc.count()
+	if rt := rc.route; rt != nil {
+		rt.Chain.onComplete(rc)
+	}
+	rc.hooks.onComplete(rc)
+	rc.dropUpstream()
+	if rc.backend != nil {
+		rc.backend.Release()
+		rc.backend = nil
+	}
+}
+
+func (rc *RequestCtx) count() {
+	o := &rc.outcome
+	if o.GatewayReply && rc.reply.err != nil {
+		rc.ep.m.GatewayError(o.Status)
+	}
+	rt := rc.route
+	if rt == nil {
+		return
+	}
+	if o.Canceled {
+		rt.M.Canceled()
+		return
+	}
+	if o.UpstreamError != "" {
+		rt.M.UpstreamError(o.UpstreamError)
+	}
+	rt.M.Response(o.Status, rc.start, o.BytesOut)
+}

@@ -1,0 +1,105 @@
+package pipeline
+
+import "fmt"
+
+// A stage is one step of a router's pipeline, in the manner of Envoy's HTTP filters and
+// Pingora's phases: it implements any of RequestStage, ResponseStage and CompletionStage, and
+// only the phases it needs. Stages are compiled into a Chain per router when a configuration
+// is compiled, so a reload swaps whole chains and a request in flight finishes on the chain it
+// started with. Per-request state lives in the RequestCtx, never in the stage: one stage value
+// serves every request of its router concurrently.
+//
+// A request or response stage returns nil to continue, or an answer that ends the pipeline
+// there: a *GatewayError (answered with its status and OpenAI-style JSON body), the *Reply of
+// RequestCtx.Reply (answered as built), or any other error (answered 500 and logged).
+
+// RequestStage runs after routing, before a backend is chosen: authentication, validation,
+// admission, rewriting the request or answering it (a 401, a 429, a cached reply).
+type RequestStage interface {
+	OnRequest(rc *RequestCtx) error
+}
+
+// ResponseStage runs when the upstream's response head has arrived and before anything is
+// written to the client: it may add response fields (RequestCtx.AddResponseHeader) or replace
+// the upstream's answer with its own.
+type ResponseStage interface {
+	OnResponse(rc *RequestCtx) error
+}
+
+// CompletionStage runs once the exchange is over: after the last byte, a failure or the
+// client's departure, and also for requests answered by the gateway itself. It observes
+// (metrics, access log, health feedback, token accounting); it cannot change the response.
+type CompletionStage interface {
+	OnComplete(rc *RequestCtx)
+}
+
+// Chain is the compiled list of stages of one router, by phase, in configuration order.
+// The zero Chain runs nothing.
+type Chain struct {
+	request  []RequestStage
+	response []ResponseStage
+	complete []CompletionStage
+}
+
+// NewChain sorts stages into their phases, keeping their order. It returns an error for a
+// value that implements none of the phase interfaces.
+func NewChain(stages ...any) (*Chain, error) {
+	c := &Chain{}
+	for i, s := range stages {
+		ok := false
+		if rs, is := s.(RequestStage); is {
+			c.request, ok = append(c.request, rs), true
+		}
+		if rs, is := s.(ResponseStage); is {
+			c.response, ok = append(c.response, rs), true
+		}
+		if cs, is := s.(CompletionStage); is {
+			c.complete, ok = append(c.complete, cs), true
+		}
+		if !ok {
+			return nil, fmt.Errorf("pipeline: stage %d (%T) implements no phase", i, s)
+		}
+	}
+	return c, nil
+}
+
+// Len returns the number of phase entries in c.
+func (c *Chain) Len() int {
+	if c == nil {
+		return 0
+	}
+	return len(c.request) + len(c.response) + len(c.complete)
+}
+
+func (c *Chain) onRequest(rc *RequestCtx) error {
+	if c == nil {
+		return nil
+	}
+	for _, s := range c.request {
+		if err := s.OnRequest(rc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Chain) onResponse(rc *RequestCtx) error {
+	if c == nil {
+		return nil
+	}
+	for _, s := range c.response {
+		if err := s.OnResponse(rc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Chain) onComplete(rc *RequestCtx) {
+	if c == nil {
+		return
+	}
+	for _, s := range c.complete {
+		s.OnComplete(rc)
+	}
+}
