@@ -440,4 +440,3 @@ func (gc *gconn) flush() {
 
 // workers runs the pipeline side of requests (gnet's ants-based goroutine pool).
 var workers = goroutine.Default()
-
