@@ -240,6 +240,15 @@ func (d *decoder) decodeValue(path []string, v any, rv reflect.Value) {
 			return
 		}
 		rv.SetInt(n)
+	case reflect.Float64:
+		switch n := v.(type) {
+		case float64:
+			rv.SetFloat(n)
+		case int64:
+			rv.SetFloat(float64(n)) // 1 for 1.0: TOML integers are numbers too
+		default:
+			d.typeError(path, "a number", v)
+		}
 	case reflect.Slice:
 		arr, ok := v.([]any)
 		if !ok {

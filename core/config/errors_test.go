@@ -62,7 +62,7 @@ func TestLoadErrorPositions(t *testing.T) {
 		{
 			name: "unknown key without suggestion lists the known keys",
 			data: withMinimal(`[log]`, `colour = true`),
-			want: []string{`t.toml:8:1: unknown key "colour" in [log] (known keys: format, level)`},
+			want: []string{`t.toml:8:1: unknown key "colour" in [log] (known keys: access_log, access_log_sample, format, level)`},
 		},
 		{
 			name: "planned keys are refused with what they are",

@@ -55,6 +55,7 @@ const (
 	DefaultAdminAddress          = "127.0.0.1:9090"
 	DefaultLogLevel              = "info"
 	DefaultLogFormat             = "text"
+	DefaultAccessLogSample       = 1.0
 )
 
 // Bounds checked by Load.
@@ -242,6 +243,12 @@ type Log struct {
 	Level string `toml:"level"`
 	// Format is "text" (the default) or "json".
 	Format string `toml:"format"`
+	// AccessLog is where one JSON line per request goes: "" (the default: no access log),
+	// "stdout", "stderr" or a file path (appended to).
+	AccessLog string `toml:"access_log"`
+	// AccessLogSample is the fraction of successful requests logged, 0..1 (default 1);
+	// failed, cancelled and gateway-answered requests are always logged.
+	AccessLogSample float64 `toml:"access_log_sample"`
 }
 
 // defaults are set on a struct before its keys are decoded, so that an
@@ -278,6 +285,7 @@ func (a *Admin) setDefaults() { a.Address = DefaultAdminAddress }
 func (l *Log) setDefaults() {
 	l.Level = DefaultLogLevel
 	l.Format = DefaultLogFormat
+	l.AccessLogSample = DefaultAccessLogSample
 }
 
 // plannedKeys are keys of DESIGN §3 that later versions add. They are

@@ -334,6 +334,9 @@ func (c *Config) validate(e *errs, lookup func(string) (string, bool)) {
 	if !oneOf(c.Log.Format, logFormats) {
 		e.add(c.ValuePos("log", "format"), "log.format %q: want one of %s", c.Log.Format, quoteAll(logFormats))
 	}
+	if s := c.Log.AccessLogSample; !(s >= 0 && s <= 1) {
+		e.add(c.ValuePos("log", "access_log_sample"), "log.access_log_sample %v: want a fraction from 0 to 1", s)
+	}
 }
 
 func didYouMean(s string, names []string) string {

@@ -479,14 +479,6 @@ func (rc *RequestCtx) ReadBody(p []byte) (int, error) {
 	return n, err
 }
 
-// ClientFailed records that writing to the client failed (the engine noticed it leave).
-func (rc *RequestCtx) ClientFailed() {
-	if !rc.outcome.Canceled && rc.outcome.UpstreamError == "" && !rc.relayComplete() {
-		rc.outcome.Canceled = true
-	}
-	rc.keepAlive = false
-}
-
 func (rc *RequestCtx) relayComplete() bool { return rc.ended && len(rc.pending) == 0 }
 
 func (rc *RequestCtx) observe(o relay.Obs) {

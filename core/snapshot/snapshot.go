@@ -11,6 +11,7 @@ import (
 	"sort"
 	"sync/atomic"
 
+	"github.com/sluice-gw/sluice/core/accesslog"
 	"github.com/sluice-gw/sluice/core/balancer"
 	"github.com/sluice-gw/sluice/core/config"
 	"github.com/sluice-gw/sluice/core/http1"
@@ -107,6 +108,11 @@ func Compile(cfg *config.Config, prev *Snapshot, gen uint64) (*Snapshot, error) 
 			}
 		}
 	}
+	hooks, err := compileHooks(cfg)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	s.Hooks = hooks
 	tables := map[string][]router.Route{}
 	for _, name := range sortedKeys(cfg.Routers) {
 		r := cfg.Routers[name]
@@ -164,6 +170,24 @@ func Compile(cfg *config.Config, prev *Snapshot, gen uint64) (*Snapshot, error) 
 		}
 	}
 	return s, nil
+}
+
+// compileHooks builds the completion stages every request runs: the access log when
+// [log] access_log names a destination.
+func compileHooks(cfg *config.Config) (*pipeline.Chain, *config.Error) {
+	var stages []any
+	if dest := cfg.Log.AccessLog; dest != "" {
+		w, err := accesslog.Open(dest)
+		if err != nil {
+			return &pipeline.Chain{}, cfg.Errorf([]string{"log", "access_log"}, "log.access_log: %v", err)
+		}
+		stages = append(stages, accesslog.New(w, cfg.Log.AccessLogSample))
+	}
+	c, err := pipeline.NewChain(stages...)
+	if err != nil {
+		panic(err) // the built-in stages implement a phase
+	}
+	return c, nil
 }
 
 func ruleError(cfg *config.Config, name string, err error) *config.Error {

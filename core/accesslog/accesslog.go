@@ -1,0 +1,120 @@
+// Package accesslog writes one JSON line per request, as a completion stage of the request
+// pipeline: who asked what, where it went, how it ended and how long it took. It never writes
+// bodies, credentials, header values or query values, so that the log can be shipped and kept
+// without becoming a store of secrets or prompts.
+package accesslog
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/sluice-gw/sluice/core/pipeline"
+)
+
+// Logger is the access log: a pipeline.CompletionStage that every request of a configuration
+// completes with. It is safe for concurrent use.
+type Logger struct {
+	log *slog.Logger
+	// sample is the fraction of successful requests logged, 0..1; failed, cancelled and
+	// gateway-answered requests are always logged.
+	sample float64
+}
+
+// New returns a Logger writing JSON lines to w, logging the fraction sample (0..1) of the
+// requests that succeeded and every other request.
+func New(w io.Writer, sample float64) *Logger {
+	h := slog.NewJSONHandler(w, &slog.HandlerOptions{ReplaceAttr: dropLevel})
+	return &Logger{log: slog.New(h), sample: sample}
+}
+
+// dropLevel removes the level and message keys slog adds: every line is an access record.
+func dropLevel(groups []string, a slog.Attr) slog.Attr {
+	if len(groups) == 0 && (a.Key == slog.LevelKey || a.Key == slog.MessageKey) {
+		return slog.Attr{}
+	}
+	return a
+}
+
+// OnComplete implements pipeline.CompletionStage: it writes the line for rc.
+//
+// Fields: time (RFC 3339, when the request was complete), request_id, entrypoint, router,
+// service, backend (the server's URL), method, path (without the query), status, bytes_in
+// (request body), bytes_out (response body relayed), duration_ms, ttft_ms (streamed
+// responses), upstream_error (a failure reason), canceled (the client left), gateway_reply
+// (the gateway answered itself), client_ip.
+func (l *Logger) OnComplete(rc *pipeline.RequestCtx) {
+	o := rc.Outcome()
+	failed := o.Status >= 500 || o.Status == 0 || o.UpstreamError != "" || o.Canceled
+	if !failed && l.sample < 1 && rand.Float64() >= l.sample {
+		return
+	}
+	req := &rc.Req
+	var router, service, backend string
+	if rt := rc.Route(); rt != nil {
+		router, service = rt.Name, rt.Service.Name
+	}
+	if b := rc.Backend(); b != nil {
+		backend = b.URL
+	}
+	attrs := [...]slog.Attr{
+		slog.String("request_id", string(rc.RequestID())),
+		slog.String("entrypoint", rc.Entrypoint()),
+		slog.String("router", router),
+		slog.String("service", service),
+		slog.String("backend", backend),
+		slog.String("method", string(req.Method)),
+		slog.String("path", string(req.Path)),
+		slog.Int("status", o.Status),
+		slog.Int("bytes_in", len(req.Body)),
+		slog.Int64("bytes_out", o.BytesOut),
+		slog.Float64("duration_ms", ms(time.Since(rc.Start()))),
+		slog.Float64("ttft_ms", ms(o.TTFT)),
+		slog.String("upstream_error", o.UpstreamError),
+		slog.Bool("canceled", o.Canceled),
+		slog.Bool("gateway_reply", o.GatewayReply),
+		slog.String("client_ip", string(rc.ClientIP)),
+	}
+	l.log.LogAttrs(context.Background(), slog.LevelInfo, "", attrs[:]...)
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// Destinations of Open besides a file path.
+const (
+	Stdout = "stdout"
+	Stderr = "stderr"
+)
+
+var (
+	filesMu sync.Mutex
+	files   = map[string]*os.File{}
+)
+
+// Open returns the writer for an access_log destination: "stdout", "stderr" or a file path,
+// opened for appending (created with mode 0640 when missing). A path stays open for the life of
+// the process and is shared by every configuration that names it, so a reload neither loses
+// nor reorders lines.
+func Open(dest string) (io.Writer, error) {
+	switch dest {
+	case Stdout:
+		return os.Stdout, nil
+	case Stderr:
+		return os.Stderr, nil
+	}
+	filesMu.Lock()
+	defer filesMu.Unlock()
+	if f := files[dest]; f != nil {
+		return f, nil
+	}
+	f, err := os.OpenFile(dest, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+	if err != nil {
+		return nil, err
+	}
+	files[dest] = f
+	return f, nil
+}

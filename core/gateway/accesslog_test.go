@@ -1,0 +1,172 @@
+package gateway_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// accessLines waits until the access log at path holds n lines and returns them decoded.
+func accessLines(t *testing.T, path string, n int) []map[string]any {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		data, _ := os.ReadFile(path)
+		lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+		if len(data) > 0 && len(lines) >= n {
+			out := make([]map[string]any, len(lines))
+			for i, l := range lines {
+				require.NoError(t, json.Unmarshal([]byte(l), &out[i]), "line %d is JSON: %s", i, l)
+			}
+			return out
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("access log has %d lines, want %d:\n%s", len(lines), n, data)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// The access log has a line for a streamed, a failed and a cancelled request, and never a
+// body, a credential or a query value.
+func TestAccessLogLinesAndNoSecrets(t *testing.T) {
+	const secretQuery, secretHeader, secretBody = "QSECRET42", "HSECRET42", "BSECRET42"
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			next := make(chan int)
+			up := sseUpstream(t, next)
+			t.Cleanup(func() { close(next) }) // the cancelled stream's script waits on next
+			dead, err := net.Listen("tcp", "127.0.0.1:0")
+			require.NoError(t, err)
+			deadAddr := dead.Addr().String()
+			require.NoError(t, dead.Close())
+			logPath := filepath.Join(t.TempDir(), "access.log")
+			extra := fmt.Sprintf(`
+[routers.dead]
+rule = "PathPrefix(`+"`/dead`"+`)"
+service = "dead"
+[services.dead.load_balancer]
+servers = [{ url = "http://%s" }]
+[log]
+access_log = %q
+`, deadAddr, logPath)
+			_, addr := startGateway(t, engine, up.addr(), extra)
+
+			// 1. A streamed request, completed.
+			c := dial(t, addr)
+			send(t, c, fmt.Sprintf("POST /v1/chat/completions?api_key=%s HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer %s\r\nX-Request-Id: stream-1\r\nContent-Length: %d\r\n\r\n%s", secretQuery, secretHeader, len(secretBody), secretBody))
+			r := bufio.NewReader(c)
+			go func() { next <- 0; next <- -1 }()
+			resp := readResponse(t, r, false)
+			require.Equal(t, 200, resp.status)
+			require.Equal(t, "stream-1", resp.headers["x-request-id"])
+
+			// 2. A failed request: nothing listens behind the dead service.
+			c2 := dial(t, addr)
+			send(t, c2, "GET /dead/x?token="+secretQuery+" HTTP/1.1\r\nHost: gw\r\n\r\n")
+			require.Equal(t, 502, readResponse(t, bufio.NewReader(c2), false).status)
+
+			// 3. A cancelled request: the client leaves while waiting for the first event.
+			c3 := dial(t, addr)
+			send(t, c3, "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Length: 2\r\n\r\n{}")
+			r3 := bufio.NewReader(c3)
+			line, err := r3.ReadString('\n')
+			require.NoError(t, err)
+			require.Contains(t, line, "200")
+			require.NoError(t, c3.Close())
+
+			lines := accessLines(t, logPath, 3)
+			raw, _ := os.ReadFile(logPath)
+			for _, s := range []string{secretQuery, secretHeader, secretBody, "api_key", "token"} {
+				require.NotContains(t, string(raw), s, "the access log must not hold %q", s)
+			}
+			byID := map[string]map[string]any{}
+			for _, l := range lines {
+				for _, k := range []string{"time", "request_id", "entrypoint", "router", "service", "backend", "method", "path", "status", "bytes_in", "bytes_out", "duration_ms", "ttft_ms", "upstream_error", "client_ip"} {
+					require.Contains(t, l, k)
+				}
+				byID[l["request_id"].(string)] = l
+			}
+			s := byID["stream-1"]
+			require.NotNil(t, s, "the client's request id is logged: %v", lines)
+			require.Equal(t, "/v1/chat/completions", s["path"])
+			require.EqualValues(t, 200, s["status"])
+			require.EqualValues(t, len(secretBody), s["bytes_in"])
+			require.Greater(t, s["bytes_out"].(float64), 0.0)
+			require.Greater(t, s["ttft_ms"].(float64), 0.0)
+			require.Equal(t, "127.0.0.1", s["client_ip"])
+			require.Equal(t, "api", s["router"])
+			require.Equal(t, "up", s["service"])
+			var failed, canceled map[string]any
+			for _, l := range lines {
+				if l["path"] == "/dead/x" {
+					failed = l
+				}
+				if l["canceled"] == true {
+					canceled = l
+				}
+			}
+			require.NotNil(t, failed)
+			require.EqualValues(t, 502, failed["status"])
+			require.Equal(t, "dial", failed["upstream_error"])
+			require.Equal(t, "http://"+deadAddr, failed["backend"])
+			require.NotNil(t, canceled, "the cancelled request is logged as such: %v", lines)
+			require.Equal(t, "/v1/chat/completions", canceled["path"])
+		})
+	}
+}
+
+// X-Request-Id: a sane one from the client is kept, anything else replaced by a generated
+// one; either way the upstream gets it and the client gets it back.
+func TestRequestIDKeptOrGenerated(t *testing.T) {
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			seen := make(chan string, 4)
+			up := serveUpstream(t, func(c net.Conn, _ *bufio.Reader, head string, _ []byte) bool {
+				id := ""
+				for _, l := range strings.Split(head, "\r\n") {
+					if k, v, ok := strings.Cut(l, ":"); ok && strings.EqualFold(k, "X-Request-Id") {
+						require.Empty(t, id, "one X-Request-Id upstream")
+						id = strings.TrimSpace(v)
+					}
+				}
+				seen <- id
+				_, err := fmt.Fprint(c, "HTTP/1.1 200 OK\r\nX-Request-Id: upstream-own\r\nContent-Length: 2\r\n\r\n{}")
+				return err == nil
+			})
+			_, addr := startGateway(t, engine, up.addr(), "")
+			c := dial(t, addr)
+			r := bufio.NewReader(c)
+			for _, tc := range []struct{ sent, want string }{
+				{"abc-123_x.y:z", "abc-123_x.y:z"},
+				{"", ""},
+				{"bad id with spaces", ""},
+				{strings.Repeat("a", 129), ""},
+			} {
+				h := ""
+				if tc.sent != "" {
+					h = "X-Request-Id: " + tc.sent + "\r\n"
+				}
+				send(t, c, "GET /x HTTP/1.1\r\nHost: gw\r\n"+h+"\r\n")
+				resp := readResponse(t, r, false)
+				got := resp.headers["x-request-id"]
+				require.Equal(t, got, <-seen, "the upstream gets the id the client gets back")
+				if tc.want != "" {
+					require.Equal(t, tc.want, got)
+				} else {
+					require.NotEmpty(t, got)
+					require.NotEqual(t, tc.sent, got)
+					require.NotEqual(t, "upstream-own", got)
+				}
+			}
+		})
+	}
+}
