@@ -86,3 +86,34 @@ func BenchmarkParse(b *testing.B) {
 		}
 	}
 }
+
+// hostPathRoutes returns n routes with distinct Host && PathPrefix rules,
+// shaped like a multi-tenant gateway. Route n-1 has the lowest priority, so
+// a linear scan tries every other route before it.
+func hostPathRoutes(n int) []Route {
+	rs := make([]Route, n)
+	for i := range rs {
+		rule := fmt.Sprintf("Host(`tenant%05d.example.com`) && PathPrefix(`/v1/t%05d/`)", i, i)
+		rs[i] = Route{Name: fmt.Sprintf("tenant%05d", i), Rule: MustParse(rule), RuleText: rule, Priority: n - i, ID: i}
+	}
+	return rs
+}
+
+// BenchmarkTableMatchScale matches the lowest-priority route of tables of
+// growing size; the cost per match should not depend on the table size.
+func BenchmarkTableMatchScale(b *testing.B) {
+	for _, n := range []int{10, 1000, 5000, 10000} {
+		b.Run(fmt.Sprintf("routes=%d", n), func(b *testing.B) {
+			tbl := NewTable(hostPathRoutes(n))
+			last := n - 1
+			req := newReq("POST", fmt.Sprintf("tenant%05d.example.com:443", last), fmt.Sprintf("/v1/t%05d/chat/completions", last))
+			if id, ok := tbl.Match(req); !ok || id != last {
+				b.Fatalf("matched %d (ok=%v), want %d", id, ok, last)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				tbl.Match(req)
+			}
+		})
+	}
+}

@@ -43,6 +43,18 @@
 //
 // Rules are compiled once by Parse into a small tree (n-ary and/or nodes,
 // cheapest operands first) and evaluated without allocation.
+//
+// A Table answers as if it tried its routes one by one in priority order,
+// but it only evaluates routes that can match. NewTable derives from each
+// rule the hosts and paths any matching request must have: a Host, Path or
+// PathPrefix operand of &&, or an || whose every operand has such a
+// requirement. It files the route under those hosts (lower case, as Host
+// compares them) and, per host, in a radix tree of exact paths and path
+// prefixes. Rules that do not confine the host or path (negations, regexps,
+// header and query rules, || mixing kinds) are filed under every host and
+// path. Match looks up the request host and walks the request path, so its
+// cost follows the number of routes sharing the request's host and path,
+// not the size of the table.
 package router
 
 // Request is the view of an HTTP request a rule evaluates. The gateway's

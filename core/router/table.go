@@ -32,6 +32,7 @@ func (r *Route) EffectivePriority() int {
 // use; a config reload builds a new Table and swaps it in.
 type Table struct {
 	routes []Route
+	index  routeIndex // positions in routes, filed by required host and path
 }
 
 // NewTable copies routes and orders them: higher EffectivePriority first,
@@ -48,19 +49,19 @@ func NewTable(routes []Route) *Table {
 		}
 		return rs[i].ID < rs[j].ID
 	})
-	return &Table{routes: rs}
+	return &Table{routes: rs, index: buildIndex(rs)}
 }
 
 // Match returns the ID of the first route in table order whose rule matches
-// req, and ok=false when none does. It does not allocate.
+// req, and ok=false when none does. It evaluates only the routes the index
+// cannot rule out, so its cost follows the number of routes that share the
+// request's host or path, not the table size. It does not allocate.
 func (t *Table) Match(req Request) (id int, ok bool) {
-	for i := range t.routes {
-		r := &t.routes[i]
-		if r.Rule != nil && eval(r.Rule.root, req) {
-			return r.ID, true
-		}
+	pos := t.matchIndexed(req)
+	if pos == len(t.routes) {
+		return 0, false
 	}
-	return 0, false
+	return t.routes[pos].ID, true
 }
 
 // Len returns the number of routes in the table.
