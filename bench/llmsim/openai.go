@@ -1,6 +1,8 @@
 package llmsim
 
 import (
+	"encoding/base64"
+	"encoding/binary"
 	"math"
 	"net/http"
 	"strconv"
@@ -318,8 +320,72 @@ func (in *instance) handleCompletion(w http.ResponseWriter, r *http.Request) {
 	in.serveGeneration(w, r, &p, prompt)
 }
 
+// maxEmbeddingInputs bounds the inputs of one embeddings request, as OpenAI does.
+const maxEmbeddingInputs = 2048
+
+// embeddingInput is one input of an embeddings request: text, or the JSON of a token array
+// (embedded as that text; tokens counts its tokens either way).
+type embeddingInput struct {
+	text   []byte
+	tokens int
+}
+
+// parseEmbeddingInput reads "input": a non-empty string, an array of non-empty strings, an
+// array of token ids, or an array of token id arrays (each non-empty), at most 2048 inputs.
+func parseEmbeddingInput(raw json.RawMessage) ([]embeddingInput, *badRequest) {
+	bad := invalid("input", "input must be a non-empty string, an array of non-empty strings, an array of token ids or an array of token id arrays")
+	if len(raw) == 0 {
+		return nil, bad
+	}
+	switch raw[0] {
+	case '"':
+		var s string
+		if json.Unmarshal(raw, &s) != nil || s == "" {
+			return nil, bad
+		}
+		return []embeddingInput{{[]byte(s), CountTokens(len(s))}}, nil
+	case '[':
+		var ss []string
+		if json.Unmarshal(raw, &ss) == nil {
+			if len(ss) == 0 || len(ss) > maxEmbeddingInputs {
+				return nil, bad
+			}
+			out := make([]embeddingInput, len(ss))
+			for i, s := range ss {
+				if s == "" {
+					return nil, invalid("input", "input["+strconv.Itoa(i)+"] is an empty string")
+				}
+				out[i] = embeddingInput{[]byte(s), CountTokens(len(s))}
+			}
+			return out, nil
+		}
+		var ids []int64
+		if json.Unmarshal(raw, &ids) == nil {
+			if len(ids) == 0 {
+				return nil, bad
+			}
+			return []embeddingInput{{raw, len(ids)}}, nil
+		}
+		var arrays []json.RawMessage
+		if json.Unmarshal(raw, &arrays) != nil || len(arrays) == 0 || len(arrays) > maxEmbeddingInputs {
+			return nil, bad
+		}
+		out := make([]embeddingInput, len(arrays))
+		for i, a := range arrays {
+			if json.Unmarshal(a, &ids) != nil || len(ids) == 0 {
+				return nil, bad
+			}
+			out[i] = embeddingInput{a, len(ids)}
+		}
+		return out, nil
+	}
+	return nil, bad
+}
+
 // handleEmbeddings serves POST /v1/embeddings: deterministic unit vectors of "dimensions"
-// (default EmbeddingDims) floats per input, after TTFT + PerUncachedToken × tokens.
+// (default EmbeddingDims) float32 values per input, after TTFT + PerUncachedToken × tokens,
+// as JSON numbers ("encoding_format": "float" or absent) or as the base64 of the
+// little-endian float32 array ("base64", what the OpenAI Node SDK asks for by default).
 func (in *instance) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
 	arrival := time.Now()
 	var req inferRequest
@@ -335,16 +401,19 @@ func (in *instance) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
 		}
 		dims = *req.Dimensions
 	}
-	var inputs []string
-	if len(req.Input) > 0 && req.Input[0] == '[' {
-		if err := json.Unmarshal(req.Input, &inputs); err != nil {
-			inputs = []string{string(req.Input)} // token arrays: embed their JSON text
+	b64 := false
+	if req.EncodingFormat != nil {
+		switch *req.EncodingFormat {
+		case "float":
+		case "base64":
+			b64 = true
+		default:
+			writeError(w, http.StatusBadRequest, "encoding_format must be \"float\" or \"base64\", not "+strconv.Quote(*req.EncodingFormat), "encoding_format", "invalid_value")
+			return
 		}
-	} else if text, ok := appendTextInput(nil, req.Input); ok {
-		inputs = []string{string(text)}
 	}
-	if len(inputs) == 0 {
-		writeError(w, http.StatusBadRequest, "input must be a non-empty string or array", "input", "invalid_value")
+	inputs, bad := parseEmbeddingInput(req.Input)
+	if bad.answer(w, writeError) {
 		return
 	}
 	start, ok := in.admit(w, r.Context(), arrival, writeError)
@@ -354,7 +423,7 @@ func (in *instance) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
 	defer in.sched.release()
 	tokens := 0
 	for _, s := range inputs {
-		tokens += CountTokens(len(s))
+		tokens += s.tokens
 	}
 	in.st.promptTokens.Add(int64(tokens))
 	g := jobPool.Get().(*job)
@@ -367,17 +436,34 @@ func (in *instance) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
 		in.st.aborted.Add(1)
 		return
 	}
-	b := make([]byte, 0, 64+len(inputs)*dims*12)
+	per := dims * 24
+	if b64 {
+		per = base64.StdEncoding.EncodedLen(dims * 4)
+	}
+	b := make([]byte, 0, 128+len(inputs)*(per+48))
 	b = append(b, `{"object":"list","data":[`...)
+	vec := make([]float32, dims)
+	raw := make([]byte, 0, dims*4)
 	for i, s := range inputs {
 		if i > 0 {
 			b = append(b, ',')
 		}
 		b = append(b, `{"object":"embedding","index":`...)
 		b = strconv.AppendInt(b, int64(i), 10)
-		b = append(b, `,"embedding":[`...)
-		b = appendEmbedding(b, rng(in.fleet.seed^promptHash([]byte(s))), dims)
-		b = append(b, "]}"...)
+		b = append(b, `,"embedding":`...)
+		embedding(vec, rng(in.fleet.seed^promptHash(s.text)))
+		if b64 {
+			raw = raw[:0]
+			for _, v := range vec {
+				raw = binary.LittleEndian.AppendUint32(raw, math.Float32bits(v))
+			}
+			b = append(b, '"')
+			b = base64.StdEncoding.AppendEncode(b, raw)
+			b = append(b, '"')
+		} else {
+			b = appendFloats(b, vec)
+		}
+		b = append(b, '}')
 	}
 	b = append(b, `],"model":`...)
 	b = appendJSONString(b, req.Model)
@@ -390,9 +476,9 @@ func (in *instance) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, b)
 }
 
-// appendEmbedding appends dims comma-separated floats of a deterministic unit vector.
-func appendEmbedding(b []byte, rg rng, dims int) []byte {
-	vals := make([]float64, dims)
+// embedding fills vec with a deterministic unit vector drawn from rg.
+func embedding(vec []float32, rg rng) {
+	vals := make([]float64, len(vec))
 	var norm float64
 	for i := range vals {
 		v := rg.float()*2 - 1
@@ -404,10 +490,20 @@ func appendEmbedding(b []byte, rg rng, dims int) []byte {
 		norm = 1
 	}
 	for i, v := range vals {
+		vec[i] = float32(v / norm)
+	}
+}
+
+// appendFloats appends vec as a JSON array. Each float32 is written as the shortest decimal
+// of its exact float64 value, so a client parsing doubles gets exactly the numbers the
+// base64 encoding carries.
+func appendFloats(b []byte, vec []float32) []byte {
+	b = append(b, '[')
+	for i, v := range vec {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = strconv.AppendFloat(b, v/norm, 'g', 7, 32)
+		b = strconv.AppendFloat(b, float64(v), 'g', -1, 64)
 	}
-	return b
+	return append(b, ']')
 }
