@@ -25,6 +25,7 @@ type genParams struct {
 	executionID  string        // P/D decode: registered for /power/v1/abort
 	source       *handleClaims // P/D decode: validated source handle (KV arrives by transfer)
 	arrival      time.Time     // when the handler started: the TTFT clock's origin
+	echo         *responseEcho // Responses API: request fields the response object repeats
 }
 
 // finishKind is why a generation ended; each encoding names it in its own words.

@@ -36,7 +36,8 @@ const (
 // are current.
 type Stats struct {
 	// Requests counts inference requests received (/v1/chat/completions, /v1/completions,
-	// /v1/embeddings, /power/v1/prefill/execute, /power/v1/decode/execute), any outcome.
+	// /v1/responses, /v1/embeddings, /power/v1/prefill/execute, /power/v1/decode/execute),
+	// any outcome.
 	Requests int64 `json:"requests"`
 	// PromptTokens sums the prompt tokens of admitted requests.
 	PromptTokens int64 `json:"prompt_tokens"`
@@ -240,6 +241,8 @@ func (in *instance) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		in.post(w, r, in.handleCompletion)
 	case "/v1/embeddings":
 		in.post(w, r, in.handleEmbeddings)
+	case "/v1/responses":
+		in.post(w, r, in.handleResponses)
 	case "/v1/models":
 		in.get(w, r, in.handleModels)
 	case "/health":
