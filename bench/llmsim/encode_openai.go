@@ -27,7 +27,8 @@ type encoding interface {
 	writeError(w http.ResponseWriter, status int, msg, param, code string)
 }
 
-// errorWriter answers with an error body in one API's shape. param names the request field at fault ("" when none);
+// errorWriter answers with an error body in one API's shape: OpenAI's (writeError) or
+// Anthropic's (writeAnthropicError). param names the request field at fault ("" when none);
 // code is a machine-readable reason.
 type errorWriter func(w http.ResponseWriter, status int, msg, param, code string)
 

@@ -36,8 +36,8 @@ const (
 // are current.
 type Stats struct {
 	// Requests counts inference requests received (/v1/chat/completions, /v1/completions,
-	// /v1/responses, /v1/embeddings, /power/v1/prefill/execute, /power/v1/decode/execute),
-	// any outcome.
+	// /v1/responses, /v1/messages, /v1/embeddings, /power/v1/prefill/execute,
+	// /power/v1/decode/execute), any outcome.
 	Requests int64 `json:"requests"`
 	// PromptTokens sums the prompt tokens of admitted requests.
 	PromptTokens int64 `json:"prompt_tokens"`
@@ -228,7 +228,7 @@ func (in *instance) randomFault() Fault {
 	return noFault
 }
 
-// ServeHTTP routes the OpenAI, health, stats, metrics and worker endpoints.
+// ServeHTTP routes the OpenAI, Anthropic, health, stats, metrics and worker endpoints.
 func (in *instance) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	in.active.Add(1)
 	defer in.active.Add(-1)
@@ -243,6 +243,8 @@ func (in *instance) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		in.post(w, r, in.handleEmbeddings)
 	case "/v1/responses":
 		in.post(w, r, in.handleResponses)
+	case "/v1/messages":
+		in.postAs(w, r, in.handleMessages, writeAnthropicError)
 	case "/v1/models":
 		in.get(w, r, in.handleModels)
 	case "/health":
