@@ -11,7 +11,7 @@ import (
 // The official SDKs run the APIs beyond chat against the simulator: the OpenAI Node SDK's
 // embeddings.create (its default base64 request and the float one give the same non-zero
 // vectors) and responses.create (streamed, not, and the stream helper), and openai-go's
-// Responses client.
+// Responses client (and the Node SDK's chat check).
 func TestOfficialSDKsEmbeddingsAndResponses(t *testing.T) {
 	f, url := startOne(t, nil)
 	base := url + "/v1"
@@ -28,4 +28,8 @@ func TestOfficialSDKsEmbeddingsAndResponses(t *testing.T) {
 	require.Equal(t, node.Responses.NonStream.Text, goRes.NonStreamText)
 	require.Equal(t, node.Responses.NonStream.Text, node.Responses.Helper.Text)
 	require.EqualValues(t, 7, f.Stats(0).Completed)
+
+	// Chat completions through the Node SDK, after the refactor into encodings.
+	chat := testenv.RunOpenAINodeCheck(t, base, "sim-model")
+	require.Equal(t, 8, chat.Stream.ContentChunks)
 }
