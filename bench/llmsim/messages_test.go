@@ -212,3 +212,33 @@ func TestMessagesFaultsHaveAnthropicShape(t *testing.T) {
 	evs, _ = postStream(t, url, "/v1/messages", stream, faultHdr("drop-done"))
 	require.Equal(t, "message_delta", evs[len(evs)-1].typ)
 }
+
+// The per-instance fault rate and the request seed apply to the Responses and Messages APIs
+// as to chat.
+func TestNewAPIsFaultRateAndSeed(t *testing.T) {
+	f, url := startOne(t, func(ic *InstanceConfig) {
+		ic.FaultRate = 1
+		ic.Fault = "status=529"
+	})
+	resp := post(t, context.Background(), newClient(), url+"/v1/messages", `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"x"}]}`, nil)
+	require.Equal(t, 529, resp.StatusCode)
+	require.Equal(t, "overloaded_error", readAnthropicError(t, resp).Error.Type)
+	resp = post(t, context.Background(), newClient(), url+"/v1/responses", `{"model":"m","input":"x"}`, nil)
+	require.Equal(t, 529, resp.StatusCode)
+	readAPIError(t, resp)
+	require.EqualValues(t, 2, f.Stats(0).Faults)
+
+	_, url1 := startOne(t, nil)
+	_, url2 := startOne(t, nil)
+	r1 := createResponse(t, url1, `{"model":"m","input":"x","seed":1}`)
+	r2 := createResponse(t, url2, `{"model":"m","input":"x","seed":1}`)
+	r3 := createResponse(t, url1, `{"model":"m","input":"x","seed":2}`)
+	a := r1.text(t)
+	require.Equal(t, a, r2.text(t), "same seed, same output on every instance")
+	require.NotEqual(t, a, r3.text(t))
+	var m1, m2 anthropicMessage
+	postJSON(t, url1, "/v1/messages", `{"model":"m","max_tokens":50,"seed":1,"messages":[{"role":"user","content":"x"}]}`, nil, &m1)
+	postJSON(t, url2, "/v1/messages", `{"model":"m","max_tokens":50,"seed":1,"messages":[{"role":"user","content":"x"}]}`, nil, &m2)
+	require.Equal(t, m1.text(t), m2.text(t))
+	require.Equal(t, a, m1.text(t), "a Responses string input and a Messages user message are one prompt")
+}
