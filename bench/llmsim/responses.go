@@ -197,7 +197,7 @@ func (responsesEncoding) newID(in *instance) string {
 	return "resp_" + in.cfg.WorkerID + "-" + strconv.FormatUint(in.seq.Add(1), 10)
 }
 
-// itemID is the output message's id: the response id's suffix after "msg_".
+// itemID is the output message's id: "msg_" and the response id's suffix.
 func (g *job) itemID() string { return "msg_" + strings.TrimPrefix(g.id, "resp_") }
 
 func (responsesEncoding) makeHead(g *job) {
