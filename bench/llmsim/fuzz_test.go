@@ -30,6 +30,8 @@ func FuzzChatPrompt(f *testing.F) {
 	f.Add([]byte(`{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"x"}]}],"tools":[{"type":"function"}]}`))
 	f.Add([]byte(`{"model":"m","prompt":["a","b"]}`))
 	f.Add([]byte(`{"model":"m","prompt":[1,2,3],"input":"\u00e9"}`))
+	f.Add([]byte(`{"model":"m","instructions":"s","input":[{"role":"user","content":[{"type":"input_text","text":"x"}]}]}`))
+	f.Add([]byte(`{"model":"m","max_tokens":5,"system":[{"type":"text","text":"s"}],"messages":[{"role":"user","content":"x"}],"stop_sequences":["a"]}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var req inferRequest
 		if json.Unmarshal(body, &req) != nil {
@@ -41,6 +43,19 @@ func FuzzChatPrompt(f *testing.F) {
 		h := appendBlockHashes(nil, p, 16, saltHash(req.CacheSalt))
 		if len(h) != len(p)/(16*BytesPerToken) {
 			t.Fatalf("%d block hashes for %d bytes", len(h), len(p))
+		}
+		parseEmbeddingInput(req.Input)
+		parseStops("stop", req.Stop, 4)
+		var rr responsesRequest
+		if json.Unmarshal(body, &rr) == nil {
+			responsesPrompt(&rr)
+			checkResponses(&rr)
+		}
+		var mr messagesRequest
+		if json.Unmarshal(body, &mr) == nil {
+			if checkMessages(&mr) == nil {
+				messagesPrompt(&mr)
+			}
 		}
 	})
 }

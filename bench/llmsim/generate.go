@@ -1,50 +1,72 @@
 package llmsim
 
 import (
+	"bytes"
 	"context"
 	"net"
 	"net/http"
 	"strconv"
 	"sync"
 	"time"
-)
-
-type endpointKind uint8
-
-const (
-	kindChat endpointKind = iota
-	kindCompletion
+	"unicode/utf8"
 )
 
 // genParams is what a handler has decided about a request before generation.
 type genParams struct {
-	kind         endpointKind
+	enc          encoding // the API's wire format: chat, completions, responses or messages
 	model        string
 	stream       bool
 	includeUsage bool
 	maxTokens    int // output cap from the request (0: none)
 	reqSeed      *int64
-	salt         string // prompt cache key / cache salt: scopes the block hashes
+	salt         string   // prompt cache key / cache salt: scopes the block hashes
+	stops        []string // stop sequences (non-empty strings): the output ends before the first
 	fault        Fault
 	executionID  string        // P/D decode: registered for /power/v1/abort
 	source       *handleClaims // P/D decode: validated source handle (KV arrives by transfer)
 	arrival      time.Time     // when the handler started: the TTFT clock's origin
+	echo         *responseEcho // Responses API: request fields the response object repeats
+}
+
+// finishKind is why a generation ended; each encoding names it in its own words.
+type finishKind uint8
+
+const (
+	finishEnd    finishKind = iota // the model's natural end (the configured output length)
+	finishLength                   // the request's output cap cut it
+	finishStop                     // a stop sequence matched (genResult.stopSeq)
+)
+
+// genResult is a finished (or finishing) generation's accounting.
+type genResult struct {
+	finish       finishKind
+	stopSeq      string // the stop sequence that matched (finishStop)
+	promptTokens int
+	cached       int
+	completion   int // tokens generated, the one that completed a stop sequence included
 }
 
 // job is one generation in flight; pooled with its buffers and timer.
 type job struct {
-	in     *instance
-	w      http.ResponseWriter
-	rc     *http.ResponseController
-	ctx    context.Context
-	p      *genParams
-	head   []byte // `{"id":…,"object":…,"created":…,"model":…,"choices":[`
-	buf    []byte // one event
-	out    []byte // generated text
-	hashes []uint64
-	events int
-	http11 bool // the response is chunked when streamed
-	timer  *time.Timer
+	in      *instance
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	ctx     context.Context
+	p       *genParams
+	res     genResult
+	id      string // response id
+	created int64  // unix seconds: the response's creation time
+	head    []byte // per-response JSON prefix the encoding precomputes (an event's fixed part)
+	buf     []byte // one event
+	out     []byte // generated text (with the stop sequence and any text after it)
+	text    int    // len(out) up to the stop sequence: the text the client gets
+	sent    int    // bytes of out in which no stop sequence starts: a stream's delivered deltas
+	deltas  int    // delta events written
+	seq     int    // Responses API sequence_number of the next event
+	hashes  []uint64
+	events  int
+	http11  bool // the response is chunked when streamed
+	timer   *time.Timer
 }
 
 var jobPool = sync.Pool{New: func() any {
@@ -83,8 +105,9 @@ func cacheState(cachedTokens, cacheableBlocks, blockSize int) string {
 
 // admit takes a running slot for the request and returns the time the request's TTFT clock
 // starts: its arrival when a slot was free, the end of its queue wait otherwise. When it
-// cannot (queue full, client gone) it has answered or counted the abort and returns false.
-func (in *instance) admit(w http.ResponseWriter, ctx context.Context, arrival time.Time) (time.Time, bool) {
+// cannot (queue full, client gone) it has answered with errf or counted the abort and
+// returns false.
+func (in *instance) admit(w http.ResponseWriter, ctx context.Context, arrival time.Time, errf errorWriter) (time.Time, bool) {
 	queued, err := in.sched.acquire(ctx)
 	if err == nil {
 		if queued || arrival.IsZero() {
@@ -94,7 +117,7 @@ func (in *instance) admit(w http.ResponseWriter, ctx context.Context, arrival ti
 	}
 	if err == errQueueFull {
 		in.st.rejected.Add(1)
-		writeError(w, in.cfg.QueueFullStatus, "the server is overloaded: "+strconv.Itoa(in.cfg.MaxRunning)+" sequences running and "+strconv.Itoa(in.cfg.MaxWaiting)+" waiting", "", "queue_full")
+		errf(w, in.cfg.QueueFullStatus, "the server is overloaded: "+strconv.Itoa(in.cfg.MaxRunning)+" sequences running and "+strconv.Itoa(in.cfg.MaxWaiting)+" waiting", "", "queue_full")
 		return time.Time{}, false
 	}
 	in.st.aborted.Add(1)
@@ -102,7 +125,9 @@ func (in *instance) admit(w http.ResponseWriter, ctx context.Context, arrival ti
 }
 
 // serveGeneration admits the request, models prefill (or KV transfer) and decode, and writes
-// the streamed or whole response; a client that leaves stops it at once (counted aborted).
+// the streamed or whole response in p.enc's format; a client that leaves stops it at once
+// (counted aborted). Every API is an encoding of this one generation: the timing, cache,
+// stop sequences, faults and accounting are the same whatever the wire format.
 func (in *instance) serveGeneration(w http.ResponseWriter, r *http.Request, p *genParams, prompt []byte) {
 	ctx := r.Context()
 	if p.executionID != "" {
@@ -112,7 +137,7 @@ func (in *instance) serveGeneration(w http.ResponseWriter, r *http.Request, p *g
 		defer in.unregisterExec(p.executionID, ex)
 		defer cancel()
 	}
-	start, ok := in.admit(w, ctx, p.arrival)
+	start, ok := in.admit(w, ctx, p.arrival, p.enc.writeError)
 	if !ok {
 		return
 	}
@@ -125,7 +150,7 @@ func (in *instance) serveGeneration(w http.ResponseWriter, r *http.Request, p *g
 	}()
 	g.in, g.w, g.ctx, g.p = in, w, ctx, p
 	g.rc = http.NewResponseController(w)
-	g.events = 0
+	g.events, g.deltas, g.seq, g.sent, g.text = 0, 0, 0, 0, 0
 	g.http11 = r.ProtoAtLeast(1, 1)
 	g.out = g.out[:0]
 	g.hashes = g.hashes[:0]
@@ -151,24 +176,34 @@ func (in *instance) serveGeneration(w http.ResponseWriter, r *http.Request, p *g
 	h.Set(CachedTokensHeader, strconv.Itoa(cached))
 
 	n := in.cfg.Tokens
-	finish := "stop"
+	g.res = genResult{finish: finishEnd, promptTokens: promptTokens, cached: cached}
 	if p.maxTokens > 0 && p.maxTokens < n {
-		n, finish = p.maxTokens, "length"
+		n, g.res.finish = p.maxTokens, finishLength
 	}
 	rg := seedFor(in.fleet.seed, p.reqSeed, prompt)
-	g.makeHead(in.nextID(p.kind), start.Unix())
+	g.id, g.created = p.enc.newID(in), start.Unix()
+	p.enc.makeHead(g)
 
 	if p.stream {
 		h.Set("Content-Type", "text/event-stream")
 		h.Set("Cache-Control", "no-cache")
 		h.Set("X-Accel-Buffering", "no")
 		w.WriteHeader(http.StatusOK)
+		// Events the API sends before any token (Responses: response.created; Messages:
+		// message_start) go out with the headers, at admission.
+		if !p.enc.open(g) {
+			return
+		}
 		if g.rc.Flush() != nil {
 			in.st.aborted.Add(1)
 			return
 		}
 	}
 
+	holdBack := 0 // bytes a stream withholds: a stop sequence may start in them
+	for _, s := range p.stops {
+		holdBack = max(holdBack, len(s)-1)
+	}
 	next := start.Add(first)
 	repeatTok := vocab[rg.next()%uint64(len(vocab))]
 	if n == 0 {
@@ -205,11 +240,31 @@ func (in *instance) serveGeneration(w http.ResponseWriter, r *http.Request, p *g
 		}
 		g.out = append(g.out, tok...)
 		in.st.completionTokens.Add(1)
-		if p.stream {
-			g.tokenEvent(tok, i == 0)
-			if !g.emit() {
+		g.res.completion = i + 1
+		if len(p.stops) == 0 {
+			g.text = len(g.out)
+			if p.stream {
+				g.sent = len(g.out)
+				if !g.delta(tok) {
+					return
+				}
+			}
+			continue
+		}
+		stopped := g.matchStop()
+		safe := g.text
+		if !stopped {
+			safe = max(g.sent, safeEnd(g.out, len(g.out)-holdBack))
+		}
+		if safe > g.sent {
+			d := g.out[g.sent:safe]
+			g.sent = safe
+			if p.stream && !g.delta(string(d)) {
 				return
 			}
+		}
+		if stopped {
+			break
 		}
 	}
 	// Cache the blocks the output completed, so a follow-up turn carrying this reply hits.
@@ -218,43 +273,90 @@ func (in *instance) serveGeneration(w http.ResponseWriter, r *http.Request, p *g
 		g.hashes = appendBlockHashes(g.hashes[:0], full, in.cfg.BlockSize, saltHash(p.salt))
 		in.cache.insert(g.hashes)
 	}
-	if p.stream {
-		g.finishEvents(finish, promptTokens, cached, n)
-	} else {
-		if !g.checkFaults(n) {
+	if !p.stream {
+		if !g.checkFaults(g.res.completion) {
 			return
 		}
-		g.writeWhole(finish, promptTokens, cached, n)
+		g.writeWhole()
+		return
 	}
-}
-
-// nextID returns a response id: chatcmpl-/cmpl- + worker + sequence.
-func (in *instance) nextID(kind endpointKind) string {
-	pfx := "chatcmpl-"
-	if kind == kindCompletion {
-		pfx = "cmpl-"
+	if g.res.finish != finishStop {
+		g.text = len(g.out)
 	}
-	return pfx + in.cfg.WorkerID + "-" + strconv.FormatUint(in.seq.Add(1), 10)
-}
-
-func (g *job) makeHead(id string, created int64) {
-	b := append(g.head[:0], `{"id":`...)
-	b = appendJSONString(b, id)
-	if g.p.kind == kindChat {
-		if g.p.stream {
-			b = append(b, `,"object":"chat.completion.chunk","created":`...)
-		} else {
-			b = append(b, `,"object":"chat.completion","created":`...)
+	if g.text > g.sent { // the held-back tail: no stop sequence completed in it
+		d := string(g.out[g.sent:g.text])
+		g.sent = g.text
+		if !g.delta(d) {
+			return
 		}
-	} else {
-		b = append(b, `,"object":"text_completion","created":`...)
 	}
-	b = strconv.AppendInt(b, created, 10)
-	b = append(b, `,"model":`...)
-	b = appendJSONString(b, g.p.model)
-	b = append(b, `,"choices":[`...)
-	g.head = b
+	if !p.enc.close(g) {
+		return
+	}
+	in.st.completed.Add(1)
+	if p.fault.CloseIdle {
+		g.closeIdle(g.http11)
+	}
 }
+
+// matchStop looks for the earliest stop sequence in the output not yet delivered (one that
+// starts earlier would have been complete, and found, at an earlier token) and, when one
+// matched, sets the result's text end and finish. It reports whether one matched.
+func (g *job) matchStop() bool {
+	best, seq := -1, ""
+	tail := g.out[g.sent:]
+	for _, s := range g.p.stops {
+		if i := bytes.Index(tail, []byte(s)); i >= 0 && (best < 0 || i < best) {
+			best, seq = i, s
+		}
+	}
+	if best < 0 {
+		g.text = len(g.out)
+		return false
+	}
+	g.text = g.sent + best
+	g.res.finish, g.res.stopSeq = finishStop, seq
+	return true
+}
+
+// safeEnd returns end, moved back to the start of a UTF-8 sequence so a delta never splits a
+// character (and never below 0).
+func safeEnd(b []byte, end int) int {
+	if end <= 0 {
+		return 0
+	}
+	if end >= len(b) {
+		return len(b)
+	}
+	for end > 0 && !utf8.RuneStart(b[end]) {
+		end--
+	}
+	return end
+}
+
+// delta writes one streamed text delta in the API's format.
+func (g *job) delta(text string) bool {
+	g.buf = g.p.enc.appendDelta(g.buf[:0], g, text)
+	g.deltas++
+	return g.emit()
+}
+
+// writeWhole writes a non-streamed response in the API's format.
+func (g *job) writeWhole() {
+	g.buf = g.p.enc.appendWhole(g.buf[:0], g)
+	h := g.w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(g.buf)))
+	g.w.WriteHeader(http.StatusOK)
+	g.w.Write(g.buf)
+	g.in.st.completed.Add(1)
+	if g.p.fault.CloseIdle {
+		g.closeIdle(false)
+	}
+}
+
+// outText returns the text the client gets (up to any stop sequence).
+func (g *job) outText() string { return string(g.out[:g.text]) }
 
 // sleepUntil waits until t or the request's end; false means the client left.
 func (g *job) sleepUntil(t time.Time) bool {
@@ -272,103 +374,15 @@ func (g *job) sleepUntil(t time.Time) bool {
 	}
 }
 
-func (g *job) tokenEvent(tok string, first bool) {
-	b := append(g.buf[:0], "data: "...)
-	b = append(b, g.head...)
-	if g.p.kind == kindChat {
-		if first {
-			b = append(b, `{"index":0,"delta":{"role":"assistant","content":`...)
-		} else {
-			b = append(b, `{"index":0,"delta":{"content":`...)
-		}
-		b = appendJSONString(b, tok)
-		b = append(b, `},"logprobs":null,"finish_reason":null}]}`...)
-	} else {
-		b = append(b, `{"index":0,"text":`...)
-		b = appendJSONString(b, tok)
-		b = append(b, `,"logprobs":null,"finish_reason":null}]}`...)
-	}
-	g.buf = append(b, "\n\n"...)
-}
-
-func appendUsage(b []byte, prompt, cached, completion int) []byte {
-	b = append(b, `"usage":{"prompt_tokens":`...)
-	b = strconv.AppendInt(b, int64(prompt), 10)
-	b = append(b, `,"completion_tokens":`...)
-	b = strconv.AppendInt(b, int64(completion), 10)
-	b = append(b, `,"total_tokens":`...)
-	b = strconv.AppendInt(b, int64(prompt+completion), 10)
-	b = append(b, `,"prompt_tokens_details":{"cached_tokens":`...)
-	b = strconv.AppendInt(b, int64(cached), 10)
-	return append(b, "}}"...)
-}
-
-// finishEvents writes the finish_reason chunk, the usage chunk (include_usage) and [DONE]
-// (unless drop-done) — produced at the same instant, so written as separate events but
-// flushed together — then applies close-idle.
-func (g *job) finishEvents(finish string, prompt, cached, completion int) {
-	b := append(g.buf[:0], "data: "...)
-	b = append(b, g.head...)
-	if g.p.kind == kindChat {
-		b = append(b, `{"index":0,"delta":{},"logprobs":null,"finish_reason":`...)
-	} else {
-		b = append(b, `{"index":0,"text":"","logprobs":null,"finish_reason":`...)
-	}
-	b = appendJSONString(b, finish)
-	b = append(b, "}]}\n\n"...)
-	if g.p.includeUsage {
-		g.buf = b
-		if !g.emitNoFlush() {
-			return
-		}
-		b = append(g.buf[:0], "data: "...)
-		b = append(b, g.head...)
-		b = append(b, "],"...)
-		b = appendUsage(b, prompt, cached, completion)
-		b = append(b, "}\n\n"...)
-	}
-	if !g.p.fault.DropDone {
-		g.buf = b
-		if !g.emitNoFlush() {
-			return
-		}
-		b = append(g.buf[:0], "data: [DONE]\n\n"...)
-	}
+// send writes the event b (built in g.buf's storage) and, when flush, flushes it with what
+// precedes it; false ends the stream. Encodings write events that are produced at the same
+// instant with flush false but the last.
+func (g *job) send(b []byte, flush bool) bool {
 	g.buf = b
-	if !g.emit() {
-		return
+	if flush {
+		return g.emit()
 	}
-	g.in.st.completed.Add(1)
-	if g.p.fault.CloseIdle {
-		g.closeIdle(g.http11)
-	}
-}
-
-// writeWhole writes a non-streamed response.
-func (g *job) writeWhole(finish string, prompt, cached, completion int) {
-	b := append(g.buf[:0], g.head...)
-	if g.p.kind == kindChat {
-		b = append(b, `{"index":0,"message":{"role":"assistant","content":`...)
-		b = appendJSONString(b, string(g.out))
-		b = append(b, `},"logprobs":null,"finish_reason":`...)
-	} else {
-		b = append(b, `{"index":0,"text":`...)
-		b = appendJSONString(b, string(g.out))
-		b = append(b, `,"logprobs":null,"finish_reason":`...)
-	}
-	b = appendJSONString(b, finish)
-	b = append(b, "}],"...)
-	b = appendUsage(b, prompt, cached, completion)
-	g.buf = append(b, "}\n"...)
-	h := g.w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(g.buf)))
-	g.w.WriteHeader(http.StatusOK)
-	g.w.Write(g.buf)
-	g.in.st.completed.Add(1)
-	if g.p.fault.CloseIdle {
-		g.closeIdle(false)
-	}
+	return g.emitNoFlush()
 }
 
 // emit writes and flushes the event in g.buf, unless a reset-after/stall-after fault fires

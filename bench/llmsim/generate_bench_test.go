@@ -9,12 +9,13 @@ import (
 // the write): 0 allocs/op.
 func BenchmarkTokenEvent(b *testing.B) {
 	g := jobPool.Get().(*job)
-	g.p = &genParams{kind: kindChat, stream: true, model: "internal/model-v1"}
-	g.makeHead("chatcmpl-llmsim-8000-1", 1700000000)
+	g.p = &genParams{enc: chatEnc, stream: true, model: "internal/model-v1"}
+	g.id, g.created, g.deltas = "chatcmpl-llmsim-8000-1", 1700000000, 1
+	g.p.enc.makeHead(g)
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
-		g.tokenEvent(vocab[i%len(vocab)], false)
+		g.buf = g.p.enc.appendDelta(g.buf[:0], g, vocab[i%len(vocab)])
 		i++
 	}
 }

@@ -36,7 +36,8 @@ const (
 // are current.
 type Stats struct {
 	// Requests counts inference requests received (/v1/chat/completions, /v1/completions,
-	// /v1/embeddings, /power/v1/prefill/execute, /power/v1/decode/execute), any outcome.
+	// /v1/responses, /v1/messages, /v1/embeddings, /power/v1/prefill/execute,
+	// /power/v1/decode/execute), any outcome.
 	Requests int64 `json:"requests"`
 	// PromptTokens sums the prompt tokens of admitted requests.
 	PromptTokens int64 `json:"prompt_tokens"`
@@ -227,7 +228,7 @@ func (in *instance) randomFault() Fault {
 	return noFault
 }
 
-// ServeHTTP routes the OpenAI, health, stats, metrics and worker endpoints.
+// ServeHTTP routes the OpenAI, Anthropic, health, stats, metrics and worker endpoints.
 func (in *instance) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	in.active.Add(1)
 	defer in.active.Add(-1)
@@ -240,6 +241,10 @@ func (in *instance) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		in.post(w, r, in.handleCompletion)
 	case "/v1/embeddings":
 		in.post(w, r, in.handleEmbeddings)
+	case "/v1/responses":
+		in.post(w, r, in.handleResponses)
+	case "/v1/messages":
+		in.postAs(w, r, in.handleMessages, writeAnthropicError)
 	case "/v1/models":
 		in.get(w, r, in.handleModels)
 	case "/health":
@@ -268,14 +273,23 @@ func (in *instance) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "/power/v1/abort":
 		in.post(w, r, in.worker(in.handleAbort))
 	default:
+		if id, ok := strings.CutPrefix(path, "/v1/models/"); ok && id != "" {
+			in.get(w, r, func(w http.ResponseWriter, r *http.Request) { in.handleModel(w, id) })
+			return
+		}
 		writeError(w, http.StatusNotFound, "no route for "+strconv.Quote(path), "", "not_found")
 	}
 }
 
 func (in *instance) post(w http.ResponseWriter, r *http.Request, h http.HandlerFunc) {
+	in.postAs(w, r, h, writeError)
+}
+
+// postAs is post for an API whose errors have another shape (errf).
+func (in *instance) postAs(w http.ResponseWriter, r *http.Request, h http.HandlerFunc, errf errorWriter) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", "POST")
-		writeError(w, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed; use POST", "", "method_not_allowed")
+		errf(w, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed; use POST", "", "method_not_allowed")
 		return
 	}
 	h(w, r)
@@ -310,14 +324,29 @@ func (in *instance) handleModels(w http.ResponseWriter, r *http.Request) {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = append(b, `{"id":`...)
-		b = appendJSONString(b, m)
-		b = append(b, `,"object":"model","created":1700000000,"owned_by":"llmsim","root":`...)
-		b = appendJSONString(b, m)
-		b = append(b, `,"max_model_len":131072}`...)
+		b = appendModel(b, m)
 	}
 	b = append(b, "]}"...)
 	writeJSON(w, b)
+}
+
+// handleModel serves GET /v1/models/{id}: the model object, or 404 model_not_found for a
+// model the instance does not serve (any id when no models are configured).
+func (in *instance) handleModel(w http.ResponseWriter, id string) {
+	if !in.modelKnown(id) {
+		writeError(w, http.StatusNotFound, "The model `"+id+"` does not exist.", "model", "model_not_found")
+		return
+	}
+	writeJSON(w, appendModel(nil, id))
+}
+
+// appendModel appends one model object (OpenAI's fields plus vLLM's root and max_model_len).
+func appendModel(b []byte, id string) []byte {
+	b = append(b, `{"id":`...)
+	b = appendJSONString(b, id)
+	b = append(b, `,"object":"model","created":1700000000,"owned_by":"llmsim","root":`...)
+	b = appendJSONString(b, id)
+	return append(b, `,"max_model_len":131072}`...)
 }
 
 // modelKnown reports whether the instance serves model (any model when none configured).
@@ -334,20 +363,25 @@ func (in *instance) modelKnown(model string) bool {
 }
 
 // readBody reads a JSON request body of at most maxRequestBodyBytes; on error it has
-// answered (413 or 400) and returns nil.
+// answered (413 or 400) and returns false.
 func readBody(w http.ResponseWriter, r *http.Request, dst any) bool {
+	return readBodyAs(w, r, dst, writeError)
+}
+
+// readBodyAs is readBody answering errors with errf.
+func readBodyAs(w http.ResponseWriter, r *http.Request, dst any, errf errorWriter) bool {
 	body, err := readAllLimited(w, r)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body over %d bytes", mbe.Limit), "", "body_too_large")
+			errf(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body over %d bytes", mbe.Limit), "", "body_too_large")
 		} else {
-			writeError(w, http.StatusBadRequest, "cannot read request body: "+err.Error(), "", "bad_body")
+			errf(w, http.StatusBadRequest, "cannot read request body: "+err.Error(), "", "bad_body")
 		}
 		return false
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
-		writeError(w, http.StatusBadRequest, "request body is empty: want a JSON object", "", "invalid_json")
+		errf(w, http.StatusBadRequest, "request body is empty: want a JSON object", "", "invalid_json")
 		return false
 	}
 	if err := json.Unmarshal(body, dst); err != nil {
@@ -356,7 +390,7 @@ func readBody(w http.ResponseWriter, r *http.Request, dst any) bool {
 			// go-json reads a NUL sentinel past the end of its input: the body was cut short.
 			msg = "unexpected end of JSON input"
 		}
-		writeError(w, http.StatusBadRequest, "cannot parse request JSON: "+msg, "", "invalid_json")
+		errf(w, http.StatusBadRequest, "cannot parse request JSON: "+msg, "", "invalid_json")
 		return false
 	}
 	return true

@@ -68,3 +68,44 @@ func writeJSON(w http.ResponseWriter, body []byte) {
 	w.WriteHeader(http.StatusOK)
 	w.Write(body)
 }
+
+// anthropicErrorType returns the Anthropic error type for an HTTP status.
+func anthropicErrorType(status int) string {
+	switch {
+	case status == http.StatusUnauthorized:
+		return "authentication_error"
+	case status == http.StatusForbidden:
+		return "permission_error"
+	case status == http.StatusNotFound:
+		return "not_found_error"
+	case status == http.StatusRequestEntityTooLarge:
+		return "request_too_large"
+	case status == http.StatusTooManyRequests:
+		return "rate_limit_error"
+	case status < 500:
+		return "invalid_request_error"
+	case status == http.StatusServiceUnavailable || status == 529:
+		return "overloaded_error"
+	}
+	return "api_error"
+}
+
+// writeAnthropicError writes an Anthropic-style error body
+// {"type":"error","error":{"type","message"}} with the status. Anthropic's shape has no
+// param or code: the message names the field at fault.
+func writeAnthropicError(w http.ResponseWriter, status int, msg, param, code string) {
+	b := make([]byte, 0, 96+len(msg))
+	b = append(b, `{"type":"error","error":{"type":`...)
+	b = appendJSONString(b, anthropicErrorType(status))
+	b = append(b, `,"message":`...)
+	b = appendJSONString(b, msg)
+	b = append(b, "}}\n"...)
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable || status == 529 {
+		h.Set("Retry-After", "1")
+	}
+	w.WriteHeader(status)
+	w.Write(b)
+}

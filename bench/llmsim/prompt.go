@@ -24,10 +24,14 @@ type chatMessage struct {
 
 type streamOptions struct {
 	IncludeUsage bool `json:"include_usage"`
+	// IncludeObfuscation is accepted and has no effect: the padding it controls only
+	// hides token lengths from network observers.
+	IncludeObfuscation *bool `json:"include_obfuscation"`
 }
 
 // inferRequest is the union of the chat, completions and embeddings request fields the
-// simulator reads; unknown fields are ignored as OpenAI-compatible servers do.
+// simulator reads (honoured, validated or refused: docs/llmsim.md lists which); unknown
+// fields are ignored as vLLM and SGLang do.
 type inferRequest struct {
 	Model               string          `json:"model"`
 	Messages            []chatMessage   `json:"messages"`
@@ -41,7 +45,24 @@ type inferRequest struct {
 	Tools               json.RawMessage `json:"tools"`
 	Seed                *int64          `json:"seed"`
 	Dimensions          *int            `json:"dimensions"`
+	EncodingFormat      *string         `json:"encoding_format"`
 	CacheSalt           string          `json:"cache_salt"`
+	Stop                json.RawMessage `json:"stop"`
+	Temperature         *float64        `json:"temperature"`
+	TopP                *float64        `json:"top_p"`
+	FrequencyPenalty    *float64        `json:"frequency_penalty"`
+	PresencePenalty     *float64        `json:"presence_penalty"`
+	Logprobs            json.RawMessage `json:"logprobs"` // chat: bool; completions: integer
+	TopLogprobs         *int            `json:"top_logprobs"`
+	ResponseFormat      json.RawMessage `json:"response_format"`
+	ToolChoice          json.RawMessage `json:"tool_choice"`
+	FunctionCall        json.RawMessage `json:"function_call"`
+	Modalities          []string        `json:"modalities"`
+	Audio               json.RawMessage `json:"audio"`
+	WebSearchOptions    json.RawMessage `json:"web_search_options"`
+	Echo                *bool           `json:"echo"`
+	BestOf              *int            `json:"best_of"`
+	Suffix              *string         `json:"suffix"`
 }
 
 // appendChatPrompt serialises messages (and tools, echoed first like a system prompt) into
@@ -49,36 +70,88 @@ type inferRequest struct {
 // message, then the generation prompt "<|assistant|>". The serialisation is prefix-stable:
 // a conversation extended by more messages shares its whole earlier prompt, and a reply the
 // simulator produced, sent back as the assistant message, continues the cached blocks.
+// The Responses and Messages APIs serialise their turns the same way (appendTurn), so one
+// conversation has one prompt, and one cache entry, whichever API carries it.
 func appendChatPrompt(dst []byte, msgs []chatMessage, tools json.RawMessage) []byte {
-	if len(tools) > 0 && string(tools) != "null" {
-		dst = append(dst, "<|tools|>"...)
-		dst = append(dst, tools...)
-		dst = append(dst, '\n')
-	}
+	dst = appendTools(dst, tools)
 	for i := range msgs {
 		m := &msgs[i]
-		dst = append(dst, "<|"...)
-		dst = append(dst, m.Role...)
-		dst = append(dst, "|>"...)
+		dst = appendTurnStart(dst, m.Role)
 		dst = appendContent(dst, m.Content)
 		if len(m.ToolCalls) > 0 && string(m.ToolCalls) != "null" {
 			dst = append(dst, m.ToolCalls...)
 		}
 		dst = append(dst, '\n')
 	}
-	return append(dst, "<|assistant|>"...)
+	return appendGenerationPrompt(dst)
 }
 
-// appendContent appends a JSON string's text, or the raw JSON of any other content (parts).
+// appendTools appends "<|tools|>JSON\n" when tools are given (tools are part of the prompt).
+func appendTools(dst []byte, tools json.RawMessage) []byte {
+	if len(tools) == 0 || string(tools) == "null" || string(tools) == "[]" {
+		return dst
+	}
+	dst = append(dst, "<|tools|>"...)
+	dst = append(dst, tools...)
+	return append(dst, '\n')
+}
+
+// appendTurnStart appends "<|role|>", the start of one message; its content and "\n" follow.
+func appendTurnStart(dst []byte, role string) []byte {
+	dst = append(dst, "<|"...)
+	dst = append(dst, role...)
+	return append(dst, "|>"...)
+}
+
+// appendTurn appends one whole message of text content: "<|role|>text\n".
+func appendTurn(dst []byte, role, text string) []byte {
+	dst = appendTurnStart(dst, role)
+	dst = append(dst, text...)
+	return append(dst, '\n')
+}
+
+// appendGenerationPrompt appends "<|assistant|>", where the reply starts.
+func appendGenerationPrompt(dst []byte) []byte { return append(dst, "<|assistant|>"...) }
+
+// contentPart is one element of a content array: a text part of any API ("text",
+// "input_text", "output_text") or another part (an image, a tool result) kept as JSON.
+type contentPart struct {
+	Type string  `json:"type"`
+	Text *string `json:"text"`
+}
+
+// isTextPart reports whether a part of type typ with a text field is plain text in the prompt.
+func isTextPart(typ string) bool {
+	return typ == "text" || typ == "input_text" || typ == "output_text"
+}
+
+// appendContent appends a message's content: a JSON string's text; for an array of parts,
+// the text of each text part and the raw JSON of any other part (an image is in the prompt
+// as its JSON), so that text sent as a string or as text parts is the same prompt; the raw
+// JSON of any other value.
 func appendContent(dst []byte, raw json.RawMessage) []byte {
-	if len(raw) > 0 && raw[0] == '"' {
+	if len(raw) == 0 || string(raw) == "null" {
+		return dst
+	}
+	switch raw[0] {
+	case '"':
 		var s string
 		if json.Unmarshal(raw, &s) == nil {
 			return append(dst, s...)
 		}
-	}
-	if string(raw) == "null" {
-		return dst
+	case '[':
+		var parts []json.RawMessage
+		if json.Unmarshal(raw, &parts) == nil {
+			for _, part := range parts {
+				var cp contentPart
+				if json.Unmarshal(part, &cp) == nil && cp.Text != nil && isTextPart(cp.Type) {
+					dst = append(dst, *cp.Text...)
+				} else {
+					dst = append(dst, part...)
+				}
+			}
+			return dst
+		}
 	}
 	return append(dst, raw...)
 }

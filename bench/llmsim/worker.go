@@ -213,7 +213,7 @@ func (in *instance) prepare(it *prepareItem) (json.RawMessage, int, string) {
 func (in *instance) handlePrepare(w http.ResponseWriter, r *http.Request) {
 	in.st.prepare.Add(1)
 	var it prepareItem
-	if !readBody(w, r, &it) || !in.roleAllows(w, RoleDecode) || !in.checkServing(w) {
+	if !readBody(w, r, &it) || !in.roleAllows(w, RoleDecode) || !in.checkServing(w, writeError) {
 		return
 	}
 	t, status, msg := in.prepare(&it)
@@ -231,7 +231,7 @@ func (in *instance) handlePrepareBatch(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		Items []prepareItem `json:"items"`
 	}
-	if !readBody(w, r, &req) || !in.roleAllows(w, RoleDecode) || !in.checkServing(w) {
+	if !readBody(w, r, &req) || !in.roleAllows(w, RoleDecode) || !in.checkServing(w, writeError) {
 		return
 	}
 	if len(req.Items) == 0 || len(req.Items) > 1024 {
@@ -305,8 +305,8 @@ func (in *instance) handlePrefill(w http.ResponseWriter, r *http.Request) {
 	if !readBody(w, r, &req) || !in.roleAllows(w, RolePrefill) {
 		return
 	}
-	f, ok := in.requestFault(w, r)
-	if !ok || !in.checkServing(w) {
+	f, ok := in.requestFault(w, r, writeError)
+	if !ok || !in.checkServing(w, writeError) {
 		return
 	}
 	if req.ExecutionID == "" {
@@ -335,7 +335,7 @@ func (in *instance) handlePrefill(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	ex := in.registerExec(req.ExecutionID, cancel)
 	defer in.unregisterExec(req.ExecutionID, ex)
-	start, ok := in.admit(w, ctx, arrival)
+	start, ok := in.admit(w, ctx, arrival, writeError)
 	if !ok {
 		return
 	}
@@ -380,8 +380,8 @@ func (in *instance) handleDecode(w http.ResponseWriter, r *http.Request) {
 	if !readBody(w, r, &req) || !in.roleAllows(w, RoleDecode) {
 		return
 	}
-	f, ok := in.requestFault(w, r)
-	if !ok || !in.checkServing(w) {
+	f, ok := in.requestFault(w, r, writeError)
+	if !ok || !in.checkServing(w, writeError) {
 		return
 	}
 	sc, err := in.fleet.openHandle(req.Source, "source")
@@ -420,17 +420,20 @@ func (in *instance) handleDecode(w http.ResponseWriter, r *http.Request) {
 		writeHandleError(w, errStale, "source", "no decode reservation for this handle (used, aborted, expired or lost)")
 		return
 	}
-	p := genParams{kind: kindChat, fault: f, executionID: req.ExecutionID, source: sc, arrival: arrival}
+	p := genParams{enc: chatEnc, fault: f, executionID: req.ExecutionID, source: sc, arrival: arrival}
 	model := inner.Model
 	if model == "" {
 		model = "llmsim"
 	}
 	capTok, bad := outputCap(inner)
-	if bad != "" {
-		writeError(w, http.StatusBadRequest, bad+" must be at least 1", bad, "invalid_value")
+	if bad.answer(w, writeError) {
 		return
 	}
-	p.model, p.stream, p.maxTokens, p.reqSeed = model, true, capTok, inner.Seed
+	stops, bad := parseStops("stop", inner.Stop, 4)
+	if bad.answer(w, writeError) {
+		return
+	}
+	p.model, p.stream, p.maxTokens, p.reqSeed, p.stops = model, true, capTok, inner.Seed, stops
 	p.includeUsage = inner.StreamOptions != nil && inner.StreamOptions.IncludeUsage
 	in.serveGeneration(w, r, &p, prompt)
 }

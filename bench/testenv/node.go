@@ -191,29 +191,8 @@ type NodeCheckResult struct {
 // packages are missing, or ctx ended first.
 func OpenAINodeCheck(ctx context.Context, baseURL, model string) (NodeCheckResult, error) {
 	var res NodeCheckResult
-	if _, err := nodeModules(); err != nil {
-		return res, err
-	}
-	cmd := exec.CommandContext(ctx, "node", filepath.Join(NodeBenchDir(), "openai-check.mjs"),
-		"--base-url", baseURL, "--model", model)
-	cmd.Dir = NodeBenchDir()
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	runErr := cmd.Run()
-	line := strings.TrimSpace(stdout.String())
-	if i := strings.LastIndexByte(line, '\n'); i >= 0 {
-		line = line[i+1:]
-	}
-	jsonErr := json.Unmarshal([]byte(line), &res)
-	switch {
-	case runErr != nil:
-		return res, fmt.Errorf("openai-check.mjs against %s: %v\nstdout: %s\nstderr: %s", baseURL, runErr, stdout.String(), stderr.String())
-	case jsonErr != nil:
-		return res, fmt.Errorf("openai-check.mjs against %s: bad result line %q: %v\nstderr: %s", baseURL, line, jsonErr, stderr.String())
-	case !res.OK:
-		return res, fmt.Errorf("openai-check.mjs against %s: %s", baseURL, res.Error)
-	}
-	return res, nil
+	err := runNodeCheck(ctx, "openai-check.mjs", &res, &res.OK, &res.Error, "--base-url", baseURL, "--model", model)
+	return res, err
 }
 
 // RunOpenAINodeCheck is OpenAINodeCheck with a 60 s deadline that fails t on any failure and
@@ -233,4 +212,100 @@ func RunOpenAINodeCheck(t testing.TB, baseURL, model string) NodeCheckResult {
 	b, _ := json.Marshal(res)
 	t.Logf("openai node check: %s", b)
 	return res
+}
+
+// NodeAPIsCheckResult is the JSON line that bench/node/openai-apis-check.mjs prints.
+type NodeAPIsCheckResult struct {
+	OK         bool   `json:"ok"`
+	BaseURL    string `json:"base_url"`
+	Model      string `json:"model"`
+	Error      string `json:"error,omitempty"`
+	Embeddings *struct {
+		Count           int       `json:"count"`
+		Dims            int       `json:"dims"`
+		DefaultEncoding string    `json:"default_encoding"`
+		First           []float64 `json:"first"`
+	} `json:"embeddings,omitempty"`
+	Responses *struct {
+		NonStream struct {
+			MS    float64         `json:"ms"`
+			ID    string          `json:"id"`
+			Text  string          `json:"text"`
+			Usage json.RawMessage `json:"usage"`
+		} `json:"non_stream"`
+		Stream struct {
+			MS     float64         `json:"ms"`
+			TTFTMS float64         `json:"ttft_ms"`
+			Events int             `json:"events"`
+			Deltas int             `json:"deltas"`
+			Usage  json.RawMessage `json:"usage"`
+		} `json:"stream"`
+		Helper struct {
+			Text string `json:"text"`
+		} `json:"helper"`
+	} `json:"responses,omitempty"`
+}
+
+// OpenAINodeAPIsCheck runs `node bench/node/openai-apis-check.mjs --base-url baseURL --model
+// model --checks CHECKS` with the official OpenAI Node SDK: "embeddings" (the SDK's default
+// base64 request decoded by the SDK, compared with the float encoding: same non-zero
+// numbers) and "responses" (responses.create streamed and not, and the responses.stream
+// helper: same text, event order and sequence numbers, usage). No checks means both. The
+// error is non-nil when a check failed (then it holds the script's output), the Node
+// packages are missing, or ctx ended first.
+func OpenAINodeAPIsCheck(ctx context.Context, baseURL, model string, checks ...string) (NodeAPIsCheckResult, error) {
+	var res NodeAPIsCheckResult
+	if len(checks) == 0 {
+		checks = []string{"embeddings", "responses"}
+	}
+	err := runNodeCheck(ctx, "openai-apis-check.mjs", &res, &res.OK, &res.Error,
+		"--base-url", baseURL, "--model", model, "--checks", strings.Join(checks, ","))
+	return res, err
+}
+
+// RunOpenAINodeAPIsCheck is OpenAINodeAPIsCheck with a 60 s deadline that fails t on any
+// failure and logs the result line on success.
+func RunOpenAINodeAPIsCheck(t testing.TB, baseURL, model string, checks ...string) NodeAPIsCheckResult {
+	t.Helper()
+	NodeDir(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := OpenAINodeAPIsCheck(ctx, baseURL, model, checks...)
+	if err != nil {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			err = fmt.Errorf("timed out after 60 s: %w", err)
+		}
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(res)
+	t.Logf("openai node apis check: %s", b)
+	return res
+}
+
+// runNodeCheck runs `node bench/node/SCRIPT ARGS…`, whose last stdout line is a JSON result
+// with "ok" and "error", decodes that line into res (ok and msg point into it) and returns
+// an error holding the script's output and base URL when it failed.
+func runNodeCheck(ctx context.Context, script string, res any, ok *bool, msg *string, args ...string) error {
+	if _, err := nodeModules(); err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, "node", append([]string{filepath.Join(NodeBenchDir(), script)}, args...)...)
+	cmd.Dir = NodeBenchDir()
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	runErr := cmd.Run()
+	line := strings.TrimSpace(stdout.String())
+	if i := strings.LastIndexByte(line, '\n'); i >= 0 {
+		line = line[i+1:]
+	}
+	jsonErr := json.Unmarshal([]byte(line), res)
+	switch {
+	case runErr != nil:
+		return fmt.Errorf("%s %s: %v\nstdout: %s\nstderr: %s", script, strings.Join(args, " "), runErr, stdout.String(), stderr.String())
+	case jsonErr != nil:
+		return fmt.Errorf("%s %s: bad result line %q: %v\nstderr: %s", script, strings.Join(args, " "), line, jsonErr, stderr.String())
+	case !*ok:
+		return fmt.Errorf("%s %s: %s", script, strings.Join(args, " "), *msg)
+	}
+	return nil
 }

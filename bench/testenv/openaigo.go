@@ -14,6 +14,7 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
 )
 
 // GoCheckResult is what OpenAIGoCheck measured.
@@ -192,5 +193,123 @@ func RunOpenAIGoCheck(t testing.TB, baseURL, model string) GoCheckResult {
 		res.NonStreamTime.Round(time.Microsecond), len(res.NonStreamContent), res.NonStreamUsage.PromptTokens, res.NonStreamUsage.CompletionTokens,
 		res.StreamTime.Round(time.Microsecond), res.TTFT.Round(time.Microsecond), res.StreamChunks, res.StreamContentChunks,
 		res.StreamUsage.PromptTokens, res.StreamUsage.CompletionTokens)
+	return res
+}
+
+// GoResponsesResult is what OpenAIGoResponsesCheck measured.
+type GoResponsesResult struct {
+	// NonStreamText and StreamText are the output texts of the two requests.
+	NonStreamText, StreamText string
+	// Events counts the stream's events; Deltas its response.output_text.delta events.
+	Events, Deltas int
+	// NonStreamUsage and StreamUsage are the responses' usage.
+	NonStreamUsage, StreamUsage responses.ResponseUsage
+}
+
+func checkResponseUsage(u responses.ResponseUsage, where string) error {
+	if !u.JSON.InputTokens.Valid() || !u.JSON.OutputTokens.Valid() || !u.JSON.TotalTokens.Valid() || !u.InputTokensDetails.JSON.CachedTokens.Valid() {
+		return fmt.Errorf("%s: usage missing or incomplete: %s", where, u.RawJSON())
+	}
+	if u.InputTokens <= 0 || u.OutputTokens <= 0 || u.TotalTokens != u.InputTokens+u.OutputTokens {
+		return fmt.Errorf("%s: usage inconsistent: %s", where, u.RawJSON())
+	}
+	return nil
+}
+
+// OpenAIGoResponsesCheck runs openai-go's Responses client against baseURL (an OpenAI base URL
+// such as "http://127.0.0.1:8080/v1") for model: one non-streaming and one streaming
+// response to the same instructions and input, no retries. It checks that the response is
+// completed with a non-empty output text and consistent usage, that the stream's events
+// have consecutive sequence numbers from 0, start with response.created and end with
+// response.completed, that the deltas make the completed response's text, and that both
+// texts agree (same prompt). Any failed check or transport error is returned; ctx bounds the
+// whole check.
+func OpenAIGoResponsesCheck(ctx context.Context, baseURL, model string) (GoResponsesResult, error) {
+	var res GoResponsesResult
+	transport := &http.Transport{}
+	defer transport.CloseIdleConnections()
+	client := openai.NewClient(
+		option.WithBaseURL(baseURL),
+		option.WithAPIKey("sk-test"),
+		option.WithMaxRetries(0),
+		option.WithHTTPClient(&http.Client{Transport: transport}),
+	)
+	params := responses.ResponseNewParams{
+		Model:        model,
+		Instructions: openai.String("You are a test."),
+		Input:        responses.ResponseNewParamsInputUnion{OfString: openai.String("Say something.")},
+	}
+	r, err := client.Responses.New(ctx, params)
+	if err != nil {
+		return res, fmt.Errorf("non-stream: %w", err)
+	}
+	res.NonStreamText, res.NonStreamUsage = r.OutputText(), r.Usage
+	switch {
+	case r.Status != responses.ResponseStatusCompleted:
+		return res, fmt.Errorf("non-stream: status %q: %s", r.Status, r.RawJSON())
+	case res.NonStreamText == "":
+		return res, fmt.Errorf("non-stream: empty output text: %s", r.RawJSON())
+	}
+	if err := checkResponseUsage(r.Usage, "non-stream"); err != nil {
+		return res, err
+	}
+
+	stream := client.Responses.NewStreaming(ctx, params)
+	defer stream.Close()
+	var text strings.Builder
+	var completed *responses.Response
+	first, last := "", ""
+	for stream.Next() {
+		ev := stream.Current()
+		if ev.SequenceNumber != int64(res.Events) {
+			return res, fmt.Errorf("stream: event %d (%s) has sequence_number %d", res.Events, ev.Type, ev.SequenceNumber)
+		}
+		if res.Events == 0 {
+			first = ev.Type
+		}
+		last = ev.Type
+		res.Events++
+		switch ev.Type {
+		case "response.output_text.delta":
+			res.Deltas++
+			text.WriteString(ev.Delta)
+		case "response.completed":
+			c := ev.Response
+			completed = &c
+		}
+	}
+	if err := stream.Err(); err != nil {
+		return res, fmt.Errorf("stream: %w", err)
+	}
+	res.StreamText = text.String()
+	switch {
+	case first != "response.created" || last != "response.completed":
+		return res, fmt.Errorf("stream: events from %q to %q, want response.created to response.completed", first, last)
+	case completed == nil:
+		return res, errors.New("stream: no response.completed")
+	case completed.OutputText() != res.StreamText:
+		return res, fmt.Errorf("stream: deltas make %q, response.completed says %q", res.StreamText, completed.OutputText())
+	case res.StreamText != res.NonStreamText:
+		return res, fmt.Errorf("stream: text %q differs from the non-streamed %q", res.StreamText, res.NonStreamText)
+	}
+	res.StreamUsage = completed.Usage
+	if err := checkResponseUsage(completed.Usage, "stream"); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// RunOpenAIGoResponsesCheck is OpenAIGoResponsesCheck with a 60 s deadline that fails t on
+// any failure and logs the measurements on success.
+func RunOpenAIGoResponsesCheck(t testing.TB, baseURL, model string) GoResponsesResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := OpenAIGoResponsesCheck(ctx, baseURL, model)
+	if err != nil {
+		t.Fatalf("openai-go responses check against %s (model %q): %v", baseURL, model, err)
+	}
+	t.Logf("openai-go responses check: %d chars, %d events (%d deltas), usage %d+%d",
+		len(res.NonStreamText), res.Events, res.Deltas, res.StreamUsage.InputTokens, res.StreamUsage.OutputTokens)
 	return res
 }
