@@ -45,17 +45,7 @@ func NewEntrypoint(name string, tls bool, res Resolver, m *metrics.Entrypoint, l
 // to write is ready: a gateway reply, or an upstream response whose body follows (RelayTo or
 // ReadBody). The engine then writes it and calls Finish, whatever happened.
 func (ep *Entrypoint) Begin(rc *RequestCtx) {
-	rc.reset(ep)
-	ep.m.Request()
-	rc.isHEAD = len(rc.Req.Method) == 4 && string(rc.Req.Method) == "HEAD"
-	rc.takeRequestID()
-	rc.route, rc.hooks = ep.res.Resolve(ep.Name, &rc.Req)
-	rt := rc.route
-	if rt == nil {
-		rc.fail(ErrNoRoute)
-		return
-	}
-	if err := rt.Chain.onRequest(rc); err != nil {
+	if err := ep.route(rc); err != nil {
 		rc.answer(err)
 		return
 	}
@@ -63,7 +53,7 @@ func (ep *Entrypoint) Begin(rc *RequestCtx) {
 		rc.answer(err)
 		return
 	}
-	if err := rt.Chain.onResponse(rc); err != nil {
+	if err := rc.route.Chain.onResponse(rc); err != nil {
 		rc.dropUpstream()
 		rc.answer(err)
 		return
@@ -71,16 +61,39 @@ func (ep *Entrypoint) Begin(rc *RequestCtx) {
 	rc.planBody()
 }
 
+// route resets rc for its request, takes its request ID, resolves its route and runs the
+// route's request stages; it returns the answer when the request goes no further.
+func (ep *Entrypoint) route(rc *RequestCtx) error {
+	rc.reset(ep)
+	ep.m.Request()
+	rc.isHEAD = len(rc.Req.Method) == 4 && string(rc.Req.Method) == "HEAD"
+	rc.takeRequestID()
+	rc.route, rc.hooks = ep.res.Resolve(ep.Name, &rc.Req)
+	if rc.route == nil {
+		return ErrNoRoute
+	}
+	return rc.route.Chain.onRequest(rc)
+}
+
+// pick chooses the next backend for the request and builds its upstream head in rc.upHead;
+// nil when no backend is eligible.
+func (rc *RequestCtx) pick() *Backend {
+	b := rc.route.Service.Pick(&rc.choice)
+	if b != nil {
+		rc.upHead = appendUpstreamHead(rc.upHead[:0], rc, b)
+	}
+	return b
+}
+
 // exchange picks a backend and runs the upstream round trip, leaving rc.x with the response
 // head. It returns the gateway error to answer with when no backend answered.
 func (rc *RequestCtx) exchange() error {
 	rt := rc.route
-	b := rt.Service.Pick(&rc.choice)
+	b := rc.pick()
 	if b == nil {
 		return ErrNoBackend
 	}
 	rc.backend = b
-	rc.upHead = appendUpstreamHead(rc.upHead[:0], rc, b)
 	x := pool.AcquireExchange()
 	rc.x = x
 	if !rc.watch(x) {

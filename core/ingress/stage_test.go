@@ -1,0 +1,117 @@
+package ingress_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-gw/sluice/core/config"
+	"github.com/sluice-gw/sluice/core/http1"
+	"github.com/sluice-gw/sluice/core/ingress"
+	"github.com/sluice-gw/sluice/core/pipeline"
+	"github.com/sluice-gw/sluice/core/snapshot"
+)
+
+// tenantStage is a whole feature written once as a stage: it refuses requests without an
+// X-Tenant header (401), tells the upstream which tenant it serves, and stamps the response.
+type tenantStage struct{}
+
+func (tenantStage) OnRequest(rc *pipeline.RequestCtx) error {
+	v, ok := rc.Req.HeaderValue("X-Tenant")
+	if !ok {
+		return rc.Reply(401, "application/json", []byte(`{"error":{"message":"who are you?","type":"authentication_error","param":null,"code":"no_tenant"}}`))
+	}
+	rc.AddUpstreamHeader([]byte("X-Served-Tenant"), v)
+	return nil
+}
+
+func (tenantStage) OnResponse(rc *pipeline.RequestCtx) error {
+	rc.AddResponseHeader([]byte("X-Stage"), []byte("tenant"))
+	return nil
+}
+
+// withStages is a Resolver that runs every route of a snapshot with extra stages.
+type withStages struct {
+	snap  *snapshot.Snapshot
+	chain *pipeline.Chain
+}
+
+func (w withStages) Resolve(ep string, req *http1.Request) (*pipeline.Route, *pipeline.Chain) {
+	rt, hooks := w.snap.Resolve(ep, req)
+	if rt == nil {
+		return nil, hooks
+	}
+	cp := *rt
+	cp.Chain = w.chain
+	return &cp, hooks
+}
+
+func TestStageRunsOnBothEngines(t *testing.T) {
+	up := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"tenant":%q}`, r.Header.Get("X-Served-Tenant"))
+	})}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	go func() { _ = up.Serve(ln) }()
+	t.Cleanup(func() { _ = up.Close() })
+
+	toml := fmt.Sprintf("[entrypoints.web]\naddress = \"127.0.0.1:0\"\n[routers.all]\nrule = \"PathPrefix(`/`)\"\nservice = \"up\"\n[services.up.load_balancer]\nservers = [{ url = \"http://%s\" }]\n[admin]\naddress = \"\"\n", ln.Addr())
+	cfg, err := config.LoadBytes("stage.toml", []byte(toml))
+	require.NoError(t, err)
+	snap, err := snapshot.Compile(cfg, nil, 1)
+	require.NoError(t, err)
+	t.Cleanup(func() { snap.Retire(nil) })
+	chain, err := pipeline.NewChain(tenantStage{})
+	require.NoError(t, err)
+	res := withStages{snap, chain}
+
+	for _, engine := range []string{"gnet", "fasthttp"} {
+		t.Run(engine, func(t *testing.T) {
+			set := ingress.Settings{Name: "web", Address: "127.0.0.1:0"}
+			var tr ingress.Transport
+			if engine == "gnet" {
+				tr = ingress.NewGnet(set, res, nil)
+			} else {
+				tr = ingress.NewFast(set, res, nil)
+			}
+			require.NoError(t, tr.Start())
+			t.Cleanup(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				_ = tr.Drain(ctx)
+			})
+			c, err := net.DialTimeout("tcp", tr.Addr(), 2*time.Second)
+			require.NoError(t, err)
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+			r := bufio.NewReader(c)
+
+			_, err = io.WriteString(c, "GET /x HTTP/1.1\r\nHost: gw\r\n\r\n")
+			require.NoError(t, err)
+			resp, err := http.ReadResponse(r, nil)
+			require.NoError(t, err)
+			body, _ := io.ReadAll(resp.Body)
+			require.Equal(t, 401, resp.StatusCode, "the stage answers itself")
+			require.Contains(t, string(body), "no_tenant")
+			require.NotEmpty(t, resp.Header.Get("X-Request-Id"))
+
+			_, err = io.WriteString(c, "GET /x HTTP/1.1\r\nHost: gw\r\nX-Tenant: acme\r\n\r\n")
+			require.NoError(t, err)
+			resp, err = http.ReadResponse(r, nil)
+			require.NoError(t, err)
+			body, _ = io.ReadAll(resp.Body)
+			require.Equal(t, 200, resp.StatusCode)
+			require.Equal(t, `{"tenant":"acme"}`, strings.TrimSpace(string(body)), "the upstream saw the stage's field")
+			require.Equal(t, "tenant", resp.Header.Get("X-Stage"), "the response stage ran")
+		})
+	}
+}
