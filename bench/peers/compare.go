@@ -515,7 +515,8 @@ func oneLine(s string) string {
 	return s
 }
 
-// machine describes the host: CPU model, cores, kernel.
+// machine describes the host: CPU model, cores, system and kernel (the model and kernel are
+// read from Linux's /proc, and left empty elsewhere).
 func machine() string {
 	model := ""
 	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
@@ -532,5 +533,9 @@ func machine() string {
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
 		kernel = strings.TrimSpace(string(b))
 	}
-	return fmt.Sprintf("%s, %d CPUs, Linux %s, %s", model, runtime.NumCPU(), kernel, runtime.Version())
+	system := runtime.GOOS
+	if system == "linux" {
+		system = "Linux"
+	}
+	return fmt.Sprintf("%s, %d CPUs, %s %s, %s", model, runtime.NumCPU(), system, kernel, runtime.Version())
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -130,6 +131,9 @@ func TestFindBinaryPrefersBinDirThenPath(t *testing.T) {
 }
 
 func TestProcessUsageAndStop(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("process usage is read from Linux's /proc (usage_other.go)")
+	}
 	dir := t.TempDir()
 	// A shell that burns CPU in a child process: the tree's CPU time and
 	// RSS must include the child.

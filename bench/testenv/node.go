@@ -35,11 +35,16 @@ func NodeBenchDir() string { return filepath.Join(RepoRoot(), "bench", "node") }
 // nodeModules checks that node is on PATH and that bench/node/node_modules holds the install of
 // the current package-lock.json, and returns the node_modules path.
 func nodeModules() (string, error) {
-	const hint = "run `make node-deps` (installs bench/node/package-lock.json into bench/node/node_modules)"
 	if _, err := exec.LookPath("node"); err != nil {
 		return "", fmt.Errorf("testenv: node is not on PATH (Node >= 20 is needed, see README): %v", err)
 	}
-	dir := NodeBenchDir()
+	return nodePackages(NodeBenchDir())
+}
+
+// nodePackages checks that dir/node_modules holds the install of dir/package-lock.json that
+// install.sh made, and returns the node_modules path.
+func nodePackages(dir string) (string, error) {
+	const hint = "run `make node-deps` (installs bench/node/package-lock.json into bench/node/node_modules)"
 	lock, err := os.ReadFile(filepath.Join(dir, "package-lock.json"))
 	if err != nil {
 		return "", fmt.Errorf("testenv: %v", err)
@@ -191,8 +196,41 @@ type NodeCheckResult struct {
 // packages are missing, or ctx ended first.
 func OpenAINodeCheck(ctx context.Context, baseURL, model string) (NodeCheckResult, error) {
 	var res NodeCheckResult
+<<<<<<< HEAD
 	err := runNodeCheck(ctx, "openai-check.mjs", &res, &res.OK, &res.Error, "--base-url", baseURL, "--model", model)
 	return res, err
+=======
+	if _, err := nodeModules(); err != nil {
+		return res, err
+	}
+	stdout, stderr, runErr := runNode(ctx, filepath.Join(NodeBenchDir(), "openai-check.mjs"),
+		"--base-url", baseURL, "--model", model)
+	line := strings.TrimSpace(stdout.String())
+	if i := strings.LastIndexByte(line, '\n'); i >= 0 {
+		line = line[i+1:]
+	}
+	jsonErr := json.Unmarshal([]byte(line), &res)
+	switch {
+	case runErr != nil:
+		return res, fmt.Errorf("openai-check.mjs against %s: %v\nstdout: %s\nstderr: %s", baseURL, runErr, stdout.String(), stderr.String())
+	case jsonErr != nil:
+		return res, fmt.Errorf("openai-check.mjs against %s: bad result line %q: %v\nstderr: %s", baseURL, line, jsonErr, stderr.String())
+	case !res.OK:
+		return res, fmt.Errorf("openai-check.mjs against %s: %s", baseURL, res.Error)
+	}
+	return res, nil
+>>>>>>> transport-contract
+}
+
+// runNode runs node with args in bench/node and returns its output. When ctx ends, node and
+// every process it started are killed, and runNode returns within waitDelay.
+func runNode(ctx context.Context, args ...string) (stdout, stderr *bytes.Buffer, err error) {
+	stdout, stderr = new(bytes.Buffer), new(bytes.Buffer)
+	cmd := exec.CommandContext(ctx, "node", args...)
+	cmd.Dir = NodeBenchDir()
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	bound(cmd)
+	return stdout, stderr, cmd.Run()
 }
 
 // RunOpenAINodeCheck is OpenAINodeCheck with a 60 s deadline that fails t on any failure and

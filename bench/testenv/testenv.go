@@ -115,6 +115,7 @@ func BuildBinary(t testing.TB, pkg string) string {
 		cmd := exec.CommandContext(ctx, "go", "build", "-o", b.path, pkg)
 		cmd.Dir = RepoRoot()
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		bound(cmd)
 		b.out, b.err = cmd.CombinedOutput()
 	})
 	if b.err != nil {
@@ -130,6 +131,19 @@ func hashString(s string) uint32 {
 		h *= 16777619
 	}
 	return h
+}
+
+// waitDelay bounds how long Wait waits for a child's output pipes to close after the child
+// exited or was killed: a grandchild that escaped the kill and holds a pipe could otherwise
+// keep Wait (and the test) waiting for ever.
+const waitDelay = 5 * time.Second
+
+// bound makes cmd, run with a context, end as a whole when the context ends: it starts in its
+// own process group, the whole group gets SIGKILL, and Wait waits at most waitDelay more.
+func bound(cmd *exec.Cmd) {
+	cmd.SysProcAttr = sysProcAttr()
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = waitDelay
 }
 
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago (the kernel picked it for
@@ -204,6 +218,7 @@ func StartProcessCmd(t testing.TB, cmd *exec.Cmd) *Process {
 	cmd.Stdout = p.out
 	cmd.Stderr = p.out
 	cmd.SysProcAttr = sysProcAttr()
+	cmd.WaitDelay = waitDelay
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("testenv: start %s: %v", cmd.String(), err)
 	}
@@ -260,8 +275,13 @@ func (p *Process) Signal(sig syscall.Signal) error {
 	return syscall.Kill(-p.Cmd.Process.Pid, sig)
 }
 
+// killWait bounds the wait for a process to be gone after SIGKILL (and for Wait to return:
+// see waitDelay).
+const killWait = 2 * waitDelay
+
 // Stop sends SIGTERM to the process group, waits up to grace for the process to exit, then
-// sends SIGKILL to the group and waits for the exit. It returns Wait's error. Safe to call twice.
+// sends SIGKILL to the group and waits for the exit, at most killWait. It returns Wait's error,
+// or an error saying the process outlived SIGKILL. Safe to call twice.
 func (p *Process) Stop(grace time.Duration) error {
 	if ok, err := p.Exited(); ok {
 		_ = p.Signal(syscall.SIGKILL) // leftovers of the group, if any
@@ -275,8 +295,13 @@ func (p *Process) Stop(grace time.Duration) error {
 	case <-timer.C:
 	}
 	_ = p.Signal(syscall.SIGKILL)
-	<-p.done
-	return p.err
+	timer.Reset(killWait)
+	select {
+	case <-p.done:
+		return p.err
+	case <-timer.C:
+		return fmt.Errorf("testenv: %s (pid %d) still running %v after SIGKILL", p.name, p.Cmd.Process.Pid, killWait)
+	}
 }
 
 // WaitOutput waits until the process's output contains substr and returns the output so far.

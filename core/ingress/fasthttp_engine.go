@@ -24,7 +24,7 @@ import (
 // FastEngine serves one entrypoint with fasthttp.Server: the engine for TLS entrypoints (gnet
 // has no TLS), running the same request pipeline as the gnet engine. fasthttp only
 // notices a departed client when a write fails, so each in-flight request also watches its
-// socket for EOF (disconnect_linux.go).
+// socket for EOF (disconnect_unix.go).
 type FastEngine struct {
 	set      Settings
 	pipe     *pipeline.Entrypoint
@@ -87,12 +87,22 @@ func (e *FastEngine) Start() error {
 		}
 		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}})
 	}
-	e.ln = &countingListener{Listener: ln, n: &e.counters.conns}
+	sl := newServeListener(&countingListener{Listener: ln, n: &e.counters.conns})
+	var serveErr error
 	go func() {
 		defer close(e.done)
-		_ = e.srv.Serve(e.ln)
+		serveErr = e.srv.Serve(sl)
 	}()
-	return nil
+	// Return once Serve has registered the listener with the server, so that a Drain from now
+	// on stops it (serveListener).
+	select {
+	case <-sl.accepting:
+		e.ln = sl
+		return nil
+	case <-e.done:
+		_ = sl.Close()
+		return fmt.Errorf("sluice: entrypoint %s on %s: fasthttp stopped at once: %v", e.set.Name, e.set.Address, serveErr)
+	}
 }
 
 // Addr implements Transport.
@@ -104,8 +114,23 @@ func (e *FastEngine) Stats() Stats { return e.counters.stats() }
 // Drain implements Transport.
 func (e *FastEngine) Drain(ctx context.Context) error {
 	e.draining.Store(true)
+	sl, _ := e.ln.(*serveListener)
+	if sl == nil {
+		return nil // not started, or Start failed: nothing runs
+	}
+	// Shutdown closes the listener and idle connections and waits for requests in flight.
 	err := e.srv.ShutdownWithContext(ctx)
-	<-e.done
+	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		err = nil // an error only if a connection has to be cut below
+	}
+	// Hijacked connections (bodies delimited by close) are outside Shutdown's count; and what
+	// is left when ctx ends, fasthttp would keep serving: cut it.
+	if !sl.waitGone(ctx.Done()) && sl.cutAll() > 0 {
+		err = ctx.Err()
+	}
+	if !sl.stopped(e.done, stopTimeout) {
+		err = errors.Join(err, errors.New("sluice: fasthttp engine did not stop in time"))
+	}
 	return err
 }
 

@@ -30,9 +30,10 @@ type GnetEngine struct {
 	pipe *pipeline.Entrypoint
 	log  *slog.Logger
 
-	eng      gnet.Engine
-	booted   chan struct{}
-	stopped  chan struct{}
+	eng      gnet.Engine   // set by OnBoot, before booted is closed
+	launched atomic.Bool   // Start got as far as running gnet
+	booted   chan struct{} // closed by OnBoot: the listeners are up
+	stopped  chan struct{} // closed when gnet.Run has returned
 	runErr   error
 	draining atomic.Bool
 	counters
@@ -64,6 +65,7 @@ func (e *GnetEngine) Start() error {
 	}
 	e.set.Address = ln.Addr().String()
 	_ = ln.Close()
+	e.launched.Store(true)
 	go func() {
 		defer close(e.stopped)
 		e.runErr = gnet.Run(e, "tcp://"+e.set.Address,
@@ -92,6 +94,15 @@ func (e *GnetEngine) Stats() Stats { return e.counters.stats() }
 // Drain implements Transport.
 func (e *GnetEngine) Drain(ctx context.Context) error {
 	e.draining.Store(true)
+	if !e.launched.Load() {
+		return nil // not started, or the address was busy: nothing runs
+	}
+	// Start returned once gnet had booted or failed; only a booted engine can be stopped.
+	select {
+	case <-e.stopped:
+		return nil // Run failed, or an earlier Drain stopped it
+	case <-e.booted:
+	}
 	e.sweep(time.Now().UnixNano())
 	t := time.NewTicker(20 * time.Millisecond)
 	defer t.Stop()
@@ -107,14 +118,22 @@ wait:
 		}
 	}
 	// gnet's Stop polls for completion every 500 ms; Run returning is the earlier signal.
-	stopCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	stopCtx, cancel := context.WithTimeout(context.Background(), stopTimeout)
 	defer cancel()
 	go func() { _ = e.eng.Stop(stopCtx) }()
 	select {
 	case <-e.stopped:
 	case <-stopCtx.Done():
-		if err == nil {
-			err = errors.New("sluice: gnet engine did not stop in time")
+		return errors.Join(err, errors.New("sluice: gnet engine did not stop in time"))
+	}
+	// Stopping closed every connection, which aborts its upstream exchange; wait for the
+	// request goroutines to see it, so that nothing of the engine runs once Drain returns.
+	t.Reset(time.Millisecond)
+	for e.counters.active.Load() > 0 {
+		select {
+		case <-stopCtx.Done():
+			return errors.Join(err, errors.New("sluice: gnet engine: requests still running after stop"))
+		case <-t.C:
 		}
 	}
 	return err

@@ -15,16 +15,21 @@ import (
 	"github.com/sluice-gw/sluice/core/metrics"
 )
 
-// Transport is one listening entrypoint.
+// Transport is one listening entrypoint. Both engines are held to this contract by
+// transport_contract_test.go.
 type Transport interface {
-	// Start binds the listener and begins serving; it returns once the listener is bound, or the
-	// bind error.
+	// Start binds the listener and begins serving; it returns once the engine serves on the
+	// bound listener (a Drain from then on stops it), or an error naming the entrypoint and the
+	// address, in which case nothing is left running.
 	Start() error
 	// Addr is the bound address (useful with port 0).
 	Addr() string
-	// Drain stops accepting connections, lets in-flight requests finish (their responses close
-	// the connection), closes idle connections, and returns when every connection is gone or ctx
-	// ends; then it stops the engine.
+	// Drain stops serving new connections (they are refused, or closed unanswered), lets
+	// in-flight requests finish (their responses close the connection) and closes idle
+	// connections. It returns nil once every connection is gone and the engine has stopped. If
+	// ctx ends first, it closes the connections left, aborting their upstream exchanges, stops
+	// the engine, and returns ctx's error. Drain may be called without Start, after a failed
+	// Start, and more than once (later calls return nil); not concurrently with Start.
 	Drain(ctx context.Context) error
 	// Stats reports the live connection and request counts.
 	Stats() Stats

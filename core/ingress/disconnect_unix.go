@@ -1,3 +1,5 @@
+//go:build darwin || dragonfly || freebsd || linux || netbsd || openbsd
+
 package ingress
 
 import (
@@ -13,20 +15,31 @@ import (
 
 // disconnectWatch cancels a request as soon as the client's socket reports EOF,
 // including while the gateway waits for the first token. It peeks at the socket (MSG_PEEK) from
-// Go's netpoller, which measured 0 ms to notice a close here (DESIGN.md §9), where fasthttp only
-// notices on a failed write.
+// Go's netpoller, which measured 0 ms to notice a close here, where fasthttp only
+// notices on a failed write. recv(2) with MSG_PEEK|MSG_DONTWAIT behaves alike on Linux and the
+// BSDs (macOS included): 0 bytes means the peer closed, EAGAIN that nothing is there yet.
 type disconnectWatch struct {
 	conn   net.Conn // the TCP connection whose deadline wakes the watcher on stop
 	done   chan struct{}
+	cancel pipeline.CancelHandle
+	holder watchHolder // the connection that can cut this exchange on a forced drain, or nil
 	mu     sync.Mutex
 	isGone bool
 }
 
 // watchDisconnect starts watching c (a TCP connection, possibly wrapped in TLS or counting
-// wrappers) and cancels the request of h when the client closes it. It returns a watch that is a no-op when the
-// socket cannot be reached.
+// wrappers) and cancels the request of h when the client closes it. It returns a watch that only honours a
+// forced drain (cut) when the socket cannot be reached.
 func watchDisconnect(c net.Conn, h pipeline.CancelHandle) *disconnectWatch {
-	w := &disconnectWatch{done: make(chan struct{})}
+	w := &disconnectWatch{done: make(chan struct{}), cancel: h}
+	if ho := holderOf(c); ho != nil {
+		w.holder = ho
+		if !ho.hold(w) {
+			w.cut() // the drain already closed the connection: nothing to watch
+			close(w.done)
+			return w
+		}
+	}
 	tcp := unwrapTCP(c)
 	if tcp == nil {
 		close(w.done)
@@ -38,12 +51,12 @@ func watchDisconnect(c net.Conn, h pipeline.CancelHandle) *disconnectWatch {
 		return w
 	}
 	w.conn = tcp
-	go w.run(rc, h)
+	go w.run(rc)
 	return w
 }
 
 func unwrapTCP(c net.Conn) *net.TCPConn {
-	for i := 0; i < 4 && c != nil; i++ {
+	for i := 0; i < maxWraps && c != nil; i++ {
 		switch v := c.(type) {
 		case *net.TCPConn:
 			return v
@@ -56,7 +69,7 @@ func unwrapTCP(c net.Conn) *net.TCPConn {
 	return nil
 }
 
-func (w *disconnectWatch) run(rc syscall.RawConn, h pipeline.CancelHandle) {
+func (w *disconnectWatch) run(rc syscall.RawConn) {
 	defer close(w.done)
 	var b [1]byte
 	eof := false
@@ -73,11 +86,17 @@ func (w *disconnectWatch) run(rc syscall.RawConn, h pipeline.CancelHandle) {
 		return true
 	})
 	if eof {
-		w.mu.Lock()
-		w.isGone = true
-		w.mu.Unlock()
-		h.Cancel()
+		w.cut()
 	}
+}
+
+// cut marks the client gone and cancels the request: on EOF, or when a drain ran out of time
+// and closed the connection (the exchange then ends as if the client had left).
+func (w *disconnectWatch) cut() {
+	w.mu.Lock()
+	w.isGone = true
+	w.mu.Unlock()
+	w.cancel.Cancel()
 }
 
 // gone reports whether the client was seen leaving.
@@ -89,6 +108,9 @@ func (w *disconnectWatch) gone() bool {
 
 // stop ends the watch and waits for its goroutine, so fasthttp can read the connection again.
 func (w *disconnectWatch) stop() {
+	if w.holder != nil {
+		w.holder.release(w)
+	}
 	if w.conn != nil {
 		select {
 		case <-w.done:

@@ -1,0 +1,9 @@
+package peers
+
+import "syscall"
+
+// sysProcAttr puts a child in its own process group (so that Stop reaches its children too) and
+// has the kernel kill it if the bench process dies first (prctl PR_SET_PDEATHSIG).
+func sysProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+}

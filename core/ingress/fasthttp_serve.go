@@ -1,0 +1,194 @@
+package ingress
+
+import (
+	"net"
+	"sync"
+	"time"
+)
+
+// stopTimeout bounds how long a drain waits for an engine to stop once its connections are
+// closed (a drain that ran out of time closes them).
+const stopTimeout = 5 * time.Second
+
+// maxWraps bounds the walk through connection wrappers (tracking, counting, TLS).
+const maxWraps = 8
+
+// serveListener is the listener the fasthttp engine hands to fasthttp.Server. Its first Accept
+// tells Start that Serve has registered it with the server: before that, a Shutdown finds no
+// listener, returns at once, and Serve then serves on regardless. It also keeps every open
+// connection, because fasthttp leaves running the connections a Shutdown could not drain in
+// time, and the Transport contract is that a drain ends them.
+type serveListener struct {
+	net.Listener
+	accepting chan struct{} // closed at the first Accept
+	once      sync.Once
+
+	mu    sync.Mutex
+	conns map[*servedConn]struct{}
+	cut   bool          // the drain ran out of time: every connection is closed on sight
+	empty chan struct{} // closed when conns becomes empty; made by waitGone
+}
+
+func newServeListener(ln net.Listener) *serveListener {
+	return &serveListener{Listener: ln, accepting: make(chan struct{}), conns: make(map[*servedConn]struct{})}
+}
+
+// Accept implements net.Listener.
+func (l *serveListener) Accept() (net.Conn, error) {
+	l.once.Do(func() { close(l.accepting) })
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	sc := &servedConn{Conn: c, l: l}
+	l.mu.Lock()
+	cut := l.cut
+	if !cut {
+		l.conns[sc] = struct{}{}
+	}
+	l.mu.Unlock()
+	if cut {
+		_ = c.Close()
+		return nil, net.ErrClosed // fasthttp's Serve returns on this
+	}
+	return sc, nil
+}
+
+func (l *serveListener) forget(c *servedConn) {
+	l.mu.Lock()
+	delete(l.conns, c)
+	if len(l.conns) == 0 && l.empty != nil {
+		close(l.empty)
+		l.empty = nil
+	}
+	l.mu.Unlock()
+}
+
+// waitGone waits until fasthttp has let go of every connection, or stop is closed; it reports
+// whether none is left.
+func (l *serveListener) waitGone(stop <-chan struct{}) bool {
+	l.mu.Lock()
+	if len(l.conns) == 0 {
+		l.mu.Unlock()
+		return true
+	}
+	if l.empty == nil {
+		l.empty = make(chan struct{})
+	}
+	empty := l.empty
+	l.mu.Unlock()
+	select {
+	case <-empty:
+		return true
+	case <-stop:
+		return false
+	}
+}
+
+// cutAll closes every open connection, aborting the upstream exchange of the request in flight
+// on it, and reports how many there were. Connections accepted later are closed at once.
+func (l *serveListener) cutAll() int {
+	l.mu.Lock()
+	l.cut = true
+	conns := make([]*servedConn, 0, len(l.conns))
+	for c := range l.conns {
+		conns = append(conns, c)
+	}
+	l.mu.Unlock()
+	for _, c := range conns {
+		c.cut()
+	}
+	return len(conns)
+}
+
+// stopped waits up to d for Serve to have returned (done closed) and for every connection to be
+// let go; it reports whether both happened.
+func (l *serveListener) stopped(done <-chan struct{}, d time.Duration) bool {
+	late := make(chan struct{})
+	timer := time.AfterFunc(d, func() { close(late) })
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-late:
+		return false
+	}
+	return l.waitGone(late)
+}
+
+// servedConn is one client connection of the fasthttp engine.
+type servedConn struct {
+	net.Conn
+	l *serveListener
+
+	mu    sync.Mutex
+	w     *disconnectWatch // the watch of the request in flight, if it started
+	isCut bool
+}
+
+// Close implements net.Conn; fasthttp calls it when it is done with the connection.
+func (c *servedConn) Close() error {
+	c.l.forget(c)
+	return c.Conn.Close()
+}
+
+// NetConn returns the wrapped connection (for the disconnect watch).
+func (c *servedConn) NetConn() net.Conn { return c.Conn }
+
+// hold implements watchHolder.
+func (c *servedConn) hold(w *disconnectWatch) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.isCut {
+		return false
+	}
+	c.w = w
+	return true
+}
+
+// release implements watchHolder.
+func (c *servedConn) release(w *disconnectWatch) {
+	c.mu.Lock()
+	if c.w == w {
+		c.w = nil
+	}
+	c.mu.Unlock()
+}
+
+// cut ends the request in flight (its watch aborts the upstream exchange, and a watch that has
+// not started yet finds the connection cut) and closes the socket under fasthttp, whose
+// goroutine then unwinds and calls Close.
+func (c *servedConn) cut() {
+	c.mu.Lock()
+	c.isCut = true
+	w := c.w
+	c.mu.Unlock()
+	if w != nil {
+		w.cut()
+	}
+	_ = c.Conn.Close()
+}
+
+// watchHolder is a client connection that keeps the disconnect watch of the request in flight
+// on it, so that a drain that runs out of time can end that request (servedConn).
+type watchHolder interface {
+	// hold records w as the watch of the request in flight; it reports false when the
+	// connection was already cut, and then the caller ends the request itself.
+	hold(w *disconnectWatch) bool
+	// release forgets w: its request has ended.
+	release(w *disconnectWatch)
+}
+
+// holderOf finds the watchHolder among c and the connections it wraps.
+func holderOf(c net.Conn) watchHolder {
+	for i := 0; i < maxWraps && c != nil; i++ {
+		if h, ok := c.(watchHolder); ok {
+			return h
+		}
+		u, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			return nil
+		}
+		c = u.NetConn()
+	}
+	return nil
+}
