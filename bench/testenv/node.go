@@ -196,30 +196,8 @@ type NodeCheckResult struct {
 // packages are missing, or ctx ended first.
 func OpenAINodeCheck(ctx context.Context, baseURL, model string) (NodeCheckResult, error) {
 	var res NodeCheckResult
-<<<<<<< HEAD
 	err := runNodeCheck(ctx, "openai-check.mjs", &res, &res.OK, &res.Error, "--base-url", baseURL, "--model", model)
 	return res, err
-=======
-	if _, err := nodeModules(); err != nil {
-		return res, err
-	}
-	stdout, stderr, runErr := runNode(ctx, filepath.Join(NodeBenchDir(), "openai-check.mjs"),
-		"--base-url", baseURL, "--model", model)
-	line := strings.TrimSpace(stdout.String())
-	if i := strings.LastIndexByte(line, '\n'); i >= 0 {
-		line = line[i+1:]
-	}
-	jsonErr := json.Unmarshal([]byte(line), &res)
-	switch {
-	case runErr != nil:
-		return res, fmt.Errorf("openai-check.mjs against %s: %v\nstdout: %s\nstderr: %s", baseURL, runErr, stdout.String(), stderr.String())
-	case jsonErr != nil:
-		return res, fmt.Errorf("openai-check.mjs against %s: bad result line %q: %v\nstderr: %s", baseURL, line, jsonErr, stderr.String())
-	case !res.OK:
-		return res, fmt.Errorf("openai-check.mjs against %s: %s", baseURL, res.Error)
-	}
-	return res, nil
->>>>>>> transport-contract
 }
 
 // runNode runs node with args in bench/node and returns its output. When ctx ends, node and
@@ -327,11 +305,7 @@ func runNodeCheck(ctx context.Context, script string, res any, ok *bool, msg *st
 	if _, err := nodeModules(); err != nil {
 		return err
 	}
-	cmd := exec.CommandContext(ctx, "node", append([]string{filepath.Join(NodeBenchDir(), script)}, args...)...)
-	cmd.Dir = NodeBenchDir()
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	runErr := cmd.Run()
+	stdout, stderr, runErr := runNode(ctx, append([]string{filepath.Join(NodeBenchDir(), script)}, args...)...)
 	line := strings.TrimSpace(stdout.String())
 	if i := strings.LastIndexByte(line, '\n'); i >= 0 {
 		line = line[i+1:]

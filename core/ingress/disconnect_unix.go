@@ -99,13 +99,6 @@ func (w *disconnectWatch) cut() {
 	w.cancel.Cancel()
 }
 
-// gone reports whether the client was seen leaving.
-func (w *disconnectWatch) gone() bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.isGone
-}
-
 // stop ends the watch and waits for its goroutine, so fasthttp can read the connection again.
 func (w *disconnectWatch) stop() {
 	if w.holder != nil {
