@@ -15,6 +15,11 @@ import (
 // object: zero allocations per exchange once warm). RoundTrip and ReadBody belong to one
 // goroutine; Abort (or an AbortHandle) may be called from any goroutine.
 type Exchange struct {
+	// Idempotent allows RoundTrip to send the request again on a fresh connection after a
+	// reused one closed without a response byte, though the upstream may have received it
+	// (RFC 9112 §9.3.1: only idempotent requests are retried automatically). Set it before
+	// RoundTrip; a request that never fully left is retried either way.
+	Idempotent bool
 	// Resp is the final (non-1xx, or 101) response head; valid after RoundTrip returns nil and
 	// until ReleaseExchange. Its slices point into Resp's own buffer.
 	Resp http1.Response
@@ -83,6 +88,7 @@ func ReleaseExchange(x *Exchange) {
 	x.dec.Reset()
 	x.done, x.broken = false, false
 	x.err, x.rerr = nil, nil
+	x.Idempotent = false
 	exchangePool.Put(x)
 }
 
@@ -154,9 +160,11 @@ func (x *Exchange) Done() bool { return x.done }
 // into x.Resp, skipping 1xx interim responses except 101 (RFC 9110 §15.2). Call it once per
 // acquired Exchange.
 //
-// If a reused conn fails (write error, or EOF/reset before any response byte) it retries once
-// on a freshly dialled conn: the keep-alive race, where the upstream closed the idle conn just as
-// it was reused. A fresh conn that fails is not retried.
+// If a reused conn fails before the request fully left (a write error) it retries once on a
+// freshly dialled conn: the keep-alive race, where the upstream closed the idle conn just as it
+// was reused. After the request left, an EOF or reset before any response byte is retried the
+// same way only when x.Idempotent: the upstream may have received and acted on it. A fresh conn
+// that fails is not retried.
 //
 // Errors wrap ErrDial (502), ErrTimeout (504, Options.ResponseHeaderTimeout), ErrUpstreamProto
 // (502, malformed or oversized response head), ErrAborted (Abort was called) or
@@ -214,7 +222,7 @@ func (x *Exchange) fail(err error) error {
 func (x *Exchange) attach(p *Pool, fresh bool) (reused bool, err error) {
 	var c *conn
 	if !fresh {
-		c = p.getIdle()
+		c = p.getIdle(!x.Idempotent)
 	}
 	if c == nil {
 		if c, err = x.dial(p); err != nil {
@@ -392,7 +400,7 @@ func (x *Exchange) readHead(c *conn) (retry bool, err error) {
 			continue
 		}
 		if rerr != nil {
-			return !got && isConnDrop(rerr), x.ioErr(rerr, "read response head")
+			return !got && x.Idempotent && isConnDrop(rerr), x.ioErr(rerr, "read response head")
 		}
 	}
 }

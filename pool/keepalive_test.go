@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -319,5 +320,42 @@ func TestYoungIdleConnSkipsLivenessCheck(t *testing.T) {
 	}
 	if s := p.Stats(); s.Dials != 2 || s.Reuses != 1 {
 		t.Fatalf("stats %+v, want the unchecked reuse and one retry on a fresh conn", s)
+	}
+}
+
+// TestNonIdempotentRequestNotSentTwice: a POST that left whole on a reused conn which then
+// closed without an answer may have been acted on: it fails instead of going out again.
+func TestNonIdempotentRequestNotSentTwice(t *testing.T) {
+	var posts atomic.Int32
+	u := startUpstream(t, func(c net.Conn, n int) {
+		br := bufio.NewReader(c)
+		for {
+			req, ok := readReq(br)
+			if !ok {
+				return
+			}
+			_, _ = io.Copy(io.Discard, req.Body)
+			if req.Method == "POST" {
+				posts.Add(1)
+				if n == 1 {
+					return // read whole, closed unanswered
+				}
+			}
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		}
+	})
+	p := New(Options{Addr: u.addr()})
+	defer p.Close()
+	if _, _, err := roundTrip(t, p, getHead, false, 64); err != nil {
+		t.Fatal(err)
+	}
+	x := AcquireExchange()
+	defer ReleaseExchange(x)
+	err := x.RoundTrip(p, []byte("POST /boom HTTP/1.1\r\nHost: u\r\nContent-Length: 2\r\n\r\n"), []byte("{}"), false)
+	if !errors.Is(err, ErrUpstreamClosed) {
+		t.Fatalf("err %v, want ErrUpstreamClosed", err)
+	}
+	if n := posts.Load(); n != 1 {
+		t.Fatalf("the upstream saw %d POSTs, want 1", n)
 	}
 }

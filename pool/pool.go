@@ -153,8 +153,10 @@ func (p *Pool) sweep(now int64, force bool) {
 
 // getIdle pops the most recently used idle conn that is younger than IdleTimeout and still
 // open (conn.alive: not closed by the upstream, no unsolicited bytes), or returns nil. Because
-// the stack is ordered by idleAt, a stale top means every idle conn is stale.
-func (p *Pool) getIdle() *conn {
+// the stack is ordered by idleAt, a stale top means every idle conn is stale. check forces the
+// liveness check whatever the conn's idle time: a request that must not be sent twice cannot
+// lean on the keep-alive race retry, so it pays one MSG_PEEK to see an upstream close first.
+func (p *Pool) getIdle(check bool) *conn {
 	now := p.now()
 	for {
 		p.mu.Lock()
@@ -176,7 +178,7 @@ func (p *Pool) getIdle() *conn {
 		if sweep {
 			p.sweep(now, false)
 		}
-		if now-c.idleAt >= int64(p.o.LivenessCheckAfter) && !c.alive() {
+		if (check || now-c.idleAt >= int64(p.o.LivenessCheckAfter)) && !c.alive() {
 			c.close() // closed by the upstream while idle
 			continue
 		}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -119,6 +120,7 @@ func roundTrip(t *testing.T, p *Pool, head string, raw bool, bufLen int) (status
 	t.Helper()
 	x := AcquireExchange()
 	defer ReleaseExchange(x)
+	x.Idempotent = strings.HasPrefix(head, "GET ") || strings.HasPrefix(head, "HEAD ")
 	if err := x.RoundTrip(p, []byte(head), nil, false); err != nil {
 		return 0, "", err
 	}

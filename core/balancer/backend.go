@@ -11,6 +11,7 @@ package balancer
 
 import (
 	"sync/atomic"
+	"time"
 )
 
 // MaxWeight is the largest backend weight New accepts. It keeps
@@ -43,6 +44,10 @@ type Backend struct {
 	Active atomic.Int64
 
 	down atomic.Bool
+	// Passive health: consecutive connect failures eject the backend until ejectedUntil
+	// (monotonic ns since epoch), for a backoff that doubles with each one.
+	connectFails atomic.Int32
+	ejectedUntil atomic.Int64
 	// Active is written by every request on every core: keep it off the
 	// cache lines of neighbouring backends (false sharing).
 	_ [cacheLinePad]byte
@@ -68,8 +73,44 @@ func (b *Backend) SetDown(down bool) {
 	}
 }
 
-// Down reports whether b is marked down.
-func (b *Backend) Down() bool { return b.down.Load() }
+// Down reports whether b is marked down or ejected by passive health.
+func (b *Backend) Down() bool { return b.down.Load() || b.Ejected() }
+
+// Passive health backoff bounds: the first connect failure ejects a backend for
+// MinEjection, each further consecutive one doubles it, up to MaxEjection.
+const (
+	MinEjection = time.Second
+	MaxEjection = 30 * time.Second
+)
+
+// epoch anchors the monotonic clock of ejections.
+var epoch = time.Now()
+
+func monoNow() int64 { return int64(time.Since(epoch)) }
+
+// ConnectFailed records that a connect to b failed (nothing was sent): b is skipped by every
+// strategy for a backoff of MinEjection, doubled for each consecutive failure up to
+// MaxEjection, so that requests stop paying for a dead server. After the backoff b is tried
+// again; a success (ConnectSucceeded) ends the streak.
+func (b *Backend) ConnectFailed() {
+	n := b.connectFails.Add(1)
+	d := MinEjection << min(n-1, 5)
+	b.ejectedUntil.Store(monoNow() + int64(min(d, MaxEjection)))
+}
+
+// ConnectSucceeded ends a streak of connect failures.
+func (b *Backend) ConnectSucceeded() {
+	if b.connectFails.Load() != 0 {
+		b.connectFails.Store(0)
+		b.ejectedUntil.Store(0)
+	}
+}
+
+// Ejected reports whether passive health has b out of rotation now.
+func (b *Backend) Ejected() bool {
+	u := b.ejectedUntil.Load()
+	return u != 0 && monoNow() < u
+}
 
 // weight returns the effective weight (0 means 1).
 func (b *Backend) weight() int64 {

@@ -10,9 +10,9 @@ type Choice struct {
 // Reset empties c for the next request, keeping its capacity.
 func (c *Choice) Reset() { c.Exclude.Reset() }
 
-// eligible reports whether b may be picked under c: up and not excluded.
+// eligible reports whether b may be picked under c: up, not ejected and not excluded.
 func (c *Choice) eligible(b *Backend) bool {
-	return !b.down.Load() && (c == nil || !c.Exclude.Has(b.ID))
+	return !b.down.Load() && !b.Ejected() && (c == nil || !c.Exclude.Has(b.ID))
 }
 
 // Set is a set of backend IDs (small non-negative integers). The zero value is empty; IDs

@@ -32,6 +32,17 @@ func startGateway(t testing.TB, engine, upstream, extra string) (*gateway.Gatewa
 // startGatewayRule is startGateway with one router of the given rule.
 func startGatewayRule(t testing.TB, engine, upstream, rule, extra string) (*gateway.Gateway, string) {
 	t.Helper()
+	return startGatewayTOML(t, engine, rule, extra, fmt.Sprintf(`servers = [{ url = "http://%s" }]`, upstream))
+}
+
+// startGatewayServers is startGateway whose service "up" has the given load_balancer lines.
+func startGatewayServers(t testing.TB, engine, lb string) (*gateway.Gateway, string) {
+	t.Helper()
+	return startGatewayTOML(t, engine, "PathPrefix(`/`)", "", lb)
+}
+
+func startGatewayTOML(t testing.TB, engine, rule, extra, lb string) (*gateway.Gateway, string) {
+	t.Helper()
 	toml := fmt.Sprintf(`
 [entrypoints.web]
 address = "127.0.0.1:0"
@@ -43,11 +54,11 @@ rule = %q
 service = "up"
 
 [services.up.load_balancer]
-servers = [{ url = "http://%s" }]
+%s
 
 [admin]
 address = ""
-`, engine, extra, rule, upstream)
+`, engine, extra, rule, lb)
 	cfg, err := config.LoadBytes("test.toml", []byte(toml))
 	require.NoError(t, err)
 	g, err := gateway.New(cfg, "", nil)

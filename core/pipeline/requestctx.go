@@ -28,7 +28,8 @@ type RequestCtx struct {
 	ep      *Entrypoint
 	route   *Route
 	hooks   *Chain
-	backend *Backend
+	backend *Backend // held (Acquire'd) until Finish
+	tried   *Backend // the last backend tried, for the outcome
 	start   time.Time
 
 	x         *pool.Exchange
@@ -103,7 +104,7 @@ func ReleaseRequestCtx(rc *RequestCtx) {
 // address or the cancellation state, which the engine manages).
 func (rc *RequestCtx) reset(ep *Entrypoint) {
 	rc.ep = ep
-	rc.route, rc.hooks, rc.backend = nil, nil, nil
+	rc.route, rc.hooks, rc.backend, rc.tried = nil, nil, nil, nil
 	rc.start = time.Now()
 	rc.x = nil
 	rc.choice.Reset()
@@ -120,8 +121,9 @@ func (rc *RequestCtx) reset(ep *Entrypoint) {
 // Route returns the matched route (nil before routing or when none matched).
 func (rc *RequestCtx) Route() *Route { return rc.route }
 
-// Backend returns the backend the request went to (nil when none was reached).
-func (rc *RequestCtx) Backend() *Backend { return rc.backend }
+// Backend returns the backend the request went to, or the last one it tried (nil when none
+// was picked).
+func (rc *RequestCtx) Backend() *Backend { return rc.tried }
 
 // Entrypoint returns the name of the entrypoint the request came in on.
 func (rc *RequestCtx) Entrypoint() string { return rc.ep.Name }

@@ -53,6 +53,14 @@ func (ep *Entrypoint) Begin(rc *RequestCtx) {
 		rc.answer(err)
 		return
 	}
+	if rc.x.Resp.Status == 101 {
+		// No upgrade was asked for: a protocol error.
+		rc.outcome.UpstreamError = metrics.ReasonProtocol
+		rc.keepAlive = false
+		rc.dropUpstream()
+		rc.answer(ErrUnexpectedUpgrade)
+		return
+	}
 	if err := rc.route.Chain.onResponse(rc); err != nil {
 		rc.dropUpstream()
 		rc.answer(err)
@@ -86,34 +94,78 @@ func (rc *RequestCtx) pick() *Backend {
 }
 
 // exchange picks a backend and runs the upstream round trip, leaving rc.x with the response
-// head. It returns the gateway error to answer with when no backend answered.
+// head. A connect failure sent nothing, so it is safe to retry for any method (as nginx's
+// proxy_next_upstream error): the backend is excluded, counted by passive health, and the
+// request tries another backend of the service, at most MaxConnectTries backends in all. Any
+// other failure is answered at once. It returns the gateway error to answer with when no
+// backend answered.
 func (rc *RequestCtx) exchange() error {
-	rt := rc.route
-	b := rc.pick()
-	if b == nil {
-		return ErrNoBackend
+	var last error = ErrNoBackend
+	for try := 0; try < MaxConnectTries; try++ {
+		b := rc.pick()
+		if b == nil {
+			return last
+		}
+		rc.backend, rc.tried = b, b
+		err := rc.roundTrip(b)
+		if err == nil {
+			b.LB.ConnectSucceeded()
+			return nil
+		}
+		if err == errClientGone || !errors.Is(err, pool.ErrDial) {
+			return rc.upstreamFailed(b, err)
+		}
+		b.LB.ConnectFailed()
+		rc.ep.elog.upstreamFailed(rc.route.Name, b.URL, "connect", err)
+		rc.outcome.UpstreamError = metrics.ReasonDial
+		rc.Exclude(b.LB.ID)
+		rc.dropUpstream()
+		b.Release()
+		rc.backend = nil
+		last = ErrUpstreamDial
 	}
-	rc.backend = b
+	return last
+}
+
+// MaxConnectTries bounds the backends one request tries after connect failures.
+const MaxConnectTries = 3
+
+// roundTrip sends the request to b and reads the response head into rc.x.
+func (rc *RequestCtx) roundTrip(b *Backend) error {
 	x := pool.AcquireExchange()
 	rc.x = x
 	if !rc.watch(x) {
 		return errClientGone
 	}
+	x.Idempotent = rc.idempotent()
 	if err := x.RoundTrip(b.Pool, rc.upHead, rc.Req.Body, rc.isHEAD); err != nil {
 		if rc.Canceled() {
 			return errClientGone
 		}
-		rc.outcome.UpstreamError = UpstreamReason(err)
-		rc.ep.elog.upstreamFailed(rt.Name, b.URL, "response head", err)
-		return UpstreamGatewayError(err)
-	}
-	if x.Resp.Status == 101 {
-		// No upgrade was asked for: a protocol error.
-		rc.outcome.UpstreamError = metrics.ReasonProtocol
-		rc.keepAlive = false
-		return ErrUnexpectedUpgrade
+		return err
 	}
 	return nil
+}
+
+// upstreamFailed maps a failed round trip to the answer and records it.
+func (rc *RequestCtx) upstreamFailed(b *Backend, err error) error {
+	if err == errClientGone {
+		return err
+	}
+	rc.outcome.UpstreamError = UpstreamReason(err)
+	rc.ep.elog.upstreamFailed(rc.route.Name, b.URL, "response head", err)
+	return UpstreamGatewayError(err)
+}
+
+// idempotent reports whether the request may be sent again after it may have reached the
+// upstream: an idempotent method (RFC 9110 §9.2.2) or an Idempotency-Key from the client.
+func (rc *RequestCtx) idempotent() bool {
+	switch string(rc.Req.Method) {
+	case "GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE":
+		return true
+	}
+	_, ok := rc.Req.HeaderValue("Idempotency-Key")
+	return ok
 }
 
 // dropUpstream ends the upstream exchange without reading its body (its connection closes).

@@ -1,0 +1,144 @@
+package gateway_test
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"net"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	vm "github.com/VictoriaMetrics/metrics"
+	"github.com/stretchr/testify/require"
+)
+
+// A request the upstream received whole is not sent again when the reused connection closes
+// unanswered, unless it is idempotent (method, or Idempotency-Key): RFC 9112 §9.3.1.
+func TestRequestReceivedWholeIsNotResent(t *testing.T) {
+	cases := []struct {
+		name, req string
+		want      int
+		arrivals  int32
+	}{
+		{"POST", "POST /boom HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}", 502, 1},
+		{"GET", "GET /boom HTTP/1.1\r\nHost: gw\r\n\r\n", 200, 2},
+		{"POST with Idempotency-Key", "POST /boom HTTP/1.1\r\nHost: gw\r\nIdempotency-Key: k1\r\nContent-Length: 2\r\n\r\n{}", 200, 2},
+	}
+	for _, engine := range engines {
+		for _, tc := range cases {
+			t.Run(engine+"/"+tc.name, func(t *testing.T) {
+				var conns, arrivals atomic.Int32
+				ln, err := net.Listen("tcp", "127.0.0.1:0")
+				require.NoError(t, err)
+				t.Cleanup(func() { ln.Close() })
+				go func() {
+					for {
+						c, err := ln.Accept()
+						if err != nil {
+							return
+						}
+						n := conns.Add(1)
+						go func() {
+							defer c.Close()
+							r := bufio.NewReader(c)
+							for {
+								head, _, err := readRequest(r)
+								if err != nil {
+									return
+								}
+								if strings.Contains(head, "/boom") {
+									arrivals.Add(1)
+									if n == 1 {
+										return // read whole, closed without an answer
+									}
+								}
+								if _, err := fmt.Fprint(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"); err != nil {
+									return
+								}
+							}
+						}()
+					}
+				}()
+				_, addr := startGateway(t, engine, ln.Addr().String(), "")
+				c := dial(t, addr)
+				r := bufio.NewReader(c)
+				send(t, c, "GET /warm HTTP/1.1\r\nHost: gw\r\n\r\n")
+				require.Equal(t, 200, readResponse(t, r, false).status)
+				send(t, c, tc.req)
+				require.Equal(t, tc.want, readResponse(t, r, false).status)
+				require.Equal(t, tc.arrivals, arrivals.Load(), "upstream arrivals of the request")
+			})
+		}
+	}
+}
+
+// A refused connection sent nothing: the request goes to the next server, and passive health
+// takes the dead one out of rotation until it listens again.
+func TestRefusedConnectionTriesNextServer(t *testing.T) {
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			var aliveHits atomic.Int32
+			alive := serveUpstream(t, func(c net.Conn, r *bufio.Reader, head string, body []byte) bool {
+				aliveHits.Add(1)
+				return echo(c, r, head, body)
+			})
+			dead, err := net.Listen("tcp", "127.0.0.1:0")
+			require.NoError(t, err)
+			deadAddr := dead.Addr().String()
+			require.NoError(t, dead.Close())
+			toml := fmt.Sprintf(`servers = [{ url = "http://%s" }, { url = "http://%s" }]`, deadAddr, alive.addr())
+			g, addr := startGatewayServers(t, engine, toml)
+			c := dial(t, addr)
+			r := bufio.NewReader(c)
+			for i := 0; i < 10; i++ {
+				send(t, c, "GET /x HTTP/1.1\r\nHost: gw\r\n\r\n")
+				require.Equal(t, 200, readResponse(t, r, false).status, "request %d", i)
+			}
+			require.EqualValues(t, 10, aliveHits.Load())
+			svc := g.Snapshot().Services["up"]
+			require.True(t, svc.Backends[0].LB.Down(), "the dead server is out of rotation")
+			series := fmt.Sprintf(`sluice_backend_up{service="up",backend="http://%s"} 0`, deadAddr)
+			var buf bytes.Buffer
+			vm.WritePrometheus(&buf, false)
+			require.Contains(t, buf.String(), series)
+
+			// It listens again: within its backoff it is back in rotation.
+			revived, err := net.Listen("tcp", deadAddr)
+			require.NoError(t, err)
+			var revivedHits atomic.Int32
+			go func() {
+				for {
+					rc, err := revived.Accept()
+					if err != nil {
+						return
+					}
+					go func() {
+						defer rc.Close()
+						br := bufio.NewReader(rc)
+						for {
+							head, body, err := readRequest(br)
+							if err != nil {
+								return
+							}
+							revivedHits.Add(1)
+							if !echo(rc, br, head, body) {
+								return
+							}
+						}
+					}()
+				}
+			}()
+			t.Cleanup(func() { revived.Close() })
+			deadline := time.Now().Add(10 * time.Second)
+			for revivedHits.Load() == 0 {
+				require.True(t, time.Now().Before(deadline), "the revived server got no request within 10s")
+				send(t, c, "GET /x HTTP/1.1\r\nHost: gw\r\n\r\n")
+				require.Equal(t, 200, readResponse(t, r, false).status)
+				time.Sleep(20 * time.Millisecond) // pacing the probe requests, not a wait for a result
+			}
+			require.False(t, svc.Backends[0].LB.Down(), "back in rotation")
+		})
+	}
+}
