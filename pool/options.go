@@ -43,7 +43,8 @@ type Options struct {
 	// re-armed at most every 1/16 of it, so it fires within its last 1/16), and the longest a
 	// large request write may stall. Default 5m.
 	StreamIdleTimeout time.Duration
-	// MaxIdleConns caps the idle conns kept for this backend; extra ones are closed. Default 1024.
+	// MaxIdleConns caps the idle conns kept for this backend; extra ones are closed. 0 takes the
+	// default (1024); a negative value keeps none (a new connection per request).
 	MaxIdleConns int
 	// LivenessCheckAfter: a conn idle at least this long is checked (one MSG_PEEK) for an
 	// upstream close or stray bytes before reuse. Conns reused sooner skip the system call: an
@@ -67,8 +68,11 @@ func (o *Options) setDefaults() {
 	if o.StreamIdleTimeout <= 0 {
 		o.StreamIdleTimeout = DefaultStreamIdleTimeout
 	}
-	if o.MaxIdleConns <= 0 {
+	switch {
+	case o.MaxIdleConns == 0:
 		o.MaxIdleConns = DefaultMaxIdleConns
+	case o.MaxIdleConns < 0:
+		o.MaxIdleConns = 0
 	}
 	if o.LivenessCheckAfter == 0 {
 		o.LivenessCheckAfter = DefaultLivenessCheckAfter

@@ -1,6 +1,10 @@
 package config
 
-import "time"
+import (
+	"time"
+
+	"github.com/sluice-gw/sluice/pool"
+)
 
 // Engine names an ingress engine (DESIGN §2: gnet for plaintext, fasthttp.Server for TLS).
 type Engine = string
@@ -47,11 +51,11 @@ const (
 	DefaultDrainTimeout          = 30 * time.Second
 	DefaultStrategy              = StrategyRoundRobin
 	DefaultWeight                = 1
-	DefaultDialTimeout           = 5 * time.Second
-	DefaultResponseHeaderTimeout = 5 * time.Minute
-	DefaultStreamIdleTimeout     = 5 * time.Minute
-	DefaultIdleConnTimeout       = 90 * time.Second
-	DefaultMaxIdleConns          = 1024
+	DefaultDialTimeout           = pool.DefaultDialTimeout
+	DefaultResponseHeaderTimeout = pool.DefaultResponseHeaderTimeout
+	DefaultStreamIdleTimeout     = pool.DefaultStreamIdleTimeout
+	DefaultIdleConnTimeout       = pool.DefaultIdleTimeout
+	DefaultMaxIdleConns          = pool.DefaultMaxIdleConns
 	DefaultAdminAddress          = "127.0.0.1:9090"
 	DefaultLogLevel              = "info"
 	DefaultLogFormat             = "text"

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-gw/sluice/core/config"
 	"github.com/sluice-gw/sluice/core/http1"
 	"github.com/sluice-gw/sluice/core/metrics"
 )
@@ -56,11 +57,11 @@ type Settings struct {
 	TLSKeyFile         string
 }
 
-// Defaults for Settings fields left zero.
+// Defaults for Settings fields left zero: the config's, declared once there.
 const (
-	DefaultReadHeaderTimeout  = 10 * time.Second
-	DefaultIdleTimeout        = 60 * time.Second
-	DefaultClientStallTimeout = 60 * time.Second
+	DefaultReadHeaderTimeout  = config.DefaultReadHeaderTimeout
+	DefaultIdleTimeout        = config.DefaultIdleTimeout
+	DefaultClientStallTimeout = config.DefaultClientStallTimeout
 	// sendHighWaterBytes bounds the response bytes queued for one slow client; above it the relay
 	// stops reading the upstream until the client catches up (backpressure).
 	sendHighWaterBytes = 256 << 10

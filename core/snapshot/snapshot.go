@@ -225,7 +225,7 @@ func (s *Snapshot) compileService(cfg *config.Config, name string, sc *config.Se
 			ResponseHeaderTimeout: lb.ResponseHeaderTimeout,
 			IdleTimeout:           lb.IdleConnTimeout,
 			StreamIdleTimeout:     lb.StreamIdleTimeout,
-			MaxIdleConns:          lb.MaxIdleConns,
+			MaxIdleConns:          poolIdleConns(lb.MaxIdleConns),
 		}
 		if u.Scheme == "https" {
 			opts.TLS = &tls.Config{ServerName: u.Hostname(), MinVersion: tls.VersionTLS12}
@@ -252,6 +252,14 @@ func (s *Snapshot) compileService(cfg *config.Config, name string, sc *config.Se
 	}
 	svc.Balancer = bal
 	return svc, nil
+}
+
+// poolIdleConns maps max_idle_conns (0 keeps none) onto pool.Options (0 is the default).
+func poolIdleConns(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
 }
 
 func poolKey(scheme string, o pool.Options) string {
