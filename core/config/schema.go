@@ -81,8 +81,9 @@ type Config struct {
 	// Log sets logging, [log].
 	Log Log `toml:"log"`
 
-	files []string            // the files loaded, in merge order
-	index map[string]keyPlace // key path (joined with pathSep) -> where it was defined
+	files    []string             // the files loaded, in merge order
+	index    map[string]keyPlace  // key path (joined with pathSep) -> where it was defined
+	expanded map[string]expansion // key path -> a string value that had "${" as written
 }
 
 // Entrypoint is one listener, [entrypoints.<name>].
@@ -210,7 +211,8 @@ type Server struct {
 }
 
 // Middleware is [middlewares.<name>]: a Type and its type-specific keys, kept
-// raw in Options (strings already env-interpolated). No middleware type is
+// raw in Options (strings already env-interpolated; Config.Written has them as
+// written). No middleware type is
 // implemented in this version; Load refuses a router that references one.
 type Middleware struct {
 	// Name is the table name (not a TOML key).

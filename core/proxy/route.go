@@ -29,7 +29,7 @@ type Service struct {
 
 // Backend is one upstream server of a service with its connection pool.
 type Backend struct {
-	URL  string // as configured, for logs, metrics and the admin API
+	URL  string // as written in the configuration (${NAME} unexpanded), for logs, metrics and the admin API
 	Host []byte // host[:port] sent as Host when PassHostHeader is false
 	LB   *balancer.Backend
 	Pool *pool.Pool
