@@ -236,6 +236,13 @@ type Admin struct {
 	// Token is the value read from TokenEnv at load (not a TOML key; never
 	// print it).
 	Token string `toml:"-"`
+	// AllowedHosts are host names or IP addresses, without a port, that a
+	// request's Host header may name besides the admin listener's own address
+	// and the loopback names (localhost, 127.0.0.0/8, [::1]); for reaching the
+	// admin API through a DNS name or a reverse proxy. Any other Host is
+	// refused, so that a web page cannot read the admin API by DNS rebinding.
+	// Default: none.
+	AllowedHosts []string `toml:"allowed_hosts"`
 }
 
 // Log is [log].

@@ -86,6 +86,24 @@ func checkAddress(addr string) string {
 	return ""
 }
 
+// checkHostName checks an admin.allowed_hosts entry: a host name or IP
+// address as the host part of a Host header has it, without a port.
+func checkHostName(h string) string {
+	switch {
+	case h == "":
+		return "empty host name"
+	case strings.ContainsAny(h, " \t/?#@*%,"):
+		return "not a host name or IP address (write the bare host: no scheme, path or wildcard)"
+	case strings.HasPrefix(h, "[") && strings.HasSuffix(h, "]"):
+		if ip := net.ParseIP(h[1 : len(h)-1]); ip == nil || ip.To4() != nil {
+			return "not an IPv6 address"
+		}
+	case strings.Contains(h, ":") && net.ParseIP(h) == nil:
+		return "write the host without a port (the port is not compared)"
+	}
+	return ""
+}
+
 // listenKey is an address normalised to decide whether two listeners clash:
 // the same port on the same host, or on any host when one is a wildcard.
 type listenKey struct {
@@ -319,6 +337,12 @@ func (c *Config) validate(e *errs, lookup func(string) (string, bool)) {
 					e.add(c.ValuePos("admin", "address"), "admin.address %q clashes with %s (%s)", c.shown(a, "admin", "address"), dotted(l.path), c.ValuePos(append(l.path, "address")...))
 				}
 			}
+		}
+	}
+	for i, h := range c.Admin.AllowedHosts {
+		hp := []string{"admin", "allowed_hosts", strconv.Itoa(i)}
+		if msg := checkHostName(h); msg != "" {
+			e.add(c.ValuePos(hp...), "%s %q: %s", dotted(hp), c.shown(h, hp...), msg)
 		}
 	}
 	if n := c.Admin.TokenEnv; n != "" {

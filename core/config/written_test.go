@@ -86,7 +86,7 @@ func TestDocumentHoldsNoEnvValue(t *testing.T) {
 	require.Equal(t, map[string]any{"url": "http://${SLUICE_T_HOST}:8000", "weight": int64(2)}, srv)
 	m := d["middlewares"].(map[string]any)["m"].(map[string]any)
 	require.Equal(t, map[string]any{"type": "jwt", "note": "${SLUICE_T_KEY}", "nested": map[string]any{"list": []any{"${SLUICE_T_HOST}"}}}, m)
-	require.Equal(t, map[string]any{"address": "127.0.0.1:9090", "token_env": "SLUICE_T_TOKEN"}, d["admin"])
+	require.Equal(t, map[string]any{"address": "127.0.0.1:9090", "token_env": "SLUICE_T_TOKEN", "allowed_hosts": []any{}}, d["admin"])
 }
 
 func TestErrorsQuoteEnvValuesAsWritten(t *testing.T) {
