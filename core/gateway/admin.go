@@ -208,7 +208,11 @@ func (g *Gateway) adminHealth(w http.ResponseWriter, _ *http.Request) {
 	for _, name := range g.epNames {
 		t := g.transports[name]
 		st := t.Stats()
-		eps = append(eps, entrypointStatus{Name: name, Address: t.Addr(), Engine: engineName(snap.Config.Entrypoints[name]), Connections: st.Connections, Active: st.Active})
+		// The bound address (the port chosen for ":0"), unless the configured one was
+		// written with ${NAME}: then its host came from the environment.
+		addr := asWritten(snap.Config, t.Addr(), "entrypoints", name, "address")
+		engine := asWritten(snap.Config, engineName(snap.Config.Entrypoints[name]), "entrypoints", name, "engine")
+		eps = append(eps, entrypointStatus{Name: name, Address: addr, Engine: engine, Connections: st.Connections, Active: st.Active})
 	}
 	writeJSON(w, 200, map[string]any{"status": "ok", "generation": snap.Gen, "entrypoints": eps})
 }
@@ -231,16 +235,35 @@ func (g *Gateway) adminRoutes(w http.ResponseWriter, _ *http.Request) {
 		if len(eps) == 0 {
 			eps = g.epNames
 		}
-		out = append(out, routeStatus{Name: name, Rule: r.Rule, Service: r.Service, Entrypoints: eps, Middlewares: nonNil(r.Middlewares), Priority: r.Priority})
+		out = append(out, routeStatus{
+			Name:        name,
+			Rule:        asWritten(cfg, r.Rule, "routers", name, "rule"),
+			Service:     asWritten(cfg, r.Service, "routers", name, "service"),
+			Entrypoints: listAsWritten(cfg, eps, "routers", name, "entrypoints"),
+			Middlewares: listAsWritten(cfg, r.Middlewares, "routers", name, "middlewares"),
+			Priority:    r.Priority,
+		})
 	}
 	writeJSON(w, 200, out)
 }
 
-func nonNil(s []string) []string {
-	if s == nil {
-		return []string{}
+// asWritten is v, the string at keyPath of cfg, as the admin API shows it: as written in the
+// file, so that a value read from the environment (an API key in a rule, a host in a URL)
+// is never shown.
+func asWritten(cfg *config.Config, v string, keyPath ...string) string {
+	if s, ok := cfg.Written(keyPath...); ok {
+		return s
 	}
-	return s
+	return v
+}
+
+// listAsWritten is asWritten for each element of the array at keyPath; never nil.
+func listAsWritten(cfg *config.Config, vs []string, keyPath ...string) []string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = asWritten(cfg, v, append(keyPath, strconv.Itoa(i))...)
+	}
+	return out
 }
 
 type serverStatus struct {
@@ -259,9 +282,10 @@ func (g *Gateway) adminServices(w http.ResponseWriter, _ *http.Request) {
 	out := []serviceStatus{}
 	for _, name := range sortedNames(cfg.Services) {
 		lb := cfg.Services[name].LoadBalancer
-		st := serviceStatus{Name: name, Strategy: lb.Strategy, Servers: []serverStatus{}}
-		for _, s := range lb.Servers {
-			st.Servers = append(st.Servers, serverStatus{URL: s.URL, Weight: s.Weight})
+		st := serviceStatus{Name: name, Strategy: asWritten(cfg, lb.Strategy, "services", name, "load_balancer", "strategy"), Servers: []serverStatus{}}
+		for i, s := range lb.Servers {
+			url := asWritten(cfg, s.URL, "services", name, "load_balancer", "servers", strconv.Itoa(i), "url")
+			st.Servers = append(st.Servers, serverStatus{URL: url, Weight: s.Weight})
 		}
 		out = append(out, st)
 	}
@@ -285,28 +309,28 @@ func (g *Gateway) adminBackends(w http.ResponseWriter, _ *http.Request) {
 	for _, name := range snap.ServiceNames {
 		for _, b := range snap.Services[name].Backends {
 			ps := b.Pool.Stats()
+			// b.URL is as written in the configuration (runtime.Compile).
 			out = append(out, backendStatus{Service: name, URL: b.URL, Active: b.LB.Active.Load(), Down: b.LB.Down(), IdleConns: ps.Idle, Dials: ps.Dials, Reuses: ps.Reuses, DialErrors: ps.DialErrors})
 		}
 	}
 	writeJSON(w, 200, out)
 }
 
-// secretKeys are middleware option names whose values are redacted by /api/gateway/config.
+// secretKeys are middleware option names whose values /api/gateway/config redacts.
 var secretKeys = []string{"value", "secret", "key", "token", "password"}
 
+// adminConfig shows the configuration in force as config.Document renders it: shaped like
+// the TOML file, with strings as written (no value read from the environment) and the
+// values of secret-looking middleware options redacted, at any depth.
 func (g *Gateway) adminConfig(w http.ResponseWriter, _ *http.Request) {
 	cfg := g.live.Load().Config
-	red := *cfg
-	if red.Admin.Token != "" {
-		red.Admin.Token = "<redacted>"
+	doc := cfg.Document()
+	if mws, ok := doc["middlewares"].(map[string]any); ok {
+		for name, m := range mws {
+			mws[name] = redact(m)
+		}
 	}
-	red.Middlewares = map[string]*config.Middleware{}
-	for name, m := range cfg.Middlewares {
-		c := *m
-		c.Options, _ = redact(m.Options).(map[string]any)
-		red.Middlewares[name] = &c
-	}
-	writeJSON(w, 200, map[string]any{"files": cfg.Files(), "config": &red})
+	writeJSON(w, 200, map[string]any{"files": cfg.Files(), "config": doc})
 }
 
 // redact copies v with the values of secret-looking keys replaced, at any depth.
@@ -348,6 +372,7 @@ func isSecretKey(k string) bool {
 
 func (g *Gateway) adminReload(w http.ResponseWriter, _ *http.Request) {
 	if err := g.Reload(); err != nil {
+		// Config errors quote values as written (config.Config.Written, MaskEnv).
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "reload_failed", err.Error())
 		return
 	}
