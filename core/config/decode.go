@@ -187,11 +187,22 @@ func (d *decoder) str(path []string, v any) (string, bool) {
 		d.typeError(path, "a string", v)
 		return "", false
 	}
-	out, msg := expandEnv(s, d.lookup)
+	if !strings.Contains(s, "${") {
+		return s, true
+	}
+	var vars []envVar
+	out, msg := expandEnv(s, func(name string) (string, bool) {
+		v, ok := d.lookup(name)
+		if ok {
+			vars = append(vars, envVar{name: name, value: v})
+		}
+		return v, ok
+	})
 	if msg != "" {
 		d.errs.add(d.valPos(path), "%s: %s", dotted(path), msg)
 		return "", false
 	}
+	d.cfg.expanded[joinPath(path)] = expansion{written: s, vars: vars}
 	return out, true
 }
 
@@ -211,7 +222,7 @@ func (d *decoder) decodeValue(path []string, v any, rv reflect.Value) {
 		}
 		dur, err := time.ParseDuration(s)
 		if err != nil || dur <= 0 {
-			d.errs.add(d.valPos(path), "%s: invalid duration %q (want a positive duration such as \"500ms\", \"15s\" or \"5m\")", dotted(path), s)
+			d.errs.add(d.valPos(path), "%s: invalid duration %q (want a positive duration such as \"500ms\", \"15s\" or \"5m\")", dotted(path), d.cfg.shown(s, path...))
 			return
 		}
 		rv.SetInt(int64(dur))

@@ -6,7 +6,9 @@
 // unstable parser, then decodes the generic values against the schema in
 // schema.go: unknown keys, wrong TOML types, bad values and dangling
 // references are all reported, each at its file:line:col, as one ErrorList.
-// ${VAR} is expanded from the environment in every decoded string value.
+// ${VAR} is expanded from the environment in every decoded string value; the
+// text as written is kept (Written, Document, MaskEnv) so that what shows the
+// configuration never shows a value read from the environment.
 // The runtime compiles a Config into its own snapshot and reports its own
 // errors (rule syntax, certificates) with Pos, ValuePos and OffsetPos.
 package config

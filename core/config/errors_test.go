@@ -216,6 +216,17 @@ func TestLoadErrorPositions(t *testing.T) {
 			},
 		},
 		{
+			name: "admin allowed_hosts entries",
+			data: withMinimal(`[admin]`, `allowed_hosts = ["admin.example", "", "admin.example:9090", "https://admin.example", "*.example", "[10.0.0.1]", "[::1]", "::1", "10.0.0.1"]`),
+			want: []string{
+				`t.toml:8:35: admin.allowed_hosts[1] "": empty host name`,
+				`t.toml:8:39: admin.allowed_hosts[2] "admin.example:9090": write the host without a port (the port is not compared)`,
+				`t.toml:8:61: admin.allowed_hosts[3] "https://admin.example": not a host name or IP address (write the bare host: no scheme, path or wildcard)`,
+				`t.toml:8:86: admin.allowed_hosts[4] "*.example": not a host name or IP address (write the bare host: no scheme, path or wildcard)`,
+				`t.toml:8:99: admin.allowed_hosts[5] "[10.0.0.1]": not an IPv6 address`,
+			},
+		},
+		{
 			name: "admin token env unset",
 			data: withMinimal(`[admin]`, `token_env = "SLUICE_TEST_UNSET_TOKEN"`),
 			want: []string{`t.toml:8:13: admin.token_env: environment variable SLUICE_TEST_UNSET_TOKEN is not set or empty (it must hold the admin bearer token)`},

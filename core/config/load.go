@@ -105,7 +105,7 @@ type source struct {
 // load parses, merges, decodes and validates srcs (in merge order).
 func load(srcs []source, lookup func(string) (string, bool)) (*Config, error) {
 	e := &errs{}
-	cfg := &Config{index: map[string]keyPlace{}}
+	cfg := &Config{index: map[string]keyPlace{}, expanded: map[string]expansion{}}
 	merged := map[string]any{}
 	owner := map[string]Position{} // merged entry path -> where it was defined
 	syntax := false

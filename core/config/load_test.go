@@ -43,7 +43,7 @@ func TestDefaultsApplied(t *testing.T) {
 	if !reflect.DeepEqual(lb, wantLB) {
 		t.Errorf("load balancer defaults:\n got %+v\nwant %+v", lb, wantLB)
 	}
-	if c.Admin != (Admin{Address: "127.0.0.1:9090"}) || c.Log != (Log{Level: "info", Format: "text", AccessLogSample: 1}) {
+	if !reflect.DeepEqual(c.Admin, Admin{Address: "127.0.0.1:9090"}) || c.Log != (Log{Level: "info", Format: "text", AccessLogSample: 1}) {
 		t.Errorf("admin/log defaults: %+v %+v", c.Admin, c.Log)
 	}
 }

@@ -86,8 +86,9 @@ type Config struct {
 	// Log sets logging, [log].
 	Log Log `toml:"log"`
 
-	files []string            // the files loaded, in merge order
-	index map[string]keyPlace // key path (joined with pathSep) -> where it was defined
+	files    []string             // the files loaded, in merge order
+	index    map[string]keyPlace  // key path (joined with pathSep) -> where it was defined
+	expanded map[string]expansion // key path -> a string value that had "${" as written
 }
 
 // Entrypoint is one listener, [entrypoints.<name>].
@@ -215,7 +216,8 @@ type Server struct {
 }
 
 // Middleware is [middlewares.<name>]: a Type and its type-specific keys, kept
-// raw in Options (strings already env-interpolated). No middleware type is
+// raw in Options (strings already env-interpolated; Config.Written has them as
+// written). No middleware type is
 // implemented in this version; Load refuses a router that references one.
 type Middleware struct {
 	// Name is the table name (not a TOML key).
@@ -239,6 +241,13 @@ type Admin struct {
 	// Token is the value read from TokenEnv at load (not a TOML key; never
 	// print it).
 	Token string `toml:"-"`
+	// AllowedHosts are host names or IP addresses, without a port, that a
+	// request's Host header may name besides the admin listener's own address
+	// and the loopback names (localhost, 127.0.0.0/8, [::1]); for reaching the
+	// admin API through a DNS name or a reverse proxy. Any other Host is
+	// refused, so that a web page cannot read the admin API by DNS rebinding.
+	// Default: none.
+	AllowedHosts []string `toml:"allowed_hosts"`
 }
 
 // Log is [log].

@@ -86,6 +86,24 @@ func checkAddress(addr string) string {
 	return ""
 }
 
+// checkHostName checks an admin.allowed_hosts entry: a host name or IP
+// address as the host part of a Host header has it, without a port.
+func checkHostName(h string) string {
+	switch {
+	case h == "":
+		return "empty host name"
+	case strings.ContainsAny(h, " \t/?#@*%,"):
+		return "not a host name or IP address (write the bare host: no scheme, path or wildcard)"
+	case strings.HasPrefix(h, "[") && strings.HasSuffix(h, "]"):
+		if ip := net.ParseIP(h[1 : len(h)-1]); ip == nil || ip.To4() != nil {
+			return "not an IPv6 address"
+		}
+	case strings.Contains(h, ":") && net.ParseIP(h) == nil:
+		return "write the host without a port (the port is not compared)"
+	}
+	return ""
+}
+
 // listenKey is an address normalised to decide whether two listeners clash:
 // the same port on the same host, or on any host when one is a wildcard.
 type listenKey struct {
@@ -162,11 +180,11 @@ func (c *Config) validate(e *errs, lookup func(string) (string, bool)) {
 		} else if ep.Address == "" {
 			// written but invalid: already reported
 		} else if msg := checkAddress(ep.Address); msg != "" {
-			e.add(c.ValuePos(append(path, "address")...), "entrypoints.%s.address %q: %s", name, ep.Address, msg)
+			e.add(c.ValuePos(append(path, "address")...), "entrypoints.%s.address %q: %s", name, c.shown(ep.Address, append(path, "address")...), c.MaskEnv(msg, append(path, "address")...))
 		} else if k, ok := listenKeyOf(ep.Address); ok {
 			for _, l := range listeners {
 				if l.key.clashes(k) {
-					e.add(c.ValuePos(append(path, "address")...), "entrypoints.%s.address %q clashes with %s (%s)", name, ep.Address, dotted(l.path), c.ValuePos(append(l.path, "address")...))
+					e.add(c.ValuePos(append(path, "address")...), "entrypoints.%s.address %q clashes with %s (%s)", name, c.shown(ep.Address, append(path, "address")...), dotted(l.path), c.ValuePos(append(l.path, "address")...))
 				}
 			}
 			listeners = append(listeners, listener{k, path})
@@ -177,7 +195,7 @@ func (c *Config) validate(e *errs, lookup func(string) (string, bool)) {
 		case ep.Engine == "":
 			ep.Engine = DefaultEngine
 		case !oneOf(ep.Engine, engines):
-			e.add(c.ValuePos(append(path, "engine")...), "entrypoints.%s.engine %q: want one of %s", name, ep.Engine, quoteAll(engines))
+			e.add(c.ValuePos(append(path, "engine")...), "entrypoints.%s.engine %q: want one of %s", name, c.shown(ep.Engine, append(path, "engine")...), quoteAll(engines))
 		case ep.Engine == EngineGnet && ep.TLS != nil:
 			e.add(c.Pos(append(path, "tls")...), "entrypoints.%s: engine \"gnet\" serves plaintext only and has no TLS; set engine = \"fasthttp\" to terminate TLS on this entrypoint", name)
 		}
@@ -215,15 +233,15 @@ func (c *Config) validate(e *errs, lookup func(string) (string, bool)) {
 		} else if _, err := router.Parse(r.Rule); err != nil && r.Rule != "" { // "": a type or ${VAR} error, reported already
 			// Checked with the other keys, so that one run reports every problem.
 			if se, ok := err.(*router.SyntaxError); ok {
-				e.add(c.OffsetPos(se.Offset, append(path, "rule")...), "routers.%s.rule: %s", name, se.Msg)
+				e.add(c.OffsetPos(se.Offset, append(path, "rule")...), "routers.%s.rule: %s", name, c.MaskEnv(se.Msg, append(path, "rule")...))
 			} else {
-				e.add(c.ValuePos(append(path, "rule")...), "routers.%s.rule: %v", name, err)
+				e.add(c.ValuePos(append(path, "rule")...), "routers.%s.rule: %s", name, c.MaskEnv(err.Error(), append(path, "rule")...))
 			}
 		}
 		if r.Service == "" && c.missing(append(path, "service")...) {
 			e.add(c.Pos(append(path, "service")...), "routers.%s.service is required (the name of a [services.<name>] table)", name)
 		} else if _, ok := c.Services[r.Service]; !ok && r.Service != "" {
-			e.add(c.ValuePos(append(path, "service")...), "routers.%s.service: no service named %q%s", name, r.Service, didYouMean(r.Service, sortedNames(c.Services)))
+			e.add(c.ValuePos(append(path, "service")...), "routers.%s.service: no service named %q%s", name, c.shown(r.Service, append(path, "service")...), didYouMean(r.Service, sortedNames(c.Services)))
 		}
 		if r.Priority < 0 {
 			e.add(c.ValuePos(append(path, "priority")...), "routers.%s.priority %d: want 0 (order by rule length) or more", name, r.Priority)
@@ -235,26 +253,28 @@ func (c *Config) validate(e *errs, lookup func(string) (string, bool)) {
 		}
 		seen := map[string]bool{}
 		for i, ep := range r.Entrypoints {
-			at := c.ValuePos(append(path, "entrypoints", strconv.Itoa(i))...)
+			ip := append(path, "entrypoints", strconv.Itoa(i))
+			at := c.ValuePos(ip...)
 			if _, ok := c.Entrypoints[ep]; !ok {
-				e.add(at, "routers.%s.entrypoints: no entrypoint named %q%s", name, ep, didYouMean(ep, allEntrypoints))
+				e.add(at, "routers.%s.entrypoints: no entrypoint named %q%s", name, c.shown(ep, ip...), didYouMean(ep, allEntrypoints))
 			} else if seen[ep] {
-				e.add(at, "routers.%s.entrypoints: %q is listed twice", name, ep)
+				e.add(at, "routers.%s.entrypoints: %q is listed twice", name, c.shown(ep, ip...))
 			}
 			seen[ep] = true
 		}
 		seen = map[string]bool{}
 		for i, mw := range r.Middlewares {
-			at := c.ValuePos(append(path, "middlewares", strconv.Itoa(i))...)
+			ip := append(path, "middlewares", strconv.Itoa(i))
+			at := c.ValuePos(ip...)
 			m, ok := c.Middlewares[mw]
 			switch {
 			case !ok:
-				e.add(at, "routers.%s.middlewares: no middleware named %q%s", name, mw, didYouMean(mw, sortedNames(c.Middlewares)))
+				e.add(at, "routers.%s.middlewares: no middleware named %q%s", name, c.shown(mw, ip...), didYouMean(mw, sortedNames(c.Middlewares)))
 			case seen[mw]:
-				e.add(at, "routers.%s.middlewares: %q is listed twice", name, mw)
+				e.add(at, "routers.%s.middlewares: %q is listed twice", name, c.shown(mw, ip...))
 			case m.Type != "" && !middlewareTypes[m.Type]:
 				if _, known := middlewareTypes[m.Type]; known {
-					e.add(at, "routers.%s.middlewares: %q: middleware type %q is not implemented in this version (refusing to serve this router without it)", name, mw, m.Type)
+					e.add(at, "routers.%s.middlewares: %q: middleware type %q is not implemented in this version (refusing to serve this router without it)", name, c.shown(mw, ip...), c.shown(m.Type, "middlewares", mw, "type"))
 				}
 			}
 			seen[mw] = true
@@ -274,7 +294,7 @@ func (c *Config) validate(e *errs, lookup func(string) (string, bool)) {
 		}
 		lp := append(path, "load_balancer")
 		if !oneOf(lb.Strategy, strategies) {
-			e.add(c.ValuePos(append(lp, "strategy")...), "services.%s.load_balancer.strategy %q: want one of %s", name, lb.Strategy, quoteAll(strategies))
+			e.add(c.ValuePos(append(lp, "strategy")...), "services.%s.load_balancer.strategy %q: want one of %s", name, c.shown(lb.Strategy, append(lp, "strategy")...), quoteAll(strategies))
 		}
 		if len(lb.Servers) == 0 {
 			e.add(c.Pos(append(lp, "servers")...), "services.%s.load_balancer.servers: list at least one server, e.g. servers = [{ url = \"http://127.0.0.1:8000\" }]", name)
@@ -284,7 +304,7 @@ func (c *Config) validate(e *errs, lookup func(string) (string, bool)) {
 			if srv.URL == "" && c.missing(append(sp, "url")...) {
 				e.add(c.Pos(sp...), "services.%s.load_balancer.servers[%d].url is required", name, i)
 			} else if msg := checkServerURL(srv.URL); msg != "" && srv.URL != "" {
-				e.add(c.ValuePos(append(sp, "url")...), "services.%s.load_balancer.servers[%d].url %q: %s", name, i, srv.URL, msg)
+				e.add(c.ValuePos(append(sp, "url")...), "services.%s.load_balancer.servers[%d].url %q: %s", name, i, c.shown(srv.URL, append(sp, "url")...), c.MaskEnv(msg, append(sp, "url")...))
 			}
 			if srv.Weight < 1 || srv.Weight > MaxWeight {
 				e.add(c.ValuePos(append(sp, "weight")...), "services.%s.load_balancer.servers[%d].weight %d: want 1..%d", name, i, srv.Weight, MaxWeight)
@@ -304,24 +324,30 @@ func (c *Config) validate(e *errs, lookup func(string) (string, bool)) {
 		if m.Type == "" && c.missing(append(path, "type")...) {
 			e.add(c.Pos(path...), "middlewares.%s.type is required (one of %s)", name, quoteAll(sortedNames(middlewareTypes)))
 		} else if _, ok := middlewareTypes[m.Type]; !ok && m.Type != "" {
-			e.add(c.ValuePos(append(path, "type")...), "middlewares.%s.type %q: unknown middleware type (want one of %s)", name, m.Type, quoteAll(sortedNames(middlewareTypes)))
+			e.add(c.ValuePos(append(path, "type")...), "middlewares.%s.type %q: unknown middleware type (want one of %s)", name, c.shown(m.Type, append(path, "type")...), quoteAll(sortedNames(middlewareTypes)))
 		}
 	}
 
 	if a := c.Admin.Address; a != "" {
 		if msg := checkAddress(a); msg != "" {
-			e.add(c.ValuePos("admin", "address"), "admin.address %q: %s (or \"\" to disable the admin API)", a, msg)
+			e.add(c.ValuePos("admin", "address"), "admin.address %q: %s (or \"\" to disable the admin API)", c.shown(a, "admin", "address"), c.MaskEnv(msg, "admin", "address"))
 		} else if k, ok := listenKeyOf(a); ok {
 			for _, l := range listeners {
 				if l.key.clashes(k) {
-					e.add(c.ValuePos("admin", "address"), "admin.address %q clashes with %s (%s)", a, dotted(l.path), c.ValuePos(append(l.path, "address")...))
+					e.add(c.ValuePos("admin", "address"), "admin.address %q clashes with %s (%s)", c.shown(a, "admin", "address"), dotted(l.path), c.ValuePos(append(l.path, "address")...))
 				}
 			}
 		}
 	}
+	for i, h := range c.Admin.AllowedHosts {
+		hp := []string{"admin", "allowed_hosts", strconv.Itoa(i)}
+		if msg := checkHostName(h); msg != "" {
+			e.add(c.ValuePos(hp...), "%s %q: %s", dotted(hp), c.shown(h, hp...), msg)
+		}
+	}
 	if n := c.Admin.TokenEnv; n != "" {
 		if !isEnvName(n) {
-			e.add(c.ValuePos("admin", "token_env"), "admin.token_env %q is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*)", n)
+			e.add(c.ValuePos("admin", "token_env"), "admin.token_env %q is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*)", c.shown(n, "admin", "token_env"))
 		} else if v, ok := lookup(n); !ok || v == "" {
 			e.add(c.ValuePos("admin", "token_env"), "admin.token_env: environment variable %s is not set or empty (it must hold the admin bearer token)", n)
 		} else {
@@ -329,10 +355,10 @@ func (c *Config) validate(e *errs, lookup func(string) (string, bool)) {
 		}
 	}
 	if !oneOf(c.Log.Level, logLevels) {
-		e.add(c.ValuePos("log", "level"), "log.level %q: want one of %s", c.Log.Level, quoteAll(logLevels))
+		e.add(c.ValuePos("log", "level"), "log.level %q: want one of %s", c.shown(c.Log.Level, "log", "level"), quoteAll(logLevels))
 	}
 	if !oneOf(c.Log.Format, logFormats) {
-		e.add(c.ValuePos("log", "format"), "log.format %q: want one of %s", c.Log.Format, quoteAll(logFormats))
+		e.add(c.ValuePos("log", "format"), "log.format %q: want one of %s", c.shown(c.Log.Format, "log", "format"), quoteAll(logFormats))
 	}
 	if s := c.Log.AccessLogSample; !(s >= 0 && s <= 1) {
 		e.add(c.ValuePos("log", "access_log_sample"), "log.access_log_sample %v: want a fraction from 0 to 1", s)

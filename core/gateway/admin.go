@@ -4,11 +4,13 @@ import (
 	"context"
 	"crypto/subtle"
 	"fmt"
+	"mime"
 	"net"
 	"net/http"
 	"net/http/pprof"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -25,8 +27,8 @@ type adminServer struct {
 	srv  *http.Server
 }
 
-func startAdmin(g *Gateway, address, token string) (*adminServer, error) {
-	ln, err := net.Listen("tcp", address)
+func startAdmin(g *Gateway, cfg config.Admin) (*adminServer, error) {
+	ln, err := net.Listen("tcp", cfg.Address)
 	if err != nil {
 		return nil, fmt.Errorf("sluice: admin listener: %w", err)
 	}
@@ -47,10 +49,12 @@ func startAdmin(g *Gateway, address, token string) (*adminServer, error) {
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
-	var h http.Handler = jsonNotFound(mux)
-	if token != "" {
-		h = requireBearer(token, h)
+	hosts := newHostPolicy(cfg.Address, ln.Addr(), cfg.AllowedHosts)
+	var h http.Handler = adminEndpoints(mux, hosts)
+	if cfg.Token != "" {
+		h = requireBearer(cfg.Token, h)
 	}
+	h = requireHost(hosts, h)
 	a := &adminServer{addr: ln.Addr().String(), srv: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}}
 	go func() { _ = a.srv.Serve(ln) }()
 	return a, nil
@@ -62,16 +66,100 @@ func (a *adminServer) close() {
 	_ = a.srv.Shutdown(ctx)
 }
 
-// jsonNotFound answers unknown paths and methods with OpenAI-style JSON errors, like every
-// other admin answer.
-func jsonNotFound(mux *http.ServeMux) http.Handler {
+// writeError answers with an OpenAI-style JSON error, like every other admin answer.
+func writeError(w http.ResponseWriter, status int, typ, code, msg string) {
+	writeJSON(w, status, map[string]any{"error": map[string]any{"message": msg, "type": typ, "param": nil, "code": code}})
+}
+
+// requireHost refuses requests whose Host header does not name the admin API. A web page
+// can reach a loopback listener through a DNS name of its own that it points at 127.0.0.1
+// (DNS rebinding); the browser then treats the admin API as the page's own origin and lets
+// the page read it. Such a request still carries the page's host name in Host.
+func requireHost(hosts *hostPolicy, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, pattern := mux.Handler(r); pattern == "" {
-			writeJSON(w, http.StatusNotFound, map[string]any{"error": map[string]any{"message": "no admin endpoint " + r.Method + " " + r.URL.Path + " (see docs/admin-api.md)", "type": "not_found_error", "param": nil, "code": "not_found"}})
+		if !hosts.allows(r.Host) {
+			writeError(w, http.StatusForbidden, "permission_error", "host_not_allowed",
+				fmt.Sprintf("the admin API does not answer Host %q: use its own address or a loopback name, or list the host in [admin] allowed_hosts (see docs/admin-api.md)", r.Host))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// adminEndpoints answers unknown paths (404) and wrong methods (405, with Allow) in JSON,
+// and lets a state-changing request through only when a browser cannot have sent it on
+// behalf of another site (see stateChangeRefused).
+func adminEndpoints(mux *http.ServeMux, hosts *hostPolicy) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h, pattern := mux.Handler(r); pattern == "" {
+			// The mux's own answer says which: 405 with Allow, or 404 (or a redirect to a
+			// cleaned path, answered 404 as before).
+			probe := &headOnly{h: http.Header{}}
+			h.ServeHTTP(probe, r)
+			if probe.status == http.StatusMethodNotAllowed {
+				allow := probe.h.Get("Allow")
+				w.Header().Set("Allow", allow)
+				writeError(w, http.StatusMethodNotAllowed, "invalid_request_error", "method_not_allowed",
+					"admin endpoint "+r.URL.Path+" does not take "+r.Method+" (allowed: "+allow+")")
+				return
+			}
+			writeError(w, http.StatusNotFound, "not_found_error", "not_found", "no admin endpoint "+r.Method+" "+r.URL.Path+" (see docs/admin-api.md)")
+			return
+		}
+		if r.Method != http.MethodGet && r.Method != http.MethodHead && stateChangeRefused(w, r, hosts) {
 			return
 		}
 		mux.ServeHTTP(w, r)
 	})
+}
+
+// stateChangeRefused answers and returns true when a request that changes state
+// (POST /api/gateway/reload) may come from a page of another site (CSRF). A browser sends
+// a cross-origin POST without asking first (no CORS preflight) only with a "simple"
+// content type such as text/plain; requiring application/json makes it ask, and the admin
+// API grants no cross-origin request. Origin and Sec-Fetch-Site, which browsers set and
+// pages cannot, refuse such requests outright.
+func stateChangeRefused(w http.ResponseWriter, r *http.Request, hosts *hostPolicy) bool {
+	if r.Header.Get("Sec-Fetch-Site") == "cross-site" {
+		writeError(w, http.StatusForbidden, "permission_error", "cross_site_request",
+			r.Method+" "+r.URL.Path+" refused: the browser says it comes from another site (Sec-Fetch-Site: cross-site)")
+		return true
+	}
+	if origin := r.Header.Get("Origin"); origin != "" && !hosts.allowsOrigin(origin) {
+		writeError(w, http.StatusForbidden, "permission_error", "origin_not_allowed",
+			fmt.Sprintf("%s %s refused: Origin %q is not the admin API's own (see docs/admin-api.md)", r.Method, r.URL.Path, origin))
+		return true
+	}
+	ct := r.Header.Get("Content-Type")
+	if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+		got := "none"
+		if ct != "" {
+			got = strconv.Quote(ct)
+		}
+		writeError(w, http.StatusUnsupportedMediaType, "invalid_request_error", "unsupported_media_type",
+			r.Method+" "+r.URL.Path+" needs Content-Type: application/json (got "+got+")")
+		return true
+	}
+	return false
+}
+
+// headOnly is a ResponseWriter that keeps the status and header and drops the body.
+type headOnly struct {
+	h      http.Header
+	status int
+}
+
+func (p *headOnly) Header() http.Header { return p.h }
+
+func (p *headOnly) WriteHeader(status int) {
+	if p.status == 0 {
+		p.status = status
+	}
+}
+
+func (p *headOnly) Write(b []byte) (int, error) {
+	p.WriteHeader(http.StatusOK)
+	return len(b), nil
 }
 
 func requireBearer(token string, next http.Handler) http.Handler {
@@ -84,7 +172,7 @@ func requireBearer(token string, next http.Handler) http.Handler {
 			got = []byte(auth[7:])
 		}
 		if subtle.ConstantTimeCompare(got, want) != 1 {
-			writeJSON(w, http.StatusUnauthorized, map[string]any{"error": map[string]any{"message": "admin API needs the bearer token", "type": "authentication_error", "param": nil, "code": "unauthorized"}})
+			writeError(w, http.StatusUnauthorized, "authentication_error", "unauthorized", "admin API needs the bearer token")
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -120,7 +208,11 @@ func (g *Gateway) adminHealth(w http.ResponseWriter, _ *http.Request) {
 	for _, name := range g.epNames {
 		t := g.transports[name]
 		st := t.Stats()
-		eps = append(eps, entrypointStatus{Name: name, Address: t.Addr(), Engine: engineName(snap.Config.Entrypoints[name]), Connections: st.Connections, Active: st.Active})
+		// The bound address (the port chosen for ":0"), unless the configured one was
+		// written with ${NAME}: then its host came from the environment.
+		addr := asWritten(snap.Config, t.Addr(), "entrypoints", name, "address")
+		engine := asWritten(snap.Config, engineName(snap.Config.Entrypoints[name]), "entrypoints", name, "engine")
+		eps = append(eps, entrypointStatus{Name: name, Address: addr, Engine: engine, Connections: st.Connections, Active: st.Active})
 	}
 	writeJSON(w, 200, map[string]any{"status": "ok", "generation": snap.Gen, "entrypoints": eps})
 }
@@ -143,16 +235,35 @@ func (g *Gateway) adminRoutes(w http.ResponseWriter, _ *http.Request) {
 		if len(eps) == 0 {
 			eps = g.epNames
 		}
-		out = append(out, routeStatus{Name: name, Rule: r.Rule, Service: r.Service, Entrypoints: eps, Middlewares: nonNil(r.Middlewares), Priority: r.Priority})
+		out = append(out, routeStatus{
+			Name:        name,
+			Rule:        asWritten(cfg, r.Rule, "routers", name, "rule"),
+			Service:     asWritten(cfg, r.Service, "routers", name, "service"),
+			Entrypoints: listAsWritten(cfg, eps, "routers", name, "entrypoints"),
+			Middlewares: listAsWritten(cfg, r.Middlewares, "routers", name, "middlewares"),
+			Priority:    r.Priority,
+		})
 	}
 	writeJSON(w, 200, out)
 }
 
-func nonNil(s []string) []string {
-	if s == nil {
-		return []string{}
+// asWritten is v, the string at keyPath of cfg, as the admin API shows it: as written in the
+// file, so that a value read from the environment (an API key in a rule, a host in a URL)
+// is never shown.
+func asWritten(cfg *config.Config, v string, keyPath ...string) string {
+	if s, ok := cfg.Written(keyPath...); ok {
+		return s
 	}
-	return s
+	return v
+}
+
+// listAsWritten is asWritten for each element of the array at keyPath; never nil.
+func listAsWritten(cfg *config.Config, vs []string, keyPath ...string) []string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = asWritten(cfg, v, append(keyPath, strconv.Itoa(i))...)
+	}
+	return out
 }
 
 type serverStatus struct {
@@ -171,9 +282,10 @@ func (g *Gateway) adminServices(w http.ResponseWriter, _ *http.Request) {
 	out := []serviceStatus{}
 	for _, name := range sortedNames(cfg.Services) {
 		lb := cfg.Services[name].LoadBalancer
-		st := serviceStatus{Name: name, Strategy: lb.Strategy, Servers: []serverStatus{}}
-		for _, s := range lb.Servers {
-			st.Servers = append(st.Servers, serverStatus{URL: s.URL, Weight: s.Weight})
+		st := serviceStatus{Name: name, Strategy: asWritten(cfg, lb.Strategy, "services", name, "load_balancer", "strategy"), Servers: []serverStatus{}}
+		for i, s := range lb.Servers {
+			url := asWritten(cfg, s.URL, "services", name, "load_balancer", "servers", strconv.Itoa(i), "url")
+			st.Servers = append(st.Servers, serverStatus{URL: url, Weight: s.Weight})
 		}
 		out = append(out, st)
 	}
@@ -197,28 +309,28 @@ func (g *Gateway) adminBackends(w http.ResponseWriter, _ *http.Request) {
 	for _, name := range snap.ServiceNames {
 		for _, b := range snap.Services[name].Backends {
 			ps := b.Pool.Stats()
+			// b.URL is as written in the configuration (runtime.Compile).
 			out = append(out, backendStatus{Service: name, URL: b.URL, Active: b.LB.Active.Load(), Down: b.LB.Down(), IdleConns: ps.Idle, Dials: ps.Dials, Reuses: ps.Reuses, DialErrors: ps.DialErrors})
 		}
 	}
 	writeJSON(w, 200, out)
 }
 
-// secretKeys are middleware option names whose values are redacted by /api/gateway/config.
+// secretKeys are middleware option names whose values /api/gateway/config redacts.
 var secretKeys = []string{"value", "secret", "key", "token", "password"}
 
+// adminConfig shows the configuration in force as config.Document renders it: shaped like
+// the TOML file, with strings as written (no value read from the environment) and the
+// values of secret-looking middleware options redacted, at any depth.
 func (g *Gateway) adminConfig(w http.ResponseWriter, _ *http.Request) {
 	cfg := g.live.Load().Config
-	red := *cfg
-	if red.Admin.Token != "" {
-		red.Admin.Token = "<redacted>"
+	doc := cfg.Document()
+	if mws, ok := doc["middlewares"].(map[string]any); ok {
+		for name, m := range mws {
+			mws[name] = redact(m)
+		}
 	}
-	red.Middlewares = map[string]*config.Middleware{}
-	for name, m := range cfg.Middlewares {
-		c := *m
-		c.Options, _ = redact(m.Options).(map[string]any)
-		red.Middlewares[name] = &c
-	}
-	writeJSON(w, 200, map[string]any{"files": cfg.Files(), "config": &red})
+	writeJSON(w, 200, map[string]any{"files": cfg.Files(), "config": doc})
 }
 
 // redact copies v with the values of secret-looking keys replaced, at any depth.
@@ -260,7 +372,8 @@ func isSecretKey(k string) bool {
 
 func (g *Gateway) adminReload(w http.ResponseWriter, _ *http.Request) {
 	if err := g.Reload(); err != nil {
-		writeJSON(w, 400, map[string]any{"error": map[string]any{"message": err.Error(), "type": "invalid_request_error", "param": nil, "code": "reload_failed"}})
+		// Config errors quote values as written (config.Config.Written, MaskEnv).
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "reload_failed", err.Error())
 		return
 	}
 	writeJSON(w, 200, map[string]any{"status": "reloaded", "generation": g.live.Load().Gen})

@@ -105,7 +105,7 @@ func (g *Gateway) Start() error {
 		g.Log.Info("entrypoint listening", "entrypoint", name, "address", t.Addr(), "engine", engineName(ep))
 	}
 	if cfg.Admin.Address != "" {
-		a, err := startAdmin(g, cfg.Admin.Address, cfg.Admin.Token)
+		a, err := startAdmin(g, cfg.Admin)
 		if err != nil {
 			g.stopAll()
 			return cfg.Errorf([]string{"admin", "address"}, "%v", err)

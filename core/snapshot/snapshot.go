@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/url"
 	"sort"
+	"strconv"
 	"sync/atomic"
 
 	"github.com/sluice-gw/sluice/core/accesslog"
@@ -104,7 +105,7 @@ func Compile(cfg *config.Config, prev *Snapshot, gen uint64) (*Snapshot, error) 
 		if t := cfg.Entrypoints[name].TLS; t != nil {
 			// Checked here so that `sluice validate` and a reload catch what a bind would.
 			if _, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile); err != nil {
-				errs = append(errs, cfg.Errorf([]string{"entrypoints", name, "tls"}, "entrypoints.%s.tls: %v", name, err))
+				errs = append(errs, cfg.Errorf([]string{"entrypoints", name, "tls"}, "entrypoints.%s.tls: %s", name, cfg.MaskEnv(err.Error(), "entrypoints", name, "tls")))
 			}
 		}
 	}
@@ -192,9 +193,9 @@ func compileHooks(cfg *config.Config) (*pipeline.Chain, *config.Error) {
 
 func ruleError(cfg *config.Config, name string, err error) *config.Error {
 	if se, ok := err.(*router.SyntaxError); ok {
-		return &config.Error{Pos: cfg.OffsetPos(se.Offset, "routers", name, "rule"), Msg: fmt.Sprintf("routers.%s.rule: %s", name, se.Msg)}
+		return &config.Error{Pos: cfg.OffsetPos(se.Offset, "routers", name, "rule"), Msg: fmt.Sprintf("routers.%s.rule: %s", name, cfg.MaskEnv(se.Msg, "routers", name, "rule"))}
 	}
-	return &config.Error{Pos: cfg.ValuePos("routers", name, "rule"), Msg: fmt.Sprintf("routers.%s.rule: %v", name, err)}
+	return &config.Error{Pos: cfg.ValuePos("routers", name, "rule"), Msg: fmt.Sprintf("routers.%s.rule: %s", name, cfg.MaskEnv(err.Error(), "routers", name, "rule"))}
 }
 
 func (s *Snapshot) compileService(cfg *config.Config, name string, sc *config.Service, prev *Snapshot) (*pipeline.Service, config.ErrorList) {
@@ -206,9 +207,15 @@ func (s *Snapshot) compileService(cfg *config.Config, name string, sc *config.Se
 	var lbs []*balancer.Backend
 	var errs config.ErrorList
 	for i, srv := range lb.Servers {
+		// Shown in metric labels, logs and the admin API: as written, so that a host or
+		// credential read from the environment is not.
+		shown := srv.URL
+		if w, ok := cfg.Written("services", name, "load_balancer", "servers", strconv.Itoa(i), "url"); ok {
+			shown = w
+		}
 		u, err := url.Parse(srv.URL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			errs = append(errs, cfg.Errorf([]string{"services", name, "load_balancer", "servers"}, "services.%s.load_balancer.servers[%d].url: want http://host[:port] or https://host[:port], got %q", name, i, srv.URL))
+			errs = append(errs, cfg.Errorf([]string{"services", name, "load_balancer", "servers"}, "services.%s.load_balancer.servers[%d].url: want http://host[:port] or https://host[:port], got %q", name, i, shown))
 			continue
 		}
 		addr := u.Host
@@ -239,16 +246,16 @@ func (s *Snapshot) compileService(cfg *config.Config, name string, sc *config.Se
 			p = pool.New(opts)
 		}
 		s.pools[key] = p
-		lbb := &balancer.Backend{ID: len(svc.Backends), Name: srv.URL, Weight: srv.Weight}
+		lbb := &balancer.Backend{ID: len(svc.Backends), Name: shown, Weight: srv.Weight}
 		lbs = append(lbs, lbb)
-		svc.Backends = append(svc.Backends, &pipeline.Backend{URL: srv.URL, Host: []byte(u.Host), LB: lbb, Pool: p})
+		svc.Backends = append(svc.Backends, &pipeline.Backend{URL: shown, Host: []byte(u.Host), LB: lbb, Pool: p})
 	}
 	if len(errs) > 0 {
 		return nil, errs
 	}
 	bal, err := balancer.New(lb.Strategy, lbs)
 	if err != nil {
-		return nil, config.ErrorList{cfg.Errorf([]string{"services", name, "load_balancer", "strategy"}, "services.%s.load_balancer.strategy: %v", name, err)}
+		return nil, config.ErrorList{cfg.Errorf([]string{"services", name, "load_balancer", "strategy"}, "services.%s.load_balancer.strategy: %s", name, cfg.MaskEnv(err.Error(), "services", name, "load_balancer", "strategy"))}
 	}
 	svc.Balancer = bal
 	return svc, nil

@@ -1,0 +1,187 @@
+package config
+
+import (
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// A value read from the environment may be a secret (an API key in a rule, a password in a
+// middleware option, a private host in a URL), so whatever shows the configuration — the
+// admin API, metric labels, error messages — shows such a string as written in the file,
+// with its ${NAME} references. The decoder records that text for every string value that
+// had a "${".
+
+// expansion is a string value written with "${" in the file.
+type expansion struct {
+	written string   // the value as written, before expansion
+	vars    []envVar // the variables substituted into it
+}
+
+type envVar struct{ name, value string }
+
+// Written returns the string value at keyPath as written in the file, before ${NAME}
+// expansion, and true, when it was written with a "${" (a variable reference or a "$${"
+// escape); otherwise "", false. Use it wherever a configured string is shown, so that a
+// value read from the environment never is:
+//
+//	rule := cfg.Routers["api"].Rule
+//	if w, ok := cfg.Written("routers", "api", "rule"); ok {
+//		rule = w
+//	}
+func (c *Config) Written(keyPath ...string) (string, bool) {
+	x, ok := c.expanded[joinPath(keyPath)]
+	return x.written, ok
+}
+
+// shown is v, the decoded string at path, as messages and displays quote it.
+func (c *Config) shown(v string, path ...string) string {
+	if w, ok := c.Written(path...); ok {
+		return w
+	}
+	return v
+}
+
+// MaskEnv returns s with the value of every environment variable that was substituted into
+// a string at keyPath, or anywhere under it, replaced by its ${NAME} reference. It is for
+// text derived from such values that Written cannot give back — the message of an error
+// found in a rule, a URL or a file named by the configuration. With no keyPath it masks
+// every variable the configuration used. Empty values are left alone.
+func (c *Config) MaskEnv(s string, keyPath ...string) string {
+	prefix := joinPath(keyPath)
+	seen := map[string]bool{}
+	var vars []envVar
+	for p, x := range c.expanded {
+		if len(keyPath) > 0 && p != prefix && !strings.HasPrefix(p, prefix+pathSep) {
+			continue
+		}
+		for _, v := range x.vars {
+			if v.value != "" && !seen[v.name] {
+				seen[v.name] = true
+				vars = append(vars, v)
+			}
+		}
+	}
+	if len(vars) == 0 {
+		return s
+	}
+	// Longest first: a Replacer tries its pairs in order at each position, and the longer
+	// value must win where one variable's value contains another's.
+	sort.Slice(vars, func(i, j int) bool {
+		if len(vars[i].value) != len(vars[j].value) {
+			return len(vars[i].value) > len(vars[j].value)
+		}
+		return vars[i].name < vars[j].name
+	})
+	pairs := make([]string, 0, 4*len(vars))
+	for _, v := range vars {
+		ref := "${" + v.name + "}"
+		pairs = append(pairs, v.value, ref)
+		// The same value inside a %q-quoted fragment of a message.
+		if q := strconv.Quote(v.value); q[1:len(q)-1] != v.value {
+			pairs = append(pairs, q[1:len(q)-1], ref)
+		}
+	}
+	return strings.NewReplacer(pairs...).Replace(s)
+}
+
+// Document returns the configuration in force as a tree shaped like a TOML file of it: the
+// TOML key names, defaults and computed defaults filled in, durations as Go duration
+// strings ("1m30s"), middleware options inline in their table, and every string value that
+// was written with a "${" as written (see Written), so that the tree holds no value read
+// from the environment. Admin.Token, not a TOML key, is left out. Values are string, int64,
+// bool, []any and map[string]any, plus what Middleware.Options holds.
+func (c *Config) Document() map[string]any {
+	return c.docTable(nil, reflect.ValueOf(c).Elem())
+}
+
+func (c *Config) docTable(path []string, rv reflect.Value) map[string]any {
+	out := map[string]any{}
+	t := rv.Type()
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag := f.Tag.Get("toml")
+		switch {
+		case !f.IsExported() || tag == "-" || tag == "":
+		case tag == ",remain":
+			opts, _ := rv.Field(i).Interface().(map[string]any)
+			for k, v := range opts {
+				out[k] = c.docRaw(child(path, k), v)
+			}
+		default:
+			if v, ok := c.docValue(child(path, tag), rv.Field(i)); ok {
+				out[tag] = v
+			}
+		}
+	}
+	return out
+}
+
+// docValue renders one schema field; false for a nil table (a key that is absent).
+func (c *Config) docValue(path []string, rv reflect.Value) (any, bool) {
+	if rv.Type() == durationType {
+		if w, ok := c.Written(path...); ok {
+			return w, true
+		}
+		return time.Duration(rv.Int()).String(), true
+	}
+	switch rv.Kind() {
+	case reflect.String:
+		return c.shown(rv.String(), path...), true
+	case reflect.Bool:
+		return rv.Bool(), true
+	case reflect.Int, reflect.Int64:
+		return rv.Int(), true
+	case reflect.Float64:
+		return rv.Float(), true
+	case reflect.Slice:
+		out := make([]any, 0, rv.Len())
+		for i := 0; i < rv.Len(); i++ {
+			v, _ := c.docValue(child(path, strconv.Itoa(i)), rv.Index(i))
+			out = append(out, v)
+		}
+		return out, true
+	case reflect.Pointer:
+		if rv.IsNil() {
+			return nil, false
+		}
+		return c.docValue(path, rv.Elem())
+	case reflect.Struct:
+		return c.docTable(path, rv), true
+	case reflect.Map: // map[string]*T: named tables
+		out := make(map[string]any, rv.Len())
+		for it := rv.MapRange(); it.Next(); {
+			name := it.Key().String()
+			if v, ok := c.docValue(child(path, name), it.Value()); ok {
+				out[name] = v
+			}
+		}
+		return out, true
+	default:
+		panic("config: unsupported field type " + rv.Type().String())
+	}
+}
+
+// docRaw renders a value of Middleware.Options.
+func (c *Config) docRaw(path []string, v any) any {
+	switch x := v.(type) {
+	case string:
+		return c.shown(x, path...)
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = c.docRaw(child(path, strconv.Itoa(i)), e)
+		}
+		return out
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = c.docRaw(child(path, k), e)
+		}
+		return out
+	default:
+		return v
+	}
+}

@@ -1,0 +1,145 @@
+package config
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestWrittenGivesBackEnvReferences(t *testing.T) {
+	t.Setenv("SLUICE_T_KEY", "k-9f3a")
+	t.Setenv("SLUICE_T_HOST", "10.9.8.7")
+	c := mustLoad(t, doc(
+		`[entrypoints.web]`,
+		`address = "127.0.0.1:8080"`,
+		`[routers.r]`,
+		"rule = \"Header(`X-Api-Key`, `${SLUICE_T_KEY}`)\"",
+		`service = "s"`,
+		`[services.s.load_balancer]`,
+		`servers = [{ url = "http://127.0.0.1:1" }, { url = "http://${SLUICE_T_HOST}:8000" }]`,
+		`[middlewares.m]`,
+		`type = "jwt"`,
+		`realm = "$${literal}"`,
+		`nested = { list = ["x", "${SLUICE_T_KEY}"] }`,
+	))
+	for _, tc := range []struct {
+		path []string
+		want string
+		ok   bool
+	}{
+		{[]string{"routers", "r", "rule"}, "Header(`X-Api-Key`, `${SLUICE_T_KEY}`)", true},
+		{[]string{"services", "s", "load_balancer", "servers", "1", "url"}, "http://${SLUICE_T_HOST}:8000", true},
+		{[]string{"services", "s", "load_balancer", "servers", "0", "url"}, "", false},
+		{[]string{"middlewares", "m", "realm"}, "$${literal}", true},
+		{[]string{"middlewares", "m", "nested", "list", "1"}, "${SLUICE_T_KEY}", true},
+		{[]string{"middlewares", "m", "nested", "list", "0"}, "", false},
+		{[]string{"routers", "r", "service"}, "", false},
+	} {
+		got, ok := c.Written(tc.path...)
+		require.Equal(t, tc.ok, ok, "%v", tc.path)
+		require.Equal(t, tc.want, got, "%v", tc.path)
+	}
+	// The decoded values are expanded as before.
+	require.Equal(t, "Header(`X-Api-Key`, `k-9f3a`)", c.Routers["r"].Rule)
+	require.Equal(t, "http://10.9.8.7:8000", c.Services["s"].LoadBalancer.Servers[1].URL)
+}
+
+func TestDocumentHoldsNoEnvValue(t *testing.T) {
+	t.Setenv("SLUICE_T_KEY", "k-9f3a")
+	t.Setenv("SLUICE_T_HOST", "10.9.8.7")
+	t.Setenv("SLUICE_T_IDLE", "4321ms")
+	t.Setenv("SLUICE_T_TOKEN", "tok-77c1")
+	c := mustLoad(t, doc(
+		`[entrypoints.web]`,
+		`address = "127.0.0.1:8080"`,
+		`idle_timeout = "${SLUICE_T_IDLE}"`,
+		`[routers.r]`,
+		"rule = \"Header(`X-Api-Key`, `${SLUICE_T_KEY}`)\"",
+		`service = "s"`,
+		`[services.s.load_balancer]`,
+		`servers = [{ url = "http://${SLUICE_T_HOST}:8000", weight = 2 }]`,
+		`[middlewares.m]`,
+		`type = "jwt"`,
+		`note = "${SLUICE_T_KEY}"`,
+		`nested = { list = ["${SLUICE_T_HOST}"] }`,
+		`[admin]`,
+		`token_env = "SLUICE_T_TOKEN"`,
+	))
+	d := c.Document()
+	b, err := json.Marshal(d)
+	require.NoError(t, err)
+	for _, secret := range []string{"k-9f3a", "10.9.8.7", "4321ms", "4.321s", "tok-77c1"} {
+		require.NotContains(t, string(b), secret)
+	}
+	ep := d["entrypoints"].(map[string]any)["web"].(map[string]any)
+	require.Equal(t, "${SLUICE_T_IDLE}", ep["idle_timeout"])
+	require.Equal(t, "10s", ep["read_header_timeout"], "defaults are filled in")
+	require.Equal(t, "gnet", ep["engine"], "computed defaults are filled in")
+	require.NotContains(t, ep, "tls", "an absent table stays absent")
+	r := d["routers"].(map[string]any)["r"].(map[string]any)
+	require.Equal(t, "Header(`X-Api-Key`, `${SLUICE_T_KEY}`)", r["rule"])
+	require.Equal(t, []any{"web"}, r["entrypoints"])
+	require.Equal(t, []any{}, r["middlewares"])
+	srv := d["services"].(map[string]any)["s"].(map[string]any)["load_balancer"].(map[string]any)["servers"].([]any)[0].(map[string]any)
+	require.Equal(t, map[string]any{"url": "http://${SLUICE_T_HOST}:8000", "weight": int64(2)}, srv)
+	m := d["middlewares"].(map[string]any)["m"].(map[string]any)
+	require.Equal(t, map[string]any{"type": "jwt", "note": "${SLUICE_T_KEY}", "nested": map[string]any{"list": []any{"${SLUICE_T_HOST}"}}}, m)
+	require.Equal(t, map[string]any{"address": "127.0.0.1:9090", "token_env": "SLUICE_T_TOKEN", "allowed_hosts": []any{}}, d["admin"])
+}
+
+func TestErrorsQuoteEnvValuesAsWritten(t *testing.T) {
+	t.Setenv("SLUICE_T_URL", "ftp://secret-host.example")
+	t.Setenv("SLUICE_T_PORT", "s3cretport")
+	t.Setenv("SLUICE_T_PATH", "s3cret-path")
+	t.Setenv("SLUICE_T_DUR", "s3cret-dur")
+	t.Setenv("SLUICE_T_SVC", "s3cret-svc")
+	_, err := LoadBytes("t.toml", doc(
+		`[entrypoints.web]`,
+		`address = "127.0.0.1:${SLUICE_T_PORT}"`,
+		`idle_timeout = "${SLUICE_T_DUR}"`,
+		`[routers.r]`,
+		"rule = \"Path(`${SLUICE_T_PATH}`)\"",
+		`service = "${SLUICE_T_SVC}"`,
+		`[services.s.load_balancer]`,
+		`servers = [{ url = "${SLUICE_T_URL}" }]`,
+	))
+	var list ErrorList
+	require.True(t, errors.As(err, &list), "%v", err)
+	require.Equal(t, []string{
+		`t.toml:2:11: entrypoints.web.address "127.0.0.1:${SLUICE_T_PORT}": port "${SLUICE_T_PORT}" is not a number in 0..65535`,
+		`t.toml:3:16: entrypoints.web.idle_timeout: invalid duration "${SLUICE_T_DUR}" (want a positive duration such as "500ms", "15s" or "5m")`,
+		`t.toml:5:8: routers.r.rule: Path: path must start with '/', got "${SLUICE_T_PATH}"`,
+		`t.toml:6:11: routers.r.service: no service named "${SLUICE_T_SVC}" (defined: "s")`,
+		`t.toml:8:20: services.s.load_balancer.servers[0].url "${SLUICE_T_URL}": URL scheme must be http or https, e.g. "http://127.0.0.1:8000"`,
+	}, lines(list))
+}
+
+func TestMaskEnvIsScopedToTheKeyPath(t *testing.T) {
+	t.Setenv("SLUICE_T_A", "alpha-value")
+	t.Setenv("SLUICE_T_B", "beta-value")
+	t.Setenv("SLUICE_T_EMPTY", "")
+	c := mustLoad(t, withMinimal(
+		`[middlewares.a]`,
+		`type = "jwt"`,
+		`x = { y = "${SLUICE_T_A}${SLUICE_T_EMPTY}" }`,
+		`[middlewares.b]`,
+		`type = "jwt"`,
+		`z = "${SLUICE_T_B}"`,
+	))
+	msg := "alpha-value and beta-value"
+	require.Equal(t, "${SLUICE_T_A} and beta-value", c.MaskEnv(msg, "middlewares", "a"))
+	require.Equal(t, "${SLUICE_T_A} and beta-value", c.MaskEnv(msg, "middlewares", "a", "x", "y"))
+	require.Equal(t, "alpha-value and ${SLUICE_T_B}", c.MaskEnv(msg, "middlewares", "b"))
+	require.Equal(t, "${SLUICE_T_A} and ${SLUICE_T_B}", c.MaskEnv(msg))
+	require.Equal(t, msg, c.MaskEnv(msg, "middlewares", "ab"), "a sibling whose name has the prefix is not under it")
+}
+
+func lines(l ErrorList) []string {
+	out := make([]string, len(l))
+	for i, e := range l {
+		out[i] = e.Error()
+	}
+	return out
+}
