@@ -170,3 +170,33 @@ func TestRequestIDKeptOrGenerated(t *testing.T) {
 		})
 	}
 }
+
+// A request refused before routing (a framing error, a body over the limit) gets an
+// X-Request-Id and an access log line like any other.
+func TestRejectedRequestIsLoggedWithRequestID(t *testing.T) {
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			up := serveUpstream(t, echo)
+			logPath := filepath.Join(t.TempDir(), "access.log")
+			_, addr := startGateway(t, engine, up.addr(), fmt.Sprintf("max_body_bytes = 16\n[log]\naccess_log = %q\n", logPath))
+			for _, req := range []string{
+				"POST /x HTTP/1.1\r\nHost: gw\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+				"POST /big HTTP/1.1\r\nHost: gw\r\nContent-Length: 17\r\n\r\n01234567890123456",
+			} {
+				c := dial(t, addr)
+				send(t, c, req)
+				resp := readResponse(t, bufio.NewReader(c), false)
+				require.GreaterOrEqual(t, resp.status, 400)
+				require.NotEmpty(t, resp.headers["x-request-id"], "status %d", resp.status)
+				require.Contains(t, string(resp.body), `"error"`)
+			}
+			lines := accessLines(t, logPath, 2)
+			statuses := []float64{lines[0]["status"].(float64), lines[1]["status"].(float64)}
+			require.ElementsMatch(t, []float64{400, 413}, statuses)
+			for _, l := range lines {
+				require.Equal(t, true, l["gateway_reply"])
+				require.NotEmpty(t, l["request_id"])
+			}
+		})
+	}
+}

@@ -150,7 +150,15 @@ func (e *FastEngine) onParseError(ctx *fasthttp.RequestCtx, err error) {
 	default:
 		ge = &pipeline.GatewayError{Status: 400, Type: pipeline.InvalidRequest, Code: "bad_request", Message: "malformed request: " + parseCause(err)}
 	}
-	writeFastError(ctx, ge, false)
+	rc := pipeline.AcquireRequestCtx()
+	if a, ok := ctx.RemoteAddr().(*net.TCPAddr); ok {
+		rc.ClientIP, _ = a.IP.AppendText(rc.ClientIP[:0])
+	}
+	e.pipe.Reject(rc, ge)
+	var fx fastExchange
+	fx.writeReply(ctx, rc)
+	rc.Finish()
+	pipeline.ReleaseRequestCtx(rc)
 }
 
 // parseCause returns fasthttp's innermost parse error, without the buffer dump it may carry,
@@ -172,19 +180,6 @@ func parseCause(err error) string {
 func isSmallBuffer(err error) bool {
 	var sb *fasthttp.ErrSmallBuffer
 	return errors.As(err, &sb) || errors.Is(err, fasthttp.ErrSmallReadBuffer)
-}
-
-func writeFastError(ctx *fasthttp.RequestCtx, ge *pipeline.GatewayError, keepAlive bool) {
-	ctx.Response.Reset()
-	ctx.Response.SetStatusCode(ge.Status)
-	ctx.Response.Header.SetContentType("application/json")
-	if ge.RetryAfter > 0 {
-		ctx.Response.Header.Set("Retry-After", fmt.Sprint(ge.RetryAfter))
-	}
-	ctx.Response.SetBody(pipeline.AppendErrorBody(nil, ge))
-	if !keepAlive {
-		ctx.Response.SetConnectionClose()
-	}
 }
 
 // fastExchange is the state of one request on the fasthttp engine; it lives until the
@@ -238,17 +233,19 @@ func (fx *fastExchange) start(ctx *fasthttp.RequestCtx) bool {
 	if !bytes.HasSuffix(fx.headBuf, []byte("\r\n\r\n")) {
 		fx.headBuf = append(fx.headBuf, "\r\n"...)
 	}
+	rc.ClientIP = rc.ClientIP[:0]
+	if a, ok := ctx.RemoteAddr().(*net.TCPAddr); ok {
+		rc.ClientIP, _ = a.IP.AppendText(rc.ClientIP)
+	}
 	if err := req.ParseRequestHead(fx.headBuf, &e.set.Limits); err != nil {
-		writeFastError(ctx, pipeline.FramingGatewayError(err), false)
+		e.pipe.Reject(rc, pipeline.FramingGatewayError(err))
+		fx.begun = true
+		fx.writeReply(ctx, rc)
 		return false
 	}
 	req.Body = append(req.Body[:0], ctx.Request.Body()...)
 	if e.draining.Load() {
 		req.KeepAlive = false
-	}
-	rc.ClientIP = rc.ClientIP[:0]
-	if a, ok := ctx.RemoteAddr().(*net.TCPAddr); ok {
-		rc.ClientIP, _ = a.IP.AppendText(rc.ClientIP)
 	}
 	rc.FramesBodies = true
 	fx.armWatch(ctx.Conn())
@@ -260,27 +257,12 @@ func (fx *fastExchange) start(ctx *fasthttp.RequestCtx) bool {
 		ctx.Hijack(func(net.Conn) {})
 		return false
 	}
-	resp := &ctx.Response
-	rh := &resp.Header
-	fx.addTo = rh
-	rh.DisableNormalizing()
-	rh.SetNoDefaultContentType(true)
-	resp.SetStatusCode(rc.Status())
-	rc.VisitResponseFields(fx.addField)
-	if !rc.KeepAlive() {
-		resp.SetConnectionClose()
-	}
 	if rc.Replied() {
-		if ct := rc.ReplyContentType(); ct != "" {
-			rh.SetContentType(ct)
-		}
-		if ra := rc.ReplyRetryAfter(); ra > 0 {
-			rh.Set("Retry-After", strconv.Itoa(ra))
-		}
-		fx.headBuf = rc.ReplyBody(fx.headBuf[:0])
-		resp.SetBody(fx.headBuf)
+		fx.writeReply(ctx, rc)
 		return false
 	}
+	resp := &ctx.Response
+	rh := fx.startHead(ctx, rc)
 	fx.conn = ctx.Conn()
 	fx.stall = e.set.ClientStallTimeout
 	switch rc.Framing() {
@@ -303,6 +285,37 @@ func (fx *fastExchange) start(ctx *fasthttp.RequestCtx) bool {
 		resp.SetBodyStream(fx, -1)
 	}
 	return true
+}
+
+// startHead sets the status and fields of rc's response on ctx (not the body or its framing).
+func (fx *fastExchange) startHead(ctx *fasthttp.RequestCtx, rc *pipeline.RequestCtx) *fasthttp.ResponseHeader {
+	resp := &ctx.Response
+	rh := &resp.Header
+	fx.addTo = rh
+	rh.DisableNormalizing()
+	rh.SetNoDefaultContentType(true)
+	resp.SetStatusCode(rc.Status())
+	rc.VisitResponseFields(fx.addField)
+	if !rc.KeepAlive() {
+		resp.SetConnectionClose()
+	}
+	return rh
+}
+
+// writeReply sets the gateway's own reply of rc on ctx; fasthttp writes it (without a body
+// for HEAD).
+func (fx *fastExchange) writeReply(ctx *fasthttp.RequestCtx, rc *pipeline.RequestCtx) {
+	ctx.Response.Reset()
+	rh := fx.startHead(ctx, rc)
+	if ct := rc.ReplyContentType(); ct != "" {
+		rh.SetContentType(ct)
+	}
+	if ra := rc.ReplyRetryAfter(); ra > 0 {
+		rh.Set("Retry-After", strconv.Itoa(ra))
+	}
+	fx.headBuf = rc.ReplyBody(fx.headBuf[:0])
+	ctx.Response.SetBody(fx.headBuf)
+	fx.addTo = nil
 }
 
 // addField copies one response field into fasthttp's response header.

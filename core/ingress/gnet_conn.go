@@ -219,18 +219,20 @@ func (gc *gconn) readBody(buf []byte) (bool, error) {
 // reject answers a request that cannot be parsed and closes the connection (RFC 9112 §11.2:
 // after a framing error the rest of the stream cannot be trusted).
 func (gc *gconn) reject(err error) gnet.Action {
-	ge := pipeline.FramingGatewayError(err)
-	gc.e.m.GatewayError(ge.Status)
+	rc := &gc.rc
+	gc.e.pipe.Reject(rc, pipeline.FramingGatewayError(err))
+	resp := rc.AppendHead(nil)
+	// Completion (the access log) writes a file: never on the event loop.
+	if workers.Submit(rc.Finish) != nil {
+		go rc.Finish()
+	}
 	if gc.queued.Load() > 0 {
 		// The previous response is still queued for a slow client: the error goes behind it,
 		// and the connection closes once both are written.
-		gc.loopWrite(pipeline.AppendErrorResponse(nil, ge, 1, 1, false), true)
+		gc.loopWrite(resp, true)
 		return gnet.None
 	}
-	bp := pipeline.GetBuf()
-	*bp = pipeline.AppendErrorResponse((*bp)[:0], ge, 1, 1, false)
-	_, _ = gc.c.Write(*bp)
-	pipeline.ReleaseBuf(bp)
+	_, _ = gc.c.Write(resp)
 	return gnet.Close
 }
 

@@ -44,6 +44,8 @@ type withStages struct {
 	chain *pipeline.Chain
 }
 
+func (w withStages) Hooks() *pipeline.Chain { return w.snap.Hooks() }
+
 func (w withStages) Resolve(ep string, req *http1.Request) (*pipeline.Route, *pipeline.Chain) {
 	rt, hooks := w.snap.Resolve(ep, req)
 	if rt == nil {

@@ -18,6 +18,7 @@ func (noopStage) OnComplete(*RequestCtx)       {}
 type oneRoute struct{ rt *Route }
 
 func (o oneRoute) Resolve(string, *http1.Request) (*Route, *Chain) { return o.rt, nil }
+func (o oneRoute) Hooks() *Chain                                   { return nil }
 
 const benchChatHead = "POST /v1/chat/completions HTTP/1.1\r\nHost: api.example.com\r\nContent-Type: application/json\r\nAuthorization: Bearer sk-test\r\nX-Forwarded-For: 10.0.0.1\r\nContent-Length: 2\r\n\r\n"
 

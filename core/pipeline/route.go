@@ -14,6 +14,9 @@ type Resolver interface {
 	// none matches) and the stages every request of this configuration completes with, routed
 	// or not (the access log).
 	Resolve(ep string, req *http1.Request) (*Route, *Chain)
+	// Hooks returns the completion stages of the configuration in force, for requests that
+	// are answered before routing (a request the engine could not parse).
+	Hooks() *Chain
 }
 
 // Route is what the pipeline needs of one compiled router: its stages, where the request goes

@@ -69,6 +69,21 @@ func (ep *Entrypoint) Begin(rc *RequestCtx) {
 	rc.planBody()
 }
 
+// Reject answers a request the engine refused before routing (a framing error, a head or
+// body over its limit) with ge: the reply carries an X-Request-Id and closes the connection,
+// and the configuration's completion stages (access log) and metrics see it like any other
+// request. The engine writes the reply (AppendHead, or the reply accessors) and calls Finish.
+// rc.Req holds whatever the engine parsed of the request, possibly nothing.
+func (ep *Entrypoint) Reject(rc *RequestCtx, ge *GatewayError) {
+	rc.reset(ep)
+	ep.m.Request()
+	rc.keepAlive = false
+	rc.isHEAD = len(rc.Req.Method) == 4 && string(rc.Req.Method) == "HEAD"
+	rc.requestID = appendNewRequestID(rc.requestID[:0])
+	rc.hooks = ep.res.Hooks()
+	rc.fail(ge)
+}
+
 // route resets rc for its request, takes its request ID, resolves its route and runs the
 // route's request stages; it returns the answer when the request goes no further.
 func (ep *Entrypoint) route(rc *RequestCtx) error {

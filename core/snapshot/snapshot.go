@@ -33,8 +33,8 @@ type Snapshot struct {
 	// Routes by router name.
 	Routes map[string]*pipeline.Route
 
-	// Hooks are the completion stages every request of this snapshot runs, routed or not.
-	Hooks *pipeline.Chain
+	// hooks are the completion stages every request of this snapshot runs, routed or not.
+	hooks *pipeline.Chain
 
 	// Metrics are the gauges over this snapshot's backends, published by Activate.
 	Metrics *metrics.Set
@@ -54,13 +54,13 @@ type entrypointRoutes struct {
 func (s *Snapshot) Resolve(ep string, req *http1.Request) (*pipeline.Route, *pipeline.Chain) {
 	e := s.entrypoints[ep]
 	if e == nil {
-		return nil, s.Hooks
+		return nil, s.hooks
 	}
 	id, ok := e.table.Match(req)
 	if !ok {
-		return nil, s.Hooks
+		return nil, s.hooks
 	}
-	return e.routes[id], s.Hooks
+	return e.routes[id], s.hooks
 }
 
 // EntrypointRoutes lists the router names of entrypoint ep in match order.
@@ -113,7 +113,7 @@ func Compile(cfg *config.Config, prev *Snapshot, gen uint64) (*Snapshot, error) 
 	if err != nil {
 		errs = append(errs, err)
 	}
-	s.Hooks = hooks
+	s.hooks = hooks
 	tables := map[string][]router.Route{}
 	for _, name := range sortedKeys(cfg.Routers) {
 		r := cfg.Routers[name]
@@ -323,6 +323,12 @@ func (l *Live) Activate(s *Snapshot) {
 		s.Metrics.Register()
 	}
 }
+
+// Hooks implements pipeline.Resolver: the completion stages of the snapshot in force.
+func (l *Live) Hooks() *pipeline.Chain { return l.p.Load().hooks }
+
+// Hooks returns the completion stages every request of s runs (the access log).
+func (s *Snapshot) Hooks() *pipeline.Chain { return s.hooks }
 
 // Resolve implements pipeline.Resolver over the snapshot in force.
 func (l *Live) Resolve(ep string, req *http1.Request) (*pipeline.Route, *pipeline.Chain) {
