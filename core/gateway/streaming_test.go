@@ -143,7 +143,7 @@ func TestClientDisconnectMidStreamClosesUpstream(t *testing.T) {
 }
 
 // An upstream that dies mid-stream must never look like a finished stream to the client:
-// no [DONE], an SSE error event instead, and the stream ends promptly (DESIGN.md §5).
+// no [DONE], an SSE error event instead, and the stream ends promptly.
 func TestUpstreamResetMidStreamEndsClientStreamWithoutDone(t *testing.T) {
 	up := serveUpstream(t, func(c net.Conn, _ *bufio.Reader, _ string, _ []byte) bool {
 		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
@@ -169,6 +169,43 @@ func TestUpstreamResetMidStreamEndsClientStreamWithoutDone(t *testing.T) {
 			require.Contains(t, s, "event: error")
 			require.Contains(t, s, `"code":"upstream_stream_error"`)
 		})
+	}
+}
+
+// Every event boundary the SSE format allows counts: an upstream that ends its lines with CRLF
+// (sse-starlette's default) or CR, cut mid-stream, still ends the client's stream with the
+// error event, on a chunked and on an until-close upstream body.
+func TestStreamCutAfterCRLFEventsEndsWithErrorEvent(t *testing.T) {
+	for _, form := range []struct{ name, ev string }{{"CRLF", "data: {\"i\":0}\r\n\r\n"}, {"CR", "data: {\"i\":0}\r\r"}} {
+		for _, chunked := range []bool{true, false} {
+			up := serveUpstream(t, func(c net.Conn, _ *bufio.Reader, _ string, _ []byte) bool {
+				if chunked {
+					io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+					fmt.Fprintf(c, "%x\r\n%s\r\n", len(form.ev), form.ev)
+				} else {
+					// Content-Length absent and not chunked: the body ends at close, so only a
+					// reset marks the cut.
+					io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n"+form.ev)
+				}
+				if tc, ok := c.(*net.TCPConn); ok {
+					_ = tc.SetLinger(0) // RST, not FIN
+				}
+				return false
+			})
+			for _, engine := range engines {
+				t.Run(fmt.Sprintf("%s/chunked=%v/%s", form.name, chunked, engine), func(t *testing.T) {
+					_, addr := startGateway(t, engine, up.addr(), "")
+					c := dial(t, addr)
+					send(t, c, "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Length: 2\r\n\r\n{}")
+					resp := readResponse(t, bufio.NewReader(c), false)
+					require.Equal(t, 200, resp.status)
+					s := string(resp.body)
+					require.True(t, strings.HasPrefix(s, form.ev), "the event as sent: %q", s)
+					require.Contains(t, s, "event: error")
+					require.NotContains(t, s, "[DONE]")
+				})
+			}
+		}
 	}
 }
 
