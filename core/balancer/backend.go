@@ -92,10 +92,17 @@ func monoNow() int64 { return int64(time.Since(epoch)) }
 // strategy for a backoff of MinEjection, doubled for each consecutive failure up to
 // MaxEjection, so that requests stop paying for a dead server. After the backoff b is tried
 // again; a success (ConnectSucceeded) ends the streak.
+//
+// Failures while b is already ejected do not lengthen the backoff: they are requests that
+// picked b before the ejection, and a burst of them is one failure of the server, not many.
 func (b *Backend) ConnectFailed() {
+	now := monoNow()
+	if u := b.ejectedUntil.Load(); u != 0 && now < u {
+		return
+	}
 	n := b.connectFails.Add(1)
 	d := MinEjection << min(n-1, 5)
-	b.ejectedUntil.Store(monoNow() + int64(min(d, MaxEjection)))
+	b.ejectedUntil.Store(now + int64(min(d, MaxEjection)))
 }
 
 // ConnectSucceeded ends a streak of connect failures.

@@ -5,14 +5,24 @@ type Choice struct {
 	// Exclude holds the IDs of backends the request must not go to (already tried and failed,
 	// or refused by a stage); they are skipped like down backends.
 	Exclude Set
+	// IgnoreEjection lets a pick take backends that passive health ejected (not those marked
+	// down, nor excluded ones): the panic mode used when every backend is ejected, since a
+	// guess at a recovering server beats refusing every request.
+	IgnoreEjection bool
 }
 
 // Reset empties c for the next request, keeping its capacity.
-func (c *Choice) Reset() { c.Exclude.Reset() }
+func (c *Choice) Reset() {
+	c.Exclude.Reset()
+	c.IgnoreEjection = false
+}
 
 // eligible reports whether b may be picked under c: up, not ejected and not excluded.
 func (c *Choice) eligible(b *Backend) bool {
-	return !b.down.Load() && !b.Ejected() && (c == nil || !c.Exclude.Has(b.ID))
+	if b.down.Load() || c != nil && c.Exclude.Has(b.ID) {
+		return false
+	}
+	return c != nil && c.IgnoreEjection || !b.Ejected()
 }
 
 // Set is a set of backend IDs (small non-negative integers). The zero value is empty; IDs

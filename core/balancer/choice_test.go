@@ -40,3 +40,36 @@ func TestSetBeyond64(t *testing.T) {
 	require.Equal(t, 0, s.Len())
 	require.False(t, s.Has(200))
 }
+
+func TestConnectFailureEjectsWithBackoff(t *testing.T) {
+	b := &Backend{ID: 0}
+	require.False(t, b.Down())
+	b.ConnectFailed()
+	require.True(t, b.Down() && b.Ejected())
+	first := b.ejectedUntil.Load()
+	for range 50 { // a burst of requests that picked b before it was ejected
+		b.ConnectFailed()
+	}
+	require.Equal(t, first, b.ejectedUntil.Load(), "a burst is one failure, not fifty")
+	require.EqualValues(t, 1, b.connectFails.Load())
+	b.ConnectSucceeded()
+	require.False(t, b.Down())
+}
+
+func TestEjectedBackendsArePickedOnlyInPanicMode(t *testing.T) {
+	bs := []*Backend{{ID: 0}, {ID: 1}}
+	bal, err := New(LeastConnections, bs)
+	require.NoError(t, err)
+	bs[0].ConnectFailed()
+	var c Choice
+	for range 10 {
+		require.Equal(t, 1, bal.Pick(&c).ID)
+	}
+	bs[1].ConnectFailed()
+	require.Nil(t, bal.Pick(&c), "every backend ejected")
+	c.IgnoreEjection = true
+	require.NotNil(t, bal.Pick(&c), "panic mode picks an ejected backend")
+	bs[0].SetDown(true)
+	c.Exclude.Add(1)
+	require.Nil(t, bal.Pick(&c), "panic mode never picks a down or excluded backend")
+}

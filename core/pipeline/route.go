@@ -52,10 +52,19 @@ type Backend struct {
 }
 
 // Pick chooses a backend with the service's balancing strategy under c (which backends to
-// leave out; nil for none) and counts it as active; the caller must call Release on it. It
-// returns nil when no backend is eligible.
+// leave out) and counts it as active; the caller must call Release on it. When every backend
+// left is ejected by passive health, it picks among those anyway (panic mode, as Envoy does
+// below its panic threshold): refusing every request would turn a flapping fleet into an
+// outage. It returns nil when no backend is eligible.
 func (s *Service) Pick(c *balancer.Choice) *Backend {
+	if c == nil {
+		c = new(balancer.Choice)
+	}
 	b := s.Balancer.Pick(c)
+	if b == nil && !c.IgnoreEjection {
+		c.IgnoreEjection = true
+		b = s.Balancer.Pick(c)
+	}
 	if b == nil {
 		return nil
 	}
