@@ -9,7 +9,7 @@ import _ "embed" // for go:embed
 const DefaultName = "configs/default.toml"
 
 // Default is the content of configs/default.toml, the configuration
-// `sluice serve` uses when no --config is given (DESIGN §1).
+// `sluice serve` uses when no --config is given.
 //
 //go:embed default.toml
 var Default []byte

@@ -11,7 +11,7 @@ import (
 	"github.com/sluice-gw/sluice/core/config"
 )
 
-// configSeeds are TOML documents around the shapes of DESIGN §3: valid
+// configSeeds are TOML documents around the shapes: valid
 // configs, and the errors config's tests pin (syntax, duplicates, unknown
 // keys, types, env interpolation, cross references).
 var configSeeds = []string{

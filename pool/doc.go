@@ -1,6 +1,6 @@
 // Package pool owns sluice's upstream HTTP/1.1 connections: a per-backend keep-alive pool of
 // net.Conn (TCP_NODELAY, optional TLS via crypto/tls), one request/response Exchange at a time
-// per connection, and cancellation by close (DESIGN.md §2, §9: fasthttp's client cannot be
+// per connection, and cancellation by close (fasthttp's client cannot be
 // cancelled, so the gateway owns the sockets and closes them when the client leaves).
 //
 // Typical use, one request:

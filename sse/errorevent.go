@@ -7,7 +7,7 @@ import (
 const hexDigits = "0123456789abcdef"
 
 // AppendErrorEvent appends to dst the SSE event the gateway sends when an
-// upstream fails after the stream has started (DESIGN §5; no "[DONE]"
+// upstream fails after the stream has started (no "[DONE]"
 // follows it), in OpenAI's error shape:
 //
 //	event: error

@@ -3,7 +3,7 @@
 // (https://html.spec.whatwg.org/multipage/server-sent-events.html#event-stream-interpretation),
 // and extracts what the gateway accounts for: token usage and the OpenAI
 // "[DONE]" terminator. It also writes the SSE error event the gateway sends
-// when an upstream fails mid-stream (DESIGN §5).
+// when an upstream fails mid-stream.
 package sse
 
 import (

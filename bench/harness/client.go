@@ -31,7 +31,7 @@ const (
 	ErrNotSSE                // a stream was asked for, the response is not text/event-stream
 	ErrNoDone                // a stream ended without "data: [DONE]"
 	ErrNoContent             // a stream carried no content event
-	ErrSSEError              // a stream carried an error event (DESIGN §5)
+	ErrSSEError              // a stream carried an error event
 	errKindCount
 )
 

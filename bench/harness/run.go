@@ -1,4 +1,4 @@
-// Package harness is sluice-bench's load generator (DESIGN §8): closed-loop
+// Package harness is sluice-bench's load generator: closed-loop
 // load over N keep-alive HTTP/1.1 connections, open-loop load at a constant
 // or Poisson rate with latency measured from each request's intended send
 // time (so coordinated omission cannot hide a stall), SSE-aware timing (TTFT,

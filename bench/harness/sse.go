@@ -12,7 +12,7 @@ import (
 // event means. An event is a content event when one of its data lines holds a non-empty JSON
 // string "content" (an OpenAI chat.completion.chunk delta with text); "data: [DONE]" marks the
 // clean end of an OpenAI stream, and an "event: error" or a data line starting with {"error"
-// marks an error event (DESIGN §5). feed does not allocate once warm.
+// marks an error event. feed does not allocate once warm.
 type sseScanner struct {
 	sc  sse.Scanner
 	now int64 // arrival time of the bytes being fed

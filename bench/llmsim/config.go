@@ -1,5 +1,5 @@
 // Package llmsim simulates a fleet of OpenAI-compatible LLM servers (vLLM/SGLang-like) and
-// of the gateway's prefill/decode "Power" workers (DESIGN.md §6, §7), with a timing model
+// of the gateway's prefill/decode "Power" workers, with a timing model
 // (TTFT, ITL, batch effect, admission queue), a block-based prefix KV cache per instance,
 // fault injection and per-instance accounting, cheap enough to run thousands of concurrent
 // streams on a laptop-class CPU. docs/llmsim.md documents flags, the fleet file, the fault
@@ -14,12 +14,12 @@ import (
 	"time"
 )
 
-// Role is a worker role in the Power protocol (DESIGN.md §6): "aggregated" serves whole
+// Role is a worker role in the Power protocol: "aggregated" serves whole
 // requests (and every protocol call), "prefill" runs prefill/execute, "decode" runs
 // decode/prepare and decode/execute.
 type Role string
 
-// The worker roles of DESIGN.md §6.
+// The worker roles of the Power protocol.
 const (
 	RoleAggregated Role = "aggregated"
 	RolePrefill    Role = "prefill"

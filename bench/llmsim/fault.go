@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// FaultHeader is the request header that asks for injected faults (DESIGN.md §7).
+// FaultHeader is the request header that asks for injected faults.
 const FaultHeader = "X-Llmsim-Fault"
 
 // Fault is a parsed x-llmsim-fault spec. The zero Fault injects nothing.

@@ -31,7 +31,7 @@ const (
 	InstanceHeader = "X-Llmsim-Instance"
 )
 
-// Stats is an instance's accounting, as served by GET /llmsim/stats (DESIGN.md §7). Counters
+// Stats is an instance's accounting, as served by GET /llmsim/stats. Counters
 // are cumulative since the fleet started (crashes do not reset them); Running and Waiting
 // are current.
 type Stats struct {
@@ -69,7 +69,7 @@ type Stats struct {
 	KVBlocksUsed int64 `json:"kv_blocks_used"`
 }
 
-// Calls counts Power protocol calls (DESIGN.md §6) by endpoint.
+// Calls counts Power protocol calls by endpoint.
 type Calls struct {
 	Observation  int64 `json:"observation"`
 	Prepare      int64 `json:"prepare"`

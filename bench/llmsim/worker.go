@@ -16,7 +16,7 @@ import (
 	json "github.com/goccy/go-json"
 )
 
-// The Power worker protocol (DESIGN.md §6). Handles are opaque JSON objects
+// The Power worker protocol. Handles are opaque JSON objects
 // {"llmsim":"<base64url claims>.<base64url HMAC-SHA256>"}, keyed by the fleet seed and API
 // key, so a decode worker can refuse a handle that was forged, made for another worker, for
 // another deployment generation or a previous epoch (before a crash), or already used.

@@ -1,4 +1,4 @@
-// Package peers runs the processes of a side-by-side benchmark (DESIGN §8):
+// Package peers runs the processes of a side-by-side benchmark:
 // the upstream simulator (llmsim), sluice on each ingress engine, and the
 // peer proxies nginx and haproxy with equivalent settings, each from a
 // generated config in a temporary directory; it measures their CPU time and

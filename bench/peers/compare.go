@@ -236,7 +236,7 @@ func Compare(ctx context.Context, o CompareOptions) (*report.Comparison, error) 
 			"--listen", upAddr, "--ttft", o.SimTTFT.String(), "--itl", o.SimITL.String(),
 			"--tokens", fmt.Sprint(o.SimTokens),
 			// A pure timing model: no prefill cost per prompt token, no
-			// batch slowdown, no queueing (DESIGN §7 flags).
+			// batch slowdown, no queueing (flags).
 			"--per-uncached-token", "0s", "--itl-per-running", "0s",
 			"--max-running", "100000", "--max-waiting", "100000",
 		}, o.SimArgs...)

@@ -152,13 +152,13 @@ backend be
 `, c.workers(), c.maxConns(), strings.TrimRight(c.Dir, "/"), proxyTimeoutSecs, proxyTimeoutSecs, c.maxConns(), c.Listen, c.Upstream)
 }
 
-// Sluice ingress engines (the entrypoint key `engine`, DESIGN §3).
+// Sluice ingress engines (the entrypoint key `engine`).
 const (
 	EngineGnet     = "gnet"
 	EngineFasthttp = "fasthttp"
 )
 
-// SluiceConfig returns a sluice TOML config (DESIGN §3) with one entrypoint
+// SluiceConfig returns a sluice TOML config with one entrypoint
 // on c.Listen using engine ("gnet" or "fasthttp"; "" leaves the default), a
 // catch-all router `PathPrefix(`+"`/`"+`)` to service "up" with the single
 // server c.Upstream, and the admin listener disabled.

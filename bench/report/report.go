@@ -1,5 +1,5 @@
 // Package report turns sluice-bench compare runs into the side-by-side
-// report of DESIGN §8: per workload and target, the medians over rounds of
+// report: per workload and target, the medians over rounds of
 // RPS, latency p50/p99/p99.9, added latency over the direct-to-upstream
 // target, TTFT and ITL percentiles, errors, proxy CPU seconds per 1,000
 // requests and proxy peak RSS, with ratios against direct and nginx; as a

@@ -1,4 +1,4 @@
-// Command sluice-bench is the load harness of DESIGN §8.
+// Command sluice-bench is the load harness.
 //
 //	sluice-bench run --target URL --workload json|sse|chat-multiturn|mixed
 //	    (--concurrency N | --rate R [--poisson]) --duration D --out FILE.json

@@ -1,5 +1,5 @@
 // Command sluice is the gateway: `sluice serve [--config PATH]`, `sluice validate PATH`,
-// `sluice version` (DESIGN.md §1). It parses flags and signals and wires core/gateway.
+// `sluice version`. It parses flags and signals and wires core/gateway.
 package main
 
 import (

@@ -1,4 +1,4 @@
-// Package config loads sluice's TOML configuration (DESIGN §3) into a
+// Package config loads sluice's TOML configuration into a
 // validated, defaulted Config.
 //
 // Loading parses each file with go-toml/v2 (syntax errors carry go-toml's

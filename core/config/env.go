@@ -3,7 +3,7 @@ package config
 import "strings"
 
 // expandEnv replaces each ${NAME} in s with the value of environment variable
-// NAME, looked up with lookup (DESIGN §3). "$${" stands for a literal "${"; a
+// NAME, looked up with lookup. "$${" stands for a literal "${"; a
 // "$" not followed by "{" is kept as is. NAME is [A-Za-z_][A-Za-z0-9_]*.
 // On failure it returns a message saying which variable or what syntax was
 // wrong; the caller adds the position.
