@@ -118,7 +118,8 @@ type InstanceConfig struct {
 	// Fault is the fault spec applied at FaultRate (same grammar as x-llmsim-fault).
 	Fault string `toml:"fault"`
 	// CrashEvery, when set, crashes the instance (listener and connections closed, cache and
-	// reservations lost, epoch+1) every CrashEvery; it comes back after CrashDowntime.
+	// reservations lost, epoch+1) every CrashEvery; it comes back after CrashDowntime. In a
+	// fleet the instances crash in turn, spread evenly over the period.
 	CrashEvery Duration `toml:"crash_every"`
 	// CrashDowntime is how long a crashed instance stays down.
 	CrashDowntime Duration `toml:"crash_downtime"`

@@ -31,9 +31,13 @@ func Start(cfg Config) (*Fleet, error) {
 		}
 		f.insts = append(f.insts, in)
 	}
-	for _, in := range f.insts {
+	for i, in := range f.insts {
 		if in.cfg.CrashEvery > 0 {
-			go f.crashLoop(in)
+			// Instances crash in turn, not together: instance i first crashes i/n of a period
+			// later, so a fleet that crashes every 7s still has most instances up at any time,
+			// as a real fleet whose machines fail independently does.
+			offset := in.cfg.CrashEvery.D() * time.Duration(i) / time.Duration(len(f.insts))
+			go f.crashLoop(in, offset)
 		}
 	}
 	return f, nil
@@ -84,7 +88,14 @@ func (f *Fleet) Crash(i int, downtime time.Duration) error {
 	return nil
 }
 
-func (f *Fleet) crashLoop(in *instance) {
+func (f *Fleet) crashLoop(in *instance, offset time.Duration) {
+	if offset > 0 {
+		select {
+		case <-time.After(offset):
+		case <-f.done:
+			return
+		}
+	}
 	t := time.NewTicker(in.cfg.CrashEvery.D())
 	defer t.Stop()
 	for {
