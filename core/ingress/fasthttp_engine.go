@@ -46,6 +46,7 @@ func NewFast(set Settings, res pipeline.Resolver, log *slog.Logger) *FastEngine 
 	e := &FastEngine{set: set, log: log, done: make(chan struct{})}
 	e.m = newEntrypointMetrics(set.Name, &e.counters)
 	e.pipe = pipeline.NewEntrypoint(set.Name, set.TLSCertFile != "", res, e.m, log)
+	e.pipe.TrustedIPs = set.TrustedIPs
 	e.srv = &fasthttp.Server{
 		Handler:                       e.handle,
 		Name:                          "",
@@ -79,6 +80,7 @@ func (e *FastEngine) Start() error {
 		return fmt.Errorf("sluice: entrypoint %s: %w", e.set.Name, err)
 	}
 	e.set.Address = ln.Addr().String()
+	e.pipe.Port = listenPort(ln.Addr())
 	if e.set.TLSCertFile != "" {
 		cert, err := tls.LoadX509KeyPair(e.set.TLSCertFile, e.set.TLSKeyFile)
 		if err != nil {
@@ -246,10 +248,7 @@ func (fx *fastExchange) start(ctx *fasthttp.RequestCtx) bool {
 	if e.draining.Load() {
 		req.KeepAlive = false
 	}
-	rc.ClientIP = rc.ClientIP[:0]
-	if a, ok := ctx.RemoteAddr().(*net.TCPAddr); ok {
-		rc.ClientIP, _ = a.IP.AppendText(rc.ClientIP)
-	}
+	rc.SetClientAddr(peerAddr(ctx.RemoteAddr()))
 	rc.FramesBodies = true
 	fx.armWatch(ctx.Conn())
 	fx.begun = true
