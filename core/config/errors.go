@@ -93,6 +93,17 @@ func (e *errs) add(p Position, format string, args ...any) {
 	e.list = append(e.list, &Error{Pos: p, Msg: fmt.Sprintf(format, args...)})
 }
 
+// reported reports whether an error was added at p: a value that failed to decode (its type)
+// is left zero, and is not reported again as a bad value.
+func (e *errs) reported(p Position) bool {
+	for _, x := range e.list {
+		if x.Pos == p {
+			return true
+		}
+	}
+	return false
+}
+
 // err returns the sorted list, or nil when there is none.
 func (e *errs) err() error {
 	if len(e.list) == 0 {

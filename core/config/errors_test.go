@@ -263,6 +263,27 @@ func TestLoadErrorPositions(t *testing.T) {
 			want: []string{`t.toml:7:14: entrypoint name "my api": names are 1..128 characters of A-Z a-z 0-9 . _ - starting with a letter or digit`},
 		},
 		{
+			name: "trusted_ips entries that are not addresses or networks",
+			data: withMinimal(`[entrypoints.api]`, `address = ":9"`, `trusted_ips = ["10.0.0.0/8", "10.0.0.0/33", "lb.internal", "::ffff:10.0.0.0/129", "", "fe80::1%eth0", "10.0.0.0/+8", "10.0.0.0/"]`),
+			want: []string{
+				`t.toml:9:30: entrypoints.api.trusted_ips[1] "10.0.0.0/33": prefix length "33": want 0..32 for an IPv4 network`,
+				`t.toml:9:45: entrypoints.api.trusted_ips[2] "lb.internal": not an IP address: want an IP address or a network in CIDR notation, e.g. "192.0.2.7", "10.0.0.0/8" or "fd00::/8"`,
+				`t.toml:9:60: entrypoints.api.trusted_ips[3] "::ffff:10.0.0.0/129": prefix length "129": want 0..128 for an IPv6 network`,
+				`t.toml:9:83: entrypoints.api.trusted_ips[4] "": empty: want an IP address or a network in CIDR notation, e.g. "192.0.2.7", "10.0.0.0/8" or "fd00::/8"`,
+				`t.toml:9:87: entrypoints.api.trusted_ips[5] "fe80::1%eth0": a zone (%eth0) is never part of a peer's address: write the address without it`,
+				`t.toml:9:103: entrypoints.api.trusted_ips[6] "10.0.0.0/+8": prefix length "+8": want 0..32 for an IPv4 network`,
+				`t.toml:9:118: entrypoints.api.trusted_ips[7] "10.0.0.0/": prefix length "": want 0..32 for an IPv4 network`,
+			},
+		},
+		{
+			name: "trusted_ips must be an array of strings",
+			data: withMinimal(`[entrypoints.api]`, `address = ":9"`, `trusted_ips = "10.0.0.0/8"`, `[entrypoints.b]`, `address = ":10"`, `trusted_ips = [10]`),
+			want: []string{
+				`t.toml:9:15: entrypoints.api.trusted_ips must be an array, not a string`,
+				`t.toml:12:16: entrypoints.b.trusted_ips[0] must be a string, not an integer`,
+			},
+		},
+		{
 			name: "sizes out of range",
 			data: withMinimal(`[entrypoints.api]`, `address = ":9"`, `max_header_bytes = 100`, `max_body_bytes = 0`, `max_connections = -1`),
 			want: []string{

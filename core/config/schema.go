@@ -1,6 +1,7 @@
 package config
 
 import (
+	"net/netip"
 	"time"
 
 	"github.com/sluice-gw/sluice/pool"
@@ -133,6 +134,17 @@ type Entrypoint struct {
 	// DrainTimeout is how long in-flight requests may finish after SIGTERM
 	// before connections are closed. Default 30s.
 	DrainTimeout time.Duration `toml:"drain_timeout"`
+	// TrustedIPs are the peers whose forwarding headers are believed (load balancers or
+	// CDNs in front of sluice): IP addresses or CIDR networks, IPv4 or IPv6, e.g.
+	// ["10.0.0.0/8", "192.0.2.7", "fd00::/8"]. From any other peer every forwarding header
+	// (Forwarded, X-Forwarded-*, X-Real-IP and the like) is removed and set from what
+	// sluice saw; from a trusted peer X-Forwarded-For (and Forwarded, when sent) gets the
+	// peer appended and the others are kept. Default: none (trust no peer).
+	TrustedIPs []string `toml:"trusted_ips"`
+	// TrustedNets is TrustedIPs as parsed by Load (not a TOML key): an address is a network
+	// of one (/32, /128), an IPv4-mapped IPv6 network is the IPv4 network it maps (peers are
+	// matched in their IPv4 form), and host bits are cleared ("10.1.2.3/8" is 10.0.0.0/8).
+	TrustedNets []netip.Prefix `toml:"-"`
 }
 
 // TLS names the PEM files of a TLS entrypoint. Load does not open them; the

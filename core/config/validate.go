@@ -1,7 +1,9 @@
 package config
 
 import (
+	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"sort"
 	"strconv"
@@ -102,6 +104,42 @@ func checkHostName(h string) string {
 		return "write the host without a port (the port is not compared)"
 	}
 	return ""
+}
+
+// parseTrustedIP parses an entrypoints.<name>.trusted_ips entry: an IP address, which is a
+// network of one, or a network in CIDR notation (RFC 4632 §3.1, RFC 4291 §2.3). A peer
+// arriving on a dual-stack listener is matched in its IPv4 form, so an IPv4-mapped IPv6
+// network (::ffff:10.0.0.0/104) is turned into the IPv4 network it maps. Host bits are
+// cleared, as net.ParseCIDR and nginx's set_real_ip_from do. It returns a message when s is
+// neither.
+func parseTrustedIP(s string) (netip.Prefix, string) {
+	const want = `want an IP address or a network in CIDR notation, e.g. "192.0.2.7", "10.0.0.0/8" or "fd00::/8"`
+	addr, bits, isNet := strings.Cut(s, "/")
+	a, err := netip.ParseAddr(addr)
+	switch {
+	case s == "":
+		return netip.Prefix{}, "empty: " + want
+	case err != nil:
+		return netip.Prefix{}, "not an IP address: " + want
+	case a.Zone() != "":
+		return netip.Prefix{}, "a zone (%" + a.Zone() + ") is never part of a peer's address: write the address without it"
+	}
+	n := a.BitLen()
+	if isNet {
+		b, err := strconv.Atoi(bits)
+		if err != nil || bits == "" || strings.TrimLeft(bits, "0123456789") != "" || b > a.BitLen() {
+			v := "4"
+			if a.Is6() {
+				v = "6"
+			}
+			return netip.Prefix{}, fmt.Sprintf("prefix length %q: want 0..%d for an IPv%s network", bits, a.BitLen(), v)
+		}
+		n = b
+	}
+	if a.Is4In6() && n >= 96 {
+		a, n = a.Unmap(), n-96
+	}
+	return netip.PrefixFrom(a, n).Masked(), ""
 }
 
 // listenKey is an address normalised to decide whether two listeners clash:
@@ -218,6 +256,15 @@ func (c *Config) validate(e *errs, lookup func(string) (string, bool)) {
 		}
 		if ep.MaxConnections < 0 {
 			e.add(c.ValuePos(append(path, "max_connections")...), "entrypoints.%s.max_connections %d: want 0 (unlimited) or more", name, ep.MaxConnections)
+		}
+		for i, s := range ep.TrustedIPs {
+			ip := append(path, "trusted_ips", strconv.Itoa(i))
+			switch p, msg := parseTrustedIP(s); {
+			case msg == "":
+				ep.TrustedNets = append(ep.TrustedNets, p)
+			case !e.reported(c.ValuePos(ip...)): // else not a string, reported already
+				e.add(c.ValuePos(ip...), "entrypoints.%s.trusted_ips[%d] %q: %s", name, i, c.shown(s, ip...), c.MaskEnv(msg, ip...))
+			}
 		}
 	}
 

@@ -20,7 +20,8 @@ import (
 )
 
 // ErrRestartRequired is returned by Reload when the new config changes the entrypoints
-// (addresses, engines, TLS or limits), which a reload cannot apply to bound listeners.
+// (addresses, engines, TLS, limits or trusted_ips), which a reload cannot apply to bound
+// listeners.
 var ErrRestartRequired = errors.New("sluice: entrypoint changes need a restart")
 
 // Gateway is a running sluice instance.
@@ -75,6 +76,7 @@ func Settings(ep *config.Entrypoint) ingress.Settings {
 		MaxConnections:     ep.MaxConnections,
 		Multicore:          ep.Multicore,
 		EventLoops:         ep.EventLoops,
+		TrustedIPs:         ep.TrustedNets,
 	}
 	if ep.TLS != nil {
 		s.TLSCertFile, s.TLSKeyFile = ep.TLS.CertFile, ep.TLS.KeyFile

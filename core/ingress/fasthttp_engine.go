@@ -46,6 +46,7 @@ func NewFast(set Settings, res pipeline.Resolver, log *slog.Logger) *FastEngine 
 	e := &FastEngine{set: set, log: log, done: make(chan struct{})}
 	e.m = newEntrypointMetrics(set.Name, &e.counters)
 	e.pipe = pipeline.NewEntrypoint(set.Name, set.TLSCertFile != "", res, e.m, log)
+	e.pipe.TrustedIPs = set.TrustedIPs
 	e.srv = &fasthttp.Server{
 		Handler:                       e.handle,
 		Name:                          "",
@@ -79,6 +80,7 @@ func (e *FastEngine) Start() error {
 		return fmt.Errorf("sluice: entrypoint %s: %w", e.set.Name, err)
 	}
 	e.set.Address = ln.Addr().String()
+	e.pipe.Port = listenPort(ln.Addr())
 	if e.set.TLSCertFile != "" {
 		cert, err := tls.LoadX509KeyPair(e.set.TLSCertFile, e.set.TLSKeyFile)
 		if err != nil {
@@ -151,9 +153,7 @@ func (e *FastEngine) onParseError(ctx *fasthttp.RequestCtx, err error) {
 		ge = &pipeline.GatewayError{Status: 400, Type: pipeline.InvalidRequest, Code: "bad_request", Message: "malformed request: " + parseCause(err)}
 	}
 	rc := pipeline.AcquireRequestCtx()
-	if a, ok := ctx.RemoteAddr().(*net.TCPAddr); ok {
-		rc.ClientIP, _ = a.IP.AppendText(rc.ClientIP[:0])
-	}
+	rc.SetClientAddr(peerAddr(ctx.RemoteAddr()))
 	e.pipe.Reject(rc, ge)
 	var fx fastExchange
 	fx.writeReply(ctx, rc)
@@ -233,10 +233,7 @@ func (fx *fastExchange) start(ctx *fasthttp.RequestCtx) bool {
 	if !bytes.HasSuffix(fx.headBuf, []byte("\r\n\r\n")) {
 		fx.headBuf = append(fx.headBuf, "\r\n"...)
 	}
-	rc.ClientIP = rc.ClientIP[:0]
-	if a, ok := ctx.RemoteAddr().(*net.TCPAddr); ok {
-		rc.ClientIP, _ = a.IP.AppendText(rc.ClientIP)
-	}
+	rc.SetClientAddr(peerAddr(ctx.RemoteAddr()))
 	if err := req.ParseRequestHead(fx.headBuf, &e.set.Limits); err != nil {
 		e.pipe.Reject(rc, pipeline.FramingGatewayError(err))
 		fx.begun = true

@@ -2,7 +2,6 @@ package ingress
 
 import (
 	"errors"
-	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -83,9 +82,7 @@ type gconn struct {
 
 func newGconn(e *GnetEngine, c gnet.Conn) *gconn {
 	gc := &gconn{e: e, c: c, closedCh: make(chan struct{}), sent: make(chan sendItem, maxSendQueue), drained: make(chan struct{}, 1)}
-	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
-		gc.rc.ClientIP = []byte(a.IP.String())
-	}
+	gc.rc.SetClientAddr(peerAddr(c.RemoteAddr()))
 	gc.fd = c.Fd()
 	gc.serveFn = gc.serve
 	gc.onWritten = gc.written

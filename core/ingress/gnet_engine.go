@@ -52,6 +52,7 @@ func NewGnet(set Settings, res pipeline.Resolver, log *slog.Logger) *GnetEngine 
 	e := &GnetEngine{set: set, log: log, booted: make(chan struct{}), stopped: make(chan struct{}), live: make(map[*gconn]struct{})}
 	e.m = newEntrypointMetrics(set.Name, &e.counters)
 	e.pipe = pipeline.NewEntrypoint(set.Name, false, res, e.m, log)
+	e.pipe.TrustedIPs = set.TrustedIPs
 	return e
 }
 
@@ -64,6 +65,7 @@ func (e *GnetEngine) Start() error {
 		return fmt.Errorf("sluice: entrypoint %s: %w", e.set.Name, err)
 	}
 	e.set.Address = ln.Addr().String()
+	e.pipe.Port = listenPort(ln.Addr())
 	_ = ln.Close()
 	e.launched.Store(true)
 	go func() {

@@ -7,7 +7,10 @@ package ingress
 
 import (
 	"context"
+	"net"
+	"net/netip"
 	"runtime"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -55,6 +58,9 @@ type Settings struct {
 	EventLoops         int // gnet event loops; 0: half the CPUs with Multicore, else 1
 	TLSCertFile        string
 	TLSKeyFile         string
+	// TrustedIPs are the peers whose forwarding headers are believed and extended; from any
+	// other peer they are replaced (pipeline.Entrypoint.TrustedIPs). nil: no peer is trusted.
+	TrustedIPs []netip.Prefix
 }
 
 // Defaults for Settings fields left zero: the config's, declared once there.
@@ -105,3 +111,21 @@ func newEntrypointMetrics(name string, c *counters) *metrics.Entrypoint {
 }
 
 func (c *counters) stats() Stats { return Stats{Connections: c.conns.Load(), Active: c.active.Load()} }
+
+// peerAddr is the address of a connection's peer for RequestCtx.SetClientAddr; the zero Addr
+// for a peer that is not TCP.
+func peerAddr(a net.Addr) netip.Addr {
+	if t, ok := a.(*net.TCPAddr); ok {
+		ip, _ := netip.AddrFromSlice(t.IP)
+		return ip
+	}
+	return netip.Addr{}
+}
+
+// listenPort is the port of a bound listener, as X-Forwarded-Port carries it.
+func listenPort(a net.Addr) string {
+	if t, ok := a.(*net.TCPAddr); ok {
+		return strconv.Itoa(t.Port)
+	}
+	return ""
+}

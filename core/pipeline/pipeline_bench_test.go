@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"net/netip"
 	"testing"
 
 	"github.com/sluice-gw/sluice/core/balancer"
@@ -23,8 +24,19 @@ func (o oneRoute) Hooks() *Chain                                   { return nil 
 const benchChatHead = "POST /v1/chat/completions HTTP/1.1\r\nHost: api.example.com\r\nContent-Type: application/json\r\nAuthorization: Bearer sk-test\r\nX-Forwarded-For: 10.0.0.1\r\nContent-Length: 2\r\n\r\n"
 
 // BenchmarkRouteToUpstreamHead is the pipeline's own cost for one request with three no-op
-// stages: request ID, route, request stages, backend choice and the upstream head.
-func BenchmarkRouteToUpstreamHead(b *testing.B) {
+// stages: request ID, route, request stages, backend choice and the upstream head. The peer
+// is not trusted: its X-Forwarded-For is dropped.
+func BenchmarkRouteToUpstreamHead(b *testing.B) { benchRouteToUpstreamHead(b, nil) }
+
+// BenchmarkRouteToUpstreamHeadTrustedPeer is BenchmarkRouteToUpstreamHead from a peer in
+// trusted_ips (the last of several networks): its X-Forwarded-For is extended.
+func BenchmarkRouteToUpstreamHeadTrustedPeer(b *testing.B) {
+	benchRouteToUpstreamHead(b, []netip.Prefix{
+		netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fd00::/8"), netip.MustParsePrefix("127.0.0.1/32"),
+	})
+}
+
+func benchRouteToUpstreamHead(b *testing.B, trusted []netip.Prefix) {
 	lbs := []*balancer.Backend{{ID: 0, Name: "http://10.0.0.2:8000"}, {ID: 1, Name: "http://10.0.0.3:8000"}}
 	bal, err := balancer.New(balancer.RoundRobin, lbs)
 	if err != nil {
@@ -40,8 +52,9 @@ func BenchmarkRouteToUpstreamHead(b *testing.B) {
 	}
 	rt := &Route{Name: "bench", Service: svc, Chain: chain, M: metrics.ForRoute("bench", "up")}
 	ep := NewEntrypoint("web", false, oneRoute{rt}, metrics.ForEntrypoint("bench"), nil)
+	ep.Port, ep.TrustedIPs = "8080", trusted
 	var rc RequestCtx
-	rc.ClientIP = []byte("127.0.0.1")
+	rc.SetClientAddr(netip.MustParseAddr("127.0.0.1"))
 	if err := rc.Req.ParseRequestHead([]byte(benchChatHead), nil); err != nil {
 		b.Fatal(err)
 	}
@@ -54,6 +67,9 @@ func BenchmarkRouteToUpstreamHead(b *testing.B) {
 		bk := rc.pick()
 		if bk == nil || len(rc.upHead) == 0 {
 			b.Fatal("no backend")
+		}
+		if rc.trusted != (trusted != nil) {
+			b.Fatal("trust not decided")
 		}
 		bk.Release()
 	}

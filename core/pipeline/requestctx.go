@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -19,11 +20,15 @@ import (
 type RequestCtx struct {
 	// Req is the request, parsed and with its body read by the engine.
 	Req http1.Request
-	// ClientIP is the peer address without port, e.g. "127.0.0.1", set by the engine.
+	// ClientIP is the peer address without port, e.g. "127.0.0.1" or "::1", set by the engine
+	// with SetClientAddr. It is what sluice saw, never a forwarding header's claim.
 	ClientIP []byte
 	// FramesBodies is set by engines whose server frames a body of unknown length itself
 	// (fasthttp.Server chunks it): such bodies are then read as payload (ReadBody).
 	FramesBodies bool
+
+	peer    netip.Addr // ClientIP parsed: what trusted_ips is matched against
+	trusted bool       // the peer is in the entrypoint's TrustedIPs
 
 	ep      *Entrypoint
 	route   *Route
@@ -95,9 +100,18 @@ func ReleaseRequestCtx(rc *RequestCtx) {
 	rc.canceled = false
 	rc.done = nil
 	rc.cancelMu.Unlock()
-	rc.ClientIP = rc.ClientIP[:0]
+	rc.ClientIP, rc.peer = rc.ClientIP[:0], netip.Addr{}
 	rc.FramesBodies = false
 	ctxPool.Put(rc)
+}
+
+// SetClientAddr sets the peer address of the connection: ClientIP, and the address the
+// entrypoint's TrustedIPs are matched against. An IPv4-mapped IPv6 address (an IPv4 peer of a
+// dual-stack listener) is taken as the IPv4 address, and a zone is dropped, so that both
+// match the networks as configured. It allocates nothing once ClientIP has capacity.
+func (rc *RequestCtx) SetClientAddr(a netip.Addr) {
+	rc.peer = a.Unmap().WithZone("")
+	rc.ClientIP = rc.peer.AppendTo(rc.ClientIP[:0])
 }
 
 // reset clears the per-request state before a request (not the request itself, the client

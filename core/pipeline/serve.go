@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net/netip"
 	"slices"
 	"strconv"
 	"sync/atomic"
@@ -25,6 +26,14 @@ type Entrypoint struct {
 	Name string
 	// TLS reports that the entrypoint terminates TLS (X-Forwarded-Proto: https).
 	TLS bool
+	// Port is the port the entrypoint listens on, sent upstream as X-Forwarded-Port ("": not
+	// sent). The engine sets it once its listener is bound, before it serves.
+	Port string
+	// TrustedIPs are the networks of the peers whose forwarding headers are believed and
+	// extended (entrypoints.<name>.trusted_ips, parsed by config.Load); from any other peer
+	// they are replaced (see appendUpstreamHead). Set before the engine serves; nil trusts
+	// no peer.
+	TrustedIPs []netip.Prefix
 
 	res  Resolver
 	m    *metrics.Entrypoint
@@ -90,12 +99,24 @@ func (ep *Entrypoint) route(rc *RequestCtx) error {
 	rc.reset(ep)
 	ep.m.Request()
 	rc.isHEAD = len(rc.Req.Method) == 4 && string(rc.Req.Method) == "HEAD"
+	rc.trusted = ep.trusts(rc.peer)
 	rc.takeRequestID()
 	rc.route, rc.hooks = ep.res.Resolve(ep.Name, &rc.Req)
 	if rc.route == nil {
 		return ErrNoRoute
 	}
 	return rc.route.Chain.onRequest(rc)
+}
+
+// trusts reports whether peer a is in TrustedIPs. A scan of the list: it holds the few load
+// balancers in front of sluice, and allocates nothing.
+func (ep *Entrypoint) trusts(a netip.Addr) bool {
+	for _, p := range ep.TrustedIPs {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
 }
 
 // pick chooses the next backend for the request and builds its upstream head in rc.upHead;

@@ -8,9 +8,8 @@ import (
 var (
 	hdrHost          = []byte("Host")
 	hdrContentLength = []byte("Content-Length")
-	hdrXFF           = []byte("X-Forwarded-For")
-	hdrXFProto       = []byte("X-Forwarded-Proto")
 	hdrXFHost        = []byte("X-Forwarded-Host")
+	hdrXRealIP       = []byte("X-Real-IP")
 	hdrAuthorization = []byte("Authorization")
 	hdrExpect        = []byte("Expect")
 )
@@ -20,11 +19,11 @@ var (
 // Hop-by-hop fields (RFC 9110 §7.6.1, including those named in Connection) and the client's
 // framing (Content-Length, Transfer-Encoding, Expect) are dropped: the body was read whole, so
 // it goes upstream with its own Content-Length, which is right even when a stage rewrote it.
-// X-Forwarded-For gets the client IP appended (the de facto format of RFC 7239's
-// predecessors), X-Forwarded-Proto and X-Forwarded-Host are set by the gateway, replacing
-// client-sent values that could spoof them. X-Request-Id is the request's (the client's when
-// sane). Host is the backend's own unless the service passes the client's Host through.
-// Fields added by request stages come last.
+// Forwarding fields (Forwarded, X-Forwarded-*, X-Real-IP and the like, see forwardingKind)
+// are dropped unless the peer is trusted, so that no client can tell the upstream another
+// address than its own; then sluice sets its own (appendForwardingFields). X-Request-Id is
+// the request's (the client's when sane). Host is the backend's own unless the service passes
+// the client's Host through. Fields added by request stages come last.
 func appendUpstreamHead(dst []byte, rc *RequestCtx, b *Backend) []byte {
 	req, rt := &rc.Req, rc.route
 	dst = append(dst, req.Method...)
@@ -42,7 +41,7 @@ func appendUpstreamHead(dst []byte, rc *RequestCtx, b *Backend) []byte {
 		dst = append(dst, b.Host...)
 	}
 	dst = append(dst, "\r\n"...)
-	var xff []byte
+	var seen fwdSeen
 	for i := range req.Headers {
 		f := &req.Headers[i]
 		k := f.Key
@@ -51,34 +50,24 @@ func appendUpstreamHead(dst []byte, rc *RequestCtx, b *Backend) []byte {
 			bytes.EqualFold(k, hdrHost),
 			bytes.EqualFold(k, hdrContentLength),
 			bytes.EqualFold(k, hdrExpect),
-			bytes.EqualFold(k, hdrXFProto),
-			bytes.EqualFold(k, hdrXFHost),
 			bytes.EqualFold(k, hdrRequestID):
-			continue
-		case bytes.EqualFold(k, hdrXFF):
-			if xff == nil {
-				xff = f.Value
-			}
 			continue
 		case rt.StripAuthorization && bytes.EqualFold(k, hdrAuthorization):
 			continue
 		}
+		switch kind := forwardingKind(k); {
+		case kind == fwdNone:
+		case !rc.trusted || kind == fwdAlias:
+			continue
+		case kind == fwdFor || kind == fwdForwarded:
+			seen |= 1 << kind
+			continue // one field line with the peer appended, below
+		default:
+			seen |= 1 << kind
+		}
 		dst = appendField(dst, k, f.Value)
 	}
-	dst = append(dst, "X-Forwarded-For: "...)
-	if len(xff) > 0 {
-		dst = append(dst, xff...)
-		dst = append(dst, ", "...)
-	}
-	dst = append(dst, rc.ClientIP...)
-	if rc.ep.TLS {
-		dst = append(dst, "\r\nX-Forwarded-Proto: https\r\n"...)
-	} else {
-		dst = append(dst, "\r\nX-Forwarded-Proto: http\r\n"...)
-	}
-	if len(req.Host) > 0 {
-		dst = appendField(dst, hdrXFHost, req.Host)
-	}
+	dst = rc.appendForwardingFields(dst, seen)
 	dst = appendField(dst, hdrRequestID, rc.requestID)
 	dst = rc.appendFields(dst, rc.upExtra)
 	if len(req.Body) > 0 || req.ContentLength >= 0 || req.Chunked {
