@@ -51,7 +51,7 @@ func NewFast(set Settings, res pipeline.Resolver, log *slog.Logger) *FastEngine 
 		Name:                          "",
 		NoDefaultServerHeader:         true,
 		NoDefaultContentType:          true,
-		NoDefaultDate:                 true,
+		NoDefaultDate:                 false, // Date on every response (RFC 9110 §6.6.1); fasthttp sets it and drops any other
 		DisableHeaderNamesNormalizing: true,
 		DisablePreParseMultipartForm:  true,
 		ReadTimeout:                   set.ReadHeaderTimeout,

@@ -305,9 +305,12 @@ func (rc *RequestCtx) AppendHead(dst []byte) []byte {
 	return appendConnection(dst, &rc.Req, rc.keepAlive)
 }
 
-// appendOwnFields appends the fields the gateway adds to every response: X-Request-Id and
-// those response stages added.
+// appendOwnFields appends the fields the gateway adds to every response: Date when the
+// response has none, X-Request-Id and those response stages added.
 func (rc *RequestCtx) appendOwnFields(dst []byte) []byte {
+	if rc.needsDate() {
+		dst = appendDate(dst, time.Now())
+	}
 	dst = appendField(dst, hdrRequestID, rc.requestID)
 	return rc.appendFields(dst, rc.respExtra)
 }
@@ -370,7 +373,7 @@ func (rc *RequestCtx) ReplyContentType() string { return rc.reply.ContentType }
 func (rc *RequestCtx) ReplyRetryAfter() int { return rc.reply.RetryAfter }
 
 // VisitResponseFields calls f for each field of the response to the client besides framing,
-// connection and content type fields the engine sets itself: the upstream's end-to-end
+// connection, content type and Date fields the engine sets itself: the upstream's end-to-end
 // fields (for an upstream response) and the gateway's own (X-Request-Id, stage fields).
 func (rc *RequestCtx) VisitResponseFields(f func(k, v []byte)) {
 	if !rc.replied {
