@@ -49,6 +49,10 @@ func (ep *Entrypoint) Begin(rc *RequestCtx) {
 		rc.answer(err)
 		return
 	}
+	if rc.maxFwd == 0 {
+		rc.answer(rc.answerAsFinalRecipient())
+		return
+	}
 	if err := rc.exchange(); err != nil {
 		rc.answer(err)
 		return
@@ -75,6 +79,7 @@ func (ep *Entrypoint) route(rc *RequestCtx) error {
 	rc.reset(ep)
 	ep.m.Request()
 	rc.isHEAD = len(rc.Req.Method) == 4 && string(rc.Req.Method) == "HEAD"
+	rc.maxFwd = maxForwards(&rc.Req)
 	rc.takeRequestID()
 	rc.route, rc.hooks = ep.res.Resolve(ep.Name, &rc.Req)
 	if rc.route == nil {
@@ -166,6 +171,49 @@ func (rc *RequestCtx) idempotent() bool {
 	}
 	_, ok := rc.Req.HeaderValue("Idempotency-Key")
 	return ok
+}
+
+// maxForwards returns the Max-Forwards of a TRACE or OPTIONS request (RFC 9110 §7.6.2), or -1
+// when it has none or an invalid one, or for another method (which may ignore the field: it
+// goes upstream as received).
+func maxForwards(req *http1.Request) int64 {
+	if m := string(req.Method); m != "TRACE" && m != "OPTIONS" {
+		return -1
+	}
+	v, ok := req.HeaderValue("Max-Forwards")
+	if !ok || len(v) == 0 || len(v) > 18 {
+		return -1
+	}
+	var n int64
+	for _, c := range v {
+		if c < '0' || c > '9' {
+			return -1
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n
+}
+
+// answerAsFinalRecipient answers a TRACE or OPTIONS request whose Max-Forwards is spent, as
+// the final recipient it then is (RFC 9110 §7.6.2): OPTIONS gets 200 without content
+// (§9.3.7), TRACE gets its request line and Host reflected as message/http (§9.3.8) and no
+// other field, since the gateway cannot tell which ones carry credentials.
+func (rc *RequestCtx) answerAsFinalRecipient() error {
+	req := &rc.Req
+	if string(req.Method) == "OPTIONS" {
+		return rc.Reply(200, "", nil)
+	}
+	b := make([]byte, 0, 32+len(req.URI)+len(req.Host))
+	b = append(b, req.Method...)
+	b = append(b, ' ')
+	b = append(b, req.URI...)
+	b = append(b, " HTTP/1."...)
+	b = strconv.AppendInt(b, int64(req.Minor), 10)
+	b = append(b, "\r\n"...)
+	if req.Host != nil {
+		b = appendField(b, hdrHost, req.Host)
+	}
+	return rc.Reply(200, "message/http", append(b, "\r\n"...))
 }
 
 // dropUpstream ends the upstream exchange without reading its body (its connection closes).

@@ -13,6 +13,7 @@ var (
 	hdrXFHost        = []byte("X-Forwarded-Host")
 	hdrAuthorization = []byte("Authorization")
 	hdrExpect        = []byte("Expect")
+	hdrMaxForwards   = []byte("Max-Forwards")
 )
 
 // appendUpstreamHead appends the HTTP/1.1 request head sent to backend b for rc's request.
@@ -24,7 +25,8 @@ var (
 // predecessors), X-Forwarded-Proto and X-Forwarded-Host are set by the gateway, replacing
 // client-sent values that could spoof them. X-Request-Id is the request's (the client's when
 // sane). Host is the backend's own unless the service passes the client's Host through.
-// Fields added by request stages come last.
+// The Max-Forwards of a TRACE or OPTIONS request goes one less (RFC 9110 §7.6.2). Fields added
+// by request stages come last.
 func appendUpstreamHead(dst []byte, rc *RequestCtx, b *Backend) []byte {
 	req, rt := &rc.Req, rc.route
 	dst = append(dst, req.Method...)
@@ -62,6 +64,8 @@ func appendUpstreamHead(dst []byte, rc *RequestCtx, b *Backend) []byte {
 			continue
 		case rt.StripAuthorization && bytes.EqualFold(k, hdrAuthorization):
 			continue
+		case rc.maxFwd > 0 && bytes.EqualFold(k, hdrMaxForwards):
+			continue // sent below, one less
 		}
 		dst = appendField(dst, k, f.Value)
 	}
@@ -80,6 +84,11 @@ func appendUpstreamHead(dst []byte, rc *RequestCtx, b *Backend) []byte {
 		dst = appendField(dst, hdrXFHost, req.Host)
 	}
 	dst = appendField(dst, hdrRequestID, rc.requestID)
+	if rc.maxFwd > 0 {
+		dst = append(dst, "Max-Forwards: "...)
+		dst = strconv.AppendInt(dst, rc.maxFwd-1, 10)
+		dst = append(dst, "\r\n"...)
+	}
 	dst = rc.appendFields(dst, rc.upExtra)
 	if len(req.Body) > 0 || req.ContentLength >= 0 || req.Chunked {
 		dst = append(dst, "Content-Length: "...)
