@@ -261,3 +261,29 @@ func TestHTTP10ExpectationIsIgnored(t *testing.T) {
 		})
 	}
 }
+
+// A framing error answering a HEAD request has no body either (RFC 9110 §9.3.2): the client
+// reads the head, then the connection closes. (A head that fasthttp's own parser refuses is
+// answered with a body: fasthttp forgets the method of a head it could not read.)
+func TestFramingErrorToHEADHasNoBody(t *testing.T) {
+	up := serveUpstream(t, echo)
+	for _, engine := range engines {
+		for name, req := range map[string]string{
+			"underscore": "HEAD / HTTP/1.1\r\nHost: gw\r\nContent_Length: 5\r\n\r\n",
+			"too large":  "HEAD / HTTP/1.1\r\nHost: gw\r\nContent-Length: 4096\r\n\r\n",
+			"te and cl":  "HEAD / HTTP/1.1\r\nHost: gw\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+		} {
+			t.Run(engine+"/"+name, func(t *testing.T) {
+				_, addr := startGateway(t, engine, up.addr(), "max_body_bytes = 1024")
+				c := dial(t, addr)
+				send(t, c, req)
+				r := bufio.NewReader(c)
+				resp := readResponse(t, r, true)
+				require.Contains(t, []int{400, 413}, resp.status)
+				require.Equal(t, "close", resp.headers["connection"])
+				rest, _ := io.ReadAll(r)
+				require.Empty(t, string(rest), "the HEAD answer had a body")
+			})
+		}
+	}
+}

@@ -176,6 +176,9 @@ func isSmallBuffer(err error) bool {
 
 func writeFastError(ctx *fasthttp.RequestCtx, ge *pipeline.GatewayError, keepAlive bool) {
 	ctx.Response.Reset()
+	// fasthttp leaves out the body of a HEAD answer only for handler responses, not for the
+	// answers to requests it could not read (RFC 9110 §9.3.2).
+	ctx.Response.SkipBody = ctx.IsHead()
 	ctx.Response.SetStatusCode(ge.Status)
 	ctx.Response.Header.SetContentType("application/json")
 	if ge.RetryAfter > 0 {

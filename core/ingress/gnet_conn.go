@@ -221,14 +221,16 @@ func (gc *gconn) readBody(buf []byte) (bool, error) {
 func (gc *gconn) reject(err error) gnet.Action {
 	ge := pipeline.FramingGatewayError(err)
 	gc.e.m.GatewayError(ge.Status)
+	// The method is known once the request line parsed, whatever failed after it.
+	head := string(gc.rc.Req.Method) == "HEAD"
 	if gc.queued.Load() > 0 {
 		// The previous response is still queued for a slow client: the error goes behind it,
 		// and the connection closes once both are written.
-		gc.loopWrite(pipeline.AppendErrorResponse(nil, ge, 1, 1, false), true)
+		gc.loopWrite(pipeline.AppendErrorResponse(nil, ge, 1, 1, false, head), true)
 		return gnet.None
 	}
 	bp := pipeline.GetBuf()
-	*bp = pipeline.AppendErrorResponse((*bp)[:0], ge, 1, 1, false)
+	*bp = pipeline.AppendErrorResponse((*bp)[:0], ge, 1, 1, false, head)
 	_, _ = gc.c.Write(*bp)
 	pipeline.ReleaseBuf(bp)
 	return gnet.Close

@@ -109,8 +109,9 @@ func AppendErrorBody(dst []byte, e *GatewayError) []byte {
 }
 
 // AppendErrorResponse appends a complete HTTP/1.1 error response (status line, Date and the
-// other headers, JSON body) for e to dst. keepAlive false adds "Connection: close".
-func AppendErrorResponse(dst []byte, e *GatewayError, major, minor int, keepAlive bool) []byte {
+// other headers, JSON body) for e to dst. keepAlive false adds "Connection: close". The answer
+// to a HEAD request (head) has the body's length but not the body (RFC 9110 §9.3.2).
+func AppendErrorResponse(dst []byte, e *GatewayError, major, minor int, keepAlive, head bool) []byte {
 	dst = http1.AppendStatusLine(dst, 1, 1, e.Status, nil)
 	dst = appendDate(dst, time.Now())
 	dst = append(dst, "Content-Type: application/json\r\n"...)
@@ -136,6 +137,9 @@ func AppendErrorResponse(dst []byte, e *GatewayError, major, minor int, keepAliv
 	dst = append(dst, h...) // grow
 	copy(dst[bodyStart+len(h):], dst[bodyStart:bodyStart+body])
 	copy(dst[bodyStart:], h)
+	if head {
+		return dst[:bodyStart+len(h)]
+	}
 	return dst
 }
 
