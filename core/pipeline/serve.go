@@ -397,9 +397,13 @@ func (rc *RequestCtx) appendReply(dst []byte) []byte {
 		copy(dst[mark:], h)
 		return dst
 	}
-	dst = appendContentLength(dst, int64(len(body)))
+	// 1xx, 204 and 304 have no content, and no Content-Length to announce it (RFC 9110 §8.6).
+	noContent := r.Status < 200 || r.Status == 204 || r.Status == 304
+	if !noContent {
+		dst = appendContentLength(dst, int64(len(body)))
+	}
 	dst = appendConnection(dst, &rc.Req, rc.keepAlive)
-	if rc.isHEAD || r.Status == 204 || r.Status == 304 {
+	if rc.isHEAD || noContent {
 		return dst
 	}
 	return append(dst, body...)
