@@ -2,10 +2,12 @@ package gateway_test
 
 import (
 	"bufio"
+	"context"
 	"io"
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -285,5 +287,58 @@ func TestFramingErrorToHEADHasNoBody(t *testing.T) {
 				require.Empty(t, string(rest), "the HEAD answer had a body")
 			})
 		}
+	}
+}
+
+// A response that a drain makes the connection's last says so with "Connection: close"
+// (RFC 9112 §9.6), and the connection then closes.
+func TestResponseDuringDrainSaysClose(t *testing.T) {
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			got, answer := make(chan struct{}, 1), make(chan struct{})
+			up := serveUpstream(t, func(c net.Conn, r *bufio.Reader, head string, body []byte) bool {
+				select {
+				case got <- struct{}{}:
+				default:
+				}
+				<-answer
+				return echo(c, r, head, body)
+			})
+			g, addr := startGateway(t, engine, up.addr(), "")
+			c := dial(t, addr)
+			send(t, c, "GET /v1/models HTTP/1.1\r\nHost: gw\r\n\r\n")
+			<-got
+			drained := make(chan error, 1)
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				drained <- g.Drain(ctx)
+			}()
+			// The drain has begun once a new connection gets no answer.
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				require.True(t, time.Now().Before(deadline), "the drain did not begin")
+				probe, err := net.DialTimeout("tcp", addr, time.Second)
+				if err != nil {
+					break
+				}
+				_ = probe.SetDeadline(time.Now().Add(2 * time.Second))
+				_, _ = io.WriteString(probe, "GET /probe HTTP/1.1\r\nHost: gw\r\nConnection: close\r\n\r\n")
+				reply, _ := io.ReadAll(probe)
+				_ = probe.Close()
+				if len(reply) == 0 {
+					break
+				}
+			}
+			close(answer)
+			r := bufio.NewReader(c)
+			resp := readResponse(t, r, false)
+			require.Equal(t, 200, resp.status)
+			require.Equal(t, "close", resp.headers["connection"])
+			rest, err := io.ReadAll(r)
+			require.NoError(t, err)
+			require.Empty(t, rest)
+			require.NoError(t, <-drained)
+		})
 	}
 }

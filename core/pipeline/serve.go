@@ -283,6 +283,10 @@ func (rc *RequestCtx) Replied() bool { return rc.replied }
 // writes nothing and closes the connection.
 func (rc *RequestCtx) ClientGone() bool { return rc.outcome.Canceled }
 
+// CloseAfter makes this response the connection's last: its head says "Connection: close"
+// (RFC 9112 §9.6). Call it before the response is written.
+func (rc *RequestCtx) CloseAfter() { rc.keepAlive = false }
+
 // KeepAlive reports whether the client connection may serve another request after this
 // response (complete once the body was relayed).
 func (rc *RequestCtx) KeepAlive() bool { return rc.keepAlive }
