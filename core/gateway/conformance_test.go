@@ -342,3 +342,32 @@ func TestResponseDuringDrainSaysClose(t *testing.T) {
 		})
 	}
 }
+
+// A response with invalid framing is discarded with its connection and answered 502 (RFC
+// 9112 §6.3): differing Content-Length values, Content-Length with Transfer-Encoding, an
+// invalid Content-Length.
+func TestMalformedUpstreamFramingIs502(t *testing.T) {
+	heads := map[string]string{
+		"/differ": "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nok",
+		"/both":   "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n",
+		"/bad":    "HTTP/1.1 200 OK\r\nContent-Length: -2\r\n\r\nok",
+	}
+	up := serveUpstream(t, func(c net.Conn, _ *bufio.Reader, head string, _ []byte) bool {
+		path := strings.Fields(head)[1]
+		_, _ = io.WriteString(c, heads[path])
+		return false
+	})
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			_, addr := startGateway(t, engine, up.addr(), "")
+			c := dial(t, addr)
+			r := bufio.NewReader(c)
+			for path := range heads {
+				send(t, c, "GET "+path+" HTTP/1.1\r\nHost: gw\r\n\r\n")
+				resp := readResponse(t, r, false)
+				require.Equal(t, 502, resp.status, path)
+				require.Contains(t, string(resp.body), `"code":"upstream_protocol_error"`, path)
+			}
+		})
+	}
+}
