@@ -371,3 +371,19 @@ func TestMalformedUpstreamFramingIs502(t *testing.T) {
 		})
 	}
 }
+
+// A status the request head alone decides is answered at once instead of 100 Continue (RFC
+// 9110 §10.1.1): a Content-Length over the body limit gets 413 before any body is sent.
+func TestOversizedExpectContinueGets413Not100(t *testing.T) {
+	up := serveUpstream(t, echo)
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			_, addr := startGateway(t, engine, up.addr(), "max_body_bytes = 1024")
+			c := dial(t, addr)
+			send(t, c, "POST /v1/x HTTP/1.1\r\nHost: gw\r\nExpect: 100-continue\r\nContent-Length: 4096\r\n\r\n")
+			resp := readResponse(t, bufio.NewReader(c), false)
+			require.Equal(t, 413, resp.status)
+			require.Equal(t, "close", resp.headers["connection"])
+		})
+	}
+}

@@ -62,6 +62,7 @@ func NewFast(set Settings, res pipeline.Resolver, log *slog.Logger) *FastEngine 
 		CloseOnShutdown:               true,
 		StreamRequestBody:             false,
 		ErrorHandler:                  e.onParseError,
+		ExpectHandler:                 e.onExpectContinue,
 		SecureErrorLogMessage:         true, // parse errors do not quote the request
 		Logger:                        discardLogger{},
 	}
@@ -151,6 +152,18 @@ func (e *FastEngine) onParseError(ctx *fasthttp.RequestCtx, err error) {
 		ge = &pipeline.GatewayError{Status: 400, Type: pipeline.InvalidRequest, Code: "bad_request", Message: "malformed request: " + parseCause(err)}
 	}
 	writeFastError(ctx, ge, false)
+}
+
+// onExpectContinue refuses with 413 a request whose Content-Length is over the body limit
+// before fasthttp sends 100 Continue: the head alone decides it (RFC 9110 §10.1.1), and the
+// client then never starts sending a body that would be refused. fasthttp writes the status
+// without a body and closes the connection (an ExpectHandler must not touch the response).
+func (e *FastEngine) onExpectContinue(ctx *fasthttp.RequestCtx) int {
+	if cl := ctx.Request.Header.ContentLength(); cl > 0 && int64(cl) > e.set.Limits.BodyBytes() {
+		e.m.GatewayError(fasthttp.StatusRequestEntityTooLarge)
+		return fasthttp.StatusRequestEntityTooLarge
+	}
+	return fasthttp.StatusContinue
 }
 
 // parseCause returns fasthttp's innermost parse error, without the buffer dump it may carry,
