@@ -221,6 +221,7 @@ func TestCloseDelimitedUpstreamBodyIsChunkedForTheClient(t *testing.T) {
 				resp := readResponse(t, r, false)
 				require.Equal(t, 200, resp.status)
 				require.True(t, resp.chunked)
+				require.Empty(t, resp.all("Content-Length"), "RFC 9112 §6.2: not with Transfer-Encoding")
 				require.Equal(t, "hello, until close", string(resp.body))
 			}
 		})

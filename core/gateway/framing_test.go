@@ -171,6 +171,8 @@ func TestHopByHopHeadersRemovedAndForwardedHeadersSet(t *testing.T) {
 			require.Contains(t, head, "x-keep: yes")
 			require.Contains(t, head, "authorization: bearer sk-k", "RFC 9110 §11.6.2: Authorization is not modified")
 			require.Contains(t, head, "via: 1.0 corp-proxy")
+			require.Equal(t, 1, strings.Count(head, "\r\nhost: "), "one Host")
+			require.Contains(t, head, "\r\nhost: "+up.addr()+"\r\n", "the server's own host:port")
 			require.Contains(t, head, "x-forwarded-for: 10.1.1.1, 127.0.0.1")
 			require.Contains(t, head, "x-forwarded-proto: http\r\n")
 			require.Contains(t, head, "x-forwarded-host: gw.example")
