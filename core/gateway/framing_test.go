@@ -161,16 +161,20 @@ func TestHopByHopHeadersRemovedAndForwardedHeadersSet(t *testing.T) {
 		t.Run(engine, func(t *testing.T) {
 			_, addr := startGateway(t, engine, up.addr(), "")
 			c := dial(t, addr)
-			send(t, c, "GET /v1/models HTTP/1.1\r\nHost: gw.example\r\nConnection: keep-alive, X-Secret-Hop\r\nX-Secret-Hop: 1\r\nKeep-Alive: timeout=5\r\nProxy-Authorization: Basic eA==\r\nTE: trailers\r\nX-Forwarded-For: 10.1.1.1\r\nX-Forwarded-Proto: https\r\nX-Keep: yes\r\n\r\n")
+			send(t, c, "GET /v1/models HTTP/1.1\r\nHost: gw.example\r\nConnection: keep-alive, X-Secret-Hop\r\nX-Secret-Hop: 1\r\nKeep-Alive: timeout=5\r\nProxy-Authorization: Basic eA==\r\nTE: trailers\r\nProxy-Connection: keep-alive\r\nUpgrade: websocket\r\nTrailer: X-Sum\r\nX-Forwarded-For: 10.1.1.1\r\nX-Forwarded-Proto: https\r\nX-Keep: yes\r\nAuthorization: Bearer sk-k\r\nVia: 1.0 corp-proxy\r\n\r\n")
 			resp := readResponse(t, bufio.NewReader(c), false)
 			require.Equal(t, 200, resp.status)
 			head := strings.ToLower(<-heads)
-			for _, gone := range []string{"x-secret-hop", "keep-alive:", "proxy-authorization", "te:", "connection: keep-alive, x-secret-hop"} {
+			for _, gone := range []string{"x-secret-hop", "keep-alive:", "proxy-authorization", "te:", "connection:", "proxy-connection", "upgrade", "trailer"} {
 				require.NotContains(t, head, gone)
 			}
 			require.Contains(t, head, "x-keep: yes")
 			require.Contains(t, head, "x-forwarded-for: 127.0.0.1\r\n")
 			require.NotContains(t, head, "10.1.1.1")
+			require.Contains(t, head, "authorization: bearer sk-k", "RFC 9110 §11.6.2: Authorization is not modified")
+			require.Contains(t, head, "via: 1.0 corp-proxy")
+			require.Equal(t, 1, strings.Count(head, "\r\nhost: "), "one Host")
+			require.Contains(t, head, "\r\nhost: "+up.addr()+"\r\n", "the server's own host:port")
 			require.Contains(t, head, "x-forwarded-proto: http\r\n")
 			require.Contains(t, head, "x-forwarded-host: gw.example")
 		})

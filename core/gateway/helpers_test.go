@@ -197,9 +197,21 @@ func dial(t testing.TB, addr string) net.Conn {
 type response struct {
 	status  int
 	proto   string
-	headers map[string]string
+	headers map[string]string // last value of each field, by lower-case name
+	fields  [][2]string       // every field line in order: name as received, value
 	body    []byte
 	chunked bool
+}
+
+// all returns the values of every field named name (any case), in order.
+func (r *response) all(name string) []string {
+	var vs []string
+	for _, f := range r.fields {
+		if strings.EqualFold(f[0], name) {
+			vs = append(vs, f[1])
+		}
+	}
+	return vs
 }
 
 func readResponse(t testing.TB, r *bufio.Reader, head bool) *response {
@@ -219,6 +231,7 @@ func readResponse(t testing.TB, r *bufio.Reader, head bool) *response {
 		}
 		k, v, _ := strings.Cut(l, ":")
 		resp.headers[strings.ToLower(k)] = strings.TrimSpace(v)
+		resp.fields = append(resp.fields, [2]string{k, strings.TrimSpace(v)})
 	}
 	if head || st == 204 || st == 304 || st < 200 {
 		return resp

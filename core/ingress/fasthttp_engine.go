@@ -52,7 +52,7 @@ func NewFast(set Settings, res pipeline.Resolver, log *slog.Logger) *FastEngine 
 		Name:                          "",
 		NoDefaultServerHeader:         true,
 		NoDefaultContentType:          true,
-		NoDefaultDate:                 true,
+		NoDefaultDate:                 false, // Date on every response (RFC 9110 §6.6.1); fasthttp sets it and drops any other
 		DisableHeaderNamesNormalizing: true,
 		DisablePreParseMultipartForm:  true,
 		ReadTimeout:                   set.ReadHeaderTimeout,
@@ -63,6 +63,7 @@ func NewFast(set Settings, res pipeline.Resolver, log *slog.Logger) *FastEngine 
 		CloseOnShutdown:               true,
 		StreamRequestBody:             false,
 		ErrorHandler:                  e.onParseError,
+		ExpectHandler:                 e.onExpectContinue,
 		SecureErrorLogMessage:         true, // parse errors do not quote the request
 		Logger:                        discardLogger{},
 	}
@@ -159,6 +160,18 @@ func (e *FastEngine) onParseError(ctx *fasthttp.RequestCtx, err error) {
 	fx.writeReply(ctx, rc)
 	rc.Finish()
 	pipeline.ReleaseRequestCtx(rc)
+}
+
+// onExpectContinue refuses with 413 a request whose Content-Length is over the body limit
+// before fasthttp sends 100 Continue: the head alone decides it (RFC 9110 §10.1.1), and the
+// client then never starts sending a body that would be refused. fasthttp writes the status
+// without a body and closes the connection (an ExpectHandler must not touch the response).
+func (e *FastEngine) onExpectContinue(ctx *fasthttp.RequestCtx) int {
+	if cl := ctx.Request.Header.ContentLength(); cl > 0 && int64(cl) > e.set.Limits.BodyBytes() {
+		e.m.GatewayError(fasthttp.StatusRequestEntityTooLarge)
+		return fasthttp.StatusRequestEntityTooLarge
+	}
+	return fasthttp.StatusContinue
 }
 
 // parseCause returns fasthttp's innermost parse error, without the buffer dump it may carry,
@@ -303,6 +316,9 @@ func (fx *fastExchange) startHead(ctx *fasthttp.RequestCtx, rc *pipeline.Request
 // for HEAD).
 func (fx *fastExchange) writeReply(ctx *fasthttp.RequestCtx, rc *pipeline.RequestCtx) {
 	ctx.Response.Reset()
+	// fasthttp leaves out the body of a HEAD answer only for handler responses, not for the
+	// answers to requests it could not read (RFC 9110 §9.3.2).
+	ctx.Response.SkipBody = ctx.IsHead()
 	rh := fx.startHead(ctx, rc)
 	if ct := rc.ReplyContentType(); ct != "" {
 		rh.SetContentType(ct)

@@ -296,6 +296,9 @@ func (gc *gconn) serve() {
 func (gc *gconn) proxy() bool {
 	rc := &gc.rc
 	gc.e.pipe.Begin(rc)
+	if gc.e.draining.Load() {
+		rc.CloseAfter() // the drain closes the connection after this response: say so
+	}
 	err := rc.WriteResponse(gc)
 	rc.Finish()
 	return err == nil && rc.KeepAlive()

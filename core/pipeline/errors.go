@@ -3,6 +3,7 @@ package pipeline
 import (
 	"errors"
 	"strconv"
+	"time"
 
 	"github.com/sluice-gw/sluice/core/http1"
 	"github.com/sluice-gw/sluice/core/metrics"
@@ -107,10 +108,12 @@ func AppendErrorBody(dst []byte, e *GatewayError) []byte {
 	return append(dst, "}}\n"...)
 }
 
-// AppendErrorResponse appends a complete HTTP/1.1 error response (status line, headers, JSON
-// body) for e to dst. keepAlive false adds "Connection: close".
-func AppendErrorResponse(dst []byte, e *GatewayError, major, minor int, keepAlive bool) []byte {
+// AppendErrorResponse appends a complete HTTP/1.1 error response (status line, Date and the
+// other headers, JSON body) for e to dst. keepAlive false adds "Connection: close". The answer
+// to a HEAD request (head) has the body's length but not the body (RFC 9110 §9.3.2).
+func AppendErrorResponse(dst []byte, e *GatewayError, major, minor int, keepAlive, head bool) []byte {
 	dst = http1.AppendStatusLine(dst, 1, 1, e.Status, nil)
+	dst = appendDate(dst, time.Now())
 	dst = append(dst, "Content-Type: application/json\r\n"...)
 	if e.RetryAfter > 0 {
 		dst = append(dst, "Retry-After: "...)
@@ -134,6 +137,9 @@ func AppendErrorResponse(dst []byte, e *GatewayError, major, minor int, keepAliv
 	dst = append(dst, h...) // grow
 	copy(dst[bodyStart+len(h):], dst[bodyStart:bodyStart+body])
 	copy(dst[bodyStart:], h)
+	if head {
+		return dst[:bodyStart+len(h)]
+	}
 	return dst
 }
 

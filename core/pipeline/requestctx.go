@@ -44,6 +44,7 @@ type RequestCtx struct {
 	sse       bool
 	keepAlive bool
 	isHEAD    bool
+	maxFwd    int64  // Max-Forwards of a TRACE or OPTIONS request, -1 when none applies
 	ended     bool   // the body reached its end or failed; nothing more is read
 	pending   []byte // pull path: bytes to hand out before the end (the SSE error event)
 
@@ -123,6 +124,7 @@ func (rc *RequestCtx) reset(ep *Entrypoint) {
 	rc.x = nil
 	rc.choice.Reset()
 	rc.framing, rc.sse, rc.keepAlive, rc.isHEAD, rc.ended = relay.None, false, rc.Req.KeepAlive, false, false
+	rc.maxFwd = -1
 	rc.pending = rc.pending[:0]
 	rc.reply, rc.replied = Reply{}, false
 	rc.requestID = rc.requestID[:0]

@@ -58,6 +58,10 @@ func (ep *Entrypoint) Begin(rc *RequestCtx) {
 		rc.answer(err)
 		return
 	}
+	if rc.maxFwd == 0 {
+		rc.answer(rc.answerAsFinalRecipient())
+		return
+	}
 	if err := rc.exchange(); err != nil {
 		rc.answer(err)
 		return
@@ -100,6 +104,7 @@ func (ep *Entrypoint) route(rc *RequestCtx) error {
 	ep.m.Request()
 	rc.isHEAD = len(rc.Req.Method) == 4 && string(rc.Req.Method) == "HEAD"
 	rc.trusted = ep.trusts(rc.peer)
+	rc.maxFwd = maxForwards(&rc.Req)
 	rc.takeRequestID()
 	rc.route, rc.hooks = ep.res.Resolve(ep.Name, &rc.Req)
 	if rc.route == nil {
@@ -204,6 +209,49 @@ func (rc *RequestCtx) idempotent() bool {
 	return ok
 }
 
+// maxForwards returns the Max-Forwards of a TRACE or OPTIONS request (RFC 9110 §7.6.2), or -1
+// when it has none or an invalid one, or for another method (which may ignore the field: it
+// goes upstream as received).
+func maxForwards(req *http1.Request) int64 {
+	if m := string(req.Method); m != "TRACE" && m != "OPTIONS" {
+		return -1
+	}
+	v, ok := req.HeaderValue("Max-Forwards")
+	if !ok || len(v) == 0 || len(v) > 18 {
+		return -1
+	}
+	var n int64
+	for _, c := range v {
+		if c < '0' || c > '9' {
+			return -1
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n
+}
+
+// answerAsFinalRecipient answers a TRACE or OPTIONS request whose Max-Forwards is spent, as
+// the final recipient it then is (RFC 9110 §7.6.2): OPTIONS gets 200 without content
+// (§9.3.7), TRACE gets its request line and Host reflected as message/http (§9.3.8) and no
+// other field, since the gateway cannot tell which ones carry credentials.
+func (rc *RequestCtx) answerAsFinalRecipient() error {
+	req := &rc.Req
+	if string(req.Method) == "OPTIONS" {
+		return rc.Reply(200, "", nil)
+	}
+	b := make([]byte, 0, 32+len(req.URI)+len(req.Host))
+	b = append(b, req.Method...)
+	b = append(b, ' ')
+	b = append(b, req.URI...)
+	b = append(b, " HTTP/1."...)
+	b = strconv.AppendInt(b, int64(req.Minor), 10)
+	b = append(b, "\r\n"...)
+	if req.Host != nil {
+		b = appendField(b, hdrHost, req.Host)
+	}
+	return rc.Reply(200, "message/http", append(b, "\r\n"...))
+}
+
 // dropUpstream ends the upstream exchange without reading its body (its connection closes).
 func (rc *RequestCtx) dropUpstream() {
 	if rc.x != nil {
@@ -270,6 +318,10 @@ func (rc *RequestCtx) Replied() bool { return rc.replied }
 // ClientGone reports whether the client left before a response could be written: the engine
 // writes nothing and closes the connection.
 func (rc *RequestCtx) ClientGone() bool { return rc.outcome.Canceled }
+
+// CloseAfter makes this response the connection's last: its head says "Connection: close"
+// (RFC 9112 §9.6). Call it before the response is written.
+func (rc *RequestCtx) CloseAfter() { rc.keepAlive = false }
 
 // KeepAlive reports whether the client connection may serve another request after this
 // response (complete once the body was relayed).
@@ -341,9 +393,12 @@ func (rc *RequestCtx) AppendHead(dst []byte) []byte {
 	return appendConnection(dst, &rc.Req, rc.keepAlive)
 }
 
-// appendOwnFields appends the fields the gateway adds to every response: X-Request-Id and
-// those response stages added.
+// appendOwnFields appends the fields the gateway adds to every response: Date when the
+// response has none, X-Request-Id and those response stages added.
 func (rc *RequestCtx) appendOwnFields(dst []byte) []byte {
+	if rc.needsDate() {
+		dst = appendDate(dst, time.Now())
+	}
 	dst = appendField(dst, hdrRequestID, rc.requestID)
 	return rc.appendFields(dst, rc.respExtra)
 }
@@ -382,9 +437,13 @@ func (rc *RequestCtx) appendReply(dst []byte) []byte {
 		copy(dst[mark:], h)
 		return dst
 	}
-	dst = appendContentLength(dst, int64(len(body)))
+	// 1xx, 204 and 304 have no content, and no Content-Length to announce it (RFC 9110 §8.6).
+	noContent := r.Status < 200 || r.Status == 204 || r.Status == 304
+	if !noContent {
+		dst = appendContentLength(dst, int64(len(body)))
+	}
 	dst = appendConnection(dst, &rc.Req, rc.keepAlive)
-	if rc.isHEAD || r.Status == 204 || r.Status == 304 {
+	if rc.isHEAD || noContent {
 		return dst
 	}
 	return append(dst, body...)
@@ -406,7 +465,7 @@ func (rc *RequestCtx) ReplyContentType() string { return rc.reply.ContentType }
 func (rc *RequestCtx) ReplyRetryAfter() int { return rc.reply.RetryAfter }
 
 // VisitResponseFields calls f for each field of the response to the client besides framing,
-// connection and content type fields the engine sets itself: the upstream's end-to-end
+// connection, content type and Date fields the engine sets itself: the upstream's end-to-end
 // fields (for an upstream response) and the gateway's own (X-Request-Id, stage fields).
 func (rc *RequestCtx) VisitResponseFields(f func(k, v []byte)) {
 	if !rc.replied {

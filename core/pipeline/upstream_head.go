@@ -12,6 +12,7 @@ var (
 	hdrXRealIP       = []byte("X-Real-IP")
 	hdrAuthorization = []byte("Authorization")
 	hdrExpect        = []byte("Expect")
+	hdrMaxForwards   = []byte("Max-Forwards")
 )
 
 // appendUpstreamHead appends the HTTP/1.1 request head sent to backend b for rc's request.
@@ -23,7 +24,8 @@ var (
 // are dropped unless the peer is trusted, so that no client can tell the upstream another
 // address than its own; then sluice sets its own (appendForwardingFields). X-Request-Id is
 // the request's (the client's when sane). Host is the backend's own unless the service passes
-// the client's Host through. Fields added by request stages come last.
+// the client's Host through. The Max-Forwards of a TRACE or OPTIONS request goes one less (RFC
+// 9110 §7.6.2). Fields added by request stages come last.
 func appendUpstreamHead(dst []byte, rc *RequestCtx, b *Backend) []byte {
 	req, rt := &rc.Req, rc.route
 	dst = append(dst, req.Method...)
@@ -54,6 +56,8 @@ func appendUpstreamHead(dst []byte, rc *RequestCtx, b *Backend) []byte {
 			continue
 		case rt.StripAuthorization && bytes.EqualFold(k, hdrAuthorization):
 			continue
+		case rc.maxFwd > 0 && bytes.EqualFold(k, hdrMaxForwards):
+			continue // sent below, one less
 		}
 		switch kind := forwardingKind(k); {
 		case kind == fwdNone:
@@ -69,6 +73,11 @@ func appendUpstreamHead(dst []byte, rc *RequestCtx, b *Backend) []byte {
 	}
 	dst = rc.appendForwardingFields(dst, seen)
 	dst = appendField(dst, hdrRequestID, rc.requestID)
+	if rc.maxFwd > 0 {
+		dst = append(dst, "Max-Forwards: "...)
+		dst = strconv.AppendInt(dst, rc.maxFwd-1, 10)
+		dst = append(dst, "\r\n"...)
+	}
 	dst = rc.appendFields(dst, rc.upExtra)
 	if len(req.Body) > 0 || req.ContentLength >= 0 || req.Chunked {
 		dst = append(dst, "Content-Length: "...)
