@@ -55,6 +55,8 @@ type Settings struct {
 	EventLoops         int // gnet event loops; 0: half the CPUs with Multicore, else 1
 	TLSCertFile        string
 	TLSKeyFile         string
+
+	linger lingerLimits // bounds of a lingering close (linger.go); zero: the defaults
 }
 
 // Defaults for Settings fields left zero: the config's, declared once there.
@@ -89,6 +91,7 @@ func (s *Settings) fill() {
 	if s.ClientStallTimeout <= 0 {
 		s.ClientStallTimeout = DefaultClientStallTimeout
 	}
+	s.linger.fill()
 }
 
 // counters are shared by both engines.
