@@ -298,6 +298,34 @@ func RunOpenAINodeAPIsCheck(t testing.TB, baseURL, model string, checks ...strin
 	return res
 }
 
+// NodeErrorCheckResult is the JSON line that bench/node/openai-error-check.mjs prints.
+type NodeErrorCheckResult struct {
+	OK      bool   `json:"ok"`
+	BaseURL string `json:"base_url"`
+	Error   string `json:"error,omitempty"`
+	// Class is the SDK's error class: "APIError" or one of its typed subclasses
+	// ("BadRequestError", "RateLimitError", …) for an HTTP answer, "APIConnectionError" when
+	// no answer was read.
+	Class   string `json:"class"`
+	Status  int    `json:"status"`
+	Type    string `json:"type"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// OpenAINodeErrorCheck runs `node bench/node/openai-error-check.mjs --base-url baseURL --model
+// model --prompt-bytes promptBytes`: one chat completion through the official OpenAI Node SDK
+// whose prompt is promptBytes long, expected to fail with an HTTP answer. The error is nil when
+// the SDK threw an API error with a status (res then holds its class, status, type and code);
+// it is non-nil when the SDK failed otherwise (a connection error: res.Class and res.Error say
+// which), the request succeeded, the Node packages are missing, or ctx ended first.
+func OpenAINodeErrorCheck(ctx context.Context, baseURL, model string, promptBytes int) (NodeErrorCheckResult, error) {
+	var res NodeErrorCheckResult
+	err := runNodeCheck(ctx, "openai-error-check.mjs", &res, &res.OK, &res.Error,
+		"--base-url", baseURL, "--model", model, "--prompt-bytes", fmt.Sprint(promptBytes))
+	return res, err
+}
+
 // runNodeCheck runs `node bench/node/SCRIPT ARGS…`, whose last stdout line is a JSON result
 // with "ok" and "error", decodes that line into res (ok and msg point into it) and returns
 // an error holding the script's output and base URL when it failed.

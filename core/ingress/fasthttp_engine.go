@@ -90,7 +90,7 @@ func (e *FastEngine) Start() error {
 		}
 		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}})
 	}
-	sl := newServeListener(&countingListener{Listener: ln, n: &e.counters.conns})
+	sl := newServeListener(&countingListener{Listener: ln, n: &e.counters.conns}, e.set.linger)
 	var serveErr error
 	go func() {
 		defer close(e.done)
@@ -307,7 +307,10 @@ func (fx *fastExchange) startHead(ctx *fasthttp.RequestCtx, rc *pipeline.Request
 	resp.SetStatusCode(rc.Status())
 	rc.VisitResponseFields(fx.addField)
 	if !rc.KeepAlive() {
+		// fasthttp closes the connection after this response, and the client may still be
+		// sending: a refused request's body, or a pipelined request.
 		resp.SetConnectionClose()
+		lingerOnClose(ctx.Conn())
 	}
 	return rh
 }

@@ -3,6 +3,7 @@ package ingress
 import (
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -22,6 +23,7 @@ type serveListener struct {
 	net.Listener
 	accepting chan struct{} // closed at the first Accept
 	once      sync.Once
+	linger    lingerLimits
 
 	mu    sync.Mutex
 	conns map[*servedConn]struct{}
@@ -29,8 +31,8 @@ type serveListener struct {
 	empty chan struct{} // closed when conns becomes empty; made by waitGone
 }
 
-func newServeListener(ln net.Listener) *serveListener {
-	return &serveListener{Listener: ln, accepting: make(chan struct{}), conns: make(map[*servedConn]struct{})}
+func newServeListener(ln net.Listener, linger lingerLimits) *serveListener {
+	return &serveListener{Listener: ln, accepting: make(chan struct{}), conns: make(map[*servedConn]struct{}), linger: linger}
 }
 
 // Accept implements net.Listener.
@@ -123,12 +125,38 @@ type servedConn struct {
 	mu    sync.Mutex
 	w     *disconnectWatch // the watch of the request in flight, if it started
 	isCut bool
+
+	lingers atomic.Bool // the last response ends the connection: Close lingers (linger.go)
 }
 
-// Close implements net.Conn; fasthttp calls it when it is done with the connection.
+// Close implements net.Conn; fasthttp calls it when it is done with the connection, from the
+// connection's worker once its last response is written. After a response that ends the
+// connection the client may still be sending, so the close lingers there: the connection keeps
+// its worker, and so counts against max_connections as on the gnet engine, and stays among
+// those a drain waits for (or cuts).
 func (c *servedConn) Close() error {
+	if c.lingers.Swap(false) {
+		lingerClose(c.Conn, c.l.linger)
+		c.l.forget(c)
+		return nil
+	}
 	c.l.forget(c)
 	return c.Conn.Close()
+}
+
+// lingerOnClose makes the close of c (or of the served connection it wraps) linger.
+func lingerOnClose(c net.Conn) {
+	for i := 0; i < maxWraps && c != nil; i++ {
+		if sc, ok := c.(*servedConn); ok {
+			sc.lingers.Store(true)
+			return
+		}
+		u, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			return
+		}
+		c = u.NetConn()
+	}
 }
 
 // NetConn returns the wrapped connection (for the disconnect watch).

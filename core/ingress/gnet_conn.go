@@ -16,9 +16,10 @@ import (
 
 // Connection phases, owned by the event loop.
 const (
-	phaseHead = iota // waiting for (the rest of) a request head
-	phaseBody        // reading a request body
-	phaseBusy        // a request is being proxied; later pipelined bytes wait in the inbound buffer
+	phaseHead   = iota // waiting for (the rest of) a request head
+	phaseBody          // reading a request body
+	phaseBusy          // a request is being proxied; later pipelined bytes wait in the inbound buffer
+	phaseLinger        // the connection ends: what the client still sends is discarded (linger.go)
 )
 
 // maxKeptBodyBytes is the largest request body buffer a connection keeps between requests.
@@ -52,6 +53,8 @@ type gconn struct {
 	bodyLeft     int64
 	dec          http1.ChunkedDecoder
 	continueSent bool
+	replyQueued  bool  // the last reply waits behind queued response writes: the FIN must too
+	lingerBytes  int64 // discarded while lingering
 
 	// Shared with the worker goroutine and the deadline sweep.
 	busy         atomic.Bool  // a request is in flight
@@ -59,6 +62,9 @@ type gconn struct {
 	inputWaiting atomic.Bool  // the loop holds unparsed bytes that arrived while busy
 	headSince    atomic.Int64 // unix ns when the current request's first byte arrived; 0 when idle or busy
 	idleSince    atomic.Int64 // unix ns when the connection last became idle
+	lingerSince  atomic.Int64 // unix ns when the lingering close began; 0 when not lingering
+	lingerLast   atomic.Int64 // unix ns when the lingering connection last received bytes
+	wrShut       atomic.Bool  // the sending side is closed (shutdown(SHUT_WR) done)
 	closed       atomic.Bool
 	closedCh     chan struct{}
 	closeOnce    sync.Once
@@ -70,6 +76,8 @@ type gconn struct {
 	drained   chan struct{}
 	onWritten gnet.AsyncCallback
 	onProbe   gnet.AsyncCallback
+	onReplied gnet.AsyncCallback
+	onEnd     gnet.AsyncCallback
 	serveFn   func()
 
 	// Direct writes: while nothing is queued on the loop, the worker writes to the socket
@@ -87,6 +95,8 @@ func newGconn(e *GnetEngine, c gnet.Conn) *gconn {
 	gc.serveFn = gc.serve
 	gc.onWritten = gc.written
 	gc.onProbe = gc.probed
+	gc.onReplied = gc.replied
+	gc.onEnd = gc.endAfterResponse
 	gc.idleSince.Store(time.Now().UnixNano())
 	return gc
 }
@@ -109,6 +119,8 @@ func (gc *gconn) onTraffic() gnet.Action {
 	lim := &gc.e.set.Limits
 	for {
 		switch gc.phase {
+		case phaseLinger:
+			return gc.onLinger()
 		case phaseBusy:
 			if !gc.finished.Load() {
 				// Pipelined bytes wait until the response in flight is done, but not without bound.
@@ -170,7 +182,7 @@ func (gc *gconn) onTraffic() gnet.Action {
 			if !done {
 				if gc.rc.Req.ExpectContinue && !gc.continueSent && gc.rc.Req.Minor >= 1 {
 					gc.continueSent = true
-					gc.loopWrite(continue100, false)
+					gc.loopWrite(continue100)
 				}
 				return gnet.None
 			}
@@ -213,8 +225,9 @@ func (gc *gconn) readBody(buf []byte) (bool, error) {
 	return gc.dec.Done(), nil
 }
 
-// reject answers a request that cannot be parsed and closes the connection (RFC 9112 §11.2:
-// after a framing error the rest of the stream cannot be trusted).
+// reject answers a request that cannot be parsed or is over a limit and ends the connection
+// (RFC 9112 §11.2: after a framing error the rest of the stream cannot be trusted). The client
+// may still be sending the request, so the connection lingers (linger.go).
 func (gc *gconn) reject(err error) gnet.Action {
 	rc := &gc.rc
 	gc.e.pipe.Reject(rc, pipeline.FramingGatewayError(err))
@@ -225,30 +238,84 @@ func (gc *gconn) reject(err error) gnet.Action {
 	}
 	if gc.queued.Load() > 0 {
 		// The previous response is still queued for a slow client: the error goes behind it,
-		// and the connection closes once both are written.
-		gc.loopWrite(resp, true)
-		return gnet.None
+		// and the sending side closes once both are written.
+		_ = gc.c.AsyncWrite(resp, gc.onReplied)
+		return gc.linger(true)
 	}
 	_, _ = gc.c.Write(resp)
-	return gnet.Close
+	return gc.linger(false)
+}
+
+// linger starts the lingering close on the event loop; replyQueued: the last response is still
+// queued behind a worker's writes.
+func (gc *gconn) linger(replyQueued bool) gnet.Action {
+	now := time.Now().UnixNano()
+	gc.phase = phaseLinger
+	gc.replyQueued = replyQueued
+	gc.lingerBytes = 0
+	gc.headSince.Store(0)
+	gc.lingerLast.Store(now)
+	gc.lingerSince.Store(now)
+	return gc.onLinger()
+}
+
+// onLinger runs on the event loop while the connection lingers: it discards what arrived and
+// closes the sending side once the response has left the loop's buffers (the FIN must follow
+// the last response byte). The sweep enforces the time bounds.
+func (gc *gconn) onLinger() gnet.Action {
+	if n, _ := gc.c.Discard(-1); n > 0 {
+		gc.lingerBytes += int64(n)
+		gc.lingerLast.Store(time.Now().UnixNano())
+		if gc.lingerBytes > gc.e.set.linger.bytes {
+			return gnet.Close
+		}
+	}
+	if !gc.replyQueued && !gc.wrShut.Load() && gc.c.OutboundBuffered() == 0 {
+		if shutdownWrite(gc.fd) != nil {
+			return gnet.Close
+		}
+		gc.wrShut.Store(true)
+	}
+	return gnet.None
+}
+
+// replied runs on the event loop once a reply queued behind a worker's writes is written.
+func (gc *gconn) replied(c gnet.Conn, err error) error {
+	if err != nil || gc.closed.Load() {
+		return nil
+	}
+	gc.replyQueued = false
+	if gc.onLinger() == gnet.Close {
+		return c.Close()
+	}
+	return nil
+}
+
+// endAfterResponse runs on the event loop when a worker ends the connection after its
+// response and the loop may hold more of the client's bytes: when it does (a pipelined
+// request), closing at once would reset the connection under the response, so it lingers.
+// The connection stays busy until here, so that the sweep never takes it for an idle one.
+func (gc *gconn) endAfterResponse(c gnet.Conn, err error) error {
+	defer gc.busy.Store(false)
+	switch {
+	case gc.closed.Load():
+		return nil
+	case err != nil || c.InboundBuffered() == 0:
+		return c.Close()
+	case gc.linger(false) == gnet.Close:
+		return c.Close()
+	}
+	return nil
 }
 
 // loopWrite writes p from the event loop, behind any response bytes still queued by a worker
-// so that the order on the wire is kept; closeAfter closes the connection once p is written.
-// p must not change afterwards.
-func (gc *gconn) loopWrite(p []byte, closeAfter bool) {
+// so that the order on the wire is kept. p must not change afterwards.
+func (gc *gconn) loopWrite(p []byte) {
 	if gc.queued.Load() == 0 {
 		_, _ = gc.c.Write(p)
-		if closeAfter {
-			_ = gc.c.Close()
-		}
 		return
 	}
-	var cb gnet.AsyncCallback
-	if closeAfter {
-		cb = func(c gnet.Conn, _ error) error { return c.Close() }
-	}
-	_ = gc.c.AsyncWrite(p, cb)
+	_ = gc.c.AsyncWrite(p, nil)
 }
 
 func (gc *gconn) dispatch() {
@@ -287,6 +354,11 @@ func (gc *gconn) serve() {
 		return
 	}
 	gc.flush()
+	// The loop was woken while the request was in flight: only it can tell whether that brought
+	// more of the client's bytes.
+	if gc.inputWaiting.Load() && !gc.closed.Load() && gc.c.Wake(gc.onEnd) == nil {
+		return
+	}
 	_ = gc.c.Close()
 	gc.busy.Store(false)
 }

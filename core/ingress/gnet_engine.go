@@ -192,7 +192,7 @@ func (e *GnetEngine) OnTraffic(c gnet.Conn) gnet.Action {
 	return gc.onTraffic()
 }
 
-// OnTick enforces the header-read, idle and drain deadlines.
+// OnTick enforces the header-read, idle, linger and drain deadlines.
 func (e *GnetEngine) OnTick() (time.Duration, gnet.Action) {
 	e.sweep(time.Now().UnixNano())
 	return tickInterval, gnet.None
@@ -201,10 +201,24 @@ func (e *GnetEngine) OnTick() (time.Duration, gnet.Action) {
 func (e *GnetEngine) sweep(now int64) {
 	headLimit := e.set.ReadHeaderTimeout.Nanoseconds()
 	idleLimit := e.set.IdleTimeout.Nanoseconds()
+	lingerLimit, lingerIdle := e.set.linger.total.Nanoseconds(), e.set.linger.idle.Nanoseconds()
 	draining := e.draining.Load()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for gc := range e.live {
+		// A lingering connection is neither idle nor serving: it ends by its own bounds, also
+		// while draining (a drain waits for it as for a response still being written).
+		if ls := gc.lingerSince.Load(); ls != 0 {
+			switch {
+			case now-ls > lingerLimit || now-gc.lingerLast.Load() > lingerIdle:
+				_ = gc.c.Close()
+			case !gc.wrShut.Load():
+				// Its response was still in the loop's buffer: look again (gnet has no
+				// writable callback).
+				_ = gc.c.Wake(nil)
+			}
+			continue
+		}
 		if gc.busy.Load() {
 			continue
 		}

@@ -61,6 +61,8 @@ type Settings struct {
 	// TrustedIPs are the peers whose forwarding headers are believed and extended; from any
 	// other peer they are replaced (pipeline.Entrypoint.TrustedIPs). nil: no peer is trusted.
 	TrustedIPs []netip.Prefix
+
+	linger lingerLimits // bounds of a lingering close (linger.go); zero: the defaults
 }
 
 // Defaults for Settings fields left zero: the config's, declared once there.
@@ -95,6 +97,7 @@ func (s *Settings) fill() {
 	if s.ClientStallTimeout <= 0 {
 		s.ClientStallTimeout = DefaultClientStallTimeout
 	}
+	s.linger.fill()
 }
 
 // counters are shared by both engines.
