@@ -157,7 +157,7 @@ func Generate(root string) ([]byte, error) {
 		return nil, err
 	}
 	g := &generator{docs: docs, cfg: cfg, doc: cfg.Document(), required: req, used: map[string]bool{}, durations: map[string]bool{}}
-	root_, err := g.structNode(reflect.TypeOf(config.Config{}), "", nil)
+	top, err := g.structNode(reflect.TypeOf(config.Config{}), "", nil)
 	if err != nil {
 		return nil, err
 	}
@@ -171,16 +171,16 @@ func Generate(root string) ([]byte, error) {
 			return nil, fmt.Errorf("description for %s: no such key in core/config", p)
 		}
 	}
-	root_.Schema = "http://json-schema.org/draft-07/schema#"
-	root_.Title = "sluice configuration"
-	root_.Description = "sluice's TOML configuration (docs/config.md). A directory of *.toml files is merged " +
+	top.Schema = "http://json-schema.org/draft-07/schema#"
+	top.Title = "sluice configuration"
+	top.Description = "sluice's TOML configuration (docs/config.md). A directory of *.toml files is merged " +
 		"in name order, so no key is required at the top of one file. Any string may hold ${NAME}, " +
 		"replaced by the environment variable NAME when the configuration is loaded."
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
-	if err := enc.Encode(root_); err != nil {
+	if err := enc.Encode(top); err != nil {
 		return nil, err
 	}
 	return buf.Bytes(), nil
@@ -390,9 +390,8 @@ func (g *generator) defaultOf(path string, concrete []string) (any, bool) {
 // shortDuration is d as people write it: "1m" rather than time.Duration's "1m0s".
 func shortDuration(d time.Duration) string {
 	s := d.String()
-	s, _ = strings.CutSuffix(s, "m0s")
-	if strings.HasSuffix(d.String(), "m0s") {
-		s += "m"
+	if t, ok := strings.CutSuffix(s, "m0s"); ok {
+		s = t + "m"
 	}
 	if t, ok := strings.CutSuffix(s, "h0m"); ok {
 		s = t + "h"
