@@ -11,7 +11,7 @@ LLMSIM_ADDR := 127.0.0.1:8000
 FUZZTIME ?= 30s
 TEST_TIMEOUT ?= 15m
 
-.PHONY: all build run test test-go node-deps bench bench-compare fuzz lint cross clean
+.PHONY: all build run test test-go node-deps bench bench-compare fuzz lint cross image schema clean
 
 all: build
 
@@ -74,6 +74,16 @@ cross:
 		GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) build ./cmd/...; \
 		GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) vet ./...; \
 	done
+
+# image: the container image (docs/deploy.md). Needs a Docker engine; nothing else here does.
+IMAGE ?= sluice:$(VERSION)
+image:
+	docker build -f deploy/docker/Dockerfile -t $(IMAGE) --build-arg VERSION=$(VERSION) .
+
+# schema: the configuration's JSON Schema, generated from core/config; a test fails when the
+# committed one differs.
+schema:
+	$(GO) generate ./deploy/schema
 
 clean:
 	rm -rf $(BIN)

@@ -10,9 +10,11 @@ require (
 	github.com/openai/openai-go/v3 v3.98.0
 	github.com/panjf2000/gnet/v2 v2.9.7
 	github.com/pelletier/go-toml/v2 v2.2.4
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	github.com/stretchr/testify v1.11.1
 	github.com/valyala/fasthttp v1.78.0
 	golang.org/x/sys v0.50.0
+	gopkg.in/yaml.v3 v3.0.1
 )
 
 require (
@@ -30,7 +32,7 @@ require (
 	github.com/valyala/histogram v1.2.0 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
 	go.uber.org/zap v1.27.0 // indirect
-	golang.org/x/sync v0.23.0 // indirect
+	golang.org/x/sync v0.24.0 // indirect
+	golang.org/x/text v0.43.0 // indirect
 	gopkg.in/natefinch/lumberjack.v2 v2.2.1 // indirect
-	gopkg.in/yaml.v3 v3.0.1 // indirect
 )
