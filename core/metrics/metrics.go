@@ -32,6 +32,9 @@ var (
 	ITLBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.015, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1, 2.5, 5}
 	// DurationBuckets span 5 ms to 10 min: a streamed completion can last minutes.
 	DurationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600}
+	// ConnectBuckets span 1 ms to 5 s: loopback and LAN connects take well under a
+	// millisecond to a few, a TLS handshake across regions hundreds.
+	ConnectBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5}
 )
 
 // Route holds the per-router metrics. Its methods are safe for concurrent use and allocation
@@ -41,6 +44,7 @@ type Route struct {
 	duration  *vm.PrometheusHistogram
 	ttft      *vm.PrometheusHistogram
 	itl       *vm.PrometheusHistogram
+	streams   *vm.Gauge
 	bytesOut  *vm.Counter
 	upErr     map[string]*vm.Counter
 	canceled  *vm.Counter
@@ -49,13 +53,15 @@ type Route struct {
 var classes = [6]string{"other", "1xx", "2xx", "3xx", "4xx", "5xx"}
 
 // ForRoute returns the metrics of router (served by service), creating them on first use.
-// Metrics survive reloads: the same router name gets the same series.
+// Metrics survive reloads: the same router name gets the same series, and a request in flight
+// across a reload counts into them.
 func ForRoute(router, service string) *Route {
 	l := labels("router", router, "service", service)
 	r := &Route{
 		duration: vm.GetOrCreatePrometheusHistogramExt(`sluice_request_duration_seconds{`+l+`}`, DurationBuckets),
 		ttft:     vm.GetOrCreatePrometheusHistogramExt(`sluice_ttft_seconds{`+l+`}`, TTFTBuckets),
 		itl:      vm.GetOrCreatePrometheusHistogramExt(`sluice_inter_token_latency_seconds{`+l+`}`, ITLBuckets),
+		streams:  vm.GetOrCreateGauge(`sluice_active_streams{`+l+`}`, nil),
 		bytesOut: vm.GetOrCreateCounter(`sluice_response_bytes_total{` + l + `}`),
 		canceled: vm.GetOrCreateCounter(`sluice_client_canceled_total{` + l + `}`),
 		upErr:    map[string]*vm.Counter{},
@@ -91,6 +97,13 @@ func (r *Route) FirstByte(d time.Duration) { r.ttft.Update(d.Seconds()) }
 // latency).
 func (r *Route) Gap(d time.Duration) { r.itl.Update(d.Seconds()) }
 
+// StreamStarted counts an SSE response whose body is about to be relayed as active; every
+// call is matched by one StreamEnded.
+func (r *Route) StreamStarted() { r.streams.Inc() }
+
+// StreamEnded ends what StreamStarted counted: the stream completed, failed or lost its client.
+func (r *Route) StreamEnded() { r.streams.Dec() }
+
 // UpstreamError counts an upstream failure by reason (one of the Reason constants).
 func (r *Route) UpstreamError(reason string) {
 	if c := r.upErr[reason]; c != nil {
@@ -100,6 +113,26 @@ func (r *Route) UpstreamError(reason string) {
 
 // Canceled counts a request abandoned by its client before the response was complete.
 func (r *Route) Canceled() { r.canceled.Inc() }
+
+// Backend holds the metrics of one server of a service that outlive a config snapshot. A nil
+// *Backend records nothing.
+type Backend struct {
+	connect *vm.PrometheusHistogram
+}
+
+// ForBackend returns the metrics of backend (a server URL as configured) of service.
+func ForBackend(service, backend string) *Backend {
+	l := labels("service", service, "backend", backend)
+	return &Backend{connect: vm.GetOrCreatePrometheusHistogramExt(`sluice_upstream_connect_seconds{`+l+`}`, ConnectBuckets)}
+}
+
+// Connected records d, the time a new upstream connection took to open (TCP connect, plus
+// the TLS handshake for https).
+func (b *Backend) Connected(d time.Duration) {
+	if b != nil {
+		b.connect.Update(d.Seconds())
+	}
+}
 
 // Entrypoint holds the per-entrypoint counters.
 type Entrypoint struct {

@@ -24,6 +24,7 @@ func populate(t *testing.T) {
 	e.Request()
 	e.GatewayError(404)
 	EntrypointGauges("web", func() int64 { return 1 }, func() int64 { return 2 })
+	ForBackend("up", "http://127.0.0.1:1").Connected(time.Millisecond)
 	s := NewSet()
 	s.Backend("up", "http://127.0.0.1:1", func() int64 { return 0 }, func() bool { return true }, func() int { return 3 })
 	s.Register()
@@ -139,6 +140,7 @@ func TestBucketsSpanWhatTheyMeasure(t *testing.T) {
 		{"ttft", TTFTBuckets, 0.005, 60},
 		{"itl", ITLBuckets, 0.001, 5},
 		{"duration", DurationBuckets, 0.005, 600},
+		{"connect", ConnectBuckets, 0.001, 5},
 	} {
 		require.Equal(t, tc.min, tc.b[0], tc.name)
 		require.Equal(t, tc.max, tc.b[len(tc.b)-1], tc.name)
@@ -171,16 +173,30 @@ func TestLabelValuesAreEscaped(t *testing.T) {
 func TestUpdatesDoNotAllocate(t *testing.T) {
 	r := ForRoute("alloc", "up")
 	e := ForEntrypoint("alloc")
+	b := ForBackend("up", "http://alloc")
 	start := time.Now()
 	require.Zero(t, testing.AllocsPerRun(100, func() {
 		e.Request()
+		r.StreamStarted()
 		r.FirstByte(time.Millisecond)
 		r.Gap(time.Millisecond)
 		r.UpstreamError(ReasonStream)
 		r.Response(200, start, 100)
+		r.StreamEnded()
 		r.Canceled()
 		e.GatewayError(502)
+		b.Connected(time.Millisecond)
 	}))
+}
+
+func TestActiveStreamsGaugeIsSharedAcrossReloads(t *testing.T) {
+	a, b := ForRoute("streams", "up"), ForRoute("streams", "up")
+	a.StreamStarted()
+	b.StreamStarted()
+	a.StreamEnded() // a request that began before a reload ends after it
+	x := scrape(t)
+	require.Contains(t, x.samples["sluice_active_streams"], `sluice_active_streams{router="streams",service="up"} 1`)
+	b.StreamEnded()
 }
 
 // docs/admin-api.md lists every family with its type, labels and unit.

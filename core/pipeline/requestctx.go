@@ -37,6 +37,7 @@ type RequestCtx struct {
 	relay     relay.Relay
 	framing   relay.Framing
 	sse       bool
+	streaming bool // counted in the route's active streams until Finish
 	keepAlive bool
 	isHEAD    bool
 	ended     bool   // the body reached its end or failed; nothing more is read

@@ -158,6 +158,7 @@ func Compile(cfg *config.Config, prev *Snapshot, gen uint64) (*Snapshot, error) 
 	s.Metrics = metrics.NewSet()
 	for _, name := range s.ServiceNames {
 		for _, b := range s.Services[name].Backends {
+			b.M = metrics.ForBackend(name, b.URL)
 			lb, p := b.LB, b.Pool
 			s.Metrics.Backend(name, b.URL, lb.Active.Load, func() bool { return !lb.Down() }, func() int { return p.Stats().Idle })
 		}
