@@ -25,7 +25,7 @@ type Family struct {
 // each (a test holds the two together).
 var Families = []Family{
 	{"sluice_requests_total", "counter", "Requests received by the entrypoint: complete request heads, and requests it refused before routing (malformed or over a limit)."},
-	{"sluice_gateway_errors_total", "counter", "Responses the gateway made itself instead of an upstream answer, by status (framing errors, limits, no route, upstream failures)."},
+	{"sluice_gateway_errors_total", "counter", "Responses the gateway made itself instead of an upstream answer, by status (framing errors, limits, no route, failed stage, upstream failures; other: a stage's own status)."},
 	{"sluice_open_connections", "gauge", "Open client connections of the entrypoint."},
 	{"sluice_active_requests", "gauge", "Requests of the entrypoint in progress, from the complete request to the end of its response."},
 	{"sluice_active_streams", "gauge", "Requests whose response is an SSE stream (text/event-stream) being relayed to the client."},
@@ -40,6 +40,8 @@ var Families = []Family{
 	{"sluice_upstream_active", "gauge", "Requests in flight to the backend."},
 	{"sluice_backend_up", "gauge", "1 when the backend is eligible for balancing, 0 while passive health keeps it out after a connect failure."},
 	{"sluice_upstream_idle_connections", "gauge", "Idle keep-alive connections pooled for the backend."},
+	{"sluice_config_reloads_total", "counter", "Configuration reloads by result: success (put in force) or failure (the running configuration stayed)."},
+	{"sluice_config_last_reload_success_timestamp_seconds", "gauge", "Unix time of the last configuration put in force (at start or by a reload), in seconds."},
 }
 
 // runtimeHelp gives the help text of the Go runtime and process families VictoriaMetrics/

@@ -138,11 +138,13 @@ func (b *Backend) Connected(d time.Duration) {
 type Entrypoint struct {
 	requests *vm.Counter
 	rejected map[int]*vm.Counter // gateway errors by status
+	other    *vm.Counter         // gateway errors with a status not in rejected
 }
 
 // gatewayErrorStatuses are the statuses the gateway answers with itself: framing errors and
-// limits (400, 408, 413, 431, 501, 505), no route (404) and upstream failures (502, 503, 504).
-var gatewayErrorStatuses = []int{400, 404, 408, 413, 431, 501, 502, 503, 504, 505}
+// limits (400, 408, 413, 431, 501, 505), no route (404), a failed stage (500) and upstream
+// failures (502, 503, 504). A stage may answer with others; they count as status="other".
+var gatewayErrorStatuses = []int{400, 404, 408, 413, 431, 500, 501, 502, 503, 504, 505}
 
 // ForEntrypoint returns the counters of entrypoint name.
 func ForEntrypoint(name string) *Entrypoint {
@@ -150,6 +152,7 @@ func ForEntrypoint(name string) *Entrypoint {
 	e := &Entrypoint{
 		requests: vm.GetOrCreateCounter(`sluice_requests_total{` + l + `}`),
 		rejected: map[int]*vm.Counter{},
+		other:    vm.GetOrCreateCounter(`sluice_gateway_errors_total{` + l + `,status="other"}`),
 	}
 	for _, st := range gatewayErrorStatuses {
 		e.rejected[st] = vm.GetOrCreateCounter(`sluice_gateway_errors_total{` + l + `,status="` + strconv.Itoa(st) + `"}`)
@@ -164,7 +167,9 @@ func (e *Entrypoint) Request() { e.requests.Inc() }
 func (e *Entrypoint) GatewayError(status int) {
 	if c := e.rejected[status]; c != nil {
 		c.Inc()
+		return
 	}
+	e.other.Inc()
 }
 
 // EntrypointGauges publishes the live counts of entrypoint name, read at scrape time: open
@@ -174,6 +179,27 @@ func EntrypointGauges(name string, conns, active func() int64) {
 	l := labels("entrypoint", name)
 	vm.GetOrCreateGauge(`sluice_open_connections{`+l+`}`, func() float64 { return float64(conns()) })
 	vm.GetOrCreateGauge(`sluice_active_requests{`+l+`}`, func() float64 { return float64(active()) })
+}
+
+// The configuration's load and reload metrics.
+var (
+	reloadsOK      = vm.NewCounter(`sluice_config_reloads_total{result="success"}`)
+	reloadsFailed  = vm.NewCounter(`sluice_config_reloads_total{result="failure"}`)
+	lastGoodReload = vm.NewGauge(`sluice_config_last_reload_success_timestamp_seconds`, nil)
+)
+
+// ConfigLoaded records that a configuration was put in force at t, at start or by a reload.
+func ConfigLoaded(t time.Time) { lastGoodReload.Set(float64(t.UnixMilli()) / 1e3) }
+
+// ConfigReloaded counts a reload: ok when its configuration was put in force at t, else a
+// failure that left the running configuration in force.
+func ConfigReloaded(ok bool, t time.Time) {
+	if !ok {
+		reloadsFailed.Inc()
+		return
+	}
+	reloadsOK.Inc()
+	ConfigLoaded(t)
 }
 
 // Set is a group of metrics that lives as long as one config snapshot (gauges over its

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -29,6 +30,7 @@ func populate(t *testing.T) {
 	s.Backend("up", "http://127.0.0.1:1", func() int64 { return 0 }, func() bool { return true }, func() int { return 3 })
 	s.Register()
 	t.Cleanup(s.Retire)
+	ConfigReloaded(true, time.Now())
 }
 
 // exposition is a parsed text exposition: per family its help, type and label names.
@@ -185,6 +187,7 @@ func TestUpdatesDoNotAllocate(t *testing.T) {
 		r.StreamEnded()
 		r.Canceled()
 		e.GatewayError(502)
+		e.GatewayError(418)
 		b.Connected(time.Millisecond)
 	}))
 }
@@ -197,6 +200,33 @@ func TestActiveStreamsGaugeIsSharedAcrossReloads(t *testing.T) {
 	x := scrape(t)
 	require.Contains(t, x.samples["sluice_active_streams"], `sluice_active_streams{router="streams",service="up"} 1`)
 	b.StreamEnded()
+}
+
+func TestConfigReloadMetrics(t *testing.T) {
+	before := scrape(t).samples["sluice_config_reloads_total"]
+	ConfigReloaded(false, time.Now())
+	at := time.Unix(1_700_000_000, 250_000_000)
+	ConfigReloaded(true, at)
+	x := scrape(t)
+	require.Equal(t, []string{"sluice_config_last_reload_success_timestamp_seconds 1.70000000025e+09"}, x.samples["sluice_config_last_reload_success_timestamp_seconds"])
+	require.Equal(t, bump(t, before, `result="failure"`, `result="success"`), x.samples["sluice_config_reloads_total"])
+}
+
+// bump returns the sample lines with 1 added to the value of the series matching each of sel.
+func bump(t *testing.T, lines []string, sel ...string) []string {
+	t.Helper()
+	out := slices.Clone(lines)
+	for i, l := range out {
+		for _, s := range sel {
+			if strings.Contains(l, s) {
+				name, v, _ := strings.Cut(l, " ")
+				n, err := strconv.Atoi(v)
+				require.NoError(t, err)
+				out[i] = name + " " + strconv.Itoa(n+1)
+			}
+		}
+	}
+	return out
 }
 
 // docs/admin-api.md lists every family with its type, labels and unit.
