@@ -45,7 +45,7 @@ var Families = []Family{
 }
 
 // runtimeHelp gives the help text of the Go runtime and process families VictoriaMetrics/
-// metrics writes (Linux).
+// metrics writes on Linux and macOS.
 var runtimeHelp = map[string]string{
 	"go_gc_cpu_seconds_total":                       "CPU time spent by the garbage collector, in seconds.",
 	"go_gc_duration_seconds":                        "Pause durations of the last garbage collections, in seconds.",
@@ -112,12 +112,14 @@ var runtimeHelp = map[string]string{
 	"process_resident_memory_shared_bytes":          "Resident shared memory, in bytes.",
 	"process_start_time_seconds":                    "Unix time the process started, in seconds.",
 	"process_virtual_memory_bytes":                  "Virtual memory size, in bytes.",
+	"process_virtual_memory_max_bytes":              "Limit on the virtual memory size, in bytes.",
 	"process_virtual_memory_peak_bytes":             "Peak virtual memory size, in bytes.",
 }
 
 // runtimeTypes corrects the type of families VictoriaMetrics/metrics declares as gauges though
 // they only grow.
 var runtimeTypes = map[string]string{
+	"process_cpu_seconds_total":              "counter", // a gauge on macOS
 	"process_io_read_bytes_total":            "counter",
 	"process_io_read_syscalls_total":         "counter",
 	"process_io_storage_read_bytes_total":    "counter",
