@@ -35,8 +35,9 @@ type Exchange struct {
 	hbuf   []byte // response head buffer; hbuf[lo:hi] are received bytes not yet consumed
 	lo, hi int
 	mode   http1.BodyMode
-	remain int64     // BodyLength: body bytes still to read
-	armed  time.Time // when the stream idle deadline was last set (ReadBody)
+	remain int64         // BodyLength: body bytes still to read
+	armed  time.Time     // when the stream idle deadline was last set (ReadBody)
+	dialed time.Duration // how long the last dial of this exchange took; 0 when none
 	dec    http1.ChunkedDecoder
 	done   bool  // body fully read (io.EOF reached or BodyNone)
 	broken bool  // conn must not be reused (until-close body, extra bytes, upgrade, error)
@@ -85,6 +86,7 @@ func ReleaseExchange(x *Exchange) {
 	x.mode = http1.BodyNone
 	x.remain = 0
 	x.armed = time.Time{}
+	x.dialed = 0
 	x.dec.Reset()
 	x.done, x.broken = false, false
 	x.err, x.rerr = nil, nil
@@ -151,6 +153,12 @@ func (x *Exchange) Aborted() bool { return x.aborted.Load() }
 // BodyMode returns how the response body is delimited (RFC 9112 §6.3), valid after RoundTrip.
 // A 101 Switching Protocols response reports BodyUntilClose (the upgraded stream).
 func (x *Exchange) BodyMode() http1.BodyMode { return x.mode }
+
+// ConnectTime returns how long opening the upstream connection took (TCP connect, plus the
+// TLS handshake for https) when RoundTrip opened one (the later, if it opened two); 0 when it
+// reused a pooled connection or no dial succeeded. Valid after RoundTrip, until
+// ReleaseExchange.
+func (x *Exchange) ConnectTime() time.Duration { return x.dialed }
 
 // Done reports whether the response body has been read to its end (or there was none).
 func (x *Exchange) Done() bool { return x.done }
@@ -268,6 +276,7 @@ func (x *Exchange) dial(p *Pool) (*conn, error) {
 	}
 	x.dialCancel = cancel
 	x.mu.Unlock()
+	start := time.Now()
 	c, err := p.dial(ctx)
 	x.mu.Lock()
 	x.dialCancel = nil
@@ -279,6 +288,7 @@ func (x *Exchange) dial(p *Pool) (*conn, error) {
 		p.dialErrors.Add(1)
 		return nil, fmt.Errorf("sluice: upstream %s: %w: %w", p.o.Addr, ErrDial, err)
 	}
+	x.dialed = time.Since(start)
 	return c, nil
 }
 

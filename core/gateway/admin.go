@@ -14,10 +14,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/VictoriaMetrics/metrics"
 	json "github.com/goccy/go-json"
 
 	"github.com/sluice-gw/sluice/core/config"
+	"github.com/sluice-gw/sluice/core/metrics"
 )
 
 // adminServer is the admin API (DESIGN.md §4, docs/admin-api.md). It is off the data path, so
@@ -190,8 +190,8 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 func emptyList(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, []any{}) }
 
 func adminMetrics(w http.ResponseWriter, _ *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-	metrics.WritePrometheus(w, true)
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+	metrics.WritePrometheus(w)
 }
 
 type entrypointStatus struct {

@@ -12,10 +12,12 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/sluice-gw/sluice/core/config"
 	"github.com/sluice-gw/sluice/core/http1"
 	"github.com/sluice-gw/sluice/core/ingress"
+	"github.com/sluice-gw/sluice/core/metrics"
 	"github.com/sluice-gw/sluice/core/snapshot"
 )
 
@@ -57,6 +59,7 @@ func New(cfg *config.Config, path string, log *slog.Logger) (*Gateway, error) {
 		return nil, err
 	}
 	g.live.Activate(snap)
+	metrics.ConfigLoaded(time.Now())
 	return g, nil
 }
 
@@ -157,10 +160,16 @@ func (g *Gateway) Snapshot() *snapshot.Snapshot { return g.live.Load() }
 
 // Reload loads ConfigPath again and swaps the new snapshot in. On any error the running
 // config stays in force and the error (a config.ErrorList with positions, or
-// ErrRestartRequired) is returned.
+// ErrRestartRequired) is returned. Either way the reload is counted in the metrics.
 func (g *Gateway) Reload() error {
 	g.reloadMu.Lock()
 	defer g.reloadMu.Unlock()
+	err := g.reload()
+	metrics.ConfigReloaded(err == nil, time.Now())
+	return err
+}
+
+func (g *Gateway) reload() error {
 	cfg, err := LoadConfig(g.ConfigPath)
 	if err != nil {
 		return err

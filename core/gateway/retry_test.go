@@ -10,8 +10,9 @@ import (
 	"testing"
 	"time"
 
-	vm "github.com/VictoriaMetrics/metrics"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-gw/sluice/core/metrics"
 )
 
 // A request the upstream received whole is not sent again when the reused connection closes
@@ -101,7 +102,7 @@ func TestRefusedConnectionTriesNextServer(t *testing.T) {
 			require.True(t, svc.Backends[0].LB.Down(), "the dead server is out of rotation")
 			series := fmt.Sprintf(`sluice_backend_up{service="up",backend="http://%s"} 0`, deadAddr)
 			var buf bytes.Buffer
-			vm.WritePrometheus(&buf, false)
+			metrics.WritePrometheus(&buf)
 			require.Contains(t, buf.String(), series)
 
 			// It listens again: within its backoff it is back in rotation.

@@ -108,8 +108,7 @@ type counters struct {
 
 // newEntrypointMetrics registers the gauges of an entrypoint over c and returns its counters.
 func newEntrypointMetrics(name string, c *counters) *metrics.Entrypoint {
-	metrics.Gauge(`sluice_open_connections{entrypoint="`+name+`"}`, func() float64 { return float64(c.conns.Load()) })
-	metrics.Gauge(`sluice_active_requests{entrypoint="`+name+`"}`, func() float64 { return float64(c.active.Load()) })
+	metrics.EntrypointGauges(name, c.conns.Load, c.active.Load)
 	return metrics.ForEntrypoint(name)
 }
 

@@ -1,12 +1,13 @@
-// Package metrics defines the gateway's Prometheus metrics (DESIGN.md §4) on
-// VictoriaMetrics/metrics: prefix sluice_, bounded label sets (entrypoint, router, service,
-// backend, code class, reason). Metric handles are created when a config is compiled, so the
-// hot path only updates counters and histograms and never formats a metric name.
+// Package metrics defines the gateway's Prometheus metrics on VictoriaMetrics/metrics: prefix
+// sluice_, bounded label sets (entrypoint, router, service, backend, code class, status,
+// reason). Every metric name is written here. Metric handles are created when a config is
+// compiled or an entrypoint starts, so the hot path only updates counters, gauges and
+// histograms and never formats a name. WritePrometheus (expose.go) writes them for a scrape.
 package metrics
 
 import (
-	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	vm "github.com/VictoriaMetrics/metrics"
@@ -21,13 +22,29 @@ const (
 	ReasonStream   = "stream" // failed after the response started
 )
 
+// Histogram bucket upper bounds, in seconds, chosen for what each histogram measures. Each
+// upper bound adds a series per label set, so they are dense only where values cluster.
+var (
+	// TTFTBuckets span 5 ms to 60 s: a cached prompt answers in milliseconds, a long prompt
+	// on a loaded server in tens of seconds.
+	TTFTBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 0.75, 1, 1.5, 2, 3, 5, 10, 20, 30, 60}
+	// ITLBuckets span 1 ms to 5 s, densest between 10 and 100 ms where decoding speeds lie.
+	ITLBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.015, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1, 2.5, 5}
+	// DurationBuckets span 5 ms to 10 min: a streamed completion can last minutes.
+	DurationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600}
+	// ConnectBuckets span 1 ms to 5 s: loopback and LAN connects take well under a
+	// millisecond to a few, a TLS handshake across regions hundreds.
+	ConnectBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5}
+)
+
 // Route holds the per-router metrics. Its methods are safe for concurrent use and allocation
 // free.
 type Route struct {
 	responses [6]*vm.Counter // by status class: index 1..5 for 1xx..5xx, 0 for anything else
-	duration  *vm.Histogram
-	ttft      *vm.Histogram
-	itl       *vm.Histogram
+	duration  *vm.PrometheusHistogram
+	ttft      *vm.PrometheusHistogram
+	itl       *vm.PrometheusHistogram
+	streams   *vm.Gauge
 	bytesOut  *vm.Counter
 	upErr     map[string]*vm.Counter
 	canceled  *vm.Counter
@@ -36,13 +53,15 @@ type Route struct {
 var classes = [6]string{"other", "1xx", "2xx", "3xx", "4xx", "5xx"}
 
 // ForRoute returns the metrics of router (served by service), creating them on first use.
-// Metrics survive reloads: the same router name gets the same counters.
+// Metrics survive reloads: the same router name gets the same series, and a request in flight
+// across a reload counts into them.
 func ForRoute(router, service string) *Route {
-	l := fmt.Sprintf(`router=%q,service=%q`, router, service)
+	l := labels("router", router, "service", service)
 	r := &Route{
-		duration: vm.GetOrCreateHistogram(`sluice_request_duration_seconds{` + l + `}`),
-		ttft:     vm.GetOrCreateHistogram(`sluice_ttft_seconds{` + l + `}`),
-		itl:      vm.GetOrCreateHistogram(`sluice_inter_token_latency_seconds{` + l + `}`),
+		duration: vm.GetOrCreatePrometheusHistogramExt(`sluice_request_duration_seconds{`+l+`}`, DurationBuckets),
+		ttft:     vm.GetOrCreatePrometheusHistogramExt(`sluice_ttft_seconds{`+l+`}`, TTFTBuckets),
+		itl:      vm.GetOrCreatePrometheusHistogramExt(`sluice_inter_token_latency_seconds{`+l+`}`, ITLBuckets),
+		streams:  vm.GetOrCreateGauge(`sluice_active_streams{`+l+`}`, nil),
 		bytesOut: vm.GetOrCreateCounter(`sluice_response_bytes_total{` + l + `}`),
 		canceled: vm.GetOrCreateCounter(`sluice_client_canceled_total{` + l + `}`),
 		upErr:    map[string]*vm.Counter{},
@@ -74,8 +93,16 @@ func (r *Route) Response(status int, start time.Time, bytes int64) {
 // client sees it, gateway included).
 func (r *Route) FirstByte(d time.Duration) { r.ttft.Update(d.Seconds()) }
 
-// Gap records the time between two body reads of a streamed response (inter-token latency).
+// Gap records d, the time between two body reads of a streamed response (inter-token
+// latency).
 func (r *Route) Gap(d time.Duration) { r.itl.Update(d.Seconds()) }
+
+// StreamStarted counts an SSE response whose body is about to be relayed as active; every
+// call is matched by one StreamEnded.
+func (r *Route) StreamStarted() { r.streams.Inc() }
+
+// StreamEnded ends what StreamStarted counted: the stream completed, failed or lost its client.
+func (r *Route) StreamEnded() { r.streams.Dec() }
 
 // UpstreamError counts an upstream failure by reason (one of the Reason constants).
 func (r *Route) UpstreamError(reason string) {
@@ -87,35 +114,93 @@ func (r *Route) UpstreamError(reason string) {
 // Canceled counts a request abandoned by its client before the response was complete.
 func (r *Route) Canceled() { r.canceled.Inc() }
 
-// Entrypoint holds the per-entrypoint metrics.
-type Entrypoint struct {
-	requests *vm.Counter
-	rejected map[int]*vm.Counter // framing errors by status
-	name     string
+// Backend holds the metrics of one server of a service that outlive a config snapshot. A nil
+// *Backend records nothing.
+type Backend struct {
+	connect *vm.PrometheusHistogram
 }
 
-// ForEntrypoint returns the metrics of entrypoint name.
+// ForBackend returns the metrics of backend (a server URL as configured) of service.
+func ForBackend(service, backend string) *Backend {
+	l := labels("service", service, "backend", backend)
+	return &Backend{connect: vm.GetOrCreatePrometheusHistogramExt(`sluice_upstream_connect_seconds{`+l+`}`, ConnectBuckets)}
+}
+
+// Connected records d, the time a new upstream connection took to open (TCP connect, plus
+// the TLS handshake for https).
+func (b *Backend) Connected(d time.Duration) {
+	if b != nil {
+		b.connect.Update(d.Seconds())
+	}
+}
+
+// Entrypoint holds the per-entrypoint counters.
+type Entrypoint struct {
+	requests *vm.Counter
+	rejected map[int]*vm.Counter // gateway errors by status
+	other    *vm.Counter         // gateway errors with a status not in rejected
+}
+
+// gatewayErrorStatuses are the statuses the gateway answers with itself: framing errors and
+// limits (400, 408, 413, 431, 501, 505), no route (404), a failed stage (500) and upstream
+// failures (502, 503, 504). A stage may answer with others; they count as status="other".
+var gatewayErrorStatuses = []int{400, 404, 408, 413, 431, 500, 501, 502, 503, 504, 505}
+
+// ForEntrypoint returns the counters of entrypoint name.
 func ForEntrypoint(name string) *Entrypoint {
-	e := &Entrypoint{name: name, requests: vm.GetOrCreateCounter(`sluice_requests_total{entrypoint="` + name + `"}`), rejected: map[int]*vm.Counter{}}
-	for _, st := range []int{400, 404, 408, 413, 431, 501, 502, 503, 504, 505} {
-		e.rejected[st] = vm.GetOrCreateCounter(`sluice_gateway_errors_total{entrypoint="` + name + `",status="` + strconv.Itoa(st) + `"}`)
+	l := labels("entrypoint", name)
+	e := &Entrypoint{
+		requests: vm.GetOrCreateCounter(`sluice_requests_total{` + l + `}`),
+		rejected: map[int]*vm.Counter{},
+		other:    vm.GetOrCreateCounter(`sluice_gateway_errors_total{` + l + `,status="other"}`),
+	}
+	for _, st := range gatewayErrorStatuses {
+		e.rejected[st] = vm.GetOrCreateCounter(`sluice_gateway_errors_total{` + l + `,status="` + strconv.Itoa(st) + `"}`)
 	}
 	return e
 }
 
-// Request counts a complete request head received.
+// Request counts a request received: a complete request head, or one refused before routing.
 func (e *Entrypoint) Request() { e.requests.Inc() }
 
 // GatewayError counts a response the gateway produced itself (no upstream answer).
 func (e *Entrypoint) GatewayError(status int) {
 	if c := e.rejected[status]; c != nil {
 		c.Inc()
+		return
 	}
+	e.other.Inc()
 }
 
-// Gauge registers a gauge whose value is read from f at scrape time (connections, active
-// requests). Registering the same name again keeps the first function.
-func Gauge(name string, f func() float64) { vm.GetOrCreateGauge(name, f) }
+// EntrypointGauges publishes the live counts of entrypoint name, read at scrape time: open
+// client connections and requests in progress. When an entrypoint of that name was already
+// published, the first functions stay.
+func EntrypointGauges(name string, conns, active func() int64) {
+	l := labels("entrypoint", name)
+	vm.GetOrCreateGauge(`sluice_open_connections{`+l+`}`, func() float64 { return float64(conns()) })
+	vm.GetOrCreateGauge(`sluice_active_requests{`+l+`}`, func() float64 { return float64(active()) })
+}
+
+// The configuration's load and reload metrics.
+var (
+	reloadsOK      = vm.NewCounter(`sluice_config_reloads_total{result="success"}`)
+	reloadsFailed  = vm.NewCounter(`sluice_config_reloads_total{result="failure"}`)
+	lastGoodReload = vm.NewGauge(`sluice_config_last_reload_success_timestamp_seconds`, nil)
+)
+
+// ConfigLoaded records that a configuration was put in force at t, at start or by a reload.
+func ConfigLoaded(t time.Time) { lastGoodReload.Set(float64(t.UnixMilli()) / 1e3) }
+
+// ConfigReloaded counts a reload: ok when its configuration was put in force at t, else a
+// failure that left the running configuration in force.
+func ConfigReloaded(ok bool, t time.Time) {
+	if !ok {
+		reloadsFailed.Inc()
+		return
+	}
+	reloadsOK.Inc()
+	ConfigLoaded(t)
+}
 
 // Set is a group of metrics that lives as long as one config snapshot (gauges over its
 // backends); Retire removes them when the snapshot is replaced.
@@ -134,8 +219,20 @@ func (s *Set) Register() {
 	s.registered = true
 }
 
-// Gauge adds a gauge read from f at scrape time.
-func (s *Set) Gauge(name string, f func() float64) { s.s.GetOrCreateGauge(name, f) }
+// Backend adds the live gauges of backend (a server URL as configured) of service, read at
+// scrape time: requests in flight, whether it is eligible for balancing, and idle pooled
+// connections.
+func (s *Set) Backend(service, backend string, active func() int64, up func() bool, idle func() int) {
+	l := labels("service", service, "backend", backend)
+	s.s.GetOrCreateGauge(`sluice_upstream_active{`+l+`}`, func() float64 { return float64(active()) })
+	s.s.GetOrCreateGauge(`sluice_backend_up{`+l+`}`, func() float64 {
+		if up() {
+			return 1
+		}
+		return 0
+	})
+	s.s.GetOrCreateGauge(`sluice_upstream_idle_connections{`+l+`}`, func() float64 { return float64(idle()) })
+}
 
 // Retire unregisters the set.
 func (s *Set) Retire() {
@@ -144,3 +241,21 @@ func (s *Set) Retire() {
 		s.registered = false
 	}
 }
+
+// labels formats name="value" pairs for a metric name, with values escaped as the Prometheus
+// text format wants (backslash, double quote and newline); names come from this package.
+func labels(kv ...string) string {
+	var b strings.Builder
+	for i := 0; i+1 < len(kv); i += 2 {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(kv[i])
+		b.WriteString(`="`)
+		b.WriteString(labelEscaper.Replace(kv[i+1]))
+		b.WriteByte('"')
+	}
+	return b.String()
+}
+
+var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)

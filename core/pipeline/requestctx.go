@@ -42,6 +42,7 @@ type RequestCtx struct {
 	relay     relay.Relay
 	framing   relay.Framing
 	sse       bool
+	streaming bool // counted in the route's active streams until Finish
 	keepAlive bool
 	isHEAD    bool
 	maxFwd    int64  // Max-Forwards of a TRACE or OPTIONS request, -1 when none applies

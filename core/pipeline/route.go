@@ -49,6 +49,8 @@ type Backend struct {
 	Host []byte // host[:port] sent as Host when PassHostHeader is false
 	LB   *balancer.Backend
 	Pool *pool.Pool
+	// M holds the backend's metrics that outlive a snapshot (nil: none recorded).
+	M *metrics.Backend
 }
 
 // Pick chooses a backend with the service's balancing strategy under c (which backends to

@@ -179,7 +179,11 @@ func (rc *RequestCtx) roundTrip(b *Backend) error {
 		return errClientGone
 	}
 	x.Idempotent = rc.idempotent()
-	if err := x.RoundTrip(b.Pool, rc.upHead, rc.Req.Body, rc.isHEAD); err != nil {
+	err := x.RoundTrip(b.Pool, rc.upHead, rc.Req.Body, rc.isHEAD)
+	if d := x.ConnectTime(); d > 0 {
+		b.M.Connected(d)
+	}
+	if err != nil {
 		if rc.Canceled() {
 			return errClientGone
 		}
@@ -274,6 +278,9 @@ func (rc *RequestCtx) planBody() {
 	rc.relay.Reset(f, rc.sse, rc.start)
 	if f == relay.None {
 		rc.ended = true
+	} else if rc.sse {
+		rc.streaming = true
+		rc.route.M.StreamStarted()
 	}
 }
 
@@ -656,6 +663,10 @@ func (rc *RequestCtx) observe(o relay.Obs) {
 // upstream exchange. Engines call it exactly once per Begin, after the response was written
 // or abandoned.
 func (rc *RequestCtx) Finish() {
+	if rc.streaming {
+		rc.streaming = false
+		rc.route.M.StreamEnded()
+	}
 	o := &rc.outcome
 	if rc.x != nil {
 		o.BytesOut = rc.relay.Bytes()

@@ -158,16 +158,9 @@ func Compile(cfg *config.Config, prev *Snapshot, gen uint64) (*Snapshot, error) 
 	s.Metrics = metrics.NewSet()
 	for _, name := range s.ServiceNames {
 		for _, b := range s.Services[name].Backends {
-			lbl := fmt.Sprintf(`{service=%q,backend=%q}`, name, b.URL)
+			b.M = metrics.ForBackend(name, b.URL)
 			lb, p := b.LB, b.Pool
-			s.Metrics.Gauge("sluice_upstream_active"+lbl, func() float64 { return float64(lb.Active.Load()) })
-			s.Metrics.Gauge("sluice_backend_up"+lbl, func() float64 {
-				if lb.Down() {
-					return 0
-				}
-				return 1
-			})
-			s.Metrics.Gauge("sluice_upstream_idle_connections"+lbl, func() float64 { return float64(p.Stats().Idle) })
+			s.Metrics.Backend(name, b.URL, lb.Active.Load, func() bool { return !lb.Down() }, func() int { return p.Stats().Idle })
 		}
 	}
 	return s, nil
