@@ -11,7 +11,7 @@
 //	if !ok {
 //		var err error
 //		if t, err = p.Acquire(rc.Done()); err != nil {
-//			return ... // refused: ErrQueueFull, ErrQueueTimeout or ErrCanceled
+//			return admission.GatewayError(err) // 429, 503 or 499, preallocated
 //		}
 //	}
 //	rc.OnCancel(func() { t.Release() })     // the client left, also mid-stream
@@ -33,11 +33,14 @@
 //
 // MaxConcurrent and MaxQueued are counts of requests; QueueTimeout is a time.Duration (the
 // configuration's queue_timeout_ms converted by the caller); Stats counts requests since the
-// Pool was made and sums wait time in nanoseconds (time.Duration).
+// Pool was made and sums wait time in nanoseconds (time.Duration). Retry-After on the
+// gateway's answers is in whole seconds, as HTTP sends it.
 //
 // # Errors
 //
 // Acquire returns ErrQueueFull (the queue held MaxQueued waiters: refused at once),
 // ErrQueueTimeout (waited QueueTimeout without a slot) or ErrCanceled (done was closed before
-// or during the wait).
+// or during the wait). GatewayError maps them to the answers the client gets: 429 for a full
+// queue, 503 for a queue timeout (ErrGatewayQueueFull and ErrGatewayQueueTimeout say why), and 499 for a client that is
+// gone and reads nothing.
 package admission
