@@ -26,6 +26,9 @@
 // characters, invalid UTF-8, leading zeros), keeps the last of two "model" members and matches
 // keys case-insensitively.
 //
+// RewriteModel replaces the model value (an alias by the upstream's model id) and copies every
+// other byte unchanged.
+//
 // # What it refuses, and why
 //
 // Every error is a *ValidationError (status 400, Param, Code, Message); AppendErrorBody writes
