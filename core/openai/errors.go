@@ -24,9 +24,14 @@ const (
 )
 
 // ValidationError is a request Peek refuses: the HTTP status (400) and the fields of the error
-// body. A pipeline stage answers it with AppendErrorBody, which keeps Param and the endpoint's
-// error shape; messages are stable and name the parameter first
-// ("messages[2].content: expected a string or an array of content parts").
+// body. Messages are stable and name the parameter first ("messages[2].content: expected a
+// string or an array of content parts"). A request stage answers it with
+//
+//	return rc.Reply(e.Status, "application/json", openai.AppendErrorBody(buf, e, ep))
+//
+// (buf owned by the request, as the reply body is kept by reference), which keeps Param and
+// the endpoint's error shape; a pipeline.GatewayError built from Status, Code and Message
+// (type invalid_request_error) would lose both.
 type ValidationError struct {
 	Status  int    // HTTP status: 400
 	Param   string // the parameter at fault ("temperature", "messages[2].role"); "" for the body as a whole (null)
