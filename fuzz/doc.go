@@ -1,6 +1,7 @@
 // Package fuzz holds the fuzz targets of the gateway's parsers and state machines: HTTP/1.1
 // request and response heads, chunked coding, the routing rule language, the TOML config, the
-// SSE scanner and the body relay. Each target checks invariants beyond "no panic" (a parse
-// that succeeds is consistent; a relay gives the same client bytes for any split of the same
-// upstream bytes). Run them with `make fuzz`.
+// SSE scanner, the body relay and the OpenAI request body peek. Each target checks invariants
+// beyond "no panic" (a parse that succeeds is consistent; a relay gives the same client bytes
+// for any split of the same upstream bytes; a body the peek accepts gives the model and stream
+// encoding/json reads). Run them with `make fuzz`.
 package fuzz
