@@ -32,7 +32,9 @@ type RequestCtx struct {
 
 	ep      *Entrypoint
 	route   *Route
+	service *Service // where the request goes: the route's, or one a stage chose
 	hooks   *Chain
+	slots   [maxSlots]slot
 	backend *Backend // held (Acquire'd) until Finish
 	tried   *Backend // the last backend tried, for the outcome
 	start   time.Time
@@ -58,7 +60,8 @@ type RequestCtx struct {
 	respExtra []fieldRef
 	upHead    []byte
 
-	outcome Outcome
+	outcome     Outcome
+	dialCounted bool // connect failures were counted as they happened
 
 	cancelMu  sync.Mutex
 	seq       uint64
@@ -120,7 +123,8 @@ func (rc *RequestCtx) SetClientAddr(a netip.Addr) {
 // address or the cancellation state, which the engine manages).
 func (rc *RequestCtx) reset(ep *Entrypoint) {
 	rc.ep = ep
-	rc.route, rc.hooks, rc.backend, rc.tried = nil, nil, nil, nil
+	rc.route, rc.service, rc.hooks, rc.backend, rc.tried = nil, nil, nil, nil, nil
+	clear(rc.slots[:])
 	rc.start = time.Now()
 	rc.x = nil
 	rc.choice.Reset()
@@ -132,7 +136,7 @@ func (rc *RequestCtx) reset(ep *Entrypoint) {
 	rc.kv = rc.kv[:0]
 	rc.upExtra = rc.upExtra[:0]
 	rc.respExtra = rc.respExtra[:0]
-	rc.outcome = Outcome{}
+	rc.outcome, rc.dialCounted = Outcome{}, false
 }
 
 // Route returns the matched route (nil before routing or when none matched).
@@ -154,8 +158,55 @@ func (rc *RequestCtx) RequestID() []byte { return rc.requestID }
 // Outcome returns how the request ended (complete once completion stages run).
 func (rc *RequestCtx) Outcome() *Outcome { return &rc.outcome }
 
-// Exclude keeps backend id of the route's service out of this request's backend choice.
+// Exclude keeps backend id of the request's service out of this request's backend choice.
 func (rc *RequestCtx) Exclude(id int) { rc.choice.Exclude.Add(id) }
+
+// Service returns the service the request goes to (the route's, unless a stage chose one).
+func (rc *RequestCtx) Service() *Service { return rc.service }
+
+// SetService sends the request to s instead of the route's service (a model router's target),
+// with a fresh backend choice: exclusions made for the previous service do not carry over.
+func (rc *RequestCtx) SetService(s *Service) {
+	rc.service = s
+	rc.choice.Reset()
+}
+
+// maxSlots bounds the per-request values stages keep (Set, Get).
+const maxSlots = 8
+
+// Slot names one per-request value of a stage: declare one package-level Slot per value
+// (var consumerSlot pipeline.Slot) and Set/Get it through the RequestCtx.
+type Slot struct{ _ byte }
+
+type slot struct {
+	key *Slot
+	val any
+}
+
+// Set keeps v for the rest of the request under k, for the stage's later phases or for the
+// stages after it. A pointer v does not allocate. It panics when more than maxSlots distinct
+// keys are set in one request, a programming error.
+func (rc *RequestCtx) Set(k *Slot, v any) {
+	for i := range rc.slots {
+		if s := &rc.slots[i]; s.key == k || s.key == nil {
+			s.key, s.val = k, v
+			return
+		}
+	}
+	panic("pipeline: more than 8 per-request slots")
+}
+
+// Get returns the value kept under k in this request, or nil.
+func (rc *RequestCtx) Get(k *Slot) any {
+	for i := range rc.slots {
+		if s := &rc.slots[i]; s.key == k {
+			return s.val
+		} else if s.key == nil {
+			return nil
+		}
+	}
+	return nil
+}
 
 // AddUpstreamHeader adds a field to the request sent upstream (after the client's fields).
 func (rc *RequestCtx) AddUpstreamHeader(key, value []byte) {

@@ -22,13 +22,18 @@ type Resolver interface {
 // Route is what the pipeline needs of one compiled router: its stages, where the request goes
 // and how its headers are treated. Routes are immutable parts of a compiled configuration.
 type Route struct {
-	Name    string
+	Name string
+	// Service is where the route's requests go; nil for a model router, whose stage names
+	// the service of each request (RequestCtx.SetService).
 	Service *Service
 	// Chain holds the router's stages (middlewares and the model gateway's steps).
 	Chain *Chain
 	// StripAuthorization removes the client's Authorization header before the request goes
 	// upstream: set when the route authenticates callers itself and forward_credentials is false.
 	StripAuthorization bool
+	// StripHeader, when set, is another field that carries the caller's credential (an api-key
+	// middleware's header) and is removed before the request goes upstream.
+	StripHeader []byte
 	// M holds the router's metrics.
 	M *metrics.Route
 }

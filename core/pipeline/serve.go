@@ -110,6 +110,7 @@ func (ep *Entrypoint) route(rc *RequestCtx) error {
 	if rc.route == nil {
 		return ErrNoRoute
 	}
+	rc.service = rc.route.Service
 	return rc.route.Chain.onRequest(rc)
 }
 
@@ -127,7 +128,10 @@ func (ep *Entrypoint) trusts(a netip.Addr) bool {
 // pick chooses the next backend for the request and builds its upstream head in rc.upHead;
 // nil when no backend is eligible.
 func (rc *RequestCtx) pick() *Backend {
-	b := rc.route.Service.Pick(&rc.choice)
+	if rc.service == nil {
+		return nil
+	}
+	b := rc.service.Pick(&rc.choice)
 	if b != nil {
 		rc.upHead = appendUpstreamHead(rc.upHead[:0], rc, b)
 	}
@@ -137,20 +141,30 @@ func (rc *RequestCtx) pick() *Backend {
 // exchange picks a backend and runs the upstream round trip, leaving rc.x with the response
 // head. A connect failure sent nothing, so it is safe to retry for any method (as nginx's
 // proxy_next_upstream error): the backend is excluded, counted by passive health, and the
-// request tries another backend of the service, at most MaxConnectTries backends in all. Any
-// other failure is answered at once. It returns the gateway error to answer with when no
+// request tries another backend of the service, at most MaxConnectTries backends of it; then
+// the route's fallback stages may send it to another service. Any other failure is answered
+// at once. It returns the gateway error to answer with when no
 // backend answered.
 func (rc *RequestCtx) exchange() error {
 	var last error = ErrNoBackend
-	for try := 0; try < MaxConnectTries; try++ {
-		b := rc.pick()
+	for try := 0; ; try++ {
+		var b *Backend
+		if try < MaxConnectTries {
+			b = rc.pick()
+		}
 		if b == nil {
-			return last
+			// This service is exhausted: a fallback stage may name another.
+			if !rc.route.Chain.onExhausted(rc) {
+				return last
+			}
+			try = -1 // a new service gets its own tries
+			continue
 		}
 		rc.backend, rc.tried = b, b
 		err := rc.roundTrip(b)
 		if err == nil {
 			b.LB.ConnectSucceeded()
+			rc.outcome.UpstreamError = "" // an earlier connect failure was retried away
 			return nil
 		}
 		if err == errClientGone || !errors.Is(err, pool.ErrDial) {
@@ -158,14 +172,16 @@ func (rc *RequestCtx) exchange() error {
 		}
 		b.LB.ConnectFailed()
 		rc.ep.elog.upstreamFailed(rc.route.Name, b.URL, "connect", err)
-		rc.outcome.UpstreamError = metrics.ReasonDial
+		// Each failed connect counts, also when a later backend answers; the outcome names the
+		// dial failure only while no backend did.
+		rc.route.M.UpstreamError(metrics.ReasonDial)
+		rc.outcome.UpstreamError, rc.dialCounted = metrics.ReasonDial, true
 		rc.Exclude(b.LB.ID)
 		rc.dropUpstream()
 		b.Release()
 		rc.backend = nil
 		last = ErrUpstreamDial
 	}
-	return last
 }
 
 // MaxConnectTries bounds the backends one request tries after connect failures.
@@ -284,7 +300,11 @@ func (rc *RequestCtx) planBody() {
 	}
 }
 
-var errClientGone = errors.New("sluice: client connection closed")
+// ErrClientGone is what a stage returns when its request's client left while the stage
+// waited (RequestCtx.Done closed): the request ends as cancelled, with no answer written.
+var ErrClientGone = errors.New("sluice: client connection closed")
+
+var errClientGone = ErrClientGone
 
 // answer makes err the response: a stage's Reply, a GatewayError, or a 500 for anything else.
 func (rc *RequestCtx) answer(err error) {
@@ -699,7 +719,7 @@ func (rc *RequestCtx) count() {
 		rt.M.Canceled()
 		return
 	}
-	if o.UpstreamError != "" {
+	if o.UpstreamError != "" && !(o.UpstreamError == metrics.ReasonDial && rc.dialCounted) {
 		rt.M.UpstreamError(o.UpstreamError)
 	}
 	rt.M.Response(o.Status, rc.start, o.BytesOut)

@@ -26,6 +26,15 @@ type ResponseStage interface {
 	OnResponse(rc *RequestCtx) error
 }
 
+// FallbackStage runs when the request's service has no backend left to try (every one down,
+// ejected, or failed to connect), before the gateway gives up: it may send the request to
+// another service (RequestCtx.SetService, rewriting the request as that service needs) and
+// report true, and the exchange goes on there; false lets the next fallback stage try, then
+// the gateway answers the failure. A model router falls back to its next target priority.
+type FallbackStage interface {
+	OnExhausted(rc *RequestCtx) bool
+}
+
 // CompletionStage runs once the exchange is over: after the last byte, a failure or the
 // client's departure, and also for requests answered by the gateway itself. It observes
 // (metrics, access log, health feedback, token accounting); it cannot change the response.
@@ -38,6 +47,7 @@ type CompletionStage interface {
 type Chain struct {
 	request  []RequestStage
 	response []ResponseStage
+	fallback []FallbackStage
 	complete []CompletionStage
 }
 
@@ -52,6 +62,9 @@ func NewChain(stages ...any) (*Chain, error) {
 		}
 		if rs, is := s.(ResponseStage); is {
 			c.response, ok = append(c.response, rs), true
+		}
+		if fs, is := s.(FallbackStage); is {
+			c.fallback, ok = append(c.fallback, fs), true
 		}
 		if cs, is := s.(CompletionStage); is {
 			c.complete, ok = append(c.complete, cs), true
@@ -68,7 +81,7 @@ func (c *Chain) Len() int {
 	if c == nil {
 		return 0
 	}
-	return len(c.request) + len(c.response) + len(c.complete)
+	return len(c.request) + len(c.response) + len(c.fallback) + len(c.complete)
 }
 
 func (c *Chain) onRequest(rc *RequestCtx) error {
@@ -93,6 +106,18 @@ func (c *Chain) onResponse(rc *RequestCtx) error {
 		}
 	}
 	return nil
+}
+
+func (c *Chain) onExhausted(rc *RequestCtx) bool {
+	if c == nil {
+		return false
+	}
+	for _, s := range c.fallback {
+		if s.OnExhausted(rc) {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *Chain) onComplete(rc *RequestCtx) {

@@ -11,6 +11,7 @@ var (
 	hdrXFHost        = []byte("X-Forwarded-Host")
 	hdrXRealIP       = []byte("X-Real-IP")
 	hdrAuthorization = []byte("Authorization")
+	hdrXAPIKey       = []byte("X-Api-Key")
 	hdrExpect        = []byte("Expect")
 	hdrMaxForwards   = []byte("Max-Forwards")
 )
@@ -37,7 +38,7 @@ func appendUpstreamHead(dst []byte, rc *RequestCtx, b *Backend) []byte {
 		dst = append(dst, req.RawQuery...)
 	}
 	dst = append(dst, " HTTP/1.1\r\nHost: "...)
-	if rt.Service.PassHostHeader && len(req.Host) > 0 {
+	if rc.service.PassHostHeader && len(req.Host) > 0 {
 		dst = append(dst, req.Host...)
 	} else {
 		dst = append(dst, b.Host...)
@@ -54,7 +55,8 @@ func appendUpstreamHead(dst []byte, rc *RequestCtx, b *Backend) []byte {
 			bytes.EqualFold(k, hdrExpect),
 			bytes.EqualFold(k, hdrRequestID):
 			continue
-		case rt.StripAuthorization && bytes.EqualFold(k, hdrAuthorization):
+		case rt.StripAuthorization && (bytes.EqualFold(k, hdrAuthorization) || bytes.EqualFold(k, hdrXAPIKey)),
+			len(rt.StripHeader) > 0 && bytes.EqualFold(k, rt.StripHeader):
 			continue
 		case rc.maxFwd > 0 && bytes.EqualFold(k, hdrMaxForwards):
 			continue // sent below, one less
