@@ -66,10 +66,11 @@ func TestLoadErrorPositions(t *testing.T) {
 		},
 		{
 			name: "planned keys are refused with what they are",
-			data: withMinimal(`[services.s.mirror]`, `service = "t"`, `percentage = 3`, `[models.chat]`, `model_id = "x"`),
+			data: withMinimal(`[services.s.mirror]`, `service = "t"`, `percentage = 3`, `[models.chat.scheduling]`, `phase = "decode"`),
 			want: []string{
 				`t.toml:7:13: unknown key "mirror" in [services.s]: traffic mirroring ([services.<name>.mirror]) is not implemented in this version`,
-				`t.toml:10:2: unknown key "models" in the top level: model routing ([models]) is not implemented in this version`,
+				`t.toml:10:9: models.chat: a model needs at least one target ([models.chat.targets.<id>] with a service)`,
+				`t.toml:11:9: models.chat.scheduling.phase "decode": prefill/decode serving is not implemented in this version (use "aggregated")`,
 			},
 		},
 		{
@@ -146,7 +147,7 @@ func TestLoadErrorPositions(t *testing.T) {
 			data: withMinimal(`[routers.y]`, `entrypoints = []`, `priority = -1`),
 			want: []string{
 				`t.toml:7:10: routers.y.rule is required, e.g. rule = "PathPrefix(` + "`/v1`" + `)"`,
-				`t.toml:7:10: routers.y.service is required (the name of a [services.<name>] table)`,
+				`t.toml:7:10: routers.y.service is required (the name of a [services.<name>] table), or models = true for a model router`,
 				`t.toml:8:1: routers.y.entrypoints is empty: list at least one entrypoint, or remove the key to serve on all`,
 				`t.toml:9:12: routers.y.priority -1: want 0 (order by rule length) or more`,
 			},

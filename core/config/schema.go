@@ -86,6 +86,10 @@ type Config struct {
 	Admin Admin `toml:"admin"`
 	// Log sets logging, [log].
 	Log Log `toml:"log"`
+	// Models are the model aliases of model routers, [models.<alias>].
+	Models map[string]*Model `toml:"models"`
+	// Consumers are the callers of model routers and their grants, [consumers.<name>].
+	Consumers map[string]*Consumer `toml:"consumers"`
 
 	files    []string             // the files loaded, in merge order
 	index    map[string]keyPlace  // key path (joined with pathSep) -> where it was defined
@@ -165,8 +169,11 @@ type Router struct {
 	// required. Its syntax is checked by the rule compiler, not by Load; use
 	// Config.ValuePos("routers", name, "rule") to report at the right place.
 	Rule string `toml:"rule"`
-	// Service is the name of a [services.<name>] table; required.
+	// Service is the name of a [services.<name>] table; required unless Models is set.
 	Service string `toml:"service"`
+	// Models makes the router a model router: the request body's "model" picks a
+	// [models.<alias>], whose targets name the services. Exclusive with Service.
+	Models bool `toml:"models"`
 	// Entrypoints lists the entrypoints this router serves. Default (key
 	// absent): every entrypoint, sorted by name. An explicit empty list is an error.
 	Entrypoints []string `toml:"entrypoints"`
@@ -317,10 +324,7 @@ func (l *Log) setDefaults() {
 // refused like unknown keys, with a message saying what they are. The key is
 // the schema path: table names and array indexes replaced by "*".
 var plannedKeys = map[string]string{
-	"models":                                "model routing ([models])",
-	"consumers":                             "API consumers ([consumers])",
 	"providers":                             "configuration providers ([providers], file watching)",
-	"routers.*.models":                      "model routing (models = true)",
 	"services.*.mirror":                     "traffic mirroring ([services.<name>.mirror])",
 	"services.*.scaling":                    "scaling ([services.<name>.scaling])",
 	"services.*.revisions":                  "revisions (services.<name>.revisions)",

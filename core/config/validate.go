@@ -12,14 +12,14 @@ import (
 	"github.com/sluice-gw/sluice/core/router"
 )
 
-// middlewareTypes are the middleware types of DESIGN §3, mapped to whether
-// this version implements them. None is implemented yet: a router that
-// references one is refused, so that authentication is never silently skipped.
+// middlewareTypes are the middleware types, mapped to whether this version
+// implements them: a router that references one not implemented is refused,
+// so that authentication is never silently skipped.
 var middlewareTypes = map[string]bool{
 	MiddlewareJWT:            false,
 	MiddlewareRateLimit:      false,
 	MiddlewareCircuitBreaker: false,
-	MiddlewareAPIKey:         false,
+	MiddlewareAPIKey:         true,
 }
 
 var (
@@ -285,8 +285,12 @@ func (c *Config) validate(e *errs, lookup func(string) (string, bool)) {
 				e.add(c.ValuePos(append(path, "rule")...), "routers.%s.rule: %s", name, c.MaskEnv(err.Error(), append(path, "rule")...))
 			}
 		}
-		if r.Service == "" && c.missing(append(path, "service")...) {
-			e.add(c.Pos(append(path, "service")...), "routers.%s.service is required (the name of a [services.<name>] table)", name)
+		if r.Models && r.Service != "" {
+			e.add(c.ValuePos(append(path, "models")...), "routers.%s: models = true and service are exclusive (a model router's targets name the services)", name)
+		} else if r.Models {
+			// The body's model picks the service.
+		} else if r.Service == "" && c.missing(append(path, "service")...) {
+			e.add(c.Pos(append(path, "service")...), "routers.%s.service is required (the name of a [services.<name>] table), or models = true for a model router", name)
 		} else if _, ok := c.Services[r.Service]; !ok && r.Service != "" {
 			e.add(c.ValuePos(append(path, "service")...), "routers.%s.service: no service named %q%s", name, c.shown(r.Service, append(path, "service")...), didYouMean(r.Service, sortedNames(c.Services)))
 		}
@@ -373,6 +377,9 @@ func (c *Config) validate(e *errs, lookup func(string) (string, bool)) {
 		} else if _, ok := middlewareTypes[m.Type]; !ok && m.Type != "" {
 			e.add(c.ValuePos(append(path, "type")...), "middlewares.%s.type %q: unknown middleware type (want one of %s)", name, c.shown(m.Type, append(path, "type")...), quoteAll(sortedNames(middlewareTypes)))
 		}
+		if m.Type == MiddlewareAPIKey {
+			c.validateAPIKeyOptions(e, name, m)
+		}
 	}
 
 	if a := c.Admin.Address; a != "" {
@@ -401,6 +408,7 @@ func (c *Config) validate(e *errs, lookup func(string) (string, bool)) {
 			c.Admin.Token = v
 		}
 	}
+	c.validateModels(e, lookup)
 	if !oneOf(c.Log.Level, logLevels) {
 		e.add(c.ValuePos("log", "level"), "log.level %q: want one of %s", c.shown(c.Log.Level, "log", "level"), quoteAll(logLevels))
 	}

@@ -33,7 +33,7 @@ service = "up"
 [services.up.load_balancer]
 servers = [{ url = "http://${SLUICE_TEST_UP_HOST}:8000" }]
 [middlewares.tenant]
-type = "api-key"
+type = "jwt"
 header = "${SLUICE_TEST_MW_HEADER}"
 nested = { list = [{ realm = "${SLUICE_TEST_MW_REALM}" }] }
 [admin]

@@ -15,8 +15,10 @@ import (
 	"github.com/sluice-gw/sluice/core/accesslog"
 	"github.com/sluice-gw/sluice/core/balancer"
 	"github.com/sluice-gw/sluice/core/config"
+	"github.com/sluice-gw/sluice/core/consumer"
 	"github.com/sluice-gw/sluice/core/http1"
 	"github.com/sluice-gw/sluice/core/metrics"
+	"github.com/sluice-gw/sluice/core/modelroute"
 	"github.com/sluice-gw/sluice/core/pipeline"
 	"github.com/sluice-gw/sluice/core/router"
 	"github.com/sluice-gw/sluice/pool"
@@ -32,6 +34,9 @@ type Snapshot struct {
 	ServiceNames []string
 	// Routes by router name.
 	Routes map[string]*pipeline.Route
+
+	// Models are the model aliases of model routers (nil when the config has none).
+	Models *modelroute.Table
 
 	// hooks are the completion stages every request of this snapshot runs, routed or not.
 	hooks *pipeline.Chain
@@ -76,6 +81,10 @@ func (s *Snapshot) EntrypointRoutes(ep string) []string {
 	return names
 }
 
+// modelsServiceLabel is the service label of a model router's metrics: its targets name the
+// services.
+const modelsServiceLabel = "models"
+
 // authMiddlewareTypes authenticate callers: a route using one does not forward the caller's
 // credentials upstream unless forward_credentials is set.
 var authMiddlewareTypes = map[string]bool{config.MiddlewareJWT: true, config.MiddlewareAPIKey: true}
@@ -114,6 +123,12 @@ func Compile(cfg *config.Config, prev *Snapshot, gen uint64) (*Snapshot, error) 
 		errs = append(errs, err)
 	}
 	s.hooks = hooks
+	consumers := consumer.NewRegistry(cfg.Consumers)
+	models, merr := modelroute.NewTable(cfg.Models, s.Services)
+	if merr != nil {
+		errs = append(errs, cfg.Errorf([]string{"models"}, "models: %v", merr))
+	}
+	s.Models = models
 	tables := map[string][]router.Route{}
 	for _, name := range sortedKeys(cfg.Routers) {
 		r := cfg.Routers[name]
@@ -123,15 +138,39 @@ func Compile(cfg *config.Config, prev *Snapshot, gen uint64) (*Snapshot, error) 
 			continue
 		}
 		svc := s.Services[r.Service]
-		if svc == nil {
+		if svc == nil && !r.Models {
 			continue // reported by the service's own errors or by config validation
 		}
-		rt := &pipeline.Route{Name: name, Service: svc, Chain: &pipeline.Chain{}, M: metrics.ForRoute(name, r.Service)}
+		serviceLabel := r.Service
+		if r.Models {
+			serviceLabel = modelsServiceLabel
+		}
+		rt := &pipeline.Route{Name: name, Service: svc, M: metrics.ForRoute(name, serviceLabel)}
+		var stages []any
 		for _, m := range r.Middlewares {
-			if mw := cfg.Middlewares[m]; mw != nil && authMiddlewareTypes[mw.Type] && !r.ForwardCredentials {
+			mw := cfg.Middlewares[m]
+			if mw == nil {
+				continue
+			}
+			if authMiddlewareTypes[mw.Type] && !r.ForwardCredentials {
 				rt.StripAuthorization = true
 			}
+			if mw.Type == config.MiddlewareAPIKey {
+				st := consumer.NewAPIKey(consumers, mw.APIKeyHeader())
+				if h := st.Header(); h != "" && !r.ForwardCredentials {
+					rt.StripHeader = []byte(h)
+				}
+				stages = append(stages, st)
+			}
 		}
+		if r.Models && models != nil {
+			stages = append(stages, modelroute.NewStage(models))
+		}
+		chain, cerr := pipeline.NewChain(stages...)
+		if cerr != nil {
+			panic(cerr) // the built-in stages implement a phase
+		}
+		rt.Chain = chain
 		s.Routes[name] = rt
 		eps := r.Entrypoints
 		if len(eps) == 0 {

@@ -111,7 +111,7 @@ var computedDefaults = map[string]bool{
 }
 
 // names stand for "*" in the minimal configuration, per collection.
-var names = map[string]string{"entrypoints": "web", "routers": "r", "services": "s", "middlewares": "m"}
+var names = map[string]string{"entrypoints": "web", "routers": "r", "services": "s", "middlewares": "m", "models": "mdl", "models.*.targets": "t", "consumers": "c"}
 
 // minimal is the smallest configuration that loads and has every table: the source of the
 // defaults (what the loader fills in) and of the required keys (those without which it
@@ -136,6 +136,12 @@ func minimal() map[string]any {
 		},
 		"middlewares": map[string]any{
 			"m": map[string]any{"type": config.MiddlewareJWT},
+		},
+		"models": map[string]any{
+			"mdl": map[string]any{"targets": map[string]any{"t": map[string]any{"service": "s"}}},
+		},
+		"consumers": map[string]any{
+			"c": map[string]any{"api_key_sha256": []any{strings.Repeat("0", 64)}},
 		},
 	}
 }
@@ -232,7 +238,10 @@ func (g *generator) structNode(t reflect.Type, path string, concrete []string) (
 		if v, ok := g.defaultOf(kp, kc); ok {
 			fn.Default = v
 		}
-		if g.required[kp] {
+		if alt, ok := requiredUnless[kp]; ok {
+			// Required unless another key stands in for it: one of the two must be there.
+			n.AnyOf = append(n.AnyOf, &Node{Required: []string{tag}}, &Node{Required: []string{alt}})
+		} else if g.required[kp] {
 			n.Required = append(n.Required, tag)
 		}
 		n.Properties[tag] = fn
@@ -240,6 +249,10 @@ func (g *generator) structNode(t reflect.Type, path string, concrete []string) (
 	sort.Strings(n.Required)
 	return n, nil
 }
+
+// requiredUnless are keys the loader requires unless another key of the same table is set: a
+// router names a service, or is a model router (models = true).
+var requiredUnless = map[string]string{"routers.*.service": "models"}
 
 func (g *generator) valueNode(t reflect.Type, path string, concrete []string) (*Node, error) {
 	var n *Node

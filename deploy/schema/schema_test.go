@@ -282,7 +282,8 @@ func TestSchemaPatternsAgreeWithLoader(t *testing.T) {
 func TestSchemaShapeAgreesWithLoader(t *testing.T) {
 	for _, p := range []probe{
 		{path: "entrypoints.*.adress", value: "127.0.0.1:8081", schema: false, loader: false},
-		{path: "models", value: map[string]any{}, schema: false, loader: false},
+		{path: "providers", value: map[string]any{}, schema: false, loader: false},
+		{path: "models.*.scheduling.phase", value: "sideways", schema: true, loader: false},
 		{path: "services.*.mirror", value: map[string]any{"service": "s"}, schema: false, loader: false},
 		{path: "services.*.load_balancer.health_check", value: map[string]any{"path": "/"}, schema: false, loader: false},
 		{path: "middlewares.*.value", value: "${SCHEMA_PROBE}", env: map[string]string{"SCHEMA_PROBE": "x"}, schema: true, loader: true},

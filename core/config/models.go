@@ -1,0 +1,288 @@
+package config
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strconv"
+	"strings"
+)
+
+// OpenAI-compatible endpoints a model router serves and a consumer's grants name.
+const (
+	EndpointChatCompletions = "/v1/chat/completions"
+	EndpointCompletions     = "/v1/completions"
+	EndpointEmbeddings      = "/v1/embeddings"
+	EndpointModels          = "/v1/models"
+	EndpointResponses       = "/v1/responses"
+	EndpointMessages        = "/v1/messages"
+)
+
+// Endpoints lists the endpoints of a model router.
+var Endpoints = []string{EndpointChatCompletions, EndpointCompletions, EndpointEmbeddings, EndpointModels, EndpointResponses, EndpointMessages}
+
+// Scheduling phases of a model ([models.<alias>.scheduling] phase).
+const (
+	// PhaseAggregated: one worker serves the whole request.
+	PhaseAggregated = "aggregated"
+	// PhaseDecode: prefill and decode on two workers (disaggregated serving).
+	PhaseDecode = "decode"
+)
+
+// Defaults of the model gateway's keys.
+const (
+	DefaultTargetWeight    = 1
+	DefaultQueueTimeoutMs  = 30_000
+	DefaultConsumerEnv     = "default"
+	DefaultAPIKeyHeader    = "Authorization"
+	MaxMaxConcurrent       = 1 << 20
+	MaxQueueTimeoutMs      = 10 * 60 * 1000
+	sha256HexLen           = 64
+	maxAPIKeyHeaderNameLen = 128
+)
+
+// Model is one model alias callers may ask for, [models.<alias>]: where its requests go and
+// how they are admitted.
+type Model struct {
+	// Name is the alias (the table name), what callers send as "model".
+	Name string `toml:"-"`
+	// ModelID is an optional stable identifier of the alias (for example a UUID), shown in
+	// /v1/models as the model's metadata; the alias stays what callers send.
+	ModelID string `toml:"model_id"`
+	// Targets are where the alias's requests go, [models.<alias>.targets.<id>]; at least one.
+	Targets map[string]*Target `toml:"targets"`
+	// Scheduling holds admission and scheduling, [models.<alias>.scheduling].
+	Scheduling Scheduling `toml:"scheduling"`
+}
+
+// Target is one place a model's requests go, [models.<alias>.targets.<id>].
+type Target struct {
+	// Name is the target's id (the table name).
+	Name string `toml:"-"`
+	// Service is the [services.<name>] whose servers run the model; required.
+	Service string `toml:"service"`
+	// UpstreamModel is the model name the upstream expects; the request's "model" is rewritten
+	// to it. Default: the alias.
+	UpstreamModel string `toml:"upstream_model"`
+	// Priority orders targets: 0 (the default) is tried first; a target of the next priority
+	// is used only when every server of the targets before it failed before answering.
+	Priority int `toml:"priority"`
+	// Weight shares requests among the targets of one priority, 1..1000000. Default 1.
+	Weight int `toml:"weight"`
+	// DeploymentGeneration, when set (> 0), admits only workers that report this generation.
+	DeploymentGeneration int `toml:"deployment_generation"`
+	// ExecutionConfigDigest, when set, admits only workers that report this digest.
+	ExecutionConfigDigest string `toml:"execution_config_digest"`
+}
+
+// Scheduling is [models.<alias>.scheduling].
+type Scheduling struct {
+	// Phase is "aggregated" (the default) or "decode" (prefill/decode on two workers).
+	Phase string `toml:"phase"`
+	// MaxConcurrentRequests bounds the alias's requests in flight; 0 (the default) is no
+	// bound.
+	MaxConcurrentRequests int `toml:"max_concurrent_requests"`
+	// MaxQueuedRequests bounds the requests waiting for a slot (first come, first served);
+	// 0 (the default): a request over MaxConcurrentRequests is refused at once.
+	MaxQueuedRequests int `toml:"max_queued_requests"`
+	// QueueTimeoutMs is the longest a request waits in the queue, in ms. Default 30000.
+	QueueTimeoutMs int `toml:"queue_timeout_ms"`
+	// PrefixAffinity routes a conversation to the server likely to hold its prefix cache.
+	PrefixAffinity bool `toml:"prefix_affinity"`
+	// PromptCacheAffinity applies cache affinity to prefill worker choice (phase "decode").
+	PromptCacheAffinity bool `toml:"prompt_cache_affinity"`
+	// DistributedServing configures phase "decode".
+	DistributedServing *DistributedServing `toml:"distributed_serving"`
+}
+
+// DistributedServing is [models.<alias>.scheduling.distributed_serving].
+type DistributedServing struct {
+	// APIKeyEnv names the environment variable holding the workers' protocol key.
+	APIKeyEnv string `toml:"api_key_env"`
+	// ExecutionTimeoutMs bounds a whole prefill/decode exchange, in ms.
+	ExecutionTimeoutMs int `toml:"execution_timeout_ms"`
+}
+
+// Consumer is one caller of the model gateway, [consumers.<name>]: its credentials and what it
+// may use.
+type Consumer struct {
+	// Name is the table name; it labels the caller in logs and metrics.
+	Name string `toml:"-"`
+	// APIKeySHA256 lists the hex SHA-256 digests of the caller's API keys (never the keys).
+	APIKeySHA256 []string `toml:"api_key_sha256"`
+	// APIKeyEnv names an environment variable that holds one API key of the caller.
+	APIKeyEnv string `toml:"api_key_env"`
+	// Environment scopes the caller (for example "prod"). Default "default".
+	Environment string `toml:"environment"`
+	// Generation is the credential issuance generation (scopes cache-affinity hints).
+	Generation int `toml:"generation"`
+	// Grants says what the caller may use, [consumers.<name>.grants].
+	Grants Grants `toml:"grants"`
+	// KeyDigests are the SHA-256 digests of every key of the caller, from APIKeySHA256 and
+	// APIKeyEnv, filled at load (not a TOML key).
+	KeyDigests [][sha256.Size]byte `toml:"-"`
+}
+
+// Grants is [consumers.<name>.grants].
+type Grants struct {
+	// Models lists the aliases the caller may use; "*" grants every alias.
+	Models []string `toml:"models"`
+	// Endpoints lists the endpoints the caller may call (Endpoints); "*" grants all.
+	Endpoints []string `toml:"endpoints"`
+}
+
+func (t *Target) setDefaults() { t.Weight = DefaultTargetWeight }
+
+func (m *Model) setDefaults() { m.Scheduling.setDefaults() }
+
+func (s *Scheduling) setDefaults() {
+	s.Phase = PhaseAggregated
+	s.QueueTimeoutMs = DefaultQueueTimeoutMs
+}
+
+func (c *Consumer) setDefaults() { c.Environment = DefaultConsumerEnv }
+
+// validateModels checks [models], [consumers] and the model routers.
+func (c *Config) validateModels(e *errs, lookup func(string) (string, bool)) {
+	for _, name := range sortedNames(c.Models) {
+		c.validateModel(e, name, c.Models[name])
+	}
+	for _, name := range sortedNames(c.Consumers) {
+		c.validateConsumer(e, name, c.Consumers[name], lookup)
+	}
+}
+
+func (c *Config) validateModel(e *errs, name string, m *Model) {
+	path := []string{"models", name}
+	if !validName(name) {
+		e.add(c.Pos(path...), "model alias %q: aliases are 1..128 characters of A-Z a-z 0-9 . _ - starting with a letter or digit", name)
+	}
+	if len(m.Targets) == 0 {
+		e.add(c.Pos(path...), "models.%s: a model needs at least one target ([models.%s.targets.<id>] with a service)", name, name)
+	}
+	for _, id := range sortedNames(m.Targets) {
+		t := m.Targets[id]
+		tp := append(append([]string(nil), path...), "targets", id)
+		switch {
+		case t.Service == "" && c.missing(append(tp, "service")...):
+			e.add(c.Pos(tp...), "models.%s.targets.%s.service is required (the name of a [services.<name>] table)", name, id)
+		case t.Service != "":
+			if _, ok := c.Services[t.Service]; !ok {
+				e.add(c.ValuePos(append(tp, "service")...), "models.%s.targets.%s.service: no service named %q%s", name, id, c.shown(t.Service, append(tp, "service")...), didYouMean(t.Service, sortedNames(c.Services)))
+			}
+		}
+		if t.UpstreamModel == "" {
+			t.UpstreamModel = name
+		}
+		if t.Priority < 0 {
+			e.add(c.ValuePos(append(tp, "priority")...), "models.%s.targets.%s.priority %d: want 0 (first) or more", name, id, t.Priority)
+		}
+		if t.Weight < 1 || t.Weight > MaxWeight {
+			e.add(c.ValuePos(append(tp, "weight")...), "models.%s.targets.%s.weight %d: want 1..%d", name, id, t.Weight, MaxWeight)
+		}
+		if t.DeploymentGeneration < 0 {
+			e.add(c.ValuePos(append(tp, "deployment_generation")...), "models.%s.targets.%s.deployment_generation %d: want 0 (any) or more", name, id, t.DeploymentGeneration)
+		}
+	}
+	c.validateScheduling(e, name, &m.Scheduling)
+}
+
+func (c *Config) validateScheduling(e *errs, name string, s *Scheduling) {
+	sp := []string{"models", name, "scheduling"}
+	at := func(key string) Position { return c.ValuePos(append(append([]string(nil), sp...), key)...) }
+	switch s.Phase {
+	case PhaseAggregated:
+		if s.DistributedServing != nil {
+			e.add(c.Pos(append(sp, "distributed_serving")...), "models.%s.scheduling.distributed_serving is only for phase = %q", name, PhaseDecode)
+		}
+	case PhaseDecode:
+		e.add(at("phase"), "models.%s.scheduling.phase %q: prefill/decode serving is not implemented in this version (use %q)", name, s.Phase, PhaseAggregated)
+	default:
+		e.add(at("phase"), "models.%s.scheduling.phase %q: want %q or %q", name, s.Phase, PhaseAggregated, PhaseDecode)
+	}
+	if s.MaxConcurrentRequests < 0 || s.MaxConcurrentRequests > MaxMaxConcurrent {
+		e.add(at("max_concurrent_requests"), "models.%s.scheduling.max_concurrent_requests %d: want 0 (no bound) to %d", name, s.MaxConcurrentRequests, MaxMaxConcurrent)
+	}
+	if s.MaxQueuedRequests < 0 || s.MaxQueuedRequests > MaxMaxConcurrent {
+		e.add(at("max_queued_requests"), "models.%s.scheduling.max_queued_requests %d: want 0 (no queue) to %d", name, s.MaxQueuedRequests, MaxMaxConcurrent)
+	}
+	if s.MaxQueuedRequests > 0 && s.MaxConcurrentRequests == 0 {
+		e.add(at("max_queued_requests"), "models.%s.scheduling.max_queued_requests needs max_concurrent_requests (a queue forms only behind a bound)", name)
+	}
+	if s.QueueTimeoutMs < 1 || s.QueueTimeoutMs > MaxQueueTimeoutMs {
+		e.add(at("queue_timeout_ms"), "models.%s.scheduling.queue_timeout_ms %d: want 1..%d (ms)", name, s.QueueTimeoutMs, MaxQueueTimeoutMs)
+	}
+	if s.PrefixAffinity {
+		e.add(at("prefix_affinity"), "models.%s.scheduling.prefix_affinity: prefix-cache affinity is not implemented in this version (remove the key or set it to false)", name)
+	}
+	if s.PromptCacheAffinity {
+		e.add(at("prompt_cache_affinity"), "models.%s.scheduling.prompt_cache_affinity: needs phase = %q, not implemented in this version", name, PhaseDecode)
+	}
+}
+
+func (c *Config) validateConsumer(e *errs, name string, cs *Consumer, lookup func(string) (string, bool)) {
+	path := []string{"consumers", name}
+	if !validName(name) {
+		e.add(c.Pos(path...), "consumer name %q: names are 1..128 characters of A-Z a-z 0-9 . _ - starting with a letter or digit", name)
+	}
+	for i, h := range cs.APIKeySHA256 {
+		ip := append(append([]string(nil), path...), "api_key_sha256", strconv.Itoa(i))
+		d, err := hex.DecodeString(strings.ToLower(h))
+		if len(h) != sha256HexLen || err != nil {
+			e.add(c.ValuePos(ip...), "consumers.%s.api_key_sha256[%d]: want 64 hex digits (the SHA-256 of the key, e.g. printf %%s \"$KEY\" | sha256sum), not a key", name, i)
+			continue
+		}
+		cs.KeyDigests = append(cs.KeyDigests, [sha256.Size]byte(d))
+	}
+	if cs.APIKeyEnv != "" {
+		if v, ok := lookup(cs.APIKeyEnv); !ok || v == "" {
+			e.add(c.ValuePos(append(path, "api_key_env")...), "consumers.%s.api_key_env: environment variable %s is not set (or empty)", name, cs.APIKeyEnv)
+		} else {
+			cs.KeyDigests = append(cs.KeyDigests, sha256.Sum256([]byte(v)))
+		}
+	}
+	if len(cs.APIKeySHA256) == 0 && cs.APIKeyEnv == "" {
+		e.add(c.Pos(path...), "consumers.%s: a consumer needs a credential: api_key_sha256 = [\"<hex sha256 of the key>\"] or api_key_env = \"NAME\"", name)
+	}
+	if cs.Generation < 0 {
+		e.add(c.ValuePos(append(path, "generation")...), "consumers.%s.generation %d: want 0 or more", name, cs.Generation)
+	}
+	for i, m := range cs.Grants.Models {
+		ip := append(append([]string(nil), path...), "grants", "models", strconv.Itoa(i))
+		if _, ok := c.Models[m]; !ok && m != "*" {
+			e.add(c.ValuePos(ip...), "consumers.%s.grants.models: no model alias %q%s", name, m, didYouMean(m, sortedNames(c.Models)))
+		}
+	}
+	for i, ep := range cs.Grants.Endpoints {
+		ip := append(append([]string(nil), path...), "grants", "endpoints", strconv.Itoa(i))
+		if !oneOf(ep, Endpoints) && ep != "*" {
+			e.add(c.ValuePos(ip...), "consumers.%s.grants.endpoints: %q is not a model endpoint (want \"*\" or one of %s)", name, ep, quoteAll(Endpoints))
+		}
+	}
+}
+
+// validateAPIKeyOptions checks the keys of an api-key middleware: header, optional.
+func (c *Config) validateAPIKeyOptions(e *errs, name string, m *Middleware) {
+	for _, k := range sortedNames(m.Options) {
+		kp := []string{"middlewares", name, k}
+		if k != "header" {
+			e.add(c.Pos(kp...), "middlewares.%s: unknown key %q for an api-key middleware (known keys: header)", name, k)
+			continue
+		}
+		h, ok := m.Options[k].(string)
+		if !ok || h == "" || len(h) > maxAPIKeyHeaderNameLen || strings.IndexFunc(h, notTokenChar) >= 0 {
+			e.add(c.ValuePos(kp...), "middlewares.%s.header: want a header field name such as \"X-Api-Key\"", name)
+		}
+	}
+}
+
+// notTokenChar reports a rune that cannot be in a header field name (RFC 9110 §5.6.2).
+func notTokenChar(r rune) bool {
+	return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("!#$%&'*+-.^_`|~", r))
+}
+
+// APIKeyHeader returns the header an api-key middleware reads the key from ("" for the
+// default: Authorization: Bearer, or X-Api-Key).
+func (m *Middleware) APIKeyHeader() string {
+	h, _ := m.Options["header"].(string)
+	return h
+}

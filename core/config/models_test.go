@@ -1,0 +1,88 @@
+package config
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+const modelsTOML = `
+[entrypoints.web]
+address = "127.0.0.1:0"
+[routers.openai]
+rule = "PathPrefix(` + "`/v1`" + `)"
+models = true
+middlewares = ["keys"]
+[middlewares.keys]
+type = "api-key"
+[services.pool.load_balancer]
+servers = [{ url = "http://127.0.0.1:8000" }]
+[models.chat-model]
+model_id = "55555555-5555-4555-8555-555555555555"
+[models.chat-model.targets.primary]
+service = "pool"
+upstream_model = "internal/model-v1"
+weight = 100
+[models.chat-model.scheduling]
+max_concurrent_requests = 32
+max_queued_requests = 64
+queue_timeout_ms = 500
+[consumers.team-a]
+api_key_sha256 = ["%s"]
+api_key_env = "SLUICE_TEST_TEAM_KEY"
+environment = "prod"
+generation = 1
+[consumers.team-a.grants]
+models = ["chat-model"]
+endpoints = ["/v1/chat/completions", "/v1/models"]
+`
+
+func TestModelGatewayConfigLoads(t *testing.T) {
+	t.Setenv("SLUICE_TEST_TEAM_KEY", "sk-env")
+	sum := sha256.Sum256([]byte("sk-file"))
+	c, err := LoadBytes("t.toml", []byte(strings.Replace(modelsTOML, "%s", hex.EncodeToString(sum[:]), 1)))
+	require.NoError(t, err)
+	require.True(t, c.Routers["openai"].Models)
+	m := c.Models["chat-model"]
+	require.Equal(t, "internal/model-v1", m.Targets["primary"].UpstreamModel)
+	require.Equal(t, 100, m.Targets["primary"].Weight)
+	require.Equal(t, Scheduling{Phase: PhaseAggregated, MaxConcurrentRequests: 32, MaxQueuedRequests: 64, QueueTimeoutMs: 500}, m.Scheduling)
+	cs := c.Consumers["team-a"]
+	require.Equal(t, [][32]byte{sum, sha256.Sum256([]byte("sk-env"))}, cs.KeyDigests)
+	require.Equal(t, "prod", cs.Environment)
+}
+
+func TestModelGatewayConfigErrors(t *testing.T) {
+	data := withMinimal(
+		`[routers.m]`, "rule = \"PathPrefix(`/v1`)\"", `models = true`, `service = "s"`,
+		`[models.bad]`,
+		`[models.m2.targets.t]`, `service = "nope"`, `weight = 0`,
+		`[models.m2.scheduling]`, `max_queued_requests = 5`, `queue_timeout_ms = 0`, `prefix_affinity = true`,
+		`[consumers.c]`, `api_key_sha256 = ["sk-live-123"]`, `api_key_env = "SLUICE_TEST_UNSET_KEY"`,
+		`[consumers.c.grants]`, `models = ["m3"]`, `endpoints = ["/v1/audio"]`,
+		`[consumers.d]`,
+	)
+	_, err := LoadBytes("t.toml", data)
+	require.Error(t, err)
+	msg := err.Error()
+	for _, want := range []string{
+		`routers.m: models = true and service are exclusive`,
+		`models.bad: a model needs at least one target`,
+		`models.m2.targets.t.service: no service named "nope"`,
+		`models.m2.targets.t.weight 0: want 1..1000000`,
+		`models.m2.scheduling.max_queued_requests needs max_concurrent_requests`,
+		`models.m2.scheduling.queue_timeout_ms 0: want 1..600000 (ms)`,
+		`models.m2.scheduling.prefix_affinity: prefix-cache affinity is not implemented`,
+		`consumers.c.api_key_sha256[0]: want 64 hex digits`,
+		`consumers.c.api_key_env: environment variable SLUICE_TEST_UNSET_KEY is not set`,
+		`consumers.c.grants.models: no model alias "m3"`,
+		`consumers.c.grants.endpoints: "/v1/audio" is not a model endpoint`,
+		`consumers.d: a consumer needs a credential`,
+	} {
+		require.Contains(t, msg, want)
+	}
+	require.NotContains(t, msg, "sk-live-123", "a key written by mistake is never echoed")
+}

@@ -1,0 +1,83 @@
+package modelroute
+
+import (
+	"errors"
+
+	"github.com/sluice-gw/sluice/core/admission"
+	"github.com/sluice-gw/sluice/core/consumer"
+	"github.com/sluice-gw/sluice/core/openai"
+	"github.com/sluice-gw/sluice/core/pipeline"
+)
+
+var (
+	errUnknownEndpoint = &pipeline.GatewayError{Status: 404, Type: pipeline.NotFound, Code: "unknown_endpoint",
+		Message: "this model router serves /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/responses, /v1/messages and /v1/models"}
+	errMethod = &pipeline.GatewayError{Status: 405, Type: pipeline.InvalidRequest, Code: "method_not_allowed",
+		Message: "this endpoint takes POST"}
+)
+
+// replyError answers ge in the error shape of the endpoint's clients: Anthropic's on
+// /v1/messages, OpenAI's elsewhere (the pipeline writes those).
+func replyError(rc *pipeline.RequestCtx, ep openai.Endpoint, ge *pipeline.GatewayError) error {
+	if ge == admission.ErrGatewayCanceled {
+		return pipeline.ErrClientGone
+	}
+	if !ep.AnthropicErrors() {
+		return ge
+	}
+	st, _ := rc.Get(&stateSlot).(*state)
+	var buf []byte
+	if st != nil {
+		buf = st.buf[:0]
+	}
+	buf = consumer.AppendAnthropicError(buf, anthropicType(ge.Status), ge.Message)
+	if st != nil {
+		st.buf = buf
+	}
+	r := rc.Reply(ge.Status, "application/json", buf)
+	r.RetryAfter = ge.RetryAfter
+	return r
+}
+
+// anthropicType is the Anthropic error type of a status (its API's documented mapping).
+func anthropicType(status int) string {
+	switch status {
+	case 400, 405, 413:
+		return "invalid_request_error"
+	case 401:
+		return "authentication_error"
+	case 403:
+		return "permission_error"
+	case 404:
+		return "not_found_error"
+	case 429:
+		return "rate_limit_error"
+	case 503, 529:
+		return "overloaded_error"
+	}
+	return "api_error"
+}
+
+// invalid answers a body Peek refused: 400 naming the parameter, in the endpoint's shape.
+func (st *state) invalid(rc *pipeline.RequestCtx, err error) error {
+	var ve *openai.ValidationError
+	if !errors.As(err, &ve) {
+		return pipeline.ErrInternal
+	}
+	st.buf = openai.AppendErrorBody(st.buf[:0], ve, st.ep)
+	return rc.Reply(ve.Status, "application/json", st.buf)
+}
+
+// modelNotFound answers 404 for an alias that does not exist or that the caller may not use:
+// the two look alike, so a caller learns nothing of aliases it is not granted (as OpenAI
+// answers).
+func (st *state) modelNotFound(rc *pipeline.RequestCtx) error {
+	msg := "The model `" + string(st.peek.Model) + "` does not exist or you do not have access to it."
+	if st.ep.AnthropicErrors() {
+		st.buf = consumer.AppendAnthropicError(st.buf[:0], "not_found_error", msg)
+		return rc.Reply(404, "application/json", st.buf)
+	}
+	ge := &pipeline.GatewayError{Status: 404, Type: pipeline.InvalidRequest, Code: "model_not_found", Message: msg}
+	st.buf = pipeline.AppendErrorBody(st.buf[:0], ge)
+	return rc.Reply(404, "application/json", st.buf)
+}

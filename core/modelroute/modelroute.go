@@ -1,0 +1,284 @@
+// Package modelroute is the model router: the stage of a router with models = true that turns
+// an OpenAI-compatible request into a request for one model target. In the order the model
+// gateway applies them: the endpoint and the caller's grant for it (403), the body's
+// validation (400, naming the parameter), the model alias and the caller's grant for it (404
+// for both, so an alias a caller may not use is not disclosed), fair admission of the alias's
+// pool (429 when its queue is full, 503 after the queue timeout), then the target by priority
+// and weight, with the request's "model" rewritten to the target's upstream model. A target
+// whose servers all fail before answering gives way to the next target of its priority, then
+// to the next priority. GET /v1/models lists the aliases the caller may use.
+package modelroute
+
+import (
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-gw/sluice/core/admission"
+	"github.com/sluice-gw/sluice/core/config"
+	"github.com/sluice-gw/sluice/core/consumer"
+	"github.com/sluice-gw/sluice/core/openai"
+	"github.com/sluice-gw/sluice/core/pipeline"
+)
+
+// Table holds the model aliases of one configuration. It is immutable once built.
+type Table struct {
+	aliases map[string]*Alias
+	names   []string // sorted, for /v1/models
+}
+
+// Alias is one compiled [models.<alias>].
+type Alias struct {
+	Name    string
+	ModelID string
+	// tiers are the targets by priority, lowest first.
+	tiers [][]*Target
+	// pool admits the alias's requests; nil when unbounded.
+	pool *admission.Pool
+}
+
+// Pool returns the alias's admission pool (nil when max_concurrent_requests is 0).
+func (a *Alias) Pool() *admission.Pool { return a.pool }
+
+// Target is one compiled target of an alias.
+type Target struct {
+	Name          string
+	Service       *pipeline.Service
+	UpstreamModel string
+	Priority      int
+	Weight        int
+	next          atomic.Uint64 // smooth share within the tier, by weight
+}
+
+// NewTable compiles the models of cfg over the compiled services (by name).
+func NewTable(models map[string]*config.Model, services map[string]*pipeline.Service) (*Table, error) {
+	t := &Table{aliases: map[string]*Alias{}}
+	for name, m := range models {
+		a := &Alias{Name: name, ModelID: m.ModelID}
+		byPrio := map[int][]*Target{}
+		for id, ct := range m.Targets {
+			svc := services[ct.Service]
+			if svc == nil {
+				continue // reported by the service's own compile errors
+			}
+			byPrio[ct.Priority] = append(byPrio[ct.Priority], &Target{Name: id, Service: svc, UpstreamModel: ct.UpstreamModel, Priority: ct.Priority, Weight: ct.Weight})
+		}
+		prios := make([]int, 0, len(byPrio))
+		for p := range byPrio {
+			prios = append(prios, p)
+		}
+		sort.Ints(prios)
+		for _, p := range prios {
+			tier := byPrio[p]
+			sort.Slice(tier, func(i, j int) bool { return tier[i].Name < tier[j].Name })
+			a.tiers = append(a.tiers, tier)
+		}
+		if s := m.Scheduling; s.MaxConcurrentRequests > 0 {
+			pool, err := admission.New(admission.Config{
+				MaxConcurrent: s.MaxConcurrentRequests,
+				MaxQueued:     s.MaxQueuedRequests,
+				QueueTimeout:  time.Duration(s.QueueTimeoutMs) * time.Millisecond,
+			})
+			if err != nil {
+				return nil, err
+			}
+			a.pool = pool
+		}
+		t.aliases[name] = a
+		t.names = append(t.names, name)
+	}
+	sort.Strings(t.names)
+	return t, nil
+}
+
+// Alias returns the alias named name, or nil.
+func (t *Table) Alias(name string) *Alias { return t.aliases[name] }
+
+// Stage is the model router's stage: a pipeline.RequestStage, FallbackStage and
+// CompletionStage.
+type Stage struct {
+	table *Table
+}
+
+// NewStage returns the stage of a model router over t.
+func NewStage(t *Table) *Stage { return &Stage{table: t} }
+
+// state is one request's model routing, kept in a request slot from OnRequest to OnComplete.
+type state struct {
+	ep     openai.Endpoint
+	peek   openai.Request
+	alias  *Alias
+	tier   int
+	tried  []*Target // targets of the current tier already used
+	ticket admission.Ticket
+	orig   []byte // the body as the client sent it (when a target rewrote it)
+	buf    []byte
+}
+
+var states = sync.Pool{New: func() any { return new(state) }}
+
+var stateSlot pipeline.Slot
+
+// OnRequest implements pipeline.RequestStage.
+func (s *Stage) OnRequest(rc *pipeline.RequestCtx) error {
+	path := rc.Req.Path
+	if string(path) == config.EndpointModels {
+		return s.listModels(rc)
+	}
+	ep, ok := openai.EndpointForPath(path)
+	if !ok {
+		return errUnknownEndpoint
+	}
+	if string(rc.Req.Method) != "POST" {
+		rc.AddResponseHeader([]byte("Allow"), []byte("POST"))
+		return replyError(rc, ep, errMethod)
+	}
+	caller := consumer.From(rc)
+	if caller != nil && !caller.MayCall(ep.Path()) {
+		return consumer.EndpointForbidden(rc)
+	}
+	st := states.Get().(*state)
+	st.ep, st.alias, st.tier, st.tried, st.orig = ep, nil, 0, st.tried[:0], st.orig[:0]
+	rc.Set(&stateSlot, st)
+	if err := openai.Peek(ep, rc.Req.Body, &st.peek); err != nil {
+		return st.invalid(rc, err)
+	}
+	a := s.table.aliases[string(st.peek.Model)]
+	if a == nil || caller != nil && !caller.MayUseModel(a.Name) {
+		return st.modelNotFound(rc)
+	}
+	st.alias = a
+	if err := st.admit(rc); err != nil {
+		return err
+	}
+	if !st.nextTarget(rc) {
+		return pipeline.ErrNoBackend
+	}
+	return nil
+}
+
+// admit takes a slot of the alias's pool: at once when one is free, else in its queue,
+// leaving it when the client does.
+func (st *state) admit(rc *pipeline.RequestCtx) error {
+	p := st.alias.pool
+	if p == nil {
+		return nil
+	}
+	if t, ok := p.TryAcquire(); ok {
+		st.ticket = t
+		return nil
+	}
+	t, err := p.Acquire(rc.Done())
+	if err != nil {
+		return replyError(rc, st.ep, admission.GatewayError(err))
+	}
+	st.ticket = t
+	return nil
+}
+
+// nextTarget sends the request to the next target: another of the current priority not tried
+// yet, by weight, else the first of the next priority. It reports false when none is left.
+func (st *state) nextTarget(rc *pipeline.RequestCtx) bool {
+	for ; st.tier < len(st.alias.tiers); st.tier, st.tried = st.tier+1, st.tried[:0] {
+		if t := pickByWeight(st.alias.tiers[st.tier], st.tried); t != nil {
+			st.tried = append(st.tried, t)
+			st.route(rc, t)
+			return true
+		}
+	}
+	return false
+}
+
+// pickByWeight picks among the targets of a tier not in tried, each in proportion to its
+// weight (a rotating counter per target keeps the share exact over many requests).
+func pickByWeight(tier []*Target, tried []*Target) *Target {
+	var best *Target
+	var bestScore uint64
+	for _, t := range tier {
+		if contains(tried, t) {
+			continue
+		}
+		// The target with the fewest picks per unit of weight goes next.
+		score := t.next.Load() * 1_000_000 / uint64(t.Weight)
+		if best == nil || score < bestScore {
+			best, bestScore = t, score
+		}
+	}
+	if best != nil {
+		best.next.Add(1)
+	}
+	return best
+}
+
+func contains(ts []*Target, t *Target) bool {
+	for _, x := range ts {
+		if x == t {
+			return true
+		}
+	}
+	return false
+}
+
+// route points the request at target t, rewriting "model" to its upstream model.
+func (st *state) route(rc *pipeline.RequestCtx, t *Target) {
+	rc.SetService(t.Service)
+	if len(st.orig) == 0 && t.UpstreamModel == string(st.peek.Model) {
+		return // the body goes as sent
+	}
+	if len(st.orig) == 0 {
+		st.orig = append(st.orig[:0], rc.Req.Body...)
+	}
+	st.buf = openai.RewriteModel(st.orig, &st.peek, t.UpstreamModel, st.buf[:0])
+	rc.Req.Body = append(rc.Req.Body[:0], st.buf...)
+}
+
+// OnExhausted implements pipeline.FallbackStage: the current target's servers all failed
+// before answering, so the next target takes the request.
+func (s *Stage) OnExhausted(rc *pipeline.RequestCtx) bool {
+	st, _ := rc.Get(&stateSlot).(*state)
+	if st == nil || st.alias == nil {
+		return false
+	}
+	return st.nextTarget(rc)
+}
+
+// OnComplete implements pipeline.CompletionStage: the admission slot is released (also when
+// the client left mid-stream) and the request's state goes back to its pool.
+func (s *Stage) OnComplete(rc *pipeline.RequestCtx) {
+	st, _ := rc.Get(&stateSlot).(*state)
+	if st == nil {
+		return
+	}
+	st.ticket.Release()
+	st.ticket = admission.Ticket{}
+	st.alias = nil
+	rc.Set(&stateSlot, nil)
+	states.Put(st)
+}
+
+// listModels answers GET /v1/models with the aliases the caller may use, in OpenAI's list
+// shape.
+func (s *Stage) listModels(rc *pipeline.RequestCtx) error {
+	caller := consumer.From(rc)
+	if caller != nil && !caller.MayCall(config.EndpointModels) {
+		return consumer.EndpointForbidden(rc)
+	}
+	body := []byte(`{"object":"list","data":[`)
+	n := 0
+	for _, name := range s.table.names {
+		if caller != nil && !caller.MayUseModel(name) {
+			continue
+		}
+		if n > 0 {
+			body = append(body, ',')
+		}
+		n++
+		body = append(body, `{"id":`...)
+		body = strconv.AppendQuote(body, name)
+		body = append(body, `,"object":"model","created":0,"owned_by":"sluice"}`...)
+	}
+	body = append(body, "]}\n"...)
+	return rc.Reply(200, "application/json", body)
+}
