@@ -163,7 +163,7 @@ func benchStreams(b *testing.B, instances, streams int) {
 }
 
 // BenchmarkFleet1000Streams measures the simulator's timing error at load: 8 instances,
-// 1,000 concurrent streams (issue #3 acceptance: median |actual − modelled| TTFT < 5ms).
+// 1,000 concurrent streams (the bar: median |actual − modelled| TTFT < 5ms).
 //
 //	go test -run '^$' -bench Fleet1000Streams -benchtime 3x ./bench/llmsim
 func BenchmarkFleet1000Streams(b *testing.B) { benchStreams(b, 8, 1000) }

@@ -7,7 +7,7 @@ import (
 	"github.com/sluice-gw/sluice/pool"
 )
 
-// Engine names an ingress engine (DESIGN §2: gnet for plaintext, fasthttp.Server for TLS).
+// Engine names an ingress engine: gnet for plaintext, fasthttp.Server for TLS.
 type Engine = string
 
 // Ingress engines accepted by [entrypoints.<name>] engine.
@@ -23,7 +23,7 @@ const (
 	// StrategyRoundRobin is smooth weighted round-robin as in nginx: a server
 	// of weight w gets w of every Σw picks, spread evenly (the default).
 	StrategyRoundRobin = "round-robin"
-	// StrategyWeighted is another name for StrategyRoundRobin (seed 003).
+	// StrategyWeighted is another name for StrategyRoundRobin.
 	StrategyWeighted = "weighted"
 	// StrategyLeastConnections picks the server with the fewest in-flight
 	// requests per unit of weight.
@@ -32,8 +32,8 @@ const (
 	StrategyRandom = "random"
 )
 
-// Middleware types named in DESIGN §3. None is implemented in this version:
-// a router that references a middleware of any type is refused by Load.
+// Middleware types. api-key is implemented; a router that references a middleware of
+// another type is refused by Load, so that a missing check is never silently skipped.
 const (
 	MiddlewareJWT            = "jwt"
 	MiddlewareRateLimit      = "rate-limit"
@@ -70,7 +70,7 @@ const (
 	MaxWeight         = 1_000_000
 )
 
-// Config is a loaded, defaulted and validated configuration (DESIGN §3). It is
+// Config is a loaded, defaulted and validated configuration (docs/config.md). It is
 // plain data: the runtime compiles it into its own snapshot and never reads
 // the TOML again. Map keys are the names given in the TOML tables.
 type Config struct {
@@ -248,7 +248,7 @@ type Middleware struct {
 	Options map[string]any `toml:",remain"`
 }
 
-// Admin is the admin API listener, [admin] (DESIGN §4).
+// Admin is the admin API listener, [admin] (docs/admin-api.md).
 type Admin struct {
 	// Address is host:port of the admin listener. Default "127.0.0.1:9090";
 	// "" disables the admin API.
@@ -320,7 +320,7 @@ func (l *Log) setDefaults() {
 	l.AccessLogSample = DefaultAccessLogSample
 }
 
-// plannedKeys are keys of DESIGN §3 that later versions add. They are
+// plannedKeys are keys of the configuration format that later versions add. They are
 // refused like unknown keys, with a message saying what they are. The key is
 // the schema path: table names and array indexes replaced by "*".
 var plannedKeys = map[string]string{

@@ -20,7 +20,7 @@ import (
 	"github.com/sluice-gw/sluice/core/metrics"
 )
 
-// adminServer is the admin API (DESIGN.md §4, docs/admin-api.md). It is off the data path, so
+// adminServer is the admin API (docs/admin-api.md). It is off the data path, so
 // it uses net/http.
 type adminServer struct {
 	addr string

@@ -23,7 +23,7 @@ const (
 	ServerError    ErrorType = "server_error"
 )
 
-// GatewayError is an error the gateway answers itself (DESIGN.md §5): an HTTP status and the
+// GatewayError is an error the gateway answers itself: an HTTP status and the
 // fields of the OpenAI-style body {"error":{"message","type","param","code"}}.
 type GatewayError struct {
 	Status     int
@@ -147,7 +147,7 @@ func AppendErrorResponse(dst []byte, e *GatewayError, major, minor int, keepAliv
 var ErrUpstreamStream = &GatewayError{Status: 502, Type: UpstreamError, Code: "upstream_stream_error", Message: "the upstream failed during the stream"}
 
 // AppendSSEError appends the SSE event that ends a client's stream after an upstream failure
-// (DESIGN.md §5): "event: error" with the OpenAI-style error body of e as data. The stream then
+// ("event: error" with the OpenAI-style error body of e as data). The stream then
 // ends without "data: [DONE]", so OpenAI clients raise an error instead of taking a truncated
 // answer for a complete one.
 func AppendSSEError(dst []byte, e *GatewayError) []byte {

@@ -626,7 +626,8 @@ func (rc *RequestCtx) bodyFailed(err error) {
 	rc.ep.elog.upstreamFailed(rc.route.Name, rc.backend.URL, "body", err)
 }
 
-// sseErrorEvent is the event that ends an SSE stream whose upstream failed (DESIGN §5).
+// sseErrorEvent is the event that ends an SSE stream whose upstream failed, so that a client
+// never takes a cut stream for a finished one.
 var sseErrorEvent = AppendSSEError(nil, ErrUpstreamStream)
 
 // ReadBody reads the next piece of the upstream body as the client gets it (payload for

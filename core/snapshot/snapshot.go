@@ -1,5 +1,5 @@
 // Package snapshot compiles a validated config into the immutable snapshot the hot path reads
-// (DESIGN.md §2: "the compiled runtime snapshot (atomic swap on reload)"). The data path never
+// (swapped atomically on reload, so that every request sees one whole configuration). The data path never
 // reads TOML structs; a reload compiles a new Snapshot and swaps it in atomically.
 package snapshot
 
