@@ -236,8 +236,8 @@ type Server struct {
 
 // Middleware is [middlewares.<name>]: a Type and its type-specific keys, kept
 // raw in Options (strings already env-interpolated; Config.Written has them as
-// written). No middleware type is
-// implemented in this version; Load refuses a router that references one.
+// written). Load refuses a router that references a middleware of a type this
+// version does not implement.
 type Middleware struct {
 	// Name is the table name (not a TOML key).
 	Name string `toml:"-"`
