@@ -73,8 +73,18 @@ func FuzzConfigLoad(f *testing.F) {
 		if c == nil || len(c.Entrypoints) == 0 {
 			t.Fatalf("loaded config without entrypoints")
 		}
+		for name, m := range c.Models {
+			for id, tg := range m.Targets {
+				if c.Services[tg.Service] == nil {
+					t.Fatalf("model %q target %q references missing service %q", name, id, tg.Service)
+				}
+			}
+		}
 		for name, r := range c.Routers {
-			if c.Services[r.Service] == nil {
+			if r.Models != (r.Service == "") {
+				t.Fatalf("router %q: models = %v with service %q", name, r.Models, r.Service)
+			}
+			if !r.Models && c.Services[r.Service] == nil {
 				t.Fatalf("router %q references missing service %q", name, r.Service)
 			}
 			if len(r.Entrypoints) == 0 {

@@ -146,8 +146,18 @@ func (c *Config) validateModels(e *errs, lookup func(string) (string, bool)) {
 	for _, name := range sortedNames(c.Models) {
 		c.validateModel(e, name, c.Models[name])
 	}
+	owner := map[[sha256.Size]byte]string{}
 	for _, name := range sortedNames(c.Consumers) {
-		c.validateConsumer(e, name, c.Consumers[name], lookup)
+		cs := c.Consumers[name]
+		c.validateConsumer(e, name, cs, lookup)
+		for _, d := range cs.KeyDigests {
+			// One key, one caller: a key listed twice would silently move a tenant's access
+			// to whichever consumer happened to be compiled last.
+			if other, ok := owner[d]; ok && other != name {
+				e.add(c.Pos("consumers", name), "consumers.%s: one of its keys is also a key of consumers.%s (each key must identify one consumer)", name, other)
+			}
+			owner[d] = name
+		}
 	}
 }
 

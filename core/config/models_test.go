@@ -86,3 +86,15 @@ func TestModelGatewayConfigErrors(t *testing.T) {
 	}
 	require.NotContains(t, msg, "sk-live-123", "a key written by mistake is never echoed")
 }
+
+func TestOneKeyIdentifiesOneConsumer(t *testing.T) {
+	t.Setenv("SLUICE_TEST_SHARED_KEY", "sk-shared")
+	sum := sha256.Sum256([]byte("sk-shared"))
+	data := withMinimal(
+		`[consumers.a]`, `api_key_sha256 = ["`+hex.EncodeToString(sum[:])+`"]`,
+		`[consumers.b]`, `api_key_env = "SLUICE_TEST_SHARED_KEY"`,
+	)
+	_, err := LoadBytes("t.toml", data)
+	require.ErrorContains(t, err, "consumers.b: one of its keys is also a key of consumers.a")
+	require.NotContains(t, err.Error(), "sk-shared")
+}

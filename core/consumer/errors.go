@@ -10,7 +10,7 @@ import (
 // error.type). Prebuilt: refusing a request allocates nothing.
 var (
 	errMissingKey = newAnswer(401, "invalid_request_error", "authentication_error", "missing_api_key",
-		"no API key: send it as Authorization: Bearer <key>")
+		"no API key: send it as Authorization: Bearer <key> or X-Api-Key: <key>")
 	errInvalidKey = newAnswer(401, "invalid_request_error", "authentication_error", "invalid_api_key",
 		"the API key is not valid")
 	errEndpoint = newAnswer(403, "permission_error", "permission_error", "endpoint_not_granted",

@@ -37,7 +37,7 @@ func startAdmin(g *Gateway, cfg config.Admin) (*adminServer, error) {
 	mux.HandleFunc("GET /api/gateway/routes", g.adminRoutes)
 	mux.HandleFunc("GET /api/gateway/services", g.adminServices)
 	mux.HandleFunc("GET /api/gateway/backends", g.adminBackends)
-	mux.HandleFunc("GET /api/gateway/models", emptyList)
+	mux.HandleFunc("GET /api/gateway/models", g.adminModels)
 	mux.HandleFunc("GET /api/gateway/workers", emptyList)
 	mux.HandleFunc("GET /api/gateway/config", g.adminConfig)
 	mux.HandleFunc("GET /api/gateway/metrics", adminMetrics)
@@ -386,4 +386,57 @@ func sortedNames[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+type modelTarget struct {
+	ID            string `json:"id"`
+	Service       string `json:"service"`
+	UpstreamModel string `json:"upstream_model"`
+	Priority      int    `json:"priority"`
+	Weight        int    `json:"weight"`
+}
+
+type modelAdmission struct {
+	MaxConcurrent     int    `json:"max_concurrent_requests"`
+	MaxQueued         int    `json:"max_queued_requests"`
+	QueueTimeoutMs    int    `json:"queue_timeout_ms"`
+	Active            int64  `json:"active"`
+	Queued            int64  `json:"queued"`
+	Admitted          uint64 `json:"admitted"`
+	AdmittedAfterWait uint64 `json:"admitted_after_wait"`
+	RejectedFull      uint64 `json:"rejected_queue_full"`
+	RejectedTimeout   uint64 `json:"rejected_queue_timeout"`
+	Canceled          uint64 `json:"canceled"`
+}
+
+type modelStatus struct {
+	Alias     string          `json:"alias"`
+	ModelID   string          `json:"model_id"`
+	Targets   []modelTarget   `json:"targets"`
+	Admission *modelAdmission `json:"admission"`
+}
+
+// adminModels lists the model aliases in force with their targets and live admission state.
+func (g *Gateway) adminModels(w http.ResponseWriter, _ *http.Request) {
+	out := []modelStatus{}
+	if t := g.live.Load().Models; t != nil {
+		for _, a := range t.Aliases() {
+			ms := modelStatus{Alias: a.Name, ModelID: a.ModelID, Targets: []modelTarget{}}
+			for _, tier := range a.Tiers() {
+				for _, tg := range tier {
+					ms.Targets = append(ms.Targets, modelTarget{ID: tg.Name, Service: tg.Service.Name, UpstreamModel: tg.UpstreamModel, Priority: tg.Priority, Weight: tg.Weight})
+				}
+			}
+			if p := a.Pool(); p != nil {
+				st := p.Stats()
+				ms.Admission = &modelAdmission{
+					MaxConcurrent: a.Limits.MaxConcurrentRequests, MaxQueued: a.Limits.MaxQueuedRequests, QueueTimeoutMs: a.Limits.QueueTimeoutMs,
+					Active: int64(st.Active), Queued: int64(st.Queued), Admitted: st.Admitted, AdmittedAfterWait: st.AdmittedAfterWait,
+					RejectedFull: st.RejectedFull, RejectedTimeout: st.RejectedTimeout, Canceled: st.Canceled,
+				}
+			}
+			out = append(out, ms)
+		}
+	}
+	writeJSON(w, 200, out)
 }

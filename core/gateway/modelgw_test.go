@@ -33,6 +33,13 @@ func sha(s string) string { h := sha256.Sum256([]byte(s)); return hex.EncodeToSt
 // at a time, no queue).
 func startModelGateway(t *testing.T, engine, sim string) string {
 	t.Helper()
+	base, _ := startModelGatewayAdmin(t, engine, sim)
+	return base
+}
+
+// startModelGatewayAdmin is startModelGateway that also returns the admin API's base URL.
+func startModelGatewayAdmin(t *testing.T, engine, sim string) (string, string) {
+	t.Helper()
 	dead, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	deadAddr := dead.Addr().String()
@@ -42,7 +49,7 @@ func startModelGateway(t *testing.T, engine, sim string) string {
 address = "127.0.0.1:0"
 engine = %q
 [admin]
-address = ""
+address = "127.0.0.1:0"
 [routers.openai]
 rule = "PathPrefix(`+"`/v1`"+`)"
 models = true
@@ -90,7 +97,7 @@ endpoints = ["*"]
 		defer cancel()
 		_ = g.Drain(ctx)
 	})
-	return "http://" + g.Addr("web")
+	return "http://" + g.Addr("web"), "http://" + g.AdminAddr()
 }
 
 type apiResult struct {
@@ -190,7 +197,7 @@ func TestModelPoolAtCapacityAnswers429(t *testing.T) {
 	sim := startSimulator(t)
 	for _, engine := range engines {
 		t.Run(engine, func(t *testing.T) {
-			base := startModelGateway(t, engine, sim)
+			base, admin := startModelGatewayAdmin(t, engine, sim)
 			u := strings.TrimPrefix(base, "http://")
 			c, err := net.DialTimeout("tcp", u, 2*time.Second)
 			require.NoError(t, err)
@@ -204,6 +211,26 @@ func TestModelPoolAtCapacityAnswers429(t *testing.T) {
 			r := call(t, "POST", base+"/v1/chat/completions", teamAKey, fmt.Sprintf(chatBody, "narrow-model"))
 			require.Equal(t, 429, r.status, r.raw)
 			require.Equal(t, "1", r.header.Get("Retry-After"))
+
+			// The admin API and the metrics show the alias's pool and the refusal.
+			a := call(t, "GET", admin+"/api/gateway/models", "", "")
+			require.Equal(t, 200, a.status, a.raw)
+			var models []map[string]any
+			require.NoError(t, json.Unmarshal([]byte(a.raw), &models))
+			var narrow map[string]any
+			for _, m := range models {
+				if m["alias"] == "narrow-model" {
+					narrow = m
+				}
+			}
+			require.NotNil(t, narrow, a.raw)
+			adm := narrow["admission"].(map[string]any)
+			require.EqualValues(t, 1, adm["active"])
+			require.EqualValues(t, 1, adm["max_concurrent_requests"])
+			require.GreaterOrEqual(t, adm["rejected_queue_full"].(float64), 1.0)
+			mt := call(t, "GET", admin+"/metrics", "", "")
+			require.Contains(t, mt.raw, `sluice_model_active_requests{model="narrow-model"} 1`)
+			require.Regexp(t, `sluice_model_rejected_total\{model="narrow-model",reason="queue_full"\} [1-9]`, mt.raw)
 
 			require.NoError(t, c.Close()) // the stream's client leaves: its slot is released
 			deadline := time.Now().Add(5 * time.Second)

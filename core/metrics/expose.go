@@ -42,6 +42,10 @@ var Families = []Family{
 	{"sluice_upstream_idle_connections", "gauge", "Idle keep-alive connections pooled for the backend."},
 	{"sluice_config_reloads_total", "counter", "Configuration reloads by result: success (put in force) or failure (the running configuration stayed)."},
 	{"sluice_config_last_reload_success_timestamp_seconds", "gauge", "Unix time of the last configuration put in force (at start or by a reload), in seconds."},
+	{"sluice_model_active_requests", "gauge", "Requests of the model alias holding an admission slot (max_concurrent_requests bounds them)."},
+	{"sluice_model_queued_requests", "gauge", "Requests of the model alias waiting in its admission queue."},
+	{"sluice_model_rejected_total", "counter", "Requests the model alias's admission refused, by reason: queue_full (429) or queue_timeout (503)."},
+	{"sluice_model_queue_wait_seconds", "histogram", "Time requests of the model alias admitted after queueing waited for their slot, in seconds."},
 }
 
 // runtimeHelp gives the help text of the Go runtime and process families VictoriaMetrics/

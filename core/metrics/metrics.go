@@ -234,6 +234,14 @@ func (s *Set) Backend(service, backend string, active func() int64, up func() bo
 	s.s.GetOrCreateGauge(`sluice_upstream_idle_connections{`+l+`}`, func() float64 { return float64(idle()) })
 }
 
+// Model adds the gauges of a model alias's admission pool, read at scrape time: requests
+// holding a slot and requests queued.
+func (s *Set) Model(alias string, active, queued func() int64) {
+	l := labels("model", alias)
+	s.s.GetOrCreateGauge(`sluice_model_active_requests{`+l+`}`, func() float64 { return float64(active()) })
+	s.s.GetOrCreateGauge(`sluice_model_queued_requests{`+l+`}`, func() float64 { return float64(queued()) })
+}
+
 // Retire unregisters the set.
 func (s *Set) Retire() {
 	if s.registered {
@@ -259,3 +267,34 @@ func labels(kv ...string) string {
 }
 
 var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
+
+// QueueWaitBuckets are the bucket bounds of admission queue waits, in seconds: 1 ms to 60 s.
+var QueueWaitBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
+
+// Model holds the admission metrics of one model alias. Its methods are safe for concurrent
+// use and allocation free.
+type Model struct {
+	rejected map[string]*vm.Counter // by reason
+	wait     *vm.PrometheusHistogram
+}
+
+// ForModel returns the metrics of model alias, creating them on first use; the series survive
+// reloads. reasons are the rejection reasons the alias can count.
+func ForModel(alias string, reasons ...string) *Model {
+	l := labels("model", alias)
+	m := &Model{rejected: map[string]*vm.Counter{}, wait: vm.GetOrCreatePrometheusHistogramExt(`sluice_model_queue_wait_seconds{`+l+`}`, QueueWaitBuckets)}
+	for _, r := range reasons {
+		m.rejected[r] = vm.GetOrCreateCounter(`sluice_model_rejected_total{` + labels("model", alias, "reason", r) + `}`)
+	}
+	return m
+}
+
+// Rejected counts a request the alias's admission refused, by reason.
+func (m *Model) Rejected(reason string) {
+	if c := m.rejected[reason]; c != nil {
+		c.Inc()
+	}
+}
+
+// Waited records how long an admitted request waited in the alias's queue.
+func (m *Model) Waited(d time.Duration) { m.wait.Update(d.Seconds()) }

@@ -19,6 +19,7 @@ import (
 	"github.com/sluice-gw/sluice/core/admission"
 	"github.com/sluice-gw/sluice/core/config"
 	"github.com/sluice-gw/sluice/core/consumer"
+	"github.com/sluice-gw/sluice/core/metrics"
 	"github.com/sluice-gw/sluice/core/openai"
 	"github.com/sluice-gw/sluice/core/pipeline"
 )
@@ -37,7 +38,13 @@ type Alias struct {
 	tiers [][]*Target
 	// pool admits the alias's requests; nil when unbounded.
 	pool *admission.Pool
+	// Limits are the alias's admission keys as configured.
+	Limits config.Scheduling
+	m      *metrics.Model
 }
+
+// Tiers returns the alias's targets by priority, lowest first (shared: do not modify).
+func (a *Alias) Tiers() [][]*Target { return a.tiers }
 
 // Pool returns the alias's admission pool (nil when max_concurrent_requests is 0).
 func (a *Alias) Pool() *admission.Pool { return a.pool }
@@ -56,7 +63,8 @@ type Target struct {
 func NewTable(models map[string]*config.Model, services map[string]*pipeline.Service) (*Table, error) {
 	t := &Table{aliases: map[string]*Alias{}}
 	for name, m := range models {
-		a := &Alias{Name: name, ModelID: m.ModelID}
+		a := &Alias{Name: name, ModelID: m.ModelID, Limits: m.Scheduling,
+			m: metrics.ForModel(name, admission.ReasonQueueFull, admission.ReasonQueueTimeout)}
 		byPrio := map[int][]*Target{}
 		for id, ct := range m.Targets {
 			svc := services[ct.Service]
@@ -80,6 +88,7 @@ func NewTable(models map[string]*config.Model, services map[string]*pipeline.Ser
 				MaxConcurrent: s.MaxConcurrentRequests,
 				MaxQueued:     s.MaxQueuedRequests,
 				QueueTimeout:  time.Duration(s.QueueTimeoutMs) * time.Millisecond,
+				OnWait:        a.m.Waited,
 			})
 			if err != nil {
 				return nil, err
@@ -95,6 +104,15 @@ func NewTable(models map[string]*config.Model, services map[string]*pipeline.Ser
 
 // Alias returns the alias named name, or nil.
 func (t *Table) Alias(name string) *Alias { return t.aliases[name] }
+
+// Aliases returns every alias sorted by name.
+func (t *Table) Aliases() []*Alias {
+	out := make([]*Alias, 0, len(t.names))
+	for _, n := range t.names {
+		out = append(out, t.aliases[n])
+	}
+	return out
+}
 
 // Stage is the model router's stage: a pipeline.RequestStage, FallbackStage and
 // CompletionStage.
@@ -172,6 +190,9 @@ func (st *state) admit(rc *pipeline.RequestCtx) error {
 	}
 	t, err := p.Acquire(rc.Done())
 	if err != nil {
+		if r := admission.Reason(err); r != admission.ReasonCanceled {
+			st.alias.m.Rejected(r)
+		}
 		return replyError(rc, st.ep, admission.GatewayError(err))
 	}
 	st.ticket = t

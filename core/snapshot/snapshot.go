@@ -202,6 +202,13 @@ func Compile(cfg *config.Config, prev *Snapshot, gen uint64) (*Snapshot, error) 
 			s.Metrics.Backend(name, b.URL, lb.Active.Load, func() bool { return !lb.Down() }, func() int { return p.Stats().Idle })
 		}
 	}
+	if s.Models != nil {
+		for _, a := range s.Models.Aliases() {
+			if p := a.Pool(); p != nil {
+				s.Metrics.Model(a.Name, func() int64 { return int64(p.Stats().Active) }, func() int64 { return int64(p.Stats().Queued) })
+			}
+		}
+	}
 	return s, nil
 }
 
