@@ -46,7 +46,9 @@ func dropLevel(groups []string, a slog.Attr) slog.Attr {
 // service, backend (the server's URL), method, path (without the query), status, bytes_in
 // (request body), bytes_out (response body relayed), duration_ms, ttft_ms (streamed
 // responses), upstream_error (a failure reason), canceled (the client left), gateway_reply
-// (the gateway answered itself), client_ip.
+// (the gateway answered itself), client_ip; on model routers also model (the alias),
+// consumer, usage_known and prompt_tokens, completion_tokens, cached_tokens (the upstream's
+// usage; usage_known false when it reported none, so no zero is taken for a count).
 func (l *Logger) OnComplete(rc *pipeline.RequestCtx) {
 	o := rc.Outcome()
 	failed := o.Status >= 500 || o.Status == 0 || o.UpstreamError != "" || o.Canceled
@@ -79,7 +81,19 @@ func (l *Logger) OnComplete(rc *pipeline.RequestCtx) {
 		slog.Bool("gateway_reply", o.GatewayReply),
 		slog.String("client_ip", string(rc.ClientIP)),
 	}
-	l.log.LogAttrs(context.Background(), slog.LevelInfo, "", attrs[:]...)
+	if o.Model == "" && !o.UsageKnown {
+		l.log.LogAttrs(context.Background(), slog.LevelInfo, "", attrs[:]...)
+		return
+	}
+	more := [...]slog.Attr{
+		slog.String("model", o.Model),
+		slog.String("consumer", o.Consumer),
+		slog.Bool("usage_known", o.UsageKnown),
+		slog.Int64("prompt_tokens", o.Usage.Prompt),
+		slog.Int64("completion_tokens", o.Usage.Completion),
+		slog.Int64("cached_tokens", o.Usage.Cached),
+	}
+	l.log.LogAttrs(context.Background(), slog.LevelInfo, "", append(attrs[:], more[:]...)...)
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -10,6 +10,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -243,5 +245,63 @@ func TestModelPoolAtCapacityAnswers429(t *testing.T) {
 				time.Sleep(10 * time.Millisecond) // polling for the release, not asserting on time
 			}
 		})
+	}
+}
+
+// Token usage is read from plain answers and from the usage chunk of streams that asked for
+// it, counted per alias, target and consumer; a stream cut before its usage chunk is counted
+// as missing, never as zero tokens.
+func TestModelUsageAccounting(t *testing.T) {
+	sim := startSimulator(t)
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			base, admin := startModelGatewayAdmin(t, engine, sim)
+			chat := base + "/v1/chat/completions"
+			series := func(kind string) float64 {
+				t.Helper()
+				m := call(t, "GET", admin+"/metrics", "", "")
+				re := regexp.MustCompile(`sluice_model_tokens_total\{model="chat-model",target="primary",consumer="team-a",kind="` + kind + `"\} (\d+)`)
+				if s := re.FindStringSubmatch(m.raw); s != nil {
+					v, _ := strconv.ParseFloat(s[1], 64)
+					return v
+				}
+				return 0
+			}
+			missing := func() float64 {
+				m := call(t, "GET", admin+"/metrics", "", "")
+				re := regexp.MustCompile(`sluice_model_usage_missing_total\{model="chat-model"\} (\d+)`)
+				if s := re.FindStringSubmatch(m.raw); s != nil {
+					v, _ := strconv.ParseFloat(s[1], 64)
+					return v
+				}
+				return 0
+			}
+			p0, c0, m0 := series("prompt"), series("completion"), missing()
+
+			r := call(t, "POST", chat, teamAKey, fmt.Sprintf(chatBody, "chat-model"))
+			require.Equal(t, 200, r.status, r.raw)
+			usage := r.body["usage"].(map[string]any)
+			waitFor(t, func() bool { return series("completion") == c0+usage["completion_tokens"].(float64) })
+			require.Equal(t, p0+usage["prompt_tokens"].(float64), series("prompt"))
+
+			r = call(t, "POST", chat, teamAKey, `{"model":"chat-model","stream":true,"stream_options":{"include_usage":true},"max_tokens":3,"messages":[{"role":"user","content":"hi"}]}`)
+			require.Equal(t, 200, r.status)
+			waitFor(t, func() bool { return series("completion") == c0+usage["completion_tokens"].(float64)+3 })
+
+			r = call(t, "POST", chat, teamAKey, `{"model":"chat-model","stream":true,"stream_options":{"include_usage":true},"max_tokens":50,"messages":[{"role":"user","content":"hi"}]}`, "X-Llmsim-Fault", "reset-after=2")
+			require.Equal(t, 200, r.status)
+			waitFor(t, func() bool { return missing() == m0+1 })
+			require.Equal(t, c0+usage["completion_tokens"].(float64)+3, series("completion"), "a cut stream adds no tokens")
+		})
+	}
+}
+
+// waitFor polls cond until it holds, failing after 5 s.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		require.True(t, time.Now().Before(deadline), "condition not met within 5s")
+		time.Sleep(10 * time.Millisecond) // polling an observable state, not asserting on time
 	}
 }

@@ -298,3 +298,36 @@ func (m *Model) Rejected(reason string) {
 
 // Waited records how long an admitted request waited in the alias's queue.
 func (m *Model) Waited(d time.Duration) { m.wait.Update(d.Seconds()) }
+
+// Tokens counts the tokens of one model alias's target for one consumer.
+type Tokens struct {
+	prompt, completion, cached *vm.Counter
+}
+
+// ForTokens returns the token counters of (model alias, target, consumer), creating them on
+// first use; they survive reloads.
+func ForTokens(model, target, consumer string) *Tokens {
+	series := func(kind string) *vm.Counter {
+		return vm.GetOrCreateCounter(`sluice_model_tokens_total{` + labels("model", model, "target", target, "consumer", consumer, "kind", kind) + `}`)
+	}
+	return &Tokens{prompt: series("prompt"), completion: series("completion"), cached: series("cached")}
+}
+
+// Add counts one response's usage, in tokens.
+func (t *Tokens) Add(prompt, completion, cached int64) {
+	if prompt > 0 {
+		t.prompt.Add(int(prompt))
+	}
+	if completion > 0 {
+		t.completion.Add(int(completion))
+	}
+	if cached > 0 {
+		t.cached.Add(int(cached))
+	}
+}
+
+// UsageMissing counts a response of model alias that should have reported its usage and did
+// not: a stream cut before its usage chunk, or a failed or oversized answer.
+func UsageMissing(model string) {
+	vm.GetOrCreateCounter(`sluice_model_usage_missing_total{` + labels("model", model) + `}`).Inc()
+}

@@ -32,6 +32,8 @@ func populate(t *testing.T) {
 	m := ForModel("chat", "queue_full", "queue_timeout")
 	m.Rejected("queue_full")
 	m.Waited(5 * time.Millisecond)
+	ForTokens("chat", "t", "team").Add(10, 5, 2)
+	UsageMissing("chat")
 	s.Register()
 	t.Cleanup(s.Retire)
 	ConfigReloaded(true, time.Now())

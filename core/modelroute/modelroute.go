@@ -57,6 +57,26 @@ type Target struct {
 	Priority      int
 	Weight        int
 	next          atomic.Uint64 // smooth share within the tier, by weight
+	alias         string
+	byConsumer    sync.Map // consumer name -> *metrics.Tokens
+}
+
+// tokens returns the token counters of the target for consumer.
+func (t *Target) tokens(consumer string) *metrics.Tokens {
+	if m, ok := t.byConsumer.Load(consumer); ok {
+		return m.(*metrics.Tokens)
+	}
+	m, _ := t.byConsumer.LoadOrStore(consumer, metrics.ForTokens(t.alias, t.Name, consumer))
+	return m.(*metrics.Tokens)
+}
+
+// consumerLabel names the caller in metrics: anonymous on a router without an api-key
+// middleware.
+func consumerLabel(c *consumer.Consumer) string {
+	if c == nil {
+		return "anonymous"
+	}
+	return c.Name
 }
 
 // NewTable compiles the models of cfg over the compiled services (by name).
@@ -71,7 +91,7 @@ func NewTable(models map[string]*config.Model, services map[string]*pipeline.Ser
 			if svc == nil {
 				continue // reported by the service's own compile errors
 			}
-			byPrio[ct.Priority] = append(byPrio[ct.Priority], &Target{Name: id, Service: svc, UpstreamModel: ct.UpstreamModel, Priority: ct.Priority, Weight: ct.Weight})
+			byPrio[ct.Priority] = append(byPrio[ct.Priority], &Target{Name: id, Service: svc, UpstreamModel: ct.UpstreamModel, Priority: ct.Priority, Weight: ct.Weight, alias: name})
 		}
 		prios := make([]int, 0, len(byPrio))
 		for p := range byPrio {
@@ -133,6 +153,8 @@ type state struct {
 	ticket admission.Ticket
 	orig   []byte // the body as the client sent it (when a target rewrote it)
 	buf    []byte
+	target *Target // the target the request went to last
+	use    usageState
 }
 
 var states = sync.Pool{New: func() any { return new(state) }}
@@ -158,7 +180,8 @@ func (s *Stage) OnRequest(rc *pipeline.RequestCtx) error {
 		return consumer.EndpointForbidden(rc)
 	}
 	st := states.Get().(*state)
-	st.ep, st.alias, st.tier, st.tried, st.orig = ep, nil, 0, st.tried[:0], st.orig[:0]
+	st.ep, st.alias, st.tier, st.tried, st.orig, st.target = ep, nil, 0, st.tried[:0], st.orig[:0], nil
+	st.use.reset()
 	rc.Set(&stateSlot, st)
 	if err := openai.Peek(ep, rc.Req.Body, &st.peek); err != nil {
 		return st.invalid(rc, err)
@@ -168,6 +191,11 @@ func (s *Stage) OnRequest(rc *pipeline.RequestCtx) error {
 		return st.modelNotFound(rc)
 	}
 	st.alias = a
+	o := rc.Outcome()
+	o.Model = a.Name
+	if caller != nil {
+		o.Consumer = caller.Name
+	}
 	if err := st.admit(rc); err != nil {
 		return err
 	}
@@ -244,6 +272,7 @@ func contains(ts []*Target, t *Target) bool {
 
 // route points the request at target t, rewriting "model" to its upstream model.
 func (st *state) route(rc *pipeline.RequestCtx, t *Target) {
+	st.target = t
 	rc.SetService(t.Service)
 	if len(st.orig) == 0 && t.UpstreamModel == string(st.peek.Model) {
 		return // the body goes as sent
@@ -271,6 +300,9 @@ func (s *Stage) OnComplete(rc *pipeline.RequestCtx) {
 	st, _ := rc.Get(&stateSlot).(*state)
 	if st == nil {
 		return
+	}
+	if st.alias != nil && !rc.Replied() {
+		st.account(rc, consumerLabel(consumer.From(rc)))
 	}
 	st.ticket.Release()
 	st.ticket = admission.Ticket{}

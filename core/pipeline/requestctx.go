@@ -90,6 +90,16 @@ type Outcome struct {
 	Canceled bool
 	// GatewayReply reports that the gateway answered itself (an error or a stage's reply).
 	GatewayReply bool
+	// Usage is the token usage the upstream reported, when a stage read it (UsageKnown).
+	Usage      Usage
+	UsageKnown bool
+	// Model and Consumer name the model alias and the caller, when a stage knew them.
+	Model, Consumer string
+}
+
+// Usage is a response's token accounting, in tokens.
+type Usage struct {
+	Prompt, Completion, Cached int64
 }
 
 var ctxPool = sync.Pool{New: func() any { return new(RequestCtx) }}

@@ -285,6 +285,10 @@ func (rc *RequestCtx) dropUpstream() {
 func (rc *RequestCtx) planBody() {
 	resp := &rc.x.Resp
 	f, ka := relay.Plan(resp, rc.isHEAD, &rc.Req)
+	if f == relay.ChunkedRaw && rc.route.Chain.readsBody() {
+		// Body stages read payload, not chunk framing: decode and re-chunk.
+		f = relay.Chunk
+	}
 	if rc.FramesBodies && (f == relay.ChunkedRaw || f == relay.Chunk) {
 		f = relay.Payload
 	}
@@ -359,6 +363,15 @@ func (rc *RequestCtx) Framing() relay.Framing { return rc.framing }
 
 // IsHEAD reports whether the request method is HEAD (a response without a body).
 func (rc *RequestCtx) IsHEAD() bool { return rc.isHEAD }
+
+// UpstreamStatus returns the status of the upstream's response head (0 before one arrived),
+// for response stages.
+func (rc *RequestCtx) UpstreamStatus() int {
+	if rc.x == nil {
+		return 0
+	}
+	return rc.x.Resp.Status
+}
 
 // Status returns the status of the response to write.
 func (rc *RequestCtx) Status() int { return rc.outcome.Status }
@@ -556,6 +569,7 @@ func (rc *RequestCtx) WriteResponse(ds Downstream) error {
 			}
 			if early > 0 {
 				rc.relay.Pass((*hb)[h:h+early], time.Now())
+				rc.route.Chain.onBody(rc, (*hb)[h:h+early])
 			}
 		}
 	}
@@ -576,6 +590,7 @@ func (rc *RequestCtx) relayTo(ds Downstream) error {
 		b := *bp
 		n, err := rc.x.ReadBody(b[relay.Headroom:len(b)-relay.Tailroom], raw)
 		if n > 0 {
+			rc.route.Chain.onBody(rc, b[relay.Headroom:relay.Headroom+n])
 			lo, hi, o := rc.relay.Frame(b, n, time.Now())
 			rc.observe(o)
 			if ds.Send(bp, lo, hi) != nil {
@@ -647,6 +662,7 @@ func (rc *RequestCtx) ReadBody(p []byte) (int, error) {
 	n, err := rc.x.ReadBody(p, rc.framing.Raw())
 	if n > 0 {
 		rc.observe(rc.relay.Pass(p[:n], time.Now()))
+		rc.route.Chain.onBody(rc, p[:n])
 	}
 	switch {
 	case err == nil:

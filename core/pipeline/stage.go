@@ -26,6 +26,13 @@ type ResponseStage interface {
 	OnResponse(rc *RequestCtx) error
 }
 
+// BodyStage sees the response body on its way to the client, read by read, as payload (chunk
+// framing removed): token accounting, stream watchdogs. It must not keep p, modify it or
+// block; it cannot change what the client gets.
+type BodyStage interface {
+	OnBody(rc *RequestCtx, p []byte)
+}
+
 // FallbackStage runs when the request's service has no backend left to try (every one down,
 // ejected, or failed to connect), before the gateway gives up: it may send the request to
 // another service (RequestCtx.SetService, rewriting the request as that service needs) and
@@ -48,6 +55,7 @@ type Chain struct {
 	request  []RequestStage
 	response []ResponseStage
 	fallback []FallbackStage
+	body     []BodyStage
 	complete []CompletionStage
 }
 
@@ -62,6 +70,9 @@ func NewChain(stages ...any) (*Chain, error) {
 		}
 		if rs, is := s.(ResponseStage); is {
 			c.response, ok = append(c.response, rs), true
+		}
+		if bs, is := s.(BodyStage); is {
+			c.body, ok = append(c.body, bs), true
 		}
 		if fs, is := s.(FallbackStage); is {
 			c.fallback, ok = append(c.fallback, fs), true
@@ -81,7 +92,7 @@ func (c *Chain) Len() int {
 	if c == nil {
 		return 0
 	}
-	return len(c.request) + len(c.response) + len(c.fallback) + len(c.complete)
+	return len(c.request) + len(c.response) + len(c.fallback) + len(c.body) + len(c.complete)
 }
 
 func (c *Chain) onRequest(rc *RequestCtx) error {
@@ -106,6 +117,17 @@ func (c *Chain) onResponse(rc *RequestCtx) error {
 		}
 	}
 	return nil
+}
+
+func (c *Chain) readsBody() bool { return c != nil && len(c.body) > 0 }
+
+func (c *Chain) onBody(rc *RequestCtx, p []byte) {
+	if c == nil {
+		return
+	}
+	for _, s := range c.body {
+		s.OnBody(rc, p)
+	}
 }
 
 func (c *Chain) onExhausted(rc *RequestCtx) bool {
