@@ -105,6 +105,18 @@ func (b *Backend) ConnectFailed() {
 	b.ejectedUntil.Store(now + int64(min(d, MaxEjection)))
 }
 
+// EjectFor keeps b out of rotation for d (an upstream's Retry-After), without counting a
+// failure: the server is alive and asked to be left alone.
+func (b *Backend) EjectFor(d time.Duration) {
+	until := monoNow() + int64(d)
+	for {
+		u := b.ejectedUntil.Load()
+		if u >= until || b.ejectedUntil.CompareAndSwap(u, until) {
+			return
+		}
+	}
+}
+
 // ConnectSucceeded ends a streak of connect failures.
 func (b *Backend) ConnectSucceeded() {
 	if b.connectFails.Load() != 0 {

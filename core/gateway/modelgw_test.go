@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -303,5 +304,68 @@ func waitFor(t *testing.T, cond func() bool) {
 	for !cond() {
 		require.True(t, time.Now().Before(deadline), "condition not met within 5s")
 		time.Sleep(10 * time.Millisecond) // polling an observable state, not asserting on time
+	}
+}
+
+// An upstream that refuses with 429 or 503 and a Retry-After did not act on the request: the
+// model router sends it to another backend and keeps the refusing one out for the time it
+// asked; when every backend refuses, the caller gets the shortest Retry-After of them.
+func TestModelRouterMovesOverloadRefusals(t *testing.T) {
+	refuse := func(status, after int) *upstream {
+		return serveUpstream(t, func(c net.Conn, _ *bufio.Reader, _ string, _ []byte) bool {
+			_, err := fmt.Fprintf(c, "HTTP/1.1 %d Busy\r\nRetry-After: %d\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}", status, after)
+			return err == nil
+		})
+	}
+	var okHits atomic.Int32
+	ok := serveUpstream(t, func(c net.Conn, r *bufio.Reader, head string, body []byte) bool {
+		okHits.Add(1)
+		return echo(c, r, head, body)
+	})
+	busy429, busy503 := refuse(429, 7), refuse(503, 3)
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			toml := fmt.Sprintf(`
+[entrypoints.web]
+address = "127.0.0.1:0"
+engine = %q
+[admin]
+address = ""
+[routers.openai]
+rule = "PathPrefix(`+"`/v1`"+`)"
+models = true
+[services.mixed.load_balancer]
+servers = [{ url = "http://%s" }, { url = "http://%s" }]
+[services.busy.load_balancer]
+servers = [{ url = "http://%s" }, { url = "http://%s" }]
+[models.m.targets.t]
+service = "mixed"
+[models.b.targets.t]
+service = "busy"
+`, engine, busy429.addr(), ok.addr(), busy429.addr(), busy503.addr())
+			cfg, err := config.LoadBytes("overload.toml", []byte(toml))
+			require.NoError(t, err)
+			g, err := gateway.New(cfg, "", nil)
+			require.NoError(t, err)
+			require.NoError(t, g.Start())
+			t.Cleanup(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				_ = g.Drain(ctx)
+			})
+			base := "http://" + g.Addr("web") + "/v1/chat/completions"
+			before := okHits.Load()
+			for i := 0; i < 4; i++ {
+				r := call(t, "POST", base, "", fmt.Sprintf(chatBody, "m"))
+				require.Equal(t, 200, r.status, "the refusal moved to the other backend: %s", r.raw)
+			}
+			require.EqualValues(t, 4, okHits.Load()-before)
+			require.True(t, g.Snapshot().Services["mixed"].Backends[0].LB.Down(), "the refusing backend is out for its Retry-After")
+
+			r := call(t, "POST", base, "", fmt.Sprintf(chatBody, "b"))
+			require.Contains(t, []int{429, 503}, r.status, r.raw)
+			require.Equal(t, "3", r.header.Get("Retry-After"), "the shortest Retry-After of the refusals")
+			require.Equal(t, "upstream_overloaded", errField(r, "code"))
+		})
 	}
 }

@@ -34,6 +34,10 @@ type Route struct {
 	// StripHeader, when set, is another field that carries the caller's credential (an api-key
 	// middleware's header) and is removed before the request goes upstream.
 	StripHeader []byte
+	// RetryOverload moves a request that an upstream refused with 429 or 503 and a
+	// Retry-After to another backend before anything reached the client, keeping the refusing
+	// backend out for the time it asked (model routers: an LLM engine's queue is full).
+	RetryOverload bool
 	// M holds the router's metrics.
 	M *metrics.Route
 }

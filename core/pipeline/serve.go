@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -165,6 +166,17 @@ func (rc *RequestCtx) exchange() error {
 		if err == nil {
 			b.LB.ConnectSucceeded()
 			rc.outcome.UpstreamError = "" // an earlier connect failure was retried away
+			if ra, ok := rc.overloaded(); ok {
+				// The upstream refused the request for now and said for how long: it did not
+				// act on it, so another backend may take it.
+				b.LB.EjectFor(ra)
+				last = shorterRetry(last, rc.x.Resp.Status, ra)
+				rc.Exclude(b.LB.ID)
+				rc.dropUpstream()
+				b.Release()
+				rc.backend = nil
+				continue
+			}
 			return nil
 		}
 		if err == errClientGone || !errors.Is(err, pool.ErrDial) {
@@ -184,8 +196,51 @@ func (rc *RequestCtx) exchange() error {
 	}
 }
 
-// MaxConnectTries bounds the backends one request tries after connect failures.
+// MaxConnectTries bounds the backends of one service a request tries after connect failures
+// or overload refusals.
 const MaxConnectTries = 3
+
+// maxRetryAfter bounds how long an upstream's Retry-After keeps its backend out.
+const maxRetryAfter = 5 * time.Minute
+
+// overloaded reports whether the upstream answered 429 or 503 with a Retry-After (delay-seconds
+// or an HTTP-date, RFC 9110 §10.2.3) on a route that moves such refusals to another backend,
+// and for how long it asked to be left alone.
+func (rc *RequestCtx) overloaded() (time.Duration, bool) {
+	resp := &rc.x.Resp
+	if !rc.route.RetryOverload || (resp.Status != 429 && resp.Status != 503) {
+		return 0, false
+	}
+	v, ok := resp.HeaderValue("Retry-After")
+	if !ok {
+		return 0, false
+	}
+	var d time.Duration
+	if n, err := strconv.ParseUint(string(bytes.TrimSpace(v)), 10, 32); err == nil {
+		d = time.Duration(n) * time.Second
+	} else if t, err := http.ParseTime(string(v)); err == nil {
+		d = time.Until(t)
+	} else {
+		return 0, false
+	}
+	return min(max(d, time.Second), maxRetryAfter), true
+}
+
+// shorterRetry returns the answer for a request every backend refused for now: the status of
+// the refusals and the shortest Retry-After they asked for (what a client can best wait).
+func shorterRetry(last error, status int, ra time.Duration) error {
+	secs := int((ra + time.Second - 1) / time.Second)
+	if ge, ok := last.(*GatewayError); ok && ge.Code == overloadedCode && ge.RetryAfter <= secs {
+		return ge
+	}
+	typ, msg := RateLimit, "every backend of the model is rate limited; retry after the time given"
+	if status == 503 {
+		typ, msg = ServerError, "every backend of the model is overloaded; retry after the time given"
+	}
+	return &GatewayError{Status: status, Type: typ, Code: overloadedCode, Message: msg, RetryAfter: secs}
+}
+
+const overloadedCode = "upstream_overloaded"
 
 // roundTrip sends the request to b and reads the response head into rc.x.
 func (rc *RequestCtx) roundTrip(b *Backend) error {

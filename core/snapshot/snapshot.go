@@ -145,7 +145,7 @@ func Compile(cfg *config.Config, prev *Snapshot, gen uint64) (*Snapshot, error) 
 		if r.Models {
 			serviceLabel = modelsServiceLabel
 		}
-		rt := &pipeline.Route{Name: name, Service: svc, M: metrics.ForRoute(name, serviceLabel)}
+		rt := &pipeline.Route{Name: name, Service: svc, M: metrics.ForRoute(name, serviceLabel), RetryOverload: r.Models}
 		var stages []any
 		for _, m := range r.Middlewares {
 			mw := cfg.Middlewares[m]
