@@ -19,6 +19,11 @@ type Usage struct {
 	TotalTokens      int64 // "total_tokens"
 	CachedTokens     int64 // "prompt_tokens_details"."cached_tokens": prompt tokens served from the prefix (KV) cache
 	ReasoningTokens  int64 // "completion_tokens_details"."reasoning_tokens"
+
+	// The names of the OpenAI Responses API and the Anthropic Messages API.
+	InputTokens          int64 // "input_tokens" (Anthropic: the prompt tokens not read from the cache)
+	OutputTokens         int64 // "output_tokens"
+	CacheReadInputTokens int64 // "cache_read_input_tokens" (Anthropic)
 }
 
 // ParseUsage extracts the top-level "usage" object from a JSON object such
@@ -48,6 +53,33 @@ func ParseUsage(data []byte) (u Usage, ok bool) {
 				return Usage{}, false
 			}
 			return parseUsageObject(data, vs)
+		}
+		i = next
+	}
+}
+
+// ParseMemberUsage is ParseUsage of the object that is the top-level member named member of
+// data: the usage of a Responses API "response.completed" event ({"response":{…,"usage":…}})
+// or of an Anthropic "message_start" event ({"message":{…,"usage":…}}). It does not allocate.
+func ParseMemberUsage(data []byte, member string) (u Usage, ok bool) {
+	if !mayHaveUsageObject(data) {
+		return Usage{}, false
+	}
+	i := skipWS(data, 0)
+	if i >= len(data) || data[i] != '{' {
+		return Usage{}, false
+	}
+	i++
+	for {
+		key, vs, next, more, good := nextMember(data, i)
+		if !good || !more {
+			return Usage{}, false
+		}
+		if string(key) == member {
+			if vs >= len(data) || data[vs] != '{' {
+				return Usage{}, false
+			}
+			return ParseUsage(data[vs:valueEnd(data, vs, next)])
 		}
 		i = next
 	}
@@ -95,8 +127,16 @@ func parseUsageObject(data []byte, i int) (u Usage, ok bool) {
 			u.TotalTokens = parseInt(val)
 		case "prompt_tokens_details":
 			u.CachedTokens = detailField(data, vs, "cached_tokens")
-		case "completion_tokens_details":
+		case "completion_tokens_details", "output_tokens_details":
 			u.ReasoningTokens = detailField(data, vs, "reasoning_tokens")
+		case "input_tokens":
+			u.InputTokens = parseInt(val)
+		case "output_tokens":
+			u.OutputTokens = parseInt(val)
+		case "input_tokens_details":
+			u.CachedTokens = detailField(data, vs, "cached_tokens")
+		case "cache_read_input_tokens":
+			u.CacheReadInputTokens = parseInt(val)
 		}
 		i = next
 	}

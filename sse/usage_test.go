@@ -21,7 +21,13 @@ func TestParseUsage(t *testing.T) {
 	}{
 		{"final chunk",
 			`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":1200,"completion_tokens":34,"total_tokens":1234,"prompt_tokens_details":{"cached_tokens":1024},"completion_tokens_details":{"reasoning_tokens":5}}}`,
-			Usage{1200, 34, 1234, 1024, 5}, true},
+			Usage{PromptTokens: 1200, CompletionTokens: 34, TotalTokens: 1234, CachedTokens: 1024, ReasoningTokens: 5}, true},
+		{"responses API",
+			`{"id":"resp_1","object":"response","usage":{"input_tokens":40,"input_tokens_details":{"cached_tokens":32},"output_tokens":7,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":47}}`,
+			Usage{InputTokens: 40, CachedTokens: 32, OutputTokens: 7, TotalTokens: 47}, true},
+		{"messages API",
+			`{"id":"msg_1","type":"message","usage":{"input_tokens":8,"cache_read_input_tokens":32,"output_tokens":3}}`,
+			Usage{InputTokens: 8, CacheReadInputTokens: 32, OutputTokens: 3}, true},
 		{"whitespace and order",
 			"{ \"usage\" : { \"total_tokens\" : 3 , \"prompt_tokens\":2,\n\"completion_tokens\":1 } , \"choices\": [] }",
 			Usage{PromptTokens: 2, CompletionTokens: 1, TotalTokens: 3}, true},
@@ -57,5 +63,19 @@ func TestParseUsageDoesNotAllocate(t *testing.T) {
 	data := []byte(`{"id":"c","choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3,"prompt_tokens_details":{"cached_tokens":1}}}`)
 	if n := testing.AllocsPerRun(100, func() { ParseUsage(data) }); n != 0 {
 		t.Fatalf("ParseUsage allocates %v times", n)
+	}
+}
+
+func TestParseMemberUsage(t *testing.T) {
+	u, ok := ParseMemberUsage([]byte(`{"type":"response.completed","sequence_number":9,"response":{"id":"r","usage":{"input_tokens":4,"output_tokens":2}}}`), "response")
+	if !ok || u.InputTokens != 4 || u.OutputTokens != 2 {
+		t.Fatalf("response.completed: %+v %v", u, ok)
+	}
+	u, ok = ParseMemberUsage([]byte(`{"type":"message_start","message":{"usage":{"input_tokens":3,"cache_read_input_tokens":5,"output_tokens":1}}}`), "message")
+	if !ok || u.InputTokens != 3 || u.CacheReadInputTokens != 5 {
+		t.Fatalf("message_start: %+v %v", u, ok)
+	}
+	if _, ok := ParseMemberUsage([]byte(`{"usage":{"input_tokens":3},"message":{}}`), "message"); ok {
+		t.Fatal("a top-level usage is not the member's")
 	}
 }

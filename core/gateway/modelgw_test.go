@@ -292,7 +292,34 @@ func TestModelUsageAccounting(t *testing.T) {
 			r = call(t, "POST", chat, teamAKey, `{"model":"chat-model","stream":true,"stream_options":{"include_usage":true},"max_tokens":50,"messages":[{"role":"user","content":"hi"}]}`, "X-Llmsim-Fault", "reset-after=2")
 			require.Equal(t, 200, r.status)
 			waitFor(t, func() bool { return missing() == m0+1 })
-			require.Equal(t, c0+usage["completion_tokens"].(float64)+3, series("completion"), "a cut stream adds no tokens")
+			c1 := c0 + usage["completion_tokens"].(float64) + 3
+			require.Equal(t, c1, series("completion"), "a cut stream adds no tokens")
+
+			// The Responses and Messages APIs report usage in their own shapes, plain and
+			// streamed.
+			teamB := func() float64 {
+				m := call(t, "GET", admin+"/metrics", "", "")
+				re := regexp.MustCompile(`sluice_model_tokens_total\{model="chat-model",target="primary",consumer="team-b",kind="completion"\} (\d+)`)
+				if s := re.FindStringSubmatch(m.raw); s != nil {
+					v, _ := strconv.ParseFloat(s[1], 64)
+					return v
+				}
+				return 0
+			}
+			b0 := teamB()
+			r = call(t, "POST", base+"/v1/responses", teamBKey, `{"model":"chat-model","input":"hi","max_output_tokens":4}`)
+			require.Equal(t, 200, r.status, r.raw)
+			out := r.body["usage"].(map[string]any)["output_tokens"].(float64)
+			r = call(t, "POST", base+"/v1/responses", teamBKey, `{"model":"chat-model","input":"hi","max_output_tokens":2,"stream":true}`)
+			require.Equal(t, 200, r.status)
+			r = call(t, "POST", base+"/v1/messages", teamBKey, `{"model":"chat-model","max_tokens":3,"messages":[{"role":"user","content":"hi"}]}`)
+			require.Equal(t, 200, r.status, r.raw)
+			mout := r.body["usage"].(map[string]any)["output_tokens"].(float64)
+			r = call(t, "POST", base+"/v1/messages", teamBKey, `{"model":"chat-model","max_tokens":2,"stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+			require.Equal(t, 200, r.status)
+			waitFor(t, func() bool { return teamB() >= b0+out+2+mout+2 })
+			require.Equal(t, b0+out+2+mout+2, teamB(), "each API's usage counted once")
+			require.Equal(t, m0+1, missing(), "no usage missing on the Responses and Messages answers")
 		})
 	}
 }

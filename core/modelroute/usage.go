@@ -15,37 +15,70 @@ const maxUsageBodyBytes = 256 << 10
 type usageMode uint8
 
 const (
-	usageNone   usageMode = iota // not read (an endpoint whose usage shape is not read here)
+	usageNone   usageMode = iota // not read (an error answer, or a body over the bound)
 	usageJSON                    // the "usage" of the whole JSON answer
 	usageStream                  // the "usage" of the chunk the caller asked for with include_usage
 )
 
-// usageState reads one response's token usage as it is relayed (OpenAI's chat completions,
-// completions and embeddings shapes).
+// usageState reads one response's token usage as it is relayed, in the shape of its endpoint
+// (OpenAI chat completions, completions and embeddings; the Responses API; the Messages API).
 type usageState struct {
 	mode   usageMode
+	ep     openai.Endpoint
 	want   bool // the response should report usage: a missing one is counted as such
 	body   []byte
 	over   bool
 	sc     sse.Scanner
-	usage  sse.Usage
+	usage  pipeline.Usage
 	gotUse bool
 }
 
 func (u *usageState) reset() {
-	u.mode, u.want, u.body, u.over, u.gotUse, u.usage = usageNone, false, u.body[:0], false, false, sse.Usage{}
+	u.mode, u.want, u.body, u.over, u.gotUse, u.usage = usageNone, false, u.body[:0], false, false, pipeline.Usage{}
 	u.sc.Reset()
 }
 
-// OnEvent implements sse.Handler: the usage chunk of a stream.
+// OnEvent implements sse.Handler: the events of a stream that carry usage. OpenAI's chat and
+// completions put it in the last chunk (include_usage); the Responses API in
+// "response.completed" (or "response.incomplete") under "response"; the Messages API its
+// input in "message_start" under "message" and its output, cumulative, in "message_delta".
 func (u *usageState) OnEvent(ev sse.Event) {
-	if us, ok := sse.ParseUsage(ev.Data); ok {
-		u.usage, u.gotUse = us, true
+	switch u.ep {
+	case openai.Responses:
+		if us, ok := sse.ParseMemberUsage(ev.Data, "response"); ok {
+			u.usage, u.gotUse = fromUsage(u.ep, us), true
+		}
+	case openai.Messages:
+		if us, ok := sse.ParseMemberUsage(ev.Data, "message"); ok {
+			start := fromUsage(u.ep, us)
+			u.usage.Prompt, u.usage.Cached = start.Prompt, start.Cached
+			u.usage.Completion = max(u.usage.Completion, start.Completion)
+		} else if us, ok := sse.ParseUsage(ev.Data); ok {
+			u.usage.Completion, u.gotUse = us.OutputTokens, true
+		}
+	default:
+		if us, ok := sse.ParseUsage(ev.Data); ok {
+			u.usage, u.gotUse = fromUsage(u.ep, us), true
+		}
 	}
 }
 
+// fromUsage reads a usage object in the shape of endpoint ep. Anthropic's input_tokens leave
+// out the prompt tokens read from the cache (cache_read_input_tokens), so the prompt is their
+// sum there; the Responses API's input_tokens include the cached ones, as OpenAI's
+// prompt_tokens do.
+func fromUsage(ep openai.Endpoint, us sse.Usage) pipeline.Usage {
+	switch ep {
+	case openai.Responses:
+		return pipeline.Usage{Prompt: us.InputTokens, Completion: us.OutputTokens, Cached: us.CachedTokens}
+	case openai.Messages:
+		return pipeline.Usage{Prompt: us.InputTokens + us.CacheReadInputTokens, Completion: us.OutputTokens, Cached: us.CacheReadInputTokens}
+	}
+	return pipeline.Usage{Prompt: us.PromptTokens, Completion: us.CompletionTokens, Cached: us.CachedTokens}
+}
+
 // OnResponse implements pipeline.ResponseStage: it decides whether and how the response's
-// usage is read. Only successful answers of the OpenAI endpoints that report "usage" are.
+// usage is read (successful answers only).
 func (s *Stage) OnResponse(rc *pipeline.RequestCtx) error {
 	st, _ := rc.Get(&stateSlot).(*state)
 	if st == nil || st.alias == nil {
@@ -56,15 +89,14 @@ func (s *Stage) OnResponse(rc *pipeline.RequestCtx) error {
 	if code := rc.UpstreamStatus(); code < 200 || code >= 300 {
 		return nil
 	}
-	switch st.ep {
-	case openai.ChatCompletions, openai.Completions:
-		if st.peek.Stream {
-			u.mode, u.want = usageStream, st.peek.IncludeUsage
-		} else {
-			u.mode, u.want = usageJSON, true
-		}
-	case openai.Embeddings:
+	u.ep = st.ep
+	switch {
+	case st.ep == openai.Embeddings || !st.peek.Stream:
 		u.mode, u.want = usageJSON, true
+	case st.ep == openai.ChatCompletions || st.ep == openai.Completions:
+		u.mode, u.want = usageStream, st.peek.IncludeUsage
+	default: // Responses and Messages streams always report usage
+		u.mode, u.want = usageStream, true
 	}
 	return nil
 }
@@ -94,13 +126,15 @@ func (st *state) account(rc *pipeline.RequestCtx, callerName string) {
 	u := &st.use
 	o := rc.Outcome()
 	if u.mode == usageJSON {
-		u.usage, u.gotUse = sse.ParseUsage(u.body)
+		var us sse.Usage
+		if us, u.gotUse = sse.ParseUsage(u.body); u.gotUse {
+			u.usage = fromUsage(u.ep, us)
+		}
 	}
 	if u.gotUse {
-		o.Usage = pipeline.Usage{Prompt: u.usage.PromptTokens, Completion: u.usage.CompletionTokens, Cached: u.usage.CachedTokens}
-		o.UsageKnown = true
+		o.Usage, o.UsageKnown = u.usage, true
 		if st.target != nil {
-			st.target.tokens(callerName).Add(u.usage.PromptTokens, u.usage.CompletionTokens, u.usage.CachedTokens)
+			st.target.tokens(callerName).Add(u.usage.Prompt, u.usage.Completion, u.usage.Cached)
 		}
 		return
 	}
