@@ -23,6 +23,10 @@ import (
 const (
 	teamAKey = "sk-team-a-0123456789"
 	teamBKey = "sk-team-b-0123456789"
+	// teamCKey may call every OpenAI endpoint for chat-model and narrow-model.
+	teamCKey = "sk-team-c-0123456789"
+	// chatOnlyKey may call /v1/chat/completions only, for chat-model.
+	chatOnlyKey = "sk-chat-only-0123456789"
 )
 
 func sha(s string) string { h := sha256.Sum256([]byte(s)); return hex.EncodeToString(h[:]) }
@@ -30,7 +34,9 @@ func sha(s string) string { h := sha256.Sum256([]byte(s)); return hex.EncodeToSt
 // startModelGateway runs a gateway with one model router in front of the simulator sim:
 // chat-model (rewritten to internal/model-v1), secret-model (granted to team-b only),
 // fallback-model (a dead first target, the simulator second) and narrow-model (one request
-// at a time, no queue).
+// at a time, no queue). The consumers: team-a (chat, models and messages for chat-model,
+// fallback-model and narrow-model), team-b (everything), team-c (every OpenAI endpoint for
+// chat-model and narrow-model) and chat-only (chat completions of chat-model).
 func startModelGateway(t *testing.T, engine, sim string) string {
 	t.Helper()
 	base, _ := startModelGatewayAdmin(t, engine, sim)
@@ -86,7 +92,17 @@ api_key_sha256 = [%q]
 [consumers.team-b.grants]
 models = ["*"]
 endpoints = ["*"]
-`, engine, sim, deadAddr, sha(teamAKey), sha(teamBKey))
+[consumers.team-c]
+api_key_sha256 = [%q]
+[consumers.team-c.grants]
+models = ["chat-model", "narrow-model"]
+endpoints = ["/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/models", "/v1/responses"]
+[consumers.chat-only]
+api_key_sha256 = [%q]
+[consumers.chat-only.grants]
+models = ["chat-model"]
+endpoints = ["/v1/chat/completions"]
+`, engine, sim, deadAddr, sha(teamAKey), sha(teamBKey), sha(teamCKey), sha(chatOnlyKey))
 	cfg, err := config.LoadBytes("models.toml", []byte(toml))
 	require.NoError(t, err)
 	g, err := gateway.New(cfg, "", nil)
