@@ -1,41 +1,15 @@
 package gateway_test
 
 import (
-	"bufio"
 	"context"
-	"fmt"
-	"net"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/openai/openai-go/v3/option"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sluice-gw/sluice/bench/llmsim"
 	"github.com/sluice-gw/sluice/bench/testenv"
 )
-
-// holdSlot starts a streamed chat completion of model through the gateway at base that the
-// simulator stalls before its first token, so that the request keeps its admission slot until
-// the returned connection closes (at the latest in t.Cleanup). It returns once the stream's
-// 200 status line arrived: the slot is taken by then.
-func holdSlot(t *testing.T, base, key, model string) net.Conn {
-	t.Helper()
-	c, err := net.DialTimeout("tcp", strings.TrimPrefix(base, "http://"), 2*time.Second)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = c.Close() })
-	body := fmt.Sprintf(`{"model":%q,"stream":true,"messages":[{"role":"user","content":"hi"}]}`, model)
-	_, err = fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer %s\r\n%s: stall-after=0\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
-		key, llmsim.FaultHeader, len(body), body)
-	require.NoError(t, err)
-	require.NoError(t, c.SetReadDeadline(time.Now().Add(10*time.Second)))
-	line, err := bufio.NewReader(c).ReadString('\n')
-	require.NoError(t, err)
-	require.Contains(t, line, " 200 ", "the holding stream was admitted")
-	require.NoError(t, c.SetReadDeadline(time.Time{}))
-	return c
-}
 
 // The official OpenAI SDKs (Node and Go) use a model router with a consumer's API key as they
 // would use OpenAI: chat completions (streamed with include_usage and not), completions,

@@ -16,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluice-gw/sluice/bench/llmsim"
 	"github.com/sluice-gw/sluice/core/config"
 	"github.com/sluice-gw/sluice/core/gateway"
 )
@@ -207,22 +208,37 @@ func TestModelRouterAuthorisesValidatesAndRoutes(t *testing.T) {
 	}
 }
 
+// holdSlot starts a streamed chat completion of model through the gateway at base that the
+// simulator stalls before its first token, so that the request keeps its admission slot until
+// the returned connection closes (at the latest in t.Cleanup). It returns once the stream's
+// 200 status line arrived: the slot is taken by then.
+func holdSlot(t *testing.T, base, key, model string) net.Conn {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", strings.TrimPrefix(base, "http://"), 2*time.Second)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	body := fmt.Sprintf(`{"model":%q,"stream":true,"messages":[{"role":"user","content":"hi"}]}`, model)
+	_, err = fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer %s\r\n%s: stall-after=0\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+		key, llmsim.FaultHeader, len(body), body)
+	require.NoError(t, err)
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(10*time.Second)))
+	line, err := bufio.NewReader(c).ReadString('\n')
+	require.NoError(t, err)
+	require.Contains(t, line, " 200 ", "the holding stream was admitted")
+	require.NoError(t, c.SetReadDeadline(time.Time{}))
+	return c
+}
+
 // A pool at its limit with no queue refuses at once with 429 and Retry-After; the slot comes
-// back when the stream holding it ends.
+// back when the client of the stream holding it leaves.
 func TestModelPoolAtCapacityAnswers429(t *testing.T) {
 	sim := startSimulator(t)
 	for _, engine := range engines {
 		t.Run(engine, func(t *testing.T) {
 			base, admin := startModelGatewayAdmin(t, engine, sim)
-			u := strings.TrimPrefix(base, "http://")
-			c, err := net.DialTimeout("tcp", u, 2*time.Second)
-			require.NoError(t, err)
-			defer c.Close()
-			body := `{"model":"narrow-model","stream":true,"max_tokens":2000,"messages":[{"role":"user","content":"hi"}]}`
-			fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n%s", teamAKey, len(body), body)
-			line, err := bufio.NewReader(c).ReadString('\n')
-			require.NoError(t, err)
-			require.Contains(t, line, "200", "the first stream holds the only slot")
+			// The first stream holds the only slot: the simulator stalls it until its
+			// client leaves, so nothing frees the slot before the checks below are done.
+			c := holdSlot(t, base, teamAKey, "narrow-model")
 
 			r := call(t, "POST", base+"/v1/chat/completions", teamAKey, fmt.Sprintf(chatBody, "narrow-model"))
 			require.Equal(t, 429, r.status, r.raw)
