@@ -188,15 +188,46 @@ type NodeCheckResult struct {
 	} `json:"stream,omitempty"`
 }
 
+// NodeOption is an optional flag of the Node check scripts.
+type NodeOption struct{ flag, value string }
+
+// NodeAPIKey makes the script's SDK client send key (default: env OPENAI_API_KEY, else
+// "sk-test"), as a gateway's consumer would.
+func NodeAPIKey(key string) NodeOption { return NodeOption{"--api-key", key} }
+
+// NodeChecks selects the checks of openai-apis-check.mjs, run in that order: "embeddings",
+// "responses", "completions", "models" (default: embeddings and responses).
+func NodeChecks(checks ...string) NodeOption {
+	return NodeOption{"--checks", strings.Join(checks, ",")}
+}
+
+// NodeExpectModels makes openai-apis-check.mjs's "models" check want exactly these ids from
+// models.list, in any order.
+func NodeExpectModels(ids ...string) NodeOption {
+	return NodeOption{"--expect-models", strings.Join(ids, ",")}
+}
+
+// NodeEndpoint makes openai-error-check.mjs send its request to another API: "chat" (the
+// default), "completions", "embeddings", "responses" or "models" (models.list).
+func NodeEndpoint(endpoint string) NodeOption { return NodeOption{"--endpoint", endpoint} }
+
+func appendNodeOptions(args []string, opts []NodeOption) []string {
+	for _, o := range opts {
+		args = append(args, o.flag, o.value)
+	}
+	return args
+}
+
 // OpenAINodeCheck runs `node bench/node/openai-check.mjs --base-url baseURL --model model`
 // (the official OpenAI Node SDK: one non-streaming and one streaming chat completion with
 // stream_options.include_usage; content, finish_reason, `data: [DONE]` and usage checked) and
-// returns its parsed result. baseURL is an OpenAI base URL such as "http://127.0.0.1:8080/v1".
-// The error is non-nil when the check failed (then it holds the script's output), the Node
-// packages are missing, or ctx ended first.
-func OpenAINodeCheck(ctx context.Context, baseURL, model string) (NodeCheckResult, error) {
+// returns its parsed result. baseURL is an OpenAI base URL such as "http://127.0.0.1:8080/v1";
+// opts may give the API key. The error is non-nil when the check failed (then it holds the
+// script's output), the Node packages are missing, or ctx ended first.
+func OpenAINodeCheck(ctx context.Context, baseURL, model string, opts ...NodeOption) (NodeCheckResult, error) {
 	var res NodeCheckResult
-	err := runNodeCheck(ctx, "openai-check.mjs", &res, &res.OK, &res.Error, "--base-url", baseURL, "--model", model)
+	err := runNodeCheck(ctx, "openai-check.mjs", &res, &res.OK, &res.Error,
+		appendNodeOptions([]string{"--base-url", baseURL, "--model", model}, opts)...)
 	return res, err
 }
 
@@ -213,12 +244,12 @@ func runNode(ctx context.Context, args ...string) (stdout, stderr *bytes.Buffer,
 
 // RunOpenAINodeCheck is OpenAINodeCheck with a 60 s deadline that fails t on any failure and
 // logs the result line on success.
-func RunOpenAINodeCheck(t testing.TB, baseURL, model string) NodeCheckResult {
+func RunOpenAINodeCheck(t testing.TB, baseURL, model string, opts ...NodeOption) NodeCheckResult {
 	t.Helper()
 	NodeDir(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	res, err := OpenAINodeCheck(ctx, baseURL, model)
+	res, err := OpenAINodeCheck(ctx, baseURL, model, opts...)
 	if err != nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			err = fmt.Errorf("timed out after 60 s: %w", err)
@@ -242,6 +273,24 @@ type NodeAPIsCheckResult struct {
 		DefaultEncoding string    `json:"default_encoding"`
 		First           []float64 `json:"first"`
 	} `json:"embeddings,omitempty"`
+	Completions *struct {
+		NonStream struct {
+			MS           float64         `json:"ms"`
+			TextChars    int             `json:"text_chars"`
+			FinishReason string          `json:"finish_reason"`
+			Usage        json.RawMessage `json:"usage"`
+		} `json:"non_stream"`
+		Stream struct {
+			MS           float64         `json:"ms"`
+			Chunks       int             `json:"chunks"`
+			TextChars    int             `json:"text_chars"`
+			FinishReason string          `json:"finish_reason"`
+			Usage        json.RawMessage `json:"usage"`
+		} `json:"stream"`
+	} `json:"completions,omitempty"`
+	Models *struct {
+		IDs []string `json:"ids"`
+	} `json:"models,omitempty"`
 	Responses *struct {
 		NonStream struct {
 			MS    float64         `json:"ms"`
@@ -263,30 +312,30 @@ type NodeAPIsCheckResult struct {
 }
 
 // OpenAINodeAPIsCheck runs `node bench/node/openai-apis-check.mjs --base-url baseURL --model
-// model --checks CHECKS` with the official OpenAI Node SDK: "embeddings" (the SDK's default
-// base64 request decoded by the SDK, compared with the float encoding: same non-zero
-// numbers) and "responses" (responses.create streamed and not, and the responses.stream
-// helper: same text, event order and sequence numbers, usage). No checks means both. The
-// error is non-nil when a check failed (then it holds the script's output), the Node
-// packages are missing, or ctx ended first.
-func OpenAINodeAPIsCheck(ctx context.Context, baseURL, model string, checks ...string) (NodeAPIsCheckResult, error) {
+// model` with the official OpenAI Node SDK. Its checks (NodeChecks; default embeddings and
+// responses): "embeddings" (the SDK's default base64 request decoded by the SDK, compared
+// with the float encoding: same non-zero numbers), "responses" (responses.create streamed
+// and not, and the responses.stream helper: same text, event order and sequence numbers,
+// usage), "completions" (completions.create streamed with include_usage and not: text,
+// finish_reason, `data: [DONE]`, usage) and "models" (models.list; with NodeExpectModels,
+// exactly those ids). opts may also give the API key. The error is non-nil when a check
+// failed (then it holds the script's output), the Node packages are missing, or ctx ended
+// first.
+func OpenAINodeAPIsCheck(ctx context.Context, baseURL, model string, opts ...NodeOption) (NodeAPIsCheckResult, error) {
 	var res NodeAPIsCheckResult
-	if len(checks) == 0 {
-		checks = []string{"embeddings", "responses"}
-	}
 	err := runNodeCheck(ctx, "openai-apis-check.mjs", &res, &res.OK, &res.Error,
-		"--base-url", baseURL, "--model", model, "--checks", strings.Join(checks, ","))
+		appendNodeOptions([]string{"--base-url", baseURL, "--model", model}, opts)...)
 	return res, err
 }
 
 // RunOpenAINodeAPIsCheck is OpenAINodeAPIsCheck with a 60 s deadline that fails t on any
 // failure and logs the result line on success.
-func RunOpenAINodeAPIsCheck(t testing.TB, baseURL, model string, checks ...string) NodeAPIsCheckResult {
+func RunOpenAINodeAPIsCheck(t testing.TB, baseURL, model string, opts ...NodeOption) NodeAPIsCheckResult {
 	t.Helper()
 	NodeDir(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	res, err := OpenAINodeAPIsCheck(ctx, baseURL, model, checks...)
+	res, err := OpenAINodeAPIsCheck(ctx, baseURL, model, opts...)
 	if err != nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			err = fmt.Errorf("timed out after 60 s: %w", err)
@@ -300,30 +349,47 @@ func RunOpenAINodeAPIsCheck(t testing.TB, baseURL, model string, checks ...strin
 
 // NodeErrorCheckResult is the JSON line that bench/node/openai-error-check.mjs prints.
 type NodeErrorCheckResult struct {
-	OK      bool   `json:"ok"`
-	BaseURL string `json:"base_url"`
-	Error   string `json:"error,omitempty"`
-	// Class is the SDK's error class: "APIError" or one of its typed subclasses
-	// ("BadRequestError", "RateLimitError", …) for an HTTP answer, "APIConnectionError" when
-	// no answer was read.
+	OK       bool   `json:"ok"`
+	BaseURL  string `json:"base_url"`
+	Endpoint string `json:"endpoint"`
+	Error    string `json:"error,omitempty"`
+	// Class is the most specific SDK error class the error is an instance of: "APIError" or
+	// one of its typed subclasses ("AuthenticationError", "PermissionDeniedError",
+	// "NotFoundError", "RateLimitError", …) for an HTTP answer, "APIConnectionError" when no
+	// answer was read.
 	Class   string `json:"class"`
 	Status  int    `json:"status"`
 	Type    string `json:"type"`
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	// RetryAfter is the Retry-After header of the answer as the SDK's error holds it ("": none).
+	RetryAfter string `json:"retry_after"`
 }
 
 // OpenAINodeErrorCheck runs `node bench/node/openai-error-check.mjs --base-url baseURL --model
-// model --prompt-bytes promptBytes`: one chat completion through the official OpenAI Node SDK
-// whose prompt is promptBytes long, expected to fail with an HTTP answer. The error is nil when
-// the SDK threw an API error with a status (res then holds its class, status, type and code);
-// it is non-nil when the SDK failed otherwise (a connection error: res.Class and res.Error say
-// which), the request succeeded, the Node packages are missing, or ctx ended first.
-func OpenAINodeErrorCheck(ctx context.Context, baseURL, model string, promptBytes int) (NodeErrorCheckResult, error) {
+// model --prompt-bytes promptBytes`: one request through the official OpenAI Node SDK, without
+// retries, whose prompt is promptBytes long, expected to fail with an HTTP answer. It is a chat
+// completion unless opts pick another API (NodeEndpoint); opts may give the API key. The error
+// is nil when the SDK threw an API error with a status (res then holds its class, status,
+// type, code and Retry-After); it is non-nil when the SDK failed otherwise (a connection
+// error: res.Class and res.Error say which), the request succeeded, the Node packages are
+// missing, or ctx ended first.
+func OpenAINodeErrorCheck(ctx context.Context, baseURL, model string, promptBytes int, opts ...NodeOption) (NodeErrorCheckResult, error) {
 	var res NodeErrorCheckResult
 	err := runNodeCheck(ctx, "openai-error-check.mjs", &res, &res.OK, &res.Error,
-		"--base-url", baseURL, "--model", model, "--prompt-bytes", fmt.Sprint(promptBytes))
+		appendNodeOptions([]string{"--base-url", baseURL, "--model", model, "--prompt-bytes", fmt.Sprint(promptBytes)}, opts)...)
 	return res, err
+}
+
+// redactKey returns args with the value of --api-key hidden, for error messages.
+func redactKey(args []string) []string {
+	out := append([]string(nil), args...)
+	for i := 0; i+1 < len(out); i++ {
+		if out[i] == "--api-key" {
+			out[i+1] = "[redacted]"
+		}
+	}
+	return out
 }
 
 // runNodeCheck runs `node bench/node/SCRIPT ARGS…`, whose last stdout line is a JSON result
@@ -334,6 +400,7 @@ func runNodeCheck(ctx context.Context, script string, res any, ok *bool, msg *st
 		return err
 	}
 	stdout, stderr, runErr := runNode(ctx, append([]string{filepath.Join(NodeBenchDir(), script)}, args...)...)
+	args = redactKey(args)
 	line := strings.TrimSpace(stdout.String())
 	if i := strings.LastIndexByte(line, '\n'); i >= 0 {
 		line = line[i+1:]

@@ -61,6 +61,28 @@ func (d *doneProbe) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// newGoClient is an openai-go client of baseURL over transport, without retries, sending
+// "sk-test" as its key unless opts say otherwise. With sawDone, SSE bodies are watched for a
+// `data: [DONE]` line.
+func newGoClient(baseURL string, transport *http.Transport, sawDone *atomic.Bool, opts []option.RequestOption) openai.Client {
+	all := []option.RequestOption{
+		option.WithBaseURL(baseURL),
+		option.WithAPIKey("sk-test"),
+		option.WithMaxRetries(0),
+		option.WithHTTPClient(&http.Client{Transport: transport}),
+	}
+	if sawDone != nil {
+		all = append(all, option.WithMiddleware(func(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+			resp, err := next(req)
+			if err == nil && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+				resp.Body = &doneProbe{ReadCloser: resp.Body, tail: []byte{'\n'}, seen: sawDone}
+			}
+			return resp, err
+		}))
+	}
+	return openai.NewClient(append(all, opts...)...)
+}
+
 func checkUsage(u openai.CompletionUsage, where string) error {
 	if !u.JSON.TotalTokens.Valid() || !u.JSON.PromptTokens.Valid() || !u.JSON.CompletionTokens.Valid() {
 		return fmt.Errorf("%s: usage missing or incomplete: %s", where, u.RawJSON())
@@ -77,25 +99,14 @@ func checkUsage(u openai.CompletionUsage, where string) error {
 // content is non-empty, finish_reason is set, usage is present and consistent
 // (total = prompt + completion > 0), and that the stream ended without an error after a
 // `data: [DONE]` line (openai-go itself ends quietly at EOF too, so the raw body is watched).
+// opts go after the check's own options (so option.WithAPIKey replaces its "sk-test").
 // Any failed check or transport error is returned; ctx bounds the whole check.
-func OpenAIGoCheck(ctx context.Context, baseURL, model string) (GoCheckResult, error) {
+func OpenAIGoCheck(ctx context.Context, baseURL, model string, opts ...option.RequestOption) (GoCheckResult, error) {
 	var res GoCheckResult
 	var sawDone atomic.Bool
 	transport := &http.Transport{}
 	defer transport.CloseIdleConnections()
-	client := openai.NewClient(
-		option.WithBaseURL(baseURL),
-		option.WithAPIKey("sk-test"),
-		option.WithMaxRetries(0),
-		option.WithHTTPClient(&http.Client{Transport: transport}),
-		option.WithMiddleware(func(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
-			resp, err := next(req)
-			if err == nil && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-				resp.Body = &doneProbe{ReadCloser: resp.Body, tail: []byte{'\n'}, seen: &sawDone}
-			}
-			return resp, err
-		}),
-	)
+	client := newGoClient(baseURL, transport, &sawDone, opts)
 	params := openai.ChatCompletionNewParams{
 		Model: model,
 		Messages: []openai.ChatCompletionMessageParamUnion{
@@ -181,11 +192,11 @@ func OpenAIGoCheck(ctx context.Context, baseURL, model string) (GoCheckResult, e
 
 // RunOpenAIGoCheck is OpenAIGoCheck with a 60 s deadline that fails t on any failure and logs
 // the measurements on success.
-func RunOpenAIGoCheck(t testing.TB, baseURL, model string) GoCheckResult {
+func RunOpenAIGoCheck(t testing.TB, baseURL, model string, opts ...option.RequestOption) GoCheckResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	res, err := OpenAIGoCheck(ctx, baseURL, model)
+	res, err := OpenAIGoCheck(ctx, baseURL, model, opts...)
 	if err != nil {
 		t.Fatalf("openai-go check against %s (model %q): %v", baseURL, model, err)
 	}
@@ -222,18 +233,14 @@ func checkResponseUsage(u responses.ResponseUsage, where string) error {
 // completed with a non-empty output text and consistent usage, that the stream's events
 // have consecutive sequence numbers from 0, start with response.created and end with
 // response.completed, that the deltas make the completed response's text, and that both
-// texts agree (same prompt). Any failed check or transport error is returned; ctx bounds the
+// texts agree (same prompt). opts go after the check's own options (option.WithAPIKey
+// replaces its "sk-test"). Any failed check or transport error is returned; ctx bounds the
 // whole check.
-func OpenAIGoResponsesCheck(ctx context.Context, baseURL, model string) (GoResponsesResult, error) {
+func OpenAIGoResponsesCheck(ctx context.Context, baseURL, model string, opts ...option.RequestOption) (GoResponsesResult, error) {
 	var res GoResponsesResult
 	transport := &http.Transport{}
 	defer transport.CloseIdleConnections()
-	client := openai.NewClient(
-		option.WithBaseURL(baseURL),
-		option.WithAPIKey("sk-test"),
-		option.WithMaxRetries(0),
-		option.WithHTTPClient(&http.Client{Transport: transport}),
-	)
+	client := newGoClient(baseURL, transport, nil, opts)
 	params := responses.ResponseNewParams{
 		Model:        model,
 		Instructions: openai.String("You are a test."),
@@ -301,11 +308,11 @@ func OpenAIGoResponsesCheck(ctx context.Context, baseURL, model string) (GoRespo
 
 // RunOpenAIGoResponsesCheck is OpenAIGoResponsesCheck with a 60 s deadline that fails t on
 // any failure and logs the measurements on success.
-func RunOpenAIGoResponsesCheck(t testing.TB, baseURL, model string) GoResponsesResult {
+func RunOpenAIGoResponsesCheck(t testing.TB, baseURL, model string, opts ...option.RequestOption) GoResponsesResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	res, err := OpenAIGoResponsesCheck(ctx, baseURL, model)
+	res, err := OpenAIGoResponsesCheck(ctx, baseURL, model, opts...)
 	if err != nil {
 		t.Fatalf("openai-go responses check against %s (model %q): %v", baseURL, model, err)
 	}

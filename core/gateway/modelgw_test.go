@@ -19,6 +19,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluice-gw/sluice/bench/llmsim"
 	"github.com/sluice-gw/sluice/core/config"
 	"github.com/sluice-gw/sluice/core/gateway"
 )
@@ -26,6 +27,10 @@ import (
 const (
 	teamAKey = "sk-team-a-0123456789"
 	teamBKey = "sk-team-b-0123456789"
+	// teamCKey may call every OpenAI endpoint for chat-model and narrow-model.
+	teamCKey = "sk-team-c-0123456789"
+	// chatOnlyKey may call /v1/chat/completions only, for chat-model.
+	chatOnlyKey = "sk-chat-only-0123456789"
 )
 
 func sha(s string) string { h := sha256.Sum256([]byte(s)); return hex.EncodeToString(h[:]) }
@@ -33,7 +38,9 @@ func sha(s string) string { h := sha256.Sum256([]byte(s)); return hex.EncodeToSt
 // startModelGateway runs a gateway with one model router in front of the simulator sim:
 // chat-model (rewritten to internal/model-v1), secret-model (granted to team-b only),
 // fallback-model (a dead first target, the simulator second) and narrow-model (one request
-// at a time, no queue).
+// at a time, no queue). The consumers: team-a (chat, models and messages for chat-model,
+// fallback-model and narrow-model), team-b (everything), team-c (every OpenAI endpoint for
+// chat-model and narrow-model) and chat-only (chat completions of chat-model).
 func startModelGateway(t *testing.T, engine, sim string) string {
 	t.Helper()
 	base, _ := startModelGatewayAdmin(t, engine, sim)
@@ -89,7 +96,17 @@ api_key_sha256 = [%q]
 [consumers.team-b.grants]
 models = ["*"]
 endpoints = ["*"]
-`, engine, sim, deadAddr, sha(teamAKey), sha(teamBKey))
+[consumers.team-c]
+api_key_sha256 = [%q]
+[consumers.team-c.grants]
+models = ["chat-model", "narrow-model"]
+endpoints = ["/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/models", "/v1/responses"]
+[consumers.chat-only]
+api_key_sha256 = [%q]
+[consumers.chat-only.grants]
+models = ["chat-model"]
+endpoints = ["/v1/chat/completions"]
+`, engine, sim, deadAddr, sha(teamAKey), sha(teamBKey), sha(teamCKey), sha(chatOnlyKey))
 	cfg, err := config.LoadBytes("models.toml", []byte(toml))
 	require.NoError(t, err)
 	g, err := gateway.New(cfg, "", nil)
@@ -194,22 +211,37 @@ func TestModelRouterAuthorisesValidatesAndRoutes(t *testing.T) {
 	}
 }
 
+// holdSlot starts a streamed chat completion of model through the gateway at base that the
+// simulator stalls before its first token, so that the request keeps its admission slot until
+// the returned connection closes (at the latest in t.Cleanup). It returns once the stream's
+// 200 status line arrived: the slot is taken by then.
+func holdSlot(t *testing.T, base, key, model string) net.Conn {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", strings.TrimPrefix(base, "http://"), 2*time.Second)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	body := fmt.Sprintf(`{"model":%q,"stream":true,"messages":[{"role":"user","content":"hi"}]}`, model)
+	_, err = fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer %s\r\n%s: stall-after=0\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+		key, llmsim.FaultHeader, len(body), body)
+	require.NoError(t, err)
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(10*time.Second)))
+	line, err := bufio.NewReader(c).ReadString('\n')
+	require.NoError(t, err)
+	require.Contains(t, line, " 200 ", "the holding stream was admitted")
+	require.NoError(t, c.SetReadDeadline(time.Time{}))
+	return c
+}
+
 // A pool at its limit with no queue refuses at once with 429 and Retry-After; the slot comes
-// back when the stream holding it ends.
+// back when the client of the stream holding it leaves.
 func TestModelPoolAtCapacityAnswers429(t *testing.T) {
 	sim := startSimulator(t)
 	for _, engine := range engines {
 		t.Run(engine, func(t *testing.T) {
 			base, admin := startModelGatewayAdmin(t, engine, sim)
-			u := strings.TrimPrefix(base, "http://")
-			c, err := net.DialTimeout("tcp", u, 2*time.Second)
-			require.NoError(t, err)
-			defer c.Close()
-			body := `{"model":"narrow-model","stream":true,"max_tokens":2000,"messages":[{"role":"user","content":"hi"}]}`
-			fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n%s", teamAKey, len(body), body)
-			line, err := bufio.NewReader(c).ReadString('\n')
-			require.NoError(t, err)
-			require.Contains(t, line, "200", "the first stream holds the only slot")
+			// The first stream holds the only slot: the simulator stalls it until its
+			// client leaves, so nothing frees the slot before the checks below are done.
+			c := holdSlot(t, base, teamAKey, "narrow-model")
 
 			r := call(t, "POST", base+"/v1/chat/completions", teamAKey, fmt.Sprintf(chatBody, "narrow-model"))
 			require.Equal(t, 429, r.status, r.raw)

@@ -1,0 +1,92 @@
+package gateway_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3/option"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-gw/sluice/bench/testenv"
+)
+
+// The official OpenAI SDKs (Node and Go) use a model router with a consumer's API key as they
+// would use OpenAI: chat completions (streamed with include_usage and not), completions,
+// embeddings (base64, the Node SDK's default, and floats), the model list (exactly the aliases
+// the key may use) and the Responses API; and each refusal (a wrong key, an endpoint or model
+// the key is not granted, an unknown model, a pool at capacity) reaches them as the SDK's own
+// typed error with the gateway's status, error body and Retry-After.
+func TestOpenAISDKsThroughModelRouter(t *testing.T) {
+	testenv.NodeDir(t)
+	sim := startSimulator(t)
+	granted := []string{"chat-model", "narrow-model"} // team-c's aliases
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			gw := startModelGateway(t, engine, sim)
+			base := gw + "/v1"
+
+			t.Run("apis", func(t *testing.T) {
+				testenv.RunOpenAINodeCheck(t, base, "chat-model", testenv.NodeAPIKey(teamCKey))
+				node := testenv.RunOpenAINodeAPIsCheck(t, base, "chat-model", testenv.NodeAPIKey(teamCKey),
+					testenv.NodeChecks("completions", "embeddings", "models", "responses"), testenv.NodeExpectModels(granted...))
+				require.Equal(t, "base64", node.Embeddings.DefaultEncoding)
+				require.ElementsMatch(t, granted, node.Models.IDs)
+
+				key := option.WithAPIKey(teamCKey)
+				testenv.RunOpenAIGoCheck(t, base, "chat-model", key)
+				goRes := testenv.RunOpenAIGoAPIsCheck(t, base, "chat-model", granted, key)
+				require.ElementsMatch(t, granted, goRes.Models)
+				testenv.RunOpenAIGoResponsesCheck(t, base, "chat-model", key)
+
+				// The key refused below for other endpoints is a valid key for chat.
+				testenv.RunOpenAIGoCheck(t, base, "chat-model", option.WithAPIKey(chatOnlyKey))
+			})
+
+			// sdkErrors has both SDKs send one request to endpoint with key and checks that
+			// each threw its typed error for status, with the error body's type and code and
+			// the answer's Retry-After ("": none).
+			sdkErrors := func(t *testing.T, key, model, endpoint string, status int, class, typ, code, retryAfter string) {
+				t.Helper()
+				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+				defer cancel()
+				res, err := testenv.OpenAINodeErrorCheck(ctx, base, model, 2, testenv.NodeAPIKey(key), testenv.NodeEndpoint(endpoint))
+				require.NoError(t, err)
+				t.Logf("node %s: %s %d %s %s retry-after %q: %s", endpoint, res.Class, res.Status, res.Type, res.Code, res.RetryAfter, res.Message)
+				require.Equal(t, class, res.Class, "the Node SDK's error class")
+				require.Equal(t, status, res.Status)
+				require.Equal(t, typ, res.Type)
+				require.Equal(t, code, res.Code)
+				require.Equal(t, retryAfter, res.RetryAfter)
+
+				apiErr, err := testenv.OpenAIGoError(ctx, base, model, endpoint, option.WithAPIKey(key))
+				require.NoError(t, err)
+				t.Logf("go %s: %d %s %s retry-after %q: %s", endpoint, apiErr.StatusCode, apiErr.Type, apiErr.Code, apiErr.Response.Header.Get("Retry-After"), apiErr.Message)
+				require.Equal(t, status, apiErr.StatusCode)
+				require.Equal(t, typ, apiErr.Type)
+				require.Equal(t, code, apiErr.Code)
+				require.NotEmpty(t, apiErr.Message)
+				require.Equal(t, retryAfter, apiErr.Response.Header.Get("Retry-After"))
+			}
+
+			t.Run("wrong key", func(t *testing.T) {
+				sdkErrors(t, "sk-not-a-key-0123456789", "chat-model", "chat", 401, "AuthenticationError", "invalid_request_error", "invalid_api_key", "")
+			})
+			t.Run("endpoint not granted", func(t *testing.T) {
+				sdkErrors(t, chatOnlyKey, "chat-model", "embeddings", 403, "PermissionDeniedError", "permission_error", "endpoint_not_granted", "")
+				sdkErrors(t, chatOnlyKey, "chat-model", "models", 403, "PermissionDeniedError", "permission_error", "endpoint_not_granted", "")
+			})
+			t.Run("unknown model", func(t *testing.T) {
+				sdkErrors(t, teamCKey, "no-such-model", "chat", 404, "NotFoundError", "invalid_request_error", "model_not_found", "")
+				// An alias the key may not use is answered as one that does not exist.
+				sdkErrors(t, teamCKey, "secret-model", "responses", 404, "NotFoundError", "invalid_request_error", "model_not_found", "")
+			})
+			t.Run("pool at capacity", func(t *testing.T) {
+				hold := holdSlot(t, gw, teamCKey, "narrow-model")
+				sdkErrors(t, teamCKey, "narrow-model", "chat", 429, "RateLimitError", "rate_limit_error", "model_at_capacity", "1")
+				sdkErrors(t, teamCKey, "narrow-model", "embeddings", 429, "RateLimitError", "rate_limit_error", "model_at_capacity", "1")
+				require.NoError(t, hold.Close())
+			})
+		})
+	}
+}
