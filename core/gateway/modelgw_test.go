@@ -180,6 +180,11 @@ func TestModelRouterAuthorisesValidatesAndRoutes(t *testing.T) {
 			require.NotContains(t, r.raw, "secret-model", "only granted aliases are listed")
 			r = call(t, "GET", base+"/v1/models", teamBKey, "")
 			require.Contains(t, r.raw, `"secret-model"`)
+			r = call(t, "GET", base+"/v1/models/chat-model", teamAKey, "")
+			require.Equal(t, 200, r.status, r.raw)
+			require.Equal(t, "chat-model", r.body["id"])
+			r = call(t, "GET", base+"/v1/models/secret-model", teamAKey, "")
+			require.Equal(t, 404, r.status, "an alias the caller may not use is not disclosed: %s", r.raw)
 
 			for _, m := range []string{"no-such-model", "secret-model"} {
 				r = call(t, "POST", chat, teamAKey, fmt.Sprintf(chatBody, m))

@@ -12,6 +12,7 @@ package modelroute
 import (
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -167,6 +168,9 @@ func (s *Stage) OnRequest(rc *pipeline.RequestCtx) error {
 	if string(path) == config.EndpointModels {
 		return s.listModels(rc)
 	}
+	if id, ok := strings.CutPrefix(string(path), config.EndpointModels+"/"); ok {
+		return s.retrieveModel(rc, id)
+	}
 	ep, ok := openai.EndpointForPath(path)
 	if !ok {
 		return errUnknownEndpoint
@@ -309,6 +313,24 @@ func (s *Stage) OnComplete(rc *pipeline.RequestCtx) {
 	st.alias = nil
 	rc.Set(&stateSlot, nil)
 	states.Put(st)
+}
+
+// retrieveModel answers GET /v1/models/{alias}: the model object when the caller may use the
+// alias, else 404 as for an alias that does not exist.
+func (s *Stage) retrieveModel(rc *pipeline.RequestCtx, id string) error {
+	caller := consumer.From(rc)
+	if caller != nil && !caller.MayCall(config.EndpointModels) {
+		return consumer.EndpointForbidden(rc)
+	}
+	if s.table.aliases[id] == nil || caller != nil && !caller.MayUseModel(id) {
+		ge := &pipeline.GatewayError{Status: 404, Type: pipeline.InvalidRequest, Code: "model_not_found",
+			Message: "The model `" + id + "` does not exist or you do not have access to it."}
+		return ge
+	}
+	body := []byte(`{"id":`)
+	body = strconv.AppendQuote(body, id)
+	body = append(body, `,"object":"model","created":0,"owned_by":"sluice"}`+"\n"...)
+	return rc.Reply(200, "application/json", body)
 }
 
 // listModels answers GET /v1/models with the aliases the caller may use, in OpenAI's list
