@@ -1,13 +1,18 @@
 package pipeline
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/sluice-gw/sluice/core/balancer"
+)
 
 // A stage is one step of a router's pipeline, in the manner of Envoy's HTTP filters and
-// Pingora's phases: it implements any of RequestStage, ResponseStage and CompletionStage, and
-// only the phases it needs. Stages are compiled into a Chain per router when a configuration
-// is compiled, so a reload swaps whole chains and a request in flight finishes on the chain it
-// started with. Per-request state lives in the RequestCtx, never in the stage: one stage value
-// serves every request of its router concurrently.
+// Pingora's phases: it implements any of RequestStage, PickStage, ResponseStage,
+// FallbackStage and CompletionStage, and only the phases it needs. Stages are compiled into a
+// Chain per router when a configuration is compiled, so a reload swaps whole chains and a
+// request in flight finishes on the chain it started with. Per-request state lives in the
+// RequestCtx, never in the stage: one stage value serves every request of its router
+// concurrently.
 //
 // A request or response stage returns nil to continue, or an answer that ends the pipeline
 // there: a *GatewayError (answered with its status and OpenAI-style JSON body), the *Reply of
@@ -24,6 +29,16 @@ type RequestStage interface {
 // the upstream's answer with its own.
 type ResponseStage interface {
 	OnResponse(rc *RequestCtx) error
+}
+
+// PickStage runs before each choice of a backend for the request: the first, and each one
+// after a connect failure. It may leave backends of the request's service out of that one
+// choice by adding their IDs to c.Exclude. c is a copy of the request's own choice, made
+// afresh for every pick: the backends that failed stay out of it, and the stage's judgement
+// (a worker at capacity, or more loaded than another) does not outlive the pick, so a retry
+// judges again. It runs on the request path and must not allocate or block.
+type PickStage interface {
+	OnPick(rc *RequestCtx, c *balancer.Choice)
 }
 
 // FallbackStage runs when the request's service has no backend left to try (every one down,
@@ -47,6 +62,7 @@ type CompletionStage interface {
 type Chain struct {
 	request  []RequestStage
 	response []ResponseStage
+	pick     []PickStage
 	fallback []FallbackStage
 	complete []CompletionStage
 }
@@ -62,6 +78,9 @@ func NewChain(stages ...any) (*Chain, error) {
 		}
 		if rs, is := s.(ResponseStage); is {
 			c.response, ok = append(c.response, rs), true
+		}
+		if ps, is := s.(PickStage); is {
+			c.pick, ok = append(c.pick, ps), true
 		}
 		if fs, is := s.(FallbackStage); is {
 			c.fallback, ok = append(c.fallback, fs), true
@@ -81,7 +100,7 @@ func (c *Chain) Len() int {
 	if c == nil {
 		return 0
 	}
-	return len(c.request) + len(c.response) + len(c.fallback) + len(c.complete)
+	return len(c.request) + len(c.response) + len(c.pick) + len(c.fallback) + len(c.complete)
 }
 
 func (c *Chain) onRequest(rc *RequestCtx) error {
@@ -106,6 +125,15 @@ func (c *Chain) onResponse(rc *RequestCtx) error {
 		}
 	}
 	return nil
+}
+
+// picks reports whether c has pick stages.
+func (c *Chain) picks() bool { return c != nil && len(c.pick) > 0 }
+
+func (c *Chain) onPick(rc *RequestCtx, choice *balancer.Choice) {
+	for _, s := range c.pick {
+		s.OnPick(rc, choice)
+	}
 }
 
 func (c *Chain) onExhausted(rc *RequestCtx) bool {
