@@ -17,6 +17,14 @@ func (c *Choice) Reset() {
 	c.IgnoreEjection = false
 }
 
+// CopyFrom makes c a copy of src, reusing c's storage (no allocation once c has held as many
+// IDs as src).
+func (c *Choice) CopyFrom(src *Choice) {
+	c.Exclude.lo = src.Exclude.lo
+	c.Exclude.more = append(c.Exclude.more[:0], src.Exclude.more...)
+	c.IgnoreEjection = src.IgnoreEjection
+}
+
 // eligible reports whether b may be picked under c: up, not ejected and not excluded.
 func (c *Choice) eligible(b *Backend) bool {
 	if b.down.Load() || c != nil && c.Exclude.Has(b.ID) {

@@ -73,3 +73,19 @@ func TestEjectedBackendsArePickedOnlyInPanicMode(t *testing.T) {
 	c.Exclude.Add(1)
 	require.Nil(t, bal.Pick(&c), "panic mode never picks a down or excluded backend")
 }
+
+func TestChoiceCopyFrom(t *testing.T) {
+	var src, dst Choice
+	src.Exclude.Add(3)
+	src.Exclude.Add(130)
+	src.IgnoreEjection = true
+	dst.Exclude.Add(5)
+	dst.CopyFrom(&src)
+	require.True(t, dst.Exclude.Has(3) && dst.Exclude.Has(130) && dst.IgnoreEjection)
+	require.False(t, dst.Exclude.Has(5))
+	dst.Exclude.Add(7)
+	require.False(t, src.Exclude.Has(7), "the copy does not share the source's storage")
+	src.Exclude.Add(200)
+	require.False(t, dst.Exclude.Has(200))
+	require.Zero(t, testing.AllocsPerRun(100, func() { dst.CopyFrom(&src) }))
+}

@@ -68,9 +68,13 @@ type Target struct {
 	Priority int `toml:"priority"`
 	// Weight shares requests among the targets of one priority, 1..1000000. Default 1.
 	Weight int `toml:"weight"`
-	// DeploymentGeneration, when set (> 0), admits only workers that report this generation.
+	// DeploymentGeneration, when set (> 0), sends requests only to workers whose observation
+	// reports this deployment generation; servers without observations are left out. 0 (the
+	// default): any.
 	DeploymentGeneration int `toml:"deployment_generation"`
-	// ExecutionConfigDigest, when set, admits only workers that report this digest.
+	// ExecutionConfigDigest, when set, sends requests only to workers whose observation
+	// reports this execution config digest; servers without observations are left out. ""
+	// (the default): any.
 	ExecutionConfigDigest string `toml:"execution_config_digest"`
 }
 
@@ -192,6 +196,7 @@ func (c *Config) validateModel(e *errs, name string, m *Model) {
 		if t.DeploymentGeneration < 0 {
 			e.add(c.ValuePos(append(tp, "deployment_generation")...), "models.%s.targets.%s.deployment_generation %d: want 0 (any) or more", name, id, t.DeploymentGeneration)
 		}
+		c.validateTargetBinding(e, name, id, t)
 	}
 	c.validateScheduling(e, name, &m.Scheduling)
 }

@@ -61,6 +61,8 @@ const (
 	DefaultLogLevel              = "info"
 	DefaultLogFormat             = "text"
 	DefaultAccessLogSample       = 1.0
+	DefaultObserveInterval       = time.Second
+	DefaultObservationTTL        = 5 * time.Second
 )
 
 // Bounds checked by Load.
@@ -68,6 +70,9 @@ const (
 	MinMaxHeaderBytes = 1 << 10 // 1 KiB: smaller cannot hold an ordinary request head
 	MaxMaxHeaderBytes = 1 << 20 // 1 MiB
 	MaxWeight         = 1_000_000
+	// MinObserveInterval and MaxObserveInterval bound services.<name>.workers.observe_interval.
+	MinObserveInterval = 10 * time.Millisecond
+	MaxObserveInterval = time.Hour
 )
 
 // Config is a loaded, defaulted and validated configuration (docs/config.md). It is
@@ -194,6 +199,31 @@ type Service struct {
 	Name string `toml:"-"`
 	// LoadBalancer lists the servers and how to pick one; required in this version.
 	LoadBalancer *LoadBalancer `toml:"load_balancer"`
+	// Workers says how the gateway observes the servers when a model target uses the
+	// service, [services.<name>.workers].
+	Workers Workers `toml:"workers"`
+}
+
+// Workers is [services.<name>.workers]: the polling of GET /power/v1/observation on each
+// server of a service that a model target uses (docs/config.md). A server that answers 404
+// does not speak the worker protocol and is served as a plain OpenAI-compatible server.
+type Workers struct {
+	// Observe polls each server's observation. Default true; false serves every server as a
+	// plain one (then no target of the service may bind a deployment generation or an
+	// execution config digest).
+	Observe bool `toml:"observe"`
+	// ObserveInterval is the time between two polls of a server, and bounds each poll.
+	// Default 1s, range 10ms..1h.
+	ObserveInterval time.Duration `toml:"observe_interval"`
+	// ObservationTTL is how long an observation counts, from when the gateway received it:
+	// a worker whose last observation is older is not sent requests. Default 5s; more than
+	// ObserveInterval.
+	ObservationTTL time.Duration `toml:"observation_ttl"`
+	// APIKeyEnv names an environment variable holding the bearer key the workers' /power/v1
+	// endpoints require. Default "": no key.
+	APIKeyEnv string `toml:"api_key_env"`
+	// APIKey is the value read from APIKeyEnv at load (not a TOML key; never print it).
+	APIKey string `toml:"-"`
 }
 
 // LoadBalancer is [services.<name>.load_balancer].
@@ -311,6 +341,14 @@ func (lb *LoadBalancer) setDefaults() {
 }
 
 func (s *Server) setDefaults() { s.Weight = DefaultWeight }
+
+func (s *Service) setDefaults() { s.Workers.setDefaults() }
+
+func (w *Workers) setDefaults() {
+	w.Observe = true
+	w.ObserveInterval = DefaultObserveInterval
+	w.ObservationTTL = DefaultObservationTTL
+}
 
 func (a *Admin) setDefaults() { a.Address = DefaultAdminAddress }
 

@@ -364,6 +364,7 @@ func (c *Config) validate(e *errs, lookup func(string) (string, bool)) {
 		if lb.MaxIdleConns < 0 {
 			e.add(c.ValuePos(append(lp, "max_idle_conns")...), "services.%s.load_balancer.max_idle_conns %d: want 0 or more", name, lb.MaxIdleConns)
 		}
+		c.validateWorkers(e, name, &s.Workers, lookup)
 	}
 
 	for _, name := range sortedNames(c.Middlewares) {

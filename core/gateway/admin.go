@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluice-gw/sluice/core/config"
 	"github.com/sluice-gw/sluice/core/metrics"
+	"github.com/sluice-gw/sluice/core/workers"
 )
 
 // adminServer is the admin API (docs/admin-api.md). It is off the data path, so
@@ -38,7 +39,7 @@ func startAdmin(g *Gateway, cfg config.Admin) (*adminServer, error) {
 	mux.HandleFunc("GET /api/gateway/services", g.adminServices)
 	mux.HandleFunc("GET /api/gateway/backends", g.adminBackends)
 	mux.HandleFunc("GET /api/gateway/models", g.adminModels)
-	mux.HandleFunc("GET /api/gateway/workers", emptyList)
+	mux.HandleFunc("GET /api/gateway/workers", g.adminWorkers)
 	mux.HandleFunc("GET /api/gateway/config", g.adminConfig)
 	mux.HandleFunc("GET /api/gateway/metrics", adminMetrics)
 	mux.HandleFunc("GET /metrics", adminMetrics)
@@ -186,8 +187,6 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(v)
 }
-
-func emptyList(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, []any{}) }
 
 func adminMetrics(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
@@ -439,4 +438,111 @@ func (g *Gateway) adminModels(w http.ResponseWriter, _ *http.Request) {
 		}
 	}
 	writeJSON(w, 200, out)
+}
+
+// workerObservation is an observation as the worker protocol shapes it.
+type workerObservation struct {
+	WorkerID              string     `json:"worker_id"`
+	Role                  string     `json:"role"`
+	Ready                 bool       `json:"ready"`
+	Healthy               bool       `json:"healthy"`
+	Active                int64      `json:"active"`
+	MaxActive             int64      `json:"max_active"`
+	Waiting               int64      `json:"waiting"`
+	StateTransfer         bool       `json:"state_transfer"`
+	ExecutionConfigDigest *string    `json:"execution_config_digest"`
+	DeploymentGeneration  int64      `json:"deployment_generation"`
+	Epoch                 int64      `json:"epoch"`
+	ObservedAt            *time.Time `json:"observed_at"`
+}
+
+// workerVerdict is whether a server may take a target's requests now.
+type workerVerdict struct {
+	Model    string  `json:"model"`
+	Target   string  `json:"target"`
+	Eligible bool    `json:"eligible"`
+	Reason   *string `json:"reason"`
+}
+
+type workerStatus struct {
+	Service         string             `json:"service"`
+	URL             string             `json:"url"`
+	Kind            string             `json:"kind"`
+	Observation     *workerObservation `json:"observation"`
+	ReceivedAt      *time.Time         `json:"received_at"`
+	AgeMs           *int64             `json:"age_ms"`
+	IdentityChanged bool               `json:"identity_changed"`
+	LastError       *string            `json:"last_error"`
+	ActiveRequests  int64              `json:"active_requests"`
+	Load            int64              `json:"load"`
+	Eligible        bool               `json:"eligible"`
+	Reason          *string            `json:"reason"`
+	Targets         []workerVerdict    `json:"targets"`
+}
+
+// adminWorkers lists the servers of the observed services: each one's latest observation
+// and whether it may take requests now, for a target that binds nothing (eligible, reason)
+// and for each model target of its service (targets).
+func (g *Gateway) adminWorkers(w http.ResponseWriter, _ *http.Request) {
+	snap := g.live.Load()
+	type ref struct {
+		model, target string
+		needs         *workers.Needs
+	}
+	targets := map[*workers.Group][]ref{}
+	if snap.Models != nil {
+		for _, a := range snap.Models.Aliases() {
+			for _, tier := range a.Tiers() {
+				for _, t := range tier {
+					if t.Workers != nil {
+						targets[t.Workers] = append(targets[t.Workers], ref{a.Name, t.Name, &t.Needs})
+					}
+				}
+			}
+		}
+	}
+	out := []workerStatus{}
+	for _, name := range sortedNames(snap.Workers) {
+		grp := snap.Workers[name]
+		for i := range grp.Len() {
+			m := grp.Member(i)
+			v := m.Worker.View()
+			// m.Name is the URL as written in the configuration, as /api/gateway/backends shows it.
+			st := workerStatus{Service: name, URL: m.Name, Kind: v.Kind.String(), IdentityChanged: v.IdentityChanged,
+				ActiveRequests: m.LB.Active.Load(), Targets: []workerVerdict{}}
+			if o := v.Observation; o != nil {
+				wo := &workerObservation{WorkerID: o.WorkerID, Role: o.Role, Ready: o.Ready, Healthy: o.Healthy,
+					Active: o.Active, MaxActive: o.MaxActive, Waiting: o.Waiting, StateTransfer: o.StateTransfer,
+					DeploymentGeneration: o.DeploymentGeneration, Epoch: o.Epoch}
+				if o.ExecutionConfigDigest != "" {
+					wo.ExecutionConfigDigest = &o.ExecutionConfigDigest
+				}
+				if !o.ObservedAt.IsZero() {
+					wo.ObservedAt = &o.ObservedAt
+				}
+				age := v.Age.Milliseconds()
+				st.Observation, st.ReceivedAt, st.AgeMs = wo, &v.ReceivedAt, &age
+			}
+			if v.Error != "" {
+				st.LastError = &v.Error
+			}
+			var r workers.Reason
+			r, st.Load = grp.Judge(i, &workers.Needs{Role: workers.RoleAggregated})
+			st.Eligible, st.Reason = r == workers.Eligible, reasonOrNull(r)
+			for _, t := range targets[grp] {
+				r, _ := grp.Judge(i, t.needs)
+				st.Targets = append(st.Targets, workerVerdict{Model: t.model, Target: t.target, Eligible: r == workers.Eligible, Reason: reasonOrNull(r)})
+			}
+			out = append(out, st)
+		}
+	}
+	writeJSON(w, 200, out)
+}
+
+func reasonOrNull(r workers.Reason) *string {
+	if r == workers.Eligible {
+		return nil
+	}
+	s := r.String()
+	return &s
 }

@@ -6,7 +6,10 @@
 // pool (429 when its queue is full, 503 after the queue timeout), then the target by priority
 // and weight, with the request's "model" rewritten to the target's upstream model. A target
 // whose servers all fail before answering gives way to the next target of its priority, then
-// to the next priority. GET /v1/models lists the aliases the caller may use.
+// to the next priority. When the target's service is observed (core/workers), each choice of
+// a server first leaves out the workers the target must not use and those more loaded than
+// the least loaded one; a target left with none gives way in the same manner. GET /v1/models
+// lists the aliases the caller may use.
 package modelroute
 
 import (
@@ -18,11 +21,13 @@ import (
 	"time"
 
 	"github.com/sluice-gw/sluice/core/admission"
+	"github.com/sluice-gw/sluice/core/balancer"
 	"github.com/sluice-gw/sluice/core/config"
 	"github.com/sluice-gw/sluice/core/consumer"
 	"github.com/sluice-gw/sluice/core/metrics"
 	"github.com/sluice-gw/sluice/core/openai"
 	"github.com/sluice-gw/sluice/core/pipeline"
+	"github.com/sluice-gw/sluice/core/workers"
 )
 
 // Table holds the model aliases of one configuration. It is immutable once built.
@@ -57,9 +62,13 @@ type Target struct {
 	UpstreamModel string
 	Priority      int
 	Weight        int
-	next          atomic.Uint64 // smooth share within the tier, by weight
-	alias         string
-	byConsumer    sync.Map // consumer name -> *metrics.Tokens
+	// Workers observes the servers of Service (nil when they are not observed); Needs is
+	// what the target asks of them.
+	Workers    *workers.Group
+	Needs      workers.Needs
+	next       atomic.Uint64 // smooth share within the tier, by weight
+	alias      string
+	byConsumer sync.Map // consumer name -> *metrics.Tokens
 }
 
 // tokens returns the token counters of the target for consumer.
@@ -80,8 +89,9 @@ func consumerLabel(c *consumer.Consumer) string {
 	return c.Name
 }
 
-// NewTable compiles the models of cfg over the compiled services (by name).
-func NewTable(models map[string]*config.Model, services map[string]*pipeline.Service) (*Table, error) {
+// NewTable compiles the models of cfg over the compiled services and the groups observing
+// their servers (both by service name; a service without a group is not observed).
+func NewTable(models map[string]*config.Model, services map[string]*pipeline.Service, groups map[string]*workers.Group) (*Table, error) {
 	t := &Table{aliases: map[string]*Alias{}}
 	for name, m := range models {
 		a := &Alias{Name: name, ModelID: m.ModelID, Limits: m.Scheduling,
@@ -92,7 +102,12 @@ func NewTable(models map[string]*config.Model, services map[string]*pipeline.Ser
 			if svc == nil {
 				continue // reported by the service's own compile errors
 			}
-			byPrio[ct.Priority] = append(byPrio[ct.Priority], &Target{Name: id, Service: svc, UpstreamModel: ct.UpstreamModel, Priority: ct.Priority, Weight: ct.Weight, alias: name})
+			byPrio[ct.Priority] = append(byPrio[ct.Priority], &Target{
+				Name: id, Service: svc, UpstreamModel: ct.UpstreamModel, Priority: ct.Priority, Weight: ct.Weight,
+				Workers: groups[ct.Service], alias: name,
+				// Every target serves whole requests in this version (phase "aggregated").
+				Needs: workers.Needs{Role: workers.RoleAggregated, Generation: int64(ct.DeploymentGeneration), Digest: ct.ExecutionConfigDigest},
+			})
 		}
 		prios := make([]int, 0, len(byPrio))
 		for p := range byPrio {
@@ -135,7 +150,7 @@ func (t *Table) Aliases() []*Alias {
 	return out
 }
 
-// Stage is the model router's stage: a pipeline.RequestStage, FallbackStage and
+// Stage is the model router's stage: a pipeline.RequestStage, PickStage, FallbackStage and
 // CompletionStage.
 type Stage struct {
 	table *Table
@@ -149,12 +164,12 @@ type state struct {
 	ep     openai.Endpoint
 	peek   openai.Request
 	alias  *Alias
+	target *Target // the target the request is sent to now
 	tier   int
 	tried  []*Target // targets of the current tier already used
 	ticket admission.Ticket
 	orig   []byte // the body as the client sent it (when a target rewrote it)
 	buf    []byte
-	target *Target // the target the request went to last
 	use    usageState
 }
 
@@ -184,7 +199,7 @@ func (s *Stage) OnRequest(rc *pipeline.RequestCtx) error {
 		return consumer.EndpointForbidden(rc)
 	}
 	st := states.Get().(*state)
-	st.ep, st.alias, st.tier, st.tried, st.orig, st.target = ep, nil, 0, st.tried[:0], st.orig[:0], nil
+	st.ep, st.alias, st.target, st.tier, st.tried, st.orig = ep, nil, nil, 0, st.tried[:0], st.orig[:0]
 	st.use.reset()
 	rc.Set(&stateSlot, st)
 	if err := openai.Peek(ep, rc.Req.Body, &st.peek); err != nil {
@@ -288,6 +303,17 @@ func (st *state) route(rc *pipeline.RequestCtx, t *Target) {
 	rc.Req.Body = append(rc.Req.Body[:0], st.buf...)
 }
 
+// OnPick implements pipeline.PickStage: when the target's servers are observed, the workers
+// it must not use now and those more loaded than the least loaded one are left out of the
+// choice (workers.Group.Exclude).
+func (s *Stage) OnPick(rc *pipeline.RequestCtx, c *balancer.Choice) {
+	st, _ := rc.Get(&stateSlot).(*state)
+	if st == nil || st.target == nil || st.target.Workers == nil {
+		return
+	}
+	st.target.Workers.Exclude(c, &st.target.Needs)
+}
+
 // OnExhausted implements pipeline.FallbackStage: the current target's servers all failed
 // before answering, so the next target takes the request.
 func (s *Stage) OnExhausted(rc *pipeline.RequestCtx) bool {
@@ -310,7 +336,7 @@ func (s *Stage) OnComplete(rc *pipeline.RequestCtx) {
 	}
 	st.ticket.Release()
 	st.ticket = admission.Ticket{}
-	st.alias = nil
+	st.alias, st.target = nil, nil
 	rc.Set(&stateSlot, nil)
 	states.Put(st)
 }

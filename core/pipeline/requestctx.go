@@ -41,6 +41,7 @@ type RequestCtx struct {
 
 	x         *pool.Exchange
 	choice    balancer.Choice
+	pickC     balancer.Choice // the choice of one pick when pick stages add to it
 	relay     relay.Relay
 	framing   relay.Framing
 	sse       bool

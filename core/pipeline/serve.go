@@ -126,13 +126,19 @@ func (ep *Entrypoint) trusts(a netip.Addr) bool {
 	return false
 }
 
-// pick chooses the next backend for the request and builds its upstream head in rc.upHead;
-// nil when no backend is eligible.
+// pick chooses the next backend for the request, after the route's pick stages had their say,
+// and builds its upstream head in rc.upHead; nil when no backend is eligible.
 func (rc *RequestCtx) pick() *Backend {
 	if rc.service == nil {
 		return nil
 	}
-	b := rc.service.Pick(&rc.choice)
+	c := &rc.choice
+	if rc.route.Chain.picks() {
+		rc.pickC.CopyFrom(c)
+		rc.route.Chain.onPick(rc, &rc.pickC)
+		c = &rc.pickC
+	}
+	b := rc.service.Pick(c)
 	if b != nil {
 		rc.upHead = appendUpstreamHead(rc.upHead[:0], rc, b)
 	}

@@ -1,13 +1,18 @@
 package pipeline
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/sluice-gw/sluice/core/balancer"
+)
 
 // A stage is one step of a router's pipeline, in the manner of Envoy's HTTP filters and
-// Pingora's phases: it implements any of RequestStage, ResponseStage and CompletionStage, and
-// only the phases it needs. Stages are compiled into a Chain per router when a configuration
-// is compiled, so a reload swaps whole chains and a request in flight finishes on the chain it
-// started with. Per-request state lives in the RequestCtx, never in the stage: one stage value
-// serves every request of its router concurrently.
+// Pingora's phases: it implements any of RequestStage, PickStage, ResponseStage,
+// FallbackStage and CompletionStage, and only the phases it needs. Stages are compiled into a
+// Chain per router when a configuration is compiled, so a reload swaps whole chains and a
+// request in flight finishes on the chain it started with. Per-request state lives in the
+// RequestCtx, never in the stage: one stage value serves every request of its router
+// concurrently.
 //
 // A request or response stage returns nil to continue, or an answer that ends the pipeline
 // there: a *GatewayError (answered with its status and OpenAI-style JSON body), the *Reply of
@@ -33,6 +38,16 @@ type BodyStage interface {
 	OnBody(rc *RequestCtx, p []byte)
 }
 
+// PickStage runs before each choice of a backend for the request: the first, and each one
+// after a connect failure. It may leave backends of the request's service out of that one
+// choice by adding their IDs to c.Exclude. c is a copy of the request's own choice, made
+// afresh for every pick: the backends that failed stay out of it, and the stage's judgement
+// (a worker at capacity, or more loaded than another) does not outlive the pick, so a retry
+// judges again. It runs on the request path and must not allocate or block.
+type PickStage interface {
+	OnPick(rc *RequestCtx, c *balancer.Choice)
+}
+
 // FallbackStage runs when the request's service has no backend left to try (every one down,
 // ejected, or failed to connect), before the gateway gives up: it may send the request to
 // another service (RequestCtx.SetService, rewriting the request as that service needs) and
@@ -54,6 +69,7 @@ type CompletionStage interface {
 type Chain struct {
 	request  []RequestStage
 	response []ResponseStage
+	pick     []PickStage
 	fallback []FallbackStage
 	body     []BodyStage
 	complete []CompletionStage
@@ -74,6 +90,9 @@ func NewChain(stages ...any) (*Chain, error) {
 		if bs, is := s.(BodyStage); is {
 			c.body, ok = append(c.body, bs), true
 		}
+		if ps, is := s.(PickStage); is {
+			c.pick, ok = append(c.pick, ps), true
+		}
 		if fs, is := s.(FallbackStage); is {
 			c.fallback, ok = append(c.fallback, fs), true
 		}
@@ -92,7 +111,7 @@ func (c *Chain) Len() int {
 	if c == nil {
 		return 0
 	}
-	return len(c.request) + len(c.response) + len(c.fallback) + len(c.body) + len(c.complete)
+	return len(c.request) + len(c.response) + len(c.pick) + len(c.fallback) + len(c.body) + len(c.complete)
 }
 
 func (c *Chain) onRequest(rc *RequestCtx) error {
@@ -127,6 +146,15 @@ func (c *Chain) onBody(rc *RequestCtx, p []byte) {
 	}
 	for _, s := range c.body {
 		s.OnBody(rc, p)
+	}
+}
+
+// picks reports whether c has pick stages.
+func (c *Chain) picks() bool { return c != nil && len(c.pick) > 0 }
+
+func (c *Chain) onPick(rc *RequestCtx, choice *balancer.Choice) {
+	for _, s := range c.pick {
+		s.OnPick(rc, choice)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"sort"
 	"strconv"
+	"sync"
 	"sync/atomic"
 
 	"github.com/sluice-gw/sluice/core/accesslog"
@@ -21,6 +22,7 @@ import (
 	"github.com/sluice-gw/sluice/core/modelroute"
 	"github.com/sluice-gw/sluice/core/pipeline"
 	"github.com/sluice-gw/sluice/core/router"
+	"github.com/sluice-gw/sluice/core/workers"
 	"github.com/sluice-gw/sluice/pool"
 )
 
@@ -37,6 +39,15 @@ type Snapshot struct {
 
 	// Models are the model aliases of model routers (nil when the config has none).
 	Models *modelroute.Table
+
+	// Workers observe the servers of the services that model targets use, by service name
+	// (absent for a service with workers.observe = false). They poll from Live.Activate
+	// until Retire.
+	Workers map[string]*workers.Group
+	// workerStates are the observed states of those servers, by service and URL, taken over
+	// by the next snapshot so that a reload keeps the last observations.
+	workerStates map[string]*workers.Worker
+	startWorkers sync.Once
 
 	// hooks are the completion stages every request of this snapshot runs, routed or not.
 	hooks *pipeline.Chain
@@ -124,7 +135,8 @@ func Compile(cfg *config.Config, prev *Snapshot, gen uint64) (*Snapshot, error) 
 	}
 	s.hooks = hooks
 	consumers := consumer.NewRegistry(cfg.Consumers)
-	models, merr := modelroute.NewTable(cfg.Models, s.Services)
+	s.compileWorkers(cfg, prev)
+	models, merr := modelroute.NewTable(cfg.Models, s.Services, s.Workers)
 	if merr != nil {
 		errs = append(errs, cfg.Errorf([]string{"models"}, "models: %v", merr))
 	}
@@ -210,6 +222,60 @@ func Compile(cfg *config.Config, prev *Snapshot, gen uint64) (*Snapshot, error) 
 		}
 	}
 	return s, nil
+}
+
+// compileWorkers makes a group for each service a model target uses whose servers are
+// observed, taking over the servers' states from prev.
+func (s *Snapshot) compileWorkers(cfg *config.Config, prev *Snapshot) {
+	used := map[string]bool{}
+	for _, m := range cfg.Models {
+		for _, t := range m.Targets {
+			used[t.Service] = true
+		}
+	}
+	for _, name := range sortedKeys(used) {
+		svc, sc := s.Services[name], cfg.Services[name]
+		if svc == nil || sc == nil || !sc.Workers.Observe {
+			continue
+		}
+		if s.Workers == nil {
+			s.Workers, s.workerStates = map[string]*workers.Group{}, map[string]*workers.Worker{}
+		}
+		members := make([]workers.Member, len(svc.Backends))
+		keys := make([]string, len(svc.Backends))
+		seen := map[string]bool{}
+		for i, b := range svc.Backends {
+			// Backends are the servers in order (compileService), so i indexes both.
+			u := sc.LoadBalancer.Servers[i].URL
+			keys[i] = name + "\x00" + u
+			if seen[keys[i]] { // the same server listed twice: each keeps its own state
+				keys[i] += "\x00" + strconv.Itoa(i)
+			}
+			seen[keys[i]] = true
+			var w *workers.Worker
+			if prev != nil {
+				w = prev.workerStates[keys[i]]
+			}
+			members[i] = workers.Member{URL: u, Name: b.URL, LB: b.LB, Worker: w}
+		}
+		g := workers.NewGroup(workers.Config{
+			Service: name, Interval: sc.Workers.ObserveInterval, TTL: sc.Workers.ObservationTTL, APIKey: sc.Workers.APIKey,
+		}, members)
+		for i, k := range keys {
+			s.workerStates[k] = g.Member(i).Worker
+		}
+		s.Workers[name] = g
+	}
+}
+
+// StartWorkers begins polling the servers of s's observed services (Live.Activate calls it).
+// It is idempotent.
+func (s *Snapshot) StartWorkers() {
+	s.startWorkers.Do(func() {
+		for _, g := range s.Workers {
+			g.Start()
+		}
+	})
 }
 
 // compileHooks builds the completion stages every request runs: the access log when
@@ -321,11 +387,16 @@ func (s *Snapshot) closeNewPools(prev *Snapshot) {
 	}
 }
 
-// Retire closes the pools of s that next does not use, once next has replaced s. Exchanges in
-// flight on them finish; their connections are closed instead of pooled.
+// Retire closes the pools of s that next does not use, once next has replaced s, and stops
+// the polling of s's workers. Exchanges in flight on the pools finish; their connections are
+// closed instead of pooled.
 func (s *Snapshot) Retire(next *Snapshot) {
 	if s.Metrics != nil {
 		s.Metrics.Retire()
+	}
+	// next polls with its own groups (started by Activate); the servers' states carry over.
+	for _, g := range s.Workers {
+		g.Stop()
 	}
 	for k, p := range s.pools {
 		if next == nil || next.pools[k] != p {
@@ -352,8 +423,10 @@ func (l *Live) Load() *Snapshot { return l.p.Load() }
 // Swap installs s and returns the snapshot it replaced; the caller retires that one.
 func (l *Live) Swap(s *Snapshot) *Snapshot { return l.p.Swap(s) }
 
-// Activate installs s, retires the snapshot it replaces and publishes s's metrics.
+// Activate installs s, starts polling its workers, retires the snapshot it replaces and
+// publishes s's metrics.
 func (l *Live) Activate(s *Snapshot) {
+	s.StartWorkers()
 	old := l.p.Swap(s)
 	if old != nil {
 		old.Retire(s)
