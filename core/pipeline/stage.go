@@ -26,6 +26,18 @@ type ResponseStage interface {
 	OnResponse(rc *RequestCtx) error
 }
 
+// PickStage vets the backend the balancer chose for the request, before anything is sent to
+// it: at every choice, so also after a retry and after a fallback stage moved the request to
+// another service. It returns nil to let the request go to b, or an answer to refuse b: b is
+// then excluded for this request (as RequestCtx.Exclude) and the balancer chooses again among
+// the others. When no backend is left, the request gets the last refusal's answer (a
+// *GatewayError or the *Reply of RequestCtx.Reply) instead of the gateway's own no_backend,
+// unless a fallback stage finds it another service. A circuit breaker keeps open backends
+// out this way, so that a request reaches a healthy backend when there is one.
+type PickStage interface {
+	OnPick(rc *RequestCtx, b *Backend) error
+}
+
 // BodyStage sees the response body on its way to the client, read by read, as payload (chunk
 // framing removed): token accounting, stream watchdogs. It must not keep p, modify it or
 // block; it cannot change what the client gets.
@@ -53,6 +65,7 @@ type CompletionStage interface {
 // The zero Chain runs nothing.
 type Chain struct {
 	request  []RequestStage
+	pick     []PickStage
 	response []ResponseStage
 	fallback []FallbackStage
 	body     []BodyStage
@@ -67,6 +80,9 @@ func NewChain(stages ...any) (*Chain, error) {
 		ok := false
 		if rs, is := s.(RequestStage); is {
 			c.request, ok = append(c.request, rs), true
+		}
+		if ps, is := s.(PickStage); is {
+			c.pick, ok = append(c.pick, ps), true
 		}
 		if rs, is := s.(ResponseStage); is {
 			c.response, ok = append(c.response, rs), true
@@ -92,7 +108,7 @@ func (c *Chain) Len() int {
 	if c == nil {
 		return 0
 	}
-	return len(c.request) + len(c.response) + len(c.fallback) + len(c.body) + len(c.complete)
+	return len(c.request) + len(c.pick) + len(c.response) + len(c.fallback) + len(c.body) + len(c.complete)
 }
 
 func (c *Chain) onRequest(rc *RequestCtx) error {
@@ -101,6 +117,18 @@ func (c *Chain) onRequest(rc *RequestCtx) error {
 	}
 	for _, s := range c.request {
 		if err := s.OnRequest(rc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Chain) onPick(rc *RequestCtx, b *Backend) error {
+	if c == nil {
+		return nil
+	}
+	for _, s := range c.pick {
+		if err := s.OnPick(rc, b); err != nil {
 			return err
 		}
 	}
