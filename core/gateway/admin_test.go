@@ -129,7 +129,7 @@ func TestAdminAPIAndReload(t *testing.T) {
 	require.Equal(t, 200, readResponse(t, r2, false).status)
 }
 
-func TestAdminRedactsNestedSecretsAndAnswersJSON(t *testing.T) {
+func TestAdminRedactsSecretsAndAnswersJSON(t *testing.T) {
 	up := serveUpstream(t, echo)
 	path := filepath.Join(t.TempDir(), "sluice.toml")
 	require.NoError(t, os.WriteFile(path, []byte(fmt.Sprintf(`
@@ -142,8 +142,8 @@ service = "up"
 servers = [{ url = "http://%s" }]
 [middlewares.unused]
 type = "jwt"
-value = "s3cret-top"
-nested = { password = "s3cret-nested", list = [{ token = "s3cret-list" }], plain = "visible" }
+value = "s3cret-top-s3cret-top-s3cret-top-s3cret-top"
+issuer = "visible"
 [admin]
 address = "127.0.0.1:0"
 `, up.addr())), 0o644))
