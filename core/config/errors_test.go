@@ -139,7 +139,6 @@ func TestLoadErrorPositions(t *testing.T) {
 				`t.toml:9:11: routers.x.service: no service named "S" (did you mean "s"?)`,
 				`t.toml:10:23: routers.x.entrypoints: no entrypoint named "webb" (did you mean "web"?)`,
 				`t.toml:10:31: routers.x.entrypoints: "web" is listed twice`,
-				`t.toml:11:16: routers.x.middlewares: "auth": middleware type "jwt" is not implemented in this version (refusing to serve this router without it)`,
 				`t.toml:11:24: routers.x.middlewares: no middleware named "nope" (defined: "auth")`,
 			},
 		},
@@ -169,6 +168,21 @@ func TestLoadErrorPositions(t *testing.T) {
 				`t.toml:15:12: middlewares.b.max_keys 10: want 64..16777216`,
 				`t.toml:18:8: middlewares.c.rate 0.0001: want 0.01..1e+08`,
 				`t.toml:19:7: middlewares.c.key "header:X Tenant": want "client_ip", "api_key" or "header:<Name>" (a header field name, e.g. "header:X-Tenant")`,
+			},
+		},
+		{
+			name: "rate-limit by consumer needs authentication first",
+			data: withMinimal(
+				`middlewares = ["per-key", "keys"]`,
+				`[middlewares.per-key]`,
+				`type = "rate-limit"`,
+				`rate = 60`,
+				`key = "api_key"`,
+				`[middlewares.keys]`,
+				`type = "api-key"`,
+			),
+			want: []string{
+				`t.toml:7:16: routers.r.middlewares: "per-key" counts requests by consumer (key = "api_key"): list an api-key or jwt middleware before it`,
 			},
 		},
 		{

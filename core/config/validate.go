@@ -16,9 +16,9 @@ import (
 // implements them: a router that references one not implemented is refused,
 // so that authentication is never silently skipped.
 var middlewareTypes = map[string]bool{
-	MiddlewareJWT:            false,
-	MiddlewareRateLimit:      false,
-	MiddlewareCircuitBreaker: false,
+	MiddlewareJWT:            true,
+	MiddlewareRateLimit:      true,
+	MiddlewareCircuitBreaker: true,
 	MiddlewareAPIKey:         true,
 }
 
