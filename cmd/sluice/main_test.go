@@ -40,6 +40,7 @@ func TestValidateUnknownKey(t *testing.T) {
 }
 
 func TestValidateAcceptsShippedConfigs(t *testing.T) {
+	t.Setenv("JWT_SECRET", "an-example-secret-of-at-least-32-bytes") // examples/ollama.toml
 	files, err := filepath.Glob("../../configs/*.toml")
 	require.NoError(t, err)
 	ex, err := filepath.Glob("../../configs/examples/*.toml")

@@ -26,6 +26,7 @@ func withMinimal(extra ...string) []byte {
 
 func TestLoadErrorPositions(t *testing.T) {
 	t.Setenv("SLUICE_TEST_SET", "v")
+	t.Setenv("SLUICE_TEST_SECRET", strings.Repeat("s", 32))
 	cases := []struct {
 		name string
 		data []byte
@@ -103,10 +104,10 @@ func TestLoadErrorPositions(t *testing.T) {
 		},
 		{
 			name: "bad interpolation syntax",
-			data: withMinimal(`[middlewares.m]`, `type = "jwt"`, `value = "${SLUICE_TEST_SET"`, `other = "${1X}"`),
+			data: withMinimal(`[middlewares.m]`, `type = "jwt"`, `value = "${SLUICE_TEST_SET"`, `issuer = "${1X}"`),
 			want: []string{
 				`t.toml:9:9: middlewares.m.value: unterminated "${" in string (write "$${" for a literal "${")`,
-				`t.toml:10:9: middlewares.m.other: invalid environment variable name "1X" in "${...}" (want [A-Za-z_][A-Za-z0-9_]*; write "$${" for a literal "${")`,
+				`t.toml:10:10: middlewares.m.issuer: invalid environment variable name "1X" in "${...}" (want [A-Za-z_][A-Za-z0-9_]*; write "$${" for a literal "${")`,
 			},
 		},
 		{
@@ -132,14 +133,104 @@ func TestLoadErrorPositions(t *testing.T) {
 				`middlewares = ["auth", "nope"]`,
 				`[middlewares.auth]`,
 				`type = "jwt"`,
-				`secret = "${SLUICE_TEST_SET}"`,
+				`value = "${SLUICE_TEST_SECRET}"`,
 			),
 			want: []string{
 				`t.toml:9:11: routers.x.service: no service named "S" (did you mean "s"?)`,
 				`t.toml:10:23: routers.x.entrypoints: no entrypoint named "webb" (did you mean "web"?)`,
 				`t.toml:10:31: routers.x.entrypoints: "web" is listed twice`,
-				`t.toml:11:16: routers.x.middlewares: "auth": middleware type "jwt" is not implemented in this version (refusing to serve this router without it)`,
 				`t.toml:11:24: routers.x.middlewares: no middleware named "nope" (defined: "auth")`,
+			},
+		},
+		{
+			name: "rate-limit options",
+			data: withMinimal(
+				`[middlewares.a]`,
+				`type = "rate-limit"`,
+				`rat = 60`,
+				`burst = 0`,
+				`key = "cookie:session"`,
+				`[middlewares.b]`,
+				`type = "rate-limit"`,
+				`rate = "60/m"`,
+				`max_keys = 10`,
+				`[middlewares.c]`,
+				`type = "rate-limit"`,
+				`rate = 0.0001`,
+				`key = "header:X Tenant"`,
+			),
+			want: []string{
+				`t.toml:7:14: middlewares.a.rate is required (requests per minute, e.g. rate = 60)`,
+				`t.toml:9:1: middlewares.a: unknown key "rat" for a rate-limit middleware (did you mean "rate"? known keys: burst, key, max_keys, rate)`,
+				`t.toml:10:9: middlewares.a.burst 0: want 1..1000000`,
+				`t.toml:11:7: middlewares.a.key "cookie:session": want "client_ip", "api_key" or "header:<Name>" (a header field name, e.g. "header:X-Tenant")`,
+				`t.toml:14:8: middlewares.b.rate must be a number, not a string`,
+				`t.toml:15:12: middlewares.b.max_keys 10: want 64..16777216`,
+				`t.toml:18:8: middlewares.c.rate 0.0001: want 0.01..1e+08`,
+				`t.toml:19:7: middlewares.c.key "header:X Tenant": want "client_ip", "api_key" or "header:<Name>" (a header field name, e.g. "header:X-Tenant")`,
+			},
+		},
+		{
+			name: "rate-limit by consumer needs authentication first",
+			data: withMinimal(
+				`middlewares = ["per-key", "keys"]`,
+				`[middlewares.per-key]`,
+				`type = "rate-limit"`,
+				`rate = 60`,
+				`key = "api_key"`,
+				`[middlewares.keys]`,
+				`type = "api-key"`,
+			),
+			want: []string{
+				`t.toml:7:16: routers.r.middlewares: "per-key" counts requests by consumer (key = "api_key"): list an api-key or jwt middleware before it`,
+			},
+		},
+		{
+			name: "circuit-breaker options",
+			data: withMinimal(
+				`[middlewares.cb]`,
+				`type = "circuit-breaker"`,
+				`failure_threshold = 0`,
+				`cooldown_secs = "30s"`,
+				`success_threshold = 1.5`,
+				`cooldown = 30`,
+				`[middlewares.cb2]`,
+				`type = "circuit-breaker"`,
+				`cooldown_secs = 0.01`,
+			),
+			want: []string{
+				`t.toml:9:21: middlewares.cb.failure_threshold 0: want 1..1000`,
+				`t.toml:10:17: middlewares.cb.cooldown_secs must be a number, not a string`,
+				`t.toml:11:21: middlewares.cb.success_threshold must be an integer, not a float`,
+				`t.toml:12:1: middlewares.cb: unknown key "cooldown" for a circuit-breaker middleware (known keys: cooldown_secs, failure_threshold, success_threshold)`,
+				`t.toml:15:17: middlewares.cb2.cooldown_secs 0.01: want 0.1..86400`,
+			},
+		},
+		{
+			name: "jwt options",
+			data: withMinimal(
+				`[middlewares.a]`,
+				`type = "jwt"`,
+				`issuer = ""`,
+				`[middlewares.b]`,
+				`type = "jwt"`,
+				`value = "${SLUICE_TEST_SET}"`,
+				`leeway = "1h"`,
+				`audience = ["x", 3]`,
+				`[middlewares.c]`,
+				`type = "jwt"`,
+				`value = "${SLUICE_TEST_SECRET}"`,
+				`public_key_file = "/etc/sluice/jwt.pem"`,
+				`claims = "sub"`,
+			),
+			want: []string{
+				`t.toml:7:14: middlewares.a: a jwt middleware needs value = "${JWT_SECRET}" (the HMAC secret of HS256 tokens) or public_key_file = "<PEM file>" (RS256, ES256)`,
+				`t.toml:9:10: middlewares.a.issuer is empty`,
+				`t.toml:12:9: middlewares.b.value: the HMAC secret is too short (1 bytes); want at least 32 bytes (RFC 7518 §3.2), e.g. from openssl rand -base64 48`,
+				`t.toml:13:10: middlewares.b.leeway: invalid duration "1h" (want 0s to 10m0s, such as "30s")`,
+				`t.toml:14:18: middlewares.b.audience[1] must be a string, not an integer`,
+				`t.toml:18:1: middlewares.c: value and public_key_file are exclusive (an HMAC secret, or the public key of RS*/ES* tokens)`,
+				`t.toml:19:1: middlewares.c: unknown key "claims" for a jwt middleware (did you mean "claim"? known keys: audience, claim, issuer, leeway, public_key_file, value)`,
 			},
 		},
 		{

@@ -22,6 +22,7 @@ func BenchmarkLoadDefault(b *testing.B) {
 
 // BenchmarkLoadOllamaExample measures a larger, commented configuration.
 func BenchmarkLoadOllamaExample(b *testing.B) {
+	b.Setenv("JWT_SECRET", "an-example-secret-of-at-least-32-bytes")
 	data, err := os.ReadFile(filepath.Join("..", "..", "configs", "examples", "ollama.toml"))
 	if err != nil {
 		b.Fatal(err)

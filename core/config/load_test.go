@@ -100,7 +100,7 @@ func TestExplicitValuesKept(t *testing.T) {
 func TestEnvInterpolation(t *testing.T) {
 	t.Setenv("SLUICE_T_HOST", "10.0.0.7")
 	t.Setenv("SLUICE_T_EMPTY", "")
-	t.Setenv("SLUICE_T_SECRET", "s3cr3t")
+	t.Setenv("SLUICE_T_SECRET", "s3cr3t-s3cr3t-s3cr3t-s3cr3t-s3cr3t")
 	t.Setenv("SLUICE_T_TOKEN", "tok")
 	c := mustLoad(t, doc(
 		`[entrypoints.web]`,
@@ -113,8 +113,8 @@ func TestEnvInterpolation(t *testing.T) {
 		`[middlewares.m]`,
 		`type = "jwt"`,
 		`value = "${SLUICE_T_SECRET}"`,
-		`keys = ["a-${SLUICE_T_SECRET}", "$5 $ {x} $$"]`,
-		`nested = { inner = "${SLUICE_T_SECRET}", n = 3 }`,
+		`audience = ["a-${SLUICE_T_SECRET}", "$5 $ {x} $$"]`,
+		`issuer = "${SLUICE_T_SECRET}"`,
 		`[admin]`,
 		`token_env = "SLUICE_T_TOKEN"`,
 	))
@@ -131,13 +131,17 @@ func TestEnvInterpolation(t *testing.T) {
 		t.Errorf("url = %q", got)
 	}
 	m := c.Middlewares["m"]
+	const secret = "s3cr3t-s3cr3t-s3cr3t-s3cr3t-s3cr3t"
 	want := map[string]any{
-		"value":  "s3cr3t",
-		"keys":   []any{"a-s3cr3t", "$5 $ {x} $$"},
-		"nested": map[string]any{"inner": "s3cr3t", "n": int64(3)},
+		"value":    secret,
+		"audience": []any{"a-" + secret, "$5 $ {x} $$"},
+		"issuer":   secret,
 	}
 	if m.Type != "jwt" || !reflect.DeepEqual(m.Options, want) {
 		t.Errorf("middleware = %+v", m)
+	}
+	if j := m.JWT; j == nil || j.Secret != secret || j.Issuer != secret || !reflect.DeepEqual(j.Audience, []string{"a-" + secret, "$5 $ {x} $$"}) {
+		t.Errorf("jwt options = %+v", m.JWT)
 	}
 	if c.Admin.Token != "tok" {
 		t.Errorf("admin token = %q", c.Admin.Token)
@@ -147,8 +151,8 @@ func TestEnvInterpolation(t *testing.T) {
 func TestEnvNeverInjectsTOML(t *testing.T) {
 	// The value is substituted after parsing, so TOML syntax in it is data.
 	t.Setenv("SLUICE_T_EVIL", "x\"\n[admin]\naddress = \"0.0.0.0:1")
-	c := mustLoad(t, withMinimal(`[middlewares.m]`, `type = "jwt"`, `value = "${SLUICE_T_EVIL}"`))
-	if c.Admin.Address != DefaultAdminAddress || c.Middlewares["m"].Options["value"] != "x\"\n[admin]\naddress = \"0.0.0.0:1" {
+	c := mustLoad(t, withMinimal(`[middlewares.m]`, `type = "jwt"`, `value = "${SLUICE_T_EVIL}${SLUICE_T_EVIL}"`, `issuer = "${SLUICE_T_EVIL}"`))
+	if c.Admin.Address != DefaultAdminAddress || c.Middlewares["m"].Options["issuer"] != "x\"\n[admin]\naddress = \"0.0.0.0:1" {
 		t.Errorf("admin = %+v, options = %+v", c.Admin, c.Middlewares["m"].Options)
 	}
 }
@@ -287,6 +291,7 @@ func TestUnreferencedMiddlewaresAreKept(t *testing.T) {
 // directly in configs/ and configs/examples/, and each directory under
 // configs/examples/ as one merged configuration.
 func TestShippedConfigsLoad(t *testing.T) {
+	t.Setenv("JWT_SECRET", "an-example-secret-of-at-least-32-bytes") // examples/ollama.toml
 	root := filepath.Join("..", "..", "configs")
 	var paths []string
 	for _, dir := range []string{root, filepath.Join(root, "examples")} {

@@ -32,8 +32,8 @@ const (
 	StrategyRandom = "random"
 )
 
-// Middleware types. api-key is implemented; a router that references a middleware of
-// another type is refused by Load, so that a missing check is never silently skipped.
+// Middleware types. A router that references a middleware of a type this version does not
+// implement is refused by Load, so that a missing check is never silently skipped.
 const (
 	MiddlewareJWT            = "jwt"
 	MiddlewareRateLimit      = "rate-limit"
@@ -266,8 +266,9 @@ type Server struct {
 
 // Middleware is [middlewares.<name>]: a Type and its type-specific keys, kept
 // raw in Options (strings already env-interpolated; Config.Written has them as
-// written). Load refuses a router that references a middleware of a type this
-// version does not implement.
+// written) and, checked and defaulted, in the field of its type. Load refuses
+// a router that references a middleware of a type this version does not
+// implement.
 type Middleware struct {
 	// Name is the table name (not a TOML key).
 	Name string `toml:"-"`
@@ -276,6 +277,12 @@ type Middleware struct {
 	// Options holds every other key as decoded TOML: string, int64, float64,
 	// bool, []any, map[string]any or a go-toml date/time value.
 	Options map[string]any `toml:",remain"`
+	// RateLimit, CircuitBreaker and JWT are the options of a middleware of that
+	// type as Load checked and defaulted them (not TOML keys; nil for the other
+	// types).
+	RateLimit      *RateLimitOptions      `toml:"-"`
+	CircuitBreaker *CircuitBreakerOptions `toml:"-"`
+	JWT            *JWTOptions            `toml:"-"`
 }
 
 // Admin is the admin API listener, [admin] (docs/admin-api.md).

@@ -16,9 +16,9 @@ import (
 // implements them: a router that references one not implemented is refused,
 // so that authentication is never silently skipped.
 var middlewareTypes = map[string]bool{
-	MiddlewareJWT:            false,
-	MiddlewareRateLimit:      false,
-	MiddlewareCircuitBreaker: false,
+	MiddlewareJWT:            true,
+	MiddlewareRateLimit:      true,
+	MiddlewareCircuitBreaker: true,
 	MiddlewareAPIKey:         true,
 }
 
@@ -378,10 +378,18 @@ func (c *Config) validate(e *errs, lookup func(string) (string, bool)) {
 		} else if _, ok := middlewareTypes[m.Type]; !ok && m.Type != "" {
 			e.add(c.ValuePos(append(path, "type")...), "middlewares.%s.type %q: unknown middleware type (want one of %s)", name, c.shown(m.Type, append(path, "type")...), quoteAll(sortedNames(middlewareTypes)))
 		}
-		if m.Type == MiddlewareAPIKey {
+		switch m.Type {
+		case MiddlewareAPIKey:
 			c.validateAPIKeyOptions(e, name, m)
+		case MiddlewareRateLimit:
+			c.validateRateLimitOptions(e, name, m)
+		case MiddlewareCircuitBreaker:
+			c.validateCircuitBreakerOptions(e, name, m)
+		case MiddlewareJWT:
+			c.validateJWTOptions(e, name, m)
 		}
 	}
+	c.validateMiddlewareOrder(e)
 
 	if a := c.Admin.Address; a != "" {
 		if msg := checkAddress(a); msg != "" {

@@ -21,8 +21,9 @@ func TestWrittenGivesBackEnvReferences(t *testing.T) {
 		`servers = [{ url = "http://127.0.0.1:1" }, { url = "http://${SLUICE_T_HOST}:8000" }]`,
 		`[middlewares.m]`,
 		`type = "jwt"`,
-		`realm = "$${literal}"`,
-		`nested = { list = ["x", "${SLUICE_T_KEY}"] }`,
+		`value = "${SLUICE_T_KEY}${SLUICE_T_KEY}${SLUICE_T_KEY}${SLUICE_T_KEY}${SLUICE_T_KEY}${SLUICE_T_KEY}"`,
+		`issuer = "$${literal}"`,
+		`audience = ["x", "${SLUICE_T_KEY}"]`,
 	))
 	for _, tc := range []struct {
 		path []string
@@ -32,9 +33,9 @@ func TestWrittenGivesBackEnvReferences(t *testing.T) {
 		{[]string{"routers", "r", "rule"}, "Header(`X-Api-Key`, `${SLUICE_T_KEY}`)", true},
 		{[]string{"services", "s", "load_balancer", "servers", "1", "url"}, "http://${SLUICE_T_HOST}:8000", true},
 		{[]string{"services", "s", "load_balancer", "servers", "0", "url"}, "", false},
-		{[]string{"middlewares", "m", "realm"}, "$${literal}", true},
-		{[]string{"middlewares", "m", "nested", "list", "1"}, "${SLUICE_T_KEY}", true},
-		{[]string{"middlewares", "m", "nested", "list", "0"}, "", false},
+		{[]string{"middlewares", "m", "issuer"}, "$${literal}", true},
+		{[]string{"middlewares", "m", "audience", "1"}, "${SLUICE_T_KEY}", true},
+		{[]string{"middlewares", "m", "audience", "0"}, "", false},
 		{[]string{"routers", "r", "service"}, "", false},
 	} {
 		got, ok := c.Written(tc.path...)
@@ -62,8 +63,9 @@ func TestDocumentHoldsNoEnvValue(t *testing.T) {
 		`servers = [{ url = "http://${SLUICE_T_HOST}:8000", weight = 2 }]`,
 		`[middlewares.m]`,
 		`type = "jwt"`,
-		`note = "${SLUICE_T_KEY}"`,
-		`nested = { list = ["${SLUICE_T_HOST}"] }`,
+		`value = "${SLUICE_T_TOKEN}${SLUICE_T_TOKEN}${SLUICE_T_TOKEN}${SLUICE_T_TOKEN}"`,
+		`issuer = "${SLUICE_T_KEY}"`,
+		`audience = ["${SLUICE_T_HOST}"]`,
 		`[admin]`,
 		`token_env = "SLUICE_T_TOKEN"`,
 	))
@@ -85,7 +87,7 @@ func TestDocumentHoldsNoEnvValue(t *testing.T) {
 	srv := d["services"].(map[string]any)["s"].(map[string]any)["load_balancer"].(map[string]any)["servers"].([]any)[0].(map[string]any)
 	require.Equal(t, map[string]any{"url": "http://${SLUICE_T_HOST}:8000", "weight": int64(2)}, srv)
 	m := d["middlewares"].(map[string]any)["m"].(map[string]any)
-	require.Equal(t, map[string]any{"type": "jwt", "note": "${SLUICE_T_KEY}", "nested": map[string]any{"list": []any{"${SLUICE_T_HOST}"}}}, m)
+	require.Equal(t, map[string]any{"type": "jwt", "value": "${SLUICE_T_TOKEN}${SLUICE_T_TOKEN}${SLUICE_T_TOKEN}${SLUICE_T_TOKEN}", "issuer": "${SLUICE_T_KEY}", "audience": []any{"${SLUICE_T_HOST}"}}, m)
 	require.Equal(t, map[string]any{"address": "127.0.0.1:9090", "token_env": "SLUICE_T_TOKEN", "allowed_hosts": []any{}}, d["admin"])
 }
 
@@ -122,15 +124,17 @@ func TestMaskEnvIsScopedToTheKeyPath(t *testing.T) {
 	t.Setenv("SLUICE_T_EMPTY", "")
 	c := mustLoad(t, withMinimal(
 		`[middlewares.a]`,
-		`type = "jwt"`,
-		`x = { y = "${SLUICE_T_A}${SLUICE_T_EMPTY}" }`,
+		`type = "rate-limit"`,
+		`rate = 60`,
+		`key = "header:${SLUICE_T_A}${SLUICE_T_EMPTY}"`,
 		`[middlewares.b]`,
-		`type = "jwt"`,
-		`z = "${SLUICE_T_B}"`,
+		`type = "rate-limit"`,
+		`rate = 60`,
+		`key = "header:${SLUICE_T_B}"`,
 	))
 	msg := "alpha-value and beta-value"
 	require.Equal(t, "${SLUICE_T_A} and beta-value", c.MaskEnv(msg, "middlewares", "a"))
-	require.Equal(t, "${SLUICE_T_A} and beta-value", c.MaskEnv(msg, "middlewares", "a", "x", "y"))
+	require.Equal(t, "${SLUICE_T_A} and beta-value", c.MaskEnv(msg, "middlewares", "a", "key"))
 	require.Equal(t, "alpha-value and ${SLUICE_T_B}", c.MaskEnv(msg, "middlewares", "b"))
 	require.Equal(t, "${SLUICE_T_A} and ${SLUICE_T_B}", c.MaskEnv(msg))
 	require.Equal(t, msg, c.MaskEnv(msg, "middlewares", "ab"), "a sibling whose name has the prefix is not under it")

@@ -30,23 +30,32 @@ func (c *Consumer) MayUseModel(alias string) bool { return c.models == nil || c.
 // MayCall reports whether c is granted the endpoint path (config.Endpoints).
 func (c *Consumer) MayCall(endpoint string) bool { return c.endpoints == nil || c.endpoints[endpoint] }
 
-// Registry finds consumers by the SHA-256 of their API key. It is immutable once built.
+// Registry finds consumers by the SHA-256 of their API key, or by name (the jwt middleware
+// maps a token's claim to one). It is immutable once built.
 type Registry struct {
 	byDigest map[[sha256.Size]byte]*Consumer
+	byName   map[string]*Consumer
 }
 
 // NewRegistry compiles the consumers of a loaded configuration.
 func NewRegistry(cs map[string]*config.Consumer) *Registry {
-	r := &Registry{byDigest: map[[sha256.Size]byte]*Consumer{}}
+	r := &Registry{byDigest: map[[sha256.Size]byte]*Consumer{}, byName: make(map[string]*Consumer, len(cs))}
 	for name, cc := range cs {
 		c := &Consumer{Name: name, Environment: cc.Environment, Generation: cc.Generation,
 			models: grantSet(cc.Grants.Models), endpoints: grantSet(cc.Grants.Endpoints)}
 		for _, d := range cc.KeyDigests {
 			r.byDigest[d] = c
 		}
+		r.byName[name] = c
 	}
 	return r
 }
+
+// Len returns the number of consumers.
+func (r *Registry) Len() int { return len(r.byName) }
+
+// ByName returns the consumer named name ([consumers.<name>]), or nil.
+func (r *Registry) ByName(name string) *Consumer { return r.byName[name] }
 
 // grantSet is the set of names, or nil (everything) when the list holds "*".
 func grantSet(names []string) map[string]bool {
@@ -71,11 +80,16 @@ func (r *Registry) Lookup(key []byte) *Consumer {
 // caller is the request slot holding the authenticated *Consumer.
 var caller pipeline.Slot
 
-// From returns the consumer the api-key middleware authenticated for rc, or nil.
+// From returns the consumer an authentication middleware (api-key, or jwt mapping its claim)
+// authenticated for rc, or nil.
 func From(rc *pipeline.RequestCtx) *Consumer {
 	c, _ := rc.Get(&caller).(*Consumer)
 	return c
 }
+
+// Set records c as the authenticated caller of rc, for the stages after the one that
+// authenticated it (grants, rate limits by consumer, accounting).
+func Set(rc *pipeline.RequestCtx, c *Consumer) { rc.Set(&caller, c) }
 
 // APIKey is the api-key middleware: a request stage that authenticates the caller by API key
 // and answers 401 when there is none or it is unknown.
@@ -107,7 +121,7 @@ func (a *APIKey) OnRequest(rc *pipeline.RequestCtx) error {
 	if c == nil {
 		return unauthorized(rc, true)
 	}
-	rc.Set(&caller, c)
+	Set(rc, c)
 	return nil
 }
 

@@ -9,23 +9,29 @@ import (
 // clients parse: OpenAI's for the OpenAI endpoints, Anthropic's for /v1/messages (its SDKs read
 // error.type). Prebuilt: refusing a request allocates nothing.
 var (
-	errMissingKey = newAnswer(401, "invalid_request_error", "authentication_error", "missing_api_key",
+	errMissingKey = NewAnswer(401, "invalid_request_error", "authentication_error", "missing_api_key",
 		"no API key: send it as Authorization: Bearer <key> or X-Api-Key: <key>")
-	errInvalidKey = newAnswer(401, "invalid_request_error", "authentication_error", "invalid_api_key",
+	errInvalidKey = NewAnswer(401, "invalid_request_error", "authentication_error", "invalid_api_key",
 		"the API key is not valid")
-	errEndpoint = newAnswer(403, "permission_error", "permission_error", "endpoint_not_granted",
+	errEndpoint = NewAnswer(403, "permission_error", "permission_error", "endpoint_not_granted",
 		"this API key may not call this endpoint")
 )
 
-// answer is one refusal in both shapes.
-type answer struct {
+// Answer is one refusal of the gateway prebuilt in both error shapes: OpenAI's
+// {"error":{"message","type","param","code"}} and Anthropic's
+// {"type":"error","error":{"type","message"}}. It is immutable; answering with it allocates
+// nothing.
+type Answer struct {
 	status            int
 	openai, anthropic []byte
 }
 
-func newAnswer(status int, openaiType, anthropicType, code, msg string) *answer {
+// NewAnswer builds the refusal with HTTP status, the OpenAI error type and the Anthropic one
+// (their APIs name them differently: "invalid_request_error" and "authentication_error" for
+// a 401), a machine-readable code (OpenAI's shape only) and a message for people.
+func NewAnswer(status int, openaiType, anthropicType, code, msg string) *Answer {
 	ge := &pipeline.GatewayError{Status: status, Type: pipeline.ErrorType(openaiType), Code: code, Message: msg}
-	a := &answer{status: status, openai: pipeline.AppendErrorBody(nil, ge)}
+	a := &Answer{status: status, openai: pipeline.AppendErrorBody(nil, ge)}
 	a.anthropic = AppendAnthropicError(nil, anthropicType, msg)
 	return a
 }
@@ -40,8 +46,10 @@ func AppendAnthropicError(dst []byte, typ, msg string) []byte {
 	return append(dst, "}}\n"...)
 }
 
-// reply answers rc with a in the shape its endpoint's clients expect.
-func (a *answer) reply(rc *pipeline.RequestCtx) error {
+// Reply answers rc with a in the shape its endpoint's clients expect: Anthropic's on
+// /v1/messages, OpenAI's elsewhere. The caller may set the reply's RetryAfter before
+// returning it.
+func (a *Answer) Reply(rc *pipeline.RequestCtx) *pipeline.Reply {
 	body := a.openai
 	if isMessages(rc.Req.Path) {
 		body = a.anthropic
@@ -52,12 +60,12 @@ func (a *answer) reply(rc *pipeline.RequestCtx) error {
 func unauthorized(rc *pipeline.RequestCtx, present bool) error {
 	rc.AddResponseHeader([]byte("WWW-Authenticate"), []byte(`Bearer realm="sluice"`))
 	if present {
-		return errInvalidKey.reply(rc)
+		return errInvalidKey.Reply(rc)
 	}
-	return errMissingKey.reply(rc)
+	return errMissingKey.Reply(rc)
 }
 
 // EndpointForbidden answers rc with 403: its caller may not call this endpoint.
-func EndpointForbidden(rc *pipeline.RequestCtx) error { return errEndpoint.reply(rc) }
+func EndpointForbidden(rc *pipeline.RequestCtx) error { return errEndpoint.Reply(rc) }
 
 func isMessages(path []byte) bool { return string(path) == "/v1/messages" }

@@ -318,6 +318,10 @@ func (g *Gateway) adminBackends(w http.ResponseWriter, _ *http.Request) {
 // secretKeys are middleware option names whose values /api/gateway/config redacts.
 var secretKeys = []string{"value", "secret", "key", "token", "password"}
 
+// plainOptions are middleware options whose names look secret but whose values are not: what
+// a rate limit counts by, how many keys it tracks, the path of a public key.
+var plainOptions = map[string]bool{"key": true, "max_keys": true, "public_key_file": true}
+
 // adminConfig shows the configuration in force as config.Document renders it: shaped like
 // the TOML file, with strings as written (no value read from the environment) and the
 // values of secret-looking middleware options redacted, at any depth.
@@ -358,8 +362,8 @@ func redact(v any) any {
 
 func isSecretKey(k string) bool {
 	k = strings.ToLower(k)
-	if strings.HasSuffix(k, "_env") {
-		return false // names a variable, not a secret
+	if strings.HasSuffix(k, "_env") || plainOptions[k] {
+		return false // names a variable, or is no secret
 	}
 	for _, s := range secretKeys {
 		if strings.Contains(k, s) {

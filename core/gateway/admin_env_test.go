@@ -15,8 +15,9 @@ func TestAdminNeverShowsEnvValues(t *testing.T) {
 	secrets := map[string]string{
 		"SLUICE_TEST_GATE_KEY":  "gk-5e1f0c9a77",
 		"SLUICE_TEST_UP_HOST":   "upstream-7b2d.invalid",
-		"SLUICE_TEST_MW_HEADER": "X-Tenant-3c4e",
-		"SLUICE_TEST_MW_REALM":  "realm-9d8f21",
+		"SLUICE_TEST_MW_SECRET": "jwt-secret-6a0b-6a0b-6a0b-6a0b-6a0b",
+		"SLUICE_TEST_MW_ISSUER": "issuer-3c4e",
+		"SLUICE_TEST_MW_AUD":    "audience-9d8f21",
 		"SLUICE_TEST_IDLE":      "4321ms",
 		"SLUICE_TEST_BIND":      "localhost",
 	}
@@ -34,8 +35,9 @@ service = "up"
 servers = [{ url = "http://${SLUICE_TEST_UP_HOST}:8000" }]
 [middlewares.tenant]
 type = "jwt"
-header = "${SLUICE_TEST_MW_HEADER}"
-nested = { list = [{ realm = "${SLUICE_TEST_MW_REALM}" }] }
+value = "${SLUICE_TEST_MW_SECRET}"
+issuer = "https://${SLUICE_TEST_MW_ISSUER}"
+audience = ["${SLUICE_TEST_MW_AUD}"]
 [admin]
 address = "127.0.0.1:0"
 `)
@@ -59,7 +61,7 @@ address = "127.0.0.1:0"
 	require.Contains(t, outputs["GET /api/gateway/backends"], "http://${SLUICE_TEST_UP_HOST}:8000")
 	require.Contains(t, outputs["GET /metrics"], `backend="http://${SLUICE_TEST_UP_HOST}:8000"`)
 	require.Contains(t, outputs["GET /api/gateway/health"], "${SLUICE_TEST_BIND}:0")
-	for _, ref := range []string{"${SLUICE_TEST_GATE_KEY}", "${SLUICE_TEST_UP_HOST}", "${SLUICE_TEST_MW_HEADER}", "${SLUICE_TEST_MW_REALM}", "${SLUICE_TEST_IDLE}"} {
+	for _, ref := range []string{"${SLUICE_TEST_GATE_KEY}", "${SLUICE_TEST_UP_HOST}", "${SLUICE_TEST_MW_ISSUER}", "${SLUICE_TEST_MW_AUD}", "${SLUICE_TEST_IDLE}"} {
 		require.Contains(t, outputs["GET /api/gateway/config"], ref)
 	}
 }

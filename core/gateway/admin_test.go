@@ -129,7 +129,7 @@ func TestAdminAPIAndReload(t *testing.T) {
 	require.Equal(t, 200, readResponse(t, r2, false).status)
 }
 
-func TestAdminRedactsNestedSecretsAndAnswersJSON(t *testing.T) {
+func TestAdminRedactsSecretsAndAnswersJSON(t *testing.T) {
 	up := serveUpstream(t, echo)
 	path := filepath.Join(t.TempDir(), "sluice.toml")
 	require.NoError(t, os.WriteFile(path, []byte(fmt.Sprintf(`
@@ -142,8 +142,12 @@ service = "up"
 servers = [{ url = "http://%s" }]
 [middlewares.unused]
 type = "jwt"
-value = "s3cret-top"
-nested = { password = "s3cret-nested", list = [{ token = "s3cret-list" }], plain = "visible" }
+value = "s3cret-top-s3cret-top-s3cret-top-s3cret-top"
+issuer = "visible"
+[middlewares.per-tenant]
+type = "rate-limit"
+rate = 60
+key = "header:X-Tenant"
 [admin]
 address = "127.0.0.1:0"
 `, up.addr())), 0o644))
@@ -158,6 +162,7 @@ address = "127.0.0.1:0"
 	require.Equal(t, 200, st)
 	require.NotContains(t, body, "s3cret")
 	require.Contains(t, body, "visible")
+	require.Contains(t, body, "header:X-Tenant", "a rate limit's key is no secret")
 	st, body = adminGet(t, admin+"/api/gateway/nope")
 	require.Equal(t, 404, st)
 	require.Contains(t, body, `"code": "not_found"`)

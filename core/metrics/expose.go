@@ -48,6 +48,8 @@ var Families = []Family{
 	{"sluice_model_tokens_total", "counter", "Tokens of model responses by alias, target, consumer and kind: prompt, completion, and cached (prompt tokens the upstream served from its prefix cache), as the upstream's usage reported them."},
 	{"sluice_model_usage_missing_total", "counter", "Model responses that should have reported their token usage and did not (a stream cut before its usage chunk, a failed answer): counted apart, never as zero tokens."},
 	{"sluice_model_queue_wait_seconds", "histogram", "Time requests of the model alias admitted after queueing waited for their slot, in seconds."},
+	{"sluice_rate_limited_total", "counter", "Requests a rate-limit middleware refused with 429 because their key's token bucket was empty."},
+	{"sluice_circuit_breaker_state", "gauge", "State of a circuit-breaker middleware's breaker over the backend: 0 closed (requests pass), 1 open (the backend is kept out), 2 half-open (one probe request at a time)."},
 }
 
 // runtimeHelp gives the help text of the Go runtime and process families VictoriaMetrics/

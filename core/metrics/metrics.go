@@ -242,6 +242,21 @@ func (s *Set) Model(alias string, active, queued func() int64) {
 	s.s.GetOrCreateGauge(`sluice_model_queued_requests{`+l+`}`, func() float64 { return float64(queued()) })
 }
 
+// Breaker states, the values of sluice_circuit_breaker_state.
+const (
+	BreakerClosed   = 0
+	BreakerOpen     = 1
+	BreakerHalfOpen = 2
+)
+
+// Breaker adds the gauge of the circuit breaker of middleware over backend (a server URL as
+// configured) of service, read at scrape time: BreakerClosed, BreakerOpen or
+// BreakerHalfOpen.
+func (s *Set) Breaker(middleware, service, backend string, state func() int) {
+	l := labels("middleware", middleware, "service", service, "backend", backend)
+	s.s.GetOrCreateGauge(`sluice_circuit_breaker_state{`+l+`}`, func() float64 { return float64(state()) })
+}
+
 // Retire unregisters the set.
 func (s *Set) Retire() {
 	if s.registered {
@@ -331,3 +346,18 @@ func (t *Tokens) Add(prompt, completion, cached int64) {
 func UsageMissing(model string) {
 	vm.GetOrCreateCounter(`sluice_model_usage_missing_total{` + labels("model", model) + `}`).Inc()
 }
+
+// RateLimit counts the requests a rate-limit middleware refused. Its methods are safe for
+// concurrent use and allocation free.
+type RateLimit struct {
+	limited *vm.Counter
+}
+
+// ForRateLimit returns the counter of rate-limit middleware name, creating it on first use;
+// it survives reloads.
+func ForRateLimit(name string) *RateLimit {
+	return &RateLimit{limited: vm.GetOrCreateCounter(`sluice_rate_limited_total{` + labels("middleware", name) + `}`)}
+}
+
+// Limited counts one request refused with 429.
+func (r *RateLimit) Limited() { r.limited.Inc() }

@@ -34,6 +34,8 @@ func populate(t *testing.T) {
 	m.Waited(5 * time.Millisecond)
 	ForTokens("chat", "t", "team").Add(10, 5, 2)
 	UsageMissing("chat")
+	ForRateLimit("per-client").Limited()
+	s.Breaker("breaker", "up", "http://127.0.0.1:1", func() int { return BreakerClosed })
 	s.Register()
 	t.Cleanup(s.Retire)
 	ConfigReloaded(true, time.Now())
@@ -182,6 +184,7 @@ func TestUpdatesDoNotAllocate(t *testing.T) {
 	r := ForRoute("alloc", "up")
 	e := ForEntrypoint("alloc")
 	b := ForBackend("up", "http://alloc")
+	rl := ForRateLimit("alloc")
 	start := time.Now()
 	require.Zero(t, testing.AllocsPerRun(100, func() {
 		e.Request()
@@ -195,6 +198,7 @@ func TestUpdatesDoNotAllocate(t *testing.T) {
 		e.GatewayError(502)
 		e.GatewayError(418)
 		b.Connected(time.Millisecond)
+		rl.Limited()
 	}))
 }
 

@@ -41,7 +41,7 @@ func TestPickStageJudgesEachPick(t *testing.T) {
 	require.NoError(t, ep.route(&rc))
 
 	for range 6 {
-		b := rc.pick()
+		b, _ := rc.pick()
 		require.NotNil(t, b)
 		require.NotEqual(t, 0, b.LB.ID)
 		b.Release()
@@ -50,10 +50,11 @@ func TestPickStageJudgesEachPick(t *testing.T) {
 	require.False(t, rc.choice.Exclude.Has(0), "the stage's exclusion lasts one pick")
 	rc.Exclude(1) // a connect failure
 	for range 3 {
-		b := rc.pick()
+		b, _ := rc.pick()
 		require.Equal(t, 2, b.LB.ID)
 		b.Release()
 	}
 	rc.Exclude(2)
-	require.Nil(t, rc.pick(), "nothing left: the stage's 0 and the request's 1 and 2")
+	b, _ := rc.pick()
+	require.Nil(t, b, "nothing left: the stage's 0 and the request's 1 and 2")
 }

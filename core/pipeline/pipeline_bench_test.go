@@ -64,7 +64,7 @@ func benchRouteToUpstreamHead(b *testing.B, trusted []netip.Prefix) {
 		if err := ep.route(&rc); err != nil {
 			b.Fatal(err)
 		}
-		bk := rc.pick()
+		bk, _ := rc.pick()
 		if bk == nil || len(rc.upHead) == 0 {
 			b.Fatal("no backend")
 		}

@@ -126,23 +126,37 @@ func (ep *Entrypoint) trusts(a netip.Addr) bool {
 	return false
 }
 
-// pick chooses the next backend for the request, after the route's pick stages had their say,
-// and builds its upstream head in rc.upHead; nil when no backend is eligible.
-func (rc *RequestCtx) pick() *Backend {
+// pick chooses the next backend for the request: the route's pick stages first narrow the
+// choice (a copy of the request's own, judged afresh at every pick), then its vet stages may
+// refuse the backend chosen (which is then excluded for the request, and the choice made
+// again). It builds the upstream head in rc.upHead. When no backend is eligible it returns
+// nil and the answer of the last vet refusal (nil when none refused).
+func (rc *RequestCtx) pick() (*Backend, error) {
 	if rc.service == nil {
-		return nil
+		return nil, nil
 	}
-	c := &rc.choice
-	if rc.route.Chain.picks() {
-		rc.pickC.CopyFrom(c)
-		rc.route.Chain.onPick(rc, &rc.pickC)
-		c = &rc.pickC
-	}
-	b := rc.service.Pick(c)
-	if b != nil {
+	var refused error
+	for {
+		c := &rc.choice
+		if rc.route.Chain.picks() {
+			rc.pickC.CopyFrom(c)
+			rc.route.Chain.onPick(rc, &rc.pickC)
+			c = &rc.pickC
+		}
+		b := rc.service.Pick(c)
+		if b == nil {
+			return nil, refused
+		}
+		if err := rc.route.Chain.onVet(rc, b); err != nil {
+			// Each refusal excludes one more backend, so this ends.
+			refused = err
+			b.Release()
+			rc.Exclude(b.LB.ID)
+			continue
+		}
 		rc.upHead = appendUpstreamHead(rc.upHead[:0], rc, b)
+		return b, nil
 	}
-	return b
 }
 
 // exchange picks a backend and runs the upstream round trip, leaving rc.x with the response
@@ -156,10 +170,14 @@ func (rc *RequestCtx) exchange() error {
 	var last error = ErrNoBackend
 	for try := 0; ; try++ {
 		var b *Backend
+		var refused error
 		if try < MaxConnectTries {
-			b = rc.pick()
+			b, refused = rc.pick()
 		}
 		if b == nil {
+			if refused != nil && last == ErrNoBackend {
+				last = refused // a pick stage kept the backends out, and says why
+			}
 			// This service is exhausted: a fallback stage may name another.
 			if !rc.route.Chain.onExhausted(rc) {
 				return last
@@ -373,7 +391,6 @@ var errClientGone = ErrClientGone
 
 // answer makes err the response: a stage's Reply, a GatewayError, or a 500 for anything else.
 func (rc *RequestCtx) answer(err error) {
-	var ge *GatewayError
 	switch {
 	case err == errClientGone:
 		rc.outcome.Canceled = true
@@ -382,12 +399,26 @@ func (rc *RequestCtx) answer(err error) {
 	case err == &rc.reply:
 		rc.replied, rc.ended = true, true
 		rc.outcome.Status, rc.outcome.GatewayReply = rc.reply.Status, true
-	case errors.As(err, &ge):
-		rc.fail(ge)
 	default:
-		rc.ep.elog.stageFailed(routeName(rc.route), err)
-		rc.fail(ErrInternal)
+		rc.failWith(err)
 	}
+}
+
+// failWith answers a GatewayError, possibly wrapped, or 500 for any other error. Apart from
+// answer, so that the target errors.As needs is allocated only on this path: a refusal by a
+// stage's reply allocates nothing.
+func (rc *RequestCtx) failWith(err error) {
+	if ge, ok := err.(*GatewayError); ok {
+		rc.fail(ge)
+		return
+	}
+	var ge *GatewayError
+	if errors.As(err, &ge) {
+		rc.fail(ge)
+		return
+	}
+	rc.ep.elog.stageFailed(routeName(rc.route), err)
+	rc.fail(ErrInternal)
 }
 
 // fail makes the gateway error ge the response.

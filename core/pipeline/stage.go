@@ -7,7 +7,7 @@ import (
 )
 
 // A stage is one step of a router's pipeline, in the manner of Envoy's HTTP filters and
-// Pingora's phases: it implements any of RequestStage, PickStage, ResponseStage,
+// Pingora's phases: it implements any of RequestStage, PickStage, VetStage, ResponseStage,
 // FallbackStage and CompletionStage, and only the phases it needs. Stages are compiled into a
 // Chain per router when a configuration is compiled, so a reload swaps whole chains and a
 // request in flight finishes on the chain it started with. Per-request state lives in the
@@ -29,6 +29,18 @@ type RequestStage interface {
 // the upstream's answer with its own.
 type ResponseStage interface {
 	OnResponse(rc *RequestCtx) error
+}
+
+// VetStage vets the backend the balancer chose for the request, before anything is sent to
+// it: at every choice, so also after a retry and after a fallback stage moved the request to
+// another service. It returns nil to let the request go to b, or an answer to refuse b: b is
+// then excluded for this request (as RequestCtx.Exclude) and the balancer chooses again among
+// the others. When no backend is left, the request gets the last refusal's answer (a
+// *GatewayError or the *Reply of RequestCtx.Reply) instead of the gateway's own no_backend,
+// unless a fallback stage finds it another service. A circuit breaker keeps open backends
+// out this way, so that a request reaches a healthy backend when there is one.
+type VetStage interface {
+	OnVet(rc *RequestCtx, b *Backend) error
 }
 
 // BodyStage sees the response body on its way to the client, read by read, as payload (chunk
@@ -68,6 +80,7 @@ type CompletionStage interface {
 // The zero Chain runs nothing.
 type Chain struct {
 	request  []RequestStage
+	vet      []VetStage
 	response []ResponseStage
 	pick     []PickStage
 	fallback []FallbackStage
@@ -83,6 +96,9 @@ func NewChain(stages ...any) (*Chain, error) {
 		ok := false
 		if rs, is := s.(RequestStage); is {
 			c.request, ok = append(c.request, rs), true
+		}
+		if vs, is := s.(VetStage); is {
+			c.vet, ok = append(c.vet, vs), true
 		}
 		if rs, is := s.(ResponseStage); is {
 			c.response, ok = append(c.response, rs), true
@@ -111,7 +127,7 @@ func (c *Chain) Len() int {
 	if c == nil {
 		return 0
 	}
-	return len(c.request) + len(c.response) + len(c.pick) + len(c.fallback) + len(c.body) + len(c.complete)
+	return len(c.request) + len(c.pick) + len(c.vet) + len(c.response) + len(c.fallback) + len(c.body) + len(c.complete)
 }
 
 func (c *Chain) onRequest(rc *RequestCtx) error {
@@ -120,6 +136,18 @@ func (c *Chain) onRequest(rc *RequestCtx) error {
 	}
 	for _, s := range c.request {
 		if err := s.OnRequest(rc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Chain) onVet(rc *RequestCtx, b *Backend) error {
+	if c == nil {
+		return nil
+	}
+	for _, s := range c.vet {
+		if err := s.OnVet(rc, b); err != nil {
 			return err
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -19,6 +20,9 @@ import (
 	"github.com/sluice-gw/sluice/core/consumer"
 	"github.com/sluice-gw/sluice/core/http1"
 	"github.com/sluice-gw/sluice/core/metrics"
+	"github.com/sluice-gw/sluice/core/middleware/breaker"
+	"github.com/sluice-gw/sluice/core/middleware/jwtauth"
+	"github.com/sluice-gw/sluice/core/middleware/ratelimit"
 	"github.com/sluice-gw/sluice/core/modelroute"
 	"github.com/sluice-gw/sluice/core/pipeline"
 	"github.com/sluice-gw/sluice/core/router"
@@ -55,6 +59,11 @@ type Snapshot struct {
 	// Metrics are the gauges over this snapshot's backends, published by Activate.
 	Metrics *metrics.Set
 
+	// middlewares are the compiled stages of the rate-limit, circuit-breaker and jwt
+	// middlewares by name, one per middleware whatever the routers that list it; the next
+	// snapshot takes over their state (buckets, breakers).
+	middlewares map[string]any
+
 	entrypoints map[string]*entrypointRoutes
 	pools       map[string]*pool.Pool // by poolKey, shared with the next snapshot when unchanged
 }
@@ -78,6 +87,11 @@ func (s *Snapshot) Resolve(ep string, req *http1.Request) (*pipeline.Route, *pip
 	}
 	return e.routes[id], s.hooks
 }
+
+// Middleware returns the compiled stage of middleware name: a *ratelimit.Stage,
+// *breaker.Stage or *jwtauth.Stage (nil for an api-key middleware, compiled per router, or
+// for a name not defined).
+func (s *Snapshot) Middleware(name string) any { return s.middlewares[name] }
 
 // EntrypointRoutes lists the router names of entrypoint ep in match order.
 func (s *Snapshot) EntrypointRoutes(ep string) []string {
@@ -141,6 +155,7 @@ func Compile(cfg *config.Config, prev *Snapshot, gen uint64) (*Snapshot, error) 
 		errs = append(errs, cfg.Errorf([]string{"models"}, "models: %v", merr))
 	}
 	s.Models = models
+	errs = append(errs, s.compileMiddlewares(cfg, consumers, prev)...)
 	tables := map[string][]router.Route{}
 	for _, name := range sortedKeys(cfg.Routers) {
 		r := cfg.Routers[name]
@@ -167,12 +182,15 @@ func Compile(cfg *config.Config, prev *Snapshot, gen uint64) (*Snapshot, error) 
 			if authMiddlewareTypes[mw.Type] && !r.ForwardCredentials {
 				rt.StripAuthorization = true
 			}
-			if mw.Type == config.MiddlewareAPIKey {
+			switch {
+			case mw.Type == config.MiddlewareAPIKey:
 				st := consumer.NewAPIKey(consumers, mw.APIKeyHeader())
 				if h := st.Header(); h != "" && !r.ForwardCredentials {
 					rt.StripHeader = []byte(h)
 				}
 				stages = append(stages, st)
+			case s.middlewares[m] != nil:
+				stages = append(stages, s.middlewares[m])
 			}
 		}
 		if r.Models && models != nil {
@@ -212,6 +230,13 @@ func Compile(cfg *config.Config, prev *Snapshot, gen uint64) (*Snapshot, error) 
 			b.M = metrics.ForBackend(name, b.URL)
 			lb, p := b.LB, b.Pool
 			s.Metrics.Backend(name, b.URL, lb.Active.Load, func() bool { return !lb.Down() }, func() int { return p.Stats().Idle })
+		}
+	}
+	for _, name := range sortedKeys(s.middlewares) {
+		if st, ok := s.middlewares[name].(*breaker.Stage); ok {
+			for _, b := range st.Breakers() {
+				s.Metrics.Breaker(name, b.Service(), b.Backend(), b.State)
+			}
 		}
 	}
 	if s.Models != nil {
@@ -276,6 +301,67 @@ func (s *Snapshot) StartWorkers() {
 			g.Start()
 		}
 	})
+}
+
+// compileMiddlewares builds the stages of the rate-limit, circuit-breaker and jwt middlewares
+// into s.middlewares, each taking over the state of the one of the same name in prev. A
+// circuit breaker watches the backends of the services its routers send requests to.
+func (s *Snapshot) compileMiddlewares(cfg *config.Config, consumers *consumer.Registry, prev *Snapshot) config.ErrorList {
+	s.middlewares = map[string]any{}
+	var errs config.ErrorList
+	for _, name := range sortedKeys(cfg.Middlewares) {
+		mw := cfg.Middlewares[name]
+		var old any
+		if prev != nil {
+			old = prev.middlewares[name]
+		}
+		switch {
+		case mw.RateLimit != nil:
+			prevStage, _ := old.(*ratelimit.Stage)
+			s.middlewares[name] = ratelimit.New(name, *mw.RateLimit, prevStage)
+		case mw.CircuitBreaker != nil:
+			prevStage, _ := old.(*breaker.Stage)
+			s.middlewares[name] = breaker.New(name, *mw.CircuitBreaker, s.servicesOf(cfg, name), prevStage)
+		case mw.JWT != nil:
+			st, err := jwtauth.New(*mw.JWT, consumers)
+			if err != nil {
+				at := []string{"middlewares", name, "public_key_file"}
+				errs = append(errs, &config.Error{Pos: cfg.ValuePos(at...), Msg: fmt.Sprintf("middlewares.%s.public_key_file: %s", name, cfg.MaskEnv(err.Error(), at...))})
+				continue
+			}
+			s.middlewares[name] = st
+		}
+	}
+	return errs
+}
+
+// servicesOf returns the compiled services the routers listing middleware mw send requests
+// to: a router's service, or every target's service for a model router.
+func (s *Snapshot) servicesOf(cfg *config.Config, mw string) []*pipeline.Service {
+	seen := map[string]bool{}
+	var out []*pipeline.Service
+	add := func(name string) {
+		if svc := s.Services[name]; svc != nil && !seen[name] {
+			seen[name] = true
+			out = append(out, svc)
+		}
+	}
+	for _, rname := range sortedKeys(cfg.Routers) {
+		r := cfg.Routers[rname]
+		if !slices.Contains(r.Middlewares, mw) {
+			continue
+		}
+		if !r.Models {
+			add(r.Service)
+			continue
+		}
+		for _, alias := range sortedKeys(cfg.Models) {
+			for _, id := range sortedKeys(cfg.Models[alias].Targets) {
+				add(cfg.Models[alias].Targets[id].Service)
+			}
+		}
+	}
+	return out
 }
 
 // compileHooks builds the completion stages every request runs: the access log when

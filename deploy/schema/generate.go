@@ -135,7 +135,7 @@ func minimal() map[string]any {
 			}},
 		},
 		"middlewares": map[string]any{
-			"m": map[string]any{"type": config.MiddlewareJWT},
+			"m": map[string]any{"type": config.MiddlewareAPIKey}, // a type without required options
 		},
 		"models": map[string]any{
 			"mdl": map[string]any{"targets": map[string]any{"t": map[string]any{"service": "s"}}},

@@ -1,0 +1,342 @@
+package config
+
+import (
+	"math"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Keys of a rate-limit middleware: what its requests are counted by.
+const (
+	// RateLimitKeyClientIP counts by the client's address as sluice saw it (the peer).
+	RateLimitKeyClientIP = "client_ip"
+	// RateLimitKeyAPIKey counts by the consumer an api-key (or jwt) middleware before it
+	// authenticated.
+	RateLimitKeyAPIKey = "api_key"
+	// RateLimitKeyHeader prefixes a header field name: "header:X-Tenant" counts by its value.
+	RateLimitKeyHeader = "header:"
+)
+
+// Defaults and bounds of the rate-limit, circuit-breaker and jwt middlewares' options.
+const (
+	DefaultRateLimitBurst   = 1
+	DefaultRateLimitKey     = RateLimitKeyClientIP
+	DefaultRateLimitMaxKeys = 65536
+	MinRateLimitRate        = 0.01        // requests per minute: one every 100 minutes
+	MaxRateLimitRate        = 100_000_000 // requests per minute: ≈1.7 million a second
+	MaxRateLimitBurst       = 1_000_000
+	MinRateLimitMaxKeys     = 64
+	MaxRateLimitMaxKeys     = 1 << 24
+
+	DefaultFailureThreshold = 5
+	DefaultSuccessThreshold = 1
+	DefaultCooldown         = 30 * time.Second
+	MaxBreakerThreshold     = 1000
+	MinCooldown             = 100 * time.Millisecond
+	MaxCooldown             = 24 * time.Hour
+
+	DefaultJWTLeeway = 30 * time.Second
+	MaxJWTLeeway     = 10 * time.Minute
+	DefaultJWTClaim  = "sub"
+	// MinJWTSecretBytes is the shortest HMAC secret accepted: an HS256 key must be at least
+	// as long as the hash's output (RFC 7518 §3.2).
+	MinJWTSecretBytes = 32
+)
+
+// RateLimitOptions are the options of a rate-limit middleware, checked and defaulted by Load:
+// a token bucket per key that holds Burst tokens and gains Rate tokens a minute.
+type RateLimitOptions struct {
+	// Rate is the sustained rate of each key, in requests per minute (rate). Required.
+	Rate float64
+	// Burst is the bucket's size: the requests a key may make at once after a quiet spell
+	// (burst). Default 1.
+	Burst int
+	// Key is what requests are counted by (key): RateLimitKeyClientIP (the default),
+	// RateLimitKeyAPIKey or RateLimitKeyHeader followed by a field name.
+	Key string
+	// Header is the field name of a "header:<Name>" key, "" for the other keys.
+	Header string
+	// MaxKeys bounds the keys tracked at once (max_keys). Default 65536.
+	MaxKeys int
+}
+
+// CircuitBreakerOptions are the options of a circuit-breaker middleware, checked and
+// defaulted by Load.
+type CircuitBreakerOptions struct {
+	// FailureThreshold consecutive failures of a backend open its breaker
+	// (failure_threshold). Default 5.
+	FailureThreshold int
+	// Cooldown is how long an open breaker keeps its backend out before one probe request
+	// may try it (cooldown_secs). Default 30s.
+	Cooldown time.Duration
+	// SuccessThreshold consecutive successful probes close the breaker again
+	// (success_threshold). Default 1.
+	SuccessThreshold int
+}
+
+// JWTOptions are the options of a jwt middleware, checked and defaulted by Load. Exactly one
+// of Secret and PublicKeyFile is set.
+type JWTOptions struct {
+	// Secret is the HMAC key of HS256, HS384 and HS512 tokens (value), at least
+	// MinJWTSecretBytes long. Never print it.
+	Secret string
+	// PublicKeyFile is a PEM file holding the RSA, ECDSA or Ed25519 public key (or a
+	// certificate) that verifies RS*, PS*, ES* or EdDSA tokens (public_key_file). The
+	// runtime reads it when it compiles the configuration.
+	PublicKeyFile string
+	// Issuer, when set, must equal the token's iss (issuer).
+	Issuer string
+	// Audience, when set, lists the accepted audiences: the token's aud must name one
+	// (audience).
+	Audience []string
+	// Leeway is the clock skew allowed on exp, nbf and iat (leeway). Default 30s.
+	Leeway time.Duration
+	// Claim names the claim that maps a token to a [consumers.<name>] (claim). Default "sub".
+	Claim string
+}
+
+// knownOptions are the option keys of each middleware type, sorted.
+var knownOptions = map[string][]string{
+	MiddlewareRateLimit:      {"burst", "key", "max_keys", "rate"},
+	MiddlewareCircuitBreaker: {"cooldown_secs", "failure_threshold", "success_threshold"},
+	MiddlewareJWT:            {"audience", "claim", "issuer", "leeway", "public_key_file", "value"},
+}
+
+// optionChecker reads the options of one middleware, reporting each problem at its key or
+// value.
+type optionChecker struct {
+	c    *Config
+	e    *errs
+	name string
+	m    *Middleware
+}
+
+func (o *optionChecker) path(k string) []string { return []string{"middlewares", o.name, k} }
+
+// unknownKeys reports every option key the middleware's type does not have, with the known
+// ones.
+func (o *optionChecker) unknownKeys() {
+	known := knownOptions[o.m.Type]
+	for _, k := range sortedNames(o.m.Options) {
+		if oneOf(k, known) {
+			continue
+		}
+		hint := ""
+		if s := suggest(k, known); s != "" {
+			hint = "did you mean " + strconv.Quote(s) + "? "
+		}
+		o.e.add(o.c.Pos(o.path(k)...), "middlewares.%s: unknown key %q for a %s middleware (%sknown keys: %s)", o.name, k, o.m.Type, hint, strings.Join(known, ", "))
+	}
+}
+
+// value returns the option k and whether it was given and decoded. A value whose ${VAR} could
+// not be expanded was reported already and counts as absent.
+func (o *optionChecker) value(k string) (any, bool) {
+	v, ok := o.m.Options[k]
+	if !ok || o.e.reported(o.c.ValuePos(o.path(k)...)) {
+		return nil, false
+	}
+	return v, true
+}
+
+func (o *optionChecker) typeError(k, want string, v any) {
+	o.e.add(o.c.ValuePos(o.path(k)...), "middlewares.%s.%s must be %s, not %s", o.name, k, want, tomlType(v))
+}
+
+// integer reads option k as an integer in lo..hi; def when absent.
+func (o *optionChecker) integer(k string, def, lo, hi int) int {
+	v, ok := o.value(k)
+	if !ok {
+		return def
+	}
+	n, isInt := v.(int64)
+	if !isInt {
+		o.typeError(k, "an integer", v)
+		return def
+	}
+	if n < int64(lo) || n > int64(hi) {
+		o.e.add(o.c.ValuePos(o.path(k)...), "middlewares.%s.%s %d: want %d..%d", o.name, k, n, lo, hi)
+		return def
+	}
+	return int(n)
+}
+
+// number reads option k as a number (integer or float) in lo..hi; def when absent.
+func (o *optionChecker) number(k string, def, lo, hi float64) float64 {
+	v, ok := o.value(k)
+	if !ok {
+		return def
+	}
+	var f float64
+	switch n := v.(type) {
+	case int64:
+		f = float64(n)
+	case float64:
+		f = n
+	default:
+		o.typeError(k, "a number", v)
+		return def
+	}
+	if math.IsNaN(f) || f < lo || f > hi {
+		o.e.add(o.c.ValuePos(o.path(k)...), "middlewares.%s.%s %v: want %v..%v", o.name, k, f, lo, hi)
+		return def
+	}
+	return f
+}
+
+// str reads option k as a non-empty string; def when absent.
+func (o *optionChecker) str(k, def string) string {
+	v, ok := o.value(k)
+	if !ok {
+		return def
+	}
+	s, isStr := v.(string)
+	if !isStr {
+		o.typeError(k, "a string", v)
+		return def
+	}
+	if s == "" {
+		o.e.add(o.c.ValuePos(o.path(k)...), "middlewares.%s.%s is empty", o.name, k)
+		return def
+	}
+	return s
+}
+
+// duration reads option k as a Go duration string in lo..hi; def when absent.
+func (o *optionChecker) duration(k string, def, lo, hi time.Duration) time.Duration {
+	v, ok := o.value(k)
+	if !ok {
+		return def
+	}
+	s, isStr := v.(string)
+	if !isStr {
+		o.typeError(k, `a duration string such as "30s"`, v)
+		return def
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < lo || d > hi {
+		o.e.add(o.c.ValuePos(o.path(k)...), "middlewares.%s.%s: invalid duration %q (want %v to %v, such as \"30s\")", o.name, k, o.c.shown(s, o.path(k)...), lo, hi)
+		return def
+	}
+	return d
+}
+
+// required reports option k missing.
+func (o *optionChecker) required(k, hint string) {
+	if _, ok := o.m.Options[k]; !ok {
+		o.e.add(o.c.Pos("middlewares", o.name), "middlewares.%s.%s is required (%s)", o.name, k, hint)
+	}
+}
+
+// validateRateLimitOptions checks a rate-limit middleware and fills m.RateLimit.
+func (c *Config) validateRateLimitOptions(e *errs, name string, m *Middleware) {
+	o := &optionChecker{c: c, e: e, name: name, m: m}
+	o.unknownKeys()
+	o.required("rate", "requests per minute, e.g. rate = 60")
+	rl := &RateLimitOptions{
+		Rate:    o.number("rate", 0, MinRateLimitRate, MaxRateLimitRate),
+		Burst:   o.integer("burst", DefaultRateLimitBurst, 1, MaxRateLimitBurst),
+		Key:     o.str("key", DefaultRateLimitKey),
+		MaxKeys: o.integer("max_keys", DefaultRateLimitMaxKeys, MinRateLimitMaxKeys, MaxRateLimitMaxKeys),
+	}
+	switch h, isHeader := strings.CutPrefix(rl.Key, RateLimitKeyHeader); {
+	case rl.Key == RateLimitKeyClientIP || rl.Key == RateLimitKeyAPIKey:
+	case isHeader && h != "" && len(h) <= maxAPIKeyHeaderNameLen && strings.IndexFunc(h, notTokenChar) < 0:
+		rl.Header = h
+	default:
+		e.add(c.ValuePos(o.path("key")...), "middlewares.%s.key %q: want %q, %q or \"header:<Name>\" (a header field name, e.g. \"header:X-Tenant\")", name, c.shown(rl.Key, o.path("key")...), RateLimitKeyClientIP, RateLimitKeyAPIKey)
+		rl.Key = DefaultRateLimitKey
+	}
+	m.RateLimit = rl
+}
+
+// validateCircuitBreakerOptions checks a circuit-breaker middleware and fills
+// m.CircuitBreaker.
+func (c *Config) validateCircuitBreakerOptions(e *errs, name string, m *Middleware) {
+	o := &optionChecker{c: c, e: e, name: name, m: m}
+	o.unknownKeys()
+	secs := o.number("cooldown_secs", DefaultCooldown.Seconds(), MinCooldown.Seconds(), MaxCooldown.Seconds())
+	m.CircuitBreaker = &CircuitBreakerOptions{
+		FailureThreshold: o.integer("failure_threshold", DefaultFailureThreshold, 1, MaxBreakerThreshold),
+		Cooldown:         time.Duration(secs * float64(time.Second)).Round(time.Millisecond),
+		SuccessThreshold: o.integer("success_threshold", DefaultSuccessThreshold, 1, MaxBreakerThreshold),
+	}
+}
+
+// validateJWTOptions checks a jwt middleware and fills m.JWT. The public key file is read
+// when the configuration is compiled, not here.
+func (c *Config) validateJWTOptions(e *errs, name string, m *Middleware) {
+	o := &optionChecker{c: c, e: e, name: name, m: m}
+	o.unknownKeys()
+	j := &JWTOptions{
+		Secret:        o.str("value", ""),
+		PublicKeyFile: o.str("public_key_file", ""),
+		Issuer:        o.str("issuer", ""),
+		Leeway:        o.duration("leeway", DefaultJWTLeeway, 0, MaxJWTLeeway),
+		Claim:         o.str("claim", DefaultJWTClaim),
+	}
+	_, hasValue := m.Options["value"]
+	_, hasFile := m.Options["public_key_file"]
+	switch {
+	case hasValue && hasFile:
+		e.add(c.Pos(o.path("public_key_file")...), "middlewares.%s: value and public_key_file are exclusive (an HMAC secret, or the public key of RS*/ES* tokens)", name)
+	case !hasValue && !hasFile:
+		e.add(c.Pos("middlewares", name), "middlewares.%s: a jwt middleware needs value = \"${JWT_SECRET}\" (the HMAC secret of HS256 tokens) or public_key_file = \"<PEM file>\" (RS256, ES256)", name)
+	case j.Secret != "" && len(j.Secret) < MinJWTSecretBytes:
+		// The length only: the value is a secret.
+		e.add(c.ValuePos(o.path("value")...), "middlewares.%s.value: the HMAC secret is too short (%d bytes); want at least %d bytes (RFC 7518 §3.2), e.g. from openssl rand -base64 48", name, len(j.Secret), MinJWTSecretBytes)
+	}
+	if v, ok := o.value("audience"); ok {
+		switch a := v.(type) {
+		case string:
+			j.Audience = []string{a}
+		case []any:
+			for i, x := range a {
+				s, isStr := x.(string)
+				if !isStr {
+					ip := strconv.Itoa(i)
+					e.add(c.ValuePos("middlewares", name, "audience", ip), "middlewares.%s.audience[%s] must be a string, not %s", name, ip, tomlType(x))
+					continue
+				}
+				j.Audience = append(j.Audience, s)
+			}
+			if len(j.Audience) < len(a) {
+				m.JWT = j
+				j.Audience = nil
+				return
+			}
+		default:
+			o.typeError("audience", "a string or an array of strings", v)
+		}
+		if len(j.Audience) == 0 || oneOf("", j.Audience) {
+			if !e.reported(c.ValuePos(o.path("audience")...)) {
+				e.add(c.ValuePos(o.path("audience")...), "middlewares.%s.audience: want one or more non-empty audiences", name)
+			}
+			j.Audience = nil
+		}
+	}
+	m.JWT = j
+}
+
+// validateMiddlewareOrder checks what a middleware needs of the ones before it in each router
+// that lists it: a rate-limit middleware keyed by api_key counts the consumer an api-key or
+// jwt middleware authenticated, so one must come first.
+func (c *Config) validateMiddlewareOrder(e *errs) {
+	for _, name := range sortedNames(c.Routers) {
+		r := c.Routers[name]
+		auth := false
+		for i, mw := range r.Middlewares {
+			m := c.Middlewares[mw]
+			if m == nil {
+				continue
+			}
+			if m.Type == MiddlewareAPIKey || m.Type == MiddlewareJWT {
+				auth = true
+			}
+			if m.RateLimit != nil && m.RateLimit.Key == RateLimitKeyAPIKey && !auth {
+				e.add(c.ValuePos("routers", name, "middlewares", strconv.Itoa(i)), "routers.%s.middlewares: %q counts requests by consumer (key = %q): list an api-key or jwt middleware before it", name, c.shown(mw, "routers", name, "middlewares", strconv.Itoa(i)), RateLimitKeyAPIKey)
+			}
+		}
+	}
+}

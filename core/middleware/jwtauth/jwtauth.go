@@ -1,0 +1,264 @@
+// Package jwtauth is the jwt middleware ([middlewares.<name>] type = "jwt"): it authenticates a
+// request by the JSON Web Token (RFC 7519) in its "Authorization: Bearer" field, verified with
+// github.com/golang-jwt/jwt/v5 against an HMAC secret (HS256, HS384, HS512) or a public key
+// (RS*, PS*, ES*, EdDSA), and answers 401 with a WWW-Authenticate challenge (RFC 6750 §3) when
+// the token is missing or not valid.
+//
+// The algorithms a token may use are those of the configured key, fixed when the
+// configuration is compiled: never "none", and never an HMAC algorithm with a public key, so
+// that a token "signed" with the public key as an HMAC secret (algorithm confusion) is
+// refused. A token must carry exp; exp, nbf and iat are checked with the configured leeway,
+// iss and aud when configured. When [consumers] are defined, the claim named by claim (sub by
+// default) must name one: the request then carries that consumer, whose grants apply as they
+// do after an api-key middleware.
+package jwtauth
+
+import (
+	"bytes"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/sluice-gw/sluice/core/config"
+	"github.com/sluice-gw/sluice/core/consumer"
+	"github.com/sluice-gw/sluice/core/pipeline"
+)
+
+// minRSABits is the smallest RSA key accepted (RFC 7518 §3.3).
+const minRSABits = 2048
+
+// Stage is the jwt middleware, a pipeline.RequestStage. It is immutable once built.
+type Stage struct {
+	parser    *jwt.Parser
+	key       any // []byte (HMAC) or a crypto.PublicKey
+	methods   []string
+	claim     string
+	consumers *consumer.Registry // nil: tokens are not mapped to consumers
+	noClaim   *refusal           // the token lacks the claim that names its consumer
+	now       func() time.Time   // a field so that tests can set the clock
+}
+
+// New returns the stage of a jwt middleware with options o (checked by config.Load). It reads
+// o.PublicKeyFile when set; its error describes what is wrong with that file. When consumers
+// holds any, a token's claim o.Claim must name one of them.
+func New(o config.JWTOptions, consumers *consumer.Registry) (*Stage, error) {
+	s := &Stage{claim: o.Claim, now: time.Now}
+	if s.claim == "" {
+		s.claim = config.DefaultJWTClaim
+	}
+	if consumers != nil && consumers.Len() > 0 {
+		s.consumers = consumers
+	}
+	switch {
+	case o.PublicKeyFile != "":
+		key, methods, err := readPublicKey(o.PublicKeyFile)
+		if err != nil {
+			return nil, err
+		}
+		s.key, s.methods = key, methods
+	case o.Secret != "":
+		s.key, s.methods = []byte(o.Secret), hmacMethods(len(o.Secret))
+	default:
+		return nil, errors.New("jwt: neither a secret nor a public key")
+	}
+	opts := []jwt.ParserOption{
+		jwt.WithValidMethods(s.methods),
+		jwt.WithLeeway(o.Leeway),
+		jwt.WithExpirationRequired(),
+		jwt.WithIssuedAt(),
+		jwt.WithTimeFunc(func() time.Time { return s.now() }),
+	}
+	if o.Issuer != "" {
+		opts = append(opts, jwt.WithIssuer(o.Issuer))
+	}
+	if len(o.Audience) > 0 {
+		opts = append(opts, jwt.WithAudience(o.Audience...))
+	}
+	s.parser = jwt.NewParser(opts...)
+	s.noClaim = newRefusal(401, "the token has no "+s.claim+" claim naming its consumer")
+	return s, nil
+}
+
+// Methods returns the signing algorithms ("alg") the stage accepts.
+func (s *Stage) Methods() []string { return append([]string(nil), s.methods...) }
+
+// hmacMethods are the HMAC algorithms a secret of n bytes may verify: each needs a key at
+// least as long as its hash (RFC 7518 §3.2).
+func hmacMethods(n int) []string {
+	m := []string{jwt.SigningMethodHS256.Alg()}
+	if n >= 48 {
+		m = append(m, jwt.SigningMethodHS384.Alg())
+	}
+	if n >= 64 {
+		m = append(m, jwt.SigningMethodHS512.Alg())
+	}
+	return m
+}
+
+// readPublicKey reads the first PEM block of file: a public key (PKIX "PUBLIC KEY" or PKCS #1
+// "RSA PUBLIC KEY") or a certificate, and returns the key and the algorithms it verifies.
+func readPublicKey(file string) (crypto.PublicKey, []string, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, nil, err
+	}
+	block, _ := pem.Decode(data)
+	if block == nil {
+		return nil, nil, fmt.Errorf("%s: no PEM block (want a \"PUBLIC KEY\" or a \"CERTIFICATE\")", file)
+	}
+	var key any
+	switch block.Type {
+	case "PUBLIC KEY":
+		key, err = x509.ParsePKIXPublicKey(block.Bytes)
+	case "RSA PUBLIC KEY":
+		key, err = x509.ParsePKCS1PublicKey(block.Bytes)
+	case "CERTIFICATE":
+		var cert *x509.Certificate
+		if cert, err = x509.ParseCertificate(block.Bytes); err == nil {
+			key = cert.PublicKey
+		}
+	case "PRIVATE KEY", "RSA PRIVATE KEY", "EC PRIVATE KEY", "ENCRYPTED PRIVATE KEY":
+		return nil, nil, fmt.Errorf("%s holds a private key: give the public key only (openssl pkey -in key.pem -pubout)", file)
+	default:
+		return nil, nil, fmt.Errorf("%s: PEM block %q is not a public key (want \"PUBLIC KEY\" or \"CERTIFICATE\")", file, block.Type)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %v", file, err)
+	}
+	switch k := key.(type) {
+	case *rsa.PublicKey:
+		if k.N.BitLen() < minRSABits {
+			return nil, nil, fmt.Errorf("%s: the RSA key has %d bits; want at least %d (RFC 7518 §3.3)", file, k.N.BitLen(), minRSABits)
+		}
+		return k, []string{"RS256", "RS384", "RS512", "PS256", "PS384", "PS512"}, nil
+	case *ecdsa.PublicKey:
+		switch k.Curve {
+		case elliptic.P256():
+			return k, []string{"ES256"}, nil
+		case elliptic.P384():
+			return k, []string{"ES384"}, nil
+		case elliptic.P521():
+			return k, []string{"ES512"}, nil
+		}
+		return nil, nil, fmt.Errorf("%s: ECDSA curve %s has no JWT algorithm (want P-256, P-384 or P-521)", file, k.Curve.Params().Name)
+	case ed25519.PublicKey:
+		return k, []string{"EdDSA"}, nil
+	}
+	return nil, nil, fmt.Errorf("%s: a %T key verifies no JWT algorithm (want RSA, ECDSA or Ed25519)", file, key)
+}
+
+// refusal is one answer of the middleware: its status, body in both error shapes, and the
+// WWW-Authenticate challenge of a 401.
+type refusal struct {
+	answer    *consumer.Answer
+	challenge []byte
+}
+
+var hdrWWWAuthenticate = []byte("WWW-Authenticate")
+
+// newRefusal builds a 401 for an invalid token whose challenge describes why (RFC 6750 §3:
+// error="invalid_token" and error_description; desc must not hold a double quote), or a 403.
+func newRefusal(status int, desc string) *refusal {
+	if status == 403 {
+		return &refusal{answer: consumer.NewAnswer(403, "permission_error", "permission_error", "unknown_consumer", desc)}
+	}
+	return &refusal{
+		answer:    consumer.NewAnswer(401, "invalid_request_error", "authentication_error", "invalid_token", desc),
+		challenge: []byte(`Bearer realm="sluice", error="invalid_token", error_description="` + desc + `"`),
+	}
+}
+
+func (r *refusal) reply(rc *pipeline.RequestCtx) error {
+	if r.challenge != nil {
+		rc.AddResponseHeader(hdrWWWAuthenticate, r.challenge)
+	}
+	return r.answer.Reply(rc)
+}
+
+// The answers, prebuilt. A request without a token gets a challenge without an error code
+// (RFC 6750 §3.1).
+var (
+	errMissing = &refusal{
+		answer:    consumer.NewAnswer(401, "invalid_request_error", "authentication_error", "missing_token", "no token: send it as Authorization: Bearer <JWT>"),
+		challenge: []byte(`Bearer realm="sluice"`),
+	}
+	errMalformed       = newRefusal(401, "the token is malformed")
+	errSignature       = newRefusal(401, "the token's signature does not verify with the gateway's key and algorithms")
+	errExpired         = newRefusal(401, "the token has expired")
+	errNotYet          = newRefusal(401, "the token is not valid yet")
+	errIssuer          = newRefusal(401, "the token's issuer is not accepted")
+	errAudience        = newRefusal(401, "the token's audience is not accepted")
+	errClaims          = newRefusal(401, "the token lacks a required claim (exp) or has an invalid one")
+	errUnknownConsumer = newRefusal(403, "the token's subject is not a consumer of this gateway")
+)
+
+// refusalFor maps a verification error of jwt.Parser to its answer.
+func refusalFor(err error) *refusal {
+	switch {
+	case errors.Is(err, jwt.ErrTokenMalformed):
+		return errMalformed
+	case errors.Is(err, jwt.ErrTokenSignatureInvalid), errors.Is(err, jwt.ErrTokenUnverifiable),
+		errors.Is(err, jwt.ErrInvalidKeyType), errors.Is(err, jwt.ErrInvalidKey):
+		return errSignature
+	case errors.Is(err, jwt.ErrTokenExpired):
+		return errExpired
+	case errors.Is(err, jwt.ErrTokenNotValidYet), errors.Is(err, jwt.ErrTokenUsedBeforeIssued):
+		return errNotYet
+	case errors.Is(err, jwt.ErrTokenInvalidIssuer):
+		return errIssuer
+	case errors.Is(err, jwt.ErrTokenInvalidAudience):
+		return errAudience
+	}
+	return errClaims
+}
+
+// OnRequest implements pipeline.RequestStage: the request goes on when its bearer token
+// verifies, carrying its consumer when consumers are defined.
+func (s *Stage) OnRequest(rc *pipeline.RequestCtx) error {
+	tok, ok := bearer(rc)
+	if !ok {
+		return errMissing.reply(rc)
+	}
+	claims := jwt.MapClaims{}
+	if _, err := s.parser.ParseWithClaims(string(tok), claims, s.keyFunc); err != nil {
+		return refusalFor(err).reply(rc)
+	}
+	if s.consumers == nil {
+		return nil
+	}
+	name, _ := claims[s.claim].(string)
+	if name == "" {
+		return s.noClaim.reply(rc)
+	}
+	c := s.consumers.ByName(name)
+	if c == nil {
+		return errUnknownConsumer.reply(rc)
+	}
+	consumer.Set(rc, c)
+	return nil
+}
+
+// keyFunc hands the parser the configured key. The parser has already refused an algorithm
+// not in s.methods, and each verifier refuses a key of another type.
+func (s *Stage) keyFunc(*jwt.Token) (any, error) { return s.key, nil }
+
+// bearer returns the token of "Authorization: Bearer <token>" (the scheme is
+// case-insensitive, RFC 9110 §11.1).
+func bearer(rc *pipeline.RequestCtx) ([]byte, bool) {
+	v, ok := rc.Req.HeaderValue("Authorization")
+	if !ok || len(v) <= 7 || !bytes.EqualFold(v[:7], []byte("bearer ")) {
+		return nil, false
+	}
+	tok := bytes.TrimSpace(v[7:])
+	return tok, len(tok) > 0
+}

@@ -1,0 +1,120 @@
+package ratelimit
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/sluice-gw/sluice/core/config"
+	"github.com/sluice-gw/sluice/core/consumer"
+	"github.com/sluice-gw/sluice/core/metrics"
+	"github.com/sluice-gw/sluice/core/pipeline"
+)
+
+// keyKind is what a stage counts requests by.
+type keyKind uint8
+
+const (
+	byClientIP keyKind = iota
+	byConsumer
+	byHeader
+)
+
+// Each key is kept under a byte naming its kind, so that a header's value can never pose as
+// a client address or a consumer (and take their tokens).
+const (
+	tagIP       = 'i'
+	tagConsumer = 'c'
+	tagHeader   = 'h'
+)
+
+// Stage is the rate-limit middleware: a pipeline.RequestStage over a Limiter. One Stage
+// serves every router that lists its middleware, so that a key's budget is shared by them.
+type Stage struct {
+	name   string
+	opts   config.RateLimitOptions
+	l      *Limiter
+	by     keyKind
+	header string
+	limit  []byte // RateLimit-Limit: the burst, formatted once
+	m      *metrics.RateLimit
+}
+
+// New returns the stage of rate-limit middleware name with options o. When prev (the stage
+// of the configuration being replaced, or nil) has the same options, the new stage keeps its
+// buckets, so that a reload neither forgets who used their budget nor gives everyone a
+// fresh burst.
+func New(name string, o config.RateLimitOptions, prev *Stage) *Stage {
+	s := &Stage{name: name, opts: o, header: o.Header, m: metrics.ForRateLimit(name)}
+	switch o.Key {
+	case config.RateLimitKeyAPIKey:
+		s.by = byConsumer
+	case config.RateLimitKeyClientIP, "":
+		s.by = byClientIP
+	default:
+		s.by = byHeader
+	}
+	if prev != nil && prev.opts == o {
+		s.l = prev.l
+	} else {
+		s.l = NewLimiter(o.Rate, o.Burst, o.MaxKeys)
+	}
+	s.limit = strconv.AppendInt(nil, s.l.Burst(), 10)
+	return s
+}
+
+// Limiter returns the stage's buckets.
+func (s *Stage) Limiter() *Limiter { return s.l }
+
+// Response fields of draft-ietf-httpapi-ratelimit-headers (up to its -06 revision, which
+// clients and proxies implement): the bucket's size, its whole tokens left and the seconds
+// until it is full again.
+var (
+	hdrLimit     = []byte("RateLimit-Limit")
+	hdrRemaining = []byte("RateLimit-Remaining")
+	hdrReset     = []byte("RateLimit-Reset")
+)
+
+// errLimited is the 429 of an empty bucket, in the OpenAI SDKs' shape (they retry a 429
+// after its Retry-After) or Anthropic's on /v1/messages.
+var errLimited = consumer.NewAnswer(429, "rate_limit_error", "rate_limit_error", "rate_limit_exceeded",
+	"too many requests: this client's rate limit is used up; retry after the time given in Retry-After")
+
+// OnRequest implements pipeline.RequestStage: the request takes a token of its key's bucket
+// or is answered 429 with Retry-After (seconds until a token is back). Both get the
+// RateLimit-* fields. It allocates nothing for a key already tracked.
+func (s *Stage) OnRequest(rc *pipeline.RequestCtx) error {
+	var name [128]byte // consumer names are at most 128 bytes: the key stays on the stack
+	d := s.l.Take(s.key(rc, name[:0]))
+	var num [20]byte
+	rc.AddResponseHeader(hdrLimit, s.limit)
+	rc.AddResponseHeader(hdrRemaining, strconv.AppendInt(num[:0], d.Remaining, 10))
+	rc.AddResponseHeader(hdrReset, strconv.AppendInt(num[:0], seconds(d.Reset), 10))
+	if d.Allowed {
+		return nil
+	}
+	s.m.Limited()
+	r := errLimited.Reply(rc)
+	r.RetryAfter = int(max(seconds(d.RetryAfter), 1))
+	return r
+}
+
+// key returns the request's key and its kind's tag: the consumer's name (appended to buf),
+// the header's value or the client's address. A request without a consumer or without the
+// header is counted by its client's address.
+func (s *Stage) key(rc *pipeline.RequestCtx, buf []byte) (byte, []byte) {
+	switch s.by {
+	case byConsumer:
+		if c := consumer.From(rc); c != nil {
+			return tagConsumer, append(buf, c.Name...)
+		}
+	case byHeader:
+		if v, ok := rc.Req.HeaderValue(s.header); ok {
+			return tagHeader, v
+		}
+	}
+	return tagIP, rc.ClientIP
+}
+
+// seconds rounds d up to whole seconds: a client that waits that long finds what was
+// announced.
+func seconds(d time.Duration) int64 { return int64((d + time.Second - 1) / time.Second) }

@@ -1,0 +1,160 @@
+package ratelimit
+
+import (
+	"crypto/sha256"
+	"encoding/json"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-gw/sluice/core/config"
+	"github.com/sluice-gw/sluice/core/consumer"
+	"github.com/sluice-gw/sluice/core/middleware/internal/mwtest"
+	"github.com/sluice-gw/sluice/core/pipeline"
+)
+
+func opts(rate float64, burst int, key string) config.RateLimitOptions {
+	o := config.RateLimitOptions{Rate: rate, Burst: burst, Key: key, MaxKeys: 1024}
+	if h, ok := strings.CutPrefix(key, config.RateLimitKeyHeader); ok {
+		o.Header = h
+	}
+	return o
+}
+
+func TestStageAnswers429WithRetryAfterAndRateLimitFields(t *testing.T) {
+	up := mwtest.NewUpstream(t, mwtest.Status(200))
+	s := New("per-client", opts(60, 2, config.RateLimitKeyClientIP), nil)
+	clk := &fakeClock{}
+	s.l.now = clk.now
+	h := mwtest.New(t, []any{s}, up.Addr())
+	const get = "GET /v1/models HTTP/1.1\r\nHost: gw"
+
+	r := h.Do(t, "192.0.2.1", get, "")
+	require.Equal(t, 200, r.Status)
+	require.Equal(t, "2", r.Header.Get("RateLimit-Limit"))
+	require.Equal(t, "1", r.Header.Get("RateLimit-Remaining"))
+	require.Equal(t, "1", r.Header.Get("RateLimit-Reset"))
+	require.Empty(t, r.Header.Get("Retry-After"))
+
+	r = h.Do(t, "192.0.2.1", get, "")
+	require.Equal(t, 200, r.Status)
+	require.Equal(t, "0", r.Header.Get("RateLimit-Remaining"))
+	require.Equal(t, "2", r.Header.Get("RateLimit-Reset"))
+
+	clk.advance(300 * time.Millisecond)
+	r = h.Do(t, "192.0.2.1", get, "")
+	require.Equal(t, 429, r.Status)
+	require.Equal(t, "1", r.Header.Get("Retry-After"), "0.7 s until a token, rounded up")
+	require.Equal(t, "2", r.Header.Get("RateLimit-Limit"))
+	require.Equal(t, "0", r.Header.Get("RateLimit-Remaining"))
+	require.Equal(t, "2", r.Header.Get("RateLimit-Reset"), "1.7 s until the bucket is full")
+	require.Equal(t, "application/json", r.Header.Get("Content-Type"))
+	var body struct {
+		Error struct{ Type, Code string }
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.Body), &body))
+	require.Equal(t, "rate_limit_error", body.Error.Type)
+	require.Equal(t, "rate_limit_exceeded", body.Error.Code)
+	require.Equal(t, 2, up.Count(), "the refused request never reached the upstream")
+
+	r = h.Do(t, "192.0.2.2", get, "")
+	require.Equal(t, 200, r.Status, "another client has its own bucket")
+
+	// Anthropic's clients get Anthropic's error shape.
+	r = h.Do(t, "192.0.2.1", "POST /v1/messages HTTP/1.1\r\nHost: gw", "{}")
+	require.Equal(t, 429, r.Status)
+	require.JSONEq(t, `{"type":"error","error":{"type":"rate_limit_error","message":"too many requests: this client's rate limit is used up; retry after the time given in Retry-After"}}`, r.Body)
+}
+
+// key = "header:<Name>" counts by the field's value; requests without it by client address.
+func TestStageKeysByHeader(t *testing.T) {
+	s := New("per-tenant", opts(1, 1, "header:X-Tenant"), nil)
+	h := mwtest.New(t, []any{s}) // no upstream: admitted requests get 503 no_backend
+	do := func(peer, tenant string) int {
+		head := "GET / HTTP/1.1\r\nHost: gw"
+		if tenant != "" {
+			head += "\r\nX-Tenant: " + tenant
+		}
+		return h.Do(t, peer, head, "").Status
+	}
+	require.Equal(t, 503, do("192.0.2.1", "a"))
+	require.Equal(t, 429, do("192.0.2.2", "a"), "same tenant from another address")
+	require.Equal(t, 503, do("192.0.2.1", "b"))
+	require.Equal(t, 503, do("192.0.2.1", ""), "no header: the address's own bucket")
+	require.Equal(t, 429, do("192.0.2.1", ""))
+	require.Equal(t, 503, do("192.0.2.3", ""))
+}
+
+// key = "api_key" counts by the consumer authenticated before the stage, whatever address
+// its requests come from.
+func TestStageKeysByConsumer(t *testing.T) {
+	keyA, keyB := "sk-a-0123456789", "sk-b-0123456789"
+	reg := consumer.NewRegistry(map[string]*config.Consumer{
+		"team-a": {KeyDigests: [][sha256.Size]byte{sha256.Sum256([]byte(keyA))}},
+		"team-b": {KeyDigests: [][sha256.Size]byte{sha256.Sum256([]byte(keyB))}},
+	})
+	s := New("per-consumer", opts(1, 1, config.RateLimitKeyAPIKey), nil)
+	h := mwtest.New(t, []any{consumer.NewAPIKey(reg, ""), s})
+	do := func(peer, key string) int {
+		return h.Do(t, peer, "GET / HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer "+key, "").Status
+	}
+	require.Equal(t, 503, do("192.0.2.1", keyA))
+	require.Equal(t, 429, do("192.0.2.2", keyA))
+	require.Equal(t, 503, do("192.0.2.1", keyB))
+	require.Equal(t, 401, do("192.0.2.1", "nope"), "the api-key middleware refuses first")
+}
+
+// A reload that keeps a middleware's options keeps its buckets; one that changes them starts
+// afresh.
+func TestStageKeepsBucketsAcrossAnUnchangedReload(t *testing.T) {
+	o := opts(1, 1, config.RateLimitKeyClientIP)
+	first := New("rl", o, nil)
+	require.Same(t, first.Limiter(), New("rl", o, first).Limiter())
+	o.Burst = 2
+	require.NotSame(t, first.Limiter(), New("rl", o, first).Limiter())
+}
+
+// answer200 answers every request that reaches it: the benchmark measures the rate limit
+// stage and the pipeline around it, without an upstream.
+type answer200 struct{}
+
+func (answer200) OnRequest(rc *pipeline.RequestCtx) error {
+	return rc.Reply(200, "text/plain", nil)
+}
+
+// BenchmarkStage is one request through the pipeline with the rate-limit stage (key
+// client_ip, a tracked key) and a stage that answers 200: routing, the stage with its three
+// RateLimit-* fields, and Finish. "baseline" is the same pipeline without the rate limit.
+func BenchmarkStage(b *testing.B) {
+	s := New("bench", opts(6e7, 1000, config.RateLimitKeyClientIP), nil)
+	clk := &fakeClock{}
+	s.l.now = clk.now // a token a microsecond, and a microsecond passes per request
+	for _, bc := range []struct {
+		name   string
+		stages []any
+	}{
+		{"baseline", []any{answer200{}}},
+		{"rate-limit", []any{s, answer200{}}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			h := mwtest.New(b, bc.stages)
+			var rc pipeline.RequestCtx
+			rc.SetClientAddr(netip.MustParseAddr("192.0.2.33"))
+			if err := rc.Req.ParseRequestHead([]byte("GET /v1/models HTTP/1.1\r\nHost: gw\r\n\r\n"), nil); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				clk.advance(time.Microsecond)
+				h.EP.Begin(&rc)
+				if rc.Status() != 200 {
+					b.Fatal(rc.Status())
+				}
+				rc.Finish()
+			}
+		})
+	}
+}
