@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"reflect"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -90,6 +91,7 @@ func Settings(ep *config.Entrypoint) ingress.Settings {
 // Start binds every entrypoint and the admin listener. On error, what was started is stopped.
 func (g *Gateway) Start() error {
 	cfg := g.live.Load().Config
+	g.logWarnings(cfg)
 	for name := range cfg.Entrypoints {
 		g.epNames = append(g.epNames, name)
 	}
@@ -187,8 +189,68 @@ func (g *Gateway) reload() error {
 	}
 	g.gen.Add(1) // generations count configs put in force
 	g.live.Activate(snap)
-	g.Log.Info("configuration reloaded", "generation", snap.Gen)
+	g.Log.Info("configuration reloaded", append([]any{"generation", snap.Gen}, configChanges(old.Config, cfg)...)...)
+	g.logWarnings(cfg)
 	return nil
+}
+
+// configChanges says what a reload changed, as log attributes: "added", "removed" and
+// "changed", each a list of named entries ("routers.api, services.llm"), or "changes" "none".
+// Entries compare by their loaded values, so a change of spelling only (90s for 1m30s) is
+// not a change.
+func configChanges(old, cur *config.Config) []any {
+	var added, removed, changed []string
+	diff := func(kind string, a, b map[string]any) {
+		for _, name := range sortedNames(b) {
+			if x, ok := a[name]; !ok {
+				added = append(added, kind+"."+name)
+			} else if !reflect.DeepEqual(x, b[name]) {
+				changed = append(changed, kind+"."+name)
+			}
+		}
+		for _, name := range sortedNames(a) {
+			if _, ok := b[name]; !ok {
+				removed = append(removed, kind+"."+name)
+			}
+		}
+	}
+	diff("routers", entries(old.Routers), entries(cur.Routers))
+	diff("services", entries(old.Services), entries(cur.Services))
+	diff("middlewares", entries(old.Middlewares), entries(cur.Middlewares))
+	diff("models", entries(old.Models), entries(cur.Models))
+	diff("consumers", entries(old.Consumers), entries(cur.Consumers))
+	if !reflect.DeepEqual(old.Log, cur.Log) {
+		changed = append(changed, "log")
+	}
+	var out []any
+	for _, kv := range []struct {
+		key  string
+		list []string
+	}{{"added", added}, {"removed", removed}, {"changed", changed}} {
+		if len(kv.list) > 0 {
+			out = append(out, kv.key, strings.Join(kv.list, ", "))
+		}
+	}
+	if len(out) == 0 {
+		out = []any{"changes", "none"}
+	}
+	return out
+}
+
+// entries turns a table of named entries into comparable values (the pointed-to structs).
+func entries[T any](m map[string]*T) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = *v
+	}
+	return out
+}
+
+// logWarnings logs each part of cfg that can route nothing (config.Config.Warnings).
+func (g *Gateway) logWarnings(cfg *config.Config) {
+	for _, w := range cfg.Warnings() {
+		g.Log.Warn("configuration warning", "at", w.Pos.String(), "warning", w.Msg)
+	}
 }
 
 func sameEntrypoints(a, b *config.Config) bool {
