@@ -106,7 +106,13 @@ func (g *Gateway) Start() error {
 		}
 		if err := t.Start(); err != nil {
 			g.stopAll()
-			return cfg.Errorf([]string{"entrypoints", name, "address"}, "%v", err)
+			// The transport's error names the entrypoint; the key says where to fix it.
+			msg := strings.TrimPrefix(err.Error(), "sluice: entrypoint "+name+": ")
+			key := []string{"entrypoints", name, "address"}
+			if strings.HasPrefix(msg, "tls: ") {
+				key[2], msg = "tls", strings.TrimPrefix(msg, "tls: ")
+			}
+			return cfg.Errorf(key, "%s: %s", strings.Join(key, "."), cfg.MaskEnv(msg, key...))
 		}
 		g.transports[name] = t
 		g.Log.Info("entrypoint listening", "entrypoint", name, "address", t.Addr(), "engine", engineName(ep))
@@ -115,7 +121,7 @@ func (g *Gateway) Start() error {
 		a, err := startAdmin(g, cfg.Admin)
 		if err != nil {
 			g.stopAll()
-			return cfg.Errorf([]string{"admin", "address"}, "%v", err)
+			return cfg.Errorf([]string{"admin", "address"}, "admin.address: %s", cfg.MaskEnv(strings.TrimPrefix(err.Error(), "sluice: admin listener: "), "admin", "address"))
 		}
 		g.admin = a
 		g.Log.Info("admin listening", "address", a.addr)
@@ -177,11 +183,8 @@ func (g *Gateway) reload() error {
 		return err
 	}
 	old := g.live.Load()
-	if !sameEntrypoints(old.Config, cfg) {
-		return fmt.Errorf("%w: restart sluice to change [entrypoints]", ErrRestartRequired)
-	}
-	if !reflect.DeepEqual(old.Config.Admin, cfg.Admin) {
-		return fmt.Errorf("%w: restart sluice to change [admin]", ErrRestartRequired)
+	if err := needsRestart(old.Config, cfg); err != nil {
+		return err
 	}
 	snap, err := snapshot.Compile(cfg, old, g.gen.Load()+1)
 	if err != nil {
@@ -253,17 +256,82 @@ func (g *Gateway) logWarnings(cfg *config.Config) {
 	}
 }
 
-func sameEntrypoints(a, b *config.Config) bool {
-	if len(a.Entrypoints) != len(b.Entrypoints) {
-		return false
+// RestartError is ErrRestartRequired for one key: a reload that changes it is refused.
+type RestartError struct {
+	Pos config.Position // where the key is in the new configuration (line 0 when it was removed)
+	Key string          // the key path, e.g. "entrypoints.web.drain_timeout"
+	How string          // "changed", "added" or "removed"
+}
+
+// Error returns "file:line:col: entrypoints.web.drain_timeout changed: restart …".
+func (e *RestartError) Error() string {
+	table, _, _ := strings.Cut(e.Key, ".")
+	return fmt.Sprintf("%s: %s %s: restart sluice to change [%s] (a reload cannot change a bound listener)", e.Pos, e.Key, e.How, table)
+}
+
+// Unwrap makes errors.Is(err, ErrRestartRequired) true.
+func (e *RestartError) Unwrap() error { return ErrRestartRequired }
+
+// needsRestart returns a *RestartError naming the first key of [entrypoints] or [admin] that
+// cur changes from old, or nil.
+func needsRestart(old, cur *config.Config) error {
+	at := func(how string, path ...string) error {
+		p := cur.Pos(path...)
+		if how == "removed" {
+			p = config.Position{File: p.File}
+		}
+		return &RestartError{Pos: p, Key: strings.Join(path, "."), How: how}
 	}
-	for name, ea := range a.Entrypoints {
-		eb := b.Entrypoints[name]
-		if eb == nil || !reflect.DeepEqual(*ea, *eb) {
-			return false
+	for _, name := range sortedNames(cur.Entrypoints) {
+		o := old.Entrypoints[name]
+		if o == nil {
+			return at("added", "entrypoints", name)
+		}
+		if key := changedKey(reflect.ValueOf(*o), reflect.ValueOf(*cur.Entrypoints[name])); key != nil {
+			return at("changed", append([]string{"entrypoints", name}, key...)...)
 		}
 	}
-	return true
+	for _, name := range sortedNames(old.Entrypoints) {
+		if cur.Entrypoints[name] == nil {
+			return at("removed", "entrypoints", name)
+		}
+	}
+	if key := changedKey(reflect.ValueOf(old.Admin), reflect.ValueOf(cur.Admin)); key != nil {
+		if key[0] == "token_env" && old.Admin.TokenEnv == cur.Admin.TokenEnv {
+			return at("changed (its variable holds another token)", "admin", "token_env")
+		}
+		return at("changed", append([]string{"admin"}, key...)...)
+	}
+	return nil
+}
+
+// changedKey returns the TOML key path of the first field in which the structs a and b differ,
+// within tables too, or nil when they do not. Fields that are not TOML keys are derived from
+// those that are, or read from the environment (the admin token): a difference there alone is
+// reported at the table's key that holds it, if any, else not at all.
+func changedKey(a, b reflect.Value) []string {
+	t := a.Type()
+	for i := 0; i < t.NumField(); i++ {
+		tag := t.Field(i).Tag.Get("toml")
+		fa, fb := a.Field(i), b.Field(i)
+		if reflect.DeepEqual(fa.Interface(), fb.Interface()) {
+			continue
+		}
+		switch {
+		case tag == "" || tag == "-":
+			if t.Field(i).Name == "Token" {
+				return []string{"token_env"} // the variable it names holds another token now
+			}
+		case fa.Kind() == reflect.Pointer && !fa.IsNil() && !fb.IsNil() && fa.Elem().Kind() == reflect.Struct:
+			if sub := changedKey(fa.Elem(), fb.Elem()); sub != nil {
+				return append([]string{tag}, sub...)
+			}
+			return []string{tag}
+		default:
+			return []string{tag}
+		}
+	}
+	return nil
 }
 
 // Drain stops accepting connections on every entrypoint, lets in-flight requests finish until
