@@ -192,8 +192,8 @@ func validate(args []string, stdout, stderr io.Writer) int {
 	case len(rest) > 1:
 		fmt.Fprintf(stderr, "sluice validate: unexpected argument %q (give one PATH)\n%s", rest[1], validateUsage)
 		return 2
-	case len(rest) == 1 && *flagPath != "":
-		fmt.Fprintf(stderr, "sluice validate: give the config once: --config %s or %s\n%s", *flagPath, rest[0], validateUsage)
+	case len(rest) == 1 && *flagPath != "" && rest[0] != *flagPath:
+		fmt.Fprintf(stderr, "sluice validate: two configs, --config %s and %s: give one\n%s", *flagPath, rest[0], validateUsage)
 		return 2
 	case len(rest) == 1:
 		path = rest[0]

@@ -131,7 +131,7 @@ func TestUnknownFlagOrCommandExits2WithUsage(t *testing.T) {
 		{[]string{"version", "extra"}, `sluice version: unexpected argument "extra"`},
 		{[]string{"validate"}, "sluice validate: which config? give its PATH"},
 		{[]string{"validate", "a.toml", "b.toml"}, `sluice validate: unexpected argument "b.toml"`},
-		{[]string{"validate", "--config", "a.toml", "b.toml"}, "sluice validate: give the config once"},
+		{[]string{"validate", "--config", "a.toml", "b.toml"}, "sluice validate: two configs, --config a.toml and b.toml: give one"},
 		{[]string{"help", "frob"}, `sluice help: unknown command "frob"`},
 	} {
 		var out, errb bytes.Buffer
@@ -148,7 +148,7 @@ const goodConfig = "[entrypoints.web]\naddress = \"127.0.0.1:8080\"\n\n[routers.
 func TestValidateAcceptsConfigFlag(t *testing.T) {
 	good := filepath.Join(t.TempDir(), "good.toml")
 	require.NoError(t, os.WriteFile(good, []byte(goodConfig), 0o644))
-	for _, args := range [][]string{{"validate", good}, {"validate", "--config", good}, {"validate", "--config=" + good}, {"validate", "-config", good}} {
+	for _, args := range [][]string{{"validate", good}, {"validate", "--config", good}, {"validate", "--config=" + good}, {"validate", "-config", good}, {"validate", "--config", good, good}} {
 		var out, errb bytes.Buffer
 		require.Equal(t, 0, run(args, &out, &errb), "%v: %s", args, errb.String())
 		require.Equal(t, good+": ok\n", out.String())
