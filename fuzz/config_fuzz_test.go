@@ -37,7 +37,8 @@ var configSeeds = []string{
 // FuzzConfigLoad checks that config.LoadBytes never panics or hangs, that
 // every error it returns is a non-empty ErrorList whose entries carry a
 // position inside the document (line >= 1, col >= 1, the given file name),
-// and that a loaded config satisfies the cross-reference rules.
+// that a loaded config satisfies the cross-reference rules, and that its warnings carry a
+// position.
 func FuzzConfigLoad(f *testing.F) {
 	for _, s := range configSeeds {
 		f.Add([]byte(s))
@@ -98,6 +99,11 @@ func FuzzConfigLoad(f *testing.F) {
 			}
 			if p := c.Pos("routers", name, "rule"); !p.IsValid() {
 				t.Fatalf("no position for routers.%s.rule", name)
+			}
+		}
+		for _, w := range c.Warnings() {
+			if w.Pos.File != "f.toml" || w.Pos.Line < 1 || w.Msg == "" {
+				t.Fatalf("warning without a position or a message: %+v", w)
 			}
 		}
 	})

@@ -1,5 +1,5 @@
-// Command sluice is the gateway: `sluice serve [--config PATH]`, `sluice validate PATH`,
-// `sluice version`. It parses flags and signals and wires core/gateway.
+// Command sluice is the gateway: `sluice serve [--config PATH]`, `sluice validate [--config]
+// PATH`, `sluice version`. It parses flags and signals and wires core/gateway.
 package main
 
 import (
@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -22,12 +23,53 @@ import (
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
-const usage = `usage:
-  sluice serve [--config PATH]   run the gateway (PATH: a TOML file or a directory of *.toml;
-                                 default: the embedded configs/default.toml)
-  sluice validate PATH           check a config; exit 1 with file:line:col: message lines
-  sluice version                 print the version
+const usage = `usage: sluice COMMAND [flags]
+
+commands:
+  serve [--config PATH]     run the gateway (PATH: a TOML file or a directory of *.toml;
+                            default: the embedded configs/default.toml)
+  validate [--config] PATH  check a config: exit 0 (warnings, if any, on stderr), or 1
+                            with one file:line:col: message line per problem
+  version                   print the version
+  help [COMMAND]            print this help, or a command's
+
+Run 'sluice COMMAND --help' for a command's flags.
 `
+
+const serveUsage = `usage: sluice serve [--config PATH]
+
+Run the gateway until SIGTERM or SIGINT (drain in-flight requests, then exit 0).
+SIGHUP reloads the configuration from PATH; a bad configuration is refused and the
+running one stays in force.
+
+flags:
+  --config PATH   a TOML file, or a directory whose *.toml files are merged in name
+                  order (default: the embedded configs/default.toml)
+  -h, --help      print this help
+`
+
+const validateUsage = `usage: sluice validate [--config] PATH
+
+Check the configuration at PATH (a TOML file or a directory of *.toml) as serve would
+load it, TLS files included. Exit 0 when it loads, printing a file:line:col: warning:
+line on stderr for each part of it that can route nothing; exit 1 after printing one
+file:line:col: message line on stderr per problem.
+
+flags:
+  --config PATH   the configuration to check (the same as giving PATH alone)
+  -h, --help      print this help
+`
+
+const versionUsage = `usage: sluice version
+
+Print the version sluice was built as.
+
+flags:
+  -h, --help      print this help
+`
+
+// commandUsage is each command's help text.
+var commandUsage = map[string]string{"serve": serveUsage, "validate": validateUsage, "version": versionUsage}
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -40,46 +82,151 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	switch args[0] {
 	case "serve":
-		return serve(args[1:], stderr)
+		return serve(args[1:], stdout, stderr)
 	case "validate":
 		return validate(args[1:], stdout, stderr)
-	case "version", "--version", "-v":
+	case "version":
+		return versionCmd(args[1:], stdout, stderr)
+	case "--version", "-version":
 		fmt.Fprintln(stdout, "sluice", version)
 		return 0
-	case "help", "-h", "--help":
+	case "help", "-h", "-help", "--help":
+		if len(args) > 1 {
+			if u, ok := commandUsage[args[1]]; ok {
+				fmt.Fprint(stdout, u)
+				return 0
+			}
+			fmt.Fprintf(stderr, "sluice help: unknown command %q\n%s", args[1], usage)
+			return 2
+		}
 		fmt.Fprint(stdout, usage)
 		return 0
 	default:
-		fmt.Fprintf(stderr, "sluice: unknown command %q\n%s", args[0], usage)
+		what := "command"
+		if strings.HasPrefix(args[0], "-") {
+			what = "flag"
+		}
+		fmt.Fprintf(stderr, "sluice: unknown %s %q\n%s", what, args[0], usage)
 		return 2
 	}
 }
 
-func validate(args []string, stdout, stderr io.Writer) int {
-	if len(args) != 1 {
-		fmt.Fprint(stderr, "usage: sluice validate PATH\n")
+// parseFlags parses a command's flags, which may come before, between and after its
+// arguments (`sluice validate conf.toml --help`), and returns the arguments. A "--" ends the
+// flags. On -h or --help it prints the command's help on stdout and returns done with exit
+// code 0; on a bad flag it prints the problem and the help on stderr and returns done with
+// exit code 2.
+func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (rest []string, code int, done bool) {
+	fs.SetOutput(io.Discard) // the messages are printed here, with the command's own help
+	fs.Usage = func() {}
+	help := commandUsage[fs.Name()]
+	for {
+		err := fs.Parse(args)
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, help)
+			return nil, 0, true
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "sluice %s: %s\n%s", fs.Name(), flagError(err, args), help)
+			return nil, 2, true
+		}
+		left := fs.Args()
+		if len(left) == 0 {
+			return rest, 0, false
+		}
+		// Parse stops at the first argument, or just after a "--", which it consumes.
+		if used := len(args) - len(left); used > 0 && args[used-1] == "--" {
+			return append(rest, left...), 0, false
+		}
+		rest = append(rest, left[0])
+		args = left[1:]
+	}
+}
+
+// flagError is the flag package's error as the user typed the flag: Go's messages spell
+// every flag with one dash, which reads wrong for --config.
+func flagError(err error, args []string) string {
+	msg := err.Error()
+	for _, p := range []struct{ prefix, format string }{
+		{"flag provided but not defined: -", "unknown flag %s"},
+		{"flag needs an argument: -", "flag %s needs a value"},
+	} {
+		name, ok := strings.CutPrefix(msg, p.prefix)
+		if !ok {
+			continue
+		}
+		for _, a := range args {
+			if n, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "="); n == name && strings.HasPrefix(a, "-") {
+				a, _, _ = strings.Cut(a, "=")
+				return fmt.Sprintf(p.format, a)
+			}
+		}
+		return fmt.Sprintf(p.format, "--"+name)
+	}
+	return msg
+}
+
+func versionCmd(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("version", flag.ContinueOnError)
+	rest, code, done := parseFlags(fs, args, stdout, stderr)
+	if done {
+		return code
+	}
+	if len(rest) > 0 {
+		fmt.Fprintf(stderr, "sluice version: unexpected argument %q\n%s", rest[0], versionUsage)
 		return 2
 	}
-	if err := check(args[0]); err != nil {
+	fmt.Fprintln(stdout, "sluice", version)
+	return 0
+}
+
+func validate(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
+	flagPath := fs.String("config", "", "")
+	rest, code, done := parseFlags(fs, args, stdout, stderr)
+	if done {
+		return code
+	}
+	var path string
+	switch {
+	case len(rest) > 1:
+		fmt.Fprintf(stderr, "sluice validate: unexpected argument %q (give one PATH)\n%s", rest[1], validateUsage)
+		return 2
+	case len(rest) == 1 && *flagPath != "" && rest[0] != *flagPath:
+		fmt.Fprintf(stderr, "sluice validate: two configs, --config %s and %s: give one\n%s", *flagPath, rest[0], validateUsage)
+		return 2
+	case len(rest) == 1:
+		path = rest[0]
+	case *flagPath != "":
+		path = *flagPath
+	default:
+		fmt.Fprintf(stderr, "sluice validate: which config? give its PATH\n%s", validateUsage)
+		return 2
+	}
+	cfg, err := check(path)
+	if err != nil {
 		printErrors(stderr, err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "%s: ok\n", args[0])
+	for _, w := range cfg.Warnings() {
+		fmt.Fprintln(stderr, w.String())
+	}
+	fmt.Fprintf(stdout, "%s: ok\n", path)
 	return 0
 }
 
 // check loads and compiles the config at path, as serve would.
-func check(path string) error {
+func check(path string) (*config.Config, error) {
 	cfg, err := gateway.LoadConfig(path)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	snap, err := snapshot.Compile(cfg, nil, 1)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	snap.Retire(nil)
-	return nil
+	return cfg, nil
 }
 
 func printErrors(w io.Writer, err error) {
@@ -93,15 +240,15 @@ func printErrors(w io.Writer, err error) {
 	fmt.Fprintln(w, err.Error())
 }
 
-func serve(args []string, stderr io.Writer) int {
+func serve(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	path := fs.String("config", "", "config file or directory (default: the embedded default config)")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	path := fs.String("config", "", "")
+	rest, code, done := parseFlags(fs, args, stdout, stderr)
+	if done {
+		return code
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "sluice serve: unexpected argument %q (the config goes after --config)\n%s", fs.Arg(0), usage)
+	if len(rest) > 0 {
+		fmt.Fprintf(stderr, "sluice serve: unexpected argument %q (the config goes after --config)\n%s", rest[0], serveUsage)
 		return 2
 	}
 	cfg, err := gateway.LoadConfig(*path)
@@ -115,6 +262,12 @@ func serve(args []string, stderr io.Writer) int {
 		printErrors(stderr, err)
 		return 1
 	}
+	sources := "embedded default"
+	if *path != "" {
+		sources = strings.Join(cfg.Files(), ", ")
+	}
+	log.Info("sluice starting", "version", version, "config", sources,
+		"entrypoints", len(cfg.Entrypoints), "routers", len(cfg.Routers), "services", len(cfg.Services), "models", len(cfg.Models))
 	if err := g.Start(); err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1

@@ -91,3 +91,120 @@ func TestValidateChecksTLSFiles(t *testing.T) {
 	require.True(t, strings.HasPrefix(errb.String(), bad+":3:"), "got %q", errb.String())
 	require.Contains(t, errb.String(), "/nonexistent/cert.pem")
 }
+
+// Every command, and the bare command, answers -h and --help with its usage on stdout and
+// exit 0; the usage spells flags the long way, as the README does.
+func TestHelpOnEveryCommand(t *testing.T) {
+	for _, cmd := range [][]string{nil, {"serve"}, {"validate"}, {"version"}} {
+		for _, h := range []string{"--help", "-h"} {
+			var out, errb bytes.Buffer
+			args := append(append([]string(nil), cmd...), h)
+			require.Equal(t, 0, run(args, &out, &errb), "%v", args)
+			require.Empty(t, errb.String(), "%v", args)
+			require.True(t, strings.HasPrefix(out.String(), "usage: sluice"), "%v: %q", args, out.String())
+			if len(cmd) == 1 && cmd[0] != "version" {
+				require.Contains(t, out.String(), "--config PATH", "%v", args)
+				require.NotContains(t, out.String(), "  -config", "%v: Go's one-dash spelling", args)
+			}
+		}
+	}
+	var out, errb bytes.Buffer
+	require.Equal(t, 0, run([]string{"validate", "some.toml", "--help"}, &out, &errb), "help after the argument")
+	require.Contains(t, out.String(), "usage: sluice validate")
+	out.Reset()
+	require.Equal(t, 0, run([]string{"help", "serve"}, &out, &errb))
+	require.Contains(t, out.String(), "usage: sluice serve [--config PATH]")
+}
+
+// A flag or command sluice does not know exits 2 with the usage on stderr, and nothing on
+// stdout.
+func TestUnknownFlagOrCommandExits2WithUsage(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"frobnicate"}, `sluice: unknown command "frobnicate"`},
+		{[]string{"--frob"}, `sluice: unknown flag "--frob"`},
+		{[]string{"serve", "--frob"}, "sluice serve: unknown flag --frob"},
+		{[]string{"serve", "--config"}, "sluice serve: flag --config needs a value"},
+		{[]string{"validate", "x.toml", "--frob=1"}, "sluice validate: unknown flag --frob"},
+		{[]string{"version", "--frob"}, "sluice version: unknown flag --frob"},
+		{[]string{"version", "extra"}, `sluice version: unexpected argument "extra"`},
+		{[]string{"validate"}, "sluice validate: which config? give its PATH"},
+		{[]string{"validate", "a.toml", "b.toml"}, `sluice validate: unexpected argument "b.toml"`},
+		{[]string{"validate", "--config", "a.toml", "b.toml"}, "sluice validate: two configs, --config a.toml and b.toml: give one"},
+		{[]string{"help", "frob"}, `sluice help: unknown command "frob"`},
+	} {
+		var out, errb bytes.Buffer
+		require.Equal(t, 2, run(c.args, &out, &errb), "%v", c.args)
+		require.Empty(t, out.String(), "%v", c.args)
+		require.True(t, strings.HasPrefix(errb.String(), c.msg), "%v: %q", c.args, errb.String())
+		require.Contains(t, errb.String(), "usage: sluice", "%v", c.args)
+	}
+}
+
+const goodConfig = "[entrypoints.web]\naddress = \"127.0.0.1:8080\"\n\n[routers.api]\nrule = \"PathPrefix(`/`)\"\nservice = \"up\"\n\n[services.up.load_balancer]\nservers = [{ url = \"http://127.0.0.1:9\" }]\n"
+
+// validate takes the config as --config PATH as well as PATH, as serve does.
+func TestValidateAcceptsConfigFlag(t *testing.T) {
+	good := filepath.Join(t.TempDir(), "good.toml")
+	require.NoError(t, os.WriteFile(good, []byte(goodConfig), 0o644))
+	for _, args := range [][]string{{"validate", good}, {"validate", "--config", good}, {"validate", "--config=" + good}, {"validate", "-config", good}, {"validate", "--config", good, good}} {
+		var out, errb bytes.Buffer
+		require.Equal(t, 0, run(args, &out, &errb), "%v: %s", args, errb.String())
+		require.Equal(t, good+": ok\n", out.String())
+		require.Empty(t, errb.String())
+	}
+}
+
+// validate warns, with exit 0, about the parts of a config that can route nothing.
+func TestValidateWarnsAboutConfigsThatRouteNothing(t *testing.T) {
+	for _, c := range []struct {
+		name, toml string
+		want       []string // warning lines, as ":line:col: warning: message" after the file name
+	}{
+		{"no routers", "[entrypoints.web]\naddress = \"127.0.0.1:8080\"\n", []string{
+			`:1:1: warning: no routers: every request gets 404; add a [routers.<name>] with a rule and a service`,
+		}},
+		{"an entrypoint no router serves", "[entrypoints.web]\naddress = \"127.0.0.1:8080\"\n[entrypoints.internal]\naddress = \"127.0.0.1:8081\"\n\n" +
+			"[routers.api]\nrule = \"PathPrefix(`/`)\"\nservice = \"up\"\nentrypoints = [\"web\"]\n\n[services.up.load_balancer]\nservers = [{ url = \"http://127.0.0.1:9\" }]\n", []string{
+			`:3:14: warning: entrypoints.internal is served by no router: every request to it gets 404 (list it in a router's entrypoints, or leave a router's entrypoints out to serve on all)`,
+		}},
+		{"a router no request reaches", "[entrypoints.web]\naddress = \"127.0.0.1:8080\"\n\n" +
+			"[routers.all]\nrule = \"PathPrefix(`/`)\"\nservice = \"up\"\npriority = 100\n\n" +
+			"[routers.api]\nrule = \"PathPrefix(`/v1`)\"\nservice = \"up\"\n\n[services.up.load_balancer]\nservers = [{ url = \"http://127.0.0.1:9\" }]\n", []string{
+			`:10:8: warning: routers.api serves on no entrypoint: on web, routers.all is tried first and matches every request it would (give routers.api a higher priority, or narrow the other rule)`,
+		}},
+		{"a model router with no models", "[entrypoints.web]\naddress = \"127.0.0.1:8080\"\n\n[routers.openai]\nrule = \"PathPrefix(`/v1`)\"\nmodels = true\n", []string{
+			`:6:1: warning: routers.openai is a model router but no [models.<alias>] is defined: every request it matches gets 404 model_not_found`,
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := filepath.Join(t.TempDir(), "w.toml")
+			require.NoError(t, os.WriteFile(f, []byte(c.toml), 0o644))
+			var out, errb bytes.Buffer
+			require.Equal(t, 0, run([]string{"validate", f}, &out, &errb), errb.String())
+			require.Equal(t, f+": ok\n", out.String())
+			var want []string
+			for _, w := range c.want {
+				want = append(want, f+w)
+			}
+			require.Equal(t, strings.Join(want, "\n")+"\n", errb.String())
+		})
+	}
+	// A config that routes everything gets no warning.
+	f := filepath.Join(t.TempDir(), "good.toml")
+	require.NoError(t, os.WriteFile(f, []byte(goodConfig), 0o644))
+	var out, errb bytes.Buffer
+	require.Equal(t, 0, run([]string{"validate", f}, &out, &errb))
+	require.Empty(t, errb.String())
+}
+
+// A type error says what to write instead.
+func TestValidateTypeErrorSaysWhatToWrite(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "t.toml")
+	require.NoError(t, os.WriteFile(f, []byte("[entrypoints.web]\naddress = \"127.0.0.1:8080\"\ndrain_timeout = 30\n"), 0o644))
+	var out, errb bytes.Buffer
+	require.Equal(t, 1, run([]string{"validate", f}, &out, &errb))
+	require.Equal(t, f+`:3:17: entrypoints.web.drain_timeout must be a duration string such as "30s", not an integer`+"\n", errb.String())
+}

@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"syscall"
 	"testing"
 	"time"
@@ -54,6 +55,8 @@ address = "127.0.0.1:%d"
 	p := testenv.StartProcess(t, bin, "serve", "--config", cfg)
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 	p.WaitHTTP(t, base+"/v1/models", 10*time.Second)
+	// The first line says what runs: the version, where the config came from, and its size.
+	require.Regexp(t, `msg="sluice starting" version=\S+ config=`+regexp.QuoteMeta(cfg)+` entrypoints=1 routers=1 services=1 models=0\n`, p.Output())
 
 	require.NoError(t, os.WriteFile(cfg, []byte("[routers.api\n"), 0o644))
 	require.NoError(t, p.Signal(syscall.SIGHUP))
@@ -64,6 +67,7 @@ address = "127.0.0.1:%d"
 	require.NoError(t, p.Signal(syscall.SIGHUP))
 	p.WaitOutput(t, "configuration reloaded", 5*time.Second)
 	p.WaitHTTP(t, base+"/v2/models", 5*time.Second)
+	require.Regexp(t, `msg="configuration reloaded" generation=2 changed=routers.api\n`, p.Output(), "the reload line says what changed")
 
 	require.NoError(t, p.Signal(syscall.SIGTERM))
 	select {

@@ -176,15 +176,144 @@ func editDistance(a, b string) int {
 	return prev[len(b)]
 }
 
-func (d *decoder) typeError(path []string, want string, v any) {
+// typeError reports a value of the wrong TOML type. example, when not "", is the value
+// written as the key wants it ("30s" for drain_timeout = 30), so that the message says what
+// to write instead.
+func (d *decoder) typeError(path []string, want, example string, v any) {
+	if example != "" {
+		d.errs.add(d.valPos(path), "%s must be %s such as %s, not %s", dotted(path), want, example, tomlType(v))
+		return
+	}
 	d.errs.add(d.valPos(path), "%s must be %s, not %s", dotted(path), want, tomlType(v))
+}
+
+// tomlLiteral writes a scalar as a TOML value, or "" for an array, a table or a date/time.
+// Go's quoting suits TOML basic strings: its escapes are TOML's, but for \x, which it uses
+// only for bytes that are not UTF-8, and a decoded TOML string has none.
+func tomlLiteral(v any) string {
+	switch x := v.(type) {
+	case string:
+		return quote(x)
+	case int64:
+		return strconv.FormatInt(x, 10)
+	case float64:
+		if math.IsInf(x, 0) || math.IsNaN(x) {
+			return ""
+		}
+		return strconv.FormatFloat(x, 'g', -1, 64)
+	case bool:
+		return strconv.FormatBool(x)
+	default:
+		return ""
+	}
+}
+
+// elementExample is v, a scalar given as an element of an array of tables of type t, written
+// as a table holding it under t's first key: { url = "http://h" } for a server.
+func elementExample(t reflect.Type, v any) string {
+	lit := tomlLiteral(v)
+	if lit == "" {
+		return ""
+	}
+	for i := 0; i < t.NumField(); i++ {
+		if tag := t.Field(i).Tag.Get("toml"); tag != "" && tag != "-" && tag != ",remain" {
+			return "{ " + tag + " = " + lit + " }"
+		}
+	}
+	return ""
+}
+
+// durationExample is v, a value given for a duration key, written as a duration string.
+func durationExample(v any) string {
+	switch x := v.(type) {
+	case int64:
+		if x > 0 {
+			return quote(strconv.FormatInt(x, 10) + "s")
+		}
+	case float64:
+		if x > 0 && !math.IsInf(x, 0) {
+			return quote(strconv.FormatFloat(x, 'f', -1, 64) + "s")
+		}
+	}
+	return `"30s"`
+}
+
+// intExample is v written as an integer, when it is one in another type: "100" or 100.0.
+func intExample(v any) string {
+	switch x := v.(type) {
+	case string:
+		if n, err := strconv.ParseInt(strings.ReplaceAll(strings.TrimSpace(x), "_", ""), 10, 64); err == nil {
+			return strconv.FormatInt(n, 10)
+		}
+	case float64:
+		if x == math.Trunc(x) && math.Abs(x) < 1<<53 {
+			return strconv.FormatInt(int64(x), 10)
+		}
+	}
+	return ""
+}
+
+// numberExample is v written as a number, when it is a string holding one.
+func numberExample(v any) string {
+	if x, ok := v.(string); ok {
+		if f, err := strconv.ParseFloat(strings.TrimSpace(x), 64); err == nil && !math.IsInf(f, 0) && !math.IsNaN(f) {
+			return strconv.FormatFloat(f, 'g', -1, 64)
+		}
+	}
+	return ""
+}
+
+// boolExample is v written as a boolean, when it spells one in another type.
+func boolExample(v any) string {
+	switch x := v.(type) {
+	case string:
+		switch strings.ToLower(strings.TrimSpace(x)) {
+		case "true", "yes", "on", "1":
+			return "true"
+		case "false", "no", "off", "0":
+			return "false"
+		}
+	case int64:
+		if x == 0 || x == 1 {
+			return strconv.FormatBool(x == 1)
+		}
+	}
+	return ""
+}
+
+// stringExample is v, a scalar, written as a string.
+func stringExample(v any) string {
+	switch v.(type) {
+	case int64, float64, bool:
+		return quote(tomlLiteral(v))
+	}
+	return ""
+}
+
+// arrayExample is v, given where an array is wanted, written as an array of one element.
+func arrayExample(v any) string {
+	if m, ok := v.(map[string]any); ok {
+		parts := make([]string, 0, len(m))
+		for _, k := range sortedKeys(m) {
+			lit := tomlLiteral(m[k])
+			if lit == "" {
+				return "[{ … }]"
+			}
+			parts = append(parts, k+" = "+lit)
+		}
+		return "[{ " + strings.Join(parts, ", ") + " }]"
+	}
+	if lit := tomlLiteral(v); lit != "" {
+		return "[" + lit + "]"
+	}
+	return ""
 }
 
 // str decodes a string value and expands ${VAR} in it.
 func (d *decoder) str(path []string, v any) (string, bool) {
 	s, ok := v.(string)
 	if !ok {
-		d.typeError(path, "a string", v)
+		d.typeError(path, "a string", stringExample(v), v)
 		return "", false
 	}
 	if !strings.Contains(s, "${") {
@@ -216,13 +345,22 @@ func setDefaults(p reflect.Value) {
 func (d *decoder) decodeValue(path []string, v any, rv reflect.Value) {
 	t := rv.Type()
 	if t == durationType {
+		if _, ok := v.(string); !ok {
+			// A bare number is the commonest slip: say which string to write instead.
+			d.typeError(path, "a duration string", durationExample(v), v)
+			return
+		}
 		s, ok := d.str(path, v)
 		if !ok {
 			return
 		}
 		dur, err := time.ParseDuration(s)
 		if err != nil || dur <= 0 {
-			d.errs.add(d.valPos(path), "%s: invalid duration %q (want a positive duration such as \"500ms\", \"15s\" or \"5m\")", dotted(path), d.cfg.shown(s, path...))
+			want := `want a positive duration such as "500ms", "15s" or "5m"`
+			if f, nerr := strconv.ParseFloat(strings.TrimSpace(s), 64); nerr == nil {
+				want = "a duration needs a unit: write " + durationExample(f)
+			}
+			d.errs.add(d.valPos(path), "%s: invalid duration %q (%s)", dotted(path), d.cfg.shown(s, path...), want)
 			return
 		}
 		rv.SetInt(int64(dur))
@@ -236,14 +374,18 @@ func (d *decoder) decodeValue(path []string, v any, rv reflect.Value) {
 	case reflect.Bool:
 		b, ok := v.(bool)
 		if !ok {
-			d.typeError(path, "a boolean (true or false)", v)
+			if ex := boolExample(v); ex != "" {
+				d.typeError(path, "a boolean", ex, v)
+			} else {
+				d.typeError(path, "a boolean (true or false)", "", v)
+			}
 			return
 		}
 		rv.SetBool(b)
 	case reflect.Int, reflect.Int64:
 		n, ok := v.(int64)
 		if !ok {
-			d.typeError(path, "an integer", v)
+			d.typeError(path, "an integer", intExample(v), v)
 			return
 		}
 		if t.Kind() == reflect.Int && (n > math.MaxInt || n < math.MinInt) {
@@ -258,12 +400,12 @@ func (d *decoder) decodeValue(path []string, v any, rv reflect.Value) {
 		case int64:
 			rv.SetFloat(float64(n)) // 1 for 1.0: TOML integers are numbers too
 		default:
-			d.typeError(path, "a number", v)
+			d.typeError(path, "a number", numberExample(v), v)
 		}
 	case reflect.Slice:
 		arr, ok := v.([]any)
 		if !ok {
-			d.typeError(path, "an array", v)
+			d.typeError(path, "an array", arrayExample(v), v)
 			return
 		}
 		out := reflect.MakeSlice(t, 0, len(arr))
@@ -273,7 +415,7 @@ func (d *decoder) decodeValue(path []string, v any, rv reflect.Value) {
 			if t.Elem().Kind() == reflect.Struct {
 				m, ok := e.(map[string]any)
 				if !ok {
-					d.typeError(ep, "a table", e)
+					d.typeError(ep, "a table", elementExample(t.Elem(), e), e)
 					continue
 				}
 				setDefaults(ev)
@@ -287,7 +429,7 @@ func (d *decoder) decodeValue(path []string, v any, rv reflect.Value) {
 	case reflect.Pointer:
 		m, ok := v.(map[string]any)
 		if !ok {
-			d.typeError(path, "a table", v)
+			d.typeError(path, "a table (["+dotted(path)+"] or { … })", "", v)
 			return
 		}
 		p := reflect.New(t.Elem())
@@ -297,14 +439,14 @@ func (d *decoder) decodeValue(path []string, v any, rv reflect.Value) {
 	case reflect.Struct:
 		m, ok := v.(map[string]any)
 		if !ok {
-			d.typeError(path, "a table", v)
+			d.typeError(path, "a table (["+dotted(path)+"] or { … })", "", v)
 			return
 		}
 		d.decodeStruct(path, m, rv)
 	case reflect.Map: // map[string]*T: named tables
 		m, ok := v.(map[string]any)
 		if !ok {
-			d.typeError(path, "a table", v)
+			d.typeError(path, "a table of named tables (["+dotted(path)+".<name>])", "", v)
 			return
 		}
 		if rv.IsNil() {

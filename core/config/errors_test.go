@@ -35,7 +35,7 @@ func TestLoadErrorPositions(t *testing.T) {
 		{
 			name: "syntax error: unterminated string",
 			data: doc(`[entrypoints.web]`, `address = "127.0.0.1:8080`),
-			want: []string{`t.toml:2:26: basic strings cannot have new lines`},
+			want: []string{`t.toml:2:26: entrypoints.web.address: basic strings cannot have new lines`},
 		},
 		{
 			name: "duplicate key",
@@ -83,8 +83,8 @@ func TestLoadErrorPositions(t *testing.T) {
 			name: "type errors say what was expected",
 			data: withMinimal(`[entrypoints.api]`, `address = 8081`, `multicore = "yes"`, `max_connections = 1.5`),
 			want: []string{
-				`t.toml:8:11: entrypoints.api.address must be a string, not an integer`,
-				`t.toml:9:13: entrypoints.api.multicore must be a boolean (true or false), not a string`,
+				`t.toml:8:11: entrypoints.api.address must be a string such as "8081", not an integer`,
+				`t.toml:9:13: entrypoints.api.multicore must be a boolean such as true, not a string`,
 				`t.toml:10:19: entrypoints.api.max_connections must be an integer, not a float`,
 			},
 		},
@@ -92,9 +92,9 @@ func TestLoadErrorPositions(t *testing.T) {
 			name: "bad durations",
 			data: withMinimal(`[entrypoints.api]`, `address = "127.0.0.1:8081"`, `idle_timeout = "10"`, `drain_timeout = "-5s"`, `read_header_timeout = 10`),
 			want: []string{
-				`t.toml:9:16: entrypoints.api.idle_timeout: invalid duration "10" (want a positive duration such as "500ms", "15s" or "5m")`,
+				`t.toml:9:16: entrypoints.api.idle_timeout: invalid duration "10" (a duration needs a unit: write "10s")`,
 				`t.toml:10:17: entrypoints.api.drain_timeout: invalid duration "-5s" (want a positive duration such as "500ms", "15s" or "5m")`,
-				`t.toml:11:23: entrypoints.api.read_header_timeout must be a string, not an integer`,
+				`t.toml:11:23: entrypoints.api.read_header_timeout must be a duration string such as "10s", not an integer`,
 			},
 		},
 		{
@@ -278,7 +278,7 @@ func TestLoadErrorPositions(t *testing.T) {
 				`t.toml:11:11: services.t.load_balancer.servers[1].url "http://h:8000/v1": URL must be scheme://host[:port] only (no path, query or fragment)`,
 				`t.toml:11:40: services.t.load_balancer.servers[1].weight 0: want 1..1000000`,
 				`t.toml:12:3: services.t.load_balancer.servers[2].url is required`,
-				`t.toml:13:3: services.t.load_balancer.servers[3] must be a table, not a string`,
+				`t.toml:13:3: services.t.load_balancer.servers[3] must be a table such as { url = "http://h:1" }, not a string`,
 			},
 		},
 		{
@@ -341,7 +341,7 @@ func TestLoadErrorPositions(t *testing.T) {
 			data: doc(`entrypoints = 5`),
 			want: []string{
 				`t.toml:1:1: no entrypoints: define at least one [entrypoints.<name>] with an address`,
-				`t.toml:1:15: entrypoints must be a table, not an integer`,
+				`t.toml:1:15: entrypoints must be a table of named tables ([entrypoints.<name>]), not an integer`,
 			},
 		},
 		{
@@ -371,8 +371,8 @@ func TestLoadErrorPositions(t *testing.T) {
 			name: "trusted_ips must be an array of strings",
 			data: withMinimal(`[entrypoints.api]`, `address = ":9"`, `trusted_ips = "10.0.0.0/8"`, `[entrypoints.b]`, `address = ":10"`, `trusted_ips = [10]`),
 			want: []string{
-				`t.toml:9:15: entrypoints.api.trusted_ips must be an array, not a string`,
-				`t.toml:12:16: entrypoints.b.trusted_ips[0] must be a string, not an integer`,
+				`t.toml:9:15: entrypoints.api.trusted_ips must be an array such as ["10.0.0.0/8"], not a string`,
+				`t.toml:12:16: entrypoints.b.trusted_ips[0] must be a string such as "10", not an integer`,
 			},
 		},
 		{

@@ -2,6 +2,8 @@ package config
 
 import (
 	"errors"
+	"fmt"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -276,7 +278,11 @@ func parseFile(file string, data []byte) (map[string]any, *indexer, *Error) {
 	var de *toml.DecodeError
 	if errors.As(err, &de) {
 		line, col := de.Position()
-		return nil, nil, &Error{Pos: Position{File: file, Line: max(line, 1), Col: max(col, 1)}, Msg: strings.TrimPrefix(de.Error(), "toml: ")}
+		msg := strings.TrimPrefix(de.Error(), "toml: ")
+		if key, hint := syntaxHint(data, line); key != "" {
+			msg = key + ": " + msg + hint
+		}
+		return nil, nil, &Error{Pos: Position{File: file, Line: max(line, 1), Col: max(col, 1)}, Msg: msg}
 	}
 	ix := newIndexer(file, data)
 	perr := ix.run()
@@ -325,4 +331,50 @@ func isIndex(s string) bool {
 		}
 	}
 	return true
+}
+
+var (
+	keyValueLine = regexp.MustCompile(`^\s*([A-Za-z0-9_-]+(?:\s*\.\s*[A-Za-z0-9_-]+)*)\s*=\s*(.*)$`)
+	headerLine   = regexp.MustCompile(`^\s*\[\[?\s*([A-Za-z0-9_.\s-]+?)\s*\]\]?\s*(?:#.*)?$`)
+	bareDuration = regexp.MustCompile(`^(?:[0-9]+(?:\.[0-9]+)?(?:ns|us|µs|ms|s|m|h))+$`)
+	spaceAtDot   = regexp.MustCompile(`\s*\.\s*`)
+)
+
+// syntaxHint names the key written on the given line of data (1-based) when the line is a
+// key = value, so that a syntax error says which key it is about, and says what to write when
+// the value is bare text that TOML cannot read: strings (durations among them) are quoted.
+// It reads the text line by line, so for a line inside a multi-line string or array it may
+// name no key; the error's position is exact either way.
+func syntaxHint(data []byte, line int) (key, hint string) {
+	lines := strings.Split(string(data), "\n")
+	if line < 1 || line > len(lines) {
+		return "", ""
+	}
+	m := keyValueLine.FindStringSubmatch(lines[line-1])
+	if m == nil {
+		return "", ""
+	}
+	local := spaceAtDot.ReplaceAllString(m[1], ".")
+	key = local
+	for i := line - 2; i >= 0; i-- {
+		if h := headerLine.FindStringSubmatch(lines[i]); h != nil {
+			key = spaceAtDot.ReplaceAllString(h[1], ".") + "." + local
+			break
+		}
+	}
+	value := strings.TrimSpace(m[2])
+	if value == "" || strings.ContainsAny(value[:1], "\"'[{") {
+		return key, ""
+	}
+	if i := strings.Index(value, "#"); i >= 0 {
+		value = strings.TrimSpace(value[:i])
+	}
+	var probe map[string]any
+	if value == "" || toml.Unmarshal([]byte("v = "+value), &probe) == nil {
+		return key, "" // the value is fine: the error is elsewhere on the line
+	}
+	if bareDuration.MatchString(value) {
+		return key, fmt.Sprintf(" (a duration is a string: write %s = %q)", local, value)
+	}
+	return key, fmt.Sprintf(" (a string is quoted: write %s = %q)", local, value)
 }

@@ -347,7 +347,7 @@ func (c *Config) validate(e *errs, lookup func(string) (string, bool)) {
 		if !oneOf(lb.Strategy, strategies) {
 			e.add(c.ValuePos(append(lp, "strategy")...), "services.%s.load_balancer.strategy %q: want one of %s", name, c.shown(lb.Strategy, append(lp, "strategy")...), quoteAll(strategies))
 		}
-		if len(lb.Servers) == 0 {
+		if len(lb.Servers) == 0 && !e.reported(c.ValuePos(append(lp, "servers")...)) {
 			e.add(c.Pos(append(lp, "servers")...), "services.%s.load_balancer.servers: list at least one server, e.g. servers = [{ url = \"http://127.0.0.1:8000\" }]", name)
 		}
 		for i, srv := range lb.Servers {

@@ -1,9 +1,11 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"fmt"
+	"math"
 	"mime"
 	"net"
 	"net/http"
@@ -180,12 +182,25 @@ func requireBearer(token string, next http.Handler) http.Handler {
 	})
 }
 
+// writeJSON answers v as indented JSON. Strings are written as they are: rules hold "&&" and
+// "<" that JSON's HTML-safe escapes (\u0026, \u003c) would make unreadable, and no admin
+// answer is meant for a browser to render.
 func writeJSON(w http.ResponseWriter, status int, v any) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		// Encoded before the status is sent, so that a value JSON cannot hold is a 500 with a
+		// reason, not a 200 with half a body.
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusInternalServerError)
+		fmt.Fprintf(w, "{\"error\":{\"message\":%q,\"type\":\"server_error\",\"param\":null,\"code\":\"encoding_failed\"}}\n", "cannot encode the answer: "+err.Error())
+		return
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(v)
+	_, _ = w.Write(buf.Bytes())
 }
 
 func adminMetrics(w http.ResponseWriter, _ *http.Request) {
@@ -333,7 +348,53 @@ func (g *Gateway) adminConfig(w http.ResponseWriter, _ *http.Request) {
 			mws[name] = redact(m)
 		}
 	}
-	writeJSON(w, 200, map[string]any{"files": cfg.Files(), "config": doc})
+	writeJSON(w, 200, map[string]any{"files": cfg.Files(), "config": keepFloats(doc)})
+}
+
+// keepFloats copies v with every float64 made a jsonFloat, at any depth, so that the JSON
+// keeps TOML's float and integer apart: 2.0 is shown 2.0, not 2, and the document turned back
+// into TOML has a float where the configuration has one.
+func keepFloats(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(t))
+		for k, x := range t {
+			out[k] = keepFloats(x)
+		}
+		return out
+	case []any:
+		out := make([]any, len(t))
+		for i, x := range t {
+			out[i] = keepFloats(x)
+		}
+		return out
+	case float64:
+		return jsonFloat(t)
+	default:
+		return v
+	}
+}
+
+// jsonFloat is a float64 that JSON shows with a fraction or an exponent. TOML's nan and inf,
+// which JSON has no number for, are shown as the strings "nan", "inf" and "-inf".
+type jsonFloat float64
+
+// MarshalJSON implements json.Marshaler.
+func (f jsonFloat) MarshalJSON() ([]byte, error) {
+	x := float64(f)
+	switch {
+	case math.IsNaN(x):
+		return []byte(`"nan"`), nil
+	case math.IsInf(x, 1):
+		return []byte(`"inf"`), nil
+	case math.IsInf(x, -1):
+		return []byte(`"-inf"`), nil
+	}
+	b := strconv.AppendFloat(nil, x, 'g', -1, 64)
+	if !bytes.ContainsAny(b, ".e") {
+		b = append(b, ".0"...)
+	}
+	return b, nil
 }
 
 // redact copies v with the values of secret-looking keys replaced, at any depth.

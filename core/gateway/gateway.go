@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"reflect"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -90,6 +91,7 @@ func Settings(ep *config.Entrypoint) ingress.Settings {
 // Start binds every entrypoint and the admin listener. On error, what was started is stopped.
 func (g *Gateway) Start() error {
 	cfg := g.live.Load().Config
+	g.logWarnings(cfg)
 	for name := range cfg.Entrypoints {
 		g.epNames = append(g.epNames, name)
 	}
@@ -104,7 +106,13 @@ func (g *Gateway) Start() error {
 		}
 		if err := t.Start(); err != nil {
 			g.stopAll()
-			return cfg.Errorf([]string{"entrypoints", name, "address"}, "%v", err)
+			// The transport's error names the entrypoint; the key says where to fix it.
+			msg := strings.TrimPrefix(err.Error(), "sluice: entrypoint "+name+": ")
+			key := []string{"entrypoints", name, "address"}
+			if strings.HasPrefix(msg, "tls: ") {
+				key[2], msg = "tls", strings.TrimPrefix(msg, "tls: ")
+			}
+			return cfg.Errorf(key, "%s: %s", strings.Join(key, "."), cfg.MaskEnv(msg, key...))
 		}
 		g.transports[name] = t
 		g.Log.Info("entrypoint listening", "entrypoint", name, "address", t.Addr(), "engine", engineName(ep))
@@ -113,7 +121,7 @@ func (g *Gateway) Start() error {
 		a, err := startAdmin(g, cfg.Admin)
 		if err != nil {
 			g.stopAll()
-			return cfg.Errorf([]string{"admin", "address"}, "%v", err)
+			return cfg.Errorf([]string{"admin", "address"}, "admin.address: %s", cfg.MaskEnv(strings.TrimPrefix(err.Error(), "sluice: admin listener: "), "admin", "address"))
 		}
 		g.admin = a
 		g.Log.Info("admin listening", "address", a.addr)
@@ -175,11 +183,8 @@ func (g *Gateway) reload() error {
 		return err
 	}
 	old := g.live.Load()
-	if !sameEntrypoints(old.Config, cfg) {
-		return fmt.Errorf("%w: restart sluice to change [entrypoints]", ErrRestartRequired)
-	}
-	if !reflect.DeepEqual(old.Config.Admin, cfg.Admin) {
-		return fmt.Errorf("%w: restart sluice to change [admin]", ErrRestartRequired)
+	if err := needsRestart(old.Config, cfg); err != nil {
+		return err
 	}
 	snap, err := snapshot.Compile(cfg, old, g.gen.Load()+1)
 	if err != nil {
@@ -187,21 +192,146 @@ func (g *Gateway) reload() error {
 	}
 	g.gen.Add(1) // generations count configs put in force
 	g.live.Activate(snap)
-	g.Log.Info("configuration reloaded", "generation", snap.Gen)
+	g.Log.Info("configuration reloaded", append([]any{"generation", snap.Gen}, configChanges(old.Config, cfg)...)...)
+	g.logWarnings(cfg)
 	return nil
 }
 
-func sameEntrypoints(a, b *config.Config) bool {
-	if len(a.Entrypoints) != len(b.Entrypoints) {
-		return false
-	}
-	for name, ea := range a.Entrypoints {
-		eb := b.Entrypoints[name]
-		if eb == nil || !reflect.DeepEqual(*ea, *eb) {
-			return false
+// configChanges says what a reload changed, as log attributes: "added", "removed" and
+// "changed", each a list of named entries ("routers.api, services.llm"), or "changes" "none".
+// Entries compare by their loaded values, so a change of spelling only (90s for 1m30s) is
+// not a change.
+func configChanges(old, cur *config.Config) []any {
+	var added, removed, changed []string
+	diff := func(kind string, a, b map[string]any) {
+		for _, name := range sortedNames(b) {
+			if x, ok := a[name]; !ok {
+				added = append(added, kind+"."+name)
+			} else if !reflect.DeepEqual(x, b[name]) {
+				changed = append(changed, kind+"."+name)
+			}
+		}
+		for _, name := range sortedNames(a) {
+			if _, ok := b[name]; !ok {
+				removed = append(removed, kind+"."+name)
+			}
 		}
 	}
-	return true
+	diff("routers", entries(old.Routers), entries(cur.Routers))
+	diff("services", entries(old.Services), entries(cur.Services))
+	diff("middlewares", entries(old.Middlewares), entries(cur.Middlewares))
+	diff("models", entries(old.Models), entries(cur.Models))
+	diff("consumers", entries(old.Consumers), entries(cur.Consumers))
+	if !reflect.DeepEqual(old.Log, cur.Log) {
+		changed = append(changed, "log")
+	}
+	var out []any
+	for _, kv := range []struct {
+		key  string
+		list []string
+	}{{"added", added}, {"removed", removed}, {"changed", changed}} {
+		if len(kv.list) > 0 {
+			out = append(out, kv.key, strings.Join(kv.list, ", "))
+		}
+	}
+	if len(out) == 0 {
+		out = []any{"changes", "none"}
+	}
+	return out
+}
+
+// entries turns a table of named entries into comparable values (the pointed-to structs).
+func entries[T any](m map[string]*T) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = *v
+	}
+	return out
+}
+
+// logWarnings logs each part of cfg that can route nothing (config.Config.Warnings).
+func (g *Gateway) logWarnings(cfg *config.Config) {
+	for _, w := range cfg.Warnings() {
+		g.Log.Warn("configuration warning", "at", w.Pos.String(), "warning", w.Msg)
+	}
+}
+
+// RestartError is ErrRestartRequired for one key: a reload that changes it is refused.
+type RestartError struct {
+	Pos config.Position // where the key is in the new configuration (line 0 when it was removed)
+	Key string          // the key path, e.g. "entrypoints.web.drain_timeout"
+	How string          // "changed", "added" or "removed"
+}
+
+// Error returns "file:line:col: entrypoints.web.drain_timeout changed: restart …".
+func (e *RestartError) Error() string {
+	table, _, _ := strings.Cut(e.Key, ".")
+	return fmt.Sprintf("%s: %s %s: restart sluice to change [%s] (a reload cannot change a bound listener)", e.Pos, e.Key, e.How, table)
+}
+
+// Unwrap makes errors.Is(err, ErrRestartRequired) true.
+func (e *RestartError) Unwrap() error { return ErrRestartRequired }
+
+// needsRestart returns a *RestartError naming the first key of [entrypoints] or [admin] that
+// cur changes from old, or nil.
+func needsRestart(old, cur *config.Config) error {
+	at := func(how string, path ...string) error {
+		p := cur.Pos(path...)
+		if how == "removed" {
+			p = config.Position{File: p.File}
+		}
+		return &RestartError{Pos: p, Key: strings.Join(path, "."), How: how}
+	}
+	for _, name := range sortedNames(cur.Entrypoints) {
+		o := old.Entrypoints[name]
+		if o == nil {
+			return at("added", "entrypoints", name)
+		}
+		if key := changedKey(reflect.ValueOf(*o), reflect.ValueOf(*cur.Entrypoints[name])); key != nil {
+			return at("changed", append([]string{"entrypoints", name}, key...)...)
+		}
+	}
+	for _, name := range sortedNames(old.Entrypoints) {
+		if cur.Entrypoints[name] == nil {
+			return at("removed", "entrypoints", name)
+		}
+	}
+	if key := changedKey(reflect.ValueOf(old.Admin), reflect.ValueOf(cur.Admin)); key != nil {
+		if key[0] == "token_env" && old.Admin.TokenEnv == cur.Admin.TokenEnv {
+			return at("changed (its variable holds another token)", "admin", "token_env")
+		}
+		return at("changed", append([]string{"admin"}, key...)...)
+	}
+	return nil
+}
+
+// changedKey returns the TOML key path of the first field in which the structs a and b differ,
+// within tables too, or nil when they do not. Fields that are not TOML keys are derived from
+// those that are, or read from the environment (the admin token): a difference there alone is
+// reported at the table's key that holds it, if any, else not at all.
+func changedKey(a, b reflect.Value) []string {
+	t := a.Type()
+	for i := 0; i < t.NumField(); i++ {
+		tag := t.Field(i).Tag.Get("toml")
+		fa, fb := a.Field(i), b.Field(i)
+		if reflect.DeepEqual(fa.Interface(), fb.Interface()) {
+			continue
+		}
+		switch {
+		case tag == "" || tag == "-":
+			if t.Field(i).Name == "Token" {
+				return []string{"token_env"} // the variable it names holds another token now
+			}
+		case fa.Kind() == reflect.Pointer && !fa.IsNil() && !fb.IsNil() && fa.Elem().Kind() == reflect.Struct:
+			if sub := changedKey(fa.Elem(), fb.Elem()); sub != nil {
+				return append([]string{tag}, sub...)
+			}
+			return []string{tag}
+		default:
+			return []string{tag}
+		}
+	}
+	return nil
 }
 
 // Drain stops accepting connections on every entrypoint, lets in-flight requests finish until

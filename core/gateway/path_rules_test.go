@@ -132,12 +132,12 @@ func TestBusyPortIsReportedAtTheAddressKey(t *testing.T) {
 	busy := ln.Addr().String()
 	for _, engine := range engines {
 		err := startBusy(t, busy, engine, "")
-		require.True(t, strings.HasPrefix(err.Error(), "busy.toml:3:1: "), "%s: %v", engine, err)
+		require.True(t, strings.HasPrefix(err.Error(), "busy.toml:3:1: entrypoints.web.address: listen tcp "+busy+": "), "%s: %v", engine, err)
 		require.Contains(t, err.Error(), "address already in use", engine)
 	}
 	// The admin listener's error is one line too, at its own key.
 	err = startBusy(t, "127.0.0.1:0", "gnet", busy)
-	require.True(t, strings.HasPrefix(err.Error(), "busy.toml:13:1: sluice: admin listener: "), err.Error())
+	require.True(t, strings.HasPrefix(err.Error(), "busy.toml:13:1: admin.address: listen tcp "+busy+": "), err.Error())
 	require.NotContains(t, err.Error(), "\n")
 }
 

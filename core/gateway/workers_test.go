@@ -133,8 +133,8 @@ models = true
 [services.fleet.load_balancer]
 servers = [%s]
 [services.fleet.workers]
-observe_interval = "50ms"
-observation_ttl = "1s"
+observe_interval = "200ms"
+observation_ttl = "3s"
 %s
 [models.bound.targets.t]
 service = "fleet"
@@ -351,7 +351,7 @@ func TestWorkerObservationsSurviveReload(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "sluice.toml")
 	write := func(weight int) {
 		toml := workerGatewayTOML("gnet", []string{"http://" + sim.Addrs()[0]}, `api_key_env = "SLUICE_TEST_POWER_KEY"`)
-		toml = strings.Replace(toml, `observation_ttl = "1s"`, `observation_ttl = "1m"`, 1)
+		toml = strings.Replace(toml, `observation_ttl = "3s"`, `observation_ttl = "1m"`, 1)
 		toml += fmt.Sprintf("[models.extra.targets.t]\nservice = \"fleet\"\nweight = %d\n", weight)
 		require.NoError(t, os.WriteFile(path, []byte(toml), 0o644))
 	}

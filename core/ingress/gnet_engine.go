@@ -24,15 +24,33 @@ const tickInterval = 250 * time.Millisecond
 // GnetEngine serves one plaintext entrypoint on gnet event loops. Event loops only parse,
 // buffer and write; each request is proxied on its own goroutine, which hands response bytes
 // back to the loop with AsyncWrite (only AsyncWrite, Wake and Close are safe off the loop).
+//
+// The engine accepts connections itself and hands each to gnet (Engine.Register), rather than
+// letting gnet listen, so that a drain can close the listening socket at once while the event
+// loops go on serving the requests in flight: new connections are then refused (RST, so a
+// client or load balancer tries elsewhere) instead of accepted and closed. gnet v2 has no way
+// to close only its listener: its accept loop takes the error a closed or shut-down listening
+// socket gives (EINVAL) as fatal and stops the whole engine, connections and all. gnet still
+// needs a listener of its own to run (and to take registrations); it gets a loopback port
+// that nothing is meant to connect to, and a connection that does is closed at once (OnOpen
+// knows acceptLoop's connections by their context). Not a Unix socket: that needs a writable
+// directory, which a container with a read-only root file system does not have.
 type GnetEngine struct {
 	gnet.BuiltinEventEngine
 	set  Settings
 	pipe *pipeline.Entrypoint
 	log  *slog.Logger
 
-	eng      gnet.Engine   // set by OnBoot, before booted is closed
+	ln         net.Listener // the entrypoint's listener, accepted by acceptLoop
+	lnOnce     sync.Once
+	closing    chan struct{}  // closed with the listener
+	acceptDone chan struct{}  // closed when acceptLoop has returned
+	enrolling  sync.WaitGroup // connections handed to gnet and not yet opened by a loop
+
+	eng      gnet.Engine   // set by OnBoot, before running is closed
 	launched atomic.Bool   // Start got as far as running gnet
-	booted   chan struct{} // closed by OnBoot: the listeners are up
+	running  chan struct{} // closed by the first OnTick: the event loops take connections
+	runOnce  sync.Once
 	stopped  chan struct{} // closed when gnet.Run has returned
 	runErr   error
 	draining atomic.Bool
@@ -49,7 +67,7 @@ func NewGnet(set Settings, res pipeline.Resolver, log *slog.Logger) *GnetEngine 
 	if log == nil {
 		log = slog.Default()
 	}
-	e := &GnetEngine{set: set, log: log, booted: make(chan struct{}), stopped: make(chan struct{}), live: make(map[*gconn]struct{})}
+	e := &GnetEngine{set: set, log: log, running: make(chan struct{}), stopped: make(chan struct{}), acceptDone: make(chan struct{}), closing: make(chan struct{}), live: make(map[*gconn]struct{})}
 	e.m = newEntrypointMetrics(set.Name, &e.counters)
 	e.pipe = pipeline.NewEntrypoint(set.Name, false, res, e.m, log)
 	e.pipe.TrustedIPs = set.TrustedIPs
@@ -58,32 +76,99 @@ func NewGnet(set Settings, res pipeline.Resolver, log *slog.Logger) *GnetEngine 
 
 // Start implements Transport.
 func (e *GnetEngine) Start() error {
-	// gnet reports a failed bind only by returning from Run; probe the address first so that a
-	// busy port is an error here, with the address in it.
-	ln, err := net.Listen("tcp", e.set.Address)
+	// No TCP keep-alive probes, as when gnet listened: idle_timeout ends idle connections.
+	lc := net.ListenConfig{KeepAlive: -1}
+	ln, err := lc.Listen(context.Background(), "tcp", e.set.Address)
 	if err != nil {
 		return fmt.Errorf("sluice: entrypoint %s: %w", e.set.Name, err)
 	}
 	e.set.Address = ln.Addr().String()
 	e.pipe.Port = listenPort(ln.Addr())
-	_ = ln.Close()
+	e.ln = ln
 	e.launched.Store(true)
 	go func() {
 		defer close(e.stopped)
-		e.runErr = gnet.Run(e, "tcp://"+e.set.Address,
+		e.runErr = gnet.Run(e, "tcp://127.0.0.1:0",
 			gnet.WithNumEventLoop(e.set.eventLoops()),
+			// Registrations come from acceptLoop, off the event loops: the round-robin balancer
+			// is not safe for that, the least-connections one is.
+			gnet.WithLoadBalancing(gnet.LeastConnections),
 			gnet.WithTicker(true),
-			gnet.WithTCPNoDelay(gnet.TCPNoDelay),
-			gnet.WithReuseAddr(true),
 			gnet.WithLogger(gnetLogger{e.log}),
 			gnet.WithLockOSThread(false),
 		)
+		// Whatever stopped gnet, the entrypoint no longer serves: refuse connections.
+		e.closeListener()
 	}()
 	select {
-	case <-e.booted:
+	case <-e.running:
+		go e.acceptLoop()
 		return nil
 	case <-e.stopped:
 		return fmt.Errorf("sluice: entrypoint %s on %s: %w", e.set.Name, e.set.Address, e.runErr)
+	}
+}
+
+// accepted is the context acceptLoop gives the connections it hands to gnet.
+var accepted = &struct{ byAcceptLoop bool }{true}
+
+// acceptLoop accepts the entrypoint's connections and hands each to gnet's event loops, until
+// the listener is closed.
+func (e *GnetEngine) acceptLoop() {
+	defer close(e.acceptDone)
+	var delay time.Duration
+	for {
+		c, err := e.ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// Out of file descriptors and the like: wait a little and try again, as
+			// net/http's Server does, rather than spin.
+			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			e.log.Warn("accept failed; retrying", "entrypoint", e.set.Name, "error", err.Error(), "retry_in", delay.String())
+			select {
+			case <-time.After(delay):
+			case <-e.closing:
+			}
+			continue
+		}
+		delay = 0
+		// gnet takes over a copy of the socket and closes c; OnOpen then runs on a loop.
+		ctx := gnet.NewContext(gnet.NewNetConnContext(context.Background(), c), accepted)
+		ch, err := e.eng.Register(ctx)
+		if err != nil {
+			_ = c.Close()
+			continue
+		}
+		e.enrolling.Add(1)
+		go func() {
+			defer e.enrolling.Done()
+			<-ch
+		}()
+	}
+}
+
+// closeListener closes the entrypoint's listening socket: from then on the kernel refuses new
+// connections.
+func (e *GnetEngine) closeListener() {
+	e.lnOnce.Do(func() {
+		close(e.closing)
+		_ = e.ln.Close()
+	})
+}
+
+// waitEnrolled waits until every connection handed to gnet has been opened by a loop, or gnet
+// has stopped (and will open none).
+func (e *GnetEngine) waitEnrolled() {
+	done := make(chan struct{})
+	go func() {
+		e.enrolling.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-e.stopped:
 	}
 }
 
@@ -99,12 +184,18 @@ func (e *GnetEngine) Drain(ctx context.Context) error {
 	if !e.launched.Load() {
 		return nil // not started, or the address was busy: nothing runs
 	}
-	// Start returned once gnet had booted or failed; only a booted engine can be stopped.
+	// Start returned once gnet ran or failed; only a running engine can be stopped.
 	select {
 	case <-e.stopped:
 		return nil // Run failed, or an earlier Drain stopped it
-	case <-e.booted:
+	case <-e.running:
 	}
+	// Refuse new connections at once, then wait until the connections accepted just before have
+	// reached a loop, which closes them (OnOpen, while draining): gnet must not stop with one
+	// still on its way (its registration would wait forever, holding the socket).
+	e.closeListener()
+	<-e.acceptDone
+	e.waitEnrolled()
 	e.sweep(time.Now().UnixNano())
 	t := time.NewTicker(20 * time.Millisecond)
 	defer t.Stop()
@@ -147,15 +238,17 @@ func (e *GnetEngine) liveCount() int {
 	return len(e.live)
 }
 
-// OnBoot records the engine handle once the listeners are up.
+// OnBoot records the engine handle. gnet calls it before it starts the event loops.
 func (e *GnetEngine) OnBoot(eng gnet.Engine) gnet.Action {
 	e.eng = eng
-	close(e.booted)
 	return gnet.None
 }
 
 // OnOpen sets up the connection state, refusing connections while draining or over the limit.
 func (e *GnetEngine) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
+	if c.Context() != accepted {
+		return nil, gnet.Close // a connection to gnet's own listener, not one of acceptLoop's
+	}
 	if e.draining.Load() || (e.set.MaxConnections > 0 && e.counters.conns.Load() >= int64(e.set.MaxConnections)) {
 		return nil, gnet.Close
 	}
@@ -192,8 +285,10 @@ func (e *GnetEngine) OnTraffic(c gnet.Conn) gnet.Action {
 	return gc.onTraffic()
 }
 
-// OnTick enforces the header-read, idle, linger and drain deadlines.
+// OnTick enforces the header-read, idle, linger and drain deadlines. gnet starts its ticker,
+// which ticks at once, after the event loops: the first tick says they take connections.
 func (e *GnetEngine) OnTick() (time.Duration, gnet.Action) {
+	e.runOnce.Do(func() { close(e.running) })
 	e.sweep(time.Now().UnixNano())
 	return tickInterval, gnet.None
 }

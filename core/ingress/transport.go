@@ -28,9 +28,9 @@ type Transport interface {
 	Start() error
 	// Addr is the bound address (useful with port 0).
 	Addr() string
-	// Drain stops serving new connections (they are refused, or closed unanswered), lets
-	// in-flight requests finish (their responses close the connection) and closes idle
-	// connections. It returns nil once every connection is gone and the engine has stopped. If
+	// Drain closes the listening socket at once, so that new connections are refused (not
+	// accepted and closed), lets in-flight requests finish (their responses close the
+	// connection) and closes idle connections. It returns nil once every connection is gone and the engine has stopped. If
 	// ctx ends first, it closes the connections left, aborting their upstream exchanges, stops
 	// the engine, and returns ctx's error. Drain may be called without Start, after a failed
 	// Start, and more than once (later calls return nil); not concurrently with Start.

@@ -1,0 +1,108 @@
+package config
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/sluice-gw/sluice/core/router"
+)
+
+// Warning is something in a valid configuration that is likely a mistake: a part of it that
+// routes nothing. Its text is "file:line:col: warning: message".
+type Warning struct {
+	Pos Position
+	Msg string
+}
+
+// String returns "file:line:col: warning: message".
+func (w Warning) String() string { return w.Pos.String() + ": warning: " + w.Msg }
+
+// Warnings lists the parts of c that can route nothing, sorted by position: no routers at all,
+// a router that no request reaches on any of its entrypoints, an entrypoint that no router
+// serves, a model router with no models. Such a configuration loads and serves (every request
+// it cannot route gets 404), so these are not errors.
+func (c *Config) Warnings() []Warning {
+	var ws []Warning
+	add := func(p Position, format string, args ...any) {
+		ws = append(ws, Warning{Pos: p, Msg: fmt.Sprintf(format, args...)})
+	}
+	if len(c.Routers) == 0 {
+		top := Position{Line: 1, Col: 1}
+		if len(c.files) > 0 {
+			top.File = c.files[0]
+		}
+		add(top, "no routers: every request gets 404; add a [routers.<name>] with a rule and a service")
+		return ws
+	}
+
+	served := map[string]bool{}
+	for _, name := range sortedNames(c.Routers) {
+		r := c.Routers[name]
+		reached := false
+		var shadows []string
+		for _, ep := range r.Entrypoints {
+			served[ep] = true
+			if by := c.shadowedBy(name, ep); by != "" {
+				shadows = append(shadows, fmt.Sprintf("on %s, routers.%s is tried first and matches every request it would", ep, by))
+			} else {
+				reached = true
+			}
+		}
+		if !reached && len(shadows) > 0 {
+			add(c.ValuePos("routers", name, "rule"), "routers.%s serves on no entrypoint: %s (give routers.%s a higher priority, or narrow the other rule)",
+				name, strings.Join(shadows, "; "), name)
+		}
+		if r.Models && len(c.Models) == 0 {
+			add(c.Pos("routers", name, "models"), "routers.%s is a model router but no [models.<alias>] is defined: every request it matches gets 404 model_not_found", name)
+		}
+	}
+	for _, name := range sortedNames(c.Entrypoints) {
+		if !served[name] {
+			add(c.Pos("entrypoints", name), "entrypoints.%s is served by no router: every request to it gets 404 (list it in a router's entrypoints, or leave a router's entrypoints out to serve on all)", name)
+		}
+	}
+	sort.SliceStable(ws, func(i, j int) bool { return ws[i].Pos.before(ws[j].Pos) })
+	return ws
+}
+
+// shadowedBy names a router tried before router name on entrypoint ep whose rule matches every
+// request name's rule does: the same rule, or PathPrefix(`/`), which matches every request.
+// It returns "" when there is none that this check can tell (rules are not compared beyond
+// that).
+func (c *Config) shadowedBy(name, ep string) string {
+	r := c.Routers[name]
+	self := router.Route{Name: name, RuleText: r.Rule, Priority: r.Priority}
+	rule := ruleKey(r.Rule)
+	for _, other := range sortedNames(c.Routers) {
+		o := c.Routers[other]
+		if other == name || !slices.Contains(o.Entrypoints, ep) {
+			continue
+		}
+		or := router.Route{Name: other, RuleText: o.Rule, Priority: o.Priority}
+		first := or.EffectivePriority() > self.EffectivePriority() ||
+			or.EffectivePriority() == self.EffectivePriority() && other < name
+		if first && (ruleKey(o.Rule) == rule || ruleKey(o.Rule) == "PathPrefix(`/`)") {
+			return other
+		}
+	}
+	return ""
+}
+
+// ruleKey is a rule without the spaces outside its backquoted arguments, so that two ways of
+// spacing one rule compare equal.
+func ruleKey(rule string) string {
+	var b strings.Builder
+	quoted := false
+	for _, ch := range rule {
+		if ch == '`' {
+			quoted = !quoted
+		}
+		if !quoted && (ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r') {
+			continue
+		}
+		b.WriteRune(ch)
+	}
+	return b.String()
+}
