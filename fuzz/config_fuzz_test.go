@@ -33,7 +33,13 @@ var configSeeds = []string{
 	"entrypoints = 5\nrouters = [1]\n[log]\nlevel = 3\n",
 }
 
-// FuzzConfigLoad checks that config.LoadBytes never panics or hangs, that
+// configCost bounds the work of loading a config, beyond the TOML parser's own (go-toml's,
+// not counted). It is larger than the others: an unknown key is compared with every known one
+// by edit distance, which costs the product of their lengths.
+var configCost = linearCost{PerByte: 256, Fixed: 4096}
+
+// FuzzConfigLoad checks that config.LoadBytes never panics or hangs, that its work grows
+// linearly with the document, that
 // every error it returns is a non-empty ErrorList whose entries carry a
 // position inside the document (line >= 1, col >= 1, the given file name),
 // and that a loaded config satisfies the cross-reference rules.
@@ -50,6 +56,7 @@ func FuzzConfigLoad(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
+		checkCost(t, configCost, data, func(data []byte) { _, _ = config.LoadBytes("f.toml", data) })
 		c, err := config.LoadBytes("f.toml", data)
 		if err != nil {
 			if c != nil {
