@@ -9,6 +9,9 @@ LDFLAGS := -s -w -X main.version=$(VERSION)
 # Where the embedded default config expects the simulator (not a setting: the config is fixed).
 LLMSIM_ADDR := 127.0.0.1:8000
 FUZZTIME ?= 30s
+# FUZZMINTIME bounds the minimisation of a failing or newly interesting input, which otherwise
+# may take a minute of its own (the default).
+FUZZMINTIME ?= 60s
 TEST_TIMEOUT ?= 15m
 
 .PHONY: all build run test test-go node-deps bench bench-compare fuzz lint cross image schema clean
@@ -51,12 +54,14 @@ bench:
 bench-compare: build
 	$(BIN)/sluice-bench compare --bin $(BIN) --peers nginx,haproxy --md bench-compare.md
 
+# fuzz: every fuzz target for FUZZTIME, after its committed corpus (testdata/fuzz/<Target>/).
+# An input that fails is written to that directory: commit it with a test for the fix.
 FUZZ_PKGS := ./fuzz ./pool ./bench/llmsim ./bench/harness
 fuzz:
 	@set -e; for p in $(FUZZ_PKGS); do \
 		for t in $$($(GO) test -list '^Fuzz' $$p | grep '^Fuzz'); do \
 			echo "== $$p $$t ($(FUZZTIME))"; \
-			$(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$p; \
+			$(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) $$p; \
 		done; \
 	done
 

@@ -32,8 +32,39 @@ var http1RequestSeeds = []string{
 	"POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n",
 }
 
-// FuzzRequestHead checks that FindHeadEnd + ParseRequestHead never panic and that a successful
-// parse satisfies the framing invariants the gateway relies on.
+// headCost bounds the work on a request or response head (requestWork, responseWork).
+var headCost = linearCost{PerByte: 16, Fixed: 256}
+
+// requestWork is the gateway's work on a request head that arrives one byte at a time: find
+// its end as each byte comes, parse it, ask for every field whether it is hop-by-hop (as
+// forwarding the head does) and look up a field and a query parameter (as a rule does).
+func requestWork(data []byte) {
+	skip, n := arrive(data)
+	var r http1.Request
+	if n < 0 || r.ParseRequestHead(data[skip:skip+n], nil) != nil {
+		return
+	}
+	for i := range r.Headers {
+		r.IsHopByHop(r.Headers[i].Key)
+	}
+	_, _ = r.HeaderValue("content-type")
+	_, _ = r.QueryValue("a")
+}
+
+// arrive looks for the end of the head in data as it arrives one byte at a time, with a
+// HeadScan as the ingress does, and returns what the last look found.
+func arrive(data []byte) (skip, n int) {
+	var s http1.HeadScan
+	n = -1
+	for i := 1; i <= len(data) && n < 0; i++ {
+		skip, n = s.Find(data[:i])
+	}
+	return skip, n
+}
+
+// FuzzRequestHead checks that FindHeadEnd + ParseRequestHead never panic, that a successful
+// parse satisfies the framing invariants the gateway relies on, that a HeadScan fed the head
+// byte by byte finds what FindHeadEnd finds, and that the work grows linearly with the input.
 func FuzzRequestHead(f *testing.F) {
 	for _, s := range http1RequestSeeds {
 		f.Add([]byte(s))
@@ -44,6 +75,10 @@ func FuzzRequestHead(f *testing.F) {
 		if skip < 0 || skip > len(data) || n < -1 || skip+n > len(data) {
 			t.Fatalf("FindHeadEnd = (%d, %d) for %d bytes", skip, n, len(data))
 		}
+		if s2, n2 := arrive(data); n2 != n || s2 != skip {
+			t.Fatalf("HeadScan byte by byte = (%d, %d), FindHeadEnd = (%d, %d)", s2, n2, skip, n)
+		}
+		checkCost(t, headCost, data, requestWork)
 		if n < 0 {
 			if err := http1.CheckPartialHead(len(data)-skip, nil); err == nil {
 				t.Fatal("CheckPartialHead returned nil")
@@ -133,8 +168,8 @@ func checkRequest(t *testing.T, r *http1.Request) {
 	_ = r.IsHopByHop([]byte("X-A"))
 }
 
-// FuzzResponseHead checks that ParseResponseHead never panics and that BodyMode agrees with the
-// framing fields.
+// FuzzResponseHead checks that ParseResponseHead never panics, that BodyMode agrees with the
+// framing fields, and that the work on a head arriving byte by byte grows linearly with it.
 func FuzzResponseHead(f *testing.F) {
 	for _, s := range []string{
 		"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello",
@@ -148,6 +183,17 @@ func FuzzResponseHead(f *testing.F) {
 		f.Add([]byte(s), false)
 	}
 	f.Fuzz(func(t *testing.T, data []byte, head bool) {
+		checkCost(t, headCost, data, func(data []byte) {
+			skip, n := arrive(data)
+			var r http1.Response
+			if n < 0 || r.ParseResponseHead(data[skip:skip+n], nil) != nil {
+				return
+			}
+			for i := range r.Headers {
+				r.IsHopByHop(r.Headers[i].Key)
+			}
+			_, _ = r.HeaderValue("content-type")
+		})
 		skip, n := http1.FindHeadEnd(data)
 		if n < 0 {
 			return
@@ -243,8 +289,12 @@ func decodeChunked(t *testing.T, src []byte, step int) chunkedResult {
 	return res
 }
 
+// chunkedCost bounds the work of decoding a chunked body, in one piece and byte by byte.
+var chunkedCost = linearCost{PerByte: 8, Fixed: 64}
+
 // FuzzChunked checks that the chunked decoder never panics and gives the same result however
-// its input is split: in one piece, byte by byte, and in 3-byte pieces.
+// its input is split: in one piece, byte by byte, and in 3-byte pieces; and that its work
+// grows linearly with the input.
 func FuzzChunked(f *testing.F) {
 	for _, s := range []string{
 		"5\r\nhello\r\n0\r\n\r\n",
@@ -259,6 +309,11 @@ func FuzzChunked(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
+		checkCost(t, chunkedCost, data, func(data []byte) {
+			for _, step := range []int{0, 1} {
+				decodeChunked(t, data, step)
+			}
+		})
 		whole := decodeChunked(t, data, 0)
 		for _, step := range []int{1, 3} {
 			got := decodeChunked(t, data, step)

@@ -113,10 +113,19 @@ func FuzzOpenAIPeekMembers(f *testing.F) {
 	})
 }
 
+// peekCost bounds the work of peeking a body and rewriting its model.
+var peekCost = linearCost{PerByte: 16, Fixed: 256}
+
 // checkPeek peeks body as a request to ep and checks the result against encoding/json, as
-// FuzzOpenAIPeek describes.
+// FuzzOpenAIPeek describes, and checks that the work grows linearly with the body.
 func checkPeek(t *testing.T, ep openai.Endpoint, body []byte, newModel string) {
 	t.Helper()
+	checkCost(t, peekCost, body, func(body []byte) {
+		var r openai.Request
+		if openai.Peek(ep, body, &r) == nil {
+			openai.RewriteModel(body, &r, newModel, nil)
+		}
+	})
 	orig := bytes.Clone(body)
 	var r openai.Request
 	err := openai.Peek(ep, body, &r)

@@ -57,15 +57,24 @@ func dechunk(t *testing.T, b []byte) ([]byte, bool) {
 	return out, d.Done()
 }
 
+// relayCost bounds the work of relaying a body in every framing.
+var relayCost = linearCost{PerByte: 16, Fixed: 256}
+
 // FuzzRelaySplits checks that any split of the same upstream bytes gives the same client body
-// in every framing, that Chunk framing is valid chunked coding, and that the error event after
-// a failure depends only on the bytes, never on how they were split.
+// in every framing, that Chunk framing is valid chunked coding, that the error event after
+// a failure depends only on the bytes, never on how they were split, and that the work grows
+// linearly with the body.
 func FuzzRelaySplits(f *testing.F) {
 	f.Add([]byte("data: a\n\ndata: b\r\n\r\n"), []byte{1, 2, 3}, true, false)
 	f.Add([]byte("data: a\r\rdata: b\r"), []byte{5}, true, true)
 	f.Add([]byte("{\"x\":1}"), []byte{0}, false, true)
 	f.Add([]byte(": c\r\n\n"), []byte{7, 1}, true, true)
 	f.Fuzz(func(t *testing.T, body, sizes []byte, sse, fail bool) {
+		checkCost(t, relayCost, body, func(body []byte) {
+			for _, fr := range []relay.Framing{relay.Length, relay.ChunkedRaw, relay.Chunk, relay.Close, relay.Payload} {
+				relayed(fr, sse, body, sizes, fail)
+			}
+		})
 		whole := relayed(relay.Payload, sse, body, []byte{255}, fail)
 		for _, fr := range []relay.Framing{relay.Length, relay.ChunkedRaw, relay.Close, relay.Payload} {
 			got := relayed(fr, sse, body, sizes, fail)

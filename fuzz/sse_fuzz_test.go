@@ -43,9 +43,14 @@ func feedSSE(stream []byte, max, step int) ([]string, error) {
 	return r.events, nil
 }
 
-// FuzzSSE checks that the SSE scanner never panics and that feeding a
+// sseCost bounds the work of scanning a stream whole and byte by byte, with the default
+// limit and with a small one.
+var sseCost = linearCost{PerByte: 48, Fixed: 64}
+
+// FuzzSSE checks that the SSE scanner never panics, that feeding a
 // stream whole, byte by byte, or in slices of a fuzzed size gives the same
-// events and the same error, with the default limit and with a small one.
+// events and the same error, with the default limit and with a small one,
+// and that its work grows linearly with the stream.
 func FuzzSSE(f *testing.F) {
 	for _, s := range []string{
 		"data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}],\"usage\":null}\n\ndata: [DONE]\n\n",
@@ -60,6 +65,12 @@ func FuzzSSE(f *testing.F) {
 		f.Add([]byte(s), uint8(3))
 	}
 	f.Fuzz(func(t *testing.T, stream []byte, step uint8) {
+		checkCost(t, sseCost, stream, func(stream []byte) {
+			for _, max := range []int{0, 32} {
+				_, _ = feedSSE(stream, max, 0)
+				_, _ = feedSSE(stream, max, 1)
+			}
+		})
 		for _, max := range []int{0, 32} {
 			whole, errWhole := feedSSE(stream, max, 0)
 			for _, st := range []int{1, int(step)} {

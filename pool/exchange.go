@@ -359,10 +359,14 @@ func (x *Exchange) readHead(c *conn) (retry bool, err error) {
 	maxBuf := x.p.o.maxHeadBuf()
 	got := false // any response byte received
 	interim := 0
+	// The scan resumes where it stopped when more bytes arrive; its offsets are relative to
+	// hbuf[lo:], which compaction and growth keep.
+	var scan http1.HeadScan
 	for {
 		if x.hi > x.lo {
-			skip, n := http1.FindHeadEnd(x.hbuf[x.lo:x.hi])
+			skip, n := scan.Find(x.hbuf[x.lo:x.hi])
 			if n >= 0 {
+				scan.Reset()
 				start := x.lo + skip
 				x.Resp.Reset()
 				if perr := x.Resp.ParseResponseHead(x.hbuf[start:start+n], lim); perr != nil {

@@ -9,6 +9,8 @@ package sse
 import (
 	"bytes"
 	"errors"
+
+	"github.com/sluice-gw/sluice/internal/steps"
 )
 
 // DefaultMaxEventBytes is the MaxEventBytes a zero Scanner uses: 1 MiB.
@@ -139,16 +141,18 @@ func (s *Scanner) Feed(p []byte, h Handler) error {
 		}
 	}
 	max := s.max()
+	ends := lineEnds{p: p, lf: -1, cr: -1}
 
 	// Finish a line started in an earlier slice.
 	if len(s.line) > 0 {
-		i := lineEnd(p)
+		i := ends.next(0)
 		if i < 0 {
 			return s.keepPartial(p, max)
 		}
 		if len(s.line)+i > max {
 			return s.fail()
 		}
+		steps.Add(i)
 		s.line = append(s.line, p[:i]...)
 		if err := s.processLine(s.line, true, h, max); err != nil {
 			return err
@@ -158,10 +162,12 @@ func (s *Scanner) Feed(p []byte, h Handler) error {
 	}
 
 	for len(p) > 0 {
-		i := lineEnd(p)
+		off := len(ends.p) - len(p)
+		i := ends.next(off)
 		if i < 0 {
 			return s.keepPartial(p, max)
 		}
+		i -= off
 		if i > max {
 			return s.fail()
 		}
@@ -180,6 +186,7 @@ func (s *Scanner) keepPartial(p []byte, max int) error {
 	if len(s.line)+len(p) > max {
 		return s.fail()
 	}
+	steps.Add(len(p) + 1)
 	s.line = append(s.line, p...)
 	s.own()
 	return nil
@@ -190,16 +197,46 @@ func (s *Scanner) fail() error {
 	return s.err
 }
 
-// lineEnd returns the index of the first CR or LF in p, or -1.
-func lineEnd(p []byte) int {
-	i := bytes.IndexByte(p, '\n')
-	if i < 0 {
-		return bytes.IndexByte(p, '\r')
+// lineEnds finds the line ends of one slice passed to Feed from left to right. It keeps the
+// positions of the next LF and of the next CR before it, so that each byte is searched at
+// most once for each: looking for the first CR or LF afresh from every line start would
+// search the rest of the slice for an LF at every line of a stream whose lines end in CR
+// alone, quadratic in the slice's length.
+type lineEnds struct {
+	p []byte
+	// lf is the index of the first LF at or after the last search start (len(p): none); cr
+	// the index of the first CR before lf (lf: none). -1: not searched yet.
+	lf, cr int
+}
+
+// next returns the index in p of the first CR or LF at or after from, or -1. Calls must not
+// go back: from never decreases.
+func (e *lineEnds) next(from int) int {
+	if e.lf < from {
+		i := bytes.IndexByte(e.p[from:], '\n')
+		if i < 0 {
+			e.lf = len(e.p)
+			steps.Add(len(e.p) - from + 1)
+		} else {
+			e.lf = from + i
+			steps.Add(i + 1)
+		}
+		e.cr = -1
 	}
-	if j := bytes.IndexByte(p[:i], '\r'); j >= 0 {
-		return j
+	if e.cr < from {
+		j := bytes.IndexByte(e.p[from:e.lf], '\r')
+		if j < 0 {
+			e.cr = e.lf
+			steps.Add(e.lf - from + 1)
+		} else {
+			e.cr = from + j
+			steps.Add(j + 1)
+		}
 	}
-	return i
+	if e.cr == len(e.p) {
+		return -1
+	}
+	return e.cr
 }
 
 // skipTerminator consumes the line terminator at p[i] (CRLF, LF or CR) and
@@ -222,14 +259,17 @@ func (s *Scanner) skipTerminator(p []byte, i int) []byte {
 // caller's slice into the scanner's buffers.
 func (s *Scanner) own() {
 	if s.dataLines > 0 && !s.dataOwned {
+		steps.Add(len(s.dataView))
 		s.dataBuf = append(s.dataBuf[:0], s.dataView...)
 		s.dataView, s.dataOwned = s.dataBuf, true
 	}
 	if !s.typeOwned {
+		steps.Add(len(s.typeView))
 		s.typeBuf = append(s.typeBuf[:0], s.typeView...)
 		s.typeView, s.typeOwned = s.typeBuf, true
 	}
 	if !s.idOwned {
+		steps.Add(len(s.idView))
 		s.idBuf = append(s.idBuf[:0], s.idView...)
 		s.idView, s.idOwned = s.idBuf, true
 	}
@@ -238,6 +278,7 @@ func (s *Scanner) own() {
 // processLine interprets one line (without terminator). ephemeral means the
 // line lives in s.line, which is reused: values are copied at once.
 func (s *Scanner) processLine(line []byte, ephemeral bool, h Handler, max int) error {
+	steps.Add(len(line) + 1)
 	if len(line) == 0 {
 		s.dispatch(h)
 		return nil
@@ -269,6 +310,7 @@ func (s *Scanner) processLine(line []byte, ephemeral bool, h Handler, max int) e
 			s.dataView, s.dataOwned = s.dataBuf, true
 		default:
 			if !s.dataOwned {
+				steps.Add(len(s.dataView))
 				s.dataBuf = append(s.dataBuf[:0], s.dataView...)
 			}
 			s.dataBuf = append(s.dataBuf, '\n')

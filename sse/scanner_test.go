@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/sluice-gw/sluice/internal/steps"
+	"github.com/stretchr/testify/require"
 )
 
 // collector records events as strings "type|id|data".
@@ -219,5 +222,30 @@ func TestScannerZeroCopy(t *testing.T) {
 	}
 	if z.seen != 2 || z.moved != 0 {
 		t.Fatalf("seen %d, copied %d", z.seen, z.moved)
+	}
+}
+
+// TestScannerCRLinesWorkIsLinear: a stream whose lines end in CR alone (valid SSE) is scanned
+// in a few steps per byte, whole or byte by byte. Looking for the first CR or LF afresh at
+// every line searched the rest of the slice for an LF each time: some 700 million bytes
+// searched for this 80 KB slice.
+func TestScannerCRLinesWorkIsLinear(t *testing.T) {
+	for _, tail := range []string{"", "\n"} {
+		stream := strings.Repeat("data: a\r\r", 9000) + tail
+		for _, split := range []bool{false, true} {
+			var c collector
+			s := Scanner{}
+			work := steps.Count(func() {
+				if !split {
+					require.NoError(t, s.Feed([]byte(stream), &c))
+					return
+				}
+				for i := range len(stream) {
+					require.NoError(t, s.Feed([]byte(stream[i:i+1]), &c))
+				}
+			})
+			require.Len(t, c.events, 9000)
+			require.Less(t, work, int64(12*len(stream)), "tail %q, byte by byte %v", tail, split)
+		}
 	}
 }

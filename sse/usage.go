@@ -1,6 +1,10 @@
 package sse
 
-import "bytes"
+import (
+	"bytes"
+
+	"github.com/sluice-gw/sluice/internal/steps"
+)
 
 // done is the data of the event that ends an OpenAI stream.
 var done = []byte("[DONE]")
@@ -94,8 +98,10 @@ func mayHaveUsageObject(data []byte) bool {
 	for {
 		i := bytes.Index(data, usageKey)
 		if i < 0 {
+			steps.Add(len(data) + 1)
 			return false
 		}
+		steps.Add(i + len(usageKey))
 		data = data[i+len(usageKey):]
 		j := skipWS(data, 0)
 		if j < len(data) && data[j] == ':' {
@@ -208,9 +214,11 @@ func valueEnd(data []byte, vs, next int) int {
 func isWS(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
 func skipWS(data []byte, i int) int {
+	start := i
 	for i < len(data) && isWS(data[i]) {
 		i++
 	}
+	steps.Add(i - start + 1)
 	return i
 }
 
@@ -221,6 +229,7 @@ func skipString(data []byte, i int) int {
 	for {
 		j := bytes.IndexByte(data[i:], '"')
 		if j < 0 {
+			steps.Add(len(data) - i + 1)
 			return -1
 		}
 		k := i + j
@@ -229,6 +238,7 @@ func skipString(data []byte, i int) int {
 		for k-1-n >= i && data[k-1-n] == '\\' {
 			n++
 		}
+		steps.Add(j + 1 + n)
 		if n%2 == 0 {
 			return k + 1
 		}
@@ -241,6 +251,16 @@ func skipString(data []byte, i int) int {
 // iteratively (bracket depth counted, strings skipped), so nesting depth
 // cannot exhaust the stack; brackets are not checked for matching kind.
 func skipValue(data []byte, i int) int {
+	end := scanValue(data, i)
+	if end < 0 {
+		steps.Add(len(data) - i + 1) // what a failed scan may have looked at
+	} else {
+		steps.Add(end - i + 1)
+	}
+	return end
+}
+
+func scanValue(data []byte, i int) int {
 	if i >= len(data) {
 		return -1
 	}

@@ -62,10 +62,11 @@ type httpConn struct {
 	mu sync.Mutex // guards c against the canceller
 	c  net.Conn
 
-	br  *bufio.Reader
-	sse sseScanner
-	now int64 // run clock (ns) of the latest read
-	clk func() int64
+	br      *bufio.Reader
+	sse     sseScanner
+	lastErr error // the read error that ended the last exchange, if one did
+	now     int64 // run clock (ns) of the latest read
+	clk     func() int64
 }
 
 func newHTTPConn(addr string, clk func() int64) *httpConn {
@@ -108,6 +109,7 @@ func (h *httpConn) abort() {
 // exchange is the outcome of one round trip.
 type exchange struct {
 	kind      ErrorKind
+	status    int   // the final response's status code (0 when none was read)
 	keepAlive bool  // the connection may carry another request
 	bodyBytes int64 // body bytes read (after de-chunking)
 }
@@ -124,6 +126,12 @@ func classifyReadErr(err error, gotBytes bool) ErrorKind {
 	return ErrRead
 }
 
+// readErr notes err as the connection's last read error and classifies it.
+func (h *httpConn) readErr(err error, gotBytes bool) ErrorKind {
+	h.lastErr = err
+	return classifyReadErr(err, gotBytes)
+}
+
 // roundTrip writes req and reads one response. When stream is set the
 // response must be an SSE stream ending in [DONE]; its events go to h.sse,
 // which the caller has reset and wired.
@@ -138,6 +146,13 @@ func (h *httpConn) roundTrip(req []byte, stream bool, deadline time.Time) exchan
 		}
 		return exchange{kind: ErrWrite}
 	}
+	return h.readResponse(stream)
+}
+
+// readResponse reads one response from the connection (deadlines are the caller's). When
+// stream is set the response must be an SSE stream ending in [DONE]; its events go to h.sse,
+// which the caller has reset.
+func (h *httpConn) readResponse(stream bool) exchange {
 	br := h.br
 	var (
 		status     int
@@ -155,7 +170,7 @@ func (h *httpConn) roundTrip(req []byte, stream bool, deadline time.Time) exchan
 			if err == bufio.ErrBufferFull {
 				return exchange{kind: ErrBadResponse}
 			}
-			return exchange{kind: classifyReadErr(err, false)}
+			return exchange{kind: h.readErr(err, false)}
 		}
 		h.now = h.clk()
 		status = parseStatusLine(line)
@@ -169,7 +184,7 @@ func (h *httpConn) roundTrip(req []byte, stream bool, deadline time.Time) exchan
 				if err == bufio.ErrBufferFull {
 					return exchange{kind: ErrBadResponse}
 				}
-				return exchange{kind: classifyReadErr(err, true)}
+				return exchange{kind: h.readErr(err, true)}
 			}
 			if len(line) <= 2 && (len(line) == 1 || line[0] == '\r') {
 				break
@@ -197,7 +212,7 @@ func (h *httpConn) roundTrip(req []byte, stream bool, deadline time.Time) exchan
 			break
 		}
 	}
-	ex := exchange{keepAlive: !closeAfter}
+	ex := exchange{keepAlive: !closeAfter, status: status}
 	scan := stream && isSSE && status >= 200 && status < 300
 	switch {
 	case status == 204 || status == 304:
@@ -205,7 +220,7 @@ func (h *httpConn) roundTrip(req []byte, stream bool, deadline time.Time) exchan
 		for {
 			line, err = h.readLine()
 			if err != nil {
-				return exchange{kind: classifyReadErr(err, true)}
+				return exchange{kind: h.readErr(err, true)}
 			}
 			size, ok := parseChunkSize(line)
 			if !ok {
@@ -216,7 +231,7 @@ func (h *httpConn) roundTrip(req []byte, stream bool, deadline time.Time) exchan
 				for {
 					line, err = br.ReadSlice('\n')
 					if err != nil {
-						return exchange{kind: classifyReadErr(err, true)}
+						return exchange{kind: h.readErr(err, true)}
 					}
 					if len(line) <= 2 && (len(line) == 1 || line[0] == '\r') {
 						break
@@ -225,12 +240,12 @@ func (h *httpConn) roundTrip(req []byte, stream bool, deadline time.Time) exchan
 				break
 			}
 			if k := h.readBody(size, scan); k != errNone {
-				return exchange{kind: k}
+				return exchange{kind: k, status: status}
 			}
 			ex.bodyBytes += size
 			line, err = br.ReadSlice('\n')
 			if err != nil {
-				return exchange{kind: classifyReadErr(err, true)}
+				return exchange{kind: h.readErr(err, true)}
 			}
 			if len(line) > 2 || (len(line) == 2 && line[0] != '\r') {
 				return exchange{kind: ErrBadResponse}
@@ -238,7 +253,7 @@ func (h *httpConn) roundTrip(req []byte, stream bool, deadline time.Time) exchan
 		}
 	case length >= 0:
 		if k := h.readBody(length, scan); k != errNone {
-			return exchange{kind: k}
+			return exchange{kind: k, status: status}
 		}
 		ex.bodyBytes = length
 	default:
@@ -246,7 +261,7 @@ func (h *httpConn) roundTrip(req []byte, stream bool, deadline time.Time) exchan
 		ex.keepAlive = false
 		n, k := h.readToEOF(scan)
 		if k != errNone {
-			return exchange{kind: k}
+			return exchange{kind: k, status: status}
 		}
 		ex.bodyBytes = n
 	}
@@ -294,7 +309,7 @@ func (h *httpConn) readBody(n int64, scan bool) ErrorKind {
 	for n > 0 {
 		if br.Buffered() == 0 {
 			if _, err := br.Peek(1); err != nil {
-				return classifyReadErr(err, true)
+				return h.readErr(err, true)
 			}
 			h.now = h.clk()
 		}
@@ -321,7 +336,7 @@ func (h *httpConn) readToEOF(scan bool) (int64, ErrorKind) {
 				if errors.Is(err, io.EOF) {
 					return total, errNone
 				}
-				return total, classifyReadErr(err, true)
+				return total, h.readErr(err, true)
 			}
 			h.now = h.clk()
 		}

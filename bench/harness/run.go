@@ -6,6 +6,7 @@
 package harness
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -75,6 +76,11 @@ type Options struct {
 	// Progress, when set and the run is longer than 3 s, receives a status
 	// line every second.
 	Progress io.Writer
+	// Adversary, when set, runs misbehaving connections beside the workload and makes a
+	// share of its requests carry upstream faults (ParseAdversary has the syntax). Only
+	// loopback targets accept it. The workload's latencies and errors exclude the requests
+	// that carried a fault; Result.Adversary says what happened to the adversary.
+	Adversary string
 }
 
 // Result is the outcome of a run. Latencies are in microseconds; Latency is
@@ -125,6 +131,10 @@ type Result struct {
 
 	LatencyDistribution []Point `json:"latency_distribution_us"`
 
+	// Adversary is what happened to the adversary's connections and requests (nil without
+	// an adversary).
+	Adversary *AdversaryResult `json:"adversary,omitempty"`
+
 	// Histograms, for merging runs; not serialised.
 	LatencyHist *Histogram `json:"-"`
 	TTFTHist    *Histogram `json:"-"`
@@ -151,6 +161,7 @@ type runState struct {
 	errs                          [errKindCount]atomic.Int64
 
 	pacers *pacerPool // open loop: precise sleeps (nil: time.Sleep only)
+	adv    *advRun    // nil without an adversary
 
 	schedMu sync.Mutex
 	next    float64 // open loop, Poisson: next intended time (ns)
@@ -189,6 +200,15 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if u.Port() == "" {
 		addr = net.JoinHostPort(u.Hostname(), "80")
 	}
+	adversary, err := ParseAdversary(o.Adversary)
+	if err != nil {
+		return nil, err
+	}
+	if adversary != nil {
+		if err := checkLoopback(u.Hostname()); err != nil {
+			return nil, err
+		}
+	}
 	r := &runState{
 		o:       o,
 		addr:    addr,
@@ -213,6 +233,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if adversary != nil {
+		if r.adv, err = startAdversary(runCtx, adversary, &o, addr, u.Host, r.clock); err != nil {
+			return nil, err
+		}
+	}
 	go func() {
 		<-runCtx.Done()
 		r.stopping.Store(true)
@@ -235,7 +260,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	var wg sync.WaitGroup
 	for i := 0; i < workers; i++ {
-		w := &worker{r: r, id: i, gen: gens[i], conn: newHTTPConn(addr, r.clock)}
+		w := &worker{r: r, id: i, gen: gens[i], conn: newHTTPConn(addr, r.clock),
+			frng: rand.New(rand.NewPCG(o.Seed^0xad5e, uint64(i)))}
 		w.wire()
 		r.connsMu.Lock()
 		r.conns = append(r.conns, w.conn)
@@ -248,12 +274,18 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}()
 	}
 	wg.Wait()
+	var advRes *AdversaryResult
+	if r.adv != nil {
+		advRes = r.adv.stop()
+	}
 	cancel()
 	<-progressDone
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("harness: run cancelled: %w", err)
 	}
-	return r.result(), nil
+	res := r.result()
+	res.Adversary = advRes
+	return res, nil
 }
 
 // Bounds of the options, so that a typo fails at once instead of exhausting the machine.
@@ -441,6 +473,9 @@ type worker struct {
 	intended int64
 	record   bool
 	onTime   bool // open loop: the current request's intended time was still ahead when the worker took it
+
+	frng     *rand.Rand // draws the requests that carry an upstream fault
+	faultReq []byte     // the current request with its fault header
 }
 
 // wire connects the connection's SSE scanner to the run's TTFT and ITL
@@ -510,14 +545,24 @@ func (w *worker) one(intended int64) {
 		w.backoff = 0
 	}
 	req, stream := w.gen.next()
+	var fault *advStat
+	if r.adv != nil {
+		var line string
+		if fault, line = r.adv.upstreamFault(w.frng); fault != nil {
+			req = w.withHeader(req, line)
+		}
+	}
 	w.intended = intended
-	w.record = intended >= r.measure
+	w.record = intended >= r.measure && fault == nil
 	c.sse.reset()
 	sent := r.clock()
 	if w.onTime && w.record {
 		r.lag.Record(w.id, sent-intended)
 	}
 	deadline := r.base.Add(time.Duration(sent) + r.timeout)
+	if fault != nil {
+		deadline = r.base.Add(time.Duration(sent) + min(r.timeout, upFaultTimeout))
+	}
 	if deadline.After(r.stopAt) {
 		deadline = r.stopAt
 	}
@@ -527,6 +572,13 @@ func (w *worker) one(intended int64) {
 	r.written.Add(1)
 	if ex.kind != errNone || !ex.keepAlive {
 		c.close()
+	}
+	if fault != nil {
+		// Not part of the workload's figures: the adversary's, when the run is still on.
+		if !r.stopping.Load() && time.Now().Before(r.stopAt) {
+			fault.add(outcomeOf(c, ex, false))
+		}
+		return
 	}
 	if ex.kind == errNone && done >= r.measure && done < r.end {
 		r.okInWindow.Add(1)
@@ -554,6 +606,15 @@ func (w *worker) one(intended int64) {
 	}
 	r.errs[ex.kind].Add(1)
 }
+
+// withHeader returns req with the header line added after its request line.
+func (w *worker) withHeader(req []byte, line string) []byte {
+	i := bytes.Index(req, crlf) + len(crlf)
+	w.faultReq = append(append(append(w.faultReq[:0], req[:i]...), line...), req[i:]...)
+	return w.faultReq
+}
+
+var crlf = []byte("\r\n")
 
 func (w *worker) sleepBackoff() {
 	if w.backoff == 0 {

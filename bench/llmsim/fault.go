@@ -29,18 +29,27 @@ type Fault struct {
 	// CloseIdle closes the keep-alive connection right after a complete response, without
 	// announcing it (no Connection: close), as a server's idle timeout would.
 	CloseIdle bool
+	// Trickle sends the response body one byte per write and flush (one TCP segment, and one
+	// HTTP/1.1 chunk, per byte), TrickleGap apart: what a proxy's per-read cost meets.
+	Trickle    bool
+	TrickleGap time.Duration
 }
 
 // noFault is the zero spec with the counters off.
 var noFault = Fault{ResetAfter: -1, StallAfter: -1}
 
-// maxFaultSlow bounds slow=DUR so that a typo cannot pin a connection for hours.
-const maxFaultSlow = 10 * time.Minute
+// maxFaultSlow bounds slow=DUR so that a typo cannot pin a connection for hours;
+// maxTrickleGap bounds the pause between the bytes of trickle=DUR (a response of a few
+// kilobytes at one byte a second already takes an hour).
+const (
+	maxFaultSlow  = 10 * time.Minute
+	maxTrickleGap = time.Second
+)
 
 // ParseFault parses an x-llmsim-fault value: items separated by ";" or ",", each one of
 // status=CODE (400..599), reset-after=N, stall-after=N (N events, 0..1e6), slow=DUR (a Go
-// duration up to 10m), repeat, drop-done, close-idle. Blank items are ignored. It returns an
-// error naming the first bad item.
+// duration up to 10m), repeat, drop-done, close-idle, trickle or trickle=DUR (a pause of up to
+// 1s between bytes). Blank items are ignored. It returns an error naming the first bad item.
 func ParseFault(s string) (Fault, error) {
 	f := noFault
 	for len(s) > 0 {
@@ -81,6 +90,15 @@ func ParseFault(s string) (Fault, error) {
 				return noFault, fmt.Errorf("llmsim: fault %q: want a duration 0..10m", item)
 			}
 			f.Slow = d
+		case "trickle":
+			f.Trickle = true
+			if hasVal {
+				d, err := time.ParseDuration(val)
+				if err != nil || d < 0 || d > maxTrickleGap {
+					return noFault, fmt.Errorf("llmsim: fault %q: want a pause between bytes 0..1s", item)
+				}
+				f.TrickleGap = d
+			}
 		case "repeat", "drop-done", "close-idle":
 			if hasVal {
 				return noFault, fmt.Errorf("llmsim: fault %q takes no value", item)
@@ -94,7 +112,7 @@ func ParseFault(s string) (Fault, error) {
 				f.CloseIdle = true
 			}
 		default:
-			return noFault, fmt.Errorf("llmsim: unknown fault %q (want status=, reset-after=, stall-after=, slow=, repeat, drop-done, close-idle)", item)
+			return noFault, fmt.Errorf("llmsim: unknown fault %q (want status=, reset-after=, stall-after=, slow=, trickle, repeat, drop-done, close-idle)", item)
 		}
 	}
 	return f, nil
@@ -115,6 +133,9 @@ func (f Fault) merge(g Fault) Fault {
 	f.Repeat = f.Repeat || g.Repeat
 	f.DropDone = f.DropDone || g.DropDone
 	f.CloseIdle = f.CloseIdle || g.CloseIdle
+	if g.Trickle {
+		f.Trickle, f.TrickleGap = true, g.TrickleGap
+	}
 	return f
 }
 

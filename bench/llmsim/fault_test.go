@@ -7,10 +7,13 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 func TestParseFault(t *testing.T) {
@@ -23,6 +26,10 @@ func TestParseFault(t *testing.T) {
 		{in: "reset-after=3; slow=10ms", want: Fault{ResetAfter: 3, StallAfter: -1, Slow: 10 * time.Millisecond}},
 		{in: "stall-after=0,repeat , drop-done;close-idle", want: Fault{ResetAfter: -1, StallAfter: 0, Repeat: true, DropDone: true, CloseIdle: true}},
 		{in: " ; ,", want: noFault},
+		{in: "trickle", want: Fault{ResetAfter: -1, StallAfter: -1, Trickle: true}},
+		{in: "trickle=2ms;slow=1ms", want: Fault{ResetAfter: -1, StallAfter: -1, Trickle: true, TrickleGap: 2 * time.Millisecond, Slow: time.Millisecond}},
+		{in: "trickle=2s", bad: true},
+		{in: "trickle=x", bad: true},
 		{in: "status=200", bad: true},
 		{in: "status=abc", bad: true},
 		{in: "reset-after=-1", bad: true},
@@ -44,12 +51,13 @@ func TestParseFault(t *testing.T) {
 }
 
 func FuzzParseFault(f *testing.F) {
-	for _, s := range []string{"status=503", "reset-after=2;stall-after=1,slow=5ms", "repeat,drop-done,close-idle", "=", ";;", "slow=-1s"} {
+	for _, s := range []string{"status=503", "reset-after=2;stall-after=1,slow=5ms", "repeat,drop-done,close-idle", "=", ";;", "slow=-1s", "trickle=1ms"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		fl, err := ParseFault(s)
-		if err == nil && (fl.Slow < 0 || fl.Slow > maxFaultSlow || (fl.Status != 0 && (fl.Status < 400 || fl.Status > 599))) {
+		if err == nil && (fl.Slow < 0 || fl.Slow > maxFaultSlow || fl.TrickleGap < 0 || fl.TrickleGap > maxTrickleGap ||
+			(fl.Status != 0 && (fl.Status < 400 || fl.Status > 599))) {
 			t.Fatalf("ParseFault(%q) accepted out-of-range %+v", s, fl)
 		}
 	})
@@ -242,4 +250,51 @@ func TestFaultStallBetweenFinalEvents(t *testing.T) {
 	}
 	cancel()
 	waitFor(t, "abort counted", 5*time.Second, func() bool { return f.Stats(0).Aborted == 1 })
+}
+
+// TestFaultTrickleSendsOneBytePerChunk reads a trickled stream off the wire: every chunk of
+// the chunked body carries one byte, and the stream is still complete.
+func TestFaultTrickleSendsOneBytePerChunk(t *testing.T) {
+	_, url := startOne(t, nil)
+	c, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+	require.NoError(t, err)
+	defer c.Close()
+	body := chatBody("x", true, "")
+	_, err = io.WriteString(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"+
+		FaultHeader+": trickle\r\nContent-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"+body)
+	require.NoError(t, err)
+	require.NoError(t, c.SetDeadline(time.Now().Add(10*time.Second)))
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	require.NoError(t, err)
+	require.Equal(t, []string{"chunked"}, resp.TransferEncoding)
+	// Read the chunk framing ourselves: http.Response.Body would hide it.
+	var payload []byte
+	for {
+		line, err := br.ReadString('\n')
+		require.NoError(t, err)
+		if line == "0\r\n" {
+			break
+		}
+		require.Equal(t, "1\r\n", line, "chunk size line")
+		b := make([]byte, 3)
+		_, err = io.ReadFull(br, b)
+		require.NoError(t, err)
+		require.Equal(t, "\r\n", string(b[1:]))
+		payload = append(payload, b[0])
+	}
+	require.Contains(t, string(payload), "data: [DONE]")
+}
+
+// TestFaultTrickleWholeResponse: a non-streamed answer trickled byte by byte is still the
+// whole JSON body its Content-Length announces.
+func TestFaultTrickleWholeResponse(t *testing.T) {
+	_, url := startOne(t, nil)
+	resp := post(t, context.Background(), newClient(), url+"/v1/chat/completions", chatBody("x", false, ""), faultHdr("trickle"))
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, 200, resp.StatusCode)
+	require.EqualValues(t, len(b), resp.ContentLength)
+	require.Contains(t, string(b), `"chat.completion"`)
 }

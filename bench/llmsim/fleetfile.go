@@ -107,7 +107,16 @@ func overlay(ic *InstanceConfig, m map[string]any) error {
 	return strictDecode(b, ic)
 }
 
-func strictDecode(data []byte, v any) error {
+// strictDecode decodes data into v, refusing unknown keys. go-toml (v2.2.4) panics when it
+// places an unknown key written with an escape sequence (its position code expects the key's
+// bytes in the document, and an unescaped key is a copy): that panic is returned as the error
+// it should have been.
+func strictDecode(data []byte, v any) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("unknown key written with an escape sequence (%v)", r)
+		}
+	}()
 	d := toml.NewDecoder(bytes.NewReader(data))
 	d.DisallowUnknownFields()
 	return d.Decode(v)

@@ -348,7 +348,13 @@ func (g *job) writeWhole() {
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(len(g.buf)))
 	g.w.WriteHeader(http.StatusOK)
-	g.w.Write(g.buf)
+	if g.p.fault.Trickle {
+		if !g.trickle(g.buf) {
+			return
+		}
+	} else {
+		g.w.Write(g.buf)
+	}
 	g.in.st.completed.Add(1)
 	if g.p.fault.CloseIdle {
 		g.closeIdle(false)
@@ -404,11 +410,39 @@ func (g *job) emitNoFlush() bool {
 	if !g.checkFaults(g.events) {
 		return false
 	}
+	if g.p.fault.Trickle {
+		if !g.trickle(g.buf) {
+			return false
+		}
+		g.events++
+		return true
+	}
 	if _, err := g.w.Write(g.buf); err != nil {
 		g.in.st.aborted.Add(1)
 		return false
 	}
 	g.events++
+	return true
+}
+
+// trickle writes b one byte at a time, flushing each (the trickle fault), with the fault's
+// pause between bytes; false means the client left.
+func (g *job) trickle(b []byte) bool {
+	gap := g.p.fault.TrickleGap
+	for i := range b {
+		if i > 0 && gap > 0 && !g.sleepUntil(time.Now().Add(gap)) {
+			g.in.st.aborted.Add(1)
+			return false
+		}
+		if _, err := g.w.Write(b[i : i+1]); err != nil {
+			g.in.st.aborted.Add(1)
+			return false
+		}
+		if err := g.rc.Flush(); err != nil {
+			g.in.st.aborted.Add(1)
+			return false
+		}
+	}
 	return true
 }
 

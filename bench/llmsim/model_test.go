@@ -412,6 +412,9 @@ func TestFleetFileErrorsArePositioned(t *testing.T) {
 		"[[instance]]\nlisten = \"127.0.0.1:0\"\n\n[[instance]]\n  ttfx = \"1s\"\n": "bad.toml:5:3: unknown key instance.ttfx",
 		"[defaults]\nttft = \"fast\"\n":                                             "bad.toml:2:",
 		"instances = 2\nbogus = true\n":                                             "bad.toml:2:1: unknown key bogus",
+		// go-toml panics placing these (the fuzz corpus keeps the input it found).
+		"[\"\\b\"]\n":                       "bad.toml: unknown key written with an escape sequence",
+		"[defaults]\n\"\\u0062ogus\" = 1\n": "bad.toml: unknown key written with an escape sequence",
 	} {
 		_, err := ParseFleetFile("bad.toml", []byte(bad))
 		if err == nil || !strings.Contains(err.Error(), want) {

@@ -79,6 +79,11 @@ type CompareOptions struct {
 	// carried one request) and its RSS is read (the "10,000 idle
 	// connections" bar).
 	IdleConns int
+	// Adversary, when set, adds to every run a second one under this adversary spec
+	// (harness.ParseAdversary), right after it on the same target: every proxy faces the
+	// same misbehaving clients in the same rounds, and the report sets its well-behaved
+	// clients' figures under attack against the clean ones.
+	Adversary string
 	// Quick is the ~20 s smoke run for `make test`: one round of json and
 	// sse, 1.2 s each with 0.3 s warmup, 16 connections, unless the fields
 	// above are set explicitly.
@@ -138,6 +143,13 @@ func (o *CompareOptions) normalize() error {
 	}
 	if err := harness.CheckRate(o.Rate); err != nil {
 		return err
+	}
+	if a, err := harness.ParseAdversary(o.Adversary); err != nil {
+		return err
+	} else if a != nil {
+		o.Adversary = a.String()
+	} else {
+		o.Adversary = ""
 	}
 	switch {
 	case o.Rounds < 0:
@@ -340,6 +352,11 @@ func Compare(ctx context.Context, o CompareOptions) (*report.Comparison, error) 
 	}
 	cmp.Setup = fmt.Sprintf("workloads %s; %s; %v per run after %v warmup; %d round(s), targets alternating; upstream %s; proxies with %d workers/threads",
 		strings.Join(o.Workloads, ", "), mode, o.Duration, o.Warmup, o.Rounds, upstreamDesc, workers)
+	adversaries := []string{""}
+	if o.Adversary != "" {
+		adversaries = append(adversaries, o.Adversary)
+		cmp.Setup += "; each run repeated under the adversary " + o.Adversary
+	}
 
 	for round := 1; round <= o.Rounds; round++ {
 		for _, wl := range o.Workloads {
@@ -352,14 +369,20 @@ func Compare(ctx context.Context, o CompareOptions) (*report.Comparison, error) 
 					default:
 					}
 				}
-				run, err := measure(ctx, &o, t, wl, round)
-				if err != nil {
-					return nil, err
+				for _, adv := range adversaries {
+					run, err := measure(ctx, &o, t, wl, adv, round)
+					if err != nil {
+						return nil, err
+					}
+					cmp.Runs = append(cmp.Runs, run)
+					r := run.Result
+					label := wl
+					if adv != "" {
+						label += "+adv"
+					}
+					fmt.Fprintf(o.Log, "round %d/%d %-10s %-16s %8.0f req/s  p50 %8.1f µs  p99 %8.1f µs  errors %d\n",
+						round, o.Rounds, label, t.name, r.RPS, r.Latency.P50Us, r.Latency.P99Us, r.Errors)
 				}
-				cmp.Runs = append(cmp.Runs, run)
-				r := run.Result
-				fmt.Fprintf(o.Log, "round %d/%d %-6s %-16s %8.0f req/s  p50 %8.1f µs  p99 %8.1f µs  errors %d\n",
-					round, o.Rounds, wl, t.name, r.RPS, r.Latency.P50Us, r.Latency.P99Us, r.Errors)
 			}
 		}
 	}
@@ -423,9 +446,9 @@ func measureIdle(ctx context.Context, t target, n int) (report.IdleRun, error) {
 	return ir, ctx.Err()
 }
 
-// measure runs one workload against one target, reading the proxy's CPU
-// time before and after and sampling its RSS during the run.
-func measure(ctx context.Context, o *CompareOptions, t target, wl string, round int) (report.Run, error) {
+// measure runs one workload against one target, under the adversary adv when it is not
+// empty, reading the proxy's CPU time before and after and sampling its RSS during the run.
+func measure(ctx context.Context, o *CompareOptions, t target, wl, adv string, round int) (report.Run, error) {
 	var (
 		before  Usage
 		sampler *Sampler
@@ -437,9 +460,9 @@ func measure(ctx context.Context, o *CompareOptions, t target, wl string, round 
 	res, err := harness.Run(ctx, harness.Options{
 		Target: t.url, Workload: wl, Concurrency: o.Concurrency, Rate: o.Rate, Poisson: o.Poisson,
 		Connections: o.Connections, Duration: o.Duration, Warmup: o.Warmup, MaxTokens: o.MaxTokens,
-		Seed: uint64(round), Progress: o.Progress,
+		Seed: uint64(round), Progress: o.Progress, Adversary: adv,
 	})
-	run := report.Run{Round: round, Target: t.name, Workload: wl, Result: res}
+	run := report.Run{Round: round, Target: t.name, Workload: wl, Adversary: adv, Result: res}
 	if sampler != nil {
 		run.ProxyPeakRSSBytes = sampler.Stop()
 		after, uerr := TreeUsage(t.proc.PID())

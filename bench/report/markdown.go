@@ -5,6 +5,8 @@ import (
 	"io"
 	"strconv"
 	"strings"
+
+	"github.com/sluice-gw/sluice/bench/harness"
 )
 
 // Markdown writes the comparison as one Markdown table (one row per workload
@@ -29,6 +31,7 @@ func (c *Comparison) Markdown(w io.Writer) error {
 	}
 	b.WriteString("\n")
 	b.WriteString(MarkdownTable(c.Rows))
+	b.WriteString(AdversaryTables(c.Rows))
 	if len(c.Idle) > 0 {
 		b.WriteString("\nIdle keep-alive client connections (proxy RSS, MiB):\n\n")
 		b.WriteString("| target | connections | opened | RSS before | RSS idle | KiB per connection | errors |\n|---|--:|--:|--:|--:|--:|---|\n")
@@ -87,9 +90,70 @@ func MarkdownTable(rows []Row) string {
 			rss = fmt.Sprintf("%.1f", r.PeakRSSMiB)
 		}
 		fmt.Fprintf(&b, "| %s | %s | %.0f | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
-			r.Workload, r.Target, r.RPS, x(r.RPSvsDirect), x(r.RPSvsNginx),
+			r.Label(), r.Target, r.RPS, x(r.RPSvsDirect), x(r.RPSvsNginx),
 			us(r.P50Us), us(r.P99Us), us(r.P999Us), added50, added99, x(r.P99vsNginx),
 			ttft, x(r.TTFTP50Nginx), itl, addedITL, errs, cpu, x(r.CPUPer1kNginx), rss)
+	}
+	return b.String()
+}
+
+// AdversaryTables returns, when rows hold runs under an adversary, two tables: each target's
+// well-behaved clients under the adversary against its clean runs (p99 TTFT, ITL and latency,
+// RPS, errors, the proxy's peak RSS), and what each adversary kind met at each target. It
+// returns "" when no row faced an adversary.
+func AdversaryTables(rows []Row) string {
+	clean := map[[2]string]Row{}
+	var attacked []Row
+	spec := ""
+	for _, r := range rows {
+		if r.Adversary == "" {
+			clean[[2]string{r.Workload, r.Target}] = r
+		} else {
+			attacked = append(attacked, r)
+			spec = r.Adversary
+		}
+	}
+	if len(attacked) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nWell-behaved clients under the adversary `%s`, against the clean runs of the same rounds (medians over rounds; ×clean above 1.00× is worse, but for RPS):\n\n", spec)
+	b.WriteString("| workload | target | TTFT p99 µs clean → attacked | ×clean | ITL p99 µs clean → attacked | ×clean | p99 µs clean → attacked | ×clean | RPS ×clean | errors attacked | peak RSS MiB clean → attacked |\n")
+	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	for _, a := range attacked {
+		c := clean[[2]string{a.Workload, a.Target}]
+		pair := func(x, y float64) string {
+			if x == 0 && y == 0 {
+				return "–"
+			}
+			return us(x) + " → " + us(y)
+		}
+		rss := "–"
+		if a.isProxy || a.PeakRSSMiB > 0 {
+			rss = fmt.Sprintf("%.1f → %.1f", c.PeakRSSMiB, a.PeakRSSMiB)
+		}
+		errs := strconv.FormatInt(a.Errors, 10)
+		if a.Unfinished > 0 {
+			errs += fmt.Sprintf(" +%d unfinished", a.Unfinished)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+			a.Workload, a.Target,
+			pair(c.TTFTP99Us, a.TTFTP99Us), x(ratio(a.TTFTP99Us, c.TTFTP99Us)),
+			pair(c.ITLP99Us, a.ITLP99Us), x(ratio(a.ITLP99Us, c.ITLP99Us)),
+			pair(c.P99Us, a.P99Us), x(ratio(a.P99Us, c.P99Us)),
+			x(ratio(a.RPS, c.RPS)), errs, rss)
+	}
+	b.WriteString("\nWhat the adversary met (summed over rounds; outcomes as in BENCHMARKS.md; held: time from connect to the target's answer, close or reset):\n\n")
+	b.WriteString("| workload | target | kind | opened | attempts | outcomes | held mean / max ms |\n|---|---|---|--:|--:|---|--:|\n")
+	for _, a := range attacked {
+		for _, k := range a.AdversaryKinds {
+			held := "–"
+			if k.HeldCount > 0 {
+				held = fmt.Sprintf("%.0f / %.0f", k.HeldMeanMs, k.HeldMaxMs)
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s | %d | %d | %s | %s |\n", a.Workload, a.Target, k.Kind, k.Opened, k.Attempts,
+				harness.FormatOutcomes(k.Outcomes), held)
+		}
 	}
 	return b.String()
 }

@@ -27,6 +27,8 @@ type Run struct {
 	Round    int    `json:"round"`
 	Target   string `json:"target"`
 	Workload string `json:"workload"`
+	// Adversary is the adversary spec the run faced ("" for a clean run).
+	Adversary string `json:"adversary,omitempty"`
 	// Result is the load generator's result.
 	Result *harness.Result `json:"result"`
 	// ProxyCPUSeconds is the CPU time the proxy's process tree used during
@@ -45,8 +47,10 @@ type Run struct {
 // reference is missing.
 type Row struct {
 	Workload string `json:"workload"`
-	Target   string `json:"target"`
-	Rounds   int    `json:"rounds"`
+	// Adversary is the adversary spec the rows's runs faced ("" for clean runs).
+	Adversary string `json:"adversary,omitempty"`
+	Target    string `json:"target"`
+	Rounds    int    `json:"rounds"`
 
 	RPS        float64 `json:"rps"`
 	P50Us      float64 `json:"latency_p50_us"`
@@ -80,7 +84,18 @@ type Row struct {
 	// merged, for the chart.
 	Distribution []harness.Point `json:"latency_distribution_us"`
 
+	// AdversaryKinds is what happened to each adversary kind, summed over rounds.
+	AdversaryKinds []harness.AdversaryKindStat `json:"adversary_kinds,omitempty"`
+
 	isProxy bool
+}
+
+// Label names the row's load: the workload, and "under adversary" for attacked runs.
+func (r *Row) Label() string {
+	if r.Adversary != "" {
+		return r.Workload + " under adversary"
+	}
+	return r.Workload
 }
 
 // Comparison is a full compare session.
@@ -113,11 +128,11 @@ type IdleRun struct {
 // Summarize computes one Row per (workload, target) from runs, in the order
 // workloads and targets first appear.
 func Summarize(runs []Run) []Row {
-	type key struct{ w, t string }
+	type key struct{ w, a, t string }
 	var order []key
 	groups := map[key][]Run{}
 	for _, r := range runs {
-		k := key{r.Workload, r.Target}
+		k := key{r.Workload, r.Adversary, r.Target}
 		if _, ok := groups[k]; !ok {
 			order = append(order, k)
 		}
@@ -125,31 +140,35 @@ func Summarize(runs []Run) []Row {
 	}
 	// Direct p50/p99 per (workload, round), for added latency.
 	type rk struct {
-		w string
-		r int
+		w, a string
+		r    int
 	}
 	directP50, directP99, directITL99 := map[rk]float64{}, map[rk]float64{}, map[rk]float64{}
 	for _, r := range runs {
 		if r.Target == TargetDirect && r.Result != nil {
-			directP50[rk{r.Workload, r.Round}] = r.Result.Latency.P50Us
-			directP99[rk{r.Workload, r.Round}] = r.Result.Latency.P99Us
+			k := rk{r.Workload, r.Adversary, r.Round}
+			directP50[k] = r.Result.Latency.P50Us
+			directP99[k] = r.Result.Latency.P99Us
 			if r.Result.ITL.Count > 0 {
-				directITL99[rk{r.Workload, r.Round}] = r.Result.ITL.P99Us
+				directITL99[k] = r.Result.ITL.P99Us
 			}
 		}
 	}
-	// Group rows by workload, in the order workloads first appear.
-	firstSeen := map[string]int{}
+	// Group rows by workload and adversary, in the order they first appear.
+	type wa struct{ w, a string }
+	firstSeen := map[wa]int{}
 	for i, k := range order {
-		if _, ok := firstSeen[k.w]; !ok {
-			firstSeen[k.w] = i
+		if _, ok := firstSeen[wa{k.w, k.a}]; !ok {
+			firstSeen[wa{k.w, k.a}] = i
 		}
 	}
-	sort.SliceStable(order, func(i, j int) bool { return firstSeen[order[i].w] < firstSeen[order[j].w] })
+	sort.SliceStable(order, func(i, j int) bool {
+		return firstSeen[wa{order[i].w, order[i].a}] < firstSeen[wa{order[j].w, order[j].a}]
+	})
 	rows := make([]Row, 0, len(order))
 	for _, k := range order {
 		g := groups[k]
-		row := Row{Workload: k.w, Target: k.t, Rounds: len(g)}
+		row := Row{Workload: k.w, Adversary: k.a, Target: k.t, Rounds: len(g)}
 		var rps, p50, p99, p999, a50, a99, t50, t99, i50, i99, ai99, cpu []float64
 		merged := harness.NewHistogram()
 		for _, r := range g {
@@ -161,9 +180,9 @@ func Summarize(runs []Run) []Row {
 			p50 = append(p50, res.Latency.P50Us)
 			p99 = append(p99, res.Latency.P99Us)
 			p999 = append(p999, res.Latency.P999Us)
-			if d, ok := directP50[rk{k.w, r.Round}]; ok && k.t != TargetDirect {
+			if d, ok := directP50[rk{k.w, k.a, r.Round}]; ok && k.t != TargetDirect {
 				a50 = append(a50, res.Latency.P50Us-d)
-				a99 = append(a99, res.Latency.P99Us-directP99[rk{k.w, r.Round}])
+				a99 = append(a99, res.Latency.P99Us-directP99[rk{k.w, k.a, r.Round}])
 			}
 			if res.TTFT.Count > 0 {
 				t50 = append(t50, res.TTFT.P50Us)
@@ -172,7 +191,7 @@ func Summarize(runs []Run) []Row {
 			if res.ITL.Count > 0 {
 				i50 = append(i50, res.ITL.P50Us)
 				i99 = append(i99, res.ITL.P99Us)
-				if d, ok := directITL99[rk{k.w, r.Round}]; ok && k.t != TargetDirect {
+				if d, ok := directITL99[rk{k.w, k.a, r.Round}]; ok && k.t != TargetDirect {
 					ai99 = append(ai99, res.ITL.P99Us-d)
 				}
 			}
@@ -185,6 +204,9 @@ func Summarize(runs []Run) []Row {
 			}
 			row.PeakRSSMiB = math.Max(row.PeakRSSMiB, float64(r.ProxyPeakRSSBytes)/(1<<20))
 			merged.Merge(res.LatencyHist)
+			if res.Adversary != nil {
+				row.AdversaryKinds = addKinds(row.AdversaryKinds, res.Adversary.Kinds)
+			}
 		}
 		row.RPS, row.P50Us, row.P99Us, row.P999Us = median(rps), median(p50), median(p99), median(p999)
 		row.AddedP50Us, row.AddedP99Us = median(a50), median(a99)
@@ -197,7 +219,7 @@ func Summarize(runs []Run) []Row {
 	for i := range rows {
 		r := &rows[i]
 		for _, o := range rows {
-			if o.Workload != r.Workload {
+			if o.Workload != r.Workload || o.Adversary != r.Adversary {
 				continue
 			}
 			switch o.Target {
@@ -214,6 +236,31 @@ func Summarize(runs []Run) []Row {
 		}
 	}
 	return rows
+}
+
+// addKinds adds the kind outcomes of one round to sum.
+func addKinds(sum, round []harness.AdversaryKindStat) []harness.AdversaryKindStat {
+	for _, k := range round {
+		i := 0
+		for i < len(sum) && sum[i].Kind != k.Kind {
+			i++
+		}
+		if i == len(sum) {
+			sum = append(sum, harness.AdversaryKindStat{Kind: k.Kind, Conns: k.Conns, Percent: k.Percent, Outcomes: map[string]int64{}})
+		}
+		s := &sum[i]
+		s.Opened += k.Opened
+		s.Attempts += k.Attempts
+		for o, n := range k.Outcomes {
+			s.Outcomes[o] += n
+		}
+		if n := s.HeldCount + k.HeldCount; n > 0 {
+			s.HeldMeanMs = (s.HeldMeanMs*float64(s.HeldCount) + k.HeldMeanMs*float64(k.HeldCount)) / float64(n)
+			s.HeldCount = n
+		}
+		s.HeldMaxMs = math.Max(s.HeldMaxMs, k.HeldMaxMs)
+	}
+	return sum
 }
 
 func ratio(a, b float64) float64 {

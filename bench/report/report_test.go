@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/sluice-gw/sluice/bench/harness"
+	"github.com/stretchr/testify/require"
 )
 
 // result builds a harness result whose latency histogram holds n values of
@@ -221,4 +222,57 @@ func TestSummarizeGroupsRowsByWorkload(t *testing.T) {
 	if strings.Join(got, " ") != "json/direct json/nginx sse/direct sse/nginx" {
 		t.Errorf("row order %v", got)
 	}
+}
+
+// TestSummarizeKeepsAdversaryRunsApart: runs under an adversary make their own rows, compared
+// with the direct and nginx rows under the same adversary, and the adversary tables set each
+// target's attacked figures against its clean ones.
+func TestSummarizeKeepsAdversaryRunsApart(t *testing.T) {
+	const spec = "slowloris=2,up-stall=1%"
+	attacked := func(ttft99 float64, outcomes map[string]int64) *harness.Result {
+		r := result(50, 2000, 4000)
+		r.TTFT = harness.Summary{Count: 10, P50Us: ttft99 / 2, P99Us: ttft99}
+		r.Adversary = &harness.AdversaryResult{Spec: spec, Kinds: []harness.AdversaryKindStat{
+			{Kind: "slowloris", Conns: 2, Opened: 2, Attempts: 2, Outcomes: outcomes, HeldCount: 1, HeldMeanMs: 10, HeldMaxMs: 10},
+		}}
+		return r
+	}
+	clean := func(ttft99 float64) *harness.Result {
+		r := result(100, 1000, 2000)
+		r.TTFT = harness.Summary{Count: 10, P50Us: ttft99 / 2, P99Us: ttft99}
+		return r
+	}
+	var runs []Run
+	for round := 1; round <= 2; round++ {
+		runs = append(runs,
+			Run{Round: round, Target: TargetDirect, Workload: "sse", Result: clean(1000)},
+			Run{Round: round, Target: TargetDirect, Workload: "sse", Adversary: spec, Result: attacked(1500, map[string]int64{"open_at_end": 2})},
+			Run{Round: round, Target: "sluice-gnet", Workload: "sse", Result: clean(2000), ProxyRequests: 1, ProxyPeakRSSBytes: 10 << 20},
+			Run{Round: round, Target: "sluice-gnet", Workload: "sse", Adversary: spec, ProxyRequests: 1, ProxyPeakRSSBytes: 12 << 20,
+				Result: attacked(8000, map[string]int64{"status_408": 1, "open_at_end": 1})},
+		)
+	}
+	rows := Summarize(runs)
+	var labels []string
+	for _, r := range rows {
+		labels = append(labels, r.Label()+"/"+r.Target)
+	}
+	require.Equal(t, []string{"sse/direct", "sse/sluice-gnet", "sse under adversary/direct", "sse under adversary/sluice-gnet"}, labels)
+	require.InDelta(t, 1, rows[3].RPSvsDirect, 1e-9, "against direct under the same adversary (50 req/s), not the clean one (100)")
+	require.Equal(t, []harness.AdversaryKindStat{{Kind: "slowloris", Conns: 2, Opened: 4, Attempts: 4,
+		Outcomes: map[string]int64{"status_408": 2, "open_at_end": 2}, HeldCount: 2, HeldMeanMs: 10, HeldMaxMs: 10}}, rows[3].AdversaryKinds)
+
+	tables := AdversaryTables(rows)
+	for _, want := range []string{
+		"`" + spec + "`",
+		"| sse | sluice-gnet | 2000 → 8000 | 4.00× | – | – | 2000 → 4000 | 2.00× | 0.50× | 0 | 10.0 → 12.0 |",
+		"| sse | sluice-gnet | slowloris | 4 | 4 | open_at_end 2, status_408 2 | 10 / 10 |",
+		"| sse | direct | slowloris | 4 | 4 | open_at_end 4 | 10 / 10 |",
+	} {
+		require.Contains(t, tables, want)
+	}
+	require.Empty(t, AdversaryTables(Summarize(sampleRuns())), "no adversary, no tables")
+	var b bytes.Buffer
+	require.NoError(t, (&Comparison{Rows: rows}).Markdown(&b))
+	require.Contains(t, b.String(), "| sse under adversary | sluice-gnet |")
 }

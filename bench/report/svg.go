@@ -40,10 +40,11 @@ func (c *Comparison) SVG(w io.Writer) error {
 	var workloads []string
 	byWL := map[string][]Row{}
 	for _, r := range c.Rows {
-		if _, ok := byWL[r.Workload]; !ok {
-			workloads = append(workloads, r.Workload)
+		l := r.Label()
+		if _, ok := byWL[l]; !ok {
+			workloads = append(workloads, l)
 		}
-		byWL[r.Workload] = append(byWL[r.Workload], r)
+		byWL[l] = append(byWL[l], r)
 	}
 	h := svgPanelH * max(len(workloads), 1)
 	var b strings.Builder

@@ -25,9 +25,14 @@ import (
 	"github.com/sluice-gw/sluice/bench/peers"
 )
 
+// adversaryHelp is the --adversary flag's help, shared by run and compare.
+const adversaryHelp = "misbehaving clients beside the workload, loopback only: kind=N,... " +
+	"(slowloris, slowbody, noread, reset, pipeline, bigheader, segment: N connections; " +
+	"up-trickle, up-stall, up-reset: N% of the requests carry an llmsim fault) or mixed; see BENCHMARKS.md"
+
 const usage = `usage:
-  sluice-bench run --target URL --workload json|sse|chat-multiturn|mixed (--concurrency N | --rate R [--poisson]) --duration D [--out FILE.json]
-  sluice-bench compare [--peers nginx,haproxy] [--engines gnet,fasthttp] [--quick] [--rounds 3] [--workload json,sse] [--out FILE.json]
+  sluice-bench run --target URL --workload json|sse|chat-multiturn|mixed (--concurrency N | --rate R [--poisson]) --duration D [--adversary SPEC] [--out FILE.json]
+  sluice-bench compare [--peers nginx,haproxy] [--engines gnet,fasthttp] [--quick] [--rounds 3] [--workload json,sse] [--adversary SPEC] [--out FILE.json]
 run 'sluice-bench run -h' or 'sluice-bench compare -h' for all flags
 `
 
@@ -83,7 +88,8 @@ func runCmd(ctx context.Context, args []string) error {
 	fs.StringVar(&o.Model, "model", harness.DefaultModel, "model field of request bodies")
 	fs.IntVar(&o.MaxTokens, "max-tokens", 0, "max_tokens of request bodies (0: omitted)")
 	fs.IntVar(&o.Turns, "turns", 0, "chat-multiturn: turns per conversation (default 6)")
-	fs.Uint64Var(&o.Seed, "seed", 1, "seed of request mixes and Poisson gaps")
+	fs.Uint64Var(&o.Seed, "seed", 1, "seed of request mixes, Poisson gaps and the adversary")
+	fs.StringVar(&o.Adversary, "adversary", "", adversaryHelp)
 	out := fs.String("out", "", "write the JSON result to this file (default: stdout)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -108,6 +114,16 @@ func runCmd(ctx context.Context, args []string) error {
 		fmt.Fprintf(os.Stderr, "; TTFT p50 %.1f p99 %.1f; ITL p50 %.1f p99 %.1f", res.TTFT.P50Us, res.TTFT.P99Us, res.ITL.P50Us, res.ITL.P99Us)
 	}
 	fmt.Fprintln(os.Stderr)
+	if res.Adversary != nil {
+		fmt.Fprintf(os.Stderr, "adversary %s:\n", res.Adversary.Spec)
+		for _, k := range res.Adversary.Kinds {
+			fmt.Fprintf(os.Stderr, "  %-10s %5d opened %7d attempts: %s", k.Kind, k.Opened, k.Attempts, harness.FormatOutcomes(k.Outcomes))
+			if k.HeldMaxMs > 0 {
+				fmt.Fprintf(os.Stderr, "; held mean %.0f ms, max %.0f ms", k.HeldMeanMs, k.HeldMaxMs)
+			}
+			fmt.Fprintln(os.Stderr)
+		}
+	}
 	b, err := json.MarshalIndent(res, "", "  ")
 	if err != nil {
 		return err
@@ -158,6 +174,7 @@ func compareCmd(ctx context.Context, args []string) error {
 	fs.DurationVar(&o.SimITL, "sim-itl", 0, "upstream inter-token latency (llmsim --itl)")
 	fs.IntVar(&o.SimTokens, "sim-tokens", peers.DefaultSimTokens, "upstream tokens per response (llmsim --tokens)")
 	simArgs := fs.String("sim-args", "", "extra llmsim flags, space-separated")
+	fs.StringVar(&o.Adversary, "adversary", "", "repeat every run under this adversary, "+adversaryHelp)
 	binDir := fs.String("bin", "./bin", "directory searched for sluice and llmsim before PATH")
 	fs.StringVar(&o.WorkDir, "workdir", "", "directory for generated configs and logs (default: temporary, removed)")
 	out := fs.String("out", "bench-compare.json", "JSON report file; the SVG chart goes beside it (.svg)")

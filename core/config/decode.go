@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluice-gw/sluice/internal/steps"
 )
 
 // decoder turns go-toml's generic values into the Config structs, checking
@@ -93,6 +95,7 @@ func fields(t reflect.Type) (map[string]field, int, []string) {
 }
 
 func sortedKeys(m map[string]any) []string {
+	steps.Add(len(m) + 1)
 	ks := make([]string, 0, len(m))
 	for k := range m {
 		ks = append(ks, k)
@@ -157,6 +160,7 @@ func editDistance(a, b string) int {
 	if len(a) > 64 || len(b) > 64 {
 		return 99
 	}
+	steps.Add(len(a)*len(b) + 1)
 	prev := make([]int, len(b)+1)
 	cur := make([]int, len(b)+1)
 	for j := range prev {
@@ -343,6 +347,7 @@ func setDefaults(p reflect.Value) {
 }
 
 func (d *decoder) decodeValue(path []string, v any, rv reflect.Value) {
+	steps.Add(len(path) + 1)
 	t := rv.Type()
 	if t == durationType {
 		if _, ok := v.(string); !ok {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/sluice-gw/sluice/internal/steps"
 )
 
 // Position is a place in a configuration file: the file name as given to
@@ -87,21 +89,25 @@ func (l ErrorList) sort() {
 }
 
 // errs collects errors while loading.
-type errs struct{ list ErrorList }
+type errs struct {
+	list ErrorList
+	at   map[Position]bool // the positions in list, for reported
+}
 
 func (e *errs) add(p Position, format string, args ...any) {
+	steps.Add(1)
 	e.list = append(e.list, &Error{Pos: p, Msg: fmt.Sprintf(format, args...)})
+	if e.at == nil {
+		e.at = map[Position]bool{}
+	}
+	e.at[p] = true
 }
 
 // reported reports whether an error was added at p: a value that failed to decode (its type)
 // is left zero, and is not reported again as a bad value.
 func (e *errs) reported(p Position) bool {
-	for _, x := range e.list {
-		if x.Pos == p {
-			return true
-		}
-	}
-	return false
+	steps.Add(1)
+	return e.at[p]
 }
 
 // err returns the sorted list, or nil when there is none.

@@ -2,8 +2,12 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/sluice-gw/sluice/internal/steps"
+	"github.com/stretchr/testify/require"
 )
 
 // doc joins lines with "\n", so that a test's line numbers are its indexes + 1.
@@ -253,6 +257,26 @@ func TestLoadErrorPositions(t *testing.T) {
 			},
 		},
 		{
+			name: "many clashing addresses: three named, the rest counted",
+			data: withMinimal(`[entrypoints.a]`, `address = ":9191"`, `[entrypoints.b]`, `address = "127.0.0.1:9191"`,
+				`[entrypoints.c]`, `address = "[::1]:9191"`, `[entrypoints.d]`, `address = "127.0.0.2:9191"`,
+				`[entrypoints.e]`, `address = ":9191"`),
+			want: []string{
+				`t.toml:10:11: entrypoints.b.address "127.0.0.1:9191" clashes with entrypoints.a (t.toml:8:11)`,
+				`t.toml:12:11: entrypoints.c.address "[::1]:9191" clashes with entrypoints.a (t.toml:8:11)`,
+				`t.toml:14:11: entrypoints.d.address "127.0.0.2:9191" clashes with entrypoints.a (t.toml:8:11)`,
+				`t.toml:16:11: entrypoints.e.address ":9191" clashes with entrypoints.a (t.toml:8:11)`,
+				`t.toml:16:11: entrypoints.e.address ":9191" clashes with entrypoints.b (t.toml:10:11)`,
+				`t.toml:16:11: entrypoints.e.address ":9191" clashes with entrypoints.c (t.toml:12:11)`,
+				`t.toml:16:11: entrypoints.e.address ":9191" clashes with 1 more entrypoints`,
+			},
+		},
+		{
+			name: "keys nested too deep",
+			data: withMinimal(`[middlewares.m]`, `type = "headers"`, `options.`+strings.Repeat("a.", MaxKeyDepth)+`b = 1`),
+			want: []string{`t.toml:9:67: key nested deeper than 32 levels (table names, dotted key parts, arrays and inline tables together)`},
+		},
+		{
 			name: "bad addresses",
 			data: withMinimal(`[entrypoints.a]`, `address = "localhost"`, `[entrypoints.b]`, `address = "x:http"`),
 			want: []string{
@@ -414,5 +438,26 @@ func TestLoadErrorPositions(t *testing.T) {
 func TestMinimalIsValid(t *testing.T) {
 	if _, err := LoadBytes("t.toml", withMinimal()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestLoadWorkIsLinear: documents that made loading do work in the square of their size
+// (every pair of entrypoints on one port compared and reported, every earlier error searched
+// for each bad trusted_ips element, every prefix of a deep key indexed) load in steps in
+// proportion to their size.
+func TestLoadWorkIsLinear(t *testing.T) {
+	var samePort, trusted strings.Builder
+	for i := range 1000 {
+		fmt.Fprintf(&samePort, "[entrypoints.e%d]\naddress = \":8080\"\n", i)
+	}
+	trusted.WriteString("[entrypoints.w]\naddress = \":1\"\ntrusted_ips = [" + strings.Repeat("1,", 3000) + "1]\n")
+	deepKey := "x = 1\n" + strings.Repeat("a.", 3000) + "a = 1\n"
+	deepArray := "x = " + strings.Repeat("[", 3000) + strings.Repeat("]", 3000) + "\n"
+	for name, d := range map[string]string{"same port": samePort.String(), "trusted_ips": trusted.String(),
+		"deep key": deepKey, "deep array": deepArray} {
+		var err error
+		work := steps.Count(func() { _, err = LoadBytes("t.toml", []byte(d)) })
+		require.Error(t, err, name)
+		require.Less(t, work, int64(64*len(d)), "%s: steps for %d bytes", name, len(d))
 	}
 }

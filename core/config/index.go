@@ -10,13 +10,28 @@ import (
 
 	"github.com/pelletier/go-toml/v2"
 	"github.com/pelletier/go-toml/v2/unstable"
+
+	"github.com/sluice-gw/sluice/internal/steps"
 )
 
 // pathSep joins the segments of a key path in the position index. Array
 // elements are segments too: "services\x1fllm\x1fload_balancer\x1fservers\x1f0\x1furl".
 const pathSep = "\x1f"
 
-func joinPath(path []string) string { return strings.Join(path, pathSep) }
+func joinPath(path []string) string {
+	n := len(path)
+	for _, s := range path {
+		n += len(s)
+	}
+	steps.Add(n)
+	return strings.Join(path, pathSep)
+}
+
+// MaxKeyDepth is the deepest key path a document may have: table names, dotted key parts,
+// array elements and inline tables together (sluice's own keys are at most 7 deep). Every
+// prefix of a key path is indexed, so that without a bound a key of n parts would cost n²;
+// a deeper document is refused.
+const MaxKeyDepth = 32
 
 // origin says how a key path came to exist, for the TOML rules on defining a
 // key or table twice (TOML 1.0.0, "Keys" and "Table").
@@ -54,10 +69,12 @@ type indexer struct {
 	arrays map[string]int // resolved [[array table]] path -> elements so far
 	table  []string       // resolved path of the current [table]
 	dup    *Error
+	deep   *Error // the first key path deeper than MaxKeyDepth
 }
 
 func newIndexer(file string, data []byte) *indexer {
 	ix := &indexer{file: file, data: data, places: map[string]keyPlace{}, arrays: map[string]int{}}
+	steps.Add(len(data))
 	for i, c := range data {
 		if c == '\n' {
 			ix.nl = append(ix.nl, i)
@@ -102,6 +119,14 @@ func (ix *indexer) run() error {
 	return p.Error()
 }
 
+// tooDeep records a key path deeper than MaxKeyDepth at at.
+func (ix *indexer) tooDeep(at Position) {
+	if ix.deep == nil {
+		ix.deep = &Error{Pos: at, Msg: "key nested deeper than " + strconv.Itoa(MaxKeyDepth) +
+			" levels (table names, dotted key parts, arrays and inline tables together)"}
+	}
+}
+
 func (ix *indexer) conflict(path []string, at Position, first keyPlace) {
 	if ix.dup != nil {
 		return
@@ -122,6 +147,10 @@ func (ix *indexer) keyValue(base []string, e *unstable.Node, leafOrigin origin) 
 		k := it.Node()
 		keyPos = ix.rangePos(k.Raw, Position{File: ix.file, Line: 1, Col: 1})
 		path = append(path, string(k.Data))
+		if len(path) > MaxKeyDepth {
+			ix.tooDeep(keyPos)
+			return
+		}
 		if it.IsLast() {
 			break
 		}
@@ -159,6 +188,10 @@ func (ix *indexer) value(path []string, v *unstable.Node, at Position) {
 			}
 		}
 	case unstable.Array:
+		if len(path) >= MaxKeyDepth {
+			ix.tooDeep(at)
+			return
+		}
 		it := v.Children()
 		i := 0
 		for it.Next() {
@@ -198,6 +231,10 @@ func (ix *indexer) header(e *unstable.Node, array bool) {
 		k := it.Node()
 		keyPos := ix.rangePos(k.Raw, Position{File: ix.file, Line: 1, Col: 1})
 		path = append(path, string(k.Data))
+		if len(path) >= MaxKeyDepth { // an [[array]] element adds a level
+			ix.tooDeep(keyPos)
+			return
+		}
 		id := joinPath(path)
 		old, exists := ix.places[id]
 		if !it.IsLast() {
@@ -286,6 +323,9 @@ func parseFile(file string, data []byte) (map[string]any, *indexer, *Error) {
 	}
 	ix := newIndexer(file, data)
 	perr := ix.run()
+	if ix.deep != nil {
+		return nil, nil, ix.deep
+	}
 	if err == nil && perr == nil {
 		return doc, ix, nil
 	}
@@ -309,6 +349,7 @@ func bisect(file string, data []byte) Position {
 	}
 	ends = append(ends, len(data))
 	positionless := func(n int) bool {
+		steps.Add(ends[n-1]) // parsing the first n lines again
 		var doc map[string]any
 		err := toml.Unmarshal(data[:ends[n-1]], &doc)
 		var de *toml.DecodeError

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/sluice-gw/sluice/core/router"
+	"github.com/sluice-gw/sluice/internal/steps"
 )
 
 // middlewareTypes are the middleware types, mapped to whether this version
@@ -47,6 +48,7 @@ func quoteAll(set []string) string {
 }
 
 func sortedNames[T any](m map[string]T) []string {
+	steps.Add(len(m) + 1)
 	ks := make([]string, 0, len(m))
 	for k := range m {
 		ks = append(ks, k)
@@ -160,8 +162,59 @@ func listenKeyOf(addr string) (listenKey, bool) {
 	return listenKey{host: strings.ToLower(host), port: port}, true
 }
 
-func (k listenKey) clashes(o listenKey) bool {
-	return k.port == o.port && (k.host == o.host || k.host == "" || o.host == "")
+// maxClashesShown is how many of the listeners an address clashes with are named one by one;
+// the rest are counted in one more error, so that a thousand entrypoints on one port do not
+// make a million errors.
+const maxClashesShown = 3
+
+// listener is an address listened on, and the entrypoint's key path.
+type listener struct {
+	key  listenKey
+	path []string
+	seq  int // order of addition
+}
+
+// listenIndex holds the addresses listened on so far. Two listen on the same port on the same
+// host, or on any host when one is a wildcard; the index finds the ones a new address clashes
+// with without comparing it with every other.
+type listenIndex struct {
+	n      int
+	byPort map[string][]listener    // every address, by port
+	exact  map[listenKey][]listener // addresses with a host, by host and port
+	wild   map[string][]listener    // wildcard addresses, by port
+}
+
+func (x *listenIndex) add(k listenKey, path []string) {
+	if x.byPort == nil {
+		x.byPort, x.exact, x.wild = map[string][]listener{}, map[listenKey][]listener{}, map[string][]listener{}
+	}
+	l := listener{key: k, path: path, seq: x.n}
+	x.n++
+	x.byPort[k.port] = append(x.byPort[k.port], l)
+	if k.host == "" {
+		x.wild[k.port] = append(x.wild[k.port], l)
+	} else {
+		x.exact[k] = append(x.exact[k], l)
+	}
+}
+
+// clashes returns the first maxClashesShown addresses k clashes with, in the order they were
+// added, and how many it clashes with in all.
+func (x *listenIndex) clashes(k listenKey) (first []listener, all int) {
+	steps.Add(maxClashesShown + 1)
+	if k.host == "" {
+		l := x.byPort[k.port]
+		return l[:min(len(l), maxClashesShown)], len(l)
+	}
+	a, b := x.exact[k], x.wild[k.port]
+	for len(first) < maxClashesShown && (len(a) > 0 || len(b) > 0) {
+		if len(b) == 0 || len(a) > 0 && a[0].seq < b[0].seq {
+			first, a = append(first, a[0]), a[1:]
+		} else {
+			first, b = append(first, b[0]), b[1:]
+		}
+	}
+	return first, len(x.exact[k]) + len(x.wild[k.port])
 }
 
 // checkServerURL checks an upstream URL: http or https, a host, an optional
@@ -202,11 +255,7 @@ func (c *Config) validate(e *errs, lookup func(string) (string, bool)) {
 		e.add(top, "no entrypoints: define at least one [entrypoints.<name>] with an address")
 	}
 
-	type listener struct {
-		key  listenKey
-		path []string
-	}
-	var listeners []listener
+	var listeners listenIndex
 	for _, name := range sortedNames(c.Entrypoints) {
 		ep := c.Entrypoints[name]
 		path := []string{"entrypoints", name}
@@ -220,12 +269,15 @@ func (c *Config) validate(e *errs, lookup func(string) (string, bool)) {
 		} else if msg := checkAddress(ep.Address); msg != "" {
 			e.add(c.ValuePos(append(path, "address")...), "entrypoints.%s.address %q: %s", name, c.shown(ep.Address, append(path, "address")...), c.MaskEnv(msg, append(path, "address")...))
 		} else if k, ok := listenKeyOf(ep.Address); ok {
-			for _, l := range listeners {
-				if l.key.clashes(k) {
-					e.add(c.ValuePos(append(path, "address")...), "entrypoints.%s.address %q clashes with %s (%s)", name, c.shown(ep.Address, append(path, "address")...), dotted(l.path), c.ValuePos(append(l.path, "address")...))
-				}
+			at := c.ValuePos(append(path, "address")...)
+			clash, all := listeners.clashes(k)
+			for _, l := range clash {
+				e.add(at, "entrypoints.%s.address %q clashes with %s (%s)", name, c.shown(ep.Address, append(path, "address")...), dotted(l.path), c.ValuePos(append(l.path, "address")...))
 			}
-			listeners = append(listeners, listener{k, path})
+			if all > len(clash) {
+				e.add(at, "entrypoints.%s.address %q clashes with %d more entrypoints", name, c.shown(ep.Address, append(path, "address")...), all-len(clash))
+			}
+			listeners.add(k, path)
 		}
 		switch {
 		case ep.Engine == "" && ep.TLS != nil:
@@ -395,10 +447,12 @@ func (c *Config) validate(e *errs, lookup func(string) (string, bool)) {
 		if msg := checkAddress(a); msg != "" {
 			e.add(c.ValuePos("admin", "address"), "admin.address %q: %s (or \"\" to disable the admin API)", c.shown(a, "admin", "address"), c.MaskEnv(msg, "admin", "address"))
 		} else if k, ok := listenKeyOf(a); ok {
-			for _, l := range listeners {
-				if l.key.clashes(k) {
-					e.add(c.ValuePos("admin", "address"), "admin.address %q clashes with %s (%s)", c.shown(a, "admin", "address"), dotted(l.path), c.ValuePos(append(l.path, "address")...))
-				}
+			clash, all := listeners.clashes(k)
+			for _, l := range clash {
+				e.add(c.ValuePos("admin", "address"), "admin.address %q clashes with %s (%s)", c.shown(a, "admin", "address"), dotted(l.path), c.ValuePos(append(l.path, "address")...))
+			}
+			if all > len(clash) {
+				e.add(c.ValuePos("admin", "address"), "admin.address %q clashes with %d more entrypoints", c.shown(a, "admin", "address"), all-len(clash))
 			}
 		}
 	}

@@ -1,6 +1,10 @@
 package http1
 
-import "math"
+import (
+	"math"
+
+	"github.com/sluice-gw/sluice/internal/steps"
+)
 
 const (
 	// MaxChunkExtBytes bounds the chunk extensions of one chunk-size line, in bytes (from the
@@ -84,6 +88,12 @@ func (d *ChunkedDecoder) fail(err error, consumed int) ([]byte, int, error) {
 // line, extensions over MaxChunkExtBytes or trailers over MaxTrailerBytes; 413 when the payload
 // total exceeds MaxBodyBytes.
 func (d *ChunkedDecoder) Next(src []byte) (data []byte, consumed int, err error) {
+	data, consumed, err = d.next(src)
+	steps.Add(consumed + 1)
+	return data, consumed, err
+}
+
+func (d *ChunkedDecoder) next(src []byte) (data []byte, consumed int, err error) {
 	if d.state == csError {
 		return nil, 0, d.err
 	}

@@ -1,6 +1,10 @@
 package http1
 
-import "bytes"
+import (
+	"bytes"
+
+	"github.com/sluice-gw/sluice/internal/steps"
+)
 
 // FindHeadEnd locates a complete message head at the start of b.
 //
@@ -13,24 +17,57 @@ import "bytes"
 // A blank line ended by a bare LF also ends the head, so that the parser sees it and rejects the
 // bare LF with 400 at once (see the package doc). FindHeadEnd does not enforce limits: while
 // n == -1, call CheckPartialHead(len(b)-skip, lim).
+//
+// A caller that looks for a head again each time more of it arrives should use a HeadScan,
+// which does not scan the same bytes twice.
 func FindHeadEnd(b []byte) (skip, n int) {
-	for len(b)-skip >= 2 && b[skip] == '\r' && b[skip+1] == '\n' {
-		skip += 2
+	var s HeadScan
+	return s.Find(b)
+}
+
+// HeadScan is FindHeadEnd for a head that arrives in pieces: Find resumes where the previous
+// call stopped, so that finding a head of n bytes costs O(n) however many pieces it came in
+// (FindHeadEnd on the whole buffer each time costs O(n) per piece, and a client sending its
+// head a few bytes at a time would make the gateway's work quadratic in the head's size).
+// The zero value is ready; Reset it for the next message.
+type HeadScan struct {
+	skip    int  // leading CRLF bytes skipped
+	started bool // past the leading empty lines
+	line    int  // offset of the first line not yet known to be complete
+	next    int  // offset where the search for its LF resumes
+}
+
+// Reset prepares s for the next message.
+func (s *HeadScan) Reset() { *s = HeadScan{} }
+
+// Find returns what FindHeadEnd(b) returns. Each b must extend the b of the previous call
+// since the last Reset (the same bytes, perhaps followed by more), as a connection's input
+// buffer does until the head is consumed.
+func (s *HeadScan) Find(b []byte) (skip, n int) {
+	if !s.started {
+		from := s.skip
+		for len(b)-s.skip >= 2 && b[s.skip] == '\r' && b[s.skip+1] == '\n' {
+			s.skip += 2
+		}
+		steps.Add(s.skip - from + 1)
+		if len(b)-s.skip == 0 || len(b)-s.skip == 1 && b[s.skip] == '\r' {
+			return s.skip, -1 // perhaps more leading empty lines
+		}
+		s.started, s.line, s.next = true, s.skip, s.skip
 	}
-	if len(b)-skip == 1 && b[skip] == '\r' {
-		return skip, -1
-	}
-	pos := skip
 	for {
-		i := bytes.IndexByte(b[pos:], '\n')
+		i := bytes.IndexByte(b[s.next:], '\n')
 		if i < 0 {
-			return skip, -1
+			steps.Add(len(b) - s.next + 1)
+			s.next = len(b)
+			return s.skip, -1
 		}
-		// The line is b[pos : pos+i]; it is blank when empty or a lone CR.
-		if i == 0 || (i == 1 && b[pos] == '\r') {
-			return skip, pos + i + 1 - skip
+		steps.Add(i + 1)
+		end := s.next + i // the line is b[s.line:end]; it is blank when empty or a lone CR
+		if end == s.line || end == s.line+1 && b[s.line] == '\r' {
+			return s.skip, end + 1 - s.skip
 		}
-		pos += i + 1
+		s.line, s.next = end+1, end+1
 	}
 }
 
@@ -56,8 +93,10 @@ var respFieldErrors = fieldErrors{
 func nextLine(buf []byte, pos int, e *fieldErrors) (line []byte, next int, err error) {
 	i := bytes.IndexByte(buf[pos:], '\n')
 	if i < 0 {
+		steps.Add(len(buf) - pos + 1)
 		return nil, 0, ErrNeedMore
 	}
+	steps.Add(i + 1)
 	if i == 0 || buf[pos+i-1] != '\r' {
 		return nil, 0, e.bareLF
 	}
@@ -78,6 +117,7 @@ func parseFields(buf []byte, pos int, headers []HeaderField, maxCount int, e *fi
 			}
 			return headers, nil
 		}
+		steps.Add(len(line)) // the name, value and trim loops below
 		if isOWS(line[0]) {
 			return headers, e.obsFold
 		}
@@ -129,6 +169,7 @@ func parseVersion(b []byte) (major, minor int, ok bool) {
 // (RFC 9110 §8.6, RFC 9112 §6.3), against cur (-1 when no earlier field). It returns the length,
 // bad for a syntax error and differ for values that disagree.
 func parseContentLength(v []byte, cur int64) (n int64, bad, differ bool) {
+	steps.Add(len(v) + 1)
 	n = cur
 	elems := 0
 	for rest := v; ; {
@@ -173,6 +214,7 @@ type teState struct {
 }
 
 func (t *teState) add(v []byte) {
+	steps.Add(len(v) + 1)
 	t.present = true
 	for rest := v; ; {
 		var el []byte
@@ -232,6 +274,7 @@ type connState struct {
 
 // addConnection parses one Connection value, appending its tokens to tokens.
 func (c *connState) add(v []byte, tokens [][]byte) [][]byte {
+	steps.Add(len(v) + 1)
 	for rest := v; ; {
 		var el []byte
 		el, rest = nextListElem(rest)

@@ -1,5 +1,7 @@
 package http1
 
+import "github.com/sluice-gw/sluice/internal/steps"
+
 // Path normalisation: routers match the path sluice sees, upstreams route on the path they
 // decode, so the two must not be able to disagree about where a request goes (a rule
 // PathPrefix(`/v1`) && !PathPrefix(`/v1/admin`) must not pass /v1//admin, /v1/%61dmin or
@@ -14,6 +16,7 @@ var (
 // needsNormalising reports whether path has a percent-encoding, a backslash or an empty
 // segment ("//"), the only cases normalisePath changes or refuses.
 func needsNormalising(path []byte) bool {
+	steps.Add(len(path) + 1)
 	for i, c := range path {
 		if c == '%' || c == '\\' || (c == '/' && i > 0 && path[i-1] == '/') {
 			return true
@@ -29,6 +32,7 @@ func needsNormalising(path []byte) bool {
 // some servers read as '/'), is an error unless allowSlash; an encoded NUL or a '%' not followed
 // by two hex digits always is (*Error 400).
 func normalisePath(dst, path []byte, allowSlash bool) ([]byte, error) {
+	steps.Add(len(path) + 1)
 	for i := 0; i < len(path); i++ {
 		c := path[i]
 		switch {
@@ -69,6 +73,7 @@ func isUnreserved(c byte) bool {
 // when '\\', %2F and %5C count as separators too: with allow_encoded_slash an upstream that
 // decodes them would resolve /v1/x%2F..%2Fadmin to /v1/admin.
 func hasDotSegmentBetweenSeparators(p []byte) bool {
+	steps.Add(len(p) + 1)
 	start := 0
 	for i := 0; i <= len(p); {
 		sep := 0

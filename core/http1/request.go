@@ -1,6 +1,10 @@
 package http1
 
-import "bytes"
+import (
+	"bytes"
+
+	"github.com/sluice-gw/sluice/internal/steps"
+)
 
 // HeaderField is one field line. Key and Value are sub-slices of the owning message's buffer;
 // Value is trimmed of optional whitespace (RFC 9112 §5.1). Key keeps the case it was received in.
@@ -34,9 +38,10 @@ type Request struct {
 
 	Body []byte // filled by the caller; owned by the Request and reused
 
-	buf        []byte   // owned copy of the head
-	hostName   []byte   // Host without port
-	connTokens [][]byte // tokens named in Connection fields (hop-by-hop)
+	buf        []byte     // owned copy of the head
+	hostName   []byte     // Host without port
+	connTokens [][]byte   // tokens named in Connection fields (hop-by-hop)
+	connIndex  tokenIndex // connTokens hashed, when there are many
 }
 
 // Reset clears r for reuse, keeping the capacity of its buffers.
@@ -50,6 +55,7 @@ func (r *Request) Reset() {
 	r.Body = r.Body[:0]
 	r.buf = r.buf[:0]
 	r.connTokens = r.connTokens[:0]
+	r.connIndex.reset()
 }
 
 var slashPath = []byte("/")
@@ -182,6 +188,7 @@ func (r *Request) ParseRequestHead(head []byte, lim *Limits) error {
 	if r.ContentLength > lim.BodyBytes() {
 		return errBodyTooLarge
 	}
+	r.connIndex.build(r.connTokens)
 
 	// RFC 9112 §3.2: 400 for an HTTP/1.1 request without Host, for more than one Host, and for
 	// an invalid Host value, even when an absolute-form target supplies the authority.
@@ -220,6 +227,7 @@ func (r *Request) ParseRequestHead(head []byte, lim *Limits) error {
 
 // parseRequestLine parses method SP request-target SP HTTP-version (RFC 9112 §3), single spaces.
 func (r *Request) parseRequestLine(line []byte) error {
+	steps.Add(len(line))
 	i := 0
 	for i < len(line) && tokenChar[line[i]] {
 		i++
@@ -319,6 +327,7 @@ func (r *Request) parseTarget() error {
 // §5.2.4), so /public/../admin could pass a PathPrefix(`/public`) rule: such requests are
 // refused rather than guessed at. Clients resolve dot segments before sending.
 func hasDotSegment(path []byte) bool {
+	steps.Add(len(path) + 1)
 	for i := 0; i < len(path); {
 		if path[i] != '/' {
 			i++
@@ -362,6 +371,7 @@ func hasPrefixFold(b []byte, s string) bool {
 // splitHostPort validates a Host value (uri-host [":" port], RFC 9110 §7.2) and returns the host
 // without the port. An empty value is valid (RFC 9112 §3.2).
 func splitHostPort(h []byte) (name []byte, ok bool) {
+	steps.Add(len(h) + 1)
 	for _, c := range h {
 		if !hostChar[c] {
 			return nil, false

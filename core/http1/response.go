@@ -21,6 +21,7 @@ type Response struct {
 
 	buf        []byte
 	connTokens [][]byte
+	connIndex  tokenIndex
 	teOther    bool // Transfer-Encoding present with a final coding other than chunked
 }
 
@@ -33,6 +34,7 @@ func (r *Response) Reset() {
 	r.Chunked, r.KeepAlive, r.teOther = false, false, false
 	r.buf = r.buf[:0]
 	r.connTokens = r.connTokens[:0]
+	r.connIndex.reset()
 }
 
 // ParseResponseHead resets r, copies head into r and parses it. head is exactly one head as
@@ -96,6 +98,7 @@ func (r *Response) ParseResponseHead(head []byte, lim *Limits) error {
 		}
 	}
 
+	r.connIndex.build(r.connTokens)
 	if r.Minor == 1 {
 		r.KeepAlive = !conn.close
 	} else {

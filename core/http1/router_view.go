@@ -1,5 +1,7 @@
 package http1
 
+import "github.com/sluice-gw/sluice/internal/steps"
+
 // MethodBytes returns the request method as received (case-sensitive, RFC 9110 §9.1).
 // Router view: does not allocate.
 func (r *Request) MethodBytes() []byte { return r.Method }
@@ -23,6 +25,7 @@ func (r *Request) HeaderValue(name string) ([]byte, bool) {
 // value) and whether there was one. Names compare byte for byte.
 func (r *Request) QueryValue(name string) ([]byte, bool) {
 	q := r.RawQuery
+	steps.Add(len(q) + 1)
 	for len(q) > 0 {
 		var pair []byte
 		pair, q = q, nil
@@ -47,6 +50,7 @@ func (r *Request) QueryValue(name string) ([]byte, bool) {
 }
 
 func headerValue(hs []HeaderField, name string) ([]byte, bool) {
+	steps.Add(len(hs) + 1)
 	for i := range hs {
 		if equalFoldAny(hs[i].Key, name) {
 			return hs[i].Value, true

@@ -51,6 +51,7 @@ type gconn struct {
 	phase        int
 	rc           pipeline.RequestCtx
 	bodyLeft     int64
+	head         http1.HeadScan // where the search for the end of the head resumes
 	dec          http1.ChunkedDecoder
 	continueSent bool
 	replyQueued  bool  // the last reply waits behind queued response writes: the FIN must too
@@ -145,7 +146,7 @@ func (gc *gconn) onTraffic() gnet.Action {
 			if gc.headSince.Load() == 0 {
 				gc.headSince.Store(time.Now().UnixNano())
 			}
-			skip, n := http1.FindHeadEnd(buf)
+			skip, n := gc.head.Find(buf)
 			if n < 0 {
 				if err := http1.CheckPartialHead(len(buf)-skip, lim); err != nil && err != http1.ErrNeedMore {
 					return gc.reject(err)
@@ -157,6 +158,7 @@ func (gc *gconn) onTraffic() gnet.Action {
 				return gc.reject(err)
 			}
 			_, _ = c.Discard(skip + n)
+			gc.head.Reset()
 			gc.continueSent = false
 			switch {
 			case gc.rc.Req.Chunked:

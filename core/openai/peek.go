@@ -3,6 +3,8 @@ package openai
 import (
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/sluice-gw/sluice/internal/steps"
 )
 
 // Span is the byte range [Start, End) of a value in the body Peek read. The zero Span is
@@ -456,6 +458,7 @@ func foldParam(key []byte, known uint32) param {
 
 // foldEqual reports whether key folds to name, a lowercase ASCII name.
 func foldEqual(key []byte, name string) bool {
+	steps.Add(len(key) + 1)
 	j := 0
 	for i := 0; i < len(key); j++ {
 		c := key[i]

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/sluice-gw/sluice/internal/steps"
 )
 
 // MaxDepth is the deepest nesting of objects and arrays a body may have (the top-level object
@@ -59,9 +61,11 @@ func (s *scanner) fail(code, param, msg string) {
 func isWS(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
 func skipWS(d []byte, i int) int {
+	start := i
 	for i < len(d) && isWS(d[i]) {
 		i++
 	}
+	steps.Add(i - start + 1)
 	return i
 }
 
@@ -101,6 +105,16 @@ func plain8(w uint64) bool {
 // (RFC 8259 §8.1): a server that replaced invalid bytes would read another string than the
 // one the gateway saw.
 func (s *scanner) scanString(i int) (end int, escaped bool) {
+	end, escaped = s.scanStringAt(i)
+	if end < 0 {
+		steps.Add(len(s.data) - i + 1) // what a failed scan may have looked at
+	} else {
+		steps.Add(end - i)
+	}
+	return end, escaped
+}
+
+func (s *scanner) scanStringAt(i int) (end int, escaped bool) {
 	d := s.data
 	i++
 	for {
@@ -170,6 +184,7 @@ func hex4(b []byte) (rune, bool) {
 // included), decoding escapes as encoding/json does: a \u escape that is not part of a valid
 // surrogate pair becomes U+FFFD, and lone reports whether that happened.
 func unescape(dst, tok []byte) (out []byte, lone bool) {
+	steps.Add(len(tok))
 	b := tok[1 : len(tok)-1]
 	for i := 0; i < len(b); {
 		c := b[i]
@@ -222,6 +237,12 @@ func unescape(dst, tok []byte) (out []byte, lone bool) {
 // scanNumber validates the JSON number at d[i] ('-' or a digit) and returns its end (-1 on a
 // syntax error) and whether it is written as an integer (no fraction, no exponent).
 func (s *scanner) scanNumber(i int) (end int, integer bool) {
+	end, integer = s.scanNumberAt(i)
+	steps.Add(max(end, i+1) - i)
+	return end, integer
+}
+
+func (s *scanner) scanNumberAt(i int) (end int, integer bool) {
 	d := s.data
 	start := i
 	if d[i] == '-' {
@@ -320,6 +341,7 @@ func (s *scanner) skipContainer(i, depth int) int {
 	var stack [MaxDepth / 64]uint64
 	base := depth
 	for {
+		steps.Add(1)
 		// A value is expected at i.
 		i = skipWS(d, i)
 		if i >= len(d) {

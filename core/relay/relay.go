@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sluice-gw/sluice/core/http1"
+	"github.com/sluice-gw/sluice/internal/steps"
 )
 
 // Framing is how the body bytes are delimited towards the client (RFC 9112 §6.3, §7).
@@ -259,6 +260,7 @@ func (s *eventState) reset() { *s = eventState{lineStart: true, blank: true} }
 func (s *eventState) atBoundary() bool { return s.lineStart && s.blank }
 
 func (s *eventState) feed(p []byte) {
+	steps.Add(len(p) + 1)
 	for i := 0; i < len(p); i++ {
 		c := p[i]
 		if s.afterCR {

@@ -3,6 +3,8 @@ package router
 import (
 	"strconv"
 	"strings"
+
+	"github.com/sluice-gw/sluice/internal/steps"
 )
 
 // tokenKind is the class of one lexical token of the rule language.
@@ -66,6 +68,8 @@ func isDigit(c byte) bool { return c >= '0' && c <= '9' }
 
 // next returns the next token, or a *SyntaxError (without Rule set).
 func (l *lexer) next() (token, *SyntaxError) {
+	from := l.pos
+	defer func() { steps.Add(l.pos - from + 1) }()
 	for l.pos < len(l.src) && isSpace(l.src[l.pos]) {
 		l.pos++
 	}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"regexp"
 	"strings"
+
+	"github.com/sluice-gw/sluice/internal/steps"
 )
 
 // matcherKind identifies one matcher function of the rule language.
@@ -78,6 +80,7 @@ type matcher struct {
 // match reports whether req satisfies the matcher. It does not allocate
 // (regexp matching of a warm Regexp reuses pooled machines).
 func (m *matcher) match(req Request) bool {
+	steps.Add(len(m.values) + 1)
 	switch m.kind {
 	case mHost:
 		h := hostWithoutPort(req.HostBytes())

@@ -5,6 +5,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/sluice-gw/sluice/internal/steps"
 )
 
 // parser is a recursive-descent parser over the token stream with one token
@@ -196,6 +198,9 @@ func (p *parser) parseMatcher() (*node, *SyntaxError) {
 // precomputes its comparison values.
 func compileMatcher(spec *matcherSpec, args []token) (*matcher, *SyntaxError) {
 	m := &matcher{kind: spec.kind}
+	for _, a := range args {
+		steps.Add(len(a.val) + 1) // the checks and copies below; a regexp's compilation is not counted
+	}
 	switch spec.kind {
 	case mHost:
 		for _, a := range args {
@@ -267,6 +272,7 @@ func compileMatcher(spec *matcherSpec, args []token) (*matcher, *SyntaxError) {
 // join builds an n-ary And/Or node, flattening operands of the same
 // operator so that a long chain a && b && c stays one level deep.
 func join(op opKind, left, right *node) *node {
+	steps.Add(len(right.kids) + 1)
 	var kids []*node
 	if left.op == op {
 		kids = left.kids
@@ -291,7 +297,10 @@ func finish(n *node) int {
 		for _, k := range n.kids {
 			total += finish(k)
 		}
-		sort.SliceStable(n.kids, func(i, j int) bool { return n.kids[i].cost < n.kids[j].cost })
+		sort.SliceStable(n.kids, func(i, j int) bool {
+			steps.Add(1)
+			return n.kids[i].cost < n.kids[j].cost
+		})
 		n.cost = total
 	case opNot:
 		n.cost = finish(n.kids[0])

@@ -57,6 +57,8 @@
 // not the size of the table.
 package router
 
+import "github.com/sluice-gw/sluice/internal/steps"
+
 // Request is the view of an HTTP request a rule evaluates. The gateway's
 // HTTP/1.1 request object (core/http1.Request) implements it. No method may
 // allocate; returned slices are only read, and only during Match.
@@ -161,6 +163,7 @@ func (r *Rule) Match(req Request) bool {
 // eval evaluates a node with short-circuiting. Recursion depth is bounded by
 // MaxNestingDepth (And/Or chains are flattened, so they add no depth).
 func eval(n *node, req Request) bool {
+	steps.Add(1)
 	switch n.op {
 	case opMatch:
 		return n.m.match(req)

@@ -1,0 +1,228 @@
+package harness
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestParseAdversary(t *testing.T) {
+	for _, tc := range []struct{ in, want, err string }{
+		{in: "", want: ""},
+		{in: "none", want: ""},
+		{in: "slowloris=0", want: ""},
+		{in: "slowloris=200, noread=50,reset=20", want: "slowloris=200,noread=50,reset=20"},
+		{in: "up-stall=0.5%,segment=3,up-trickle=2", want: "segment=3,up-trickle=2%,up-stall=0.5%"},
+		{in: "mixed", want: mixedSpec},
+		{in: "mixed,slowloris=1,up-reset=0", want: strings.Replace(strings.Replace(mixedSpec, "slowloris=64", "slowloris=1", 1), ",up-reset=0.5%", "", 1)},
+		{in: "slowloris", err: "want kind=N"},
+		{in: "slowloris=-1", err: "number of connections"},
+		{in: "slowloris=10001", err: "number of connections"},
+		{in: "slowloris=6000,noread=6000", err: "at most 10000"},
+		{in: "up-stall=101", err: "percentage"},
+		{in: "up-stall=60%,up-reset=60%", err: "at most 100%"},
+		{in: "up-stall=NaN", err: "percentage"},
+		{in: "explode=1", err: `unknown kind "explode"`},
+	} {
+		a, err := ParseAdversary(tc.in)
+		if tc.err != "" {
+			require.ErrorContains(t, err, tc.err, tc.in)
+			continue
+		}
+		require.NoError(t, err, tc.in)
+		if tc.want == "" {
+			require.Nil(t, a, tc.in)
+			continue
+		}
+		require.Equal(t, tc.want, a.String(), tc.in)
+		again, err := ParseAdversary(a.String())
+		require.NoError(t, err)
+		require.Equal(t, a.String(), again.String(), "the canonical form parses to itself")
+	}
+}
+
+func TestAdversaryRefusesNonLoopbackTargets(t *testing.T) {
+	for _, target := range []string{"http://192.0.2.1:8080", "http://example.com"} {
+		_, err := Run(context.Background(), Options{Target: target, Workload: WorkloadJSON, Concurrency: 1,
+			Duration: time.Millisecond, Adversary: "slowloris=1"})
+		require.ErrorContains(t, err, "loopback targets only", target)
+	}
+}
+
+// kindStat returns the stats of kind in res.
+func kindStat(t *testing.T, res *Result, kind string) AdversaryKindStat {
+	t.Helper()
+	require.NotNil(t, res.Adversary)
+	for _, k := range res.Adversary.Kinds {
+		if k.Kind == kind {
+			return k
+		}
+	}
+	require.Failf(t, "no stats", "kind %s missing from %+v", kind, res.Adversary.Kinds)
+	return AdversaryKindStat{}
+}
+
+// TestAdversaryClientKindsBesideAWorkload runs every client kind against the basic upstream:
+// each opens connections and reaches outcomes, none fails to connect, and the workload's own
+// requests stay correct and counted apart.
+func TestAdversaryClientKindsBesideAWorkload(t *testing.T) {
+	target := startBasicUpstream(t, UpstreamOptions{Tokens: 8})
+	spec := "slowloris=2,slowbody=2,noread=2,reset=2,pipeline=1,bigheader=2,segment=2"
+	res, err := Run(context.Background(), Options{Target: target, Workload: WorkloadSSE, Concurrency: 2,
+		Duration: 400 * time.Millisecond, Warmup: 50 * time.Millisecond, Seed: 3, Adversary: spec})
+	require.NoError(t, err)
+	require.Zero(t, res.Errors, "workload errors %v", res.ErrorsByKind)
+	require.Positive(t, res.OK)
+	require.Equal(t, spec, res.Adversary.Spec)
+	require.Len(t, res.Adversary.Kinds, 7)
+	for _, k := range res.Adversary.Kinds {
+		require.Positive(t, k.Opened, k.Kind)
+		require.Positive(t, k.Attempts, k.Kind)
+		require.Zero(t, k.Outcomes[outConnect], k.Kind)
+		var sum int64
+		for _, n := range k.Outcomes {
+			sum += n
+		}
+		require.Equal(t, k.Attempts, sum, "%s: every attempt has one outcome", k.Kind)
+	}
+	// The basic upstream has no header timeout and answers every valid request.
+	require.Equal(t, map[string]int64{outOpenAtEnd: 2}, kindStat(t, res, AdvSlowloris).Outcomes)
+	require.Equal(t, map[string]int64{outOpenAtEnd: 2}, kindStat(t, res, AdvNoRead).Outcomes)
+	seg := kindStat(t, res, AdvSegment)
+	require.Equal(t, seg.Attempts, seg.Outcomes[outOK], "segmented requests are valid: %v", seg.Outcomes)
+	pipe := kindStat(t, res, AdvPipeline)
+	require.Equal(t, pipe.Attempts, pipe.Outcomes["status_200"], "pipelined answers: %v", pipe.Outcomes)
+	for o := range kindStat(t, res, AdvReset).Outcomes {
+		require.Contains(t, []string{outResetBefore, outResetMid, outResetAfter}, o)
+	}
+}
+
+// refusingServer answers every connection with 408 and closes it 20 ms after its first byte,
+// as a server with a short header timeout would (it reads what came meanwhile, so that its
+// close is not a reset).
+func refusingServer(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				buf := make([]byte, 64<<10)
+				if _, err := c.Read(buf[:1]); err != nil {
+					return
+				}
+				_ = c.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+				for {
+					if _, err := c.Read(buf); err != nil {
+						break
+					}
+				}
+				_, _ = io.WriteString(c, "HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+			}()
+		}
+	}()
+	return "http://" + ln.Addr().String()
+}
+
+// TestAdversaryReportsTheTargetsRefusals: against a target that refuses every request at
+// its first byte, each kind reports the status or the close, and how long the target held
+// the slow connections.
+func TestAdversaryReportsTheTargetsRefusals(t *testing.T) {
+	target := refusingServer(t)
+	res, err := Run(context.Background(), Options{Target: target, Workload: WorkloadJSON, Concurrency: 1,
+		Duration: 300 * time.Millisecond, Adversary: "slowloris=2,slowbody=2,bigheader=2,segment=1,reset=1,pipeline=1"})
+	require.NoError(t, err)
+	require.Equal(t, res.Requests, res.ErrorsByKind["status_4xx"], "the workload's requests are refused too")
+	for _, kind := range []string{AdvSlowloris, AdvSlowBody, AdvBigHeader, AdvSegment, AdvReset, AdvPipeline} {
+		k := kindStat(t, res, kind)
+		switch kind {
+		case AdvSlowloris, AdvSlowBody, AdvBigHeader:
+			// Whatever the target answered before the request was complete.
+			require.Positive(t, k.Outcomes["status_408"], "%s: %v", kind, k.Outcomes)
+			require.Equal(t, k.Attempts-k.Outcomes[outOpenAtEnd], k.HeldCount, kind)
+			require.Positive(t, k.HeldMaxMs, kind)
+		}
+		// A request still being written when the target closes may meet a reset; an attempt
+		// begun just before the end of the run is still open then.
+		for o := range k.Outcomes {
+			require.Contains(t, []string{"status_408", outClosed, outReset, outResetBefore, outOpenAtEnd}, o, kind)
+		}
+	}
+}
+
+// faultUpstream is an SSE upstream that acts on llmsim's fault header: trickle answers
+// normally, stall-after holds the response open, reset-after resets the connection.
+func faultUpstream(t *testing.T) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		fault := r.Header.Get(faultHeaderName)
+		if strings.HasPrefix(fault, "reset-after") {
+			c, _, err := http.NewResponseController(w).Hijack()
+			if err == nil {
+				_ = c.(*net.TCPConn).SetLinger(0)
+				_ = c.Close()
+			}
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\n")
+		if strings.HasPrefix(fault, "stall-after") {
+			http.NewResponseController(w).Flush()
+			<-r.Context().Done()
+			return
+		}
+		_, _ = io.WriteString(w, "data: [DONE]\n\n")
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// TestAdversaryUpstreamFaultsStayOutOfTheWorkloadsFigures: the requests that carry a fault
+// are counted under their kind, with the upstream's misbehaviour as their outcome, and not in
+// the workload's errors or latencies.
+func TestAdversaryUpstreamFaultsStayOutOfTheWorkloadsFigures(t *testing.T) {
+	target := faultUpstream(t)
+	res, err := Run(context.Background(), Options{Target: target, Workload: WorkloadSSE, Concurrency: 4,
+		Duration: 300 * time.Millisecond, Seed: 5, Adversary: "up-trickle=10,up-stall=2,up-reset=10"})
+	require.NoError(t, err)
+	require.Zero(t, res.Errors, "workload errors %v", res.ErrorsByKind)
+	require.Equal(t, res.OK, res.Latency.Count)
+	trickle, stall, reset := kindStat(t, res, AdvUpTrickle), kindStat(t, res, AdvUpStall), kindStat(t, res, AdvUpReset)
+	require.Equal(t, map[string]int64{outOK: trickle.Attempts}, trickle.Outcomes)
+	require.Equal(t, map[string]int64{outTimeout: stall.Attempts}, stall.Outcomes)
+	require.Positive(t, trickle.Attempts)
+	require.Positive(t, reset.Attempts)
+	for o := range reset.Outcomes {
+		require.Contains(t, []string{outReset, outClosed}, o)
+	}
+	require.InDelta(t, 10, float64(trickle.Attempts)*100/float64(res.TotalSent), 5, "about 10% of the requests")
+}
+
+// TestWithHeaderAddsTheLineAfterTheRequestLine checks the faulted request's bytes.
+func TestWithHeaderAddsTheLineAfterTheRequestLine(t *testing.T) {
+	var w worker
+	req := []byte("POST /v1 HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\n{}")
+	got := w.withHeader(req, "X-Llmsim-Fault: trickle\r\n")
+	r, err := http.ReadRequest(bufio.NewReader(strings.NewReader(string(got))))
+	require.NoError(t, err)
+	require.Equal(t, "trickle", r.Header.Get(faultHeaderName))
+	body, err := io.ReadAll(r.Body)
+	require.NoError(t, err)
+	require.Equal(t, "{}", string(body))
+	require.Equal(t, "POST /v1 HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\n{}", string(req), "the prebuilt request is untouched")
+}
