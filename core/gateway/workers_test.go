@@ -325,13 +325,15 @@ func TestWorkerAwareTargetSelection(t *testing.T) {
 			}
 			require.Zero(t, f.unhealthy.chats.Load()+f.restarting.chats.Load())
 
-			// No worker has generation 3: the next priority's target takes the request.
-			n0 := simRequests(t, f.sim, 0)
+			// No worker has generation 3: the next priority's target (generation 2, any digest)
+			// takes the request, on one of the generation-2 workers ("good", "otherdigest"; the
+			// killed and full ones are out), whichever the load makes least loaded.
+			n0, n2 := simRequests(t, f.sim, 0), simRequests(t, f.sim, 2)
 			for range 3 {
 				r := call(t, "POST", chat, "", fmt.Sprintf(chatBody, "next-gen"))
 				require.Equal(t, 200, r.status, r.raw)
 			}
-			require.EqualValues(t, 3, simRequests(t, f.sim, 0)-n0)
+			require.EqualValues(t, 3, simRequests(t, f.sim, 0)-n0+simRequests(t, f.sim, 2)-n2)
 		})
 	}
 }
