@@ -209,6 +209,8 @@ func TestMessagesFaultsHaveAnthropicShape(t *testing.T) {
 	resp.Body.Close()
 	require.Error(t, err)
 	require.Equal(t, []string{"message_start", "content_block_start", "ping", "content_block_delta"}, types(evs))
+	// The reset reaches the client before the handler has given its slot back.
+	waitFor(t, "slot freed after the reset", 5*time.Second, func() bool { return f.Stats(0).Running == 0 })
 	evs, _ = postStream(t, url, "/v1/messages", stream, faultHdr("drop-done"))
 	require.Equal(t, "message_delta", evs[len(evs)-1].typ)
 }
