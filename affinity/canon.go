@@ -358,7 +358,7 @@ func (c *canon) array(i, lvl int, kind objKind) int {
 	if d[i] != '[' {
 		return c.value(i, lvl)
 	}
-	if lvl > openai.MaxDepth {
+	if lvl > MaxDepth {
 		return stopDepth
 	}
 	if !c.putByte('[') {
@@ -429,7 +429,7 @@ func (c *canon) messages(i, lvl int) int {
 	if d[i] != '[' {
 		return c.value(i, lvl)
 	}
-	if lvl > openai.MaxDepth {
+	if lvl > MaxDepth {
 		return stopDepth
 	}
 	if !c.putByte('[') {
@@ -616,7 +616,7 @@ func (c *canon) isString(vs int, names ...string) bool {
 // text part ("text", "input_text" or "output_text" with a string "text") is written as
 // {"text":…,"type":"text"} and nothing else: its text is what the model reads.
 func (c *canon) object(i, lvl int, kind objKind) int {
-	if lvl > openai.MaxDepth {
+	if lvl > MaxDepth {
 		return stopDepth
 	}
 	base := len(c.members)

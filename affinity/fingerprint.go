@@ -21,6 +21,12 @@ const (
 	MinPrefixBytes = 1 << 10
 	// MaxCheckpoints is the most checkpoints one request has.
 	MaxCheckpoints = 128
+	// MaxDepth is the deepest nesting of objects and arrays (the body's top-level object is
+	// level 1) Fingerprint walks. To sort an object's keys, the walk reads its members once
+	// to find them and once to write them, so each level of objects reads what it holds once
+	// more: the bound keeps a body's cost within a small multiple of its size. Tool schemas,
+	// the deepest part of real requests, nest a dozen levels.
+	MaxDepth = 64
 )
 
 // Errors of Fingerprint.
@@ -29,7 +35,7 @@ var (
 	// carry a conversation that prefix caches serve.
 	ErrUnsupportedEndpoint = errors.New("affinity: endpoint has no conversation to fingerprint")
 	// ErrMalformed: the body is not a JSON object, or a field that reaches the prompt is not
-	// well-formed JSON or nests deeper than openai.MaxDepth levels.
+	// well-formed JSON or nests deeper than MaxDepth levels.
 	ErrMalformed = errors.New("affinity: malformed request body")
 )
 

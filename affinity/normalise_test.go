@@ -170,13 +170,16 @@ func TestFingerprintSpansAreOnlyAShortcut(t *testing.T) {
 
 func TestFingerprintErrors(t *testing.T) {
 	var p Print
+	deepest := `{"messages":[{"role":"user","content":` + strings.Repeat(`{"a":`, MaxDepth-3) + `1` + strings.Repeat("}", MaxDepth-3) + `}]}`
+	require.NoError(t, Fingerprint(openai.ChatCompletions, []byte(deepest), openai.Span{}, openai.Span{}, &p))
 	for _, ep := range []openai.Endpoint{openai.Completions, openai.Embeddings, 0} {
 		require.ErrorIs(t, Fingerprint(ep, []byte(`{"model":"m","prompt":"x"}`), openai.Span{}, openai.Span{}, &p), ErrUnsupportedEndpoint)
 	}
 	for _, body := range []string{``, `[]`, `"x"`, `{"model":"m",`, `{"messages":[{"role":"user","content":"x}]}`,
 		`{"messages":[{"role":"user","content":tru}]}`, `{"messages":[{"role":"user","content":01}]}`,
 		`{"messages":[{"role":"user","content":"\x"}]}`, `{"messages":[{"role":"user" "content":"x"}]}`,
-		`{"messages":` + strings.Repeat("[", 600) + strings.Repeat("]", 600) + `}`} {
+		`{"messages":` + strings.Repeat("[", 600) + strings.Repeat("]", 600) + `}`,
+		`{"messages":[{"role":"user","content":` + strings.Repeat(`{"a":`, MaxDepth-2) + `1` + strings.Repeat("}", MaxDepth-2) + `}]}`} {
 		require.ErrorIs(t, Fingerprint(openai.ChatCompletions, []byte(body), openai.Span{}, openai.Span{}, &p), ErrMalformed, body)
 		require.Empty(t, p.Checkpoints)
 		require.Zero(t, p.Scanned)

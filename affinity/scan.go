@@ -10,7 +10,7 @@ import (
 const (
 	stopMalformed = -1 // not well-formed JSON where the walk needed it
 	stopFull      = -2 // the canonical stream reached MaxScanBytes
-	stopDepth     = -3 // nesting deeper than openai.MaxDepth
+	stopDepth     = -3 // nesting deeper than MaxDepth
 )
 
 func isWS(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
