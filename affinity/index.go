@@ -66,11 +66,27 @@ type Index struct {
 // set is one set of the cache. A place is empty when its key is 0 (keys are forced odd).
 // order ranks the places from the most recently learned (the low 4 bits) to the least
 // (nibble ways-1): an LRU list in one word, so that choosing and promoting a place costs a
-// few bit operations instead of a scan of times. Empty places rank last.
+// few bit operations instead of a scan of times. Empty places rank last. tags holds a byte
+// of each place's key (0 when empty), so that a search compares 16 places in a few word
+// operations and reads a key only where its tag matches.
 type set struct {
 	order uint64
+	tags  [ways / 8]uint64
 	keys  [ways]uint64
 	hints [ways]hint
+}
+
+const (
+	lsb = 0x0101010101010101
+	msb = 0x8080808080808080
+)
+
+// tagOf is the tag of key: never 0.
+func tagOf(key uint64) uint64 { return key>>8&0xff | 1 }
+
+func (st *set) setTag(w int, tag uint64) {
+	shift := uint(w%8) * 8
+	st.tags[w/8] = st.tags[w/8]&^(0xff<<shift) | tag<<shift
 }
 
 // initialOrder ranks place i at rank i.
@@ -297,9 +313,16 @@ func (x *Index) Lookup(s Scope, p *Print, cands []Candidate) (t Target, prefix i
 
 // find returns the place of key in st, or -1.
 func (x *Index) find(st *set, key uint64) int {
-	for w, k := range st.keys[:x.ways] {
-		if k == key {
-			return w
+	t := tagOf(key) * lsb
+	for half, tags := range st.tags {
+		v := tags ^ t
+		// Bytes of v that are zero: every one is flagged, and a flag above a zero byte may
+		// be false, which the key comparison settles.
+		for m := (v - lsb) &^ v & msb; m != 0; m &= m - 1 {
+			w := half*8 + bits.TrailingZeros64(m)/8
+			if st.keys[w] == key {
+				return w
+			}
 		}
 	}
 	return -1
@@ -342,10 +365,7 @@ func (x *Index) Learn(s Scope, p *Print, t Target) {
 		}
 		mu.Lock()
 		for _, k := range b.cps[lo:hi] {
-			st := &x.sets[b.sets[k]]
-			if !x.fresh(st, b.keys[k], t, now) {
-				x.learn(st, b.keys[k], t, now)
-			}
+			x.learn(&x.sets[b.sets[k]], b.keys[k], t, now)
 		}
 		mu.Unlock()
 	}
@@ -360,7 +380,12 @@ const refreshAfter = int64(time.Second)
 // and ranks in the recent half of its set.
 func (x *Index) fresh(st *set, key uint64, t Target, now int64) bool {
 	w := x.find(st, key)
-	if w < 0 || rank(st.order, w) >= x.ways/2 {
+	return w >= 0 && x.freshAt(st, w, t, now)
+}
+
+// freshAt is fresh for the key at place w.
+func (x *Index) freshAt(st *set, w int, t Target, now int64) bool {
+	if rank(st.order, w) >= x.ways/2 {
 		return false
 	}
 	h := &st.hints[w]
@@ -372,13 +397,18 @@ func (x *Index) fresh(st *set, key uint64, t Target, now int64) bool {
 	return false
 }
 
-// learn makes key lead to t in st, learned now. A new key takes the place ranked last: an
-// empty one, else the least recently learned (an expired key is older than any live one).
+// learn makes key lead to t in st, learned now, unless it is fresh. A new key takes the
+// place ranked last: an empty one, else the least recently learned (an expired key is older
+// than any live one).
 func (x *Index) learn(st *set, key uint64, t Target, now int64) {
 	w := x.find(st, key)
+	if w >= 0 && x.freshAt(st, w, t, now) {
+		return
+	}
 	if w < 0 {
 		w = int(st.order >> (4 * (x.ways - 1)) & 0xf)
 		st.keys[w], st.hints[w] = key, hint{}
+		st.setTag(w, tagOf(key))
 	}
 	st.order = promote(st.order, w)
 	h := &st.hints[w]
@@ -434,6 +464,7 @@ func (x *Index) Forget(s Scope, p *Print, t Target) {
 			}
 			if h.n == 0 {
 				st.keys[w] = 0
+				st.setTag(w, 0)
 				st.order = demote(st.order, w, x.ways-1)
 			}
 		}

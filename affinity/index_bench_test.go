@@ -2,6 +2,7 @@ package affinity
 
 import (
 	"math/rand/v2"
+	"runtime"
 	"sync/atomic"
 	"testing"
 )
@@ -35,6 +36,7 @@ func fullIndex(b *testing.B) *Index {
 	if x.Len() != DefaultMaxEntries {
 		b.Fatalf("index holds %d entries, want %d", x.Len(), DefaultMaxEntries)
 	}
+	runtime.GC() // the setup's garbage is not the benchmark's
 	return x
 }
 
@@ -46,6 +48,7 @@ func BenchmarkIndexLookupLearnMiss(b *testing.B) {
 	ps := syntheticPrints(4*DefaultMaxEntries/MaxCheckpoints, 7) // cycles out before coming back
 	cands := benchCandidates()
 	b.ReportAllocs()
+	b.ResetTimer()
 	i := 0
 	for b.Loop() {
 		p := ps[i%len(ps)]
@@ -68,6 +71,7 @@ func BenchmarkIndexLookupLearnHit(b *testing.B) {
 	}
 	cands := benchCandidates()
 	b.ReportAllocs()
+	b.ResetTimer()
 	i := 0
 	for b.Loop() {
 		p := ps[i%len(ps)]
@@ -79,23 +83,40 @@ func BenchmarkIndexLookupLearnHit(b *testing.B) {
 	}
 }
 
-// BenchmarkIndexParallel runs lookup plus learn of 128 checkpoints from every P (run with
-// -cpu 1,2 to see it scale): each goroutine alternates follow-up turns (hits) and new
-// conversations (misses) over a shared full index.
-func BenchmarkIndexParallel(b *testing.B) {
+// BenchmarkIndexParallelFollowUp is the common case from every P (run with -cpu 1,2 to see
+// it scale): follow-up turns of a few conversations per goroutine, each looked up (all 128
+// checkpoints hit) and learned again on the same target, in a full index.
+func BenchmarkIndexParallelFollowUp(b *testing.B) {
+	benchParallel(b, 8)
+}
+
+// BenchmarkIndexParallelNew is the worst case from every P: every request a conversation
+// the index does not know, so every Learn writes 128 sets the other cores read.
+func BenchmarkIndexParallelNew(b *testing.B) {
+	benchParallel(b, 4*DefaultMaxEntries/MaxCheckpoints)
+}
+
+func benchParallel(b *testing.B, conversations int) {
 	x := fullIndex(b)
 	s := Domain{Route: "r", Model: "m"}.Scope()
-	var seed atomic.Uint64
+	var perG [][]*Print
+	for g := range runtime.GOMAXPROCS(0) { // RunParallel's goroutines
+
+		perG = append(perG, syntheticPrints(conversations, 1000+uint64(g)))
+	}
+	var next atomic.Int64
+	runtime.GC()
 	b.ReportAllocs()
+	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
-		ps := syntheticPrints(64, 1000+seed.Add(1))
+		ps := perG[int(next.Add(1)-1)%len(perG)]
 		cands := benchCandidates()
 		i := 0
 		for pb.Next() {
-			p := ps[i%len(ps)]
+			j := i % len(ps)
 			i++
-			x.Lookup(s, p, cands)
-			x.Learn(s, p, Target(1+i%4))
+			x.Lookup(s, ps[j], cands)
+			x.Learn(s, ps[j], Target(1+j%4)) // one target per conversation
 		}
 	})
 }

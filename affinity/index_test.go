@@ -324,11 +324,11 @@ func TestIndexHoldsOnlyNumbers(t *testing.T) {
 
 func TestIndexAllocatesNothing(t *testing.T) {
 	x := NewIndex(Config{})
-	s := testDomain.Scope()
 	prints := syntheticPrints(64, 9)
 	cs := candidates(1, 2, 3, 4)
 	i := 0
 	allocs := testing.AllocsPerRun(200, func() {
+		s := testDomain.Scope()
 		p := prints[i%len(prints)]
 		i++
 		x.Lookup(s, p, cs)
