@@ -9,7 +9,7 @@ import (
 	"github.com/sluice-gw/sluice/core/openai"
 )
 
-// Fingerprint limits, in bytes of the canonical stream.
+// Fingerprint limits; lengths are in bytes of the canonical stream.
 const (
 	// MaxScanBytes is the most of a request's canonical stream that is hashed: a longer
 	// conversation is fingerprinted by its first 256 KiB.

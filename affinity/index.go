@@ -331,7 +331,7 @@ func (x *Index) find(st *set, key uint64) int {
 // Learn records that target t served a request with fingerprint p in scope s: every
 // checkpoint of p now leads to t (besides up to MaxTargetsPerHint-1 other targets), with its
 // time renewed. Call it after a response, when the target holds the prefix in its cache.
-// A hint t learned less than a second ago, and still among the recent half of its set, is
+// A hint t learned less than a second ago, and not among the last quarter of its set, is
 // left as it is: a follow-up then writes nothing and the index stays shared between cores.
 // It allocates nothing.
 func (x *Index) Learn(s Scope, p *Print, t Target) {
@@ -372,12 +372,12 @@ func (x *Index) Learn(s Scope, p *Print, t Target) {
 }
 
 // refreshAfter is how old a hint must be before Learn renews it: renewing a hint learned
-// less than a second ago (and still in the recent half of its set) would change its expiry
-// and rank by nothing that matters, and cost a write.
+// less than a second ago (and not among the last quarter of its set, the next to be
+// evicted) would change its expiry and rank by nothing that matters, and cost a write.
 const refreshAfter = int64(time.Second)
 
 // fresh reports whether key already leads to t in st, learned less than refreshAfter ago,
-// and ranks in the recent half of its set.
+// and does not rank among the last quarter of its set.
 func (x *Index) fresh(st *set, key uint64, t Target, now int64) bool {
 	w := x.find(st, key)
 	return w >= 0 && x.freshAt(st, w, t, now)
@@ -385,7 +385,7 @@ func (x *Index) fresh(st *set, key uint64, t Target, now int64) bool {
 
 // freshAt is fresh for the key at place w.
 func (x *Index) freshAt(st *set, w int, t Target, now int64) bool {
-	if rank(st.order, w) >= x.ways/2 {
+	if rank(st.order, w) >= x.ways-x.ways/4 {
 		return false
 	}
 	h := &st.hints[w]
