@@ -1,6 +1,7 @@
 package affinity
 
 import (
+	"math"
 	"math/bits"
 	"math/rand/v2"
 	"sync"
@@ -21,8 +22,8 @@ const (
 	// ways is the associativity of the index: a key may sit in any of the 16 places of its
 	// set, and a new key replaces the least recently learned of them.
 	ways = 16
-	// maxShards is the most locks the sets are striped over.
-	maxShards = 16
+	// readLocks is how many read locks the index spreads its readers over.
+	readLocks = 8
 )
 
 // Target is the caller's identifier of a backend: a small integer such as the target's
@@ -48,19 +49,23 @@ type Config struct {
 //
 // It is a set-associative cache, as CPU caches are: a key belongs to one set of 16 places,
 // and a new key takes the place of the least recently learned key of its set (an expired
-// one first). Eviction is thus LRU per set and approximately LRU overall, and finding a key
-// reads one set's 16 keys (two cache lines) instead of chasing a hash chain and an LRU list:
-// that keeps a lookup and a learn of 128 checkpoints within a few microseconds. The sets are
-// striped over up to 16 locks; lookups take them shared. It is safe for concurrent use.
+// one first), unless that key was learned within the last second. Eviction is thus LRU per
+// set and approximately LRU overall, and finding a key compares a tag byte of each of the
+// set's places in two words instead of chasing a hash chain and an LRU list: a lookup and a
+// learn of 128 checkpoints take a few microseconds.
+//
+// It is safe for concurrent use. Readers (Lookup, and Learn until it finds something to
+// change) take one of 8 read locks at random, so that cores serving lookups do not write a
+// common lock word; a writer takes all 8. Learn renews a hint at most once a second, so the
+// follow-up turns of known conversations, the common case, write once a second at most.
 type Index struct {
-	ttl       int64 // ns
-	now       func() time.Time
-	epoch     time.Time
-	seed      uint64
-	ways      int
-	shardMask int
-	sets      []set
-	shards    []shard
+	ttl   int64 // ns
+	now   func() time.Time
+	epoch time.Time
+	seed  uint64
+	ways  int
+	sets  []set
+	locks [readLocks]readLock
 }
 
 // set is one set of the cache. A place is empty when its key is 0 (keys are forced odd).
@@ -126,6 +131,15 @@ type hint struct {
 	used    [MaxTargetsPerHint]int64 // last learned, ns on the index's clock
 }
 
+// last returns when h was last learned, in ns on the index's clock.
+func (h *hint) last() int64 {
+	t := int64(math.MinInt64)
+	for j := 0; j < int(h.n); j++ {
+		t = max(t, h.used[j])
+	}
+	return t
+}
+
 // live reports whether a target of h has not expired.
 func (h *hint) live(now, ttl int64) bool {
 	for j := 0; j < int(h.n); j++ {
@@ -136,8 +150,8 @@ func (h *hint) live(now, ttl int64) bool {
 	return false
 }
 
-// shard is one lock of the stripe, padded so that two locks never share a cache line.
-type shard struct {
+// readLock is one of the index's read locks, padded so that two never share a cache line.
+type readLock struct {
 	mu sync.RWMutex
 	_  [64 - 24]byte
 }
@@ -154,16 +168,35 @@ func NewIndex(cfg Config) *Index {
 		cfg.Now = time.Now
 	}
 	nways, nsets := min(cfg.MaxEntries, ways), max(cfg.MaxEntries/ways, 1)
-	nshards := 1
-	for nshards < maxShards && 2*nshards <= nsets {
-		nshards *= 2
-	}
 	x := &Index{ttl: int64(cfg.TTL), now: cfg.Now, epoch: cfg.Now(), seed: rand.Uint64(),
-		ways: nways, shardMask: nshards - 1, sets: make([]set, nsets), shards: make([]shard, nshards)}
+		ways: nways, sets: make([]set, nsets)}
 	for i := range x.sets {
 		x.sets[i].order = initialOrder
 	}
 	return x
+}
+
+// rlock takes one of the read locks, chosen at random: two cores reading the index rarely
+// write the same lock word, where one shared read lock would bounce between their caches on
+// every call. It returns the lock to give to runlock.
+func (x *Index) rlock() *sync.RWMutex {
+	mu := &x.locks[rand.IntN(readLocks)].mu
+	mu.RLock()
+	return mu
+}
+
+// lock takes every read lock for writing, in order, so that a writer excludes every reader
+// and every other writer.
+func (x *Index) lock() {
+	for i := range x.locks {
+		x.locks[i].mu.Lock()
+	}
+}
+
+func (x *Index) unlock() {
+	for i := len(x.locks) - 1; i >= 0; i-- {
+		x.locks[i].mu.Unlock()
+	}
 }
 
 // clock returns the time in ns since the index was made (monotonic when Now is time.Now).
@@ -185,56 +218,17 @@ func fmix64(k uint64) uint64 {
 // hashes to equal a value that depends on the index's secret seed.
 func (x *Index) scopeKey(s Scope) uint64 { return fmix64(uint64(s) ^ x.seed) }
 
-// setOf returns the set of key, chosen by its top 32 bits (any number of sets).
-func (x *Index) setOf(key uint64) int { return int((key >> 32) * uint64(len(x.sets)) >> 32) }
-
-// batch is the keys of a print's checkpoints grouped by shard, so that one call locks each
-// shard once rather than once per checkpoint.
-type batch struct {
-	keys  [MaxCheckpoints]uint64
-	sets  [MaxCheckpoints]uint32 // set index of each key
-	cps   [MaxCheckpoints]uint8  // checkpoint index, in shard order
-	end   [maxShards]uint8       // end of each shard's run in cps
-	first int                    // the first checkpoint used
-	start int                    // the shard to lock first
+// key returns the index key of checkpoint hash h under scope key sk, and its set (chosen by
+// the key's top 32 bits, for any number of sets).
+func (x *Index) key(sk, h uint64) (uint64, *set) {
+	key := fmix64(h^sk) | 1
+	return key, &x.sets[(key>>32)*uint64(len(x.sets))>>32]
 }
 
-// run returns the range of cps that falls in shard si.
-func (b *batch) run(si int) (lo, hi int) {
-	if si > 0 {
-		lo = int(b.end[si-1])
-	}
-	return lo, int(b.end[si])
-}
-
-func (x *Index) group(b *batch, s Scope, p *Print) {
-	cps := p.Checkpoints
-	b.first = max(len(cps)-MaxCheckpoints, 0) // a hand-built print: its longest ones
-	cps = cps[b.first:]
-	sk := x.scopeKey(s)
-	var count [maxShards + 1]int
-	for k := range cps {
-		key := fmix64(cps[k].Hash^sk) | 1
-		si := x.setOf(key)
-		b.keys[k], b.sets[k] = key, uint32(si)
-		count[si&x.shardMask+1]++
-	}
-	for i := 1; i <= len(x.shards); i++ {
-		count[i] += count[i-1]
-	}
-	for k := range cps {
-		sh := int(b.sets[k]) & x.shardMask
-		b.cps[count[sh]] = uint8(k)
-		count[sh]++
-	}
-	for i := range x.shards {
-		b.end[i] = uint8(count[i])
-	}
-	// Callers with different prints take the locks in different orders, so that two of
-	// them rarely queue behind each other lock after lock.
-	if len(cps) > 0 {
-		b.start = int(b.keys[0]>>8) & x.shardMask
-	}
+// checkpoints returns the checkpoints of p the index uses: all of a print Fingerprint made,
+// the longest MaxCheckpoints of one made by hand.
+func checkpoints(p *Print) []Checkpoint {
+	return p.Checkpoints[max(len(p.Checkpoints)-MaxCheckpoints, 0):]
 }
 
 // Candidate is a target the caller may send the request to. The caller sets Target and
@@ -255,7 +249,7 @@ type Candidate struct {
 // and still alive, and records it in the candidate's Prefix and Used (0 when none). It
 // returns the candidate target with the longest such prefix (the most recently learned of
 // equal ones) and that prefix in canonical bytes; ok is false when no candidate has one.
-// Lookup does not change the index. It allocates nothing.
+// Lookup does not change the index and takes one shared lock. It allocates nothing.
 func (x *Index) Lookup(s Scope, p *Print, cands []Candidate) (t Target, prefix int, ok bool) {
 	for i := range cands {
 		cands[i].Prefix, cands[i].Used = 0, 0
@@ -264,39 +258,31 @@ func (x *Index) Lookup(s Scope, p *Print, cands []Candidate) (t Target, prefix i
 		return 0, 0, false
 	}
 	now := x.clock()
-	var b batch
-	x.group(&b, s, p)
-	cps := p.Checkpoints[b.first:]
-	for j := range x.shards {
-		si := (b.start + j) & x.shardMask
-		lo, hi := b.run(si)
-		if lo == hi {
+	sk, cps := x.scopeKey(s), checkpoints(p)
+	found := 0
+	mu := x.rlock()
+	// Longest first: a candidate's first hint is its longest.
+	for k := len(cps) - 1; k >= 0 && found < len(cands); k-- {
+		key, st := x.key(sk, cps[k].Hash)
+		pl := x.find(st, key)
+		if pl < 0 {
 			continue
 		}
-		mu := &x.shards[si].mu
-		mu.RLock()
-		for _, k := range b.cps[lo:hi] {
-			st := &x.sets[b.sets[k]]
-			w := x.find(st, b.keys[k])
-			if w < 0 {
+		h := &st.hints[pl]
+		for j := 0; j < int(h.n); j++ {
+			if now-h.used[j] >= x.ttl {
 				continue
 			}
-			h := &st.hints[w]
-			prefix := cps[k].Prefix
-			for j := 0; j < int(h.n); j++ {
-				if now-h.used[j] >= x.ttl {
-					continue
-				}
-				for ci := range cands {
-					c := &cands[ci]
-					if c.Target == h.targets[j] && prefix > c.Prefix {
-						c.Prefix, c.Used = prefix, h.used[j]
-					}
+			for ci := range cands {
+				c := &cands[ci]
+				if c.Target == h.targets[j] && c.Prefix == 0 {
+					c.Prefix, c.Used = cps[k].Prefix, h.used[j]
+					found++
 				}
 			}
 		}
-		mu.RUnlock()
 	}
+	mu.RUnlock()
 	best := -1
 	for i := range cands {
 		c := &cands[i]
@@ -319,9 +305,9 @@ func (x *Index) find(st *set, key uint64) int {
 		// Bytes of v that are zero: every one is flagged, and a flag above a zero byte may
 		// be false, which the key comparison settles.
 		for m := (v - lsb) &^ v & msb; m != 0; m &= m - 1 {
-			w := half*8 + bits.TrailingZeros64(m)/8
-			if st.keys[w] == key {
-				return w
+			pl := half*8 + bits.TrailingZeros64(m)/8
+			if st.keys[pl] == key {
+				return pl
 			}
 		}
 	}
@@ -331,64 +317,54 @@ func (x *Index) find(st *set, key uint64) int {
 // Learn records that target t served a request with fingerprint p in scope s: every
 // checkpoint of p now leads to t (besides up to MaxTargetsPerHint-1 other targets), with its
 // time renewed. Call it after a response, when the target holds the prefix in its cache.
-// A hint t learned less than a second ago, and not among the last quarter of its set, is
-// left as it is: a follow-up then writes nothing and the index stays shared between cores.
-// It allocates nothing.
+// A hint t learned less than refreshAfter (1 s) ago is left as it is: a follow-up turn
+// then writes nothing and takes one shared lock, and cores serving follow-ups do not wait
+// for each other. Learn allocates nothing.
 func (x *Index) Learn(s Scope, p *Print, t Target) {
 	if len(p.Checkpoints) == 0 {
 		return
 	}
 	now := x.clock()
-	var b batch
-	x.group(&b, s, p)
-	for j := range x.shards {
-		si := (b.start + j) & x.shardMask
-		lo, hi := b.run(si)
-		if lo == hi {
-			continue
+	sk, cps := x.scopeKey(s), checkpoints(p)
+	mu := x.rlock()
+	stale := false
+	for k := range cps {
+		key, st := x.key(sk, cps[k].Hash)
+		if pl := x.find(st, key); pl >= 0 && !x.fresh(st, pl, t, now) || pl < 0 && x.admits(st, now) {
+			stale = true
+			break
 		}
-		mu := &x.shards[si].mu
-		// A follow-up request mostly renews what it learned a moment ago: check under the
-		// shared lock first, so that such a Learn writes nothing and the cores serving
-		// lookups keep their copies of the sets.
-		mu.RLock()
-		stale := false
-		for _, k := range b.cps[lo:hi] {
-			if !x.fresh(&x.sets[b.sets[k]], b.keys[k], t, now) {
-				stale = true
-				break
-			}
-		}
-		mu.RUnlock()
-		if !stale {
-			continue
-		}
-		mu.Lock()
-		for _, k := range b.cps[lo:hi] {
-			x.learn(&x.sets[b.sets[k]], b.keys[k], t, now)
-		}
-		mu.Unlock()
 	}
+	mu.RUnlock()
+	if !stale {
+		return
+	}
+	x.lock()
+	for k := range cps {
+		key, st := x.key(sk, cps[k].Hash)
+		x.learn(st, key, t, now)
+	}
+	x.unlock()
 }
 
-// refreshAfter is how old a hint must be before Learn renews it: renewing a hint learned
-// less than a second ago (and not among the last quarter of its set, the next to be
-// evicted) would change its expiry and rank by nothing that matters, and cost a write.
+// refreshAfter is how old a hint must be before Learn renews it. The recency the index
+// evicts by is thus kept to the second, which is nothing against a 5-minute TTL, and a
+// renewal costs the exclusive lock.
 const refreshAfter = int64(time.Second)
 
-// fresh reports whether key already leads to t in st, learned less than refreshAfter ago,
-// and does not rank among the last quarter of its set.
-func (x *Index) fresh(st *set, key uint64, t Target, now int64) bool {
-	w := x.find(st, key)
-	return w >= 0 && x.freshAt(st, w, t, now)
+// admits reports whether a new key may enter st: its least recently learned place is empty
+// or was learned at least refreshAfter ago. A key learned within the last second is not
+// displaced: when new keys arrive faster than a set can age, the newest are dropped rather
+// than churning the set (and the exclusive lock) on every Learn.
+func (x *Index) admits(st *set, now int64) bool {
+	lru := int(st.order >> (4 * (x.ways - 1)) & 0xf)
+	return st.keys[lru] == 0 || now-st.hints[lru].last() >= refreshAfter
 }
 
-// freshAt is fresh for the key at place w.
-func (x *Index) freshAt(st *set, w int, t Target, now int64) bool {
-	if rank(st.order, w) >= x.ways-x.ways/4 {
-		return false
-	}
-	h := &st.hints[w]
+// fresh reports whether the key at place pl of st leads to t, learned less than
+// refreshAfter ago.
+func (x *Index) fresh(st *set, pl int, t Target, now int64) bool {
+	h := &st.hints[pl]
 	for j := 0; j < int(h.n); j++ {
 		if h.targets[j] == t {
 			return now-h.used[j] < refreshAfter
@@ -402,10 +378,13 @@ func (x *Index) freshAt(st *set, w int, t Target, now int64) bool {
 // than any live one).
 func (x *Index) learn(st *set, key uint64, t Target, now int64) {
 	w := x.find(st, key)
-	if w >= 0 && x.freshAt(st, w, t, now) {
+	if w >= 0 && x.fresh(st, w, t, now) {
 		return
 	}
 	if w < 0 {
+		if !x.admits(st, now) {
+			return
+		}
 		w = int(st.order >> (4 * (x.ways - 1)) & 0xf)
 		st.keys[w], st.hints[w] = key, hint{}
 		st.setTag(w, tagOf(key))
@@ -437,38 +416,29 @@ func (x *Index) Forget(s Scope, p *Print, t Target) {
 	if len(p.Checkpoints) == 0 {
 		return
 	}
-	var b batch
-	x.group(&b, s, p)
-	for j := range x.shards {
-		si := (b.start + j) & x.shardMask
-		lo, hi := b.run(si)
-		if lo == hi {
+	sk, cps := x.scopeKey(s), checkpoints(p)
+	x.lock()
+	defer x.unlock()
+	for k := range cps {
+		key, st := x.key(sk, cps[k].Hash)
+		pl := x.find(st, key)
+		if pl < 0 {
 			continue
 		}
-		mu := &x.shards[si].mu
-		mu.Lock()
-		for _, k := range b.cps[lo:hi] {
-			st := &x.sets[b.sets[k]]
-			w := x.find(st, b.keys[k])
-			if w < 0 {
-				continue
-			}
-			h := &st.hints[w]
-			for j := 0; j < int(h.n); j++ {
-				if h.targets[j] == t {
-					last := h.n - 1
-					h.targets[j], h.used[j] = h.targets[last], h.used[last]
-					h.n = last
-					break
-				}
-			}
-			if h.n == 0 {
-				st.keys[w] = 0
-				st.setTag(w, 0)
-				st.order = demote(st.order, w, x.ways-1)
+		h := &st.hints[pl]
+		for j := 0; j < int(h.n); j++ {
+			if h.targets[j] == t {
+				last := h.n - 1
+				h.targets[j], h.used[j] = h.targets[last], h.used[last]
+				h.n = last
+				break
 			}
 		}
-		mu.Unlock()
+		if h.n == 0 {
+			st.keys[pl] = 0
+			st.setTag(pl, 0)
+			st.order = demote(st.order, pl, x.ways-1)
+		}
 	}
 }
 
@@ -476,18 +446,15 @@ func (x *Index) Forget(s Scope, p *Print, t Target) {
 func (x *Index) Len() int {
 	now := x.clock()
 	n := 0
-	for si := range x.shards {
-		mu := &x.shards[si].mu
-		mu.RLock()
-		for i := si; i < len(x.sets); i += len(x.shards) {
-			st := &x.sets[i]
-			for w := 0; w < x.ways; w++ {
-				if st.keys[w] != 0 && st.hints[w].live(now, x.ttl) {
-					n++
-				}
+	mu := x.rlock()
+	defer mu.RUnlock()
+	for i := range x.sets {
+		st := &x.sets[i]
+		for pl := 0; pl < x.ways; pl++ {
+			if st.keys[pl] != 0 && st.hints[pl].live(now, x.ttl) {
+				n++
 			}
 		}
-		mu.RUnlock()
 	}
 	return n
 }

@@ -163,7 +163,8 @@ func TestEachTargetOfAHintExpiresOnItsOwn(t *testing.T) {
 }
 
 func TestIndexKeepsAtMost4096Entries(t *testing.T) {
-	x := NewIndex(Config{})
+	clock := newFakeClock()
+	x := NewIndex(Config{Now: clock.Now})
 	s := testDomain.Scope()
 	old := syntheticPrints(4, 1)
 	for _, p := range old {
@@ -171,6 +172,7 @@ func TestIndexKeepsAtMost4096Entries(t *testing.T) {
 	}
 	var last *Print
 	for _, p := range syntheticPrints(8*DefaultMaxEntries/MaxCheckpoints, 2) {
+		clock.Advance(100 * time.Millisecond)
 		x.Learn(s, p, 2)
 		require.LessOrEqual(t, x.Len(), DefaultMaxEntries)
 		last = p
@@ -215,6 +217,47 @@ func TestLeastRecentlyLearnedGoFirst(t *testing.T) {
 		x.Learn(s, onePoint(h), 1)
 	}
 	require.Equal(t, 5, x.Len())
+}
+
+func TestNewKeysDoNotDisplaceKeysLearnedWithinASecond(t *testing.T) {
+	clock := newFakeClock()
+	x := NewIndex(Config{Now: clock.Now, MaxEntries: 16})
+	s := testDomain.Scope()
+	for h := uint64(0); h < 16; h++ {
+		x.Learn(s, onePoint(h), 1)
+	}
+	clock.Advance(999 * time.Millisecond)
+	x.Learn(s, onePoint(16), 1)
+	_, _, ok := x.Lookup(s, onePoint(16), candidates(1))
+	require.False(t, ok, "every place was learned within the last second")
+	_, _, ok = x.Lookup(s, onePoint(0), candidates(1))
+	require.True(t, ok)
+
+	clock.Advance(time.Millisecond)
+	x.Learn(s, onePoint(16), 1)
+	_, _, ok = x.Lookup(s, onePoint(16), candidates(1))
+	require.True(t, ok, "a second later the least recently learned gives way")
+	_, _, ok = x.Lookup(s, onePoint(0), candidates(1))
+	require.False(t, ok)
+}
+
+func TestLearnRenewsOncePerSecond(t *testing.T) {
+	clock := newFakeClock()
+	x := NewIndex(Config{Now: clock.Now})
+	s := testDomain.Scope()
+	p := onePoint(5)
+	x.Learn(s, p, 1)
+	cs := candidates(1)
+	x.Lookup(s, p, cs)
+	first := cs[0].Used
+	clock.Advance(500 * time.Millisecond)
+	x.Learn(s, p, 1)
+	x.Lookup(s, p, cs)
+	require.Equal(t, first, cs[0].Used, "learned half a second ago: left as it is")
+	clock.Advance(500 * time.Millisecond)
+	x.Learn(s, p, 1)
+	x.Lookup(s, p, cs)
+	require.Equal(t, first+int64(time.Second), cs[0].Used)
 }
 
 func TestForget(t *testing.T) {
