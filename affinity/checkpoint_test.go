@@ -142,6 +142,17 @@ func TestCheckpointsCappedAt128(t *testing.T) {
 	// The next turn still finds this one's last message end.
 	next := fingerprint(t, openai.ChatCompletions, chat("s", append(turns, "more", "and more")...))
 	require.Contains(t, next.Checkpoints, p.Checkpoints[len(p.Checkpoints)-1])
+
+	// A request that branches off early shares the fixed checkpoints before its branch.
+	branch := fingerprint(t, openai.ChatCompletions, chat("s", append(turns[:20:20], "elsewhere")...))
+	x := NewIndex(Config{})
+	x.Learn(testDomain.Scope(), p, 1)
+	_, prefix, ok := x.Lookup(testDomain.Scope(), branch, candidates(1))
+	require.True(t, ok)
+	// The long request kept no message end that early, so the match is the last fixed
+	// checkpoint before the branch point.
+	at := branch.Checkpoints[len(branch.Checkpoints)-2].Prefix
+	require.Equal(t, at/CheckpointEvery*CheckpointEvery, prefix)
 }
 
 func TestFingerprintHashesAtMost256KiB(t *testing.T) {
