@@ -1,0 +1,125 @@
+package affinity
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestSelectNeedsHalfOfTheScannedRequest(t *testing.T) {
+	cs := []Candidate{{Target: 1, Prefix: 4999}, {Target: 2}}
+	c := Select(cs, 10000, 7)
+	require.Equal(t, OutcomeShort, c.Outcome, "4999 of 10000 bytes is less than half")
+	require.Zero(t, c.Prefix)
+	require.Equal(t, rendezvousPick(cs, 7), c.Index)
+
+	cs[0].Prefix = 5000
+	c = Select(cs, 10000, 7)
+	require.Equal(t, Choice{Index: 0, Prefix: 5000, Outcome: OutcomeHit}, c, "exactly half counts")
+}
+
+func TestSelectLoadBand(t *testing.T) {
+	// The longest match is on a target two operations above the least loaded: out of band.
+	cs := []Candidate{
+		{Target: 1, Load: 5, Prefix: 9000},
+		{Target: 2, Load: 3},
+		{Target: 3, Load: 4, Prefix: 6000},
+		{Target: 4, Load: 3},
+	}
+	c := Select(cs, 10000, 99)
+	require.Equal(t, Choice{Index: 2, Prefix: 6000, Outcome: OutcomeHit}, c, "one above the least is in band")
+
+	cs[2].Load = 5
+	c = Select(cs, 10000, 99)
+	require.Equal(t, OutcomeBusy, c.Outcome)
+	require.Contains(t, []int{1, 3}, c.Index, "rendezvous among the band only")
+	require.Equal(t, rendezvousPick([]Candidate{cs[1], cs[3]}, 99), map[int]int{1: 0, 3: 1}[c.Index])
+}
+
+func TestSelectTies(t *testing.T) {
+	// The longest prefix wins even over a less loaded candidate in band.
+	cs := []Candidate{{Target: 1, Load: 1, Prefix: 8000}, {Target: 2, Load: 0, Prefix: 6000}}
+	require.Equal(t, 0, Select(cs, 10000, 1).Index)
+
+	// Equal prefixes: the lower load.
+	cs = []Candidate{{Target: 1, Load: 1, Prefix: 8000, Used: 50}, {Target: 2, Load: 0, Prefix: 8000, Used: 10}}
+	require.Equal(t, 1, Select(cs, 10000, 1).Index)
+
+	// Equal prefixes and loads: the most recently used.
+	cs[1].Load = 1
+	require.Equal(t, 0, Select(cs, 10000, 1).Index)
+
+	// All equal: the rendezvous order, whatever the order of the slice.
+	for conv := uint64(0); conv < 50; conv++ {
+		a := []Candidate{{Target: 1, Prefix: 8000}, {Target: 2, Prefix: 8000}, {Target: 3, Prefix: 8000}}
+		b := []Candidate{a[2], a[0], a[1]}
+		require.Equal(t, a[Select(a, 10000, conv).Index].Target, b[Select(b, 10000, conv).Index].Target)
+		require.Equal(t, a[rendezvousPick(a, conv)].Target, a[Select(a, 10000, conv).Index].Target)
+	}
+}
+
+func TestSelectWithoutHints(t *testing.T) {
+	require.Equal(t, Choice{Index: -1}, Select(nil, 100, 1))
+	cs := []Candidate{{Target: 1}, {Target: 2}}
+	c := Select(cs, 0, 1)
+	require.Equal(t, OutcomeMiss, c.Outcome)
+	require.Equal(t, rendezvousPick(cs, 1), c.Index)
+	require.Equal(t, "miss", c.Outcome.String())
+	require.Equal(t, "hit", OutcomeHit.String())
+}
+
+// rendezvousPick is the highest-random-weight candidate, by definition.
+func rendezvousPick(cs []Candidate, conv uint64) int {
+	best := 0
+	for i := range cs {
+		if RendezvousWeight(conv, cs[i].Target) > RendezvousWeight(conv, cs[best].Target) {
+			best = i
+		}
+	}
+	return best
+}
+
+// TestRendezvousIsTheSameInEveryProcess pins rendezvous choices: replicas of the gateway,
+// built from any version, must send a conversation to the same target.
+func TestRendezvousIsTheSameInEveryProcess(t *testing.T) {
+	cs := []Candidate{{Target: 0}, {Target: 1}, {Target: 2}, {Target: 3}}
+	var got []Target
+	for _, conv := range []uint64{0, 1, 2, 0xdeadbeef, 0x2030e3919a489934, 1 << 63} {
+		got = append(got, cs[Select(cs, 0, conv).Index].Target)
+	}
+	require.Equal(t, []Target{1, 0, 3, 3, 2, 0}, got)
+	require.Equal(t, uint64(0x871af5cecade18c4), RendezvousWeight(0x2030e3919a489934, 3))
+}
+
+func TestRendezvousSpreadsAndMovesLittle(t *testing.T) {
+	const keys = 20000
+	cs := []Candidate{{Target: 10}, {Target: 11}, {Target: 12}, {Target: 13}}
+	r := rand.New(rand.NewPCG(3, 4))
+	count := map[Target]int{}
+	moved := 0
+	for range keys {
+		conv := r.Uint64()
+		was := cs[Select(cs, 0, conv).Index].Target
+		count[was]++
+		// Without target 13, only its conversations move.
+		now := cs[Select(cs[:3], 0, conv).Index].Target
+		if now != was {
+			require.Equal(t, Target(13), was)
+			moved++
+		}
+	}
+	for _, c := range cs {
+		require.InDelta(t, keys/4, count[c.Target], keys/4*0.05, "target %d", c.Target)
+	}
+	require.Equal(t, count[13], moved)
+
+	// Small consecutive keys and targets spread too.
+	count = map[Target]int{}
+	for conv := range uint64(keys) {
+		count[cs[Select(cs, 0, conv).Index].Target]++
+	}
+	for _, c := range cs {
+		require.InDelta(t, keys/4, count[c.Target], keys/4*0.05, "target %d", c.Target)
+	}
+}

@@ -1,0 +1,110 @@
+package fuzz
+
+import (
+	"encoding/json"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/sluice-gw/sluice/affinity"
+	"github.com/sluice-gw/sluice/core/openai"
+)
+
+var affinityEndpoints = [...]openai.Endpoint{openai.ChatCompletions, openai.Responses, openai.Messages}
+
+// FuzzAffinityCanonical checks the prefix fingerprint's normaliser. affinity.Fingerprint never
+// panics, and its checkpoints are within bounds. For a body encoding/json reads, the same
+// body re-encoded by encoding/json (keys sorted, white space dropped, strings re-escaped,
+// numbers rewritten) and indented gives the same result: the same error, or the same
+// canonical stream, checkpoints and conversation key. When openai.Peek accepts the body, the
+// spans it found change nothing either.
+func FuzzAffinityCanonical(f *testing.F) {
+	for _, s := range []struct {
+		ep   uint8
+		body string
+	}{
+		{0, `{"model":"gpt-4o","messages":[{"role":"system","content":"Be brief.\n"},{"role":"user","content":[{"type":"text","text":"h\u0069 \/ \ud83d\ude00"}],"name":"bob"}],"temperature":0.5,"prompt_cache_key":"k"}`},
+		{0, `{"model":"m","messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{\"a\":1}"}}]},{"role":"tool","tool_call_id":"c","content":"1e2"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"a":{"type":"number","maximum":1.5E+3}}}}}]}`},
+		{0, `{"model":"m","messages":[{"content":"x","role":"user","role":"assistant"}],"x":[1,{"a":[true,false,null,-0.5e-3]}]}`},
+		{1, `{"model":"r","input":[{"type":"message","id":"m1","status":"completed","role":"user","content":[{"type":"input_text","text":"x"}]},{"type":"function_call_output","call_id":"c","output":"1"}],"instructions":"be brief","previous_response_id":"resp_1"}`},
+		{1, `{"model":"r","input":"hello \u00e9","instructions":null}`},
+		{2, `{"model":"c","max_tokens":64,"system":[{"type":"text","text":"s","cache_control":{"type":"ephemeral"}}],"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":[{"type":"text","text":"r"}]}]}],"tools":[{"name":"t","input_schema":{}}]}`},
+		{0, `{"model":"m","messages":[{"role":"user","content":"\u0000\u001f\u007f\u2028"}]}`},
+		{0, `{"messages":[]}`},
+		{0, `[]`},
+		{0, ``},
+	} {
+		f.Add([]byte(s.body), s.ep)
+	}
+	f.Fuzz(func(t *testing.T, body []byte, epIndex uint8) {
+		ep := affinityEndpoints[int(epIndex)%len(affinityEndpoints)]
+		var p affinity.Print
+		err := affinity.Fingerprint(ep, body, openai.Span{}, openai.Span{}, &p)
+		checkPrint(t, &p, err)
+
+		var r openai.Request
+		if openai.Peek(ep, body, &r) == nil {
+			var q affinity.Print
+			qerr := affinity.Fingerprint(ep, body, r.Prompt, r.System, &q)
+			samePrint(t, "with Peek's spans", &p, err, &q, qerr)
+		}
+
+		var v any
+		if !utf8.Valid(body) || json.Unmarshal(body, &v) != nil {
+			return // encoding/json would change invalid UTF-8, or refuse the body
+		}
+		for _, enc := range []func(any) ([]byte, error){
+			json.Marshal,
+			func(v any) ([]byte, error) { return json.MarshalIndent(v, " ", "\t") },
+		} {
+			again, merr := enc(v)
+			if merr != nil {
+				t.Fatalf("re-encoding: %v", merr)
+			}
+			var q affinity.Print
+			qerr := affinity.Fingerprint(ep, again, openai.Span{}, openai.Span{}, &q)
+			samePrint(t, "re-encoded as "+string(again), &p, err, &q, qerr)
+		}
+	})
+}
+
+func checkPrint(t *testing.T, p *affinity.Print, err error) {
+	t.Helper()
+	if err != nil {
+		if p.Scanned != 0 || len(p.Checkpoints) != 0 {
+			t.Fatalf("error %v with a print", err)
+		}
+		return
+	}
+	if p.Scanned > affinity.MaxScanBytes || p.Scanned != len(p.Canonical()) {
+		t.Fatalf("scanned %d of %d canonical bytes", p.Scanned, len(p.Canonical()))
+	}
+	if len(p.Checkpoints) > affinity.MaxCheckpoints {
+		t.Fatalf("%d checkpoints", len(p.Checkpoints))
+	}
+	prev := 0
+	for _, cp := range p.Checkpoints {
+		if cp.Prefix < affinity.MinPrefixBytes || cp.Prefix > p.Scanned || cp.Prefix <= prev {
+			t.Fatalf("checkpoint at %d after %d in %d bytes", cp.Prefix, prev, p.Scanned)
+		}
+		prev = cp.Prefix
+	}
+}
+
+func samePrint(t *testing.T, what string, p *affinity.Print, perr error, q *affinity.Print, qerr error) {
+	t.Helper()
+	if perr != qerr {
+		t.Fatalf("%s: error %v, want %v", what, qerr, perr)
+	}
+	if string(p.Canonical()) != string(q.Canonical()) {
+		t.Fatalf("%s: canonical stream\n%s\nwant\n%s", what, q.Canonical(), p.Canonical())
+	}
+	if len(p.Checkpoints) != len(q.Checkpoints) || p.Conversation != q.Conversation {
+		t.Fatalf("%s: %d checkpoints, conversation %x; want %d, %x", what,
+			len(q.Checkpoints), q.Conversation, len(p.Checkpoints), p.Conversation)
+	}
+	for k := range p.Checkpoints {
+		if p.Checkpoints[k] != q.Checkpoints[k] {
+			t.Fatalf("%s: checkpoint %d is %+v, want %+v", what, k, q.Checkpoints[k], p.Checkpoints[k])
+		}
+	}
+}
