@@ -287,7 +287,7 @@ func TestOptionsAreValidated(t *testing.T) {
 		{Target: "https://x", Concurrency: 1, Duration: time.Second},
 		{Target: "::", Concurrency: 1, Duration: time.Second},
 		{Target: "http://x", Concurrency: 1, Duration: time.Second, Workload: "nope"},
-		// Found by a fresh user's trial: NaN ran as an empty closed loop, 1e12 never ended.
+		// NaN must not run as an empty closed loop, nor 1e12 never end.
 		{Target: "http://x", Rate: math.NaN(), Duration: time.Second},
 		{Target: "http://x", Rate: -5, Duration: time.Second},
 		{Target: "http://x", Rate: math.Inf(1), Duration: time.Second},
@@ -386,8 +386,8 @@ func TestCancelStopsLowRateOpenLoop(t *testing.T) {
 }
 
 // TestOverloadedOpenLoopReportsTheRateServed: a target slower than the offered rate answers the
-// window's requests during the drain; RPS is what it served, not what was offered (found by a
-// fresh user's trial: 30,000 req/s offered through a proxy serving ~9,500 reported 30,000).
+// window's requests during the drain; RPS is what it served, not what was offered (30,000
+// req/s offered through a proxy serving ~9,500 must not report 30,000).
 // The schedule has exactly rate × window requests.
 func TestOverloadedOpenLoopReportsTheRateServed(t *testing.T) {
 	// One connection, 10 ms per response: at most ~100 req/s however many are offered.
@@ -412,7 +412,7 @@ func TestOverloadedOpenLoopReportsTheRateServed(t *testing.T) {
 }
 
 // TestHungTargetIsNotACleanClosedLoop: requests sent during warmup that never get an answer
-// are unfinished, not invisible (found by a fresh user's trial: "0 ok, 0 errors, 0 unfinished").
+// are unfinished, not invisible (never "0 ok, 0 errors, 0 unfinished").
 func TestHungTargetIsNotACleanClosedLoop(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -424,7 +424,7 @@ func TestFleetFileErrorsArePositioned(t *testing.T) {
 }
 
 // TestFleetFileErrorsAreReadable: no Go type names or repeated prefixes in fleet file errors,
-// and settings that were silently accepted are refused (found by a fresh user's trial).
+// and settings that were silently accepted are refused.
 func TestFleetFileErrorsAreReadable(t *testing.T) {
 	for bad, want := range map[string]string{
 		"seed = \"abc\"\n":                                  "bad.toml:1:8: cannot decode TOML string into an integer",

@@ -359,8 +359,7 @@ func TestOffsetPos(t *testing.T) {
 }
 
 // TestRuleSyntaxReportedWithOtherErrors: a bad rule and a bad service reference in one file
-// are reported in one run (found by a fresh user's trial: the rule error only showed once
-// everything else was fixed).
+// are reported in one run, not the rule error only once everything else was fixed.
 func TestRuleSyntaxReportedWithOtherErrors(t *testing.T) {
 	_, err := LoadBytes("v.toml", []byte("[entrypoints.web]\naddress = \"127.0.0.1:0\"\n"+
 		"[routers.a]\nrule = \"Nope(`x`)\"\nservice = \"up\"\n"+
@@ -379,7 +378,7 @@ func TestRuleSyntaxReportedWithOtherErrors(t *testing.T) {
 }
 
 // TestDuplicateEntryDoesNotHideOtherErrors: a router defined in two files is reported together
-// with the rest (found by a second fresh user's trial: the duplicate hid eight other errors).
+// with the rest (a duplicate must not hide the other errors).
 func TestDuplicateEntryDoesNotHideOtherErrors(t *testing.T) {
 	dir := writeFiles(t, map[string]string{
 		"a.toml": "[entrypoints.web]\naddress = \"127.0.0.1:0\"\nmax_connections = 1.5\n[routers.r1]\nrule = \"PathPrefix(`/`)\"\nservice = \"up\"\n",

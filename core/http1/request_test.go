@@ -96,7 +96,7 @@ func TestRequestLine(t *testing.T) {
 		{"asterisk-form", "OPTIONS * HTTP/1.1", 0, "*", ""},
 		{"absolute-form", "GET http://example.com/x?y HTTP/1.1", 0, "/x", "y"},
 		{"absolute-form no path", "GET HTTPS://example.com HTTP/1.1", 0, "/", ""},
-		// Tunnels are not proxied (found by a fresh user's trial: CONNECT was forwarded upstream).
+		// Tunnels are not proxied: CONNECT must not be forwarded upstream.
 		{"authority-form", "CONNECT example.com:443 HTTP/1.1", 501, "", ""},
 		{"CONNECT origin-form", "CONNECT /v1/ok HTTP/1.1", 501, "", ""},
 		{"asterisk-form not OPTIONS", "GET * HTTP/1.1", 400, "", ""},
