@@ -294,8 +294,8 @@ func TestOptionsAreValidated(t *testing.T) {
 		{Target: "http://x", Rate: 1e12, Duration: time.Second},
 		{Target: "http://x", Concurrency: -1, Duration: time.Second},
 		{Target: "http://x", Rate: 10, Connections: -1, Duration: time.Second},
-		// Found by a second trial: 1e-9 req/s overflowed the schedule and spun, 1e8 connections
-		// were OOM-killed, 2562047h overflowed warmup+duration.
+		// Bounds: 1e-9 req/s would overflow the schedule and spin, 1e8 connections would be
+		// OOM-killed, 2562047h would overflow warmup+duration.
 		{Target: "http://x", Rate: 1e-9, Duration: time.Second},
 		{Target: "http://x", Rate: 10, Connections: MaxConnections + 1, Duration: time.Second},
 		{Target: "http://x", Concurrency: MaxConnections + 1, Duration: time.Second},
