@@ -18,6 +18,9 @@ import (
 	"github.com/sluice-gw/sluice/core/gateway"
 )
 
+// deadUpstream is an address where nothing listens, for upstreams that refuse connections.
+const deadUpstream = "127.0.0.1:1"
+
 // engines are the two ingress engines; every gateway behaviour test runs on both.
 var engines = []string{"gnet", "fasthttp"}
 

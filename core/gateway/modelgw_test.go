@@ -50,10 +50,9 @@ func startModelGateway(t *testing.T, engine, sim string) string {
 // startModelGatewayAdmin is startModelGateway that also returns the admin API's base URL.
 func startModelGatewayAdmin(t *testing.T, engine, sim string) (string, string) {
 	t.Helper()
-	dead, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	deadAddr := dead.Addr().String()
-	require.NoError(t, dead.Close())
+	// Nothing listens on port 1, and no listener on port 0 is ever given it: a port closed
+	// by the test could be handed to one of its own listeners and answer.
+	deadAddr := deadUpstream
 	toml := fmt.Sprintf(`
 [entrypoints.web]
 address = "127.0.0.1:0"

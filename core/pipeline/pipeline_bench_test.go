@@ -65,7 +65,7 @@ func benchRouteToUpstreamHead(b *testing.B, trusted []netip.Prefix) {
 			b.Fatal(err)
 		}
 		bk, _ := rc.pick()
-		if bk == nil || len(rc.upHead) == 0 {
+		if bk == nil || len(*rc.upHead) == 0 {
 			b.Fatal("no backend")
 		}
 		if rc.trusted != (trusted != nil) {

@@ -59,7 +59,7 @@ type RequestCtx struct {
 	kv        []byte // backing store of added header fields
 	upExtra   []fieldRef
 	respExtra []fieldRef
-	upHead    []byte
+	upHead    *[]byte // the upstream head, from pick to the end of its round trip
 
 	outcome     Outcome
 	dialCounted bool // connect failures were counted as they happened

@@ -154,7 +154,12 @@ func (rc *RequestCtx) pick() (*Backend, error) {
 			rc.Exclude(b.LB.ID)
 			continue
 		}
-		rc.upHead = appendUpstreamHead(rc.upHead[:0], rc, b)
+		if rc.upHead == nil {
+			// Borrowed for the round trip only: an idle keep-alive connection keeps no head
+			// buffer (thousands of idle connections would each pin one).
+			rc.upHead = GetBuf()
+		}
+		*rc.upHead = appendUpstreamHead((*rc.upHead)[:0], rc, b)
 		return b, nil
 	}
 }
@@ -274,7 +279,9 @@ func (rc *RequestCtx) roundTrip(b *Backend) error {
 		return errClientGone
 	}
 	x.Idempotent = rc.idempotent()
-	err := x.RoundTrip(b.Pool, rc.upHead, rc.Req.Body, rc.isHEAD)
+	err := x.RoundTrip(b.Pool, *rc.upHead, rc.Req.Body, rc.isHEAD)
+	ReleaseBuf(rc.upHead)
+	rc.upHead = nil
 	if d := x.ConnectTime(); d > 0 {
 		b.M.Connected(d)
 	}
