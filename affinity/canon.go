@@ -353,7 +353,12 @@ func delimited(d []byte, i int) bool {
 }
 
 // array writes the array at d[i] == '['; objects among its elements are written as kind.
-func (c *canon) array(i, lvl int, kind objKind) int {
+func (c *canon) array(i, lvl int, kind objKind) int { return c.list(i, lvl, kind, false) }
+
+// list writes the array at d[i] == '[' (any other value as it is); with msgs, each element is
+// a message: where it ends is a message boundary, and the end of the first user message is
+// the conversation's key.
+func (c *canon) list(i, lvl int, kind objKind, msgs bool) int {
 	d := c.d
 	if d[i] != '[' {
 		return c.value(i, lvl)
@@ -375,9 +380,18 @@ func (c *canon) array(i, lvl int, kind objKind) int {
 		if n > 0 && !c.putByte(',') {
 			return stopFull
 		}
+		if msgs {
+			c.user = false
+		}
 		e := c.element(i, lvl+1, kind)
 		if e < 0 {
 			return e
+		}
+		if msgs {
+			c.bounds = append(c.bounds, len(c.out))
+			if c.user && c.convEnd < 0 {
+				c.convEnd = len(c.out)
+			}
 		}
 		i = skipWS(d, e)
 		switch {
@@ -426,50 +440,7 @@ func (c *canon) messages(i, lvl int) int {
 		}
 		return e
 	}
-	if d[i] != '[' {
-		return c.value(i, lvl)
-	}
-	if lvl > MaxDepth {
-		return stopDepth
-	}
-	if !c.putByte('[') {
-		return stopFull
-	}
-	i = skipWS(d, i+1)
-	if i < len(d) && d[i] == ']' {
-		if !c.putByte(']') {
-			return stopFull
-		}
-		return i + 1
-	}
-	for n := 0; ; n++ {
-		if n > 0 && !c.putByte(',') {
-			return stopFull
-		}
-		c.user = false
-		e := c.element(i, lvl+1, objMessage)
-		if e < 0 {
-			return e
-		}
-		c.bounds = append(c.bounds, len(c.out))
-		if c.user && c.convEnd < 0 {
-			c.convEnd = len(c.out)
-		}
-		i = skipWS(d, e)
-		switch {
-		case i >= len(d):
-			return stopMalformed
-		case d[i] == ',':
-			i = skipWS(d, i+1)
-		case d[i] == ']':
-			if !c.putByte(']') {
-				return stopFull
-			}
-			return i + 1
-		default:
-			return stopMalformed
-		}
-	}
+	return c.list(i, lvl, objMessage, true)
 }
 
 // content writes a message's content: a string is one text part, so that "hi" and
