@@ -228,7 +228,13 @@ func (g *Gateway) adminHealth(w http.ResponseWriter, _ *http.Request) {
 		engine := asWritten(snap.Config, engineName(snap.Config.Entrypoints[name]), "entrypoints", name, "engine")
 		eps = append(eps, entrypointStatus{Name: name, Address: addr, Engine: engine, Connections: st.Connections, Active: st.Active})
 	}
-	writeJSON(w, 200, map[string]any{"status": "ok", "generation": snap.Gen, "entrypoints": eps})
+	// A draining gateway refuses new connections: a load balancer that polls health must take
+	// it out of rotation, so the answer is 503, not an "ok" for listeners that are closed.
+	status, code := "ok", http.StatusOK
+	if g.draining.Load() {
+		status, code = "draining", http.StatusServiceUnavailable
+	}
+	writeJSON(w, code, map[string]any{"status": status, "generation": snap.Gen, "entrypoints": eps})
 }
 
 type routeStatus struct {

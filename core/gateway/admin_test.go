@@ -2,9 +2,11 @@ package gateway_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -198,4 +200,53 @@ token_env = "SLUICE_TEST_ADMIN_TOKEN"
 		resp.Body.Close()
 		require.Equal(t, want, resp.StatusCode, "Authorization %q", auth)
 	}
+}
+
+// While the gateway drains, its health answer says so with 503, so that a load balancer stops
+// sending it connections its entrypoints already refuse.
+func TestHealthSaysDrainingWith503(t *testing.T) {
+	release, arrived := make(chan struct{}), make(chan struct{}, 1)
+	up := serveUpstream(t, func(c net.Conn, _ *bufio.Reader, _ string, _ []byte) bool {
+		arrived <- struct{}{}
+		<-release // hold the request in flight, so the drain lasts
+		_, err := io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+		return err == nil
+	})
+	toml := fmt.Sprintf("[entrypoints.web]\naddress = \"127.0.0.1:0\"\n[routers.r]\nrule = \"PathPrefix(`/`)\"\nservice = \"up\"\n[services.up.load_balancer]\nservers = [{ url = \"http://%s\" }]\n[admin]\naddress = \"127.0.0.1:0\"\n", up.addr())
+	cfg, err := config.LoadBytes("drain.toml", []byte(toml))
+	require.NoError(t, err)
+	g, err := gateway.New(cfg, "", nil)
+	require.NoError(t, err)
+	require.NoError(t, g.Start())
+	health := "http://" + g.AdminAddr() + "/api/gateway/health"
+	code, body := adminGet(t, health)
+	require.Equal(t, 200, code, body)
+	require.Contains(t, body, `"status": "ok"`)
+
+	c := dial(t, g.Addr("web"))
+	send(t, c, "GET /slow HTTP/1.1\r\nHost: gw\r\n\r\n")
+	select {
+	case <-arrived:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the request never reached the upstream")
+	}
+	drained := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		drained <- g.Drain(ctx)
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		code, body = adminGet(t, health)
+		if code == 503 {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "health never said draining: %d %s", code, body)
+		time.Sleep(10 * time.Millisecond) // polling the admin API, not asserting on time
+	}
+	require.Contains(t, body, `"status": "draining"`)
+	close(release)
+	require.Equal(t, 200, readResponse(t, bufio.NewReader(c), false).status, "the request in flight finishes")
+	require.NoError(t, <-drained)
 }

@@ -39,6 +39,7 @@ type Gateway struct {
 	transports map[string]ingress.Transport
 	epNames    []string
 	admin      *adminServer
+	draining   atomic.Bool // Drain began: the health endpoint says so
 }
 
 // LoadConfig loads the configuration at path ("" for the embedded default).
@@ -337,6 +338,7 @@ func changedKey(a, b reflect.Value) []string {
 // Drain stops accepting connections on every entrypoint, lets in-flight requests finish until
 // ctx ends, then stops everything.
 func (g *Gateway) Drain(ctx context.Context) error {
+	g.draining.Store(true)
 	var wg sync.WaitGroup
 	errs := make([]error, len(g.epNames))
 	for i, name := range g.epNames {
