@@ -18,7 +18,9 @@ import (
 func sseUpstream(t *testing.T, next <-chan int) *upstream {
 	return serveUpstreamU(t, func(u *upstream, c net.Conn, r *bufio.Reader, _ string, _ []byte) bool {
 		u.watchClose(r)
-		_, err := io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n\r\n")
+		// It closes the connection after each stream, so it says so: a connection that closes
+		// unannounced races its reuse, and a POST that lost the race is not sent again.
+		_, err := io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n")
 		if err != nil {
 			return false
 		}
