@@ -251,6 +251,10 @@ type LoadBalancer struct {
 	// MaxIdleConns bounds idle keep-alive connections kept per server; 0 keeps
 	// none (a new connection per request). Default 1024.
 	MaxIdleConns int `toml:"max_idle_conns"`
+	// RetryNonIdempotent sends a non-idempotent request (POST) to another server when its
+	// upstream closed or reset the connection before any response byte. Default false: an
+	// upstream that received the request may have acted on it (RFC 9112 §9.3.1).
+	RetryNonIdempotent bool `toml:"retry_non_idempotent"`
 }
 
 // Server is one upstream, an element of load_balancer.servers.

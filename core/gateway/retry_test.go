@@ -143,3 +143,56 @@ func TestRefusedConnectionTriesNextServer(t *testing.T) {
 		})
 	}
 }
+
+// An upstream that takes a request and drops the connection without a response byte (a
+// crash) loses it for the client only when it may not go elsewhere: an idempotent request, or
+// any request on a service with retry_non_idempotent, is answered by another backend.
+func TestRequestLostByUpstreamGoesElsewhereWhenAllowed(t *testing.T) {
+	post := "POST /gen HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+	get := "GET /gen HTTP/1.1\r\nHost: gw\r\n\r\n"
+	cases := []struct {
+		name, req, lb string
+		ok            int   // of four requests
+		lost          int32 // arrivals at the crashing server
+	}{
+		// Round-robin alternates the first tries; a resent request's second pick is the
+		// other server, so the next first try is the crashing one again.
+		{"POST", post, "", 2, 2},
+		{"GET", get, "", 4, 4},
+		{"POST with retry_non_idempotent", post, "retry_non_idempotent = true", 4, 4},
+	}
+	for _, engine := range engines {
+		for _, tc := range cases {
+			t.Run(engine+"/"+tc.name, func(t *testing.T) {
+				var lost, served atomic.Int32
+				crasher := serveUpstream(t, func(c net.Conn, r *bufio.Reader, head string, body []byte) bool {
+					lost.Add(1)
+					return false // read whole, dropped without an answer
+				})
+				alive := serveUpstream(t, func(c net.Conn, r *bufio.Reader, head string, body []byte) bool {
+					served.Add(1)
+					return echo(c, r, head, body)
+				})
+				lb := fmt.Sprintf("servers = [{ url = \"http://%s\" }, { url = \"http://%s\" }]\n%s",
+					crasher.addr(), alive.addr(), tc.lb)
+				_, addr := startGatewayServers(t, engine, lb)
+				ok := 0
+				for i := 0; i < 4; i++ {
+					c := dial(t, addr)
+					send(t, c, tc.req)
+					switch st := readResponse(t, bufio.NewReader(c), false).status; st {
+					case 200:
+						ok++
+					case 502:
+					default:
+						t.Fatalf("request %d: status %d, want 200 or 502", i, st)
+					}
+					c.Close()
+				}
+				require.Equal(t, tc.ok, ok, "requests answered 200")
+				require.EqualValues(t, tc.ok, served.Load(), "arrivals at the live server")
+				require.Equal(t, tc.lost, lost.Load(), "arrivals at the crashing server")
+			})
+		}
+	}
+}

@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -20,6 +22,7 @@ import (
 	"github.com/sluice-gw/sluice/bench/llmsim"
 	"github.com/sluice-gw/sluice/core/config"
 	"github.com/sluice-gw/sluice/core/gateway"
+	"github.com/sluice-gw/sluice/core/metrics"
 )
 
 // The llmsim instances of the worker fleet, each but "good" with one reason to be left out
@@ -294,11 +297,23 @@ func TestWorkerAwareTargetSelection(t *testing.T) {
 					before[i] = simRequests(t, f.sim, i)
 				}
 			}
+			excludedBefore := exclusionCounts(t)
 			chat := base + "/v1/chat/completions"
 			const boundN = 12
 			for range boundN {
 				r := call(t, "POST", chat, "", fmt.Sprintf(chatBody, "bound"))
 				require.Equal(t, 200, r.status, r.raw)
+			}
+			// Every request left each ineligible server out, under its reason.
+			excluded := exclusionCounts(t)
+			perReason := map[string]int{}
+			for _, r := range want {
+				if r != "" {
+					perReason[r]++
+				}
+			}
+			for reason, servers := range perReason {
+				require.EqualValues(t, boundN*servers, excluded[reason]-excludedBefore[reason], "exclusions for %s", reason)
 			}
 			require.EqualValues(t, boundN, simRequests(t, f.sim, 0)-before[0], "the eligible worker took every request")
 			for i := 1; i < len(fleetWorkers); i++ {
@@ -387,4 +402,25 @@ func TestWorkerObservationsSurviveReload(t *testing.T) {
 	require.Equal(t, "w-reload", rows[0].Observation.WorkerID)
 	require.Equal(t, "", rows[0].verdict("bound"), "and counts until its TTL")
 	require.NotSame(t, old, g.Snapshot().Workers["fleet"])
+}
+
+// exclusionCounts reads sluice_worker_exclusions_total of the fleet service by reason.
+func exclusionCounts(t *testing.T) map[string]float64 {
+	t.Helper()
+	var buf bytes.Buffer
+	metrics.WritePrometheus(&buf)
+	out := map[string]float64{}
+	prefix := `sluice_worker_exclusions_total{service="fleet",reason="`
+	for _, line := range strings.Split(buf.String(), "\n") {
+		rest, ok := strings.CutPrefix(line, prefix)
+		if !ok {
+			continue
+		}
+		reason, value, ok := strings.Cut(rest, `"} `)
+		require.True(t, ok, line)
+		v, err := strconv.ParseFloat(value, 64)
+		require.NoError(t, err, line)
+		out[reason] = v
+	}
+	return out
 }

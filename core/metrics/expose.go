@@ -46,6 +46,7 @@ var Families = []Family{
 	{"sluice_model_queued_requests", "gauge", "Requests of the model alias waiting in its admission queue."},
 	{"sluice_model_rejected_total", "counter", "Requests the model alias's admission refused, by reason: queue_full (429) or queue_timeout (503)."},
 	{"sluice_model_tokens_total", "counter", "Tokens of model responses by alias, target, consumer and kind: prompt, completion, and cached (prompt tokens the upstream served from its prefix cache), as the upstream's usage reported them."},
+	{"sluice_worker_exclusions_total", "counter", "Servers of a model target's service left out of a request's choice, by the first rule they fail."},
 	{"sluice_model_usage_missing_total", "counter", "Model responses that should have reported their token usage and did not (a stream cut before its usage chunk, a failed answer): counted apart, never as zero tokens."},
 	{"sluice_model_queue_wait_seconds", "histogram", "Time requests of the model alias admitted after queueing waited for their slot, in seconds."},
 	{"sluice_rate_limited_total", "counter", "Requests a rate-limit middleware refused with 429 because their key's token bucket was empty."},

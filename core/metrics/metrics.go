@@ -347,6 +347,16 @@ func UsageMissing(model string) {
 	vm.GetOrCreateCounter(`sluice_model_usage_missing_total{` + labels("model", model) + `}`).Inc()
 }
 
+// WorkerExclusions returns the counters of the servers of service left out of a choice, one
+// per reason name (in the order given; sluice_worker_exclusions_total). They survive reloads.
+func WorkerExclusions(service string, reasons ...string) []*vm.Counter {
+	cs := make([]*vm.Counter, len(reasons))
+	for i, r := range reasons {
+		cs[i] = vm.GetOrCreateCounter(`sluice_worker_exclusions_total{` + labels("service", service, "reason", r) + `}`)
+	}
+	return cs
+}
+
 // RateLimit counts the requests a rate-limit middleware refused. Its methods are safe for
 // concurrent use and allocation free.
 type RateLimit struct {

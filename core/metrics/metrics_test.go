@@ -34,6 +34,7 @@ func populate(t *testing.T) {
 	m.Waited(5 * time.Millisecond)
 	ForTokens("chat", "t", "team").Add(10, 5, 2)
 	UsageMissing("chat")
+	WorkerExclusions("fleet", "stale")[0].Inc()
 	ForRateLimit("per-client").Limited()
 	s.Breaker("breaker", "up", "http://127.0.0.1:1", func() int { return BreakerClosed })
 	s.Register()

@@ -61,8 +61,8 @@ type RequestCtx struct {
 	respExtra []fieldRef
 	upHead    *[]byte // the upstream head, from pick to the end of its round trip
 
-	outcome     Outcome
-	dialCounted bool // connect failures were counted as they happened
+	outcome       Outcome
+	countedReason string // the upstream failure reason last counted as it happened (connect failures, resent requests)
 
 	cancelMu  sync.Mutex
 	seq       uint64
@@ -147,7 +147,7 @@ func (rc *RequestCtx) reset(ep *Entrypoint) {
 	rc.kv = rc.kv[:0]
 	rc.upExtra = rc.upExtra[:0]
 	rc.respExtra = rc.respExtra[:0]
-	rc.outcome, rc.dialCounted = Outcome{}, false
+	rc.outcome, rc.countedReason = Outcome{}, ""
 }
 
 // Route returns the matched route (nil before routing or when none matched).

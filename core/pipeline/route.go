@@ -49,6 +49,10 @@ type Service struct {
 	Backends []*Backend // indexed by balancer.Backend.ID
 	// PassHostHeader sends the client's Host upstream instead of the backend's own host.
 	PassHostHeader bool
+	// RetryNonIdempotent sends a non-idempotent request to another backend when its upstream
+	// closed or reset the connection before any response byte (load_balancer
+	// retry_non_idempotent).
+	RetryNonIdempotent bool
 }
 
 // Backend is one upstream server of a service (one entry of its servers list) with its

@@ -208,15 +208,30 @@ func (rc *RequestCtx) exchange() error {
 			}
 			return nil
 		}
-		if err == errClientGone || !errors.Is(err, pool.ErrDial) {
-			return rc.upstreamFailed(b, err)
+		if err == errClientGone {
+			return err
+		}
+		if !errors.Is(err, pool.ErrDial) {
+			if !rc.mayResend(err) {
+				return rc.upstreamFailed(b, err)
+			}
+			// The upstream took the request and left without a response byte: the request
+			// goes to another backend (the failure is counted in the metrics all the same).
+			last = rc.upstreamFailed(b, err)
+			rc.route.M.UpstreamError(rc.outcome.UpstreamError)
+			rc.countedReason = rc.outcome.UpstreamError
+			rc.Exclude(b.LB.ID)
+			rc.dropUpstream()
+			b.Release()
+			rc.backend = nil
+			continue
 		}
 		b.LB.ConnectFailed()
 		rc.ep.elog.upstreamFailed(rc.route.Name, b.URL, "connect", err)
 		// Each failed connect counts, also when a later backend answers; the outcome names the
 		// dial failure only while no backend did.
 		rc.route.M.UpstreamError(metrics.ReasonDial)
-		rc.outcome.UpstreamError, rc.dialCounted = metrics.ReasonDial, true
+		rc.outcome.UpstreamError, rc.countedReason = metrics.ReasonDial, metrics.ReasonDial
 		rc.Exclude(b.LB.ID)
 		rc.dropUpstream()
 		b.Release()
@@ -302,6 +317,20 @@ func (rc *RequestCtx) upstreamFailed(b *Backend, err error) error {
 	rc.outcome.UpstreamError = UpstreamReason(err)
 	rc.ep.elog.upstreamFailed(rc.route.Name, b.URL, "response head", err)
 	return UpstreamGatewayError(err)
+}
+
+// mayResend reports whether a request whose round trip failed with err after it may have
+// reached the upstream (the connection closed or reset before a complete response head) may go
+// to another backend: for an idempotent request (RFC 9112 §9.3.1, RFC 9110 §9.2.2), or any
+// request on a service that allows resending non-idempotent ones (an upstream that crashed
+// may have acted on it: an LLM generation run twice). Timeouts are not resent: a slow
+// upstream is still working on the request.
+func (rc *RequestCtx) mayResend(err error) bool {
+	if errors.Is(err, pool.ErrTimeout) || errors.Is(err, pool.ErrUpstreamProto) ||
+		errors.Is(err, pool.ErrAborted) || rc.Canceled() {
+		return false
+	}
+	return rc.idempotent() || rc.route.Service.RetryNonIdempotent
 }
 
 // idempotent reports whether the request may be sent again after it may have reached the
@@ -835,7 +864,7 @@ func (rc *RequestCtx) count() {
 		rt.M.Canceled()
 		return
 	}
-	if o.UpstreamError != "" && !(o.UpstreamError == metrics.ReasonDial && rc.dialCounted) {
+	if o.UpstreamError != "" && o.UpstreamError != rc.countedReason {
 		rt.M.UpstreamError(o.UpstreamError)
 	}
 	rt.M.Response(o.Status, rc.start, o.BytesOut)

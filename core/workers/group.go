@@ -13,7 +13,10 @@ import (
 	"syscall"
 	"time"
 
+	vm "github.com/VictoriaMetrics/metrics"
+
 	"github.com/sluice-gw/sluice/core/balancer"
+	"github.com/sluice-gw/sluice/core/metrics"
 )
 
 // PlainRecheck is how often a server that answered 404 is asked again: seldom, since an
@@ -57,6 +60,9 @@ type Group struct {
 	urls    []string
 	client  *http.Client
 
+	// excluded counts the servers left out of a choice, by reason (sluice_worker_exclusions_total).
+	excluded [numReasons]*vm.Counter
+
 	startOnce, stopOnce sync.Once
 	ctx                 context.Context
 	cancel              context.CancelFunc
@@ -74,6 +80,7 @@ func NewGroup(cfg Config, members []Member) *Group {
 		}
 		g.urls = append(g.urls, strings.TrimSuffix(m.URL, "/")+ObservationPath)
 	}
+	copy(g.excluded[IdentityChanged:], metrics.WorkerExclusions(cfg.Service, reasonNames[IdentityChanged:]...))
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	g.client = &http.Client{
 		Transport: &http.Transport{

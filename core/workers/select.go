@@ -52,6 +52,8 @@ const (
 	// NoObservation: the target binds a generation or a digest, and the server has no
 	// observation (a plain server, or one that never answered).
 	NoObservation
+
+	numReasons
 )
 
 var reasonNames = [...]string{
@@ -136,6 +138,7 @@ func (g *Group) Exclude(c *balancer.Choice, n *Needs) {
 		r, load := g.judge(i, n, now)
 		if r != Eligible {
 			c.Exclude.Add(i)
+			g.excluded[r].Inc()
 			continue
 		}
 		if i < len(loads) {
