@@ -3,7 +3,6 @@ package pd_test
 import (
 	"testing"
 
-
 	"github.com/stretchr/testify/require"
 )
 
