@@ -19,6 +19,35 @@ type prepCall struct {
 	target []byte
 	err    error
 	done   chan struct{}
+
+	mu        sync.Mutex
+	finished  bool // target and err are set
+	abandoned bool // the request stopped waiting
+}
+
+// finish hands c its answer; a reservation made for a request that stopped waiting is
+// released at once (its own abort may have reached the worker before the reservation).
+func (c *prepCall) finish(b *batcher, target []byte, err error) {
+	c.mu.Lock()
+	c.target, c.err, c.finished = target, err, true
+	abandoned := c.abandoned
+	c.mu.Unlock()
+	close(c.done)
+	if abandoned && err == nil {
+		b.t.abortOne(b.worker, c.id)
+	}
+}
+
+// abandon records that the request stopped waiting; it reports false when the answer came
+// first.
+func (c *prepCall) abandon() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.finished {
+		return false
+	}
+	c.abandoned = true
+	return true
 }
 
 // batcher coalesces the decode/prepare calls of concurrent requests to one decode worker:
@@ -64,7 +93,9 @@ func (b *batcher) prepare(ctx context.Context, id string) ([]byte, error) {
 	case <-c.done:
 		return c.target, c.err
 	case <-ctx.Done():
-		// The call goes on without this request, whose abort drops the reservation.
+		if !c.abandon() {
+			return c.target, c.err
+		}
 		return nil, &legError{leg: "prepare", err: ctx.Err()}
 	}
 }
@@ -93,8 +124,8 @@ func (b *batcher) send(batch []*prepCall) {
 	t.m.batchSize.Update(float64(len(batch)))
 	if len(batch) == 1 {
 		c := batch[0]
-		c.target, c.err = t.prepareOne(ctx, b.worker, c.id)
-		close(c.done)
+		target, err := t.prepareOne(ctx, b.worker, c.id)
+		c.finish(b, target, err)
 		return
 	}
 	body := make([]byte, 0, 16+len(batch)*48)
@@ -123,17 +154,16 @@ func (b *batcher) send(batch []*prepCall) {
 	for i, c := range batch {
 		switch {
 		case err != nil:
-			c.err = err
+			c.finish(b, nil, err)
 		case out.Items[i].Error != nil || len(out.Items[i].Target) == 0:
 			status := 502
 			if e := out.Items[i].Error; e != nil && e.Status != 0 {
 				status = e.Status
 			}
-			c.err = &legError{leg: "prepare", status: status}
+			c.finish(b, nil, &legError{leg: "prepare", status: status})
 		default:
-			c.target = out.Items[i].Target
+			c.finish(b, out.Items[i].Target, nil)
 		}
-		close(c.done)
 	}
 }
 

@@ -82,7 +82,9 @@ var (
 		Message: "the prefill/decode exchange did not complete within execution_timeout_ms"}
 	errWorkerFailed = &pipeline.GatewayError{Status: 502, Type: pipeline.UpstreamError, Code: "upstream_error",
 		Message: "the prefill/decode workers failed the request"}
-	errEndpoint = &pipeline.GatewayError{Status: 400, Type: pipeline.InvalidRequest, Code: "unsupported_endpoint",
+	// ErrEndpoint answers a request to another endpoint than chat completions: the decode
+	// stream is chat completion chunks.
+	ErrEndpoint = &pipeline.GatewayError{Status: 400, Type: pipeline.InvalidRequest, Code: "unsupported_endpoint",
 		Message: "this model is served by prefill/decode workers, which serve /v1/chat/completions only"}
 )
 

@@ -58,7 +58,7 @@ var execSlot pipeline.Slot
 // must run when the request completes.
 func (t *Target) Serve(rc *pipeline.RequestCtx, peek *openai.Request) error {
 	if peek.Endpoint != openai.ChatCompletions {
-		return errEndpoint
+		return ErrEndpoint
 	}
 	fwd := rc.Req.Body
 	var cacheKey string
@@ -289,13 +289,22 @@ func (t *Target) abort(id string, pr pair, reason string) {
 	body = appendJSONString(body, id)
 	body = append(body, '}')
 	// The calls run on their own: the request does not wait for them.
-	for _, i := range [2]int{pr.p, pr.d} {
-		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), abortTimeout)
-			defer cancel()
-			_, _ = t.post(ctx, i, "abort", pathAbort, body)
-		}()
-	}
+	go t.postAbort(pr.p, body)
+	go t.postAbort(pr.d, body)
+}
+
+// abortOne sends an abort for execution id to worker i alone.
+func (t *Target) abortOne(i int, id string) {
+	body := make([]byte, 0, 64)
+	body = append(body, `{"execution_id":`...)
+	body = appendJSONString(body, id)
+	go t.postAbort(i, append(body, '}'))
+}
+
+func (t *Target) postAbort(i int, body []byte) {
+	ctx, cancel := context.WithTimeout(context.Background(), abortTimeout)
+	defer cancel()
+	_, _ = t.post(ctx, i, "abort", pathAbort, body)
 }
 
 // Complete ends rc's exchange, if Serve started one: when the client left, the stream

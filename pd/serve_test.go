@@ -1,6 +1,9 @@
 package pd_test
 
 import (
+	"io"
+	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -10,8 +13,15 @@ import (
 // decode/execute, in this order, on a prefill and a decode worker, and the client gets the
 // decode worker's stream to its end.
 func TestStreamRunsPrepPrefillDecodeOnTwoWorkers(t *testing.T) {
+	for _, engine := range []string{"gnet", "fasthttp"} {
+		t.Run(engine, func(t *testing.T) { streamOnTwoWorkers(t, engine) })
+	}
+}
+
+func streamOnTwoWorkers(t *testing.T, engine string) {
 	f := startFleet(t, nil)
-	g := startGateway(t, f.gatewayTOML("", ""))
+	toml := strings.Replace(f.gatewayTOML("", ""), "[entrypoints.web]\n", "[entrypoints.web]\nengine = \""+engine+"\"\n", 1)
+	g := startGateway(t, toml)
 	status, data := stream(t, g, chatBody("tell me a story"))
 	require.Equal(t, 200, status, data)
 	require.Equal(t, "[DONE]", data[len(data)-1])
@@ -44,4 +54,33 @@ func TestStreamRunsPrepPrefillDecodeOnTwoWorkers(t *testing.T) {
 	require.Len(t, p, 1)
 	require.True(t, d[0].At.Before(p[0].At), "prepare before prefill")
 	require.True(t, p[0].At.Before(d[1].At), "prefill before decode")
+}
+
+// The workers' key reaches no admin output: /api/gateway/config shows the variable's name.
+func TestWorkersKeyNotInAdminConfig(t *testing.T) {
+	f := startFleet(t, nil)
+	g := startGateway(t, f.gatewayTOML("", ""))
+	resp, err := http.Get("http://" + g.AdminAddr() + "/api/gateway/config")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, 200, resp.StatusCode)
+	require.Contains(t, string(b), workerKeyEnv)
+	require.NotContains(t, string(b), workerKey)
+}
+
+// Requests a P/D alias cannot serve get a precise 400 before any worker is called.
+func TestOtherEndpointsRefused(t *testing.T) {
+	f := startFleet(t, nil)
+	g := startGateway(t, f.gatewayTOML("", ""))
+	resp, err := http.Post("http://"+g.Addr("web")+"/v1/completions", "application/json", strings.NewReader(`{"model":"chat","prompt":"hi"}`))
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	require.Equal(t, 400, resp.StatusCode, string(b))
+	require.Contains(t, string(b), `"unsupported_endpoint"`)
+	for i := range f.ids {
+		require.Empty(t, f.sim.Calls(i))
+	}
 }

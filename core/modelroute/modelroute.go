@@ -242,6 +242,9 @@ func (s *Stage) OnRequest(rc *pipeline.RequestCtx) error {
 // target (package pd), falling back to the next target while a target's worker pairs fail
 // before any response byte.
 func (st *state) serveDisaggregated(rc *pipeline.RequestCtx) error {
+	if st.ep != openai.ChatCompletions {
+		return replyError(rc, st.ep, pd.ErrEndpoint)
+	}
 	for {
 		err := st.target.PD.Serve(rc, &st.peek)
 		var ex *pd.Exhausted
