@@ -30,23 +30,21 @@ var batchSizeBuckets = []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}
 // targetMetrics are the P/D metrics of one model alias's target, labelled by model and target
 // (bounded by the configuration).
 type targetMetrics struct {
-	phase      map[string]*vm.PrometheusHistogram
-	failures   map[string]*vm.Counter
-	aborts     map[string]*vm.Counter
-	pairRetry  *vm.Counter
-	exhausted  *vm.Counter
-	batchSize  *vm.PrometheusHistogram
-	prepareRPC *vm.Counter
+	phase     map[string]*vm.PrometheusHistogram
+	failures  map[string]*vm.Counter
+	aborts    map[string]*vm.Counter
+	pairRetry *vm.Counter
+	exhausted *vm.Counter
+	batchSize *vm.PrometheusHistogram
 }
 
 func newTargetMetrics(model, target string) *targetMetrics {
 	l := `model="` + model + `",target="` + target + `"`
 	m := &targetMetrics{
 		phase: map[string]*vm.PrometheusHistogram{}, failures: map[string]*vm.Counter{}, aborts: map[string]*vm.Counter{},
-		pairRetry:  vm.GetOrCreateCounter(`sluice_pd_pair_retries_total{` + l + `}`),
-		exhausted:  vm.GetOrCreateCounter(`sluice_pd_pairs_exhausted_total{` + l + `}`),
-		batchSize:  vm.GetOrCreatePrometheusHistogramExt(`sluice_pd_prepare_batch_size{`+l+`}`, batchSizeBuckets),
-		prepareRPC: vm.GetOrCreateCounter(`sluice_pd_prepare_calls_total{` + l + `}`),
+		pairRetry: vm.GetOrCreateCounter(`sluice_pd_pair_retries_total{` + l + `}`),
+		exhausted: vm.GetOrCreateCounter(`sluice_pd_pairs_exhausted_total{` + l + `}`),
+		batchSize: vm.GetOrCreatePrometheusHistogramExt(`sluice_pd_prepare_batch_size{`+l+`}`, batchSizeBuckets),
 	}
 	for _, p := range []string{phasePrepare, phasePrefill, phaseDecodeHead, phaseDecode} {
 		m.phase[p] = vm.GetOrCreatePrometheusHistogramExt(`sluice_pd_phase_duration_seconds{`+l+`,phase="`+p+`"}`, metrics.DurationBuckets)
