@@ -121,7 +121,7 @@ func (b *batcher) send(batch []*prepCall) {
 	t := b.t
 	ctx, cancel := context.WithTimeout(context.Background(), prepareTimeout)
 	defer cancel()
-	t.m.batchSize.Update(float64(len(batch)))
+	t.m.Batch(len(batch))
 	if len(batch) == 1 {
 		c := batch[0]
 		target, err := t.prepareOne(ctx, b.worker, c.id)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-gw/sluice/affinity"
 	"github.com/sluice-gw/sluice/core/consumer"
+	"github.com/sluice-gw/sluice/core/metrics"
 	"github.com/sluice-gw/sluice/core/openai"
 	"github.com/sluice-gw/sluice/core/pipeline"
 	"github.com/sluice-gw/sluice/pool"
@@ -99,7 +100,7 @@ func (t *Target) Serve(rc *pipeline.RequestCtx, peek *openai.Request) error {
 			break
 		}
 		if try > 0 {
-			t.m.pairRetry.Inc()
+			t.m.PairRetry()
 		}
 		culprit, err := t.attempt(ctx, cancel, rc, pr, fwd, cacheKey, aff)
 		if err == nil {
@@ -121,7 +122,7 @@ func (t *Target) Serve(rc *pipeline.RequestCtx, peek *openai.Request) error {
 		last = err
 	}
 	cancel()
-	t.m.exhausted.Inc()
+	t.m.Exhausted()
 	ge, _ := answerFor(rc, last).(*pipeline.GatewayError)
 	if ge == nil {
 		ge = errWorkerFailed
@@ -144,13 +145,13 @@ func identity(c *consumer.Consumer) Identity {
 func (t *Target) attempt(ctx context.Context, cancel context.CancelFunc, rc *pipeline.RequestCtx, pr pair, fwd []byte, cacheKey string, aff *affinityReq) (int, error) {
 	id := newExecutionID()
 	fail := func(phase string, culprit int, err error) (int, error) {
-		t.m.failures[phase].Inc()
-		reason := abortLegFailed
+		t.m.Failed(phase)
+		reason := metrics.PDAbortLegFailed
 		switch {
 		case rc.Canceled():
-			reason = abortClientGone
+			reason = metrics.PDAbortClientGone
 		case errors.Is(ctx.Err(), context.DeadlineExceeded):
-			reason = abortDeadline
+			reason = metrics.PDAbortTimeout
 		}
 		t.abort(id, pr, reason)
 		return culprit, err
@@ -159,9 +160,9 @@ func (t *Target) attempt(ctx context.Context, cancel context.CancelFunc, rc *pip
 	start := time.Now()
 	target, err := t.batchers[pr.d].prepare(ctx, id)
 	if err != nil {
-		return fail(phasePrepare, pr.d, err)
+		return fail(metrics.PDPrepare, pr.d, err)
 	}
-	t.m.observe(phasePrepare, start)
+	t.m.Phase(metrics.PDPrepare, start)
 
 	start = time.Now()
 	pb := t.service.Backends[pr.p]
@@ -169,9 +170,9 @@ func (t *Target) attempt(ctx context.Context, cancel context.CancelFunc, rc *pip
 	source, cached, err := t.prefill(ctx, pr.p, id, fwd, target, cacheKey)
 	pb.Release()
 	if err != nil {
-		return fail(phasePrefill, pr.p, err)
+		return fail(metrics.PDPrefill, pr.p, err)
 	}
-	t.m.observe(phasePrefill, start)
+	t.m.Phase(metrics.PDPrefill, start)
 	if aff != nil {
 		t.affinity.learned(aff, cached)
 	}
@@ -199,9 +200,9 @@ func (t *Target) attempt(ctx context.Context, cancel context.CancelFunc, rc *pip
 		stopX()
 		pool.ReleaseExchange(x)
 		db.Release()
-		return fail(phaseDecodeHead, pr.d, err)
+		return fail(metrics.PDDecodeHead, pr.d, err)
 	}
-	t.m.observe(phaseDecodeHead, start)
+	t.m.Phase(metrics.PDDecodeHead, start)
 	e := &execution{t: t, id: id, pr: pr, ctx: ctx, cancel: cancel, stopX: stopX, headAt: time.Now()}
 	rc.Set(&execSlot, e)
 	if !rc.Adopt(db, x) {
@@ -283,7 +284,7 @@ func (t *Target) decodeBody(id string, fwd, source []byte) []byte {
 // abort sends POST /power/v1/abort for execution id to both workers of pr at once, each
 // bounded by abortTimeout.
 func (t *Target) abort(id string, pr pair, reason string) {
-	t.m.aborts[reason].Inc()
+	t.m.Aborted(reason)
 	body := make([]byte, 0, 64)
 	body = append(body, `{"execution_id":`...)
 	body = appendJSONString(body, id)
@@ -322,12 +323,12 @@ func Complete(rc *pipeline.RequestCtx) {
 	o := rc.Outcome()
 	switch {
 	case timedOut:
-		e.t.abort(e.id, e.pr, abortDeadline)
+		e.t.abort(e.id, e.pr, metrics.PDAbortTimeout)
 	case o.Canceled:
-		e.t.abort(e.id, e.pr, abortClientGone)
+		e.t.abort(e.id, e.pr, metrics.PDAbortClientGone)
 	case o.UpstreamError != "":
-		e.t.abort(e.id, e.pr, abortStream)
+		e.t.abort(e.id, e.pr, metrics.PDAbortStream)
 	default:
-		e.t.m.observe(phaseDecode, e.headAt)
+		e.t.m.Phase(metrics.PDDecode, e.headAt)
 	}
 }

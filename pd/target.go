@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-gw/sluice/core/metrics"
 	"github.com/sluice-gw/sluice/core/pipeline"
 	"github.com/sluice-gw/sluice/core/workers"
 )
@@ -46,7 +47,7 @@ type Target struct {
 	affinity  *prefixIndex // nil without prompt_cache_affinity
 
 	prefillNeeds, decodeNeeds workers.Needs
-	m                         *targetMetrics
+	m                         *metrics.PD
 }
 
 // NewTarget returns target name of an alias served with o: the workers of service svc,
@@ -59,7 +60,7 @@ func NewTarget(o Options, name string, svc *pipeline.Service, g *workers.Group, 
 		batchSize: max(o.PrepareBatchSize, 1), keyer: NewCacheKeyer(o.APIKey),
 		prefillNeeds: workers.Needs{Role: RolePrefill, Generation: gen, Digest: digest, StateTransfer: true},
 		decodeNeeds:  workers.Needs{Role: RoleDecode, Generation: gen, Digest: digest, StateTransfer: true},
-		m:            newTargetMetrics(o.Alias, name),
+		m:            metrics.ForPD(o.Alias, name),
 	}
 	for i := 0; i < g.Len(); i++ {
 		t.urls = append(t.urls, strings.TrimSuffix(g.Member(i).URL, "/"))
