@@ -18,6 +18,7 @@ type prepCall struct {
 	id     string
 	target []byte
 	err    error
+	rtt    time.Duration // how long the call that carried it took
 	done   chan struct{}
 
 	mu        sync.Mutex
@@ -27,9 +28,9 @@ type prepCall struct {
 
 // finish hands c its answer; a reservation made for a request that stopped waiting is
 // released at once (its own abort may have reached the worker before the reservation).
-func (c *prepCall) finish(b *batcher, target []byte, err error) {
+func (c *prepCall) finish(b *batcher, target []byte, rtt time.Duration, err error) {
 	c.mu.Lock()
-	c.target, c.err, c.finished = target, err, true
+	c.target, c.rtt, c.err, c.finished = target, rtt, err, true
 	abandoned := c.abandoned
 	c.mu.Unlock()
 	close(c.done)
@@ -66,13 +67,16 @@ type batcher struct {
 }
 
 // prepare reserves decode state for execution id on the batcher's worker and returns the
-// target state as the worker sent it.
-func (b *batcher) prepare(ctx context.Context, id string) ([]byte, error) {
+// target state as the worker sent it, and how long the call that carried it took (the
+// worker's share of the wait; the rest is the batch's queue).
+func (b *batcher) prepare(ctx context.Context, id string) ([]byte, time.Duration, error) {
 	t := b.t
 	if t.batchSize <= 1 {
 		cctx, cancel := context.WithTimeout(ctx, prepareTimeout)
 		defer cancel()
-		return t.prepareOne(cctx, b.worker, id)
+		start := time.Now()
+		target, err := t.prepareOne(cctx, b.worker, id)
+		return target, time.Since(start), err
 	}
 	c := &prepCall{id: id, done: make(chan struct{})}
 	b.mu.Lock()
@@ -91,12 +95,12 @@ func (b *batcher) prepare(ctx context.Context, id string) ([]byte, error) {
 	b.mu.Unlock()
 	select {
 	case <-c.done:
-		return c.target, c.err
+		return c.target, c.rtt, c.err
 	case <-ctx.Done():
 		if !c.abandon() {
-			return c.target, c.err
+			return c.target, c.rtt, c.err
 		}
-		return nil, &legError{leg: "prepare", err: ctx.Err()}
+		return nil, 0, &legError{leg: "prepare", err: ctx.Err()}
 	}
 }
 
@@ -122,10 +126,11 @@ func (b *batcher) send(batch []*prepCall) {
 	ctx, cancel := context.WithTimeout(context.Background(), prepareTimeout)
 	defer cancel()
 	t.m.Batch(len(batch))
+	start := time.Now()
 	if len(batch) == 1 {
 		c := batch[0]
 		target, err := t.prepareOne(ctx, b.worker, c.id)
-		c.finish(b, target, err)
+		c.finish(b, target, time.Since(start), err)
 		return
 	}
 	body := make([]byte, 0, 16+len(batch)*48)
@@ -140,6 +145,7 @@ func (b *batcher) send(batch []*prepCall) {
 	}
 	body = append(body, "]}"...)
 	ans, err := t.post(ctx, b.worker, "prepare", pathPrepareBatch, body)
+	rtt := time.Since(start)
 	var out struct {
 		Items []struct {
 			Target json.RawMessage `json:"target"`
@@ -154,15 +160,15 @@ func (b *batcher) send(batch []*prepCall) {
 	for i, c := range batch {
 		switch {
 		case err != nil:
-			c.finish(b, nil, err)
+			c.finish(b, nil, rtt, err)
 		case out.Items[i].Error != nil || len(out.Items[i].Target) == 0:
 			status := 502
 			if e := out.Items[i].Error; e != nil && e.Status != 0 {
 				status = e.Status
 			}
-			c.finish(b, nil, &legError{leg: "prepare", status: status})
+			c.finish(b, nil, rtt, &legError{leg: "prepare", status: status})
 		default:
-			c.finish(b, out.Items[i].Target, nil)
+			c.finish(b, out.Items[i].Target, rtt, nil)
 		}
 	}
 }

@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -110,12 +112,13 @@ api_key_env = %q
 
 // startGateway runs a gateway on toml and returns it once a request has been served (the
 // workers were observed).
-func startGateway(t *testing.T, toml string) *gateway.Gateway {
+func startGateway(t testing.TB, toml string) *gateway.Gateway {
 	t.Helper()
 	t.Setenv(workerKeyEnv, workerKey)
 	cfg, err := config.LoadBytes("pd.toml", []byte(toml))
 	require.NoError(t, err)
-	g, err := gateway.New(cfg, "", nil)
+	// Warnings and errors only: the tests read what the workers saw, not the gateway's log.
+	g, err := gateway.New(cfg, "", slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	require.NoError(t, err)
 	require.NoError(t, g.Start())
 	t.Cleanup(func() {
@@ -128,7 +131,7 @@ func startGateway(t *testing.T, toml string) *gateway.Gateway {
 }
 
 // waitObserved polls the admin API until every worker of the gateway has an observation.
-func waitObserved(t *testing.T, g *gateway.Gateway) {
+func waitObserved(t testing.TB, g *gateway.Gateway) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {

@@ -24,6 +24,11 @@ const maxPairTries = 3
 // time drops the state when its reservation expires.
 const abortTimeout = 500 * time.Millisecond
 
+// overheadHook, when set (by the overhead benchmark), gets for each request served the
+// gateway's own time from the start of Serve to the decode response head: that time less the
+// time spent waiting on worker calls (a batched prepare counts its call, not its queue).
+var overheadHook func(time.Duration)
+
 // Exhausted is what Serve returns when no pair of the target could serve the request before
 // any byte went out: the model router then tries its next target. Answer is what the client
 // gets when no target is left (it unwraps to it, so a pipeline answers it as is).
@@ -82,6 +87,8 @@ func (t *Target) Serve(rc *pipeline.RequestCtx, peek *openai.Request) error {
 		defer releaseAffinity(aff)
 	}
 	key := RequestKey(fwd)
+	began := time.Now()
+	var legs time.Duration // time spent in calls to workers, all attempts
 	ctx, cancel := context.WithTimeout(context.Background(), t.opts.ExecutionTimeout)
 	// The client leaving cancels every call in flight (the watch ends with ctx).
 	done := rc.Done()
@@ -102,8 +109,11 @@ func (t *Target) Serve(rc *pipeline.RequestCtx, peek *openai.Request) error {
 		if try > 0 {
 			t.m.PairRetry()
 		}
-		culprit, err := t.attempt(ctx, cancel, rc, pr, fwd, cacheKey, aff)
+		culprit, err := t.attempt(ctx, cancel, rc, pr, fwd, cacheKey, aff, &legs)
 		if err == nil {
+			if h := overheadHook; h != nil {
+				h(time.Since(began) - legs)
+			}
 			return nil
 		}
 		if rc.Canceled() {
@@ -142,7 +152,8 @@ func identity(c *consumer.Consumer) Identity {
 
 // attempt runs the exchange on pair pr. On failure it has sent both workers an abort and
 // returns the worker to leave out of the next pair with the error.
-func (t *Target) attempt(ctx context.Context, cancel context.CancelFunc, rc *pipeline.RequestCtx, pr pair, fwd []byte, cacheKey string, aff *affinityReq) (int, error) {
+// legs accumulates the time spent waiting on worker calls (for the overhead measure).
+func (t *Target) attempt(ctx context.Context, cancel context.CancelFunc, rc *pipeline.RequestCtx, pr pair, fwd []byte, cacheKey string, aff *affinityReq, legs *time.Duration) (int, error) {
 	id := newExecutionID()
 	fail := func(phase string, culprit int, err error) (int, error) {
 		t.m.Failed(phase)
@@ -158,7 +169,8 @@ func (t *Target) attempt(ctx context.Context, cancel context.CancelFunc, rc *pip
 	}
 
 	start := time.Now()
-	target, err := t.batchers[pr.d].prepare(ctx, id)
+	target, rtt, err := t.batchers[pr.d].prepare(ctx, id)
+	*legs += rtt
 	if err != nil {
 		return fail(metrics.PDPrepare, pr.d, err)
 	}
@@ -169,6 +181,7 @@ func (t *Target) attempt(ctx context.Context, cancel context.CancelFunc, rc *pip
 	pb.LB.Acquire() // counted in the prefill worker's load while it runs
 	source, cached, err := t.prefill(ctx, pr.p, id, fwd, target, cacheKey)
 	pb.Release()
+	*legs += time.Since(start)
 	if err != nil {
 		return fail(metrics.PDPrefill, pr.p, err)
 	}
@@ -187,7 +200,9 @@ func (t *Target) attempt(ctx context.Context, cancel context.CancelFunc, rc *pip
 	stopX := context.AfterFunc(ctx, h.Abort)
 	body := t.decodeBody(id, fwd, source)
 	head := t.decodeHead(db.Host, rc.RequestID(), len(body))
+	sent := time.Now()
 	err = x.RoundTrip(db.Pool, head, body, false)
+	*legs += time.Since(sent)
 	if err == nil && x.Resp.Status != 200 {
 		err = &legError{leg: "decode", status: x.Resp.Status}
 		if x.Resp.Status < 500 && x.Resp.Status != 408 && x.Resp.Status != 409 && x.Resp.Status != 429 {
