@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-gw/sluice/bench/llmsim"
+	"github.com/sluice-gw/sluice/pd"
 )
 
 // abortBound is how soon after a failed leg the other worker's abort must arrive.
@@ -203,4 +204,34 @@ func indexOf(ids []string, id string) int {
 		}
 	}
 	return -1
+}
+
+// A decode worker that stopped listening (within its observation's TTL) fails the connect:
+// another pair serves, and passive health keeps the dead worker out of the next request's
+// pair, which goes straight to the live one.
+func TestDeadDecodeWorkerIsRetriedAwayAndLeftOut(t *testing.T) {
+	f := startFleet(t, nil)
+	g := startGateway(t, f.gatewayTOML("", ""))
+	require.NoError(t, f.sim.Crash(decodeA, 30*time.Second))
+	for n := range 2 {
+		msg := promptRankedFirst(t, "decode-a", "decode-b")
+		if n == 1 {
+			msg += " again"
+			for pd.Rank(pd.RequestKey([]byte(chatBody(msg))), "decode-a") < pd.Rank(pd.RequestKey([]byte(chatBody(msg))), "decode-b") {
+				msg += "!"
+			}
+		}
+		status, data := stream(t, g, chatBody(msg))
+		require.Equal(t, 200, status, data)
+		require.Len(t, f.executions(decodeB, "decode"), n+1)
+	}
+	// The first request's failed pair was aborted on its prefill worker; the second request
+	// made no attempt on decode-a, so one execution in all was aborted.
+	aborted := map[string]bool{}
+	for _, w := range []int{prefillA, prefillB} {
+		for _, id := range f.executions(w, "abort") {
+			aborted[id] = true
+		}
+	}
+	require.Len(t, aborted, 1)
 }

@@ -5,10 +5,12 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 
 	"github.com/sluice-gw/sluice/core/pipeline"
+	"github.com/sluice-gw/sluice/pool"
 )
 
 // Worker protocol paths, relative to a worker's URL (docs/llmsim.md, "Worker protocol").
@@ -57,6 +59,12 @@ func retryable(err error) bool {
 		return true
 	}
 	return false
+}
+
+// isDial reports whether err is a failed connect: nothing was sent.
+func isDial(err error) bool {
+	var op *net.OpError
+	return errors.Is(err, pool.ErrDial) || errors.As(err, &op) && op.Op == "dial"
 }
 
 // answerFor returns what the client gets when err ends the request: the worker's own 4xx

@@ -64,6 +64,7 @@ type candidate struct {
 	i    int
 	load int64
 	id   string
+	down bool // passive health keeps it out after a failed connect
 }
 
 // pair is a chosen prefill worker and decode worker (member indices of the target's group).
@@ -81,16 +82,18 @@ func (t *Target) pickPair(key uint64, ex *excluded, aff *affinityReq) (pair, boo
 		if ex.has(i) {
 			continue
 		}
+		down := g.Member(i).LB.Down()
 		if r, load := g.Judge(i, &t.prefillNeeds); r == workers.Eligible && np < len(ps) {
-			ps[np] = candidate{i, load, g.Member(i).Worker.ID()}
+			ps[np] = candidate{i, load, g.Member(i).Worker.ID(), down}
 			np++
 			continue
 		}
 		if r, load := g.Judge(i, &t.decodeNeeds); r == workers.Eligible && nd < len(ds) {
-			ds[nd] = candidate{i, load, g.Member(i).Worker.ID()}
+			ds[nd] = candidate{i, load, g.Member(i).Worker.ID(), down}
 			nd++
 		}
 	}
+	np, nd = preferUp(ps[:np]), preferUp(ds[:nd])
 	if np == 0 || nd == 0 {
 		return pair{}, false
 	}
@@ -105,6 +108,23 @@ func (t *Target) pickPair(key uint64, ex *excluded, aff *affinityReq) (pair, boo
 		return pair{}, false
 	}
 	return pair{p.i, d.i}, true
+}
+
+// preferUp moves the candidates passive health does not keep out to the front and returns
+// their number; when every one is out, it keeps them all (a worker that failed a connect is
+// tried again rather than refusing every request).
+func preferUp(cs []candidate) int {
+	n := 0
+	for i := range cs {
+		if !cs[i].down {
+			cs[n], cs[i] = cs[i], cs[n]
+			n++
+		}
+	}
+	if n == 0 {
+		return len(cs)
+	}
+	return n
 }
 
 // maxCandidates bounds the workers of one role a choice considers (on the stack).

@@ -128,6 +128,10 @@ func (t *Target) Serve(rc *pipeline.RequestCtx, peek *openai.Request) error {
 			cancel()
 			return answerFor(rc, err)
 		}
+		if isDial(err) {
+			// Nothing listens there now: other requests leave it out for a while too.
+			t.service.Backends[culprit].LB.ConnectFailed()
+		}
 		ex.add(culprit)
 		last = err
 	}
@@ -185,6 +189,7 @@ func (t *Target) attempt(ctx context.Context, cancel context.CancelFunc, rc *pip
 	if err != nil {
 		return fail(metrics.PDPrefill, pr.p, err)
 	}
+	pb.LB.ConnectSucceeded()
 	t.m.Phase(metrics.PDPrefill, start)
 	if aff != nil {
 		t.affinity.learned(aff, cached)
@@ -218,6 +223,7 @@ func (t *Target) attempt(ctx context.Context, cancel context.CancelFunc, rc *pip
 		return fail(metrics.PDDecodeHead, pr.d, err)
 	}
 	t.m.Phase(metrics.PDDecodeHead, start)
+	db.LB.ConnectSucceeded()
 	e := &execution{t: t, id: id, pr: pr, ctx: ctx, cancel: cancel, stopX: stopX, headAt: time.Now()}
 	rc.Set(&execSlot, e)
 	if !rc.Adopt(db, x) {
