@@ -235,3 +235,61 @@ func TestDeadDecodeWorkerIsRetriedAwayAndLeftOut(t *testing.T) {
 	}
 	require.Len(t, aborted, 1)
 }
+
+// When every pair of a target fails before the response, the next target priority serves
+// the request.
+func TestExhaustedTargetFallsBackToNextPriority(t *testing.T) {
+	broken := startFleet(t, func(i int, ic *llmsim.InstanceConfig) {
+		if i == prefillA || i == prefillB {
+			ic.FaultRate, ic.Fault = 1, "status=503"
+		}
+	})
+	healthy := startFleet(t, nil)
+	servers := func(f *fleet) string {
+		var s []string
+		for _, a := range f.sim.Addrs() {
+			s = append(s, `{ url = "http://`+a+`" }`)
+		}
+		return strings.Join(s, ", ")
+	}
+	toml := `
+[entrypoints.web]
+address = "127.0.0.1:0"
+[admin]
+address = "127.0.0.1:0"
+[routers.openai]
+rule = "PathPrefix(` + "`/v1`" + `)"
+models = true
+[services.first.load_balancer]
+servers = [` + servers(broken) + `]
+[services.first.workers]
+observe_interval = "20ms"
+api_key_env = "` + workerKeyEnv + `"
+[services.second.load_balancer]
+servers = [` + servers(healthy) + `]
+[services.second.workers]
+observe_interval = "20ms"
+api_key_env = "` + workerKeyEnv + `"
+[models.chat.targets.first]
+service = "first"
+[models.chat.targets.second]
+service = "second"
+priority = 1
+[models.chat.scheduling]
+phase = "decode"
+[models.chat.scheduling.distributed_serving]
+api_key_env = "` + workerKeyEnv + `"
+`
+	g := startGateway(t, toml)
+	status, data := stream(t, g, chatBody("fall back"))
+	require.Equal(t, 200, status, data)
+	require.Equal(t, "[DONE]", data[len(data)-1])
+	require.Len(t, f2decodes(healthy), 1, "the second target served")
+	require.Len(t, f2decodes(broken), 0)
+	require.Len(t, broken.executions(prefillA, "prefill"), 1, "each broken prefill worker was tried once")
+	require.Len(t, broken.executions(prefillB, "prefill"), 1)
+}
+
+func f2decodes(f *fleet) []string {
+	return append(f.executions(decodeA, "decode"), f.executions(decodeB, "decode")...)
+}
