@@ -152,6 +152,20 @@ func NewTable(models map[string]*config.Model, services map[string]*pipeline.Ser
 // Alias returns the alias named name, or nil.
 func (t *Table) Alias(name string) *Alias { return t.aliases[name] }
 
+// Close releases what the table's prefill/decode targets hold for calls to their workers
+// (idle connections), once its configuration is retired.
+func (t *Table) Close() {
+	for _, a := range t.aliases {
+		for _, tier := range a.tiers {
+			for _, tg := range tier {
+				if tg.PD != nil {
+					tg.PD.Close()
+				}
+			}
+		}
+	}
+}
+
 // Aliases returns every alias sorted by name.
 func (t *Table) Aliases() []*Alias {
 	out := make([]*Alias, 0, len(t.names))
