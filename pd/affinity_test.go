@@ -79,7 +79,7 @@ func TestPromptCacheAffinityKeepsAConversationOnItsPrefillWorker(t *testing.T) {
 	require.Equal(t, 200, status, data)
 	require.Len(t, f.executions(prefillA, "prefill"), 1, "the first turn went to prefill-a")
 	<-busy
-	waitIdleObserved(t, f, g)
+	waitIdleObserved(t, f, g.AdminAddr())
 
 	// The second turn extends the first: the hint beats rendezvous ranking.
 	status, data = stream(t, g, conversation(topic, "first question", "an answer", "second question"))

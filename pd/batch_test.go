@@ -8,9 +8,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// concurrentStreams runs n streamed requests at once through the gateway and requires each
+// concurrentStreams runs n streamed requests at once (each a call of one) and requires each
 // to succeed.
-func concurrentStreams(t *testing.T, addr func() (int, []string), n int) {
+func concurrentStreams(t *testing.T, one func() (int, []string, error), n int) {
 	t.Helper()
 	var wg sync.WaitGroup
 	errs := make(chan string, n)
@@ -18,8 +18,8 @@ func concurrentStreams(t *testing.T, addr func() (int, []string), n int) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if status, data := addr(); status != 200 || data[len(data)-1] != "[DONE]" {
-				errs <- fmt.Sprint(status, data)
+			if status, data, err := one(); err != nil || status != 200 || data[len(data)-1] != "[DONE]" {
+				errs <- fmt.Sprint(status, data, err)
 			}
 		}()
 	}
@@ -37,12 +37,12 @@ func TestConcurrentPreparesAreBatched(t *testing.T) {
 	g := startGateway(t, f.gatewayTOML("", "prepare_batch_size = 8"))
 	var n int
 	var mu sync.Mutex
-	concurrentStreams(t, func() (int, []string) {
+	concurrentStreams(t, func() (int, []string, error) {
 		mu.Lock()
 		n++
 		msg := fmt.Sprintf("batch me %d", n)
 		mu.Unlock()
-		return stream(t, g, chatBody(msg))
+		return streamErr(g.Addr("web"), chatBody(msg))
 	}, 64)
 	items, batched, rpcs := 0, 0, 0
 	for _, w := range []int{decodeA, decodeB} {
@@ -70,12 +70,12 @@ func TestBatchSizeOneSendsEachPrepareAlone(t *testing.T) {
 	g := startGateway(t, f.gatewayTOML("", "prepare_batch_size = 1"))
 	var n int
 	var mu sync.Mutex
-	concurrentStreams(t, func() (int, []string) {
+	concurrentStreams(t, func() (int, []string, error) {
 		mu.Lock()
 		n++
 		msg := fmt.Sprintf("alone %d", n)
 		mu.Unlock()
-		return stream(t, g, chatBody(msg))
+		return streamErr(g.Addr("web"), chatBody(msg))
 	}, 16)
 	for _, w := range []int{decodeA, decodeB} {
 		require.Zero(t, f.sim.Stats(w).Calls.PrepareBatch)

@@ -160,15 +160,31 @@ func chatBody(msg string) string {
 	return fmt.Sprintf(`{"model":"chat","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":%q}]}`, msg)
 }
 
-// stream sends body to the gateway and returns the status and the SSE data lines.
+// stream sends body to the gateway and returns the status and the SSE data lines (the body
+// of an answer other than 200).
 func stream(t *testing.T, g *gateway.Gateway, body string) (int, []string) {
 	t.Helper()
-	resp, err := http.Post("http://"+g.Addr("web")+"/v1/chat/completions", "application/json", strings.NewReader(body))
+	return streamTo(t, g.Addr("web"), body)
+}
+
+// streamTo is stream to the entrypoint at addr.
+func streamTo(t *testing.T, addr, body string) (int, []string) {
+	t.Helper()
+	status, data, err := streamErr(addr, body)
 	require.NoError(t, err)
+	return status, data
+}
+
+// streamErr is stream for goroutines other than the test's: it returns the failure.
+func streamErr(addr, body string) (int, []string, error) {
+	resp, err := http.Post("http://"+addr+"/v1/chat/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
 	defer resp.Body.Close()
 	if resp.StatusCode != 200 {
 		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, []string{string(b)}
+		return resp.StatusCode, []string{string(b)}, nil
 	}
 	var data []string
 	sc := bufio.NewScanner(resp.Body)
@@ -177,7 +193,7 @@ func stream(t *testing.T, g *gateway.Gateway, body string) (int, []string) {
 			data = append(data, d)
 		}
 	}
-	return resp.StatusCode, data
+	return resp.StatusCode, data, sc.Err()
 }
 
 // calls returns every protocol call of the fleet for execution id, by worker id.

@@ -4,13 +4,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-gw/sluice/bench/llmsim"
-	"github.com/sluice-gw/sluice/core/gateway"
+	"github.com/sluice-gw/sluice/bench/testenv"
 	"github.com/sluice-gw/sluice/pd"
 )
 
@@ -41,20 +44,32 @@ func TestWrongGenerationOrDigestNeverChosen(t *testing.T) {
 	}
 }
 
-// Two gateway processes, given the same request in the same fleet state, choose the same
-// decode (and prefill) worker: selection depends on loads and on rendezvous ranking only.
-func TestDecodeChoiceIdenticalAcrossGateways(t *testing.T) {
+// Two gateway processes (the sluice binary, run twice), given the same request in the same
+// fleet state, choose the same decode worker: selection depends on the observed loads and on
+// rendezvous ranking only, never on state a process keeps to itself.
+func TestDecodeChoiceIdenticalAcrossGatewayProcesses(t *testing.T) {
 	f := startFleet(t, nil)
-	toml := f.gatewayTOML("", "")
-	g1, g2 := startGateway(t, toml), startGateway(t, toml)
+	t.Setenv(workerKeyEnv, workerKey)
+	bin := testenv.BuildBinary(t, "./cmd/sluice")
+	var webs, admins []string
+	for k := range 2 {
+		web, admin := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)), fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+		toml := strings.Replace(f.gatewayTOML("", ""), `address = "127.0.0.1:0"`, `address = "`+web+`"`, 1)
+		toml = strings.Replace(toml, `address = "127.0.0.1:0"`, `address = "`+admin+`"`, 1)
+		path := filepath.Join(t.TempDir(), fmt.Sprintf("gw%d.toml", k))
+		require.NoError(t, os.WriteFile(path, []byte(toml), 0o644))
+		p := testenv.StartProcess(t, bin, "serve", "--config", path)
+		p.WaitHTTP(t, "http://"+admin+"/api/gateway/health", 10*time.Second)
+		webs, admins = append(webs, web), append(admins, admin)
+	}
 	msgs := []string{promptRankedFirst(t, "decode-a", "decode-b"), promptRankedFirst(t, "decode-b", "decode-a"), "same request 1", "same request 2"}
 	seen := map[string]bool{}
 	for n, msg := range msgs {
 		var chosen [2]string
-		for k, g := range []*gateway.Gateway{g1, g2} {
-			waitIdleObserved(t, f, g1, g2)
+		for k, web := range webs {
+			waitIdleObserved(t, f, admins...)
 			before := decodeCount(f)
-			status, data := stream(t, g, chatBody(msg))
+			status, data := streamTo(t, web, chatBody(msg))
 			require.Equal(t, 200, status, data)
 			for _, w := range []int{decodeA, decodeB} {
 				if len(f.executions(w, "decode")) > before[w] {
@@ -73,9 +88,9 @@ func decodeCount(f *fleet) map[int]int {
 	return map[int]int{decodeA: len(f.executions(decodeA, "decode")), decodeB: len(f.executions(decodeB, "decode"))}
 }
 
-// waitIdleObserved waits until no worker runs a sequence and both gateways have observed the
-// fleet since (the same state seen from both).
-func waitIdleObserved(t *testing.T, f *fleet, gs ...*gateway.Gateway) {
+// waitIdleObserved waits until no worker runs a sequence and every gateway (by admin
+// address) has observed the fleet since (the same state seen from all).
+func waitIdleObserved(t *testing.T, f *fleet, admins ...string) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
@@ -91,9 +106,9 @@ func waitIdleObserved(t *testing.T, f *fleet, gs ...*gateway.Gateway) {
 		time.Sleep(2 * time.Millisecond) // polling for the condition, not asserting on time
 	}
 	idle := time.Now()
-	for _, g := range gs {
+	for _, admin := range admins {
 		for {
-			resp, err := http.Get("http://" + g.AdminAddr() + "/api/gateway/workers")
+			resp, err := http.Get("http://" + admin + "/api/gateway/workers")
 			require.NoError(t, err)
 			var rows []struct {
 				ReceivedAt time.Time `json:"received_at"`
