@@ -20,11 +20,12 @@
 //     request or logged;
 //  3. deadlines and abort: execution_timeout_ms bounds the whole exchange, stream included;
 //     each leg has its own deadline within it; when any leg fails, the deadline passes or the
-//     client leaves, both workers get POST /power/v1/abort at once, bounded by abortTimeout
-//     (abort.go), so no worker waits for a partner that will not come;
+//     client leaves, both workers get POST /power/v1/abort at once, bounded by abortTimeout,
+//     so no worker waits for a partner that will not come;
 //  4. failure handling: a retryable failure before any response byte (a connect failure, a
-//     5xx, 408, 409 or 429 answer, a leg deadline) leaves the failing worker out of the
-//     request and tries another pair of the same target, at most maxPairTries pairs; then
+//     5xx, 408, 409 or 429 answer) leaves the failing worker out of the request and tries
+//     another pair of the same target, at most maxPairTries pairs (a refused connect also
+//     ejects the worker by passive health, so other requests leave it out a while); then
 //     the router falls back to its next target priority. Once the decode response has begun
 //     nothing is replayed: a failure mid-stream ends an SSE stream with the gateway's error
 //     event;
