@@ -148,3 +148,19 @@ func TestRankIsDeterministicAndSpreads(t *testing.T) {
 		require.InDelta(t, 1000, wins[id], 150, "%s won %d of 3000", id, wins[id])
 	}
 }
+
+// Concurrent requests count in their workers' loads from the start of the exchange, so that
+// identical requests (one rendezvous ranking) chosen before the next observation still
+// spread over the decode and prefill workers.
+func TestConcurrentIdenticalRequestsSpread(t *testing.T) {
+	f := startFleet(t, func(i int, ic *llmsim.InstanceConfig) {
+		if i == prefillA || i == prefillB {
+			ic.FaultRate, ic.Fault = 1, "slow=300ms" // the requests overlap
+		}
+	})
+	g := startGateway(t, f.gatewayTOML("", ""))
+	concurrentStreams(t, func() (int, []string, error) { return streamErr(g.Addr("web"), chatBody("the same")) }, 8)
+	for _, w := range []int{prefillA, prefillB, decodeA, decodeB} {
+		require.NotEmpty(t, f.sim.Calls(w), "%s took part", f.ids[w])
+	}
+}

@@ -172,21 +172,28 @@ func (t *Target) attempt(ctx context.Context, cancel context.CancelFunc, rc *pip
 		return culprit, err
 	}
 
+	// Both workers count the request in their load from now on (the prefill worker until its
+	// prefill ends, the decode worker until the response ends), so that concurrent requests
+	// chosen before the next observation spread over the workers.
+	pb, db := t.service.Backends[pr.p], t.service.Backends[pr.d]
+	pb.LB.Acquire()
+	db.LB.Acquire()
 	start := time.Now()
 	target, rtt, err := t.batchers[pr.d].prepare(ctx, id)
 	*legs += rtt
 	if err != nil {
+		pb.Release()
+		db.Release()
 		return fail(metrics.PDPrepare, pr.d, err)
 	}
 	t.m.Phase(metrics.PDPrepare, start)
 
 	start = time.Now()
-	pb := t.service.Backends[pr.p]
-	pb.LB.Acquire() // counted in the prefill worker's load while it runs
 	source, cached, err := t.prefill(ctx, pr.p, id, fwd, target, cacheKey)
 	pb.Release()
 	*legs += time.Since(start)
 	if err != nil {
+		db.Release()
 		return fail(metrics.PDPrefill, pr.p, err)
 	}
 	pb.LB.ConnectSucceeded()
@@ -196,8 +203,6 @@ func (t *Target) attempt(ctx context.Context, cancel context.CancelFunc, rc *pip
 	}
 
 	start = time.Now()
-	db := t.service.Backends[pr.d]
-	db.LB.Acquire()
 	x := pool.AcquireExchange()
 	h := x.AbortHandle()
 	// The deadline and the client leaving abort the decode exchange too, stream included,
