@@ -114,11 +114,17 @@ api_key_env = %q
 // workers were observed).
 func startGateway(t testing.TB, toml string) *gateway.Gateway {
 	t.Helper()
+	// Warnings and errors only: the tests read what the workers saw, not the gateway's log.
+	return startGatewayLog(t, toml, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+}
+
+// startGatewayLog is startGateway logging to log.
+func startGatewayLog(t testing.TB, toml string, log *slog.Logger) *gateway.Gateway {
+	t.Helper()
 	t.Setenv(workerKeyEnv, workerKey)
 	cfg, err := config.LoadBytes("pd.toml", []byte(toml))
 	require.NoError(t, err)
-	// Warnings and errors only: the tests read what the workers saw, not the gateway's log.
-	g, err := gateway.New(cfg, "", slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	g, err := gateway.New(cfg, "", log)
 	require.NoError(t, err)
 	require.NoError(t, g.Start())
 	t.Cleanup(func() {

@@ -1,9 +1,12 @@
 package pd_test
 
 import (
+	"bytes"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -56,18 +59,46 @@ func streamOnTwoWorkers(t *testing.T, engine string) {
 	require.True(t, p[0].At.Before(d[1].At), "prefill before decode")
 }
 
-// The workers' key reaches no admin output: /api/gateway/config shows the variable's name.
-func TestWorkersKeyNotInAdminConfig(t *testing.T) {
-	f := startFleet(t, nil)
-	g := startGateway(t, f.gatewayTOML("", ""))
-	resp, err := http.Get("http://" + g.AdminAddr() + "/api/gateway/config")
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	require.Equal(t, 200, resp.StatusCode)
-	require.Contains(t, string(b), workerKeyEnv)
-	require.NotContains(t, string(b), workerKey)
+// The workers' key reaches no admin output and no log line, failures included:
+// /api/gateway/config shows the variable's name.
+func TestWorkersKeyNotInAdminOutputOrLogs(t *testing.T) {
+	f := startFleet(t, faulty(prefillA, "status=503"))
+	var logs syncBuffer
+	g := startGatewayLog(t, f.gatewayTOML("", ""), slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	status, data := stream(t, g, chatBody(promptRankedFirst(t, "prefill-a", "prefill-b")))
+	require.Equal(t, 200, status, data)
+	for _, path := range []string{"/api/gateway/config", "/api/gateway/workers", "/api/gateway/models", "/metrics"} {
+		resp, err := http.Get("http://" + g.AdminAddr() + path)
+		require.NoError(t, err)
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		require.Equal(t, 200, resp.StatusCode, path)
+		require.NotContains(t, string(b), workerKey, path)
+		if path == "/api/gateway/config" {
+			require.Contains(t, string(b), workerKeyEnv)
+		}
+	}
+	require.NotEmpty(t, logs.String())
+	require.NotContains(t, logs.String(), workerKey)
+}
+
+// syncBuffer is a bytes.Buffer for concurrent writers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // Requests a P/D alias cannot serve get a precise 400 before any worker is called.
