@@ -293,3 +293,19 @@ api_key_env = "` + workerKeyEnv + `"
 func f2decodes(f *fleet) []string {
 	return append(f.executions(decodeA, "decode"), f.executions(decodeB, "decode")...)
 }
+
+// Workers that refuse the gateway's key get the client a 502 naming the configuration, not
+// the workers' 401 (which would tell the client its own key is wrong).
+func TestWorkersRefusingTheKeyGive502(t *testing.T) {
+	f := startFleet(t, nil)
+	toml := f.gatewayTOML("", "")
+	// The observations use the right key; the exchange uses another.
+	toml = strings.Replace(toml, `[models.chat.scheduling.distributed_serving]
+api_key_env = "`+workerKeyEnv+`"`, `[models.chat.scheduling.distributed_serving]
+api_key_env = "SLUICE_TEST_PD_WRONG_KEY"`, 1)
+	t.Setenv("SLUICE_TEST_PD_WRONG_KEY", "not-the-key")
+	g := startGateway(t, toml)
+	status, data := stream(t, g, chatBody("who am I"))
+	require.Equal(t, 502, status, data)
+	require.Contains(t, data[0], "distributed_serving.api_key_env")
+}

@@ -75,6 +75,10 @@ func answerFor(rc *pipeline.RequestCtx, err error) error {
 		return pipeline.ErrInternal
 	}
 	switch {
+	case le.status == 401 || le.status == 403:
+		// The workers refused the gateway, not the caller: a 401 would tell the client its own
+		// key is wrong.
+		return errWorkerAuth
 	case le.status >= 400 && le.status < 500 && len(le.body) > 0 && le.body[0] == '{':
 		return rc.Reply(le.status, "application/json", le.body)
 	case le.status == 0 && errors.Is(le.err, context.DeadlineExceeded):
@@ -88,6 +92,8 @@ func answerFor(rc *pipeline.RequestCtx, err error) error {
 var (
 	errExecutionTimeout = &pipeline.GatewayError{Status: 504, Type: pipeline.UpstreamError, Code: "upstream_timeout",
 		Message: "the prefill/decode exchange did not complete within execution_timeout_ms"}
+	errWorkerAuth = &pipeline.GatewayError{Status: 502, Type: pipeline.UpstreamError, Code: "upstream_error",
+		Message: "the prefill/decode workers refused the gateway's key (distributed_serving.api_key_env)"}
 	errWorkerFailed = &pipeline.GatewayError{Status: 502, Type: pipeline.UpstreamError, Code: "upstream_error",
 		Message: "the prefill/decode workers failed the request"}
 	// ErrEndpoint answers a request to another endpoint than chat completions: the decode
