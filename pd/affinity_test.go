@@ -3,8 +3,10 @@ package pd_test
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/stretchr/testify/require"
@@ -75,6 +77,7 @@ func TestPromptCacheAffinityKeepsAConversationOnItsPrefillWorker(t *testing.T) {
 		_, _ = stream(t, g, chatBody(msg))
 	}()
 	f.waitCall(t, prefillB, "prefill", "")
+	waitObservedActive(t, g.AdminAddr(), "prefill-b")
 	status, data := stream(t, g, conversation(topic, "first question"))
 	require.Equal(t, 200, status, data)
 	require.Len(t, f.executions(prefillA, "prefill"), 1, "the first turn went to prefill-a")
@@ -95,4 +98,31 @@ func TestPromptCacheAffinityKeepsAConversationOnItsPrefillWorker(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal([]byte(data[len(data)-2]), &usage))
 	require.Positive(t, usage.Usage.Details.Cached, "the prefill found the first turn cached")
+}
+
+// waitObservedActive waits until the gateway's observation of worker id shows a running
+// sequence (so that its choices see the worker full).
+func waitObservedActive(t *testing.T, admin, id string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		resp, err := http.Get("http://" + admin + "/api/gateway/workers")
+		require.NoError(t, err)
+		var rows []struct {
+			Observation *struct {
+				WorkerID string `json:"worker_id"`
+				Active   int64  `json:"active"`
+			} `json:"observation"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&rows)
+		resp.Body.Close()
+		require.NoError(t, err)
+		for _, r := range rows {
+			if r.Observation != nil && r.Observation.WorkerID == id && r.Observation.Active > 0 {
+				return
+			}
+		}
+		require.True(t, time.Now().Before(deadline), "%s not observed busy within 5s", id)
+		time.Sleep(5 * time.Millisecond) // polling for the condition, not asserting on time
+	}
 }
