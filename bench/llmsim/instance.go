@@ -109,6 +109,7 @@ type instance struct {
 	down  bool
 	execs map[string]*execution // by execution_id, for /power/v1/abort
 	resv  map[string]*reservation
+	calls callLog
 }
 
 func newInstance(f *Fleet, idx int, cfg InstanceConfig) *instance {
@@ -258,6 +259,11 @@ func (in *instance) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "/llmsim/stats":
 		in.get(w, r, func(w http.ResponseWriter, r *http.Request) {
 			b, _ := json.Marshal(in.stats())
+			writeJSON(w, b)
+		})
+	case "/llmsim/calls":
+		in.get(w, r, func(w http.ResponseWriter, r *http.Request) {
+			b, _ := json.Marshal(in.calls.snapshot())
 			writeJSON(w, b)
 		})
 	case "/power/v1/observation":

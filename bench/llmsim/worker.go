@@ -216,6 +216,7 @@ func (in *instance) handlePrepare(w http.ResponseWriter, r *http.Request) {
 	if !readBody(w, r, &it) || !in.roleAllows(w, RoleDecode) || !in.checkServing(w, writeError) {
 		return
 	}
+	in.calls.add(Call{Call: "prepare", ExecutionID: it.ExecutionID, At: time.Now()})
 	t, status, msg := in.prepare(&it)
 	if status != 0 {
 		writeError(w, status, msg, "", "prepare_failed")
@@ -243,6 +244,7 @@ func (in *instance) handlePrepareBatch(w http.ResponseWriter, r *http.Request) {
 		if i > 0 {
 			b = append(b, ',')
 		}
+		in.calls.add(Call{Call: "prepare", ExecutionID: req.Items[i].ExecutionID, At: time.Now(), Batch: len(req.Items)})
 		t, status, msg := in.prepare(&req.Items[i])
 		if status != 0 {
 			b = append(b, `{"error":{"message":`...)
@@ -305,6 +307,11 @@ func (in *instance) handlePrefill(w http.ResponseWriter, r *http.Request) {
 	if !readBody(w, r, &req) || !in.roleAllows(w, RolePrefill) {
 		return
 	}
+	var fwd struct {
+		PromptCacheKey string `json:"prompt_cache_key"`
+	}
+	_ = json.Unmarshal(req.Request, &fwd)
+	in.calls.add(Call{Call: "prefill", ExecutionID: req.ExecutionID, At: arrival, PromptCacheKey: req.PromptCacheKey, RequestCacheKey: fwd.PromptCacheKey})
 	f, ok := in.requestFault(w, r, writeError)
 	if !ok || !in.checkServing(w, writeError) {
 		return
@@ -380,6 +387,7 @@ func (in *instance) handleDecode(w http.ResponseWriter, r *http.Request) {
 	if !readBody(w, r, &req) || !in.roleAllows(w, RoleDecode) {
 		return
 	}
+	in.calls.add(Call{Call: "decode", ExecutionID: req.ExecutionID, At: arrival})
 	f, ok := in.requestFault(w, r, writeError)
 	if !ok || !in.checkServing(w, writeError) {
 		return
@@ -433,7 +441,9 @@ func (in *instance) handleDecode(w http.ResponseWriter, r *http.Request) {
 	if bad.answer(w, writeError) {
 		return
 	}
-	p.model, p.stream, p.maxTokens, p.reqSeed, p.stops = model, true, capTok, inner.Seed, stops
+	// The request's stream decides the shape, as on /v1/chat/completions: a gateway forwards
+	// the client's request, streamed or not.
+	p.model, p.stream, p.maxTokens, p.reqSeed, p.stops = model, inner.Stream, capTok, inner.Seed, stops
 	p.includeUsage = inner.StreamOptions != nil && inner.StreamOptions.IncludeUsage
 	in.serveGeneration(w, r, &p, prompt)
 }
@@ -452,6 +462,7 @@ func (in *instance) handleAbort(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "execution_id is required", "execution_id", "invalid_value")
 		return
 	}
+	in.calls.add(Call{Call: "abort", ExecutionID: req.ExecutionID, At: time.Now()})
 	found := false
 	in.mu.Lock()
 	if ex := in.execs[req.ExecutionID]; ex != nil {

@@ -41,6 +41,7 @@ func TestValidateUnknownKey(t *testing.T) {
 
 func TestValidateAcceptsShippedConfigs(t *testing.T) {
 	t.Setenv("JWT_SECRET", "an-example-secret-of-at-least-32-bytes") // examples/ollama.toml
+	t.Setenv("ASTER_POWER_DISTRIBUTED_API_KEY", "a-workers-key")     // seed-000-pd.toml
 	files, err := filepath.Glob("../../configs/*.toml")
 	require.NoError(t, err)
 	ex, err := filepath.Glob("../../configs/examples/*.toml")

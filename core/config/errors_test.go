@@ -75,7 +75,7 @@ func TestLoadErrorPositions(t *testing.T) {
 			want: []string{
 				`t.toml:7:13: unknown key "mirror" in [services.s]: traffic mirroring ([services.<name>.mirror]) is not implemented in this version`,
 				`t.toml:10:9: models.chat: a model needs at least one target ([models.chat.targets.<id>] with a service)`,
-				`t.toml:11:9: models.chat.scheduling.phase "decode": prefill/decode serving is not implemented in this version (use "aggregated")`,
+				`t.toml:11:9: models.chat.scheduling.phase = "decode" needs [models.chat.scheduling.distributed_serving] with api_key_env (the workers' key)`,
 			},
 		},
 		{

@@ -292,6 +292,7 @@ func TestUnreferencedMiddlewaresAreKept(t *testing.T) {
 // configs/examples/ as one merged configuration.
 func TestShippedConfigsLoad(t *testing.T) {
 	t.Setenv("JWT_SECRET", "an-example-secret-of-at-least-32-bytes") // examples/ollama.toml
+	t.Setenv("ASTER_POWER_DISTRIBUTED_API_KEY", "a-workers-key")     // seed-000-pd.toml
 	root := filepath.Join("..", "..", "configs")
 	var paths []string
 	for _, dir := range []string{root, filepath.Join(root, "examples")} {

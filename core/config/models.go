@@ -98,13 +98,31 @@ type Scheduling struct {
 	DistributedServing *DistributedServing `toml:"distributed_serving"`
 }
 
-// DistributedServing is [models.<alias>.scheduling.distributed_serving].
+// DistributedServing is [models.<alias>.scheduling.distributed_serving]: how the gateway
+// runs the worker protocol's prefill/decode exchange (docs/config.md).
 type DistributedServing struct {
-	// APIKeyEnv names the environment variable holding the workers' protocol key.
+	// APIKeyEnv names the environment variable holding the bearer key of the workers'
+	// /power/v1 endpoints; required. The variable must be set (and not empty) when the
+	// configuration is activated; the key itself never appears in a configuration.
 	APIKeyEnv string `toml:"api_key_env"`
-	// ExecutionTimeoutMs bounds a whole prefill/decode exchange, in ms.
+	// ExecutionTimeoutMs bounds a whole prefill/decode exchange, in ms, from the first call
+	// to the end of the decode stream. Default 30000, range 1..600000.
 	ExecutionTimeoutMs int `toml:"execution_timeout_ms"`
+	// PrepareBatchSize is the most decode/prepare calls to one decode worker that are
+	// coalesced into one decode/prepare:batch call while another call to it is in flight.
+	// Default 32; 1 sends every prepare on its own. Range 1..1024 (the protocol's bound).
+	PrepareBatchSize int `toml:"prepare_batch_size"`
+	// APIKey is the value read from APIKeyEnv at load (not a TOML key; never print it).
+	APIKey string `toml:"-"`
 }
+
+// Bounds and defaults of [models.<alias>.scheduling.distributed_serving].
+const (
+	DefaultExecutionTimeoutMs = 30_000
+	MaxExecutionTimeoutMs     = 10 * 60 * 1000
+	DefaultPrepareBatchSize   = 32
+	MaxPrepareBatchSize       = 1024
+)
 
 // Consumer is one caller of the model gateway, [consumers.<name>]: its credentials and what it
 // may use.
@@ -148,7 +166,7 @@ func (c *Consumer) setDefaults() { c.Environment = DefaultConsumerEnv }
 // validateModels checks [models], [consumers] and the model routers.
 func (c *Config) validateModels(e *errs, lookup func(string) (string, bool)) {
 	for _, name := range sortedNames(c.Models) {
-		c.validateModel(e, name, c.Models[name])
+		c.validateModel(e, name, c.Models[name], lookup)
 	}
 	owner := map[[sha256.Size]byte]string{}
 	for _, name := range sortedNames(c.Consumers) {
@@ -165,7 +183,7 @@ func (c *Config) validateModels(e *errs, lookup func(string) (string, bool)) {
 	}
 }
 
-func (c *Config) validateModel(e *errs, name string, m *Model) {
+func (c *Config) validateModel(e *errs, name string, m *Model, lookup func(string) (string, bool)) {
 	path := []string{"models", name}
 	if !validName(name) {
 		e.add(c.Pos(path...), "model alias %q: aliases are 1..128 characters of A-Z a-z 0-9 . _ - starting with a letter or digit", name)
@@ -198,10 +216,13 @@ func (c *Config) validateModel(e *errs, name string, m *Model) {
 		}
 		c.validateTargetBinding(e, name, id, t)
 	}
-	c.validateScheduling(e, name, &m.Scheduling)
+	c.validateScheduling(e, name, &m.Scheduling, lookup)
+	if m.Scheduling.Phase == PhaseDecode {
+		c.validateDistributedTargets(e, name, m)
+	}
 }
 
-func (c *Config) validateScheduling(e *errs, name string, s *Scheduling) {
+func (c *Config) validateScheduling(e *errs, name string, s *Scheduling, lookup func(string) (string, bool)) {
 	sp := []string{"models", name, "scheduling"}
 	at := func(key string) Position { return c.ValuePos(append(append([]string(nil), sp...), key)...) }
 	switch s.Phase {
@@ -210,7 +231,7 @@ func (c *Config) validateScheduling(e *errs, name string, s *Scheduling) {
 			e.add(c.Pos(append(sp, "distributed_serving")...), "models.%s.scheduling.distributed_serving is only for phase = %q", name, PhaseDecode)
 		}
 	case PhaseDecode:
-		e.add(at("phase"), "models.%s.scheduling.phase %q: prefill/decode serving is not implemented in this version (use %q)", name, s.Phase, PhaseAggregated)
+		c.validateDistributed(e, name, s, lookup)
 	default:
 		e.add(at("phase"), "models.%s.scheduling.phase %q: want %q or %q", name, s.Phase, PhaseAggregated, PhaseDecode)
 	}
@@ -229,8 +250,8 @@ func (c *Config) validateScheduling(e *errs, name string, s *Scheduling) {
 	if s.PrefixAffinity {
 		e.add(at("prefix_affinity"), "models.%s.scheduling.prefix_affinity: prefix-cache affinity is not implemented in this version (remove the key or set it to false)", name)
 	}
-	if s.PromptCacheAffinity {
-		e.add(at("prompt_cache_affinity"), "models.%s.scheduling.prompt_cache_affinity: needs phase = %q, not implemented in this version", name, PhaseDecode)
+	if s.PromptCacheAffinity && s.Phase != PhaseDecode {
+		e.add(at("prompt_cache_affinity"), "models.%s.scheduling.prompt_cache_affinity chooses prefill workers: it needs phase = %q (use prefix_affinity for phase %q)", name, PhaseDecode, PhaseAggregated)
 	}
 }
 
@@ -300,4 +321,51 @@ func notTokenChar(r rune) bool {
 func (m *Middleware) APIKeyHeader() string {
 	h, _ := m.Options["header"].(string)
 	return h
+}
+
+// validateDistributed checks [models.<alias>.scheduling.distributed_serving] of a phase
+// "decode" alias and reads its key from the environment, so that a configuration whose
+// credential is missing is refused before it is activated.
+func (c *Config) validateDistributed(e *errs, name string, s *Scheduling, lookup func(string) (string, bool)) {
+	sp := []string{"models", name, "scheduling", "distributed_serving"}
+	d := s.DistributedServing
+	if d == nil {
+		e.add(c.ValuePos("models", name, "scheduling", "phase"), "models.%s.scheduling.phase = %q needs [models.%s.scheduling.distributed_serving] with api_key_env (the workers' key)", name, PhaseDecode, name)
+		return
+	}
+	at := func(key string) Position { return c.ValuePos(append(append([]string(nil), sp...), key)...) }
+	switch n := d.APIKeyEnv; {
+	case n == "" && c.missing(append(sp, "api_key_env")...):
+		e.add(c.Pos(sp...), "models.%s.scheduling.distributed_serving.api_key_env is required (the name of the environment variable holding the workers' key)", name)
+	case !isEnvName(n):
+		e.add(at("api_key_env"), "models.%s.scheduling.distributed_serving.api_key_env %q is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*); it names the variable, never holds the key", name, c.shown(n, append(sp, "api_key_env")...))
+	default:
+		if v, ok := lookup(n); !ok || v == "" {
+			e.add(at("api_key_env"), "models.%s.scheduling.distributed_serving.api_key_env: environment variable %s is not set or empty (it must hold the workers' bearer key)", name, n)
+		} else {
+			d.APIKey = v
+		}
+	}
+	if d.ExecutionTimeoutMs < 1 || d.ExecutionTimeoutMs > MaxExecutionTimeoutMs {
+		e.add(at("execution_timeout_ms"), "models.%s.scheduling.distributed_serving.execution_timeout_ms %d: want 1..%d (ms)", name, d.ExecutionTimeoutMs, MaxExecutionTimeoutMs)
+	}
+	if d.PrepareBatchSize < 1 || d.PrepareBatchSize > MaxPrepareBatchSize {
+		e.add(at("prepare_batch_size"), "models.%s.scheduling.distributed_serving.prepare_batch_size %d: want 1 (no batching) to %d", name, d.PrepareBatchSize, MaxPrepareBatchSize)
+	}
+}
+
+// validateDistributedTargets refuses a phase "decode" target whose service's servers are not
+// observed: prefill and decode workers are told apart by their observed role.
+func (c *Config) validateDistributedTargets(e *errs, name string, m *Model) {
+	for _, id := range sortedNames(m.Targets) {
+		t := m.Targets[id]
+		if svc := c.Services[t.Service]; svc != nil && !svc.Workers.Observe {
+			e.add(c.ValuePos("models", name, "targets", id, "service"), "models.%s.targets.%s: phase = %q needs worker observations (roles prefill and decode), but services.%s.workers.observe is false", name, id, PhaseDecode, t.Service)
+		}
+	}
+}
+
+func (d *DistributedServing) setDefaults() {
+	d.ExecutionTimeoutMs = DefaultExecutionTimeoutMs
+	d.PrepareBatchSize = DefaultPrepareBatchSize
 }

@@ -50,6 +50,12 @@ var Families = []Family{
 	{"sluice_model_usage_missing_total", "counter", "Model responses that should have reported their token usage and did not (a stream cut before its usage chunk, a failed answer): counted apart, never as zero tokens."},
 	{"sluice_model_queue_wait_seconds", "histogram", "Time requests of the model alias admitted after queueing waited for their slot, in seconds."},
 	{"sluice_rate_limited_total", "counter", "Requests a rate-limit middleware refused with 429 because their key's token bucket was empty."},
+	{"sluice_pd_phase_duration_seconds", "histogram", "Prefill/decode serving: duration of each phase of the exchange that succeeded (prepare, prefill, decode_head: from the decode call to its response head, decode: from the head to the end of the response), in seconds."},
+	{"sluice_pd_phase_failures_total", "counter", "Prefill/decode serving: failed phases of the exchange (prepare, prefill, decode_head)."},
+	{"sluice_pd_pair_retries_total", "counter", "Prefill/decode serving: requests sent to another worker pair of the target after a failure before any response byte."},
+	{"sluice_pd_pairs_exhausted_total", "counter", "Prefill/decode serving: requests for which no pair of the target could serve (the next target, if any, took them)."},
+	{"sluice_pd_aborts_total", "counter", "Prefill/decode serving: executions aborted on both workers, by reason: leg_failed, client_gone, timeout (execution_timeout_ms) or stream_failed."},
+	{"sluice_pd_prepare_batch_size", "histogram", "Prefill/decode serving: decode/prepare reservations per call to a decode worker (1: a plain decode/prepare; more: one decode/prepare:batch call)."},
 	{"sluice_circuit_breaker_state", "gauge", "State of a circuit-breaker middleware's breaker over the backend: 0 closed (requests pass), 1 open (the backend is kept out), 2 half-open (one probe request at a time)."},
 }
 

@@ -8,11 +8,14 @@
 // whose servers all fail before answering gives way to the next target of its priority, then
 // to the next priority. When the target's service is observed (core/workers), each choice of
 // a server first leaves out the workers the target must not use and those more loaded than
-// the least loaded one; a target left with none gives way in the same manner. GET /v1/models
-// lists the aliases the caller may use.
+// the least loaded one; a target left with none gives way in the same manner. An alias with
+// scheduling phase "decode" runs each request on a prefill and a decode worker of its target
+// instead (package pd), giving way to the next target when no pair of one could serve it.
+// GET /v1/models lists the aliases the caller may use.
 package modelroute
 
 import (
+	"errors"
 	"sort"
 	"strconv"
 	"strings"
@@ -28,6 +31,7 @@ import (
 	"github.com/sluice-gw/sluice/core/openai"
 	"github.com/sluice-gw/sluice/core/pipeline"
 	"github.com/sluice-gw/sluice/core/workers"
+	"github.com/sluice-gw/sluice/pd"
 )
 
 // Table holds the model aliases of one configuration. It is immutable once built.
@@ -64,8 +68,11 @@ type Target struct {
 	Weight        int
 	// Workers observes the servers of Service (nil when they are not observed); Needs is
 	// what the target asks of them.
-	Workers    *workers.Group
-	Needs      workers.Needs
+	Workers *workers.Group
+	Needs   workers.Needs
+	// PD serves the target's requests on prefill/decode worker pairs (phase "decode");
+	// nil for a target whose servers serve whole requests.
+	PD         *pd.Target
 	next       atomic.Uint64 // smooth share within the tier, by weight
 	alias      string
 	byConsumer sync.Map // consumer name -> *metrics.Tokens
@@ -102,12 +109,18 @@ func NewTable(models map[string]*config.Model, services map[string]*pipeline.Ser
 			if svc == nil {
 				continue // reported by the service's own compile errors
 			}
-			byPrio[ct.Priority] = append(byPrio[ct.Priority], &Target{
+			t := &Target{
 				Name: id, Service: svc, UpstreamModel: ct.UpstreamModel, Priority: ct.Priority, Weight: ct.Weight,
 				Workers: groups[ct.Service], alias: name,
-				// Every target serves whole requests in this version (phase "aggregated").
 				Needs: workers.Needs{Role: workers.RoleAggregated, Generation: int64(ct.DeploymentGeneration), Digest: ct.ExecutionConfigDigest},
-			})
+			}
+			if ds := m.Scheduling.DistributedServing; m.Scheduling.Phase == config.PhaseDecode && ds != nil && t.Workers != nil {
+				t.PD = pd.NewTarget(pd.Options{
+					Alias: name, APIKey: ds.APIKey, ExecutionTimeout: time.Duration(ds.ExecutionTimeoutMs) * time.Millisecond,
+					PrepareBatchSize: ds.PrepareBatchSize, PromptCacheAffinity: m.Scheduling.PromptCacheAffinity,
+				}, id, svc, t.Workers, t.Needs.Generation, t.Needs.Digest)
+			}
+			byPrio[ct.Priority] = append(byPrio[ct.Priority], t)
 		}
 		prios := make([]int, 0, len(byPrio))
 		for p := range byPrio {
@@ -140,6 +153,20 @@ func NewTable(models map[string]*config.Model, services map[string]*pipeline.Ser
 
 // Alias returns the alias named name, or nil.
 func (t *Table) Alias(name string) *Alias { return t.aliases[name] }
+
+// Close releases what the table's prefill/decode targets hold for calls to their workers
+// (idle connections), once its configuration is retired.
+func (t *Table) Close() {
+	for _, a := range t.aliases {
+		for _, tier := range a.tiers {
+			for _, tg := range tier {
+				if tg.PD != nil {
+					tg.PD.Close()
+				}
+			}
+		}
+	}
+}
 
 // Aliases returns every alias sorted by name.
 func (t *Table) Aliases() []*Alias {
@@ -221,7 +248,29 @@ func (s *Stage) OnRequest(rc *pipeline.RequestCtx) error {
 	if !st.nextTarget(rc) {
 		return pipeline.ErrNoBackend
 	}
+	if st.target.PD != nil {
+		return st.serveDisaggregated(rc)
+	}
 	return nil
+}
+
+// serveDisaggregated runs a phase "decode" request on the prefill/decode workers of its
+// target (package pd), falling back to the next target while a target's worker pairs fail
+// before any response byte.
+func (st *state) serveDisaggregated(rc *pipeline.RequestCtx) error {
+	if st.ep != openai.ChatCompletions {
+		return replyError(rc, st.ep, pd.ErrEndpoint)
+	}
+	for {
+		err := st.target.PD.Serve(rc, &st.peek)
+		var ex *pd.Exhausted
+		if !errors.As(err, &ex) {
+			return err
+		}
+		if !st.nextTarget(rc) {
+			return ex.Answer
+		}
+	}
 }
 
 // admit takes a slot of the alias's pool: at once when one is free, else in its queue,
@@ -334,6 +383,7 @@ func (s *Stage) OnComplete(rc *pipeline.RequestCtx) {
 	if st.alias != nil && !rc.Replied() {
 		st.account(rc, consumerLabel(consumer.From(rc)))
 	}
+	pd.Complete(rc)
 	st.ticket.Release()
 	st.ticket = admission.Ticket{}
 	st.alias, st.target = nil, nil

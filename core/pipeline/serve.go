@@ -63,9 +63,11 @@ func (ep *Entrypoint) Begin(rc *RequestCtx) {
 		rc.answer(rc.answerAsFinalRecipient())
 		return
 	}
-	if err := rc.exchange(); err != nil {
-		rc.answer(err)
-		return
+	if rc.x == nil { // a request stage may have run the exchange itself (Adopt)
+		if err := rc.exchange(); err != nil {
+			rc.answer(err)
+			return
+		}
 	}
 	if rc.x.Resp.Status == 101 {
 		// No upgrade was asked for: a protocol error.

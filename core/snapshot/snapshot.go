@@ -484,6 +484,9 @@ func (s *Snapshot) Retire(next *Snapshot) {
 	for _, g := range s.Workers {
 		g.Stop()
 	}
+	if s.Models != nil {
+		s.Models.Close()
+	}
 	for k, p := range s.pools {
 		if next == nil || next.pools[k] != p {
 			p.Close()

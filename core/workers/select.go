@@ -18,10 +18,13 @@ type Needs struct {
 	Generation int64
 	// Digest, when set, is the execution config digest a worker must report.
 	Digest string
+	// StateTransfer asks for workers that report state_transfer: true (prefill and decode
+	// workers of disaggregated serving hand a prefill's state over).
+	StateTransfer bool
 }
 
 // binds reports whether n asks for something only an observation can show.
-func (n *Needs) binds() bool { return n.Generation > 0 || n.Digest != "" }
+func (n *Needs) binds() bool { return n.Generation > 0 || n.Digest != "" || n.StateTransfer }
 
 // Reason is why a server is left out of a choice; Eligible when it is not.
 type Reason uint8
@@ -52,6 +55,9 @@ const (
 	// NoObservation: the target binds a generation or a digest, and the server has no
 	// observation (a plain server, or one that never answered).
 	NoObservation
+	// NoStateTransfer: the target hands prefill state between workers and the worker does
+	// not report state_transfer.
+	NoStateTransfer
 
 	numReasons
 )
@@ -67,6 +73,7 @@ var reasonNames = [...]string{
 	GenerationMismatch: "deployment_generation",
 	DigestMismatch:     "execution_config_digest",
 	NoObservation:      "no_observation",
+	NoStateTransfer:    "state_transfer",
 }
 
 // String names r as the admin API shows it ("" for Eligible).
@@ -111,6 +118,8 @@ func (g *Group) judge(i int, n *Needs, now int64) (Reason, int64) {
 		return GenerationMismatch, load
 	case n.Digest != "" && o.ExecutionConfigDigest != n.Digest:
 		return DigestMismatch, load
+	case n.StateTransfer && !o.StateTransfer:
+		return NoStateTransfer, load
 	}
 	return Eligible, load
 }

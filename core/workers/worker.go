@@ -131,3 +131,12 @@ func (w *Worker) View() View {
 	}
 	return v
 }
+
+// ID returns the worker_id of the latest observation ("" when there is none). It does not
+// allocate: pair selection ranks workers by it on the request path.
+func (w *Worker) ID() string {
+	if r := w.load(); r.kind == Observed {
+		return r.obs.WorkerID
+	}
+	return ""
+}

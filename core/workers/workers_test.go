@@ -109,6 +109,27 @@ func TestJudgeReasonsInOrder(t *testing.T) {
 	require.Equal(t, "someone-else", v.Observation.WorkerID)
 }
 
+// A target that hands prefill state over takes only workers that report state_transfer,
+// judged after the generation and digest; an unobserved server cannot show it.
+func TestJudgeStateTransfer(t *testing.T) {
+	g := testGroup(t, 1)
+	pd := Needs{Role: "decode", Generation: 2, Digest: "d2", StateTransfer: true}
+	j := func() Reason { r, _ := g.Judge(0, &pd); return r }
+	require.Equal(t, NoObservation, j())
+	o := observation("w0")
+	o.Role = "decode"
+	g.observe(0, o)
+	require.Equal(t, NoStateTransfer, j())
+	require.Equal(t, "state_transfer", NoStateTransfer.String())
+	o.DeploymentGeneration = 1
+	g.observe(0, o)
+	require.Equal(t, GenerationMismatch, j())
+	o.DeploymentGeneration, o.StateTransfer = 2, true
+	g.observe(0, o)
+	require.Equal(t, Eligible, j())
+	require.Equal(t, "w0", g.members[0].Worker.ID())
+}
+
 func TestJudgeAtCapacityCountsGatewayRequestsSinceObservation(t *testing.T) {
 	g := testGroup(t, 1)
 	lb := g.members[0].LB

@@ -1,0 +1,78 @@
+package pd
+
+import (
+	"sync"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/sluice-gw/sluice/affinity"
+	"github.com/sluice-gw/sluice/core/openai"
+)
+
+// prefixIndex is prompt_cache_affinity's memory of which prefill worker computed which
+// prompt prefixes (affinity.Index, keyed by the worker_id's hash so that every replica
+// names a worker alike).
+type prefixIndex struct {
+	idx *affinity.Index
+}
+
+func newPrefixIndex() *prefixIndex {
+	return &prefixIndex{idx: affinity.NewIndex(affinity.Config{})}
+}
+
+// affinityReq is one request's fingerprint and scope for prefill choice.
+type affinityReq struct {
+	scope  affinity.Scope
+	print  affinity.Print
+	cands  [maxCandidates]affinity.Candidate
+	chosen affinity.Target
+	hinted bool // the prefill worker was chosen for its hint
+}
+
+var affinityReqs = sync.Pool{New: func() any { return new(affinityReq) }}
+
+// workerTarget names worker id in the index.
+func workerTarget(id string) affinity.Target { return affinity.Target(xxhash.Sum64String(id)) }
+
+// fingerprint returns the affinity state of a request, or nil when its body cannot be
+// fingerprinted (then the prefill worker is chosen by load alone). Release it with
+// releaseAffinity.
+func fingerprint(d affinity.Domain, body []byte, peek *openai.Request) *affinityReq {
+	a := affinityReqs.Get().(*affinityReq)
+	if affinity.Fingerprint(openai.ChatCompletions, body, peek.Prompt, peek.System, &a.print) != nil || len(a.print.Checkpoints) == 0 {
+		affinityReqs.Put(a)
+		return nil
+	}
+	a.scope, a.hinted = d.Scope(), false
+	return a
+}
+
+func releaseAffinity(a *affinityReq) {
+	if a != nil {
+		affinityReqs.Put(a)
+	}
+}
+
+// choose returns the prefill candidate affinity.Select picks: within affinity.LoadBand of
+// the least load, the longest shared prefix covering at least half the request; else the
+// highest rendezvous weight for the conversation.
+func (x *prefixIndex) choose(cs []candidate, a *affinityReq) candidate {
+	cands := a.cands[:len(cs)]
+	for i, c := range cs {
+		cands[i] = affinity.Candidate{Target: workerTarget(c.id), Load: int(c.load)}
+	}
+	x.idx.Lookup(a.scope, &a.print, cands)
+	ch := affinity.Select(cands, a.print.Scanned, a.print.Conversation)
+	a.chosen, a.hinted = cands[ch.Index].Target, ch.Outcome == affinity.OutcomeHit
+	return cs[ch.Index]
+}
+
+// learned records that the prefill worker chosen for a computed the request's prompt;
+// cached is the prompt tokens it found cached. A worker chosen for its hint that found
+// nothing cached had lost the prefix (evicted, restarted): the stale hint goes first.
+func (x *prefixIndex) learned(a *affinityReq, cached int64) {
+	if a.hinted && cached == 0 {
+		x.idx.Forget(a.scope, &a.print, a.chosen)
+	}
+	x.idx.Learn(a.scope, &a.print, a.chosen)
+}

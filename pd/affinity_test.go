@@ -1,0 +1,128 @@
+package pd_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-gw/sluice/affinity"
+	"github.com/sluice-gw/sluice/bench/llmsim"
+	"github.com/sluice-gw/sluice/core/openai"
+	"github.com/sluice-gw/sluice/pd"
+)
+
+// conversation is a chat body with a long system prompt and the given turns (user,
+// assistant, user, ...).
+func conversation(topic string, turns ...string) string {
+	msgs := []map[string]string{{"role": "system", "content": strings.Repeat("You answer about "+topic+". ", 120)}}
+	for i, c := range turns {
+		role := "user"
+		if i%2 == 1 {
+			role = "assistant"
+		}
+		msgs = append(msgs, map[string]string{"role": role, "content": c})
+	}
+	b, _ := json.Marshal(map[string]any{"model": "chat", "stream": true, "stream_options": map[string]bool{"include_usage": true}, "messages": msgs})
+	return string(b)
+}
+
+// conversationRanking returns the worker the conversation's rendezvous weight prefers.
+func conversationRanking(t *testing.T, body string, ids ...string) string {
+	t.Helper()
+	var p affinity.Print
+	require.NoError(t, affinity.Fingerprint(openai.ChatCompletions, []byte(body), openai.Span{}, openai.Span{}, &p))
+	best, bw := "", uint64(0)
+	for _, id := range ids {
+		if w := affinity.RendezvousWeight(p.Conversation, affinity.Target(xxhash.Sum64String(id))); best == "" || w > bw {
+			best, bw = id, w
+		}
+	}
+	return best
+}
+
+// With prompt_cache_affinity, a conversation's next turn goes to the prefill worker that
+// computed its previous turn (and finds it cached), though rendezvous ranking alone would
+// send it to the other one.
+func TestPromptCacheAffinityKeepsAConversationOnItsPrefillWorker(t *testing.T) {
+	f := startFleet(t, func(i int, ic *llmsim.InstanceConfig) {
+		if i == prefillB {
+			// One sequence at a time, slowly: a request there makes it full for a while.
+			ic.MaxRunning, ic.FaultRate, ic.Fault = 1, 1, "slow=1s"
+		}
+	})
+	g := startGateway(t, f.gatewayTOML("prompt_cache_affinity = true", ""))
+
+	// A conversation that rendezvous ranking sends to prefill-b, by its conversation key
+	// (affinity without a hint) and by its second turn's request key (without affinity).
+	var topic string
+	for n := 0; ; n++ {
+		topic = fmt.Sprintf("topic %d", n)
+		second := pd.RequestKey([]byte(conversation(topic, "first question", "an answer", "second question")))
+		if conversationRanking(t, conversation(topic, "first question"), "prefill-a", "prefill-b") == "prefill-b" &&
+			pd.Rank(second, "prefill-b") > pd.Rank(second, "prefill-a") {
+			break
+		}
+	}
+	// Keep prefill-b full while the first turn comes: it goes to prefill-a.
+	busy := make(chan struct{})
+	go func() {
+		defer close(busy)
+		msg := promptRankedFirst(t, "prefill-b", "prefill-a")
+		_, _ = stream(t, g, chatBody(msg))
+	}()
+	f.waitCall(t, prefillB, "prefill", "")
+	waitObservedActive(t, g.AdminAddr(), "prefill-b")
+	status, data := stream(t, g, conversation(topic, "first question"))
+	require.Equal(t, 200, status, data)
+	require.Len(t, f.executions(prefillA, "prefill"), 1, "the first turn went to prefill-a")
+	<-busy
+	waitIdleObserved(t, f, g.AdminAddr())
+
+	// The second turn extends the first: the hint beats rendezvous ranking.
+	status, data = stream(t, g, conversation(topic, "first question", "an answer", "second question"))
+	require.Equal(t, 200, status, data)
+	require.Len(t, f.executions(prefillA, "prefill"), 2, "the second turn went to prefill-a too")
+	require.Len(t, f.executions(prefillB, "prefill"), 1)
+	var usage struct {
+		Usage struct {
+			Details struct {
+				Cached int `json:"cached_tokens"`
+			} `json:"prompt_tokens_details"`
+		} `json:"usage"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(data[len(data)-2]), &usage))
+	require.Positive(t, usage.Usage.Details.Cached, "the prefill found the first turn cached")
+}
+
+// waitObservedActive waits until the gateway's observation of worker id shows a running
+// sequence (so that its choices see the worker full).
+func waitObservedActive(t *testing.T, admin, id string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		resp, err := http.Get("http://" + admin + "/api/gateway/workers")
+		require.NoError(t, err)
+		var rows []struct {
+			Observation *struct {
+				WorkerID string `json:"worker_id"`
+				Active   int64  `json:"active"`
+			} `json:"observation"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&rows)
+		resp.Body.Close()
+		require.NoError(t, err)
+		for _, r := range rows {
+			if r.Observation != nil && r.Observation.WorkerID == id && r.Observation.Active > 0 {
+				return
+			}
+		}
+		require.True(t, time.Now().Before(deadline), "%s not observed busy within 5s", id)
+		time.Sleep(5 * time.Millisecond) // polling for the condition, not asserting on time
+	}
+}

@@ -1,0 +1,311 @@
+package pd_test
+
+import (
+	"bufio"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-gw/sluice/bench/llmsim"
+	"github.com/sluice-gw/sluice/pd"
+)
+
+// abortBound is how soon after a failed leg the other worker's abort must arrive.
+const abortBound = 100 * time.Millisecond
+
+// faulty makes instance i of the fleet apply spec to every request.
+func faulty(i int, spec string) func(int, *llmsim.InstanceConfig) {
+	return func(k int, ic *llmsim.InstanceConfig) {
+		if k == i {
+			ic.FaultRate, ic.Fault = 1, spec
+		}
+	}
+}
+
+// only returns the one execution id of ids.
+func only(t *testing.T, ids []string) string {
+	t.Helper()
+	require.Len(t, ids, 1, "%v", ids)
+	return ids[0]
+}
+
+// A prefill that fails gets the decode reservation aborted at once, and another pair serves
+// the request.
+func TestPrefillFailureAbortsReservationAndAnotherPairServes(t *testing.T) {
+	f := startFleet(t, faulty(prefillA, "status=503"))
+	g := startGateway(t, f.gatewayTOML("", ""))
+	msg := promptRankedFirst(t, "prefill-a", "prefill-b")
+	status, data := stream(t, g, chatBody(msg))
+	require.Equal(t, 200, status, data)
+	require.Equal(t, "[DONE]", data[len(data)-1])
+
+	failed := only(t, f.executions(prefillA, "prefill"))
+	served := only(t, f.executions(prefillB, "prefill"))
+	require.NotEqual(t, failed, served)
+	calls := f.calls(failed)
+	var decodeW int
+	for _, w := range []int{decodeA, decodeB} {
+		if len(calls[f.ids[w]]) > 0 {
+			decodeW = w
+		}
+	}
+	require.NotZero(t, decodeW, "a decode worker was prepared for the failed execution: %+v", calls)
+	prefill := calls["prefill-a"][0]
+	abort := f.waitCall(t, decodeW, "abort", failed)
+	require.Less(t, abort.At.Sub(prefill.At), abortBound, "the reservation was aborted within 100 ms of the prefill")
+	for _, w := range []int{decodeA, decodeB} {
+		for _, id := range f.executions(w, "decode") {
+			require.Equal(t, served, id, "only the second pair decoded")
+		}
+	}
+}
+
+// A decode worker that refuses decode/execute before streaming gets the pair aborted, and
+// another pair serves the request.
+func TestDecodeFailureBeforeStreamAbortsAndAnotherPairServes(t *testing.T) {
+	f := startFleet(t, faulty(decodeA, "status=500"))
+	g := startGateway(t, f.gatewayTOML("", ""))
+	msg := promptRankedFirst(t, "decode-a", "decode-b")
+	status, data := stream(t, g, chatBody(msg))
+	require.Equal(t, 200, status, data)
+	require.Equal(t, "[DONE]", data[len(data)-1])
+
+	failed := only(t, f.executions(decodeA, "decode"))
+	served := only(t, f.executions(decodeB, "decode"))
+	require.NotEqual(t, failed, served)
+	decode := f.calls(failed)["decode-a"][1]
+	require.Equal(t, "decode", decode.Call)
+	abortD := f.waitCall(t, decodeA, "abort", failed)
+	require.Less(t, abortD.At.Sub(decode.At), abortBound)
+	for w, cs := range f.calls(failed) {
+		if strings.HasPrefix(w, "prefill") {
+			p := -1
+			for i := range f.ids {
+				if f.ids[i] == w {
+					p = i
+				}
+			}
+			abortP := f.waitCall(t, p, "abort", failed)
+			require.Less(t, abortP.At.Sub(decode.At), abortBound, "the prefill worker was aborted too: %+v", cs)
+		}
+	}
+}
+
+// A decode that fails mid-stream ends the client's stream with an error event, and nothing
+// is replayed.
+func TestDecodeFailureMidStreamEndsWithErrorEvent(t *testing.T) {
+	f := startFleet(t, func(i int, ic *llmsim.InstanceConfig) {
+		if i == decodeA || i == decodeB {
+			ic.FaultRate, ic.Fault = 1, "reset-after=3"
+		}
+	})
+	g := startGateway(t, f.gatewayTOML("", ""))
+	status, data := stream(t, g, chatBody("a long answer please"))
+	require.Equal(t, 200, status)
+	require.NotEmpty(t, data)
+	require.NotContains(t, data, "[DONE]")
+	require.Contains(t, data[len(data)-1], `"upstream_stream_error"`, "the stream ends with the gateway's error event: %v", data)
+	decodes := len(f.executions(decodeA, "decode")) + len(f.executions(decodeB, "decode"))
+	require.Equal(t, 1, decodes, "no replay after the stream started")
+	prefills := len(f.executions(prefillA, "prefill")) + len(f.executions(prefillB, "prefill"))
+	require.Equal(t, 1, prefills)
+}
+
+// leaveDuring sends a streamed request for msg on a raw connection, waits until worker w got
+// a call of kind, closes the connection and returns the execution id and when it closed.
+func leaveDuring(t *testing.T, addr string, f *fleet, msg string, w int, kind string) (string, time.Time) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	body := chatBody(msg)
+	_, err = c.Write([]byte("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
+		itoa(len(body)) + "\r\n\r\n" + body))
+	require.NoError(t, err)
+	call := f.waitCall(t, w, kind, "")
+	closed := time.Now()
+	require.NoError(t, c.Close())
+	return call.ExecutionID, closed
+}
+
+func itoa(n int) string {
+	var b [20]byte
+	i := len(b)
+	for {
+		i--
+		b[i] = byte('0' + n%10)
+		n /= 10
+		if n == 0 {
+			return string(b[i:])
+		}
+	}
+}
+
+// A client that leaves during the prefill gets both workers an abort at once: the decode
+// reservation is not left to expire.
+func TestClientLeavingDuringPrefillAbortsBothWorkers(t *testing.T) {
+	f := startFleet(t, func(i int, ic *llmsim.InstanceConfig) {
+		if i == prefillA || i == prefillB {
+			ic.FaultRate, ic.Fault = 1, "slow=5s"
+		}
+	})
+	g := startGateway(t, f.gatewayTOML("", ""))
+	msg := promptRankedFirst(t, "prefill-a", "prefill-b")
+	id, closed := leaveDuring(t, g.Addr("web"), f, msg, prefillA, "prefill")
+	for w, cs := range f.calls(id) {
+		i := indexOf(f.ids, w)
+		abort := f.waitCall(t, i, "abort", id)
+		require.Less(t, abort.At.Sub(closed), abortBound, "%s aborted at once: %+v", w, cs)
+	}
+	require.Len(t, f.calls(id), 2, "a prefill and a decode worker were involved")
+}
+
+// A client that leaves once the decode stream began, before its first token, gets both
+// workers an abort at once.
+func TestClientLeavingBeforeFirstTokenAbortsBothWorkers(t *testing.T) {
+	f := startFleet(t, func(i int, ic *llmsim.InstanceConfig) {
+		if i == decodeA || i == decodeB {
+			ic.FaultRate, ic.Fault = 1, "slow=5s"
+		}
+	})
+	g := startGateway(t, f.gatewayTOML("", ""))
+	var id string
+	var closed time.Time
+	c, err := net.Dial("tcp", g.Addr("web"))
+	require.NoError(t, err)
+	body := chatBody("leaving soon")
+	_, err = c.Write([]byte("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
+		itoa(len(body)) + "\r\n\r\n" + body))
+	require.NoError(t, err)
+	line, err := bufio.NewReader(c).ReadString('\n')
+	require.NoError(t, err)
+	require.Contains(t, line, "200", "the decode stream's head reached the client")
+	closed = time.Now()
+	require.NoError(t, c.Close())
+	for _, w := range []int{decodeA, decodeB} {
+		if ids := f.executions(w, "decode"); len(ids) > 0 {
+			id = ids[0]
+		}
+	}
+	require.NotEmpty(t, id)
+	require.Len(t, f.calls(id), 2)
+	for w := range f.calls(id) {
+		abort := f.waitCall(t, indexOf(f.ids, w), "abort", id)
+		require.Less(t, abort.At.Sub(closed), abortBound, "%s aborted at once", w)
+	}
+}
+
+func indexOf(ids []string, id string) int {
+	for i, x := range ids {
+		if x == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// A decode worker that stopped listening (within its observation's TTL) fails the connect:
+// another pair serves, and passive health keeps the dead worker out of the next request's
+// pair, which goes straight to the live one.
+func TestDeadDecodeWorkerIsRetriedAwayAndLeftOut(t *testing.T) {
+	f := startFleet(t, nil)
+	g := startGateway(t, f.gatewayTOML("", ""))
+	require.NoError(t, f.sim.Crash(decodeA, 30*time.Second))
+	for n := range 2 {
+		msg := promptRankedFirst(t, "decode-a", "decode-b")
+		if n == 1 {
+			msg += " again"
+			for pd.Rank(pd.RequestKey([]byte(chatBody(msg))), "decode-a") < pd.Rank(pd.RequestKey([]byte(chatBody(msg))), "decode-b") {
+				msg += "!"
+			}
+		}
+		status, data := stream(t, g, chatBody(msg))
+		require.Equal(t, 200, status, data)
+		require.Len(t, f.executions(decodeB, "decode"), n+1)
+	}
+	// The first request's failed pair was aborted on its prefill worker; the second request
+	// made no attempt on decode-a, so one execution in all was aborted.
+	aborted := map[string]bool{}
+	for _, w := range []int{prefillA, prefillB} {
+		for _, id := range f.executions(w, "abort") {
+			aborted[id] = true
+		}
+	}
+	require.Len(t, aborted, 1)
+}
+
+// When every pair of a target fails before the response, the next target priority serves
+// the request.
+func TestExhaustedTargetFallsBackToNextPriority(t *testing.T) {
+	broken := startFleet(t, func(i int, ic *llmsim.InstanceConfig) {
+		if i == prefillA || i == prefillB {
+			ic.FaultRate, ic.Fault = 1, "status=503"
+		}
+	})
+	healthy := startFleet(t, nil)
+	servers := func(f *fleet) string {
+		var s []string
+		for _, a := range f.sim.Addrs() {
+			s = append(s, `{ url = "http://`+a+`" }`)
+		}
+		return strings.Join(s, ", ")
+	}
+	toml := `
+[entrypoints.web]
+address = "127.0.0.1:0"
+[admin]
+address = "127.0.0.1:0"
+[routers.openai]
+rule = "PathPrefix(` + "`/v1`" + `)"
+models = true
+[services.first.load_balancer]
+servers = [` + servers(broken) + `]
+[services.first.workers]
+observe_interval = "20ms"
+api_key_env = "` + workerKeyEnv + `"
+[services.second.load_balancer]
+servers = [` + servers(healthy) + `]
+[services.second.workers]
+observe_interval = "20ms"
+api_key_env = "` + workerKeyEnv + `"
+[models.chat.targets.first]
+service = "first"
+[models.chat.targets.second]
+service = "second"
+priority = 1
+[models.chat.scheduling]
+phase = "decode"
+[models.chat.scheduling.distributed_serving]
+api_key_env = "` + workerKeyEnv + `"
+`
+	g := startGateway(t, toml)
+	status, data := stream(t, g, chatBody("fall back"))
+	require.Equal(t, 200, status, data)
+	require.Equal(t, "[DONE]", data[len(data)-1])
+	require.Len(t, f2decodes(healthy), 1, "the second target served")
+	require.Len(t, f2decodes(broken), 0)
+	require.Len(t, broken.executions(prefillA, "prefill"), 1, "each broken prefill worker was tried once")
+	require.Len(t, broken.executions(prefillB, "prefill"), 1)
+}
+
+func f2decodes(f *fleet) []string {
+	return append(f.executions(decodeA, "decode"), f.executions(decodeB, "decode")...)
+}
+
+// Workers that refuse the gateway's key get the client a 502 naming the configuration, not
+// the workers' 401 (which would tell the client its own key is wrong).
+func TestWorkersRefusingTheKeyGive502(t *testing.T) {
+	f := startFleet(t, nil)
+	toml := f.gatewayTOML("", "")
+	// The observations use the right key; the exchange uses another.
+	toml = strings.Replace(toml, `[models.chat.scheduling.distributed_serving]
+api_key_env = "`+workerKeyEnv+`"`, `[models.chat.scheduling.distributed_serving]
+api_key_env = "SLUICE_TEST_PD_WRONG_KEY"`, 1)
+	t.Setenv("SLUICE_TEST_PD_WRONG_KEY", "not-the-key")
+	g := startGateway(t, toml)
+	status, data := stream(t, g, chatBody("who am I"))
+	require.Equal(t, 502, status, data)
+	require.Contains(t, data[0], "distributed_serving.api_key_env")
+}

@@ -1,0 +1,110 @@
+package pd
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-gw/sluice/core/metrics"
+	"github.com/sluice-gw/sluice/core/pipeline"
+	"github.com/sluice-gw/sluice/core/workers"
+)
+
+// Options configure the disaggregated serving of one model alias, from
+// [models.<alias>.scheduling] and its distributed_serving table.
+type Options struct {
+	// Alias is the model alias (it scopes prompt cache keys and labels metrics).
+	Alias string
+	// APIKey is the workers' bearer key (read from api_key_env at load; never logged).
+	APIKey string
+	// ExecutionTimeout bounds the whole exchange, decode stream included.
+	ExecutionTimeout time.Duration
+	// PrepareBatchSize bounds a decode/prepare:batch call; 1 sends each prepare alone.
+	PrepareBatchSize int
+	// PromptCacheAffinity prefers, among the prefill workers within one request of the least
+	// load, the one likely to hold the longest prefix of the prompt in its cache.
+	PromptCacheAffinity bool
+}
+
+// Target is one target of a phase "decode" alias: the prefill and decode workers of its
+// service. It is immutable once built, but for the state of its batchers and prefix index.
+type Target struct {
+	name      string
+	opts      Options
+	service   *pipeline.Service
+	workers   *workers.Group
+	urls      []string // worker i's URL without a trailing slash
+	bearer    string
+	client    *http.Client
+	batchers  []*batcher
+	batchSize int
+	keyer     *CacheKeyer
+	affinity  *prefixIndex // nil without prompt_cache_affinity
+
+	prefillNeeds, decodeNeeds workers.Needs
+	m                         *metrics.PD
+}
+
+// NewTarget returns target name of an alias served with o: the workers of service svc,
+// observed by g (g's members are svc's backends, in order), bound to deployment generation
+// gen (0: any) and execution config digest digest ("": any). g must not be nil: prefill and
+// decode workers are told apart by their observed role.
+func NewTarget(o Options, name string, svc *pipeline.Service, g *workers.Group, gen int64, digest string) *Target {
+	t := &Target{
+		name: name, opts: o, service: svc, workers: g, bearer: "Bearer " + o.APIKey,
+		batchSize: max(o.PrepareBatchSize, 1), keyer: NewCacheKeyer(o.APIKey),
+		prefillNeeds: workers.Needs{Role: RolePrefill, Generation: gen, Digest: digest, StateTransfer: true},
+		decodeNeeds:  workers.Needs{Role: RoleDecode, Generation: gen, Digest: digest, StateTransfer: true},
+		m:            metrics.ForPD(o.Alias, name),
+	}
+	for i := 0; i < g.Len(); i++ {
+		t.urls = append(t.urls, strings.TrimSuffix(g.Member(i).URL, "/"))
+		t.batchers = append(t.batchers, &batcher{t: t, worker: i})
+	}
+	t.client = &http.Client{Transport: &http.Transport{
+		Proxy:               nil, // the workers are reached as the data path reaches them
+		DialContext:         (&net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConnsPerHost: maxIdlePerWorker,
+		IdleConnTimeout:     90 * time.Second,
+	}}
+	if o.PromptCacheAffinity {
+		t.affinity = newPrefixIndex()
+	}
+	return t
+}
+
+const (
+	// dialTimeout bounds a connect to a worker for a prepare, prefill or abort call.
+	dialTimeout = 2 * time.Second
+	// maxIdlePerWorker bounds the idle keep-alive connections kept to one worker for those
+	// calls.
+	maxIdlePerWorker = 64
+)
+
+// Name returns the target's id.
+func (t *Target) Name() string { return t.name }
+
+// Close releases the target's idle connections (when its configuration is retired).
+func (t *Target) Close() { t.client.CloseIdleConnections() }
+
+// Execution ids are a random per-process prefix and a counter: unique across gateway
+// replicas and restarts, so one replica's abort never hits another's execution.
+var (
+	execPrefix  = newExecPrefix()
+	execCounter atomic.Uint64
+)
+
+func newExecPrefix() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "sluice-" + hex.EncodeToString(b[:]) + "-"
+}
+
+func newExecutionID() string {
+	return execPrefix + strconv.FormatUint(execCounter.Add(1), 36)
+}
