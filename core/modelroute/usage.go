@@ -84,6 +84,7 @@ func (s *Stage) OnResponse(rc *pipeline.RequestCtx) error {
 	if st == nil || st.alias == nil {
 		return nil
 	}
+	st.prefixResponse(rc)
 	u := &st.use
 	u.reset()
 	if code := rc.UpstreamStatus(); code < 200 || code >= 300 {
