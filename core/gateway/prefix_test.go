@@ -149,8 +149,8 @@ func (c *conversation) turn(n int) string {
 // state and the gateway's prefix fields.
 type prefixAnswer struct {
 	id, instance, cache string
-	matched         int
-	estimatedMs     float64
+	matched             int
+	estimatedMs         float64
 }
 
 func prefixCall(t *testing.T, base, key, body string) prefixAnswer {
