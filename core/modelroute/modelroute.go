@@ -8,10 +8,11 @@
 // whose servers all fail before answering gives way to the next target of its priority, then
 // to the next priority. When the target's service is observed (core/workers), each choice of
 // a server first leaves out the workers the target must not use and those more loaded than
-// the least loaded one; a target left with none gives way in the same manner. An alias with
-// scheduling phase "decode" runs each request on a prefill and a decode worker of its target
-// instead (package pd), giving way to the next target when no pair of one could serve it.
-// GET /v1/models lists the aliases the caller may use.
+// the least loaded one; a target left with none gives way in the same manner. With
+// scheduling.prefix_affinity, the server is chosen by prefix-cache affinity instead
+// (prefix.go). An alias with scheduling phase "decode" runs each request on a prefill and a
+// decode worker of its target instead (package pd), giving way to the next target when no
+// pair of one could serve it. GET /v1/models lists the aliases the caller may use.
 package modelroute
 
 import (
