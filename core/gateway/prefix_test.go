@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -42,8 +44,14 @@ func prefixFleet(t *testing.T, n int) *llmsim.Fleet {
 // and the admin API's base URLs and the access log's path.
 func startPrefixGateway(t *testing.T, engine string, f *llmsim.Fleet) (string, string, string) {
 	t.Helper()
+	return startPrefixGatewayAt(t, engine, f.Addrs())
+}
+
+// startPrefixGatewayAt is startPrefixGateway over the servers at addrs.
+func startPrefixGatewayAt(t *testing.T, engine string, addrs []string) (string, string, string) {
+	t.Helper()
 	var servers []string
-	for _, a := range f.Addrs() {
+	for _, a := range addrs {
 		servers = append(servers, fmt.Sprintf("{ url = %q }", "http://"+a))
 	}
 	logPath := filepath.Join(t.TempDir(), "access.log")
@@ -336,4 +344,50 @@ func TestPrefixAffinityFullMissInvalidates(t *testing.T) {
 	require.Equal(t, true, lines[a3.id]["prefix_invalidated"])
 	require.Equal(t, false, lines[a4.id]["prefix_invalidated"])
 	require.Equal(t, "miss", lines[a4.id]["prefix_outcome"])
+}
+
+// usageServer answers chat completions with a usage whose prompt_tokens_details holds
+// cachedTokens, or none when cachedTokens is negative (a server that does not report them),
+// naming itself in X-Llmsim-Instance and sending no cache-state field.
+func usageServer(t *testing.T, name string, cachedTokens int) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		details := ""
+		if cachedTokens >= 0 {
+			details = fmt.Sprintf(`,"prompt_tokens_details":{"cached_tokens":%d}`, cachedTokens)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set(llmsim.InstanceHeader, name)
+		fmt.Fprintf(w, `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":900,"completion_tokens":1,"total_tokens":901%s}}`, details)
+	}))
+	t.Cleanup(srv.Close)
+	return strings.TrimPrefix(srv.URL, "http://")
+}
+
+// The usage's cached_tokens is the full-miss signal of servers without a cache-state field
+// (vLLM, SGLang): a count of 0 drops the hint that chose the server; a usage without the count
+// says nothing, and the hint stays.
+func TestPrefixAffinityFullMissInUsage(t *testing.T) {
+	for _, c := range []struct {
+		name        string
+		cached      int
+		invalidated bool
+	}{{"zero cached tokens", 0, true}, {"no count", -1, false}, {"some cached tokens", 512, false}} {
+		t.Run(c.name, func(t *testing.T) {
+			base, _, logPath := startPrefixGatewayAt(t, "gnet", []string{usageServer(t, "only", c.cached)})
+			conv := newConversation("sticky", "U-"+c.name)
+			_ = prefixCall(t, base, "k-prod-1", conv.turn(1))
+			a2 := prefixCall(t, base, "k-prod-1", conv.turn(2))
+			require.Positive(t, a2.matched, "the first turn's hint chose the server")
+			a3 := prefixCall(t, base, "k-prod-1", conv.turn(3))
+			lines := logLines(t, logPath, 3)
+			require.Equal(t, c.invalidated, lines[a2.id]["prefix_invalidated"])
+			if c.invalidated {
+				require.Zero(t, a3.matched, "the hints of the second turn's prefix were dropped, and it was not learned")
+			} else {
+				require.Greater(t, a3.matched, a2.matched, "the second turn was learned")
+			}
+		})
+	}
 }

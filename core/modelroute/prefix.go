@@ -25,8 +25,10 @@ import (
 
 // CacheStateHeaders are the response fields that report an upstream's prefix-cache state
 // for the request, with the value that means a full miss: llmsim's X-Llmsim-Cache. vLLM and
-// SGLang send no such field (they report cached tokens in the usage only, and only when
-// asked to: vLLM's --enable-prompt-tokens-details, SGLang's --enable-cache-report).
+// SGLang send no such field; they report cached prompt tokens in the usage
+// (usage.prompt_tokens_details.cached_tokens, when asked to: vLLM's
+// --enable-prompt-tokens-details, SGLang's --enable-cache-report), and a usage that counts
+// them as 0 for a non-empty prompt is the other full-miss signal (fullMissInUsage).
 var CacheStateHeaders = []struct{ Name, FullMiss string }{
 	{"X-Llmsim-Cache", "miss"},
 }
@@ -202,6 +204,15 @@ func (st *state) prefixResponse(rc *pipeline.RequestCtx) {
 	}
 }
 
+// fullMissInUsage reports that the response's usage counted its cached prompt tokens and
+// found none (OpenAI's usage.prompt_tokens_details.cached_tokens, or input_tokens_details on
+// the Responses API, equal to 0 with prompt tokens). A server that does not report cached
+// tokens leaves the member out and says nothing.
+func (st *state) fullMissInUsage() bool {
+	u := &st.use
+	return u.gotUse && u.cachedKnown && u.usage.Cached == 0 && u.usage.Prompt > 0
+}
+
 // prefixComplete counts the request's selection, then drops the hint that chose a server
 // which reported a full cache miss, or learns the server for the request's checkpoints after
 // a successful answer (not after a shed, failed, cancelled or gateway-answered request).
@@ -218,7 +229,7 @@ func (st *state) prefixComplete(rc *pipeline.RequestCtx) {
 	o := rc.Outcome()
 	t := targetOf(b)
 	switch {
-	case p.miss && t == p.hinted:
+	case (p.miss || st.fullMissInUsage()) && p.choice.Outcome == affinity.OutcomeHit && t == p.hinted:
 		// The hint outlived the server's cache entry (evicted, or the server restarted). It
 		// is not learned again at once: the next turn goes by rendezvous hashing, which
 		// learns where it lands.
