@@ -42,10 +42,13 @@
 // most recently learned. Without a valid match it ranks the eligible targets by rendezvous
 // hashing of the conversation key, so that gateway replicas without shared state send a
 // conversation to the same backend. The conversation key and RendezvousWeight are fixed
-// functions: every replica must run the same canonical form.
+// functions: every replica must run the same canonical form. SelectPrint adds one rule for a
+// request's Print: a hint that ends before the conversation key does (a system prompt or tools
+// that conversations share) is not followed, so that it does not pull every new conversation
+// to the backends that served earlier ones.
 //
 // A request flows as: openai.Peek, Fingerprint, Index.Lookup over the candidate targets
-// with their loads, Select, then Index.Learn after the response (or Index.Forget when the
+// with their loads, SelectPrint, then Index.Learn after the response (or Index.Forget when the
 // backend reported no cached prompt tokens for a request a hint sent there).
 //
 // # Units

@@ -69,6 +69,9 @@ type Print struct {
 	// different for conversations that start differently even under one system prompt. A
 	// request without a user message in its scanned stream uses the whole scanned stream.
 	Conversation uint64
+	// ConversationPrefix is the length in canonical bytes of the prefix Conversation hashes:
+	// what precedes it (tools, system prompt) is what conversations may share.
+	ConversationPrefix int
 
 	c      canon
 	digest xxhash.Digest
@@ -79,7 +82,7 @@ type Print struct {
 func (p *Print) Canonical() []byte { return p.c.out[:p.Scanned] }
 
 func (p *Print) clear() {
-	p.Checkpoints, p.Scanned, p.Truncated, p.Conversation = p.Checkpoints[:0], 0, false, 0
+	p.Checkpoints, p.Scanned, p.Truncated, p.Conversation, p.ConversationPrefix = p.Checkpoints[:0], 0, false, 0, 0
 	p.c.out = p.c.out[:0]
 }
 
@@ -181,6 +184,7 @@ func (p *Print) hash() {
 	if conv < 0 {
 		conv = p.Scanned
 	}
+	p.ConversationPrefix = conv
 	d := &p.digest
 	d.Reset()
 	at, convDone := 0, false

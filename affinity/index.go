@@ -40,6 +40,10 @@ type Config struct {
 	MaxEntries int
 	// Now is the clock (nil: time.Now); tests give a controllable one.
 	Now func() time.Time
+	// OnEvict, when set, is called once for every live key a new key displaces (the index
+	// was full in that key's set): for an evictions metric. It runs under the index's
+	// exclusive lock and must be quick and must not call the index.
+	OnEvict func()
 }
 
 // Index is the in-process prefix index: checkpoint hashes, scoped by domain, each mapped to
@@ -64,6 +68,7 @@ type Index struct {
 	epoch time.Time
 	seed  uint64
 	ways  int
+	evict func()
 	sets  []set
 	locks [readLocks]readLock
 }
@@ -169,7 +174,7 @@ func NewIndex(cfg Config) *Index {
 	}
 	nways, nsets := min(cfg.MaxEntries, ways), max(cfg.MaxEntries/ways, 1)
 	x := &Index{ttl: int64(cfg.TTL), now: cfg.Now, epoch: cfg.Now(), seed: rand.Uint64(),
-		ways: nways, sets: make([]set, nsets)}
+		ways: nways, sets: make([]set, nsets), evict: cfg.OnEvict}
 	for i := range x.sets {
 		x.sets[i].order = initialOrder
 	}
@@ -386,6 +391,9 @@ func (x *Index) learn(st *set, key uint64, t Target, now int64) {
 			return
 		}
 		w = int(st.order >> (4 * (x.ways - 1)) & 0xf)
+		if x.evict != nil && st.keys[w] != 0 && st.hints[w].live(now, x.ttl) {
+			x.evict()
+		}
 		st.keys[w], st.hints[w] = key, hint{}
 		st.setTag(w, tagOf(key))
 	}

@@ -191,20 +191,27 @@ func TestIndexKeepsAtMost4096Entries(t *testing.T) {
 
 func TestLeastRecentlyLearnedGoFirst(t *testing.T) {
 	clock := newFakeClock()
-	x := NewIndex(Config{Now: clock.Now, MaxEntries: 16}) // one set: exact LRU
+	evicted := 0
+	x := NewIndex(Config{Now: clock.Now, MaxEntries: 16, OnEvict: func() { evicted++ }}) // one set: exact LRU
 	s := testDomain.Scope()
 	for h := uint64(0); h < 16; h++ {
 		x.Learn(s, onePoint(h), 1)
 		clock.Advance(time.Second)
 	}
 	require.Equal(t, 16, x.Len())
+	require.Zero(t, evicted)
 	x.Learn(s, onePoint(0), 1) // renewed: now the most recent
 	x.Learn(s, onePoint(16), 1)
 	require.Equal(t, 16, x.Len())
+	require.Equal(t, 1, evicted, "hash 1 was displaced")
 	for h := uint64(0); h <= 16; h++ {
 		_, _, ok := x.Lookup(s, onePoint(h), candidates(1))
 		require.Equal(t, h != 1, ok, "hash %d", h)
 	}
+	// An expired key that makes way is not an eviction.
+	clock.Advance(DefaultTTL)
+	x.Learn(s, onePoint(17), 1)
+	require.Equal(t, 1, evicted)
 
 	// A default index is 256 sets of 16: each set evicts its least recently learned.
 	x = NewIndex(Config{MaxEntries: 4096})

@@ -22,11 +22,16 @@ const (
 	// OutcomeBusy: only candidates outside the load band have a valid hint; rendezvous
 	// hashing chose among the others.
 	OutcomeBusy
+	// OutcomeShared: the only hints that cover half of the request end before its first user
+	// message (SelectPrint): they mark a prefix conversations share, not this conversation;
+	// rendezvous hashing chose.
+	OutcomeShared
 )
 
-var outcomeNames = [...]string{"none", "hit", "miss", "short", "busy"}
+var outcomeNames = [...]string{"none", "hit", "miss", "short", "busy", "shared"}
 
-// String returns the outcome's metric label ("hit", "miss", "short", "busy", "none").
+// String returns the outcome's metric label ("hit", "miss", "short", "busy", "shared",
+// "none").
 func (o Outcome) String() string {
 	if int(o) < len(outcomeNames) {
 		return outcomeNames[o]
@@ -98,6 +103,31 @@ func Select(cands []Candidate, scanned int, conv uint64) Choice {
 		}
 	}
 	return Choice{Index: best, Outcome: out}
+}
+
+// SelectPrint is Select for the request whose fingerprint is p, with one more rule: a hint
+// that ends before p's conversation key does (Prefix < p.ConversationPrefix) covers only what
+// conversations share (tools, a system prompt) and is dropped from cands before Select.
+//
+// Such a hint says which backends served other conversations under the same system prompt;
+// following it would send every new conversation to them (and each gateway replica to the
+// ones it happened to learn), where rendezvous hashing of the conversation key spreads new
+// conversations evenly and sends a conversation's turns to the same backend from every
+// replica. A shared prefix soon sits in every backend's cache anyway. When a dropped hint
+// was the only one that covered half of the request, the outcome is OutcomeShared.
+func SelectPrint(cands []Candidate, p *Print) Choice {
+	shared := false
+	for i := range cands {
+		if c := &cands[i]; c.Prefix > 0 && c.Prefix < p.ConversationPrefix {
+			shared = shared || 2*c.Prefix >= p.Scanned
+			c.Prefix, c.Used = 0, 0
+		}
+	}
+	ch := Select(cands, p.Scanned, p.Conversation)
+	if shared && ch.Outcome == OutcomeMiss {
+		ch.Outcome = OutcomeShared
+	}
+	return ch
 }
 
 // better reports whether a beats b among candidates with valid hints.

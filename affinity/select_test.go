@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-gw/sluice/core/openai"
 )
 
 func TestSelectNeedsHalfOfTheScannedRequest(t *testing.T) {
@@ -122,4 +124,39 @@ func TestRendezvousSpreadsAndMovesLittle(t *testing.T) {
 	for _, c := range cs {
 		require.InDelta(t, keys/4, count[c.Target], keys/4*0.05, "target %d", c.Target)
 	}
+}
+
+// A hint that ends before the first user message marks a prefix conversations share: it does
+// not pull a new conversation to the backends that served others; the conversation's own
+// hints do count.
+func TestSelectPrintDropsSharedHints(t *testing.T) {
+	system := text("shared system prompt ", 3000)
+	first := fingerprint(t, openai.ChatCompletions, chat(system, "short question one"))
+	require.Greater(t, first.ConversationPrefix, len(system))
+	require.Less(t, first.ConversationPrefix, first.Scanned+1)
+	var systemEnd int
+	for _, cp := range first.Checkpoints {
+		if cp.EndsMessage && cp.Prefix < first.ConversationPrefix {
+			systemEnd = cp.Prefix
+		}
+	}
+	require.Positive(t, systemEnd, "the system prompt ends at a checkpoint")
+	require.GreaterOrEqual(t, 2*systemEnd, first.Scanned, "it covers over half of the request")
+
+	cs := []Candidate{{Target: 1, Prefix: systemEnd}, {Target: 2}, {Target: 3}}
+	c := SelectPrint(cs, first)
+	require.Equal(t, OutcomeShared, c.Outcome)
+	require.Zero(t, c.Prefix)
+	require.Equal(t, rendezvousPick(cs, first.Conversation), c.Index)
+	require.Equal(t, Choice{Index: 0, Prefix: systemEnd, Outcome: OutcomeHit},
+		Select([]Candidate{{Target: 1, Prefix: systemEnd}, {Target: 2}, {Target: 3}}, first.Scanned, first.Conversation),
+		"Select alone takes it")
+
+	// The conversation's own hint (through its first user message) counts.
+	cs = []Candidate{{Target: 1, Prefix: systemEnd}, {Target: 2, Prefix: first.ConversationPrefix}, {Target: 3}}
+	require.Equal(t, Choice{Index: 1, Prefix: first.ConversationPrefix, Outcome: OutcomeHit}, SelectPrint(cs, first))
+
+	// Without any hint, the outcome stays a miss.
+	cs = []Candidate{{Target: 1}, {Target: 2}}
+	require.Equal(t, OutcomeMiss, SelectPrint(cs, first).Outcome)
 }

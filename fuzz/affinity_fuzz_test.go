@@ -81,6 +81,9 @@ func checkPrint(t *testing.T, p *affinity.Print, err error) {
 	if len(p.Checkpoints) > affinity.MaxCheckpoints {
 		t.Fatalf("%d checkpoints", len(p.Checkpoints))
 	}
+	if p.ConversationPrefix < 0 || p.ConversationPrefix > p.Scanned {
+		t.Fatalf("conversation key over %d of %d bytes", p.ConversationPrefix, p.Scanned)
+	}
 	prev := 0
 	for _, cp := range p.Checkpoints {
 		if cp.Prefix < affinity.MinPrefixBytes || cp.Prefix > p.Scanned || cp.Prefix <= prev {
@@ -98,7 +101,7 @@ func samePrint(t *testing.T, what string, p *affinity.Print, perr error, q *affi
 	if string(p.Canonical()) != string(q.Canonical()) {
 		t.Fatalf("%s: canonical stream\n%s\nwant\n%s", what, q.Canonical(), p.Canonical())
 	}
-	if len(p.Checkpoints) != len(q.Checkpoints) || p.Conversation != q.Conversation {
+	if len(p.Checkpoints) != len(q.Checkpoints) || p.Conversation != q.Conversation || p.ConversationPrefix != q.ConversationPrefix {
 		t.Fatalf("%s: %d checkpoints, conversation %x; want %d, %x", what,
 			len(q.Checkpoints), q.Conversation, len(p.Checkpoints), p.Conversation)
 	}

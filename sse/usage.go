@@ -28,6 +28,11 @@ type Usage struct {
 	InputTokens          int64 // "input_tokens" (Anthropic: the prompt tokens not read from the cache)
 	OutputTokens         int64 // "output_tokens"
 	CacheReadInputTokens int64 // "cache_read_input_tokens" (Anthropic)
+
+	// CachedKnown reports that the usage had an integer "cached_tokens" (in
+	// "prompt_tokens_details" or "input_tokens_details"), so that a 0 in CachedTokens is a
+	// count (no prompt token came from the cache) and not a server that does not report it.
+	CachedKnown bool
 }
 
 // ParseUsage extracts the top-level "usage" object from a JSON object such
@@ -131,16 +136,14 @@ func parseUsageObject(data []byte, i int) (u Usage, ok bool) {
 			u.CompletionTokens = parseInt(val)
 		case "total_tokens":
 			u.TotalTokens = parseInt(val)
-		case "prompt_tokens_details":
-			u.CachedTokens = detailField(data, vs, "cached_tokens")
+		case "prompt_tokens_details", "input_tokens_details":
+			u.CachedTokens, u.CachedKnown = detailInt(data, vs, "cached_tokens")
 		case "completion_tokens_details", "output_tokens_details":
 			u.ReasoningTokens = detailField(data, vs, "reasoning_tokens")
 		case "input_tokens":
 			u.InputTokens = parseInt(val)
 		case "output_tokens":
 			u.OutputTokens = parseInt(val)
-		case "input_tokens_details":
-			u.CachedTokens = detailField(data, vs, "cached_tokens")
 		case "cache_read_input_tokens":
 			u.CacheReadInputTokens = parseInt(val)
 		}
@@ -151,20 +154,44 @@ func parseUsageObject(data []byte, i int) (u Usage, ok bool) {
 // detailField returns the integer member name of the object at data[i], or
 // 0 when data[i] is not an object (for example null) or has no such member.
 func detailField(data []byte, i int, name string) int64 {
+	n, _ := detailInt(data, i, name)
+	return n
+}
+
+// detailInt is detailField that also reports whether the member was there with an integer
+// value.
+func detailInt(data []byte, i int, name string) (int64, bool) {
 	if i >= len(data) || data[i] != '{' {
-		return 0
+		return 0, false
 	}
 	i++
 	for {
 		key, vs, next, more, good := nextMember(data, i)
 		if !good || !more {
-			return 0
+			return 0, false
 		}
 		if string(key) == name {
-			return parseInt(data[vs:valueEnd(data, vs, next)])
+			v := data[vs:valueEnd(data, vs, next)]
+			return parseInt(v), isInt(v)
 		}
 		i = next
 	}
+}
+
+// isInt reports whether b is a JSON integer (an optional minus, then digits).
+func isInt(b []byte) bool {
+	if len(b) > 0 && b[0] == '-' {
+		b = b[1:]
+	}
+	if len(b) == 0 {
+		return false
+	}
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // nextMember reads one member of an object whose body starts at i (just

@@ -41,6 +41,10 @@ const (
 type Options struct {
 	// Target is the base URL, "http://host:port" (https is not supported).
 	Target string
+	// AltTarget, when set, is a second base URL: every worker (closed loop only) keeps a
+	// connection to each target and sends its requests to them in turn, as a load balancer
+	// in front of two gateway replicas that alternates requests would.
+	AltTarget string
 	// Path is the request path; default "/v1/chat/completions".
 	Path string
 	// Workload is json, sse, chat-multiturn or mixed.
@@ -71,6 +75,14 @@ type Options struct {
 	MaxTokens int
 	// Turns is the number of turns per chat-multiturn conversation (default 6).
 	Turns int
+	// EchoReplies makes a chat-multiturn conversation grow by the reply the target actually
+	// streamed (sent back verbatim, as a chat client does) instead of a fixed text, so that
+	// a server that caches its output's KV blocks can reuse them on the next turn.
+	EchoReplies bool
+	// ReplyBytes is the length of the assistant reply a chat-multiturn conversation grows
+	// by after each turn (0: the default, 86 bytes); a model's answers are often a few
+	// hundred tokens, about 4 bytes each.
+	ReplyBytes int
 	// Seed makes request mixes and Poisson gaps reproducible.
 	Seed uint64
 	// Progress, when set and the run is longer than 3 s, receives a status
@@ -181,24 +193,18 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err := o.normalize(); err != nil {
 		return nil, err
 	}
-	u, err := url.Parse(o.Target)
+	u, addr, err := parseTarget(o.Target)
 	if err != nil {
-		return nil, fmt.Errorf("harness: cannot parse target %q: %w", o.Target, err)
+		return nil, err
 	}
-	if u.Scheme != "http" || u.Host == "" {
-		return nil, fmt.Errorf("harness: target %q: want http://host:port", o.Target)
-	}
-	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil {
-		return nil, fmt.Errorf("harness: target %q: want only http://host:port (the request path is set with Path)", o.Target)
-	}
-	if p := u.Port(); p != "" {
-		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
-			return nil, fmt.Errorf("harness: target %q: port %s is not a TCP port", o.Target, p)
+	var altAddr string
+	if o.AltTarget != "" {
+		if o.Rate > 0 {
+			return nil, errors.New("harness: an alternate target needs the closed loop (concurrency)")
 		}
-	}
-	addr := u.Host
-	if u.Port() == "" {
-		addr = net.JoinHostPort(u.Hostname(), "80")
+		if _, altAddr, err = parseTarget(o.AltTarget); err != nil {
+			return nil, err
+		}
 	}
 	adversary, err := ParseAdversary(o.Adversary)
 	if err != nil {
@@ -262,15 +268,31 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	for i := 0; i < workers; i++ {
 		w := &worker{r: r, id: i, gen: gens[i], conn: newHTTPConn(addr, r.clock),
 			frng: rand.New(rand.NewPCG(o.Seed^0xad5e, uint64(i)))}
-		w.wire()
+		w.conns[0] = w.conn
+		w.conn.sse.capture = o.EchoReplies
+		if altAddr != "" {
+			w.conns[1] = newHTTPConn(altAddr, r.clock)
+			w.conns[1].sse.capture = o.EchoReplies
+		}
 		r.connsMu.Lock()
-		r.conns = append(r.conns, w.conn)
+		for _, c := range w.conns {
+			if c != nil {
+				w.conn = c
+				w.wire()
+				r.conns = append(r.conns, c)
+			}
+		}
+		w.conn = w.conns[0]
 		r.connsMu.Unlock()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			w.loop()
-			w.conn.close()
+			for _, c := range w.conns {
+				if c != nil {
+					c.close()
+				}
+			}
 		}()
 	}
 	wg.Wait()
@@ -286,6 +308,30 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	res := r.result()
 	res.Adversary = advRes
 	return res, nil
+}
+
+// parseTarget checks a base URL and returns it with its dial address.
+func parseTarget(target string) (*url.URL, string, error) {
+	u, err := url.Parse(target)
+	if err != nil {
+		return nil, "", fmt.Errorf("harness: cannot parse target %q: %w", target, err)
+	}
+	if u.Scheme != "http" || u.Host == "" {
+		return nil, "", fmt.Errorf("harness: target %q: want http://host:port", target)
+	}
+	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil {
+		return nil, "", fmt.Errorf("harness: target %q: want only http://host:port (the request path is set with Path)", target)
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return nil, "", fmt.Errorf("harness: target %q: port %s is not a TCP port", target, p)
+		}
+	}
+	addr := u.Host
+	if u.Port() == "" {
+		addr = net.JoinHostPort(u.Hostname(), "80")
+	}
+	return u, addr, nil
 }
 
 // Bounds of the options, so that a typo fails at once instead of exhausting the machine.
@@ -351,6 +397,10 @@ func (o *Options) normalize() error {
 		return fmt.Errorf("harness: max_tokens %d: want >= 0 (0: omitted)", o.MaxTokens)
 	case o.Turns < 0:
 		return fmt.Errorf("harness: turns %d: want >= 1 (0: the default)", o.Turns)
+	case o.EchoReplies && o.ReplyBytes > 0:
+		return errors.New("harness: echo replies and reply bytes are exclusive")
+	case o.ReplyBytes < 0 || o.ReplyBytes > maxReplyBytes:
+		return fmt.Errorf("harness: reply bytes %d: want 0 (the default) to %d", o.ReplyBytes, maxReplyBytes)
 	case o.Concurrency > 0 && o.Rate > 0:
 		return errors.New("harness: set either concurrency (closed loop) or rate (open loop), not both")
 	case o.Concurrency == 0 && o.Rate == 0:
@@ -468,7 +518,9 @@ type worker struct {
 	r        *runState
 	id       int
 	gen      *requestGen
-	conn     *httpConn
+	conn     *httpConn    // the connection of the current request
+	conns    [2]*httpConn // to Target and, with AltTarget, to it
+	turn     int          // requests sent, to alternate between conns
 	backoff  time.Duration
 	intended int64
 	record   bool
@@ -529,6 +581,10 @@ func (w *worker) loop() {
 // one sends one request intended at time intended (ns on the run clock).
 func (w *worker) one(intended int64) {
 	r := w.r
+	if w.conns[1] != nil {
+		w.conn = w.conns[w.turn%2]
+		w.turn++
+	}
 	c := w.conn
 	if c.c == nil {
 		if err := c.connect(dialTimeout); err != nil {
@@ -568,6 +624,9 @@ func (w *worker) one(intended int64) {
 	}
 	ex := c.roundTrip(req, stream, deadline)
 	done := r.clock()
+	if w.gen.echo && stream {
+		w.gen.lastReply = append(w.gen.lastReply[:0], c.sse.text...)
+	}
 	r.sent.Add(1)
 	r.written.Add(1)
 	if ex.kind != errNone || !ex.keepAlive {

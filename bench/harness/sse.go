@@ -25,6 +25,11 @@ type sseScanner struct {
 	lastNs  int64 // time of the previous content event
 	onFirst func(ns int64)
 	onGap   func(ns int64)
+
+	// capture keeps the text of the content events in text, as JSON string content (escapes
+	// kept), so that a conversation can send the reply back verbatim.
+	capture bool
+	text    []byte
 }
 
 // maxSSELineBytes bounds one event the scanner buffers; a larger event is dropped (its bytes
@@ -35,6 +40,7 @@ func (s *sseScanner) reset() {
 	s.sc.Reset()
 	s.done, s.sseErr = false, false
 	s.events, s.firstNs, s.lastNs = 0, 0, 0
+	s.text = s.text[:0]
 }
 
 // feed scans p, which arrived at time now (ns on the run's clock).
@@ -67,6 +73,9 @@ func (s *sseScanner) OnEvent(ev sse.Event) {
 			evError = true
 		case hasContent(line):
 			evContent = true
+			if s.capture && !s.done {
+				s.text = append(s.text, contentValue(line)...)
+			}
 		}
 		if i < 0 {
 			break
@@ -116,5 +125,42 @@ func hasContent(v []byte) bool {
 				return true
 			}
 		}
+	}
+}
+
+// contentValue returns the first non-empty "content" string of a JSON data value as it is
+// written (escapes kept, quotes removed); nil when there is none. Like hasContent, it is a
+// byte scan.
+func contentValue(v []byte) []byte {
+	for {
+		i := bytes.Index(v, sseContentKey)
+		if i < 0 {
+			return nil
+		}
+		v = v[i+len(sseContentKey):]
+		j := 0
+		for j < len(v) && (v[j] == ' ' || v[j] == '\t') {
+			j++
+		}
+		if j >= len(v) || v[j] != ':' {
+			continue
+		}
+		j++
+		for j < len(v) && (v[j] == ' ' || v[j] == '\t') {
+			j++
+		}
+		if j+1 >= len(v) || v[j] != '"' || v[j+1] == '"' {
+			continue
+		}
+		start := j + 1
+		for k := start; k < len(v); k++ {
+			switch v[k] {
+			case '\\':
+				k++
+			case '"':
+				return v[start:k]
+			}
+		}
+		return nil
 	}
 }

@@ -35,6 +35,22 @@ var systemPrompt = func() string {
 // the harness does not keep response text.
 const assistantReply = "Here is a short answer to your question, kept brief on purpose for the benchmark run."
 
+// maxReplyBytes bounds Options.ReplyBytes.
+const maxReplyBytes = 64 << 10
+
+// replyOf returns an assistant reply of n bytes (assistantReply when n is 0): plain words,
+// nothing to escape in JSON.
+func replyOf(n int) string {
+	if n <= 0 {
+		return assistantReply
+	}
+	s := assistantReply
+	for len(s) < n {
+		s += " It goes on with more detail so that the answer has the length of a real one."
+	}
+	return s[:n]
+}
+
 // requestGen builds the requests of one worker. Requests for json and sse are
 // built once; chat-multiturn bodies are rebuilt per turn into a reused buffer.
 type requestGen struct {
@@ -43,6 +59,9 @@ type requestGen struct {
 	model     string
 	maxTokens int
 	turns     int
+	reply     string
+	echo      bool   // the conversation grows by lastReply, the reply last received
+	lastReply []byte // JSON string content, escapes kept
 	rng       *rand.Rand
 
 	jsonReq, sseReq []byte
@@ -61,6 +80,8 @@ func newRequestGen(o *Options, hostport string, seed uint64) (*requestGen, error
 		model:     o.Model,
 		maxTokens: o.MaxTokens,
 		turns:     o.Turns,
+		reply:     replyOf(o.ReplyBytes),
+		echo:      o.EchoReplies,
 		rng:       rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 	}
 	if g.turns <= 0 {
@@ -142,7 +163,11 @@ func (g *requestGen) nextTurn() []byte {
 	}
 	if g.turn > 0 {
 		g.conv = append(g.conv, `,{"role":"assistant","content":"`...)
-		g.conv = append(g.conv, assistantReply...)
+		if g.echo {
+			g.conv = append(g.conv, g.lastReply...)
+		} else {
+			g.conv = append(g.conv, g.reply...)
+		}
 		g.conv = append(g.conv, `"}`...)
 	}
 	g.conv = append(g.conv, `,{"role":"user","content":"Conversation `...)

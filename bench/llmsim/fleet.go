@@ -3,6 +3,8 @@ package llmsim
 import (
 	"errors"
 	"time"
+
+	json "github.com/goccy/go-json"
 )
 
 // Fleet is a running set of simulated instances (one HTTP server each).
@@ -131,4 +133,32 @@ func (f *Fleet) Close() error {
 		}
 	}
 	return nil
+}
+
+// CachedChatTokens returns the prompt tokens instance i would find in its KV cache for the
+// chat completions request body (as it would report in cached_tokens), without touching the
+// cache's LRU order or counters: what an oracle router that knows every instance's cache
+// sees. It returns an error for a body that is not a chat completions request, and panics
+// when i is out of range, like a slice index.
+func (f *Fleet) CachedChatTokens(i int, body []byte) (int, error) {
+	var req inferRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		return 0, err
+	}
+	if len(req.Messages) == 0 {
+		return 0, errors.New("llmsim: not a chat completions request (no messages)")
+	}
+	in := f.insts[i]
+	prompt := appendChatPrompt(make([]byte, 0, 1024), req.Messages, req.Tools)
+	bs := in.cfg.BlockSize
+	hashes := appendBlockHashes(nil, prompt, bs, saltHash(req.CacheSalt))
+	maxBlocks := max(CountTokens(len(prompt))-1, 0) / bs
+	n := 0
+	for _, h := range hashes[:min(len(hashes), maxBlocks)] {
+		if !in.cache.contains(h) {
+			break
+		}
+		n++
+	}
+	return n * bs, nil
 }

@@ -84,7 +84,7 @@ func (c *kvCache) insert(hashes []uint64) {
 	c.mu.Unlock()
 }
 
-// contains reports whether the block hash is cached (tests), without touching the LRU.
+// contains reports whether the block hash is cached, without touching the LRU.
 func (c *kvCache) contains(h uint64) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()

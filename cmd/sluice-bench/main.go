@@ -3,6 +3,7 @@
 //	sluice-bench run --target URL --workload json|sse|chat-multiturn|mixed
 //	    (--concurrency N | --rate R [--poisson]) --duration D --out FILE.json
 //	sluice-bench compare [--peers nginx,haproxy] [--quick] [--rounds 3] [--workload json,sse]
+//	sluice-bench affinity [--instances 8] [--concurrency 32] [--duration 20s] [--out FILE.json]
 //
 // The logic lives in bench/harness (load), bench/peers (processes, compare)
 // and bench/report (Markdown, JSON, SVG); this file only parses flags.
@@ -33,7 +34,8 @@ const adversaryHelp = "misbehaving clients beside the workload, loopback only: k
 const usage = `usage:
   sluice-bench run --target URL --workload json|sse|chat-multiturn|mixed (--concurrency N | --rate R [--poisson]) --duration D [--adversary SPEC] [--out FILE.json]
   sluice-bench compare [--peers nginx,haproxy] [--engines gnet,fasthttp] [--quick] [--rounds 3] [--workload json,sse] [--adversary SPEC] [--out FILE.json]
-run 'sluice-bench run -h' or 'sluice-bench compare -h' for all flags
+  sluice-bench affinity [--instances 8] [--concurrency 32] [--duration 20s] [--policies ...] [--out FILE.json]
+run 'sluice-bench run -h', 'sluice-bench compare -h' or 'sluice-bench affinity -h' for all flags
 `
 
 func main() {
@@ -49,6 +51,8 @@ func main() {
 		err = runCmd(ctx, os.Args[2:])
 	case "compare":
 		err = compareCmd(ctx, os.Args[2:])
+	case "affinity":
+		err = affinityCmd(ctx, os.Args[2:])
 	case "-h", "-help", "--help", "help":
 		fmt.Print(usage)
 		return
@@ -88,6 +92,9 @@ func runCmd(ctx context.Context, args []string) error {
 	fs.StringVar(&o.Model, "model", harness.DefaultModel, "model field of request bodies")
 	fs.IntVar(&o.MaxTokens, "max-tokens", 0, "max_tokens of request bodies (0: omitted)")
 	fs.IntVar(&o.Turns, "turns", 0, "chat-multiturn: turns per conversation (default 6)")
+	fs.IntVar(&o.ReplyBytes, "reply-bytes", 0, "chat-multiturn: bytes of each assistant reply the conversation grows by (default 86)")
+	fs.BoolVar(&o.EchoReplies, "echo-replies", false, "chat-multiturn: grow each conversation by the reply the target streamed instead")
+	fs.StringVar(&o.AltTarget, "alt-target", "", "closed loop: a second base URL; each connection's requests alternate between the two")
 	fs.Uint64Var(&o.Seed, "seed", 1, "seed of request mixes, Poisson gaps and the adversary")
 	fs.StringVar(&o.Adversary, "adversary", "", adversaryHelp)
 	out := fs.String("out", "", "write the JSON result to this file (default: stdout)")
@@ -228,4 +235,50 @@ func writeFile(path string, write func(w io.Writer) error) error {
 		return err
 	}
 	return f.Close()
+}
+
+func affinityCmd(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("affinity", flag.ContinueOnError)
+	var o peers.AffinityOptions
+	fs.IntVar(&o.Instances, "instances", 8, "llmsim instances")
+	fs.IntVar(&o.Concurrency, "concurrency", 30, "closed-loop connections, one conversation each at a time")
+	fs.DurationVar(&o.Duration, "duration", 20*time.Second, "measured window per policy")
+	fs.DurationVar(&o.Warmup, "warmup", 5*time.Second, "warmup per policy")
+	fs.IntVar(&o.Turns, "turns", 6, "turns per conversation")
+	fs.IntVar(&o.ReplyBytes, "reply-bytes", 0, "bytes of a fixed assistant reply (0: send back the reply the instance generated)")
+	fs.IntVar(&o.MaxTokens, "max-tokens", 64, "tokens generated per request")
+	fs.DurationVar(&o.TTFT, "sim-ttft", 20*time.Millisecond, "llmsim prefill overhead of a fully cached prompt")
+	fs.DurationVar(&o.PerUncachedToken, "sim-per-uncached-token", 100*time.Microsecond, "llmsim prefill cost per uncached prompt token")
+	fs.DurationVar(&o.ITL, "sim-itl", 5*time.Millisecond, "llmsim time per output token")
+	fs.BoolVar(&o.Observe, "observe", false, "affinity policies: the gateways poll the instances' worker observations for their loads")
+	fs.IntVar(&o.Blocks, "sim-blocks", 8192, "llmsim KV cache blocks (16 tokens each) per instance")
+	fs.Uint64Var(&o.Seed, "seed", 1, "seed of the workload and the fleet")
+	policies := fs.String("policies", strings.Join(peers.AffinityPolicies, ","), "policies to run, in order")
+	binDir := fs.String("bin", "./bin", "directory searched for sluice before PATH")
+	out := fs.String("out", "", "also write the JSON result to this file")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("affinity: unexpected argument %q (flags only)", fs.Arg(0))
+	}
+	o.Policies, o.BinDirs, o.Log = list(*policies), []string{*binDir}, os.Stderr
+	res, err := peers.RunAffinity(ctx, o)
+	if err != nil {
+		return err
+	}
+	if err := res.Markdown(os.Stdout); err != nil {
+		return err
+	}
+	if *out != "" {
+		return writeFile(*out, func(w io.Writer) error {
+			b, err := json.MarshalIndent(res, "", "  ")
+			if err != nil {
+				return err
+			}
+			_, err = w.Write(append(b, '\n'))
+			return err
+		})
+	}
+	return nil
 }

@@ -48,7 +48,12 @@ func dropLevel(groups []string, a slog.Attr) slog.Attr {
 // responses), upstream_error (a failure reason), canceled (the client left), gateway_reply
 // (the gateway answered itself), client_ip; on model routers also model (the alias),
 // consumer, usage_known and prompt_tokens, completion_tokens, cached_tokens (the upstream's
-// usage; usage_known false when it reported none, so no zero is taken for a count).
+// usage; usage_known false when it reported none, so no zero is taken for a count); on
+// requests prefix affinity routed also prefix_outcome (hit, miss, short, busy, shared),
+// prefix_matched_bytes (the normalised prefix length that routed it: not cached tokens),
+// prefix_estimated_ms (the prefill time that prefix is estimated to save: not a measured
+// TTFT) and prefix_invalidated (the backend reported a full cache miss and the hint was
+// dropped).
 func (l *Logger) OnComplete(rc *pipeline.RequestCtx) {
 	o := rc.Outcome()
 	failed := o.Status >= 500 || o.Status == 0 || o.UpstreamError != "" || o.Canceled
@@ -58,7 +63,14 @@ func (l *Logger) OnComplete(rc *pipeline.RequestCtx) {
 	req := &rc.Req
 	var router, service, backend string
 	if rt := rc.Route(); rt != nil {
-		router, service = rt.Name, rt.Service.Name
+		router = rt.Name
+	}
+	// The service the request went to: the route's, or the one a stage chose (a model
+	// router's target); a model router has no service of its own.
+	if s := rc.Service(); s != nil {
+		service = s.Name
+	} else if rt := rc.Route(); rt != nil && rt.Service != nil {
+		service = rt.Service.Name
 	}
 	if b := rc.Backend(); b != nil {
 		backend = b.URL
@@ -93,7 +105,15 @@ func (l *Logger) OnComplete(rc *pipeline.RequestCtx) {
 		slog.Int64("completion_tokens", o.Usage.Completion),
 		slog.Int64("cached_tokens", o.Usage.Cached),
 	}
-	l.log.LogAttrs(context.Background(), slog.LevelInfo, "", append(attrs[:], more[:]...)...)
+	all := append(attrs[:], more[:]...)
+	if p := &o.Prefix; p.Routed {
+		all = append(all,
+			slog.String("prefix_outcome", p.Outcome),
+			slog.Int("prefix_matched_bytes", p.MatchedBytes),
+			slog.Float64("prefix_estimated_ms", p.EstimatedMs),
+			slog.Bool("prefix_invalidated", p.Invalidated))
+	}
+	l.log.LogAttrs(context.Background(), slog.LevelInfo, "", all...)
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

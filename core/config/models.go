@@ -90,8 +90,17 @@ type Scheduling struct {
 	MaxQueuedRequests int `toml:"max_queued_requests"`
 	// QueueTimeoutMs is the longest a request waits in the queue, in ms. Default 30000.
 	QueueTimeoutMs int `toml:"queue_timeout_ms"`
-	// PrefixAffinity routes a conversation to the server likely to hold its prefix cache.
+	// PrefixAffinity routes a conversation request (chat completions, Responses, Messages)
+	// to the server of the chosen target most likely to hold its prefix in its KV cache,
+	// within a load band of one request (package affinity).
 	PrefixAffinity bool `toml:"prefix_affinity"`
+	// PrefixAffinityHeaders adds X-Sluice-Prefix-Matched-Bytes and
+	// X-Sluice-Prefix-Estimated-Ms to the responses prefix affinity routed. Default false.
+	PrefixAffinityHeaders bool `toml:"prefix_affinity_headers"`
+	// PrefixPrefillUsPerToken is the prefill cost of one prompt token on the alias's servers,
+	// in µs: prefix_estimated_ms is the matched prefix's tokens (about 4 bytes each) times it.
+	// Default 100; 1..100000.
+	PrefixPrefillUsPerToken int `toml:"prefix_prefill_us_per_token"`
 	// PromptCacheAffinity applies cache affinity to prefill worker choice (phase "decode").
 	PromptCacheAffinity bool `toml:"prompt_cache_affinity"`
 	// DistributedServing configures phase "decode".
@@ -159,7 +168,15 @@ func (m *Model) setDefaults() { m.Scheduling.setDefaults() }
 func (s *Scheduling) setDefaults() {
 	s.Phase = PhaseAggregated
 	s.QueueTimeoutMs = DefaultQueueTimeoutMs
+	s.PrefixPrefillUsPerToken = DefaultPrefixPrefillUsPerToken
 }
+
+// DefaultPrefixPrefillUsPerToken is the default prefill cost per prompt token, in µs: the
+// order of a mid-sized model's prefill on one accelerator (10,000 tokens a second).
+const DefaultPrefixPrefillUsPerToken = 100
+
+// MaxPrefixPrefillUsPerToken bounds scheduling.prefix_prefill_us_per_token (0.1 s a token).
+const MaxPrefixPrefillUsPerToken = 100_000
 
 func (c *Consumer) setDefaults() { c.Environment = DefaultConsumerEnv }
 
@@ -247,8 +264,14 @@ func (c *Config) validateScheduling(e *errs, name string, s *Scheduling, lookup 
 	if s.QueueTimeoutMs < 1 || s.QueueTimeoutMs > MaxQueueTimeoutMs {
 		e.add(at("queue_timeout_ms"), "models.%s.scheduling.queue_timeout_ms %d: want 1..%d (ms)", name, s.QueueTimeoutMs, MaxQueueTimeoutMs)
 	}
-	if s.PrefixAffinity {
-		e.add(at("prefix_affinity"), "models.%s.scheduling.prefix_affinity: prefix-cache affinity is not implemented in this version (remove the key or set it to false)", name)
+	if s.PrefixPrefillUsPerToken < 1 || s.PrefixPrefillUsPerToken > MaxPrefixPrefillUsPerToken {
+		e.add(at("prefix_prefill_us_per_token"), "models.%s.scheduling.prefix_prefill_us_per_token %d: want 1..%d (µs)", name, s.PrefixPrefillUsPerToken, MaxPrefixPrefillUsPerToken)
+	}
+	if s.PrefixAffinityHeaders && !s.PrefixAffinity {
+		e.add(at("prefix_affinity_headers"), "models.%s.scheduling.prefix_affinity_headers needs prefix_affinity = true", name)
+	}
+	if s.PrefixAffinity && s.Phase == PhaseDecode {
+		e.add(at("prefix_affinity"), "models.%s.scheduling.prefix_affinity chooses among the servers of aggregated targets: with phase = %q use prompt_cache_affinity", name, PhaseDecode)
 	}
 	if s.PromptCacheAffinity && s.Phase != PhaseDecode {
 		e.add(at("prompt_cache_affinity"), "models.%s.scheduling.prompt_cache_affinity chooses prefill workers: it needs phase = %q (use prefix_affinity for phase %q)", name, PhaseDecode, PhaseAggregated)

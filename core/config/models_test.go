@@ -49,7 +49,7 @@ func TestModelGatewayConfigLoads(t *testing.T) {
 	m := c.Models["chat-model"]
 	require.Equal(t, "internal/model-v1", m.Targets["primary"].UpstreamModel)
 	require.Equal(t, 100, m.Targets["primary"].Weight)
-	require.Equal(t, Scheduling{Phase: PhaseAggregated, MaxConcurrentRequests: 32, MaxQueuedRequests: 64, QueueTimeoutMs: 500}, m.Scheduling)
+	require.Equal(t, Scheduling{Phase: PhaseAggregated, MaxConcurrentRequests: 32, MaxQueuedRequests: 64, QueueTimeoutMs: 500, PrefixPrefillUsPerToken: DefaultPrefixPrefillUsPerToken}, m.Scheduling)
 	cs := c.Consumers["team-a"]
 	require.Equal(t, [][32]byte{sum, sha256.Sum256([]byte("sk-env"))}, cs.KeyDigests)
 	require.Equal(t, "prod", cs.Environment)
@@ -60,7 +60,7 @@ func TestModelGatewayConfigErrors(t *testing.T) {
 		`[routers.m]`, "rule = \"PathPrefix(`/v1`)\"", `models = true`, `service = "s"`,
 		`[models.bad]`,
 		`[models.m2.targets.t]`, `service = "nope"`, `weight = 0`,
-		`[models.m2.scheduling]`, `max_queued_requests = 5`, `queue_timeout_ms = 0`, `prefix_affinity = true`,
+		`[models.m2.scheduling]`, `max_queued_requests = 5`, `queue_timeout_ms = 0`, `prefix_affinity_headers = true`, `prefix_prefill_us_per_token = 0`,
 		`[consumers.c]`, `api_key_sha256 = ["sk-live-123"]`, `api_key_env = "SLUICE_TEST_UNSET_KEY"`,
 		`[consumers.c.grants]`, `models = ["m3"]`, `endpoints = ["/v1/audio"]`,
 		`[consumers.d]`,
@@ -75,7 +75,8 @@ func TestModelGatewayConfigErrors(t *testing.T) {
 		`models.m2.targets.t.weight 0: want 1..1000000`,
 		`models.m2.scheduling.max_queued_requests needs max_concurrent_requests`,
 		`models.m2.scheduling.queue_timeout_ms 0: want 1..600000 (ms)`,
-		`models.m2.scheduling.prefix_affinity: prefix-cache affinity is not implemented`,
+		`models.m2.scheduling.prefix_affinity_headers needs prefix_affinity = true`,
+		`models.m2.scheduling.prefix_prefill_us_per_token 0: want 1..100000 (µs)`,
 		`consumers.c.api_key_sha256[0]: want 64 hex digits`,
 		`consumers.c.api_key_env: environment variable SLUICE_TEST_UNSET_KEY is not set`,
 		`consumers.c.grants.models: no model alias "m3"`,

@@ -102,6 +102,11 @@ func TestDashboardQueriesUseExposedMetrics(t *testing.T) {
 	up := metricsUpstream(t)
 	m := startMetricsGateway(t, "gnet", "web", "dashboard", up.addr(), "")
 	serveTraffic(t, m, "web", "dashboard", up.addr())
+	// A request routed by prefix affinity, so that its series exist (the registry is the
+	// process's).
+	f := prefixFleet(t, 1)
+	base, _, _ := startPrefixGateway(t, "gnet", f)
+	_ = prefixCall(t, base, "k-prod-1", newConversation("sticky", "dashboard").turn(1))
 	exposed := map[string]bool{}
 	for _, line := range strings.Split(m.scrape(t), "\n") {
 		if line != "" && line[0] != '#' {
@@ -147,6 +152,8 @@ func TestDashboardQueriesUseExposedMetrics(t *testing.T) {
 		"sluice_client_canceled_total", "sluice_ttft_seconds", "sluice_inter_token_latency_seconds",
 		"sluice_request_duration_seconds", "sluice_open_connections", "sluice_active_requests",
 		"sluice_active_streams", "sluice_backend_up", "sluice_config_reloads_total",
+		"sluice_prefix_affinity_selections_total", "sluice_prefix_affinity_index_entries",
+		"sluice_prefix_affinity_evictions_total", "sluice_prefix_affinity_invalidations_total",
 	} {
 		require.True(t, used[n], "no panel shows %s", n)
 	}

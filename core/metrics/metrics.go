@@ -371,3 +371,47 @@ func ForRateLimit(name string) *RateLimit {
 
 // Limited counts one request refused with 429.
 func (r *RateLimit) Limited() { r.limited.Inc() }
+
+// Prefix holds the prefix-affinity metrics of one model alias. Its methods are safe for
+// concurrent use and allocation free.
+type Prefix struct {
+	outcomes    [6]*vm.Counter // by affinity.Outcome: none, hit, miss, short, busy, shared
+	invalidated *vm.Counter
+}
+
+// PrefixOutcomes are the outcome labels of sluice_prefix_affinity_selections_total, by the
+// affinity package's Outcome value ("" for none, which is not counted).
+var PrefixOutcomes = [6]string{"", "hit", "miss", "short", "busy", "shared"}
+
+// ForPrefix returns the prefix-affinity metrics of model alias, creating them on first use;
+// the series survive reloads.
+func ForPrefix(alias string) *Prefix {
+	p := &Prefix{invalidated: vm.GetOrCreateCounter(`sluice_prefix_affinity_invalidations_total{` + labels("model", alias) + `}`)}
+	for i, o := range PrefixOutcomes {
+		if o != "" {
+			p.outcomes[i] = vm.GetOrCreateCounter(`sluice_prefix_affinity_selections_total{` + labels("model", alias, "outcome", o) + `}`)
+		}
+	}
+	return p
+}
+
+// Selected counts a request routed with outcome (an affinity.Outcome value).
+func (p *Prefix) Selected(outcome uint8) {
+	if int(outcome) < len(p.outcomes) && p.outcomes[outcome] != nil {
+		p.outcomes[outcome].Inc()
+	}
+}
+
+// Invalidated counts a hint dropped after a full cache miss.
+func (p *Prefix) Invalidated() { p.invalidated.Inc() }
+
+var prefixEvictions = vm.NewCounter(`sluice_prefix_affinity_evictions_total`)
+
+// PrefixEvicted counts a live prefix-index entry displaced by a new one.
+func PrefixEvicted() { prefixEvictions.Inc() }
+
+// PrefixIndex exposes the size of the process's prefix index: entries() is called at each
+// scrape. The first call's entries is the one kept.
+func PrefixIndex(entries func() int) {
+	vm.GetOrCreateGauge(`sluice_prefix_affinity_index_entries`, func() float64 { return float64(entries()) })
+}

@@ -8,10 +8,11 @@
 // whose servers all fail before answering gives way to the next target of its priority, then
 // to the next priority. When the target's service is observed (core/workers), each choice of
 // a server first leaves out the workers the target must not use and those more loaded than
-// the least loaded one; a target left with none gives way in the same manner. An alias with
-// scheduling phase "decode" runs each request on a prefill and a decode worker of its target
-// instead (package pd), giving way to the next target when no pair of one could serve it.
-// GET /v1/models lists the aliases the caller may use.
+// the least loaded one; a target left with none gives way in the same manner. With
+// scheduling.prefix_affinity, the server is chosen by prefix-cache affinity instead
+// (prefix.go). An alias with scheduling phase "decode" runs each request on a prefill and a
+// decode worker of its target instead (package pd), giving way to the next target when no
+// pair of one could serve it. GET /v1/models lists the aliases the caller may use.
 package modelroute
 
 import (
@@ -51,6 +52,7 @@ type Alias struct {
 	// Limits are the alias's admission keys as configured.
 	Limits config.Scheduling
 	m      *metrics.Model
+	prefix *prefixConf // nil without scheduling.prefix_affinity
 }
 
 // Tiers returns the alias's targets by priority, lowest first (shared: do not modify).
@@ -102,7 +104,7 @@ func NewTable(models map[string]*config.Model, services map[string]*pipeline.Ser
 	t := &Table{aliases: map[string]*Alias{}}
 	for name, m := range models {
 		a := &Alias{Name: name, ModelID: m.ModelID, Limits: m.Scheduling,
-			m: metrics.ForModel(name, admission.ReasonQueueFull, admission.ReasonQueueTimeout)}
+			m: metrics.ForModel(name, admission.ReasonQueueFull, admission.ReasonQueueTimeout), prefix: newPrefixConf(name, m.Scheduling)}
 		byPrio := map[int][]*Target{}
 		for id, ct := range m.Targets {
 			svc := services[ct.Service]
@@ -198,6 +200,7 @@ type state struct {
 	orig   []byte // the body as the client sent it (when a target rewrote it)
 	buf    []byte
 	use    usageState
+	pfx    prefixState
 }
 
 var states = sync.Pool{New: func() any { return new(state) }}
@@ -228,6 +231,7 @@ func (s *Stage) OnRequest(rc *pipeline.RequestCtx) error {
 	st := states.Get().(*state)
 	st.ep, st.alias, st.target, st.tier, st.tried, st.orig = ep, nil, nil, 0, st.tried[:0], st.orig[:0]
 	st.use.reset()
+	st.pfx.reset()
 	rc.Set(&stateSlot, st)
 	if err := openai.Peek(ep, rc.Req.Body, &st.peek); err != nil {
 		return st.invalid(rc, err)
@@ -241,6 +245,9 @@ func (s *Stage) OnRequest(rc *pipeline.RequestCtx) error {
 	o.Model = a.Name
 	if caller != nil {
 		o.Consumer = caller.Name
+	}
+	if a.prefix != nil {
+		st.fingerprint(rc, caller)
 	}
 	if err := st.admit(rc); err != nil {
 		return err
@@ -352,15 +359,19 @@ func (st *state) route(rc *pipeline.RequestCtx, t *Target) {
 	rc.Req.Body = append(rc.Req.Body[:0], st.buf...)
 }
 
-// OnPick implements pipeline.PickStage: when the target's servers are observed, the workers
-// it must not use now and those more loaded than the least loaded one are left out of the
-// choice (workers.Group.Exclude).
+// OnPick implements pipeline.PickStage: with prefix affinity, every server but the one it
+// chooses is left out (pickPrefix); otherwise, when the target's servers are observed, the
+// workers it must not use now and those more loaded than the least loaded one are
+// (workers.Group.Exclude).
 func (s *Stage) OnPick(rc *pipeline.RequestCtx, c *balancer.Choice) {
 	st, _ := rc.Get(&stateSlot).(*state)
-	if st == nil || st.target == nil || st.target.Workers == nil {
-		return
+	switch {
+	case st == nil || st.target == nil:
+	case st.pfx.on:
+		st.pickPrefix(rc, c)
+	case st.target.Workers != nil:
+		st.target.Workers.Exclude(c, &st.target.Needs)
 	}
-	st.target.Workers.Exclude(c, &st.target.Needs)
 }
 
 // OnExhausted implements pipeline.FallbackStage: the current target's servers all failed
@@ -384,6 +395,9 @@ func (s *Stage) OnComplete(rc *pipeline.RequestCtx) {
 		st.account(rc, consumerLabel(consumer.From(rc)))
 	}
 	pd.Complete(rc)
+	if st.alias != nil {
+		st.prefixComplete(rc)
+	}
 	st.ticket.Release()
 	st.ticket = admission.Ticket{}
 	st.alias, st.target = nil, nil

@@ -31,10 +31,14 @@ type usageState struct {
 	sc     sse.Scanner
 	usage  pipeline.Usage
 	gotUse bool
+	// cachedKnown: the usage counted cached prompt tokens ("cached_tokens" of OpenAI's
+	// shapes), so that usage.Cached == 0 means none came from the cache.
+	cachedKnown bool
 }
 
 func (u *usageState) reset() {
 	u.mode, u.want, u.body, u.over, u.gotUse, u.usage = usageNone, false, u.body[:0], false, false, pipeline.Usage{}
+	u.cachedKnown = false
 	u.sc.Reset()
 }
 
@@ -46,7 +50,7 @@ func (u *usageState) OnEvent(ev sse.Event) {
 	switch u.ep {
 	case openai.Responses:
 		if us, ok := sse.ParseMemberUsage(ev.Data, "response"); ok {
-			u.usage, u.gotUse = fromUsage(u.ep, us), true
+			u.usage, u.gotUse, u.cachedKnown = fromUsage(u.ep, us), true, us.CachedKnown
 		}
 	case openai.Messages:
 		if us, ok := sse.ParseMemberUsage(ev.Data, "message"); ok {
@@ -58,7 +62,7 @@ func (u *usageState) OnEvent(ev sse.Event) {
 		}
 	default:
 		if us, ok := sse.ParseUsage(ev.Data); ok {
-			u.usage, u.gotUse = fromUsage(u.ep, us), true
+			u.usage, u.gotUse, u.cachedKnown = fromUsage(u.ep, us), true, us.CachedKnown
 		}
 	}
 }
@@ -84,6 +88,7 @@ func (s *Stage) OnResponse(rc *pipeline.RequestCtx) error {
 	if st == nil || st.alias == nil {
 		return nil
 	}
+	st.prefixResponse(rc)
 	u := &st.use
 	u.reset()
 	if code := rc.UpstreamStatus(); code < 200 || code >= 300 {
@@ -128,7 +133,7 @@ func (st *state) account(rc *pipeline.RequestCtx, callerName string) {
 	if u.mode == usageJSON {
 		var us sse.Usage
 		if us, u.gotUse = sse.ParseUsage(u.body); u.gotUse {
-			u.usage = fromUsage(u.ep, us)
+			u.usage, u.cachedKnown = fromUsage(u.ep, us), us.CachedKnown && u.ep != openai.Messages
 		}
 	}
 	if u.gotUse {

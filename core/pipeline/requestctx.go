@@ -96,6 +96,25 @@ type Outcome struct {
 	UsageKnown bool
 	// Model and Consumer name the model alias and the caller, when a stage knew them.
 	Model, Consumer string
+	// Prefix is how prefix-cache affinity chose the backend, when it did.
+	Prefix PrefixRouting
+}
+
+// PrefixRouting is how prefix-cache affinity routed a request (the affinity package).
+type PrefixRouting struct {
+	// Routed reports that prefix-cache affinity chose among the request's backends.
+	Routed bool
+	// Outcome is how: "hit" (a hint), "miss", "short" or "busy" (rendezvous hashing).
+	Outcome string
+	// MatchedBytes is the length of the matched prefix in bytes of the normalised request (a
+	// routing measure, not a count of cached tokens); 0 unless Outcome is "hit".
+	MatchedBytes int
+	// EstimatedMs estimates the prefill time the match saves, in ms, from MatchedBytes and
+	// the model's configured prefill cost per token: an estimate, not a measured TTFT.
+	EstimatedMs float64
+	// Invalidated reports that the backend answered with a full cache miss for a request a
+	// hint sent there, and the hint was dropped.
+	Invalidated bool
 }
 
 // Usage is a response's token accounting, in tokens.

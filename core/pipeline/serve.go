@@ -503,6 +503,16 @@ func (rc *RequestCtx) UpstreamStatus() int {
 	return rc.x.Resp.Status
 }
 
+// UpstreamHeader returns the value of the first field named name (ASCII case-insensitive) of
+// the upstream's response head, for response stages; false before a head arrived or when it
+// has no such field. The value is valid until the request finishes.
+func (rc *RequestCtx) UpstreamHeader(name string) ([]byte, bool) {
+	if rc.x == nil || rc.x.Resp.Status == 0 {
+		return nil, false
+	}
+	return rc.x.Resp.HeaderValue(name)
+}
+
 // Status returns the status of the response to write.
 func (rc *RequestCtx) Status() int { return rc.outcome.Status }
 

@@ -1,0 +1,490 @@
+package peers
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-gw/sluice/bench/harness"
+	"github.com/sluice-gw/sluice/bench/llmsim"
+)
+
+// Routing policies of the prefix-affinity quality benchmark (RunAffinity).
+const (
+	PolicyRoundRobin       = "round-robin"       // sluice, strategy round-robin
+	PolicyLeastConnections = "least-connections" // sluice, strategy least-connections
+	PolicyAffinity         = "affinity"          // sluice with prefix_affinity
+	PolicyAffinity2        = "affinity-2"        // two sluice processes with prefix_affinity, requests alternating
+	PolicyOracle           = "oracle"            // a router that knows every instance's KV cache
+)
+
+// AffinityPolicies lists the policies in the order RunAffinity runs them by default.
+var AffinityPolicies = []string{PolicyRoundRobin, PolicyLeastConnections, PolicyAffinity, PolicyAffinity2, PolicyOracle}
+
+// AffinityOptions configure RunAffinity. Zero values take the defaults given.
+type AffinityOptions struct {
+	// Instances is the llmsim fleet's size (default 8).
+	Instances int
+	// Concurrency is the closed-loop connections of the chat-multiturn workload, each running
+	// one conversation at a time (default 30: not a multiple of the fleet, so that round
+	// robin does not send a conversation's turns to one instance by aliasing).
+	Concurrency int
+	// Duration is each policy's measured window (default 20 s), Warmup the load before it
+	// (default 5 s).
+	Duration, Warmup time.Duration
+	// Turns per conversation (default 6), MaxTokens generated per request (default 64).
+	// Each turn sends back the reply the instance generated (as a chat client does), unless
+	// ReplyBytes sets a fixed reply of that many bytes instead.
+	Turns, ReplyBytes, MaxTokens int
+	// The instances' timing (llmsim): TTFT is the prefill overhead of a fully cached prompt
+	// (default 20 ms), PerUncachedToken the prefill cost of each prompt token not cached
+	// (default 100 µs), ITL the time per output token (default 5 ms).
+	TTFT, PerUncachedToken, ITL time.Duration
+	// Observe makes the affinity policies' gateways poll the instances' worker observations
+	// ([services.<name>.workers], every 100 ms), so that their loads are the instances' own
+	// (active and waiting sequences) rather than each gateway's requests in flight.
+	Observe bool
+	// Blocks is each instance's KV cache in 16-token blocks (default 8192).
+	Blocks int
+	// Seed makes the workload and the fleet's outputs reproducible (default 1).
+	Seed uint64
+	// Policies to run, in order (default AffinityPolicies).
+	Policies []string
+	// BinDirs are searched for sluice before PATH (default ./bin).
+	BinDirs []string
+	// Log receives a line per policy (nil: none).
+	Log io.Writer
+}
+
+func (o *AffinityOptions) normalize() error {
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	defD := func(v *time.Duration, d time.Duration) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&o.Instances, 8)
+	def(&o.Concurrency, 30)
+	def(&o.Turns, 6)
+	def(&o.MaxTokens, 64)
+	def(&o.Blocks, 8192)
+	defD(&o.Duration, 20*time.Second)
+	defD(&o.Warmup, 5*time.Second)
+	defD(&o.TTFT, 20*time.Millisecond)
+	defD(&o.PerUncachedToken, 100*time.Microsecond)
+	defD(&o.ITL, 5*time.Millisecond)
+	if o.Seed == 0 {
+		o.Seed = 1
+	}
+	if len(o.Policies) == 0 {
+		o.Policies = AffinityPolicies
+	}
+	if o.BinDirs == nil {
+		o.BinDirs = []string{"bin"}
+	}
+	for _, p := range o.Policies {
+		switch p {
+		case PolicyRoundRobin, PolicyLeastConnections, PolicyAffinity, PolicyAffinity2, PolicyOracle:
+		default:
+			return fmt.Errorf("peers: unknown policy %q (want %s)", p, strings.Join(AffinityPolicies, ", "))
+		}
+	}
+	if o.Instances < 1 || o.Instances > 64 || o.Concurrency < 1 {
+		return errors.New("peers: want 1..64 instances and a concurrency of at least 1")
+	}
+	return nil
+}
+
+// AffinityRow is one policy's outcome. Rates and loads are over the measured window.
+type AffinityRow struct {
+	Policy string `json:"policy"`
+	// Replicas is the number of routers the requests alternated between.
+	Replicas int `json:"replicas"`
+	// OK and Errors count the workload's requests in the window.
+	OK     int64 `json:"ok"`
+	Errors int64 `json:"errors"`
+	// HitRate is the fleet's prompt tokens found in a KV cache over its prompt tokens (what
+	// vLLM's prefix_cache_hits / prefix_cache_queries gives).
+	HitRate float64 `json:"hit_rate"`
+	// FullMisses counts requests with no cached prompt block.
+	FullMisses int64 `json:"full_misses"`
+	// TTFT percentiles as the client saw them, in ms.
+	TTFTP50Ms float64 `json:"ttft_p50_ms"`
+	TTFTP99Ms float64 `json:"ttft_p99_ms"`
+	// InstanceLoad is each instance's mean in-flight sequences (running + waiting), sampled
+	// every 5 ms; BusiestOverMean is the largest over their mean.
+	InstanceLoad    []float64 `json:"instance_load"`
+	BusiestOverMean float64   `json:"busiest_over_mean"`
+}
+
+// AffinityResult is RunAffinity's outcome.
+type AffinityResult struct {
+	Options AffinityOptions `json:"options"`
+	Rows    []AffinityRow   `json:"rows"`
+}
+
+// RunAffinity runs the chat-multiturn workload against a fresh llmsim fleet per policy
+// (cold caches for each) through the policy's router and measures the fleet's prefix-cache
+// hit rate, the clients' TTFT and the balance of the instances' load.
+func RunAffinity(ctx context.Context, o AffinityOptions) (*AffinityResult, error) {
+	if err := o.normalize(); err != nil {
+		return nil, err
+	}
+	var bin string
+	for _, p := range o.Policies {
+		if p != PolicyOracle && bin == "" {
+			b, err := FindBinary("sluice", o.BinDirs...)
+			if err != nil {
+				return nil, fmt.Errorf("%w (build it with `go build -o bin/sluice ./cmd/sluice`)", err)
+			}
+			bin = b
+		}
+	}
+	dir, err := os.MkdirTemp("", "sluice-bench-affinity-")
+	if err != nil {
+		return nil, fmt.Errorf("peers: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	res := &AffinityResult{Options: o}
+	for _, p := range o.Policies {
+		row, err := runPolicy(ctx, &o, p, bin, dir)
+		if err != nil {
+			return nil, fmt.Errorf("peers: policy %s: %w", p, err)
+		}
+		if o.Log != nil {
+			fmt.Fprintf(o.Log, "%-18s hit rate %.1f%%, TTFT p50 %.1f ms p99 %.1f ms, busiest/mean %.2f, %d ok %d errors\n",
+				p, 100*row.HitRate, row.TTFTP50Ms, row.TTFTP99Ms, row.BusiestOverMean, row.OK, row.Errors)
+		}
+		res.Rows = append(res.Rows, *row)
+	}
+	return res, nil
+}
+
+func runPolicy(ctx context.Context, o *AffinityOptions, policy, bin, dir string) (*AffinityRow, error) {
+	cfg := llmsim.DefaultConfig()
+	cfg.Seed = o.Seed
+	cfg.Instances = o.Instances
+	cfg.Defaults.Listen = "127.0.0.1:0"
+	cfg.Defaults.TTFT = llmsim.Duration(o.TTFT)
+	cfg.Defaults.PerUncachedToken = llmsim.Duration(o.PerUncachedToken)
+	cfg.Defaults.ITL = llmsim.Duration(o.ITL)
+	cfg.Defaults.Tokens = o.MaxTokens
+	cfg.Defaults.Blocks = o.Blocks
+	fleet, err := llmsim.Start(cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer fleet.Close()
+
+	var targets []string
+	switch policy {
+	case PolicyOracle:
+		base, stop, err := startOracle(fleet)
+		if err != nil {
+			return nil, err
+		}
+		defer stop()
+		targets = []string{base}
+	default:
+		n := 1
+		if policy == PolicyAffinity2 {
+			n = 2
+		}
+		for k := range n {
+			listen, err := freeAddr()
+			if err != nil {
+				return nil, err
+			}
+			name := fmt.Sprintf("%s-%d", policy, k)
+			path := filepath.Join(dir, name+".toml")
+			if err := os.WriteFile(path, []byte(affinityConfig(listen, fleet.Addrs(), policy, o.Observe)), 0o644); err != nil {
+				return nil, err
+			}
+			p, err := StartProcess(name, bin, []string{"serve", "--config", path}, dir)
+			if err != nil {
+				return nil, err
+			}
+			defer func() { _ = p.Stop(5 * time.Second) }()
+			base := "http://" + listen
+			if err := waitReady(ctx, base, p); err != nil {
+				return nil, fmt.Errorf("%s: %w; log: %s", name, err, oneLine(p.LogTail(20)))
+			}
+			targets = append(targets, base)
+		}
+	}
+	// The readiness probes touched the caches: start every policy cold.
+	for i := range fleet.Len() {
+		if err := fleet.Crash(i, 0); err != nil {
+			return nil, err
+		}
+	}
+	if err := waitFleet(ctx, fleet); err != nil {
+		return nil, err
+	}
+
+	ho := harness.Options{
+		Target: targets[0], Workload: harness.WorkloadMultiTurn, Concurrency: o.Concurrency,
+		Duration: o.Duration, Warmup: o.Warmup, MaxTokens: o.MaxTokens, Turns: o.Turns,
+		ReplyBytes: o.ReplyBytes, EchoReplies: o.ReplyBytes == 0, Seed: o.Seed,
+	}
+	if len(targets) > 1 {
+		ho.AltTarget = targets[1]
+	}
+	smp := &loadSampler{fleet: fleet, sums: make([]float64, fleet.Len())}
+	windowCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		smp.run(windowCtx, o.Warmup, o.Duration)
+	}()
+	hr, err := harness.Run(ctx, ho)
+	cancel()
+	<-sampled
+	if err != nil {
+		return nil, err
+	}
+	row := &AffinityRow{Policy: policy, Replicas: len(targets), OK: hr.OK, Errors: hr.Errors,
+		TTFTP50Ms: hr.TTFT.P50Us / 1000, TTFTP99Ms: hr.TTFT.P99Us / 1000}
+	smp.fill(row)
+	return row, nil
+}
+
+// affinityConfig is the sluice configuration of a policy: one model router over the fleet.
+func affinityConfig(listen string, fleet []string, policy string, observe bool) string {
+	strategy, affinity := policy, false
+	if policy == PolicyAffinity || policy == PolicyAffinity2 {
+		strategy, affinity = PolicyRoundRobin, true
+	}
+	servers := make([]string, len(fleet))
+	for i, a := range fleet {
+		servers[i] = fmt.Sprintf("{ url = %q }", "http://"+a)
+	}
+	workers := ""
+	if observe && affinity {
+		workers = "\n[services.fleet.workers]\nobserve_interval = \"100ms\"\nobservation_ttl = \"1s\"\n"
+	}
+	return fmt.Sprintf(`# generated by sluice-bench affinity
+[entrypoints.web]
+address = %q
+engine = "gnet"
+
+[admin]
+address = ""
+
+[routers.openai]
+rule = "PathPrefix(`+"`/v1`"+`)"
+models = true
+
+[services.fleet.load_balancer]
+strategy = %q
+servers = [%s]
+%s
+[models.%s.targets.t]
+service = "fleet"
+
+[models.%s.scheduling]
+prefix_affinity = %t
+`, listen, strategy, strings.Join(servers, ", "), workers, harness.DefaultModel, harness.DefaultModel, affinity)
+}
+
+// waitFleet waits until every instance answers again after a restart.
+func waitFleet(ctx context.Context, f *llmsim.Fleet) error {
+	deadline := time.Now().Add(readyTimeout)
+	client := &http.Client{Timeout: time.Second}
+	for i, a := range f.Addrs() {
+		for {
+			resp, err := client.Get("http://" + a + "/health")
+			if err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				_ = resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					break
+				}
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("llmsim instance %d not back within %v", i, readyTimeout)
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+// loadSampler measures the fleet over the measured window: its cache counters at both ends
+// and the instances' in-flight sequences every 5 ms.
+type loadSampler struct {
+	fleet       *llmsim.Fleet
+	sums        []float64
+	samples     int
+	first, last []llmsim.Stats
+}
+
+func (s *loadSampler) snapshot() []llmsim.Stats {
+	out := make([]llmsim.Stats, s.fleet.Len())
+	for i := range out {
+		out[i] = s.fleet.Stats(i)
+	}
+	return out
+}
+
+func (s *loadSampler) run(ctx context.Context, warmup, window time.Duration) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(warmup):
+	}
+	s.first = s.snapshot()
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	end := time.After(window)
+	for {
+		select {
+		case <-ctx.Done():
+			s.last = s.snapshot()
+			return
+		case <-end:
+			s.last = s.snapshot()
+			return
+		case <-t.C:
+			for i := range s.sums {
+				st := s.fleet.Stats(i)
+				s.sums[i] += float64(st.Running + st.Waiting)
+			}
+			s.samples++
+		}
+	}
+}
+
+func (s *loadSampler) fill(row *AffinityRow) {
+	if s.first == nil || s.last == nil {
+		return
+	}
+	var prompt, cached int64
+	for i := range s.first {
+		prompt += s.last[i].PromptTokens - s.first[i].PromptTokens
+		cached += s.last[i].CachedTokens - s.first[i].CachedTokens
+		row.FullMisses += s.last[i].FullMisses - s.first[i].FullMisses
+	}
+	if prompt > 0 {
+		row.HitRate = float64(cached) / float64(prompt)
+	}
+	if s.samples == 0 {
+		return
+	}
+	var total, busiest float64
+	for _, v := range s.sums {
+		l := v / float64(s.samples)
+		row.InstanceLoad = append(row.InstanceLoad, l)
+		total += l
+		busiest = max(busiest, l)
+	}
+	if mean := total / float64(len(s.sums)); mean > 0 {
+		row.BusiestOverMean = busiest / mean
+	}
+}
+
+// startOracle serves a router that sends each chat completion to the instance holding the
+// longest cached prefix of its prompt (it asks every instance's cache), the least loaded of
+// equal ones: the hit rate no router without that knowledge can beat.
+func startOracle(f *llmsim.Fleet) (string, func(), error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	tr := &http.Transport{MaxIdleConnsPerHost: 1024, IdleConnTimeout: time.Minute}
+	n := f.Len()
+	proxies := make([]*httputil.ReverseProxy, n)
+	inflight := make([]atomic.Int64, n)
+	for i, a := range f.Addrs() {
+		u := &url.URL{Scheme: "http", Host: a}
+		proxies[i] = &httputil.ReverseProxy{
+			Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(u) },
+			Transport:     tr,
+			FlushInterval: -1,
+		}
+	}
+	var mu sync.Mutex // one choice at a time: two requests see each other's load
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		best, bestCached := 0, -1
+		for i := range n {
+			c, err := f.CachedChatTokens(i, body)
+			if err != nil {
+				c = 0
+			}
+			if c > bestCached || c == bestCached && inflight[i].Load() < inflight[best].Load() {
+				best, bestCached = i, c
+			}
+		}
+		inflight[best].Add(1)
+		mu.Unlock()
+		defer inflight[best].Add(-1)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.ContentLength = int64(len(body))
+		proxies[best].ServeHTTP(w, r)
+	})
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return "http://" + ln.Addr().String(), func() {
+		_ = srv.Close()
+		tr.CloseIdleConnections()
+	}, nil
+}
+
+// Markdown writes the result as a table, with the ratios the quality bar is stated in:
+// affinity's hit rate over the oracle's, its TTFT p50 over round robin's, and the hit rate
+// two replicas lose against one.
+func (r *AffinityResult) Markdown(w io.Writer) error {
+	var b strings.Builder
+	b.WriteString("| policy | routers | hit rate | full misses | TTFT p50 (ms) | TTFT p99 (ms) | busiest / mean load | requests (errors) |\n")
+	b.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	by := map[string]*AffinityRow{}
+	for i := range r.Rows {
+		x := &r.Rows[i]
+		by[x.Policy] = x
+		fmt.Fprintf(&b, "| %s | %d | %.1f%% | %d | %.1f | %.1f | %.2f | %d (%d) |\n",
+			x.Policy, x.Replicas, 100*x.HitRate, x.FullMisses, x.TTFTP50Ms, x.TTFTP99Ms, x.BusiestOverMean, x.OK, x.Errors)
+	}
+	aff, rr, or, two := by[PolicyAffinity], by[PolicyRoundRobin], by[PolicyOracle], by[PolicyAffinity2]
+	b.WriteString("\n")
+	if aff != nil && or != nil && or.HitRate > 0 {
+		fmt.Fprintf(&b, "- affinity hit rate / oracle hit rate: %.2f\n", aff.HitRate/or.HitRate)
+	}
+	if aff != nil && rr != nil && rr.TTFTP50Ms > 0 {
+		fmt.Fprintf(&b, "- affinity TTFT p50 / round-robin TTFT p50: %.2f\n", aff.TTFTP50Ms/rr.TTFTP50Ms)
+	}
+	if aff != nil {
+		fmt.Fprintf(&b, "- affinity busiest instance / mean load: %.2f\n", aff.BusiestOverMean)
+	}
+	if aff != nil && two != nil && aff.HitRate > 0 {
+		fmt.Fprintf(&b, "- hit rate two replicas lose against one: %.1f%% (relative)\n", 100*(aff.HitRate-two.HitRate)/aff.HitRate)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
