@@ -245,6 +245,14 @@ type LoadBalancer struct {
 	// StreamIdleTimeout closes a response body (e.g. an SSE stream) that
 	// delivers no byte for this long. Default 5m.
 	StreamIdleTimeout time.Duration `toml:"stream_idle_timeout"`
+	// FirstTokenTimeout bounds the time from the request being sent to the first body byte
+	// of a streamed (text/event-stream) response: a generation stuck before its first token
+	// is cut with an SSE error event. Checked once the head says the body is a stream.
+	// Default: none.
+	FirstTokenTimeout time.Duration `toml:"first_token_timeout"`
+	// StreamTimeout bounds the time from the request being sent to the end of a streamed
+	// (text/event-stream) response, however alive it is. Default: none.
+	StreamTimeout time.Duration `toml:"stream_timeout"`
 	// IdleConnTimeout closes a pooled keep-alive upstream connection unused for
 	// this long. Default 90s.
 	IdleConnTimeout time.Duration `toml:"idle_conn_timeout"`

@@ -62,7 +62,9 @@ type RequestCtx struct {
 	upHead    *[]byte // the upstream head, from pick to the end of its round trip
 
 	outcome       Outcome
-	countedReason string // the upstream failure reason last counted as it happened (connect failures, resent requests)
+	countedReason string    // the upstream failure reason last counted as it happened (connect failures, resent requests)
+	sent          time.Time // when the request was sent to the backend that answered
+	dl            deadlineState
 
 	cancelMu  sync.Mutex
 	seq       uint64

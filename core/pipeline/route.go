@@ -53,6 +53,8 @@ type Service struct {
 	// closed or reset the connection before any response byte (load_balancer
 	// retry_non_idempotent).
 	RetryNonIdempotent bool
+	// StreamTimeouts are the deadlines of the service's streamed responses.
+	StreamTimeouts StreamTimeouts
 }
 
 // Backend is one upstream server of a service (one entry of its servers list) with its

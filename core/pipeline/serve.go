@@ -296,6 +296,7 @@ func (rc *RequestCtx) roundTrip(b *Backend) error {
 		return errClientGone
 	}
 	x.Idempotent = rc.idempotent()
+	rc.sent = time.Now()
 	err := x.RoundTrip(b.Pool, *rc.upHead, rc.Req.Body, rc.isHEAD)
 	ReleaseBuf(rc.upHead)
 	rc.upHead = nil
@@ -418,6 +419,7 @@ func (rc *RequestCtx) planBody() {
 	} else if rc.sse {
 		rc.streaming = true
 		rc.route.M.StreamStarted()
+		rc.armStreamDeadlines()
 	}
 }
 
@@ -749,7 +751,8 @@ func (rc *RequestCtx) relayTo(ds Downstream) error {
 				return rc.clientLeft()
 			}
 			rc.bodyFailed(err)
-			_ = rc.sendTail(ds, func(dst []byte) []byte { return rc.relay.Fail(dst, sseErrorEvent) })
+			ev := rc.streamFailure(err)
+			_ = rc.sendTail(ds, func(dst []byte) []byte { return rc.relay.Fail(dst, ev) })
 			return err
 		}
 	}
@@ -778,6 +781,9 @@ func (rc *RequestCtx) clientLeft() error {
 func (rc *RequestCtx) bodyFailed(err error) {
 	rc.ended, rc.keepAlive = true, false
 	rc.outcome.UpstreamError = metrics.ReasonStream
+	if rc.deadlineCut() != cutNone || errors.Is(err, pool.ErrTimeout) {
+		rc.outcome.UpstreamError = metrics.ReasonTimeout
+	}
 	rc.ep.elog.upstreamFailed(rc.route.Name, rc.backend.URL, "body", err)
 }
 
@@ -816,7 +822,7 @@ func (rc *RequestCtx) ReadBody(p []byte) (int, error) {
 		return n, err
 	}
 	rc.bodyFailed(err)
-	rc.pending = rc.relay.Fail(rc.pending[:0], sseErrorEvent)
+	rc.pending = rc.relay.Fail(rc.pending[:0], rc.streamFailure(err))
 	if len(rc.pending) > 0 {
 		return n, nil
 	}
@@ -828,6 +834,9 @@ func (rc *RequestCtx) relayComplete() bool { return rc.ended && len(rc.pending) 
 func (rc *RequestCtx) observe(o relay.Obs) {
 	switch o.Kind {
 	case relay.ObsFirst:
+		if rc.service != nil && rc.service.StreamTimeouts.FirstToken > 0 {
+			rc.firstByte()
+		}
 		rc.outcome.TTFT = o.D
 		rc.route.M.FirstByte(o.D)
 	case relay.ObsGap:
@@ -840,6 +849,7 @@ func (rc *RequestCtx) observe(o relay.Obs) {
 // upstream exchange. Engines call it exactly once per Begin, after the response was written
 // or abandoned.
 func (rc *RequestCtx) Finish() {
+	rc.disarmStreamDeadlines()
 	if rc.streaming {
 		rc.streaming = false
 		rc.route.M.StreamEnded()

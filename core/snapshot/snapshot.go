@@ -394,7 +394,8 @@ func (s *Snapshot) compileService(cfg *config.Config, name string, sc *config.Se
 	if lb == nil {
 		return nil, config.ErrorList{cfg.Errorf([]string{"services", name}, "services.%s: a service needs a load_balancer", name)}
 	}
-	svc := &pipeline.Service{Name: name, PassHostHeader: lb.PassHostHeader, RetryNonIdempotent: lb.RetryNonIdempotent}
+	svc := &pipeline.Service{Name: name, PassHostHeader: lb.PassHostHeader, RetryNonIdempotent: lb.RetryNonIdempotent,
+		StreamTimeouts: pipeline.StreamTimeouts{FirstToken: lb.FirstTokenTimeout, Total: lb.StreamTimeout}}
 	var lbs []*balancer.Backend
 	var errs config.ErrorList
 	for i, srv := range lb.Servers {
