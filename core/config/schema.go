@@ -202,6 +202,9 @@ type Service struct {
 	// Workers says how the gateway observes the servers when a model target uses the
 	// service, [services.<name>.workers].
 	Workers Workers `toml:"workers"`
+	// Mirror copies a share of the service's requests to a shadow service,
+	// [services.<name>.mirror] (lifecycle.go).
+	Mirror *Mirror `toml:"mirror"`
 }
 
 // Workers is [services.<name>.workers]: the polling of GET /power/v1/observation on each
@@ -382,7 +385,6 @@ func (l *Log) setDefaults() {
 // the schema path: table names and array indexes replaced by "*".
 var plannedKeys = map[string]string{
 	"providers":                             "configuration providers ([providers], file watching)",
-	"services.*.mirror":                     "traffic mirroring ([services.<name>.mirror])",
 	"services.*.scaling":                    "scaling ([services.<name>.scaling])",
 	"services.*.revisions":                  "revisions (services.<name>.revisions)",
 	"services.*.rollout":                    "progressive rollout ([services.<name>.rollout])",

@@ -390,6 +390,7 @@ func (c *Config) validate(e *errs, lookup func(string) (string, bool)) {
 		if !validName(name) {
 			e.add(c.Pos(path...), "service name %q: names are 1..128 characters of A-Z a-z 0-9 . _ - starting with a letter or digit", name)
 		}
+		c.validateLifecycle(e, name, s)
 		lb := s.LoadBalancer
 		if lb == nil {
 			e.add(c.Pos(path...), "services.%s has no load_balancer: add [services.%s.load_balancer] with servers = [{ url = \"http://host:port\" }]", name, name)

@@ -52,6 +52,7 @@ func populate(t *testing.T) {
 	s.Register()
 	t.Cleanup(s.Retire)
 	ConfigReloaded(true, time.Now())
+	populateLifecycle()
 }
 
 // exposition is a parsed text exposition: per family its help, type and label names.

@@ -64,6 +64,7 @@ type RequestCtx struct {
 	outcome       Outcome
 	countedReason string    // the upstream failure reason last counted as it happened (connect failures, resent requests)
 	sent          time.Time // when the request was sent to the backend that answered
+	mirrored      bool      // a mirror was offered the request
 	dl            deadlineState
 
 	cancelMu  sync.Mutex
@@ -168,7 +169,7 @@ func (rc *RequestCtx) reset(ep *Entrypoint) {
 	rc.kv = rc.kv[:0]
 	rc.upExtra = rc.upExtra[:0]
 	rc.respExtra = rc.respExtra[:0]
-	rc.outcome, rc.countedReason = Outcome{}, ""
+	rc.outcome, rc.countedReason, rc.mirrored = Outcome{}, "", false
 }
 
 // Route returns the matched route (nil before routing or when none matched).

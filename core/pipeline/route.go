@@ -55,6 +55,16 @@ type Service struct {
 	RetryNonIdempotent bool
 	// StreamTimeouts are the deadlines of the service's streamed responses.
 	StreamTimeouts StreamTimeouts
+	// Mirror, when set, is offered every request of the service once, when its first
+	// backend was chosen and before anything is sent (traffic mirroring).
+	Mirror Mirror
+}
+
+// Mirror takes copies of a service's requests for another service (a shadow). Offer is
+// called on the request path: it must copy what it keeps (rc is pooled), never block and
+// never fail the request.
+type Mirror interface {
+	Offer(rc *RequestCtx)
 }
 
 // Backend is one upstream server of a service (one entry of its servers list) with its

@@ -193,6 +193,10 @@ func (rc *RequestCtx) exchange() error {
 			continue
 		}
 		rc.backend, rc.tried = b, b
+		if m := rc.service.Mirror; m != nil && !rc.mirrored {
+			rc.mirrored = true
+			m.Offer(rc)
+		}
 		err := rc.roundTrip(b)
 		if err == nil {
 			b.LB.ConnectSucceeded()

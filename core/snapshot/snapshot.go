@@ -66,6 +66,8 @@ type Snapshot struct {
 
 	entrypoints map[string]*entrypointRoutes
 	pools       map[string]*pool.Pool // by poolKey, shared with the next snapshot when unchanged
+
+	life lifecycle // mirrors (lifecycle.go)
 }
 
 type entrypointRoutes struct {
@@ -143,6 +145,7 @@ func Compile(cfg *config.Config, prev *Snapshot, gen uint64) (*Snapshot, error) 
 			}
 		}
 	}
+	s.compileLifecycle(cfg)
 	hooks, err := compileHooks(cfg)
 	if err != nil {
 		errs = append(errs, err)
@@ -481,6 +484,7 @@ func (s *Snapshot) Retire(next *Snapshot) {
 	if s.Metrics != nil {
 		s.Metrics.Retire()
 	}
+	s.retireLifecycle()
 	// next polls with its own groups (started by Activate); the servers' states carry over.
 	for _, g := range s.Workers {
 		g.Stop()

@@ -132,6 +132,9 @@ func minimal() map[string]any {
 		"services": map[string]any{
 			"s": map[string]any{"load_balancer": map[string]any{
 				"servers": []any{map[string]any{"url": "http://127.0.0.1:8000"}},
+			}, "mirror": map[string]any{"service": "shadow"}},
+			"shadow": map[string]any{"load_balancer": map[string]any{
+				"servers": []any{map[string]any{"url": "http://127.0.0.1:8001"}},
 			}},
 		},
 		"middlewares": map[string]any{

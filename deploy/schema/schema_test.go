@@ -227,7 +227,7 @@ func TestSchemaPatternsAgreeWithLoader(t *testing.T) {
 			}
 		}
 	}
-	require.Len(t, durations, 10, "durations in the schema")
+	require.Len(t, durations, 13, "durations in the schema")
 	// The loader also bounds the workers' poll interval and wants the observation TTL above
 	// it (the other key keeps its default here), which a pattern cannot say: for these two
 	// keys the schema is knowingly looser.
@@ -315,7 +315,7 @@ func TestSchemaShapeAgreesWithLoader(t *testing.T) {
 		{path: "entrypoints.*.adress", value: "127.0.0.1:8081", schema: false, loader: false},
 		{path: "providers", value: map[string]any{}, schema: false, loader: false},
 		{path: "models.*.scheduling.phase", value: "sideways", schema: true, loader: false},
-		{path: "services.*.mirror", value: map[string]any{"service": "s"}, schema: false, loader: false},
+		{path: "services.*.scaling", value: map[string]any{"min_replicas": int64(0)}, schema: false, loader: false},
 		{path: "services.*.load_balancer.health_check", value: map[string]any{"path": "/"}, schema: false, loader: false},
 		{path: "middlewares.*.header", value: "${SCHEMA_PROBE}", env: map[string]string{"SCHEMA_PROBE": "X-Key"}, schema: true, loader: true},
 		{path: "middlewares.*.rate", value: int64(60), schema: true, loader: false}, // looser: options are checked by type, not by the schema

@@ -1,0 +1,78 @@
+package metrics
+
+import (
+	vm "github.com/VictoriaMetrics/metrics"
+)
+
+// lifecycleFamilies are the model lifecycle's families: traffic mirroring.
+var lifecycleFamilies = []Family{
+	{"sluice_mirror_sent_total", "counter", "Copies of requests queued for the shadow service of a mirror."},
+	{"sluice_mirror_dropped_total", "counter", "Copies of requests a mirror dropped instead of sending, by reason: queue_full (its queue was full), no_backend (the shadow had none), stopped (the configuration was replaced)."},
+	{"sluice_mirror_responses_total", "counter", "Answers of a mirror's shadow service, read and discarded, by status class (1xx to 5xx, other) or error (no answer: connect failure, timeout, cut)."},
+	{"sluice_mirror_queue_depth", "gauge", "Copies waiting in a mirror's queue for a sender."},
+}
+
+// init adds the lifecycle families to Families and their help texts (which the package's
+// variables were initialised from before init runs).
+func init() {
+	Families = append(Families, lifecycleFamilies...)
+	for _, f := range lifecycleFamilies {
+		helpText[f.Name] = f.Help
+	}
+}
+
+// Mirror reasons for a dropped copy (sluice_mirror_dropped_total).
+const (
+	MirrorQueueFull = "queue_full"
+	MirrorNoBackend = "no_backend"
+	MirrorStopped   = "stopped"
+)
+
+// Mirror holds the metrics of one mirror (a service and its shadow). The series survive
+// reloads; its methods are safe for concurrent use.
+type Mirror struct {
+	sent      *vm.Counter
+	dropped   map[string]*vm.Counter
+	responses [len(classes) + 1]*vm.Counter // by class, then "error"
+	queue     *vm.Gauge
+}
+
+// ForMirror returns the metrics of the mirror of service to shadow, creating them on first use.
+func ForMirror(service, shadow string) *Mirror {
+	l := labels("service", service, "shadow", shadow)
+	m := &Mirror{
+		sent:    vm.GetOrCreateCounter(`sluice_mirror_sent_total{` + l + `}`),
+		dropped: map[string]*vm.Counter{},
+		queue:   vm.GetOrCreateGauge(`sluice_mirror_queue_depth{`+l+`}`, nil),
+	}
+	for _, r := range []string{MirrorQueueFull, MirrorNoBackend, MirrorStopped} {
+		m.dropped[r] = vm.GetOrCreateCounter(`sluice_mirror_dropped_total{` + l + `,reason="` + r + `"}`)
+	}
+	for i, c := range classes {
+		m.responses[i] = vm.GetOrCreateCounter(`sluice_mirror_responses_total{` + l + `,code="` + c + `"}`)
+	}
+	m.responses[len(classes)] = vm.GetOrCreateCounter(`sluice_mirror_responses_total{` + l + `,code="error"}`)
+	return m
+}
+
+// Sent counts a copy queued; the queue depth goes up by one until Dequeued.
+func (m *Mirror) Sent() { m.sent.Inc(); m.queue.Inc() }
+
+// Dequeued counts a copy taken off the queue (sent or dropped).
+func (m *Mirror) Dequeued() { m.queue.Dec() }
+
+// Dropped counts a copy dropped for reason (a Mirror* constant).
+func (m *Mirror) Dropped(reason string) { m.dropped[reason].Inc() }
+
+// Answered counts a shadow answer of status, or a failure to get one (status 0).
+func (m *Mirror) Answered(status int) {
+	if status == 0 {
+		m.responses[len(classes)].Inc()
+		return
+	}
+	c := status / 100
+	if c < 1 || c > 5 {
+		c = 0
+	}
+	m.responses[c].Inc()
+}

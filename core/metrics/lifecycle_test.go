@@ -1,0 +1,10 @@
+package metrics
+
+// populateLifecycle creates a series of every lifecycle family.
+func populateLifecycle() {
+	m := ForMirror("up", "shadow")
+	m.Sent()
+	m.Dequeued()
+	m.Answered(200)
+	m.Dropped(MirrorQueueFull)
+}
