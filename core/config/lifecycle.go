@@ -1,9 +1,14 @@
 package config
 
-import "time"
+import (
+	"math"
+	"strconv"
+	"time"
+)
 
 // This file holds the service keys of the model lifecycle: traffic mirroring
-// ([services.<name>.mirror]). Their runtime is in core/lifecycle.
+// ([services.<name>.mirror]), revisions (services.<name>.revisions) and their progressive
+// rollout ([services.<name>.rollout]). Their runtime is in core/lifecycle.
 
 // Defaults and bounds of [services.<name>.mirror].
 const (
@@ -49,6 +54,7 @@ func (m *Mirror) setDefaults() {
 
 // validateLifecycle checks the lifecycle keys of service name.
 func (c *Config) validateLifecycle(e *errs, name string, s *Service) {
+	c.validateRevisions(e, name, s)
 	if m := s.Mirror; m != nil {
 		mp := []string{"services", name, "mirror"}
 		at := func(key string) Position { return c.ValuePos(append(append([]string(nil), mp...), key)...) }
@@ -69,5 +75,173 @@ func (c *Config) validateLifecycle(e *errs, name string, s *Service) {
 		if m.MaxConcurrent < 1 || m.MaxConcurrent > MaxMirrorMaxConcurrent {
 			e.add(at("max_concurrent"), "services.%s.mirror.max_concurrent %d: want 1..%d", name, m.MaxConcurrent, MaxMirrorMaxConcurrent)
 		}
+	}
+}
+
+// Revision is an element of services.<name>.revisions: one version of the service, with its
+// own servers and share of the traffic. A service with revisions lists no servers in its
+// load_balancer (whose other keys, strategy and timeouts, apply to every revision).
+type Revision struct {
+	// Name names the revision in rollout, metrics and the admin API; required, unique in the
+	// service, a name as for tables.
+	Name string `toml:"name"`
+	// TrafficPercent is the revision's share of the service's requests, 0..100; the shares
+	// of a service's revisions add up to 100. Exact and evenly spread over every window of
+	// 100 requests (smooth weighted round-robin over the revisions). Default 0.
+	TrafficPercent float64 `toml:"traffic_percent"`
+	// Servers are the revision's upstreams, as load_balancer.servers; at least one.
+	Servers []Server `toml:"servers"`
+}
+
+// Defaults and bounds of [services.<name>.rollout].
+const (
+	DefaultRolloutStepPercent       = 10
+	DefaultRolloutStepIntervalSecs  = 60
+	DefaultRolloutErrorRate         = 0.05
+	DefaultRolloutMinSamples        = 20
+	MinRolloutStepIntervalSecs      = 0.01
+	MaxRolloutStepIntervalSecs      = 86400
+	MaxRolloutLatencyThresholdMs    = 3_600_000
+	MaxRolloutMinSamples            = 1_000_000
+	revisionSharesTolerancePercents = 1e-9
+)
+
+// Rollout is [services.<name>.rollout]: the traffic of the service moves from one revision to
+// another step by step while the new one's errors and latencies in the current step stay
+// within the thresholds, and goes back to the old one at once when one is crossed.
+type Rollout struct {
+	// From is the revision traffic moves away from (and back to on a rollback); required.
+	From string `toml:"from"`
+	// To is the revision traffic moves to; required, not From. Its traffic_percent is where
+	// the rollout starts.
+	To string `toml:"to"`
+	// StepPercent is how many percent of the traffic move from From to To at each step,
+	// 0 < step <= 100. Default 10.
+	StepPercent float64 `toml:"step_percent"`
+	// StepIntervalSecs is the least time a step lasts, in seconds (fractions allowed),
+	// 0.01..86400. Default 60.
+	StepIntervalSecs float64 `toml:"step_interval_secs"`
+	// ErrorRateThreshold is the share of To's requests in a step that may fail (5xx,
+	// gateway errors, upstream failures, timeouts) before the rollout rolls back, 0..1.
+	// Default 0.05.
+	ErrorRateThreshold float64 `toml:"error_rate_threshold"`
+	// LatencyThresholdMs bounds the p99 of To's request latency in a step (from the complete
+	// request to the end of the response), in milliseconds; 0 (the default) does not check.
+	LatencyThresholdMs int64 `toml:"latency_threshold_ms"`
+	// TTFTP99ThresholdMs bounds the p99 of To's time to first token in a step (streamed
+	// responses), in milliseconds; 0 (the default) does not check.
+	TTFTP99ThresholdMs int64 `toml:"ttft_p99_threshold_ms"`
+	// ITLP99ThresholdMs bounds the p99 of To's inter-token latency in a step (streamed
+	// responses), in milliseconds; 0 (the default) does not check.
+	ITLP99ThresholdMs int64 `toml:"itl_p99_threshold_ms"`
+	// MinSamples is how many of To's requests a step needs before it is judged: a step
+	// with fewer waits (it neither advances nor rolls back), 1..1000000. Default 20.
+	MinSamples int `toml:"min_samples"`
+}
+
+func (r *Rollout) setDefaults() {
+	r.StepPercent = DefaultRolloutStepPercent
+	r.StepIntervalSecs = DefaultRolloutStepIntervalSecs
+	r.ErrorRateThreshold = DefaultRolloutErrorRate
+	r.MinSamples = DefaultRolloutMinSamples
+}
+
+// StepInterval returns StepIntervalSecs as a duration.
+func (r *Rollout) StepInterval() time.Duration {
+	return time.Duration(r.StepIntervalSecs * float64(time.Second))
+}
+
+// DefaultLoadBalancer returns the load_balancer settings a service that writes none uses
+// (a service with revisions): the defaults of every key, and no servers.
+func DefaultLoadBalancer() *LoadBalancer {
+	lb := &LoadBalancer{}
+	lb.setDefaults()
+	return lb
+}
+
+// validateRevisions checks services.<name>.revisions and [services.<name>.rollout].
+func (c *Config) validateRevisions(e *errs, name string, s *Service) {
+	path := []string{"services", name}
+	if s.Rollout != nil && len(s.Revisions) == 0 {
+		e.add(c.Pos(append(path, "rollout")...), "services.%s.rollout needs revisions: list them in services.%s.revisions = [{ name = \"v1\", traffic_percent = 100, servers = [...] }, ...]", name, name)
+	}
+	if len(s.Revisions) == 0 {
+		return
+	}
+	if s.LoadBalancer != nil && len(s.LoadBalancer.Servers) > 0 {
+		e.add(c.Pos(append(path, "load_balancer", "servers")...), "services.%s.load_balancer.servers: a service with revisions lists its servers in each revision", name)
+	}
+	seen := map[string]bool{}
+	var total float64
+	for i, r := range s.Revisions {
+		rp := append(append([]string(nil), path...), "revisions", strconv.Itoa(i))
+		at := func(key string) Position { return c.ValuePos(append(append([]string(nil), rp...), key)...) }
+		switch {
+		case r.Name == "" && c.missing(append(rp, "name")...):
+			e.add(c.Pos(rp...), "services.%s.revisions[%d].name is required", name, i)
+		case !validName(r.Name) && r.Name != "":
+			e.add(at("name"), "services.%s.revisions[%d].name %q: names are 1..128 characters of A-Z a-z 0-9 . _ - starting with a letter or digit", name, i, r.Name)
+		case seen[r.Name]:
+			e.add(at("name"), "services.%s.revisions[%d].name %q is used twice", name, i, r.Name)
+		}
+		seen[r.Name] = true
+		if !(r.TrafficPercent >= 0 && r.TrafficPercent <= 100) {
+			e.add(at("traffic_percent"), "services.%s.revisions[%d].traffic_percent %v: want 0..100", name, i, r.TrafficPercent)
+		}
+		total += r.TrafficPercent
+		if len(r.Servers) == 0 && !e.reported(at("servers")) {
+			e.add(c.Pos(rp...), "services.%s.revisions[%d].servers: list at least one server, e.g. servers = [{ url = \"http://127.0.0.1:8000\" }]", name, i)
+		}
+		for j, srv := range r.Servers {
+			sp := append(append([]string(nil), rp...), "servers", strconv.Itoa(j))
+			if srv.URL == "" && c.missing(append(sp, "url")...) {
+				e.add(c.Pos(sp...), "services.%s.revisions[%d].servers[%d].url is required", name, i, j)
+			} else if msg := checkServerURL(srv.URL); msg != "" && srv.URL != "" {
+				e.add(c.ValuePos(append(sp, "url")...), "services.%s.revisions[%d].servers[%d].url %q: %s", name, i, j, c.shown(srv.URL, append(sp, "url")...), c.MaskEnv(msg, append(sp, "url")...))
+			}
+			if srv.Weight < 1 || srv.Weight > MaxWeight {
+				e.add(c.ValuePos(append(sp, "weight")...), "services.%s.revisions[%d].servers[%d].weight %d: want 1..%d", name, i, j, srv.Weight, MaxWeight)
+			}
+		}
+	}
+	if math.Abs(total-100) > revisionSharesTolerancePercents {
+		e.add(c.ValuePos(append(path, "revisions")...), "services.%s.revisions: the traffic_percent of the revisions add up to %v, want 100", name, total)
+	}
+	r := s.Rollout
+	if r == nil {
+		return
+	}
+	rp := append(append([]string(nil), path...), "rollout")
+	at := func(key string) Position { return c.ValuePos(append(append([]string(nil), rp...), key)...) }
+	for _, k := range []struct{ key, v string }{{"from", r.From}, {"to", r.To}} {
+		switch {
+		case k.v == "" && c.missing(append(rp, k.key)...):
+			e.add(c.Pos(rp...), "services.%s.rollout.%s is required (the name of a revision)", name, k.key)
+		case !seen[k.v] && k.v != "":
+			e.add(at(k.key), "services.%s.rollout.%s: no revision named %q%s", name, k.key, k.v, didYouMean(k.v, sortedNames(seen)))
+		}
+	}
+	if r.From != "" && r.From == r.To {
+		e.add(at("to"), "services.%s.rollout: from and to name the same revision %q", name, r.To)
+	}
+	if !(r.StepPercent > 0 && r.StepPercent <= 100) {
+		e.add(at("step_percent"), "services.%s.rollout.step_percent %v: want more than 0, at most 100", name, r.StepPercent)
+	}
+	if !(r.StepIntervalSecs >= MinRolloutStepIntervalSecs && r.StepIntervalSecs <= MaxRolloutStepIntervalSecs) {
+		e.add(at("step_interval_secs"), "services.%s.rollout.step_interval_secs %v: want %v..%v seconds", name, r.StepIntervalSecs, MinRolloutStepIntervalSecs, MaxRolloutStepIntervalSecs)
+	}
+	if !(r.ErrorRateThreshold >= 0 && r.ErrorRateThreshold <= 1) {
+		e.add(at("error_rate_threshold"), "services.%s.rollout.error_rate_threshold %v: want a fraction from 0 to 1", name, r.ErrorRateThreshold)
+	}
+	for _, k := range []struct {
+		key string
+		v   int64
+	}{{"latency_threshold_ms", r.LatencyThresholdMs}, {"ttft_p99_threshold_ms", r.TTFTP99ThresholdMs}, {"itl_p99_threshold_ms", r.ITLP99ThresholdMs}} {
+		if k.v < 0 || k.v > MaxRolloutLatencyThresholdMs {
+			e.add(at(k.key), "services.%s.rollout.%s %d: want 0 (not checked) to %d milliseconds", name, k.key, k.v, MaxRolloutLatencyThresholdMs)
+		}
+	}
+	if r.MinSamples < 1 || r.MinSamples > MaxRolloutMinSamples {
+		e.add(at("min_samples"), "services.%s.rollout.min_samples %d: want 1..%d", name, r.MinSamples, MaxRolloutMinSamples)
 	}
 }

@@ -205,6 +205,12 @@ type Service struct {
 	// Mirror copies a share of the service's requests to a shadow service,
 	// [services.<name>.mirror] (lifecycle.go).
 	Mirror *Mirror `toml:"mirror"`
+	// Revisions split the service's requests over versions with their own servers,
+	// services.<name>.revisions (lifecycle.go).
+	Revisions []Revision `toml:"revisions"`
+	// Rollout moves the traffic from one revision to another step by step,
+	// [services.<name>.rollout] (lifecycle.go).
+	Rollout *Rollout `toml:"rollout"`
 }
 
 // Workers is [services.<name>.workers]: the polling of GET /power/v1/observation on each
@@ -386,7 +392,5 @@ func (l *Log) setDefaults() {
 var plannedKeys = map[string]string{
 	"providers":                             "configuration providers ([providers], file watching)",
 	"services.*.scaling":                    "scaling ([services.<name>.scaling])",
-	"services.*.revisions":                  "revisions (services.<name>.revisions)",
-	"services.*.rollout":                    "progressive rollout ([services.<name>.rollout])",
 	"services.*.load_balancer.health_check": "active health checks (load_balancer.health_check)",
 }

@@ -4,12 +4,16 @@ import (
 	vm "github.com/VictoriaMetrics/metrics"
 )
 
-// lifecycleFamilies are the model lifecycle's families: traffic mirroring.
+// lifecycleFamilies are the model lifecycle's families: traffic mirroring, revisions and rollout.
 var lifecycleFamilies = []Family{
 	{"sluice_mirror_sent_total", "counter", "Copies of requests queued for the shadow service of a mirror."},
 	{"sluice_mirror_dropped_total", "counter", "Copies of requests a mirror dropped instead of sending, by reason: queue_full (its queue was full), no_backend (the shadow had none), stopped (the configuration was replaced)."},
 	{"sluice_mirror_responses_total", "counter", "Answers of a mirror's shadow service, read and discarded, by status class (1xx to 5xx, other) or error (no answer: connect failure, timeout, cut)."},
 	{"sluice_mirror_queue_depth", "gauge", "Copies waiting in a mirror's queue for a sender."},
+	{"sluice_revision_traffic_percent", "gauge", "Share of the service's requests the revision gets now, in percent (a rollout moves it)."},
+	{"sluice_revision_requests_total", "counter", "Requests of the service sent to the revision, by result: success, or error (5xx, gateway error, upstream failure; client cancellations are not counted)."},
+	{"sluice_rollout_state", "gauge", "State of the service's rollout: 0 progressing, 1 completed (all traffic on the new revision), 2 rolled back."},
+	{"sluice_rollout_events_total", "counter", "Decisions of the service's rollout, by event: advanced (a step passed), waiting (a step's interval ended with too few samples), completed, rolled_back."},
 }
 
 // init adds the lifecycle families to Families and their help texts (which the package's
@@ -76,3 +80,68 @@ func (m *Mirror) Answered(status int) {
 	}
 	m.responses[c].Inc()
 }
+
+// Revision holds the metrics of one revision of a service. Safe for concurrent use.
+type Revision struct {
+	percent          *vm.Gauge
+	success, failure *vm.Counter
+}
+
+// ForRevision returns the metrics of revision of service, creating them on first use.
+func ForRevision(service, revision string) *Revision {
+	l := labels("service", service, "revision", revision)
+	return &Revision{
+		percent: vm.GetOrCreateGauge(`sluice_revision_traffic_percent{`+l+`}`, nil),
+		success: vm.GetOrCreateCounter(`sluice_revision_requests_total{` + l + `,result="success"}`),
+		failure: vm.GetOrCreateCounter(`sluice_revision_requests_total{` + l + `,result="error"}`),
+	}
+}
+
+// SetPercent sets the revision's share of the traffic, in percent.
+func (r *Revision) SetPercent(p float64) { r.percent.Set(p) }
+
+// Request counts a request of the revision.
+func (r *Revision) Request(failed bool) {
+	if failed {
+		r.failure.Inc()
+	} else {
+		r.success.Inc()
+	}
+}
+
+// Rollout states, the values of sluice_rollout_state.
+const (
+	RolloutProgressing = 0
+	RolloutCompleted   = 1
+	RolloutRolledBack  = 2
+)
+
+// Rollout events (sluice_rollout_events_total).
+const (
+	RolloutAdvanced = "advanced"
+	RolloutWaiting  = "waiting"
+	RolloutDone     = "completed"
+	RolloutRollback = "rolled_back"
+)
+
+// Rollout holds the metrics of a service's rollout. Safe for concurrent use.
+type Rollout struct {
+	state  *vm.Gauge
+	events map[string]*vm.Counter
+}
+
+// ForRollout returns the metrics of service's rollout, creating them on first use.
+func ForRollout(service string) *Rollout {
+	l := labels("service", service)
+	r := &Rollout{state: vm.GetOrCreateGauge(`sluice_rollout_state{`+l+`}`, nil), events: map[string]*vm.Counter{}}
+	for _, e := range []string{RolloutAdvanced, RolloutWaiting, RolloutDone, RolloutRollback} {
+		r.events[e] = vm.GetOrCreateCounter(`sluice_rollout_events_total{` + l + `,event="` + e + `"}`)
+	}
+	return r
+}
+
+// SetState sets the rollout's state (a Rollout* state constant).
+func (r *Rollout) SetState(s int) { r.state.Set(float64(s)) }
+
+// Event counts a decision of the rollout (a Rollout* event constant).
+func (r *Rollout) Event(e string) { r.events[e].Inc() }

@@ -7,4 +7,10 @@ func populateLifecycle() {
 	m.Dequeued()
 	m.Answered(200)
 	m.Dropped(MirrorQueueFull)
+	r := ForRevision("up", "v1")
+	r.SetPercent(90)
+	r.Request(false)
+	ro := ForRollout("up")
+	ro.SetState(RolloutProgressing)
+	ro.Event(RolloutAdvanced)
 }

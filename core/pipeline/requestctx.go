@@ -62,9 +62,11 @@ type RequestCtx struct {
 	upHead    *[]byte // the upstream head, from pick to the end of its round trip
 
 	outcome       Outcome
-	countedReason string    // the upstream failure reason last counted as it happened (connect failures, resent requests)
-	sent          time.Time // when the request was sent to the backend that answered
-	mirrored      bool      // a mirror was offered the request
+	countedReason string     // the upstream failure reason last counted as it happened (connect failures, resent requests)
+	sent          time.Time  // when the request was sent to the backend that answered
+	mirrored      bool       // a mirror was offered the request
+	entered       []*Service // services whose hooks ran (OnServiceDone at Finish)
+	gaps          GapWatcher // sees the stream's gaps, when a service hook asked
 	dl            deadlineState
 
 	cancelMu  sync.Mutex
@@ -170,6 +172,7 @@ func (rc *RequestCtx) reset(ep *Entrypoint) {
 	rc.upExtra = rc.upExtra[:0]
 	rc.respExtra = rc.respExtra[:0]
 	rc.outcome, rc.countedReason, rc.mirrored = Outcome{}, "", false
+	rc.entered, rc.gaps = rc.entered[:0], nil
 }
 
 // Route returns the matched route (nil before routing or when none matched).
@@ -203,6 +206,10 @@ func (rc *RequestCtx) SetService(s *Service) {
 	rc.service = s
 	rc.choice.Reset()
 }
+
+// WatchGaps makes w see the inter-token gaps of the request's stream (a service hook's
+// rollout judges its new revision by them).
+func (rc *RequestCtx) WatchGaps(w GapWatcher) { rc.gaps = w }
 
 // maxSlots bounds the per-request values stages keep (Set, Get).
 const maxSlots = 8

@@ -1,6 +1,8 @@
 package pipeline
 
 import (
+	"time"
+
 	"github.com/sluice-gw/sluice/core/balancer"
 	"github.com/sluice-gw/sluice/core/http1"
 	"github.com/sluice-gw/sluice/core/metrics"
@@ -58,6 +60,25 @@ type Service struct {
 	// Mirror, when set, is offered every request of the service once, when its first
 	// backend was chosen and before anything is sent (traffic mirroring).
 	Mirror Mirror
+	// Hooks are the service's own stages (revisions, scaling): each request sent to the
+	// service runs them once before its first backend choice there.
+	Hooks []ServiceHook
+}
+
+// ServiceHook is a service's own stage, run for every request sent to the service whatever
+// its router: a split over revisions, a cold-start wait. OnService runs once per request
+// when it reaches the service (from its route or a fallback), before its first backend
+// choice there, and may narrow the choice (RequestCtx.Exclude), wait (watching
+// RequestCtx.Done) or answer (a *GatewayError). OnServiceDone runs once the request
+// completes, for every service whose OnService ran, whatever it returned.
+type ServiceHook interface {
+	OnService(rc *RequestCtx) error
+	OnServiceDone(rc *RequestCtx)
+}
+
+// GapWatcher sees the inter-token gaps of one request's stream (RequestCtx.WatchGaps).
+type GapWatcher interface {
+	OnGap(d time.Duration)
 }
 
 // Mirror takes copies of a service's requests for another service (a shadow). Offer is

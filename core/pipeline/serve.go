@@ -176,6 +176,9 @@ func (rc *RequestCtx) pick() (*Backend, error) {
 func (rc *RequestCtx) exchange() error {
 	var last error = ErrNoBackend
 	for try := 0; ; try++ {
+		if err := rc.enterService(); err != nil {
+			return err
+		}
 		var b *Backend
 		var refused error
 		if try < MaxConnectTries {
@@ -244,6 +247,27 @@ func (rc *RequestCtx) exchange() error {
 		rc.backend = nil
 		last = ErrUpstreamDial
 	}
+}
+
+// enterService runs the hooks of the request's service the first time the request reaches
+// it, and returns their answer when one refuses it.
+func (rc *RequestCtx) enterService() error {
+	s := rc.service
+	if s == nil || len(s.Hooks) == 0 {
+		return nil
+	}
+	for _, e := range rc.entered {
+		if e == s {
+			return nil
+		}
+	}
+	rc.entered = append(rc.entered, s)
+	for _, h := range s.Hooks {
+		if err := h.OnService(rc); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // MaxConnectTries bounds the backends of one service a request tries after connect failures
@@ -845,6 +869,9 @@ func (rc *RequestCtx) observe(o relay.Obs) {
 		rc.route.M.FirstByte(o.D)
 	case relay.ObsGap:
 		rc.route.M.Gap(o.D)
+		if rc.gaps != nil {
+			rc.gaps.OnGap(o.D)
+		}
 	}
 }
 
@@ -866,6 +893,11 @@ func (rc *RequestCtx) Finish() {
 		}
 	}
 	rc.count()
+	for _, s := range rc.entered {
+		for _, h := range s.Hooks {
+			h.OnServiceDone(rc)
+		}
+	}
 	if rt := rc.route; rt != nil {
 		rt.Chain.onComplete(rc)
 	}

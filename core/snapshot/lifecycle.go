@@ -1,23 +1,41 @@
 package snapshot
 
 import (
+	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/sluice-gw/sluice/core/config"
 	"github.com/sluice-gw/sluice/core/lifecycle/mirror"
+	"github.com/sluice-gw/sluice/core/lifecycle/rollout"
 )
 
-// lifecycle is the runtime of the services' lifecycle keys in one snapshot: their mirrors.
+// lifecycle is the runtime of the services' lifecycle keys in one snapshot: their mirrors
+// and their splits over revisions (with their rollouts).
 type lifecycle struct {
 	mirrors []*mirror.Mirror
+	splits  map[string]*splitEntry // by service name
+}
+
+// splitEntry is a service's split and what it was made from: a reload whose service has the
+// same revisions and rollout takes the split over, so that a rollout in progress goes on.
+type splitEntry struct {
+	split *rollout.Split
+	key   string
 }
 
 // compileLifecycle attaches the lifecycle runtime to the compiled services: a mirror for each
 // service with a [services.<name>.mirror]. Nothing starts here: a mirror starts its senders
 // with its first copy, so a snapshot that is compiled and discarded leaves nothing running.
-func (s *Snapshot) compileLifecycle(cfg *config.Config) {
+func (s *Snapshot) compileLifecycle(cfg *config.Config, prev *Snapshot) {
 	for _, name := range s.ServiceNames {
 		sc, svc := cfg.Services[name], s.Services[name]
+		if len(sc.Revisions) > 0 {
+			e := s.compileSplit(name, sc, prev)
+			svc.Hooks = append(svc.Hooks, e.split)
+		}
 		if mc := sc.Mirror; mc != nil && s.Services[mc.Service] != nil && mc.Percentage > 0 {
 			o := mirror.Options{
 				Service: name, Shadow: mc.Service, Percentage: mc.Percentage, Model: mc.Model,
@@ -33,9 +51,118 @@ func (s *Snapshot) compileLifecycle(cfg *config.Config) {
 	}
 }
 
-// retireLifecycle stops the lifecycle runtime of a snapshot that was replaced.
-func (s *Snapshot) retireLifecycle() {
+// compileSplit makes the split of service name over its revisions, or takes over prev's when
+// its revisions and rollout are the same.
+func (s *Snapshot) compileSplit(name string, sc *config.Service, prev *Snapshot) *splitEntry {
+	key := fmt.Sprintf("%+v|%+v", sc.Revisions, sc.Rollout)
+	if prev != nil {
+		if e := prev.life.splits[name]; e != nil && e.key == key {
+			s.setSplit(name, e)
+			return e
+		}
+	}
+	revs := make([]rollout.Revision, len(sc.Revisions))
+	id := 0
+	index := map[string]int{}
+	for i, r := range sc.Revisions {
+		revs[i] = rollout.Revision{Name: r.Name, Percent: r.TrafficPercent}
+		for range r.Servers {
+			revs[i].Backends = append(revs[i].Backends, id) // backends are the revisions' servers in order
+			id++
+		}
+		index[r.Name] = i
+	}
+	var rc *rollout.Config
+	if ro := sc.Rollout; ro != nil {
+		rc = &rollout.Config{
+			From: index[ro.From], To: index[ro.To], StepPercent: ro.StepPercent, StepInterval: ro.StepInterval(),
+			MaxErrorRate:  ro.ErrorRateThreshold,
+			MaxLatencyP99: time.Duration(ro.LatencyThresholdMs) * time.Millisecond,
+			MaxTTFTP99:    time.Duration(ro.TTFTP99ThresholdMs) * time.Millisecond,
+			MaxITLP99:     time.Duration(ro.ITLP99ThresholdMs) * time.Millisecond,
+			MinSamples:    ro.MinSamples,
+		}
+	}
+	e := &splitEntry{split: rollout.New(name, revs, rc), key: key}
+	s.setSplit(name, e)
+	return e
+}
+
+func (s *Snapshot) setSplit(name string, e *splitEntry) {
+	if s.life.splits == nil {
+		s.life.splits = map[string]*splitEntry{}
+	}
+	s.life.splits[name] = e
+}
+
+// Split returns the split over revisions of service name (nil when it has none), for the
+// admin API.
+func (s *Snapshot) Split(name string) *rollout.Split {
+	if e := s.life.splits[name]; e != nil {
+		return e.split
+	}
+	return nil
+}
+
+// retireLifecycle stops the lifecycle runtime of a snapshot that next replaced: its mirrors,
+// and the rollouts next did not take over.
+func (s *Snapshot) retireLifecycle(next *Snapshot) {
 	for _, m := range s.life.mirrors {
 		m.Close()
 	}
+	for name, e := range s.life.splits {
+		if next == nil || next.life.splits[name] != e {
+			e.split.Close()
+		}
+	}
+}
+
+// serverRef is one server of a service and the key path of its url.
+type serverRef struct {
+	srv  config.Server
+	path []string
+}
+
+// serviceServers returns the load balancer settings of service name and its servers in
+// backend order: the load_balancer's, or those of its revisions one after the other (a
+// service with revisions may write no load_balancer: the defaults apply). The load balancer
+// is nil for a service that has neither.
+func serviceServers(name string, sc *config.Service) (*config.LoadBalancer, []serverRef) {
+	lb := sc.LoadBalancer
+	if len(sc.Revisions) == 0 {
+		if lb == nil {
+			return nil, nil
+		}
+		out := make([]serverRef, len(lb.Servers))
+		for i, srv := range lb.Servers {
+			out[i] = serverRef{srv, []string{"services", name, "load_balancer", "servers", strconv.Itoa(i), "url"}}
+		}
+		return lb, out
+	}
+	if lb == nil {
+		lb = config.DefaultLoadBalancer()
+	}
+	var out []serverRef
+	for i, r := range sc.Revisions {
+		for j, srv := range r.Servers {
+			out = append(out, serverRef{srv, []string{"services", name, "revisions", strconv.Itoa(i), "servers", strconv.Itoa(j), "url"}})
+		}
+	}
+	return lb, out
+}
+
+// dottedPath writes a key path as in messages: services.s.revisions[0].servers[1].url.
+func dottedPath(path []string) string {
+	var b strings.Builder
+	for i, p := range path {
+		if _, err := strconv.Atoi(p); err == nil && i > 1 {
+			b.WriteString("[" + p + "]")
+			continue
+		}
+		if i > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(p)
+	}
+	return b.String()
 }

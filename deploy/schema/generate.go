@@ -136,6 +136,13 @@ func minimal() map[string]any {
 			"shadow": map[string]any{"load_balancer": map[string]any{
 				"servers": []any{map[string]any{"url": "http://127.0.0.1:8001"}},
 			}},
+			"revised": map[string]any{
+				"revisions": []any{
+					map[string]any{"name": "v1", "traffic_percent": int64(100), "servers": []any{map[string]any{"url": "http://127.0.0.1:8002"}}},
+					map[string]any{"name": "v2", "servers": []any{map[string]any{"url": "http://127.0.0.1:8003"}}},
+				},
+				"rollout": map[string]any{"from": "v1", "to": "v2"},
+			},
 		},
 		"middlewares": map[string]any{
 			"m": map[string]any{"type": config.MiddlewareAPIKey}, // a type without required options
@@ -244,7 +251,7 @@ func (g *generator) structNode(t reflect.Type, path string, concrete []string) (
 		if alt, ok := requiredUnless[kp]; ok {
 			// Required unless another key stands in for it: one of the two must be there.
 			n.AnyOf = append(n.AnyOf, &Node{Required: []string{tag}}, &Node{Required: []string{alt}})
-		} else if g.required[kp] {
+		} else if g.required[kp] && !optionalKeys[kp] {
 			n.Required = append(n.Required, tag)
 		}
 		n.Properties[tag] = fn

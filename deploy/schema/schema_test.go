@@ -69,6 +69,8 @@ func concrete(path string) []string {
 		switch {
 		case s == "*" && segs[0] == "entrypoints" && i+1 < len(segs) && segs[i+1] == "tls":
 			out = append(out, "tls") // the entrypoint with a [tls] table
+		case s == "*" && segs[0] == "services" && i+1 < len(segs) && (strings.HasPrefix(segs[i+1], "revisions") || segs[i+1] == "rollout"):
+			out = append(out, "revised") // the service with revisions
 		case s == "*":
 			out = append(out, names[segs[0]])
 		case strings.HasSuffix(s, "[]"):
