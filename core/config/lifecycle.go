@@ -3,12 +3,14 @@ package config
 import (
 	"math"
 	"strconv"
+	"strings"
 	"time"
 )
 
 // This file holds the service keys of the model lifecycle: traffic mirroring
 // ([services.<name>.mirror]), revisions (services.<name>.revisions) and their progressive
-// rollout ([services.<name>.rollout]). Their runtime is in core/lifecycle.
+// rollout ([services.<name>.rollout]), scaling and cold-start buffering
+// ([services.<name>.scaling]). Their runtime is in core/lifecycle.
 
 // Defaults and bounds of [services.<name>.mirror].
 const (
@@ -55,6 +57,7 @@ func (m *Mirror) setDefaults() {
 // validateLifecycle checks the lifecycle keys of service name.
 func (c *Config) validateLifecycle(e *errs, name string, s *Service) {
 	c.validateRevisions(e, name, s)
+	c.validateScaling(e, name, s)
 	if m := s.Mirror; m != nil {
 		mp := []string{"services", name, "mirror"}
 		at := func(key string) Position { return c.ValuePos(append(append([]string(nil), mp...), key)...) }
@@ -244,4 +247,171 @@ func (c *Config) validateRevisions(e *errs, name string, s *Service) {
 	if r.MinSamples < 1 || r.MinSamples > MaxRolloutMinSamples {
 		e.add(at("min_samples"), "services.%s.rollout.min_samples %d: want 1..%d", name, r.MinSamples, MaxRolloutMinSamples)
 	}
+}
+
+// Executors accepted by [services.<name>.scaling] executor.
+const (
+	// ExecutorExec starts and stops local processes ([services.<name>.scaling.exec]).
+	ExecutorExec = "exec"
+	// ExecutorKube scales a Kubernetes Deployment (not in this version).
+	ExecutorKube = "kube"
+)
+
+// Defaults and bounds of [services.<name>.scaling].
+const (
+	DefaultScalingMaxReplicas      = 1
+	DefaultScalingConcurrency      = 1
+	DefaultScalingUtilization      = 0.7
+	DefaultScalingScaleDownDelay   = 60 * time.Second
+	DefaultScalingScaleToZeroAfter = 5 * time.Minute
+	DefaultScalingBufferSize       = 100
+	DefaultScalingBufferTimeout    = 60 * time.Second
+	DefaultScalingKeepAlive        = 5 * time.Second
+	DefaultScalingReadyPath        = "/health"
+	DefaultScalingReadyInterval    = 50 * time.Millisecond
+	DefaultScalingStartupTimeout   = 5 * time.Minute
+	DefaultScalingStopTimeout      = 10 * time.Second
+	MaxScalingReplicas             = 1024
+	MaxScalingBufferSize           = 1 << 20
+)
+
+// Scaling is [services.<name>.scaling]: the service's replicas are started and stopped by an
+// executor to follow its load, desired = ⌈(in_flight + queued) / (container_concurrency ×
+// target_utilization)⌉ clamped to min_replicas..max_replicas; requests beyond the ready
+// replicas' capacity (all of them, with none ready) wait in a bounded FIFO queue.
+type Scaling struct {
+	// MinReplicas is the least number of replicas kept running; 0 lets the service scale to
+	// zero when idle. Default 0.
+	MinReplicas int `toml:"min_replicas"`
+	// MaxReplicas bounds the replicas, 1..1024 and at least MinReplicas. Default 1.
+	MaxReplicas int `toml:"max_replicas"`
+	// ContainerConcurrency is how many requests one replica serves at once, >= 1. Default 1.
+	ContainerConcurrency int `toml:"container_concurrency"`
+	// TargetUtilization is the share of ContainerConcurrency the formula aims at, 0 < u <= 1:
+	// 0.7 starts a replica when the others are 70% busy. Default 0.7.
+	TargetUtilization float64 `toml:"target_utilization"`
+	// BufferEnabled queues the requests beyond the ready replicas' capacity (all of them
+	// while none is ready: a cold start) instead of refusing them with 503. Default true.
+	BufferEnabled bool `toml:"buffer_enabled"`
+	// Executor starts and stops the replicas: "exec" (local processes); required.
+	Executor string `toml:"executor"`
+	// ScaleDownDelay is how long the formula must ask for fewer replicas before they are
+	// stopped (the largest number it asked for meanwhile is kept). Default 60s.
+	ScaleDownDelay time.Duration `toml:"scale_down_delay"`
+	// ScaleToZeroAfter is how long the service must be idle (nothing in flight or queued)
+	// before its last replica is stopped, when MinReplicas is 0. Default 5m.
+	ScaleToZeroAfter time.Duration `toml:"scale_to_zero_after"`
+	// BufferSize bounds the queue; a request arriving when it is full gets 503 at once.
+	// Default 100, range 1..1048576.
+	BufferSize int `toml:"buffer_size"`
+	// BufferTimeout bounds a request's wait in the queue, counted from its arrival (time
+	// already waited counts); past it the request gets 504. Default 60s.
+	BufferTimeout time.Duration `toml:"buffer_timeout"`
+	// KeepAlive is the interval of the SSE comment lines a waiting streaming caller gets.
+	// Default 5s.
+	KeepAlive time.Duration `toml:"keepalive_interval"`
+	// ReadyPath is the path probed on a starting replica: it is ready when GET answers 2xx.
+	// Default "/health".
+	ReadyPath string `toml:"ready_path"`
+	// ReadyInterval is the time between two probes of a starting replica. Default 50ms.
+	ReadyInterval time.Duration `toml:"ready_interval"`
+	// StartupTimeout bounds a replica's start: one not ready by then is stopped. Default 5m.
+	StartupTimeout time.Duration `toml:"startup_timeout"`
+	// Exec is the exec executor's process template, [services.<name>.scaling.exec].
+	Exec *ScalingExec `toml:"exec"`
+}
+
+// ScalingExec is [services.<name>.scaling.exec]: the command of a replica. Each replica gets a
+// free loopback port, written into the command where it says {port}; the replica listens
+// there and is the server http://127.0.0.1:{port} of the service.
+type ScalingExec struct {
+	// Command is the program and its arguments, at least the program; "{port}" in any
+	// element is replaced by the replica's port (at least one element must use it).
+	Command []string `toml:"command"`
+	// Env lists extra environment variables of the process, "NAME=value" ({port} replaced).
+	Env []string `toml:"env"`
+	// StopTimeout is how long a stopped replica has between SIGTERM and SIGKILL. Default 10s.
+	StopTimeout time.Duration `toml:"stop_timeout"`
+}
+
+func (s *Scaling) setDefaults() {
+	s.MaxReplicas = DefaultScalingMaxReplicas
+	s.ContainerConcurrency = DefaultScalingConcurrency
+	s.TargetUtilization = DefaultScalingUtilization
+	s.BufferEnabled = true
+	s.ScaleDownDelay = DefaultScalingScaleDownDelay
+	s.ScaleToZeroAfter = DefaultScalingScaleToZeroAfter
+	s.BufferSize = DefaultScalingBufferSize
+	s.BufferTimeout = DefaultScalingBufferTimeout
+	s.KeepAlive = DefaultScalingKeepAlive
+	s.ReadyPath = DefaultScalingReadyPath
+	s.ReadyInterval = DefaultScalingReadyInterval
+	s.StartupTimeout = DefaultScalingStartupTimeout
+}
+
+func (x *ScalingExec) setDefaults() { x.StopTimeout = DefaultScalingStopTimeout }
+
+// validateScaling checks [services.<name>.scaling].
+func (c *Config) validateScaling(e *errs, name string, s *Service) {
+	sc := s.Scaling
+	if sc == nil {
+		return
+	}
+	sp := []string{"services", name, "scaling"}
+	at := func(key ...string) Position { return c.ValuePos(append(append([]string(nil), sp...), key...)...) }
+	if len(s.Revisions) > 0 {
+		e.add(c.Pos(sp...), "services.%s.scaling: a service with revisions cannot scale (scale each revision's own service instead)", name)
+	}
+	if s.LoadBalancer != nil && len(s.LoadBalancer.Servers) > 0 {
+		e.add(c.Pos(append([]string{"services", name, "load_balancer", "servers"})...), "services.%s.load_balancer.servers: the replicas of a scaled service are its servers; remove the list", name)
+	}
+	if sc.MinReplicas < 0 || sc.MinReplicas > MaxScalingReplicas {
+		e.add(at("min_replicas"), "services.%s.scaling.min_replicas %d: want 0..%d", name, sc.MinReplicas, MaxScalingReplicas)
+	}
+	if sc.MaxReplicas < 1 || sc.MaxReplicas > MaxScalingReplicas {
+		e.add(at("max_replicas"), "services.%s.scaling.max_replicas %d: want 1..%d", name, sc.MaxReplicas, MaxScalingReplicas)
+	} else if sc.MaxReplicas < sc.MinReplicas {
+		e.add(at("max_replicas"), "services.%s.scaling.max_replicas %d: want at least min_replicas (%d)", name, sc.MaxReplicas, sc.MinReplicas)
+	}
+	if sc.ContainerConcurrency < 1 {
+		e.add(at("container_concurrency"), "services.%s.scaling.container_concurrency %d: want 1 or more requests", name, sc.ContainerConcurrency)
+	}
+	if !(sc.TargetUtilization > 0 && sc.TargetUtilization <= 1) {
+		e.add(at("target_utilization"), "services.%s.scaling.target_utilization %v: want more than 0, at most 1", name, sc.TargetUtilization)
+	}
+	if sc.BufferSize < 1 || sc.BufferSize > MaxScalingBufferSize {
+		e.add(at("buffer_size"), "services.%s.scaling.buffer_size %d: want 1..%d", name, sc.BufferSize, MaxScalingBufferSize)
+	}
+	if sc.ReadyPath == "" || sc.ReadyPath[0] != '/' {
+		e.add(at("ready_path"), "services.%s.scaling.ready_path %q: want a path starting with /", name, sc.ReadyPath)
+	}
+	switch sc.Executor {
+	case ExecutorExec:
+		if sc.Exec == nil {
+			e.add(c.Pos(sp...), "services.%s.scaling: executor \"exec\" needs [services.%s.scaling.exec] with command = [\"program\", \"--port\", \"{port}\"]", name, name)
+			break
+		}
+		if len(sc.Exec.Command) == 0 || sc.Exec.Command[0] == "" {
+			e.add(c.Pos(append(sp, "exec")...), "services.%s.scaling.exec.command: want the program and its arguments, e.g. [\"llmsim\", \"--listen\", \"127.0.0.1:{port}\"]", name)
+		} else if !usesPort(sc.Exec.Command) {
+			e.add(at("exec", "command"), "services.%s.scaling.exec.command: no element uses {port}, the port the replica must listen on", name)
+		}
+	case ExecutorKube:
+		e.add(at("executor"), "services.%s.scaling.executor \"kube\" is not implemented in this version (use \"exec\")", name)
+	case "":
+		if c.missing(append(sp, "executor")...) {
+			e.add(c.Pos(sp...), "services.%s.scaling.executor is required (\"exec\")", name)
+		}
+	default:
+		e.add(at("executor"), "services.%s.scaling.executor %q: want \"exec\"", name, sc.Executor)
+	}
+}
+
+func usesPort(args []string) bool {
+	for _, a := range args {
+		if strings.Contains(a, "{port}") {
+			return true
+		}
+	}
+	return false
 }

@@ -211,6 +211,9 @@ type Service struct {
 	// Rollout moves the traffic from one revision to another step by step,
 	// [services.<name>.rollout] (lifecycle.go).
 	Rollout *Rollout `toml:"rollout"`
+	// Scaling starts and stops the service's replicas to follow its load and buffers
+	// requests during a cold start, [services.<name>.scaling] (lifecycle.go).
+	Scaling *Scaling `toml:"scaling"`
 }
 
 // Workers is [services.<name>.workers]: the polling of GET /power/v1/observation on each
@@ -391,6 +394,5 @@ func (l *Log) setDefaults() {
 // the schema path: table names and array indexes replaced by "*".
 var plannedKeys = map[string]string{
 	"providers":                             "configuration providers ([providers], file watching)",
-	"services.*.scaling":                    "scaling ([services.<name>.scaling])",
 	"services.*.load_balancer.health_check": "active health checks (load_balancer.health_check)",
 }

@@ -392,7 +392,7 @@ func (c *Config) validate(e *errs, lookup func(string) (string, bool)) {
 		}
 		c.validateLifecycle(e, name, s)
 		lb := s.LoadBalancer
-		if lb == nil && len(s.Revisions) > 0 {
+		if lb == nil && (len(s.Revisions) > 0 || s.Scaling != nil) {
 			continue // the revisions hold the servers; the load balancer's keys keep their defaults
 		}
 		if lb == nil {
@@ -403,7 +403,7 @@ func (c *Config) validate(e *errs, lookup func(string) (string, bool)) {
 		if !oneOf(lb.Strategy, strategies) {
 			e.add(c.ValuePos(append(lp, "strategy")...), "services.%s.load_balancer.strategy %q: want one of %s", name, c.shown(lb.Strategy, append(lp, "strategy")...), quoteAll(strategies))
 		}
-		if len(lb.Servers) == 0 && len(s.Revisions) == 0 && !e.reported(c.ValuePos(append(lp, "servers")...)) {
+		if len(lb.Servers) == 0 && len(s.Revisions) == 0 && s.Scaling == nil && !e.reported(c.ValuePos(append(lp, "servers")...)) {
 			e.add(c.Pos(append(lp, "servers")...), "services.%s.load_balancer.servers: list at least one server, e.g. servers = [{ url = \"http://127.0.0.1:8000\" }]", name)
 		}
 		for i, srv := range lb.Servers {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/sluice-gw/sluice/core/config"
 	"github.com/sluice-gw/sluice/core/lifecycle/rollout"
+	"github.com/sluice-gw/sluice/core/lifecycle/scaling"
 	"github.com/sluice-gw/sluice/core/metrics"
 	"github.com/sluice-gw/sluice/core/workers"
 )
@@ -299,6 +300,8 @@ type serviceStatus struct {
 	// Revisions and Rollout are shown for a service with revisions (lifecycle.go).
 	Revisions []rollout.RevisionStatus `json:"revisions,omitempty"`
 	Rollout   *rollout.Status          `json:"rollout,omitempty"`
+	// Scaling is shown for a scaled service.
+	Scaling *scaling.Status `json:"scaling,omitempty"`
 }
 
 func (g *Gateway) adminServices(w http.ResponseWriter, _ *http.Request) {
@@ -319,6 +322,10 @@ func (g *Gateway) adminServices(w http.ResponseWriter, _ *http.Request) {
 		}
 		if sp := snap.Split(name); sp != nil {
 			st.Revisions, st.Rollout = sp.Revisions(), sp.Rollout()
+		}
+		if sc := snap.Scaler(name); sc != nil {
+			ss := sc.Status()
+			st.Scaling = &ss
 		}
 		out = append(out, st)
 	}

@@ -4,7 +4,8 @@ import (
 	vm "github.com/VictoriaMetrics/metrics"
 )
 
-// lifecycleFamilies are the model lifecycle's families: traffic mirroring, revisions and rollout.
+// lifecycleFamilies are the model lifecycle's families: traffic mirroring, revisions and
+// rollout, scaling.
 var lifecycleFamilies = []Family{
 	{"sluice_mirror_sent_total", "counter", "Copies of requests queued for the shadow service of a mirror."},
 	{"sluice_mirror_dropped_total", "counter", "Copies of requests a mirror dropped instead of sending, by reason: queue_full (its queue was full), no_backend (the shadow had none), stopped (the configuration was replaced)."},
@@ -13,6 +14,11 @@ var lifecycleFamilies = []Family{
 	{"sluice_revision_traffic_percent", "gauge", "Share of the service's requests the revision gets now, in percent (a rollout moves it)."},
 	{"sluice_revision_requests_total", "counter", "Requests of the service sent to the revision, by result: success, or error (5xx, gateway error, upstream failure; client cancellations are not counted)."},
 	{"sluice_rollout_state", "gauge", "State of the service's rollout: 0 progressing, 1 completed (all traffic on the new revision), 2 rolled back."},
+	{"sluice_scaling_desired_replicas", "gauge", "Replicas the service's load asks for now: ⌈(in flight + queued) / (container_concurrency × target_utilization)⌉, clamped to min..max replicas."},
+	{"sluice_scaling_replicas", "gauge", "Replicas of the scaled service by state: starting (started, not ready yet) or ready (taking requests)."},
+	{"sluice_scaling_in_flight", "gauge", "Requests of the scaled service being served by its replicas."},
+	{"sluice_scaling_queue_depth", "gauge", "Requests of the scaled service waiting for a replica (cold-start buffer)."},
+	{"sluice_scaling_buffer_rejected_total", "counter", "Requests of the scaled service refused by its buffer, by reason: queue_full (503 at once), timeout (504 after buffer_timeout), no_replica (503, buffering off and none ready)."},
 	{"sluice_rollout_events_total", "counter", "Decisions of the service's rollout, by event: advanced (a step passed), waiting (a step's interval ended with too few samples), completed, rolled_back."},
 }
 
@@ -145,3 +151,45 @@ func (r *Rollout) SetState(s int) { r.state.Set(float64(s)) }
 
 // Event counts a decision of the rollout (a Rollout* event constant).
 func (r *Rollout) Event(e string) { r.events[e].Inc() }
+
+// Scaling buffer rejection reasons (sluice_scaling_buffer_rejected_total).
+const (
+	ScalingQueueFull = "queue_full"
+	ScalingTimeout   = "timeout"
+	ScalingNoReplica = "no_replica"
+)
+
+// Scaling holds the metrics of a scaled service. Safe for concurrent use.
+type Scaling struct {
+	desired, starting, ready, inFlight, queued *vm.Gauge
+	rejected                                   map[string]*vm.Counter
+}
+
+// ForScaling returns the metrics of the scaled service, creating them on first use.
+func ForScaling(service string) *Scaling {
+	l := labels("service", service)
+	s := &Scaling{
+		desired:  vm.GetOrCreateGauge(`sluice_scaling_desired_replicas{`+l+`}`, nil),
+		starting: vm.GetOrCreateGauge(`sluice_scaling_replicas{`+l+`,state="starting"}`, nil),
+		ready:    vm.GetOrCreateGauge(`sluice_scaling_replicas{`+l+`,state="ready"}`, nil),
+		inFlight: vm.GetOrCreateGauge(`sluice_scaling_in_flight{`+l+`}`, nil),
+		queued:   vm.GetOrCreateGauge(`sluice_scaling_queue_depth{`+l+`}`, nil),
+		rejected: map[string]*vm.Counter{},
+	}
+	for _, r := range []string{ScalingQueueFull, ScalingTimeout, ScalingNoReplica} {
+		s.rejected[r] = vm.GetOrCreateCounter(`sluice_scaling_buffer_rejected_total{` + l + `,reason="` + r + `"}`)
+	}
+	return s
+}
+
+// Set publishes the scaler's state.
+func (s *Scaling) Set(desired, starting, ready, inFlight, queued int) {
+	s.desired.Set(float64(desired))
+	s.starting.Set(float64(starting))
+	s.ready.Set(float64(ready))
+	s.inFlight.Set(float64(inFlight))
+	s.queued.Set(float64(queued))
+}
+
+// Rejected counts a request the buffer refused for reason (a Scaling* constant).
+func (s *Scaling) Rejected(reason string) { s.rejected[reason].Inc() }

@@ -13,4 +13,7 @@ func populateLifecycle() {
 	ro := ForRollout("up")
 	ro.SetState(RolloutProgressing)
 	ro.Event(RolloutAdvanced)
+	sc := ForScaling("up")
+	sc.Set(1, 1, 0, 0, 1)
+	sc.Rejected(ScalingTimeout)
 }

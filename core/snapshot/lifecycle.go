@@ -10,13 +10,22 @@ import (
 	"github.com/sluice-gw/sluice/core/config"
 	"github.com/sluice-gw/sluice/core/lifecycle/mirror"
 	"github.com/sluice-gw/sluice/core/lifecycle/rollout"
+	"github.com/sluice-gw/sluice/core/lifecycle/scaling"
 )
 
 // lifecycle is the runtime of the services' lifecycle keys in one snapshot: their mirrors
 // and their splits over revisions (with their rollouts).
 type lifecycle struct {
 	mirrors []*mirror.Mirror
-	splits  map[string]*splitEntry // by service name
+	splits  map[string]*splitEntry  // by service name
+	scalers map[string]*scalerEntry // by service name
+}
+
+// scalerEntry is a scaled service's scaler and what it was made from: a reload whose service
+// scales the same way takes it over with its replicas running.
+type scalerEntry struct {
+	scaler *scaling.Scaler
+	key    string
 }
 
 // splitEntry is a service's split and what it was made from: a reload whose service has the
@@ -35,6 +44,10 @@ func (s *Snapshot) compileLifecycle(cfg *config.Config, prev *Snapshot) {
 		if len(sc.Revisions) > 0 {
 			e := s.compileSplit(name, sc, prev)
 			svc.Hooks = append(svc.Hooks, e.split)
+		}
+		if e := s.life.scalers[name]; e != nil {
+			e.scaler.Bind(svc.Backends)
+			svc.Hooks = append(svc.Hooks, e.scaler)
 		}
 		if mc := sc.Mirror; mc != nil && s.Services[mc.Service] != nil && mc.Percentage > 0 {
 			o := mirror.Options{
@@ -104,11 +117,70 @@ func (s *Snapshot) Split(name string) *rollout.Split {
 	return nil
 }
 
+// prepareScalers makes the scaler of every scaled service (or takes over prev's when the
+// service scales the same way), before the services are compiled: its replicas' ports are
+// the service's servers.
+func (s *Snapshot) prepareScalers(cfg *config.Config, prev *Snapshot) config.ErrorList {
+	var errs config.ErrorList
+	for _, name := range sortedKeys(cfg.Services) {
+		sc := cfg.Services[name]
+		if sc.Scaling == nil || sc.Scaling.Exec == nil {
+			continue
+		}
+		key := fmt.Sprintf("%+v|%+v", *sc.Scaling, *sc.Scaling.Exec)
+		if s.life.scalers == nil {
+			s.life.scalers = map[string]*scalerEntry{}
+		}
+		if prev != nil {
+			if e := prev.life.scalers[name]; e != nil && e.key == key {
+				s.life.scalers[name] = e
+				continue
+			}
+		}
+		g := sc.Scaling
+		sl, err := scaling.New(scaling.Options{
+			Service: name, Min: g.MinReplicas, Max: g.MaxReplicas, Concurrency: g.ContainerConcurrency,
+			Utilization: g.TargetUtilization, Buffer: g.BufferEnabled,
+			ScaleDownDelay: g.ScaleDownDelay, ScaleToZeroAfter: g.ScaleToZeroAfter,
+			BufferSize: g.BufferSize, BufferTimeout: g.BufferTimeout,
+			ReadyPath: g.ReadyPath, ReadyInterval: g.ReadyInterval, StartupTimeout: g.StartupTimeout,
+			StopTimeout: g.Exec.StopTimeout,
+			Executor:    &scaling.Exec{Command: g.Exec.Command, Env: g.Exec.Env},
+		})
+		if err != nil {
+			errs = append(errs, cfg.Errorf([]string{"services", name, "scaling"}, "services.%s.scaling: %v", name, err))
+			continue
+		}
+		s.life.scalers[name] = &scalerEntry{scaler: sl, key: key}
+	}
+	return errs
+}
+
+// startLifecycle starts what runs once the snapshot is in force: the scalers' replicas.
+func (s *Snapshot) startLifecycle() {
+	for _, e := range s.life.scalers {
+		e.scaler.Start()
+	}
+}
+
+// Scaler returns the scaler of service name (nil when it does not scale), for the admin API.
+func (s *Snapshot) Scaler(name string) *scaling.Scaler {
+	if e := s.life.scalers[name]; e != nil {
+		return e.scaler
+	}
+	return nil
+}
+
 // retireLifecycle stops the lifecycle runtime of a snapshot that next replaced: its mirrors,
-// and the rollouts next did not take over.
+// and the rollouts and scalers next did not take over (a scaler stops its replicas).
 func (s *Snapshot) retireLifecycle(next *Snapshot) {
 	for _, m := range s.life.mirrors {
 		m.Close()
+	}
+	for name, e := range s.life.scalers {
+		if next == nil || next.life.scalers[name] != e {
+			e.scaler.Close()
+		}
 	}
 	for name, e := range s.life.splits {
 		if next == nil || next.life.splits[name] != e {
@@ -124,11 +196,22 @@ type serverRef struct {
 }
 
 // serviceServers returns the load balancer settings of service name and its servers in
-// backend order: the load_balancer's, or those of its revisions one after the other (a
-// service with revisions may write no load_balancer: the defaults apply). The load balancer
+// backend order: the load_balancer's, those of its revisions one after the other, or the
+// ports of its scaler's replicas (a service with revisions or scaling may write no
+// load_balancer: the defaults apply). The load balancer
 // is nil for a service that has neither.
-func serviceServers(name string, sc *config.Service) (*config.LoadBalancer, []serverRef) {
+func (s *Snapshot) serviceServers(name string, sc *config.Service) (*config.LoadBalancer, []serverRef) {
 	lb := sc.LoadBalancer
+	if e := s.life.scalers[name]; e != nil {
+		if lb == nil {
+			lb = config.DefaultLoadBalancer()
+		}
+		var out []serverRef
+		for _, u := range e.scaler.URLs() {
+			out = append(out, serverRef{config.Server{URL: u, Weight: config.DefaultWeight}, []string{"services", name, "scaling"}})
+		}
+		return lb, out
+	}
 	if len(sc.Revisions) == 0 {
 		if lb == nil {
 			return nil, nil

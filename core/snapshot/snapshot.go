@@ -127,7 +127,7 @@ func Compile(cfg *config.Config, prev *Snapshot, gen uint64) (*Snapshot, error) 
 		entrypoints: map[string]*entrypointRoutes{},
 		pools:       map[string]*pool.Pool{},
 	}
-	var errs config.ErrorList
+	errs := s.prepareScalers(cfg, prev)
 	for _, name := range sortedKeys(cfg.Services) {
 		svc, err := s.compileService(cfg, name, cfg.Services[name], prev)
 		if err != nil {
@@ -270,7 +270,7 @@ func (s *Snapshot) compileWorkers(cfg *config.Config, prev *Snapshot) {
 		if s.Workers == nil {
 			s.Workers, s.workerStates = map[string]*workers.Group{}, map[string]*workers.Worker{}
 		}
-		_, servers := serviceServers(name, sc)
+		_, servers := s.serviceServers(name, sc)
 		members := make([]workers.Member, len(svc.Backends))
 		keys := make([]string, len(svc.Backends))
 		seen := map[string]bool{}
@@ -395,7 +395,7 @@ func ruleError(cfg *config.Config, name string, err error) *config.Error {
 }
 
 func (s *Snapshot) compileService(cfg *config.Config, name string, sc *config.Service, prev *Snapshot) (*pipeline.Service, config.ErrorList) {
-	lb, servers := serviceServers(name, sc)
+	lb, servers := s.serviceServers(name, sc)
 	if lb == nil {
 		return nil, config.ErrorList{cfg.Errorf([]string{"services", name}, "services.%s: a service needs a load_balancer", name)}
 	}
@@ -524,6 +524,7 @@ func (l *Live) Swap(s *Snapshot) *Snapshot { return l.p.Swap(s) }
 // publishes s's metrics.
 func (l *Live) Activate(s *Snapshot) {
 	s.StartWorkers()
+	s.startLifecycle()
 	old := l.p.Swap(s)
 	if old != nil {
 		old.Retire(s)
