@@ -143,6 +143,10 @@ func minimal() map[string]any {
 				},
 				"rollout": map[string]any{"from": "v1", "to": "v2"},
 			},
+			"scaled": map[string]any{"scaling": map[string]any{
+				"executor": "exec",
+				"exec":     map[string]any{"command": []any{"llmsim", "--listen", "127.0.0.1:{port}"}},
+			}},
 		},
 		"middlewares": map[string]any{
 			"m": map[string]any{"type": config.MiddlewareAPIKey}, // a type without required options
@@ -249,8 +253,13 @@ func (g *generator) structNode(t reflect.Type, path string, concrete []string) (
 			fn.Default = v
 		}
 		if alt, ok := requiredUnless[kp]; ok {
-			// Required unless another key stands in for it: one of the two must be there.
-			n.AnyOf = append(n.AnyOf, &Node{Required: []string{tag}}, &Node{Required: []string{alt}})
+			// Required unless another key stands in for it (one of a comma-separated list):
+			// one of them must be there.
+			any := &Node{AnyOf: []*Node{{Required: []string{tag}}}}
+			for _, a := range strings.Split(alt, ",") {
+				any.AnyOf = append(any.AnyOf, &Node{Required: []string{a}})
+			}
+			n.AllOf = append(n.AllOf, any)
 		} else if g.required[kp] && !optionalKeys[kp] {
 			n.Required = append(n.Required, tag)
 		}

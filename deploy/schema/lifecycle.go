@@ -11,8 +11,9 @@ var optionalKeys = map[string]bool{"services.*.revisions[].traffic_percent": tru
 // that stand in for each other: a service's servers are in its load_balancer or in its
 // revisions.
 func init() {
-	requiredUnless["services.*.load_balancer"] = "revisions"
-	requiredUnless["services.*.revisions"] = "load_balancer"
+	requiredUnless["services.*.load_balancer"] = "revisions,scaling"
+	requiredUnless["services.*.revisions"] = "load_balancer,scaling"
+	requiredUnless["services.*.scaling"] = "load_balancer,revisions"
 
 	for k, c := range map[string]constraint{
 		"services.*.mirror.percentage":             {min: "0", max: "100"},
@@ -27,6 +28,11 @@ func init() {
 		"services.*.rollout.latency_threshold_ms":  {min: "0", max: itoa(config.MaxRolloutLatencyThresholdMs)},
 		"services.*.rollout.ttft_p99_threshold_ms": {min: "0", max: itoa(config.MaxRolloutLatencyThresholdMs)},
 		"services.*.rollout.itl_p99_threshold_ms":  {min: "0", max: itoa(config.MaxRolloutLatencyThresholdMs)},
+		"services.*.scaling.min_replicas":          {min: "0"}, // at most max_replicas: the loader checks
+		"services.*.scaling.max_replicas":          {min: "1", max: itoa(config.MaxScalingReplicas)},
+		"services.*.scaling.container_concurrency": {min: "1"},
+		"services.*.scaling.buffer_size":           {min: "1", max: itoa(config.MaxScalingBufferSize)},
+		"services.*.scaling.executor":              {enum: []string{config.ExecutorExec}},
 		"services.*.rollout.min_samples":           {min: "1", max: itoa(config.MaxRolloutMinSamples)},
 	} {
 		constraints[k] = c

@@ -71,6 +71,8 @@ func concrete(path string) []string {
 			out = append(out, "tls") // the entrypoint with a [tls] table
 		case s == "*" && segs[0] == "services" && i+1 < len(segs) && (strings.HasPrefix(segs[i+1], "revisions") || segs[i+1] == "rollout"):
 			out = append(out, "revised") // the service with revisions
+		case s == "*" && segs[0] == "services" && i+1 < len(segs) && segs[i+1] == "scaling":
+			out = append(out, "scaled") // the scaled service
 		case s == "*":
 			out = append(out, names[segs[0]])
 		case strings.HasSuffix(s, "[]"):
@@ -229,7 +231,7 @@ func TestSchemaPatternsAgreeWithLoader(t *testing.T) {
 			}
 		}
 	}
-	require.Len(t, durations, 13, "durations in the schema")
+	require.Len(t, durations, 20, "durations in the schema")
 	// The loader also bounds the workers' poll interval and wants the observation TTL above
 	// it (the other key keeps its default here), which a pattern cannot say: for these two
 	// keys the schema is knowingly looser.
