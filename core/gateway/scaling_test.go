@@ -3,6 +3,9 @@ package gateway_test
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"strings"
 	"net"
 	"sync"
 	"testing"
@@ -16,10 +19,16 @@ import (
 // scaledConfig is a gateway whose service "llm" runs llmsim replicas through the exec
 // executor, each taking startup to become ready; scaling holds the other scaling keys.
 func scaledConfig(t *testing.T, startup string, scaling string) string {
+	return scaledConfigEngine(t, "gnet", startup, scaling)
+}
+
+// scaledConfigEngine is scaledConfig on the given ingress engine.
+func scaledConfigEngine(t *testing.T, engine, startup string, scaling string) string {
 	llmsimBin := testenv.BuildBinary(t, "./cmd/llmsim")
 	return fmt.Sprintf(`
 [entrypoints.web]
 address = "127.0.0.1:0"
+engine = %q
 [admin]
 address = "127.0.0.1:0"
 [routers.api]
@@ -33,7 +42,7 @@ executor = "exec"
 [services.llm.scaling.exec]
 command = [%q, "--listen", "127.0.0.1:{port}", "--startup-delay", %q, "--ttft", "20ms", "--itl", "2ms", "--tokens", "4"]
 stop_timeout = "2s"
-`, scaling, llmsimBin, startup)
+`, engine, scaling, llmsimBin, startup)
 }
 
 type scalingView struct {
@@ -194,4 +203,55 @@ buffer_timeout = "3s"
 	require.Equal(t, 504, r.status, r.raw)
 	require.Equal(t, "cold_start_timeout", errField(r, "code"))
 	waitMetric(t, admin+"/metrics", `sluice_scaling_buffer_rejected_total{service="llm",reason="timeout"}`, func(v float64) bool { return v >= 1 })
+}
+
+// A streaming caller that waits for a cold start gets the head of its event stream at once and
+// SSE comment lines while it waits, then the model's events; one whose wait passes its
+// deadline gets an OpenAI-shaped error event instead, never [DONE]. On both engines.
+func TestColdStartKeepsWaitingStreamsAlive(t *testing.T) {
+	streamBody := `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}],"max_tokens":2}`
+	for _, engine := range engines {
+		t.Run(engine+"/served", func(t *testing.T) {
+			_, addr, _ := startConfigGateway(t, scaledConfigEngine(t, engine, "1s", `
+max_replicas = 1
+keepalive_interval = "100ms"
+`))
+			status, body := streamChatBody(t, addr, streamBody)
+			require.Equal(t, 200, status)
+			require.True(t, strings.HasPrefix(body, ": keep-alive\n\n"), "keep-alives first: %q", body)
+			require.GreaterOrEqual(t, strings.Count(body, ": keep-alive\n\n"), 3, "one every 100 ms of a 1 s start")
+			require.True(t, strings.HasSuffix(body, "data: [DONE]\n\n"), "then the model's stream: %q", body)
+			require.Contains(t, body, `"chat.completion.chunk"`)
+		})
+		t.Run(engine+"/timed out", func(t *testing.T) {
+			_, addr, admin := startConfigGateway(t, scaledConfigEngine(t, engine, "30s", `
+max_replicas = 1
+keepalive_interval = "100ms"
+buffer_timeout = "500ms"
+`))
+			status, body := streamChatBody(t, addr, streamBody)
+			require.Equal(t, 200, status)
+			require.True(t, strings.HasPrefix(body, ": keep-alive\n\n"), "%q", body)
+			require.Contains(t, body, "event: error")
+			require.Contains(t, body, `"code":"cold_start_timeout"`)
+			require.NotContains(t, body, "[DONE]")
+			waitScaling(t, admin, 5*time.Second, "the queue emptied", func(s scalingView) bool { return s.Queued == 0 })
+		})
+	}
+}
+
+// streamChatBody posts body to the gateway's chat endpoint and returns the status and the
+// whole response body.
+func streamChatBody(t *testing.T, addr, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest("POST", "http://"+addr+"/v1/chat/completions", strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"))
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(b)
 }

@@ -67,6 +67,8 @@ type RequestCtx struct {
 	mirrored      bool       // a mirror was offered the request
 	entered       []*Service // services whose hooks ran (OnServiceDone at Finish)
 	gaps          GapWatcher // sees the stream's gaps, when a service hook asked
+	held          bool       // a streaming caller held with keep-alives (hold.go)
+	hold          holdState
 	dl            deadlineState
 
 	cancelMu  sync.Mutex
@@ -173,6 +175,7 @@ func (rc *RequestCtx) reset(ep *Entrypoint) {
 	rc.respExtra = rc.respExtra[:0]
 	rc.outcome, rc.countedReason, rc.mirrored = Outcome{}, "", false
 	rc.entered, rc.gaps = rc.entered[:0], nil
+	rc.held, rc.hold = false, holdState{}
 }
 
 // Route returns the matched route (nil before routing or when none matched).

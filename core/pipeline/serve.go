@@ -65,6 +65,10 @@ func (ep *Entrypoint) Begin(rc *RequestCtx) {
 	}
 	if rc.x == nil { // a request stage may have run the exchange itself (Adopt)
 		if err := rc.exchange(); err != nil {
+			if err == errHold {
+				rc.planHeld()
+				return
+			}
 			rc.answer(err)
 			return
 		}
@@ -262,7 +266,10 @@ func (rc *RequestCtx) enterService() error {
 		}
 	}
 	rc.entered = append(rc.entered, s)
-	for _, h := range s.Hooks {
+	for i, h := range s.Hooks {
+		if !rc.held && rc.mayHold(h, i) {
+			return errHold
+		}
 		if err := h.OnService(rc); err != nil {
 			return err
 		}
@@ -581,6 +588,9 @@ func (rc *RequestCtx) AppendHead(dst []byte) []byte {
 	if rc.replied {
 		return rc.appendReply(dst)
 	}
+	if rc.held {
+		return rc.appendHeldHead(dst)
+	}
 	dst = http1.AppendStatusLine(dst, 1, 1, rc.x.Resp.Status, rc.x.Resp.Reason)
 	resp := &rc.x.Resp
 	for i := range resp.Headers {
@@ -678,7 +688,10 @@ func (rc *RequestCtx) ReplyRetryAfter() int { return rc.reply.RetryAfter }
 // connection, content type and Date fields the engine sets itself: the upstream's end-to-end
 // fields (for an upstream response) and the gateway's own (X-Request-Id, stage fields).
 func (rc *RequestCtx) VisitResponseFields(f func(k, v []byte)) {
-	if !rc.replied {
+	if rc.held {
+		f(hdrContentType, valEventStream)
+		f(hdrCacheControl, valNoCache)
+	} else if !rc.replied {
 		resp := &rc.x.Resp
 		for i := range resp.Headers {
 			if h := &resp.Headers[i]; passToClient(resp, h.Key) && !bytes.EqualFold(h.Key, hdrRequestID) {
@@ -720,6 +733,9 @@ const earlyBodyBytes = 64 << 10
 func (rc *RequestCtx) WriteResponse(ds Downstream) error {
 	if rc.outcome.Canceled {
 		return errClientGone
+	}
+	if rc.held {
+		return rc.writeHeld(ds)
 	}
 	hb := GetBuf()
 	*hb = rc.AppendHead((*hb)[:0])
@@ -830,6 +846,11 @@ func (rc *RequestCtx) ReadBody(p []byte) (int, error) {
 		rc.pending = rc.pending[:copy(rc.pending, rc.pending[n:])]
 		return n, nil
 	}
+	if rc.held && !rc.hold.resolved {
+		if n, err := rc.readHeld(p); n > 0 || err != nil || rc.ended {
+			return n, err
+		}
+	}
 	if rc.ended {
 		return 0, io.EOF
 	}
@@ -881,6 +902,9 @@ func (rc *RequestCtx) observe(o relay.Obs) {
 // or abandoned.
 func (rc *RequestCtx) Finish() {
 	rc.disarmStreamDeadlines()
+	if t := rc.hold.ticker; t != nil {
+		t.Stop()
+	}
 	if rc.streaming {
 		rc.streaming = false
 		rc.route.M.StreamEnded()

@@ -142,7 +142,7 @@ func (s *Snapshot) prepareScalers(cfg *config.Config, prev *Snapshot) config.Err
 			Service: name, Min: g.MinReplicas, Max: g.MaxReplicas, Concurrency: g.ContainerConcurrency,
 			Utilization: g.TargetUtilization, Buffer: g.BufferEnabled,
 			ScaleDownDelay: g.ScaleDownDelay, ScaleToZeroAfter: g.ScaleToZeroAfter,
-			BufferSize: g.BufferSize, BufferTimeout: g.BufferTimeout,
+			BufferSize: g.BufferSize, BufferTimeout: g.BufferTimeout, KeepAlive: g.KeepAlive,
 			ReadyPath: g.ReadyPath, ReadyInterval: g.ReadyInterval, StartupTimeout: g.StartupTimeout,
 			StopTimeout: g.Exec.StopTimeout,
 			Executor:    &scaling.Exec{Command: g.Exec.Command, Env: g.Exec.Env},

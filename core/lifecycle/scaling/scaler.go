@@ -49,6 +49,7 @@ type Options struct {
 	ScaleDownDelay, ScaleToZeroAfter time.Duration
 	BufferSize                       int
 	BufferTimeout                    time.Duration
+	KeepAlive                        time.Duration // between the SSE comments of a waiting streaming caller
 	ReadyPath                        string
 	ReadyInterval, StartupTimeout    time.Duration
 	StopTimeout                      time.Duration
@@ -101,7 +102,8 @@ type Scaler struct {
 	ports []int
 	m     *metrics.Scaling
 	probe *http.Client
-	slot  pipeline.Slot
+	slot  pipeline.Slot // holds the scaler itself once the request is admitted
+	held  pipeline.Slot // holds the waiter of a streaming caller between keep-alives
 
 	mu        sync.Mutex
 	backends  []*pipeline.Backend // by replica slot, of the snapshot in force
@@ -178,6 +180,9 @@ func (s *Scaler) capacity() int { return s.ready * s.o.Concurrency }
 // OnService implements pipeline.ServiceHook: the request is admitted when the ready replicas
 // have room and nobody waits; otherwise it waits in the queue (or is refused).
 func (s *Scaler) OnService(rc *pipeline.RequestCtx) error {
+	if w, _ := rc.Get(&s.held).(*waiter); w != nil {
+		return s.wait(rc, w) // a held streaming caller, back from a keep-alive
+	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -216,6 +221,15 @@ func (s *Scaler) OnService(rc *pipeline.RequestCtx) error {
 	return s.wait(rc, w)
 }
 
+// WouldWait implements pipeline.HoldHook: a request waits when the buffer queues it (not when
+// it is full, which refuses it at once).
+func (s *Scaler) WouldWait(rc *pipeline.RequestCtx) (time.Duration, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	wait := s.o.Buffer && !s.closed && (s.queued > 0 || s.inFlight >= s.capacity()) && s.queued < s.o.BufferSize
+	return s.o.KeepAlive, wait
+}
+
 // admit counts rc in flight. s.mu is held.
 func (s *Scaler) admit(rc *pipeline.RequestCtx) {
 	s.inFlight++
@@ -232,13 +246,18 @@ func (s *Scaler) wait(rc *pipeline.RequestCtx, w *waiter) error {
 	var why error
 	select {
 	case <-w.ch:
+		rc.Set(&s.held, (*waiter)(nil))
 		rc.Set(&s.slot, s)
 		return nil
+	case <-rc.KeepAliveTick():
+		rc.Set(&s.held, w)
+		return pipeline.ErrStillWaiting
 	case <-rc.Done():
 		why = pipeline.ErrClientGone
 	case <-t.C:
 		why = ErrBufferTimeout
 	}
+	rc.Set(&s.held, (*waiter)(nil))
 	s.mu.Lock()
 	if w.admitted {
 		// Admitted as it gave up: it holds its place in flight until it completes.
@@ -259,6 +278,22 @@ func (s *Scaler) wait(rc *pipeline.RequestCtx, w *waiter) error {
 // OnServiceDone implements pipeline.ServiceHook: an admitted request gives its place to the
 // head of the queue.
 func (s *Scaler) OnServiceDone(rc *pipeline.RequestCtx) {
+	if w, _ := rc.Get(&s.held).(*waiter); w != nil {
+		// A held streaming caller that ended between keep-alives: out of the queue, or, when
+		// it was admitted meanwhile, out of flight.
+		rc.Set(&s.held, (*waiter)(nil))
+		s.mu.Lock()
+		if w.admitted {
+			s.inFlight--
+			s.dispatch()
+		} else if !w.gone {
+			w.gone = true
+			s.queued--
+		}
+		s.recompute()
+		s.mu.Unlock()
+		return
+	}
 	if rc.Get(&s.slot) != s {
 		return
 	}
