@@ -363,7 +363,7 @@ func (c *Config) validateScaling(e *errs, name string, s *Service) {
 		e.add(c.Pos(sp...), "services.%s.scaling: a service with revisions cannot scale (scale each revision's own service instead)", name)
 	}
 	if s.LoadBalancer != nil && len(s.LoadBalancer.Servers) > 0 {
-		e.add(c.Pos(append([]string{"services", name, "load_balancer", "servers"})...), "services.%s.load_balancer.servers: the replicas of a scaled service are its servers; remove the list", name)
+		e.add(c.Pos("services", name, "load_balancer", "servers"), "services.%s.load_balancer.servers: the replicas of a scaled service are its servers; remove the list", name)
 	}
 	if sc.MinReplicas < 0 || sc.MinReplicas > MaxScalingReplicas {
 		e.add(at("min_replicas"), "services.%s.scaling.min_replicas %d: want 0..%d", name, sc.MinReplicas, MaxScalingReplicas)
