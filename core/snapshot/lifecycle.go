@@ -127,7 +127,9 @@ func (s *Snapshot) prepareScalers(cfg *config.Config, prev *Snapshot) config.Err
 		if sc.Scaling == nil || sc.Scaling.Exec == nil {
 			continue
 		}
-		key := fmt.Sprintf("%+v|%+v", *sc.Scaling, *sc.Scaling.Exec)
+		keyed := *sc.Scaling
+		keyed.Exec = nil // compared by value below, not by address
+		key := fmt.Sprintf("%+v|%+v", keyed, *sc.Scaling.Exec)
 		if s.life.scalers == nil {
 			s.life.scalers = map[string]*scalerEntry{}
 		}
