@@ -123,4 +123,3 @@ keepalive_interval = "50ms"
 		})
 	}
 }
-
