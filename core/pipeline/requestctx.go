@@ -173,7 +173,7 @@ func (rc *RequestCtx) reset(ep *Entrypoint) {
 	rc.kv = rc.kv[:0]
 	rc.upExtra = rc.upExtra[:0]
 	rc.respExtra = rc.respExtra[:0]
-	rc.outcome, rc.countedReason, rc.mirrored = Outcome{}, "", false
+	rc.outcome, rc.countedReason, rc.mirrored, rc.sent = Outcome{}, "", false, time.Time{}
 	rc.entered, rc.gaps = rc.entered[:0], nil
 	rc.held, rc.hold = false, holdState{}
 }

@@ -66,16 +66,20 @@ func (rc *RequestCtx) armStreamDeadlines() {
 		return
 	}
 	t := svc.StreamTimeouts
+	sent := rc.sent
+	if sent.IsZero() {
+		sent = rc.start // an exchange a stage ran itself (Adopt): counted from the request
+	}
 	rc.cancelMu.Lock()
 	d := &rc.dl
 	d.gen++
 	d.armedAt = d.gen
 	d.first, d.total = time.Time{}, time.Time{}
 	if t.FirstToken > 0 {
-		d.first = rc.sent.Add(t.FirstToken)
+		d.first = sent.Add(t.FirstToken)
 	}
 	if t.Total > 0 {
-		d.total = rc.sent.Add(t.Total)
+		d.total = sent.Add(t.Total)
 	}
 	wait := time.Until(d.next())
 	if d.timer == nil {
