@@ -147,27 +147,41 @@ buffer_timeout = "30s"
 }
 
 // The buffer is FIFO: with one replica taking one request at a time, requests queued one
-// after the other are answered in the order they came.
+// after the other go upstream in the order they came. The order is read at a shadow that
+// every request is mirrored to when it goes upstream, by one sender in turn.
 func TestColdStartBufferDrainsInArrivalOrder(t *testing.T) {
+	sh := startShadow(t)
 	_, addr, admin := startConfigGateway(t, scaledConfig(t, "500ms", `
 max_replicas = 1
 container_concurrency = 1
 scale_down_delay = "10s"
-`))
+`)+fmt.Sprintf(`
+[services.llm.mirror]
+service = "order"
+percentage = 100
+max_concurrent = 1
+[services.order.load_balancer]
+servers = [{ url = "http://%s" }]
+`, sh.addr()))
 	const n = 8
-	done := make(chan int, n)
+	done := make(chan struct{}, n)
 	for i := 0; i < n; i++ {
 		go func() {
-			r := call(t, "POST", "http://"+addr+"/v1/chat/completions", "", tinyChat)
+			body := fmt.Sprintf(`{"model":"m","messages":[{"role":"user","content":"request %d"}],"max_tokens":1}`, i)
+			r := call(t, "POST", "http://"+addr+"/v1/chat/completions", "", body)
 			require.Equal(t, 200, r.status, r.raw)
-			done <- i
+			done <- struct{}{}
 		}()
-		// The next request is sent once this one is queued (or, for the first ones, once
-		// the replica took it), so that the arrival order is known.
+		// The next request is sent once this one is queued (or, for the first, once the
+		// replica took it), so that the arrival order is known.
 		waitScaling(t, admin, 10*time.Second, fmt.Sprintf("request %d queued", i), func(s scalingView) bool { return s.Queued+s.InFlight >= i+1 })
 	}
-	for want := 0; want < n; want++ {
-		require.Equal(t, want, <-done, "answered in arrival order")
+	for i := 0; i < n; i++ {
+		<-done
+	}
+	got := sh.wait(t, n)
+	for i, body := range got {
+		require.Contains(t, body, fmt.Sprintf(`"request %d"`, i), "went upstream in arrival order")
 	}
 }
 

@@ -102,9 +102,9 @@ func TestResponseHeaderTimeoutAndNonStreamedAnswers(t *testing.T) {
 	for _, engine := range engines {
 		t.Run(engine, func(t *testing.T) {
 			_, addr := startGatewayServers(t, engine, fmt.Sprintf("servers = [{ url = %q }]\n%s", "http://"+sim,
-				`response_header_timeout = "300ms"`+"\n"+`first_token_timeout = "50ms"`))
+				`response_header_timeout = "1s"`+"\n"+`first_token_timeout = "50ms"`))
 			body := `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
-			r := call(t, "POST", "http://"+addr+"/v1/chat/completions", "", body, llmsim.FaultHeader, "slow=1s")
+			r := call(t, "POST", "http://"+addr+"/v1/chat/completions", "", body, llmsim.FaultHeader, "slow=3s")
 			require.Equal(t, 504, r.status, r.raw)
 			require.Equal(t, "upstream_timeout", errField(r, "code"), r.raw)
 
