@@ -4,8 +4,12 @@ import "github.com/sluice-gw/sluice/core/config"
 
 // optionalKeys are keys the minimal configuration cannot go without but that are optional
 // in general: a revision's traffic_percent (0 by default; only the sum of the shares must
-// be 100).
-var optionalKeys = map[string]bool{"services.*.revisions[].traffic_percent": true}
+// be 100), and load_balancer.servers, which a service with revisions or scaling leaves out
+// (the schema cannot look at the service's other keys from there: the loader checks).
+var optionalKeys = map[string]bool{
+	"services.*.revisions[].traffic_percent": true,
+	"services.*.load_balancer.servers":       true,
+}
 
 // The lifecycle keys' constraints, as core/config/lifecycle.go checks them, and the keys
 // that stand in for each other: a service's servers are in its load_balancer or in its
