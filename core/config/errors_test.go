@@ -74,7 +74,7 @@ func TestLoadErrorPositions(t *testing.T) {
 			data: withMinimal(`[services.s.scaling]`, `executor = "kube"`, `max_replicas = 3`, `[models.chat.scheduling]`, `phase = "decode"`),
 			want: []string{
 				`t.toml:1:26: services.s.load_balancer.servers: the replicas of a scaled service are its servers; remove the list`,
-				`t.toml:8:12: services.s.scaling.executor "kube" is not implemented in this version (use "exec")`,
+				`t.toml:7:13: services.s.scaling: executor "kube" needs [services.s.scaling.kube] with deployment, service and url`,
 				`t.toml:10:9: models.chat: a model needs at least one target ([models.chat.targets.<id>] with a service)`,
 				`t.toml:11:9: models.chat.scheduling.phase = "decode" needs [models.chat.scheduling.distributed_serving] with api_key_env (the workers' key)`,
 			},

@@ -253,7 +253,7 @@ func (c *Config) validateRevisions(e *errs, name string, s *Service) {
 const (
 	// ExecutorExec starts and stops local processes ([services.<name>.scaling.exec]).
 	ExecutorExec = "exec"
-	// ExecutorKube scales a Kubernetes Deployment (not in this version).
+	// ExecutorKube scales a Kubernetes Deployment ([services.<name>.scaling.kube]).
 	ExecutorKube = "kube"
 )
 
@@ -293,7 +293,8 @@ type Scaling struct {
 	// BufferEnabled queues the requests beyond the ready replicas' capacity (all of them
 	// while none is ready: a cold start) instead of refusing them with 503. Default true.
 	BufferEnabled bool `toml:"buffer_enabled"`
-	// Executor starts and stops the replicas: "exec" (local processes); required.
+	// Executor starts and stops the replicas: "exec" (local processes) or "kube" (a
+	// Kubernetes Deployment's scale subresource); required.
 	Executor string `toml:"executor"`
 	// ScaleDownDelay is how long the formula must ask for fewer replicas before they are
 	// stopped (the largest number it asked for meanwhile is kept). Default 60s.
@@ -319,7 +320,38 @@ type Scaling struct {
 	StartupTimeout time.Duration `toml:"startup_timeout"`
 	// Exec is the exec executor's process template, [services.<name>.scaling.exec].
 	Exec *ScalingExec `toml:"exec"`
+	// Kube names the kube executor's Deployment and Service, [services.<name>.scaling.kube].
+	Kube *ScalingKube `toml:"kube"`
 }
+
+// ScalingKube is [services.<name>.scaling.kube]: the Deployment whose replicas the gateway
+// sets through the scale subresource, the Service whose EndpointSlices say how many are ready,
+// the address requests go to, and how to reach the API server.
+type ScalingKube struct {
+	// Namespace of the Deployment and the Service. Default "default".
+	Namespace string `toml:"namespace"`
+	// Deployment is the Deployment's name; required.
+	Deployment string `toml:"deployment"`
+	// Service is the name of the Service in front of the Deployment's pods; required.
+	Service string `toml:"service"`
+	// URL is where requests go, the Service's address: "http://llm.default.svc:8000";
+	// required, as a server url.
+	URL string `toml:"url"`
+	// APIServer is the API server's URL. Default: in a pod, the cluster's (from
+	// KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT).
+	APIServer string `toml:"api_server"`
+	// Kubeconfig, when set, is a kubeconfig file whose current context gives the API server
+	// and the credentials (token or client certificate); the other connection keys are not
+	// used then.
+	Kubeconfig string `toml:"kubeconfig"`
+	// TokenFile holds the bearer token. Default: the pod's service account token.
+	TokenFile string `toml:"token_file"`
+	// CAFile is the PEM bundle that verifies an https API server. Default: the pod's service
+	// account CA.
+	CAFile string `toml:"ca_file"`
+}
+
+func (k *ScalingKube) setDefaults() { k.Namespace = "default" }
 
 // ScalingExec is [services.<name>.scaling.exec]: the command of a replica. Each replica gets a
 // free loopback port, written into the command where it says {port}; the replica listens
@@ -397,13 +429,28 @@ func (c *Config) validateScaling(e *errs, name string, s *Service) {
 			e.add(at("exec", "command"), "services.%s.scaling.exec.command: no element uses {port}, the port the replica must listen on", name)
 		}
 	case ExecutorKube:
-		e.add(at("executor"), "services.%s.scaling.executor \"kube\" is not implemented in this version (use \"exec\")", name)
+		k := sc.Kube
+		if k == nil {
+			e.add(c.Pos(sp...), "services.%s.scaling: executor \"kube\" needs [services.%s.scaling.kube] with deployment, service and url", name, name)
+			break
+		}
+		kp := append(append([]string(nil), sp...), "kube")
+		for _, req := range []struct{ key, v string }{{"deployment", k.Deployment}, {"service", k.Service}, {"url", k.URL}} {
+			if req.v == "" && c.missing(append(kp, req.key)...) {
+				e.add(c.Pos(kp...), "services.%s.scaling.kube.%s is required", name, req.key)
+			}
+		}
+		if k.URL != "" {
+			if msg := checkServerURL(k.URL); msg != "" {
+				e.add(at("kube", "url"), "services.%s.scaling.kube.url %q: %s", name, c.shown(k.URL, append(kp, "url")...), msg)
+			}
+		}
 	case "":
 		if c.missing(append(sp, "executor")...) {
-			e.add(c.Pos(sp...), "services.%s.scaling.executor is required (\"exec\")", name)
+			e.add(c.Pos(sp...), "services.%s.scaling.executor is required (\"exec\" or \"kube\")", name)
 		}
 	default:
-		e.add(at("executor"), "services.%s.scaling.executor %q: want \"exec\"", name, sc.Executor)
+		e.add(at("executor"), "services.%s.scaling.executor %q: want \"exec\" or \"kube\"", name, sc.Executor)
 	}
 }
 

@@ -124,12 +124,12 @@ func (s *Snapshot) prepareScalers(cfg *config.Config, prev *Snapshot) config.Err
 	var errs config.ErrorList
 	for _, name := range sortedKeys(cfg.Services) {
 		sc := cfg.Services[name]
-		if sc.Scaling == nil || sc.Scaling.Exec == nil {
+		if sc.Scaling == nil || sc.Scaling.Exec == nil && sc.Scaling.Kube == nil {
 			continue
 		}
 		keyed := *sc.Scaling
-		keyed.Exec = nil // compared by value below, not by address
-		key := fmt.Sprintf("%+v|%+v", keyed, *sc.Scaling.Exec)
+		keyed.Exec, keyed.Kube = nil, nil // compared by value below, not by address
+		key := fmt.Sprintf("%+v|%+v|%+v", keyed, sc.Scaling.Exec, sc.Scaling.Kube)
 		if s.life.scalers == nil {
 			s.life.scalers = map[string]*scalerEntry{}
 		}
@@ -140,15 +140,26 @@ func (s *Snapshot) prepareScalers(cfg *config.Config, prev *Snapshot) config.Err
 			}
 		}
 		g := sc.Scaling
-		sl, err := scaling.New(scaling.Options{
+		o := scaling.Options{
 			Service: name, Min: g.MinReplicas, Max: g.MaxReplicas, Concurrency: g.ContainerConcurrency,
 			Utilization: g.TargetUtilization, Buffer: g.BufferEnabled,
 			ScaleDownDelay: g.ScaleDownDelay, ScaleToZeroAfter: g.ScaleToZeroAfter,
 			BufferSize: g.BufferSize, BufferTimeout: g.BufferTimeout, KeepAlive: g.KeepAlive,
 			ReadyPath: g.ReadyPath, ReadyInterval: g.ReadyInterval, StartupTimeout: g.StartupTimeout,
-			StopTimeout: g.Exec.StopTimeout,
-			Executor:    &scaling.Exec{Command: g.Exec.Command, Env: g.Exec.Env},
-		})
+		}
+		if x := g.Exec; x != nil && g.Executor == config.ExecutorExec {
+			o.StopTimeout, o.Executor = x.StopTimeout, &scaling.Exec{Command: x.Command, Env: x.Env}
+		} else if k := g.Kube; k != nil {
+			o.Kube = &scaling.Kube{Namespace: k.Namespace, Deployment: k.Deployment, Service: k.Service, URL: k.URL}
+			src := scaling.KubeSource{APIServer: k.APIServer, Kubeconfig: k.Kubeconfig, TokenFile: k.TokenFile, CAFile: k.CAFile}
+			if err := o.Kube.Connect(src); err != nil {
+				errs = append(errs, cfg.Errorf([]string{"services", name, "scaling", "kube"}, "services.%s.scaling.kube: %v", name, err))
+				continue
+			}
+		} else {
+			continue
+		}
+		sl, err := scaling.New(o)
 		if err != nil {
 			errs = append(errs, cfg.Errorf([]string{"services", name, "scaling"}, "services.%s.scaling: %v", name, err))
 			continue

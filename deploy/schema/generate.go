@@ -146,6 +146,7 @@ func minimal() map[string]any {
 			"scaled": map[string]any{"scaling": map[string]any{
 				"executor": "exec",
 				"exec":     map[string]any{"command": []any{"llmsim", "--listen", "127.0.0.1:{port}"}},
+				"kube":     map[string]any{"deployment": "llm", "service": "llm", "url": "http://llm.default.svc:8000"},
 			}},
 		},
 		"middlewares": map[string]any{

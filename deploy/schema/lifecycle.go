@@ -36,7 +36,7 @@ func init() {
 		"services.*.scaling.max_replicas":          {min: "1", max: itoa(config.MaxScalingReplicas)},
 		"services.*.scaling.container_concurrency": {min: "1"},
 		"services.*.scaling.buffer_size":           {min: "1", max: itoa(config.MaxScalingBufferSize)},
-		"services.*.scaling.executor":              {enum: []string{config.ExecutorExec}},
+		"services.*.scaling.executor":              {enum: []string{config.ExecutorExec, config.ExecutorKube}},
 		"services.*.rollout.min_samples":           {min: "1", max: itoa(config.MaxRolloutMinSamples)},
 	} {
 		constraints[k] = c

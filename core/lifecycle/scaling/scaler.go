@@ -53,8 +53,10 @@ type Options struct {
 	ReadyPath                        string
 	ReadyInterval, StartupTimeout    time.Duration
 	StopTimeout                      time.Duration
-	Executor                         Executor
-	Log                              *slog.Logger
+	// Executor starts local replicas (exec); Kube, when set instead, scales a Deployment.
+	Executor Executor
+	Kube     *Kube
+	Log      *slog.Logger
 }
 
 // Gateway errors of the buffer.
@@ -122,26 +124,52 @@ type Scaler struct {
 	retry     *time.Timer
 	started   bool
 	closed    bool
+
+	kube *kubeRunner // the kube executor's writer and watcher (nil for exec)
 }
 
 // New returns the scaler of a service with o.Max replica slots, each on a port of its own.
 func New(o Options) (*Scaler, error) {
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	s := &Scaler{o: o, m: metrics.ForScaling(o.Service), probe: &http.Client{Timeout: probeTimeout}, lastBusy: time.Now()}
+	if o.Kube != nil {
+		s.kube = newKubeRunner(o.Kube, s.kubeReady, o.Log)
+		return s, nil
+	}
 	ports, err := FreePorts(o.Max)
 	if err != nil {
 		return nil, err
 	}
-	if o.Log == nil {
-		o.Log = slog.Default()
-	}
-	s := &Scaler{o: o, ports: ports, m: metrics.ForScaling(o.Service), probe: &http.Client{Timeout: probeTimeout}, lastBusy: time.Now()}
+	s.ports = ports
 	for i := range ports {
 		s.reps = append(s.reps, &replica{slot: i, state: stateStopped})
 	}
 	return s, nil
 }
 
+// kubeReady takes the ready replicas the kube executor's watch counted.
+func (s *Scaler) kubeReady(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || n == s.ready {
+		return
+	}
+	s.ready = n
+	s.starting = max(s.target-n, 0)
+	for _, b := range s.backends {
+		b.LB.SetDown(n == 0)
+	}
+	s.dispatch()
+	s.recompute()
+}
+
 // URLs returns the servers of the service: one per replica slot, http://127.0.0.1:<port>.
 func (s *Scaler) URLs() []string {
+	if s.kube != nil {
+		return []string{s.o.Kube.URL}
+	}
 	out := make([]string, len(s.ports))
 	for i, p := range s.ports {
 		out[i] = "http://127.0.0.1:" + strconv.Itoa(p)
@@ -156,6 +184,12 @@ func (s *Scaler) Bind(backends []*pipeline.Backend) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.backends = backends
+	if s.kube != nil {
+		for _, b := range backends {
+			b.LB.SetDown(s.ready == 0)
+		}
+		return
+	}
 	for i, r := range s.reps {
 		if i < len(backends) {
 			backends[i].LB.SetDown(r.state != stateReady)
@@ -171,6 +205,9 @@ func (s *Scaler) Start() {
 		return
 	}
 	s.started = true
+	if s.kube != nil {
+		s.kube.start()
+	}
 	s.recompute()
 }
 
@@ -409,6 +446,11 @@ func (s *Scaler) reconcile() {
 	if !s.started || s.closed {
 		return
 	}
+	if s.kube != nil {
+		s.starting = max(s.target-s.ready, 0)
+		s.kube.setTarget(s.target)
+		return
+	}
 	running := s.starting + s.ready
 	now := time.Now()
 	for _, r := range s.reps {
@@ -633,6 +675,13 @@ func (s *Scaler) Close() {
 		return
 	}
 	s.closed = true
+	if s.kube != nil {
+		// The Deployment keeps its replicas: a gateway that stops does not scale the cluster.
+		s.kube.stop()
+		for _, b := range s.backends {
+			b.LB.SetDown(true)
+		}
+	}
 	if s.downTimer != nil {
 		s.downTimer.Stop()
 	}
@@ -695,6 +744,9 @@ func (s *Scaler) Status() Status {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := Status{Desired: s.desired, Target: s.target, Ready: s.ready, Starting: s.starting, InFlight: s.inFlight, Queued: s.queued, Replicas: []ReplicaStatus{}}
+	if s.kube != nil {
+		return st // the pods are the cluster's to list
+	}
 	urls := s.URLs()
 	for i, r := range s.reps {
 		if r.state == stateStopped {
