@@ -271,6 +271,17 @@ func (fx *fastExchange) start(ctx *fasthttp.RequestCtx) bool {
 		fx.writeReply(ctx, rc)
 		return false
 	}
+	if rc.Upgraded() {
+		// The tunnel reads the client itself: the disconnect watch must not peek under it.
+		fx.stopWatch()
+		raw := ctx.Conn()
+		ctx.HijackSetNoResponse(true)
+		ctx.Hijack(func(c net.Conn) {
+			defer fx.release()
+			_ = fx.rc.Tunnel(hijacked{Conn: c, raw: raw}, nil)
+		})
+		return true
+	}
 	resp := &ctx.Response
 	rh := fx.startHead(ctx, rc)
 	fx.conn = ctx.Conn()
@@ -426,6 +437,16 @@ func (fx *fastExchange) release() {
 	fx.e = nil
 	fastExchanges.Put(fx)
 }
+
+// hijacked is a connection fasthttp handed over (reading first what it had buffered) whose
+// Close really closes it: fasthttp's own hijacked connection ignores Close and closes only
+// when the handler returns, and a tunnel must close the client the moment the upstream left.
+type hijacked struct {
+	net.Conn
+	raw net.Conn
+}
+
+func (h hijacked) Close() error { return h.raw.Close() }
 
 // countingListener counts open client connections.
 type countingListener struct {
