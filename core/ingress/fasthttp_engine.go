@@ -19,6 +19,7 @@ import (
 	"github.com/sluice-gw/sluice/core/metrics"
 	"github.com/sluice-gw/sluice/core/pipeline"
 	"github.com/sluice-gw/sluice/core/relay"
+	"github.com/sluice-gw/sluice/core/tlscert"
 )
 
 // FastEngine serves one entrypoint with fasthttp.Server: the engine for TLS entrypoints (gnet
@@ -33,6 +34,7 @@ type FastEngine struct {
 	ln       net.Listener
 	done     chan struct{}
 	draining atomic.Bool
+	certs    *tlscert.Store // TLS entrypoints: the certificates, reloaded when their files change
 	counters
 	m *metrics.Entrypoint
 }
@@ -45,7 +47,7 @@ func NewFast(set Settings, res pipeline.Resolver, log *slog.Logger) *FastEngine 
 	}
 	e := &FastEngine{set: set, log: log, done: make(chan struct{})}
 	e.m = newEntrypointMetrics(set.Name, &e.counters)
-	e.pipe = pipeline.NewEntrypoint(set.Name, set.TLSCertFile != "", res, e.m, log)
+	e.pipe = pipeline.NewEntrypoint(set.Name, set.TLS != nil, res, e.m, log)
 	e.pipe.TrustedIPs = set.TrustedIPs
 	e.srv = &fasthttp.Server{
 		Handler:                       e.handle,
@@ -82,13 +84,17 @@ func (e *FastEngine) Start() error {
 	}
 	e.set.Address = ln.Addr().String()
 	e.pipe.Port = listenPort(ln.Addr())
-	if e.set.TLSCertFile != "" {
-		cert, err := tls.LoadX509KeyPair(e.set.TLSCertFile, e.set.TLSKeyFile)
+	if t := e.set.TLS; t != nil {
+		certs, err := tlscert.NewStore(e.set.Name, t.Certificates, e.log)
+		if err == nil && t.Watch {
+			err = certs.Watch()
+		}
 		if err != nil {
 			_ = ln.Close()
 			return fmt.Errorf("sluice: entrypoint %s: tls: %w", e.set.Name, err)
 		}
-		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}})
+		e.certs = certs
+		ln = tls.NewListener(ln, &tls.Config{GetCertificate: certs.GetCertificate, MinVersion: max(t.MinVersion, tls.VersionTLS12), NextProtos: []string{"http/1.1"}})
 	}
 	sl := newServeListener(&countingListener{Listener: ln, n: &e.counters.conns}, e.set.linger)
 	var serveErr error
@@ -117,6 +123,9 @@ func (e *FastEngine) Stats() Stats { return e.counters.stats() }
 // Drain implements Transport.
 func (e *FastEngine) Drain(ctx context.Context) error {
 	e.draining.Store(true)
+	if e.certs != nil {
+		e.certs.Close()
+	}
 	sl, _ := e.ln.(*serveListener)
 	if sl == nil {
 		return nil // not started, or Start failed: nothing runs
