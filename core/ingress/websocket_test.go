@@ -303,7 +303,6 @@ func testWSBadHandshakes(t *testing.T, ce contractEngine) {
 		code                string
 	}{
 		{"post", "POST", "Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: " + wsKey + "\r\nSec-WebSocket-Version: 13\r\nContent-Length: 0\r\n", 400, "invalid_websocket_handshake"},
-		{"no connection upgrade", "GET", "Connection: keep-alive\r\nUpgrade: websocket\r\nSec-WebSocket-Key: " + wsKey + "\r\nSec-WebSocket-Version: 13\r\n", 400, "invalid_websocket_handshake"},
 		{"short key", "GET", "Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: c2hvcnQ=\r\nSec-WebSocket-Version: 13\r\n", 400, "invalid_websocket_handshake"},
 		{"two keys", "GET", "Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: " + wsKey + "\r\nSec-WebSocket-Key: " + wsKey + "\r\nSec-WebSocket-Version: 13\r\n", 400, "invalid_websocket_handshake"},
 		{"no key", "GET", "Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n", 400, "invalid_websocket_handshake"},
@@ -320,6 +319,11 @@ func testWSBadHandshakes(t *testing.T, ce contractEngine) {
 			}
 		})
 	}
+	// Without Connection: Upgrade it is no handshake but an ordinary GET, whose Upgrade is
+	// hop-by-hop: the upstream sees no upgrade asked and refuses it itself.
+	resp, _, _ := rawHandshake(t, tr.Addr(), "GET", "Connection: keep-alive\r\nUpgrade: websocket\r\nSec-WebSocket-Key: "+wsKey+"\r\nSec-WebSocket-Version: 13\r\n")
+	require.NotEqual(t, 101, resp.StatusCode)
+	require.Empty(t, resp.Header.Get("Upgrade"))
 }
 
 func testWSUpstreamRefusal(t *testing.T, ce contractEngine) {

@@ -40,7 +40,6 @@ var (
 		return &GatewayError{Status: 400, Type: InvalidRequest, Code: "invalid_websocket_handshake", Message: msg}
 	}
 	ErrWSMethod     = errWSHandshake("a WebSocket opening handshake must be a GET request (RFC 6455 §4.2.1)")
-	ErrWSConnection = errWSHandshake("a WebSocket opening handshake needs Connection: Upgrade (RFC 6455 §4.2.1)")
 	ErrWSKey        = errWSHandshake("a WebSocket opening handshake needs one Sec-WebSocket-Key of 16 bytes in base64 (RFC 6455 §4.2.1)")
 	ErrWSBody       = errWSHandshake("a WebSocket opening handshake has no body")
 	// ErrWSVersion answers a Sec-WebSocket-Version other than 13, with
@@ -54,20 +53,19 @@ var (
 // wsVersion13 is the only WebSocket version there is (RFC 6455 §4.1).
 var wsVersion13 = []byte("13")
 
-// asksWebSocket reports whether req asks for a WebSocket: an Upgrade field that lists
-// "websocket" (compared case-insensitively, RFC 6455 §4.2.1 item 3). A request whose Upgrade
-// names other protocols only is an ordinary request (its Upgrade is hop-by-hop and dropped).
+// asksWebSocket reports whether req asks for a WebSocket: an HTTP/1.1 upgrade (Connection
+// lists "upgrade", RFC 9110 §7.8) whose Upgrade field lists "websocket", both compared
+// case-insensitively in comma-separated lists (RFC 6455 §4.2.1 items 3 and 4). Any other
+// request is an ordinary one, whose Upgrade is hop-by-hop and dropped: an Upgrade without
+// Connection: upgrade, or one that names other protocols only (h2c).
 func asksWebSocket(req *http1.Request) bool {
-	return hasToken(req.Headers, hdrUpgrade, tokWebSocket)
+	return req.Upgrade && hasToken(req.Headers, hdrUpgrade, tokWebSocket)
 }
 
 // checkWebSocket validates the opening handshake of RFC 6455 §4.2.1 in req.
 func checkWebSocket(req *http1.Request) *GatewayError {
 	if string(req.Method) != "GET" || req.Major != 1 || req.Minor < 1 {
 		return ErrWSMethod
-	}
-	if !hasToken(req.Headers, hdrConnection, tokUpgrade) {
-		return ErrWSConnection
 	}
 	if len(req.Body) > 0 || req.ContentLength > 0 || req.Chunked {
 		return ErrWSBody
