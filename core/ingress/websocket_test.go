@@ -340,10 +340,10 @@ func testWSUpstreamRefusal(t *testing.T, ce contractEngine) {
 func testWSIdle(t *testing.T, ce contractEngine) {
 	u := newWSUpstream(t)
 	tr := startWSTransport(t, ce, u.ln.Addr().String(), `websocket_idle_timeout = "300ms"`)
+	start := time.Now() // before the tunnel exists, so its idle time is at most this long
 	c := dialWS(t, tr.Addr())
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	start := time.Now()
 	_, _, err := c.Read(ctx) // nothing is sent either way
 	require.Error(t, err)
 	require.NoError(t, ctx.Err(), "the idle tunnel was not closed")
