@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -25,6 +26,7 @@ import (
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
+	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-gw/sluice/bench/testenv"
@@ -308,4 +310,63 @@ func TestOpenAINodeSDKOverTLS(t *testing.T) {
 	require.NotNil(t, res.Stream)
 	require.Greater(t, res.Stream.ContentChunks, 1, "the stream came in one piece")
 	require.True(t, strings.HasPrefix(res.BaseURL, "https://"))
+}
+
+// A WebSocket over TLS at both ends: a wss:// client on a TLS entrypoint, tunnelled to a
+// server reached over https with a private CA; messages echo, and the server's close reaches
+// the client.
+func TestWebSocketOverTLSBothEnds(t *testing.T) {
+	ca := newTestCA(t)
+	dir := t.TempDir()
+	upCert, upKey := ca.issue(t, dir, "up", "up", "ws.internal")
+	pair, err := tls.LoadX509KeyPair(upCert, upKey)
+	require.NoError(t, err)
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{pair}})
+	require.NoError(t, err)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
+		if err != nil {
+			return
+		}
+		for {
+			typ, msg, err := c.Read(r.Context())
+			if err != nil {
+				return
+			}
+			if string(msg) == "bye" {
+				_ = c.CloseNow()
+				return
+			}
+			if c.Write(r.Context(), typ, msg) != nil {
+				return
+			}
+		}
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+
+	gwCert, gwKey := ca.issue(t, dir, "gw", "gw", "127.0.0.1")
+	_, addr := startGatewayTOML(t, "fasthttp", "PathPrefix(`/`)",
+		fmt.Sprintf(`tls = { cert_file = %q, key_file = %q }`, gwCert, gwKey),
+		fmt.Sprintf("servers = [{ url = \"https://%s\" }]\ntls = { ca_file = %q, server_name = \"ws.internal\" }", ln.Addr(), ca.pemFile))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.pool}}}
+	c, resp, err := websocket.Dial(ctx, "wss://"+addr+"/realtime", &websocket.DialOptions{HTTPClient: client})
+	require.NoError(t, err)
+	defer c.CloseNow()
+	require.Equal(t, 101, resp.StatusCode)
+	for i := 0; i < 100; i++ {
+		m := fmt.Sprintf("message %d", i)
+		require.NoError(t, c.Write(ctx, websocket.MessageText, []byte(m)))
+		_, got, err := c.Read(ctx)
+		require.NoError(t, err)
+		require.Equal(t, m, string(got))
+	}
+	require.NoError(t, c.Write(ctx, websocket.MessageText, []byte("bye")))
+	readCtx, cancelRead := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancelRead()
+	_, _, err = c.Read(readCtx)
+	require.Error(t, err)
+	require.NoError(t, readCtx.Err(), "the server's close did not reach the client")
 }
