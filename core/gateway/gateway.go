@@ -198,6 +198,13 @@ func (g *Gateway) reload() error {
 	}
 	g.gen.Add(1) // generations count configs put in force
 	g.live.Activate(snap)
+	// Renewed certificates go in force with the reload, watched or not (the compile above
+	// loaded every file, so this fails only if one changed since).
+	for _, name := range g.epNames {
+		if r, ok := g.transports[name].(interface{ ReloadCertificates() error }); ok {
+			_ = r.ReloadCertificates()
+		}
+	}
 	g.Log.Info("configuration reloaded", append([]any{"generation", snap.Gen}, configChanges(old.Config, cfg)...)...)
 	g.logWarnings(cfg)
 	return nil

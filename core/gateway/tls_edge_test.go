@@ -30,6 +30,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-gw/sluice/bench/testenv"
+	"github.com/sluice-gw/sluice/core/config"
+	"github.com/sluice-gw/sluice/core/gateway"
 )
 
 // testCA is a certificate authority for tests: it issues server certificates into files.
@@ -369,4 +371,41 @@ func TestWebSocketOverTLSBothEnds(t *testing.T) {
 	_, _, err = c.Read(readCtx)
 	require.Error(t, err)
 	require.NoError(t, readCtx.Err(), "the server's close did not reach the client")
+}
+
+// With watch = false, a configuration reload puts renewed certificate files in force.
+func TestTLSCertificatesReloadWithConfiguration(t *testing.T) {
+	ca := newTestCA(t)
+	dir := t.TempDir()
+	cert, key := ca.issue(t, dir, "srv", "first", "127.0.0.1")
+	up := serveUpstream(t, echo)
+	path := filepath.Join(dir, "gateway.toml")
+	require.NoError(t, os.WriteFile(path, []byte(fmt.Sprintf(`
+[entrypoints.web]
+address = "127.0.0.1:0"
+tls = { cert_file = %q, key_file = %q, watch = false }
+[routers.api]
+rule = "PathPrefix(`+"`/`"+`)"
+service = "up"
+[services.up.load_balancer]
+servers = [{ url = "http://%s" }]
+[admin]
+address = ""
+`, cert, key, up.addr())), 0o600))
+	cfg, err := config.Load(path)
+	require.NoError(t, err)
+	g, err := gateway.New(cfg, path, nil)
+	require.NoError(t, err)
+	require.NoError(t, g.Start())
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = g.Drain(ctx)
+	})
+	addr := g.Addr("web")
+	require.Equal(t, "first", servedCN(t, addr, "", ca.pool))
+	ca.issue(t, dir, "srv", "second", "127.0.0.1")
+	require.Equal(t, "first", servedCN(t, addr, "", ca.pool), "not watched: the old certificate until a reload")
+	require.NoError(t, g.Reload())
+	require.Equal(t, "second", servedCN(t, addr, "", ca.pool))
 }

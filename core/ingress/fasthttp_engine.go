@@ -117,6 +117,16 @@ func (e *FastEngine) Start() error {
 // Addr implements Transport.
 func (e *FastEngine) Addr() string { return e.set.Address }
 
+// ReloadCertificates loads a TLS entrypoint's certificate files again (a configuration reload
+// does, also when watch is off); on an error the certificates in use stay. A no-op without
+// TLS.
+func (e *FastEngine) ReloadCertificates() error {
+	if e.certs == nil {
+		return nil
+	}
+	return e.certs.Reload()
+}
+
 // Stats implements Transport.
 func (e *FastEngine) Stats() Stats { return e.counters.stats() }
 
