@@ -34,14 +34,19 @@ var (
 	wsUpgradeFields = []byte("Connection: Upgrade\r\nUpgrade: websocket\r\n")
 )
 
-// Errors of a WebSocket opening handshake (RFC 6455 §4.2.1, §4.2.2, §4.1).
+// wsHandshakeError is a 400 refusing a malformed WebSocket opening handshake.
+func wsHandshakeError(msg string) *GatewayError {
+	return &GatewayError{Status: 400, Type: InvalidRequest, Code: "invalid_websocket_handshake", Message: msg}
+}
+
+// Answers to WebSocket opening handshakes (RFC 6455 §4.2.1, §4.2.2, §4.1).
 var (
-	errWSHandshake = func(msg string) *GatewayError {
-		return &GatewayError{Status: 400, Type: InvalidRequest, Code: "invalid_websocket_handshake", Message: msg}
-	}
-	ErrWSMethod     = errWSHandshake("a WebSocket opening handshake must be a GET request (RFC 6455 §4.2.1)")
-	ErrWSKey        = errWSHandshake("a WebSocket opening handshake needs one Sec-WebSocket-Key of 16 bytes in base64 (RFC 6455 §4.2.1)")
-	ErrWSBody       = errWSHandshake("a WebSocket opening handshake has no body")
+	// ErrWSMethod refuses a handshake that is not a GET over HTTP/1.1 or later.
+	ErrWSMethod = wsHandshakeError("a WebSocket opening handshake must be a GET request over HTTP/1.1 (RFC 6455 §4.2.1)")
+	// ErrWSKey refuses a handshake without exactly one Sec-WebSocket-Key of 16 bytes.
+	ErrWSKey = wsHandshakeError("a WebSocket opening handshake needs one Sec-WebSocket-Key of 16 bytes in base64 (RFC 6455 §4.2.1)")
+	// ErrWSBody refuses a handshake with a body.
+	ErrWSBody = wsHandshakeError("a WebSocket opening handshake has no body")
 	// ErrWSVersion answers a Sec-WebSocket-Version other than 13, with
 	// Sec-WebSocket-Version: 13 in the response (RFC 6455 §4.2.2).
 	ErrWSVersion = &GatewayError{Status: 426, Type: InvalidRequest, Code: "unsupported_websocket_version", Message: "Sec-WebSocket-Version must be 13 (RFC 6455 §4.2.2)"}
