@@ -17,6 +17,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -29,6 +30,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluice-gw/sluice/bench/llmsim"
 	"github.com/sluice-gw/sluice/bench/testenv"
 	"github.com/sluice-gw/sluice/core/config"
 	"github.com/sluice-gw/sluice/core/gateway"
@@ -408,4 +410,80 @@ address = ""
 	require.Equal(t, "first", servedCN(t, addr, "", ca.pool), "not watched: the old certificate until a reload")
 	require.NoError(t, g.Reload())
 	require.Equal(t, "second", servedCN(t, addr, "", ca.pool))
+}
+
+// curl -N through a TLS entrypoint with a JWT streams a chat completion from the simulator
+// event by event: the events arrive spread over the simulator's pacing, not in one piece.
+func TestCurlStreamsThroughTLSWithJWT(t *testing.T) {
+	curl, err := exec.LookPath("curl")
+	if err != nil {
+		t.Skip("curl is not installed")
+	}
+	cfg := llmsim.DefaultConfig()
+	cfg.Defaults.Listen = "127.0.0.1:0"
+	cfg.Defaults.TTFT = llmsim.Duration(10 * time.Millisecond)
+	const itl, tokens = 30 * time.Millisecond, 12
+	cfg.Defaults.ITL = llmsim.Duration(itl)
+	cfg.Defaults.Tokens = tokens
+	sim, err := llmsim.Start(cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sim.Close() })
+
+	t.Setenv("SLUICE_TEST_JWT_SECRET", jwtSecret)
+	ca := newTestCA(t)
+	cert, key := ca.issue(t, t.TempDir(), "srv", "srv", "localhost", "127.0.0.1")
+	base := startGatewayConfig(t, fmt.Sprintf(`
+[entrypoints.web]
+address = "127.0.0.1:0"
+tls = { cert_file = %q, key_file = %q }
+[routers.llm-api]
+rule = "PathPrefix(`+"`/v1`"+`) && Method(`+"`POST`"+`)"
+service = "llm"
+middlewares = ["jwt-auth"]
+[services.llm.load_balancer]
+servers = [{ url = "http://%s" }]
+[middlewares.jwt-auth]
+type = "jwt"
+value = "${SLUICE_TEST_JWT_SECRET}"
+[admin]
+address = ""
+`, cert, key, sim.Addrs()[0]))
+	url := strings.Replace(base, "http://", "https://", 1) + "/v1/chat/completions"
+	run := func(token string) (*exec.Cmd, io.ReadCloser) {
+		cmd := exec.Command(curl, "-sS", "-N", "--cacert", ca.pemFile, url,
+			"-H", "Authorization: Bearer "+token, "-H", "Content-Type: application/json",
+			"-d", `{"model":"sim-model","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+		out, err := cmd.StdoutPipe()
+		require.NoError(t, err)
+		require.NoError(t, cmd.Start())
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		return cmd, out
+	}
+	// Without a valid token: refused, nothing streamed.
+	cmd, out := run("not-a-token")
+	body, _ := io.ReadAll(out)
+	require.NoError(t, cmd.Wait())
+	require.Contains(t, string(body), `"code":"invalid_token"`)
+
+	cmd, out = run(hs256(t, []byte(jwtSecret), time.Now().Add(time.Hour)))
+	r := bufio.NewReader(out)
+	var arrivals []time.Time
+	done := false
+	for !done {
+		line, err := r.ReadString('\n')
+		if strings.HasPrefix(line, "data: ") {
+			arrivals = append(arrivals, time.Now())
+			done = strings.HasPrefix(line, "data: [DONE]")
+		}
+		if err != nil {
+			break
+		}
+	}
+	require.True(t, done, "the stream did not end with [DONE]")
+	require.GreaterOrEqual(t, len(arrivals), tokens)
+	// The simulator spaces the tokens itl apart; a gateway that buffered would deliver them
+	// together. Half the pacing leaves room for a loaded machine.
+	spread := arrivals[len(arrivals)-1].Sub(arrivals[0])
+	require.GreaterOrEqual(t, spread, (tokens-1)*itl/2, "the events arrived together: %v apart", spread)
+	require.NoError(t, cmd.Wait())
 }
