@@ -127,6 +127,7 @@ func TestWebSocket(t *testing.T) {
 			t.Run("DrainWaitsThenCutsTunnel", func(t *testing.T) { testWSDrain(t, ce) })
 			t.Run("HandshakeTokensAreCaseInsensitiveLists", func(t *testing.T) { testWSTokenLists(t, ce) })
 			t.Run("BadHandshakesRefused", func(t *testing.T) { testWSBadHandshakes(t, ce) })
+			t.Run("MalformedUpstream101Is502", func(t *testing.T) { testWSBadAccept(t, ce) })
 			t.Run("UpstreamRefusalRelayed", func(t *testing.T) { testWSUpstreamRefusal(t, ce) })
 			t.Run("IdleTimeoutClosesBothSides", func(t *testing.T) { testWSIdle(t, ce) })
 			t.Run("BackpressureBothWays", func(t *testing.T) { testWSBackpressure(t, ce) })
@@ -330,6 +331,33 @@ func testWSBadHandshakes(t *testing.T, ce contractEngine) {
 	resp, _, _ := rawHandshake(t, tr.Addr(), "GET", "Connection: keep-alive\r\nUpgrade: websocket\r\nSec-WebSocket-Key: "+wsKey+"\r\nSec-WebSocket-Version: 13\r\n")
 	require.NotEqual(t, 101, resp.StatusCode)
 	require.Empty(t, resp.Header.Get("Upgrade"))
+}
+
+// An upstream whose 101 carries the wrong Sec-WebSocket-Accept did not answer this handshake:
+// the client gets a 502, not a tunnel.
+func testWSBadAccept(t *testing.T, ce contractEngine) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: bm90IHRoZSBhY2NlcHQ=\r\n\r\n")
+		_, _ = io.Copy(io.Discard, c)
+	}()
+	tr := startWSTransport(t, ce, ln.Addr().String(), "")
+	resp, _, _ := rawHandshake(t, tr.Addr(), "GET",
+		"Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: "+wsKey+"\r\nSec-WebSocket-Version: 13\r\n")
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, 502, resp.StatusCode, string(body))
+	require.Contains(t, string(body), `"code":"upstream_protocol_error"`)
 }
 
 func testWSUpstreamRefusal(t *testing.T, ce contractEngine) {
