@@ -110,6 +110,9 @@ func (e *FastEngine) Start() error {
 		return nil
 	case <-e.done:
 		_ = sl.Close()
+		if e.certs != nil {
+			e.certs.Close()
+		}
 		return fmt.Errorf("sluice: entrypoint %s on %s: fasthttp stopped at once: %v", e.set.Name, e.set.Address, serveErr)
 	}
 }
