@@ -464,11 +464,13 @@ func testWSBackpressure(t *testing.T, ce contractEngine) {
 
 	// Upstream to client: the client does not read.
 	sent := fill(up)
+	t.Logf("upstream to a client that reads nothing: %d KiB in flight when the upstream blocked", sent>>10)
 	require.Less(t, sent, bound)
 	drain(cr, sent)
 
 	// Client to upstream: the upstream does not read.
 	sent = fill(client)
+	t.Logf("client to an upstream that reads nothing: %d KiB in flight when the client blocked", sent>>10)
 	require.Less(t, sent, bound)
 	drain(up, sent)
 }
