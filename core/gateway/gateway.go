@@ -5,6 +5,7 @@ package gateway
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -20,6 +21,7 @@ import (
 	"github.com/sluice-gw/sluice/core/ingress"
 	"github.com/sluice-gw/sluice/core/metrics"
 	"github.com/sluice-gw/sluice/core/snapshot"
+	"github.com/sluice-gw/sluice/core/tlscert"
 )
 
 // ErrRestartRequired is returned by Reload when the new config changes the entrypoints
@@ -84,7 +86,10 @@ func Settings(ep *config.Entrypoint) ingress.Settings {
 		TrustedIPs:         ep.TrustedNets,
 	}
 	if ep.TLS != nil {
-		s.TLSCertFile, s.TLSKeyFile = ep.TLS.CertFile, ep.TLS.KeyFile
+		s.TLS = &ingress.TLSSettings{Certificates: tlscert.PairsOf(ep.TLS), MinVersion: tls.VersionTLS12, Watch: ep.TLS.Watch}
+		if ep.TLS.MinVersion == config.TLSVersion13 {
+			s.TLS.MinVersion = tls.VersionTLS13
+		}
 	}
 	return s
 }
@@ -193,6 +198,13 @@ func (g *Gateway) reload() error {
 	}
 	g.gen.Add(1) // generations count configs put in force
 	g.live.Activate(snap)
+	// Renewed certificates go in force with the reload, watched or not (the compile above
+	// loaded every file, so this fails only if one changed since).
+	for _, name := range g.epNames {
+		if r, ok := g.transports[name].(interface{ ReloadCertificates() error }); ok {
+			_ = r.ReloadCertificates()
+		}
+	}
 	g.Log.Info("configuration reloaded", append([]any{"generation", snap.Gen}, configChanges(old.Config, cfg)...)...)
 	g.logWarnings(cfg)
 	return nil

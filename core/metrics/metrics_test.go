@@ -52,6 +52,9 @@ func populate(t *testing.T) {
 	s.Register()
 	t.Cleanup(s.Retire)
 	ConfigReloaded(true, time.Now())
+	TLSCertificateReload("web", true)
+	r.WebSocketStarted()
+	r.WebSocketEnded(10)
 }
 
 // exposition is a parsed text exposition: per family its help, type and label names.

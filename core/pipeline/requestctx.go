@@ -51,6 +51,9 @@ type RequestCtx struct {
 	maxFwd    int64  // Max-Forwards of a TRACE or OPTIONS request, -1 when none applies
 	ended     bool   // the body reached its end or failed; nothing more is read
 	pending   []byte // pull path: bytes to hand out before the end (the SSE error event)
+	websocket bool   // a valid WebSocket opening handshake: forwarded with its upgrade
+	upgraded  bool   // the upstream accepted it (101): the engine runs Tunnel
+	tunnelOut int64  // bytes the upstream sent through the tunnel
 
 	reply   Reply
 	replied bool
@@ -160,6 +163,7 @@ func (rc *RequestCtx) reset(ep *Entrypoint) {
 	rc.choice.Reset()
 	rc.framing, rc.sse, rc.keepAlive, rc.isHEAD, rc.ended = relay.None, false, rc.Req.KeepAlive, false, false
 	rc.maxFwd = -1
+	rc.websocket, rc.upgraded, rc.tunnelOut = false, false, 0
 	rc.pending = rc.pending[:0]
 	rc.reply, rc.replied = Reply{}, false
 	rc.requestID = rc.requestID[:0]

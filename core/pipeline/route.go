@@ -1,6 +1,8 @@
 package pipeline
 
 import (
+	"time"
+
 	"github.com/sluice-gw/sluice/core/balancer"
 	"github.com/sluice-gw/sluice/core/http1"
 	"github.com/sluice-gw/sluice/core/metrics"
@@ -53,6 +55,9 @@ type Service struct {
 	// closed or reset the connection before any response byte (load_balancer
 	// retry_non_idempotent).
 	RetryNonIdempotent bool
+	// WebSocketIdleTimeout ends a WebSocket tunnel to the service that moved no byte either
+	// way for this long; 0: DefaultWebSocketIdleTimeout.
+	WebSocketIdleTimeout time.Duration
 }
 
 // Backend is one upstream server of a service (one entry of its servers list) with its

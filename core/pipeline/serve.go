@@ -63,6 +63,12 @@ func (ep *Entrypoint) Begin(rc *RequestCtx) {
 		rc.answer(rc.answerAsFinalRecipient())
 		return
 	}
+	if asksWebSocket(&rc.Req) {
+		if err := rc.beginWebSocket(); err != nil {
+			rc.answer(err)
+			return
+		}
+	}
 	if rc.x == nil { // a request stage may have run the exchange itself (Adopt)
 		if err := rc.exchange(); err != nil {
 			rc.answer(err)
@@ -70,17 +76,27 @@ func (ep *Entrypoint) Begin(rc *RequestCtx) {
 		}
 	}
 	if rc.x.Resp.Status == 101 {
-		// No upgrade was asked for: a protocol error.
-		rc.outcome.UpstreamError = metrics.ReasonProtocol
-		rc.keepAlive = false
-		rc.dropUpstream()
-		rc.answer(ErrUnexpectedUpgrade)
-		return
+		var err error = ErrUnexpectedUpgrade // no upgrade was asked for: a protocol error
+		if rc.websocket {
+			err = rc.acceptWebSocket()
+		} else {
+			rc.outcome.UpstreamError = metrics.ReasonProtocol
+		}
+		if err != nil {
+			rc.keepAlive = false
+			rc.dropUpstream()
+			rc.answer(err)
+			return
+		}
 	}
 	if err := rc.route.Chain.onResponse(rc); err != nil {
+		rc.upgraded = false
 		rc.dropUpstream()
 		rc.answer(err)
 		return
+	}
+	if rc.upgraded {
+		return // the engine hands the connection to Tunnel
 	}
 	rc.planBody()
 }
@@ -845,7 +861,9 @@ func (rc *RequestCtx) Finish() {
 		rc.route.M.StreamEnded()
 	}
 	o := &rc.outcome
-	if rc.x != nil {
+	if rc.upgraded {
+		o.BytesOut = rc.tunnelOut
+	} else if rc.x != nil {
 		o.BytesOut = rc.relay.Bytes()
 		if !rc.relayComplete() && !o.Canceled && o.UpstreamError == "" && !rc.replied {
 			o.Canceled = true // the engine stopped before the end: the client left

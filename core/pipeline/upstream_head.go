@@ -81,6 +81,10 @@ func appendUpstreamHead(dst []byte, rc *RequestCtx, b *Backend) []byte {
 		dst = append(dst, "\r\n"...)
 	}
 	dst = rc.appendFields(dst, rc.upExtra)
+	if rc.websocket {
+		// Connection and Upgrade are hop-by-hop, dropped above: the upgrade is asked anew.
+		dst = append(dst, wsUpgradeFields...)
+	}
 	if len(req.Body) > 0 || req.ContentLength >= 0 || req.Chunked {
 		dst = append(dst, "Content-Length: "...)
 		dst = strconv.AppendInt(dst, int64(len(req.Body)), 10)

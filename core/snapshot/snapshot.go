@@ -4,10 +4,14 @@
 package snapshot
 
 import (
+	"crypto/sha256"
 	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
 	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"slices"
 	"sort"
 	"strconv"
@@ -26,6 +30,7 @@ import (
 	"github.com/sluice-gw/sluice/core/modelroute"
 	"github.com/sluice-gw/sluice/core/pipeline"
 	"github.com/sluice-gw/sluice/core/router"
+	"github.com/sluice-gw/sluice/core/tlscert"
 	"github.com/sluice-gw/sluice/core/workers"
 	"github.com/sluice-gw/sluice/pool"
 )
@@ -138,7 +143,7 @@ func Compile(cfg *config.Config, prev *Snapshot, gen uint64) (*Snapshot, error) 
 	for _, name := range sortedKeys(cfg.Entrypoints) {
 		if t := cfg.Entrypoints[name].TLS; t != nil {
 			// Checked here so that `sluice validate` and a reload catch what a bind would.
-			if _, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile); err != nil {
+			if _, err := tlscert.Load(tlscert.PairsOf(t)); err != nil {
 				errs = append(errs, cfg.Errorf([]string{"entrypoints", name, "tls"}, "entrypoints.%s.tls: %s", name, cfg.MaskEnv(err.Error(), "entrypoints", name, "tls")))
 			}
 		}
@@ -394,9 +399,13 @@ func (s *Snapshot) compileService(cfg *config.Config, name string, sc *config.Se
 	if lb == nil {
 		return nil, config.ErrorList{cfg.Errorf([]string{"services", name}, "services.%s: a service needs a load_balancer", name)}
 	}
-	svc := &pipeline.Service{Name: name, PassHostHeader: lb.PassHostHeader, RetryNonIdempotent: lb.RetryNonIdempotent}
+	svc := &pipeline.Service{Name: name, PassHostHeader: lb.PassHostHeader, RetryNonIdempotent: lb.RetryNonIdempotent, WebSocketIdleTimeout: lb.WebSocketIdleTimeout}
 	var lbs []*balancer.Backend
 	var errs config.ErrorList
+	roots, rootsKey, rerr := upstreamRoots(cfg, name, lb.TLS)
+	if rerr != nil {
+		return nil, config.ErrorList{rerr}
+	}
 	for i, srv := range lb.Servers {
 		// Shown in metric labels, logs and the admin API: as written, so that a host or
 		// credential read from the environment is not.
@@ -425,10 +434,14 @@ func (s *Snapshot) compileService(cfg *config.Config, name string, sc *config.Se
 			StreamIdleTimeout:     lb.StreamIdleTimeout,
 			MaxIdleConns:          poolIdleConns(lb.MaxIdleConns),
 		}
-		if u.Scheme == "https" {
-			opts.TLS = &tls.Config{ServerName: u.Hostname(), MinVersion: tls.VersionTLS12}
-		}
 		key := poolKey(u.Scheme, opts)
+		if u.Scheme == "https" {
+			opts.TLS = &tls.Config{ServerName: u.Hostname(), MinVersion: tls.VersionTLS12, RootCAs: roots}
+			if lb.TLS != nil && lb.TLS.ServerName != "" {
+				opts.TLS.ServerName = lb.TLS.ServerName
+			}
+			key += "|" + opts.TLS.ServerName + "|" + rootsKey
+		}
 		p := s.pools[key]
 		if p == nil && prev != nil {
 			p = prev.pools[key]
@@ -450,6 +463,26 @@ func (s *Snapshot) compileService(cfg *config.Config, name string, sc *config.Se
 	}
 	svc.Balancer = bal
 	return svc, nil
+}
+
+// upstreamRoots reads the CA file of a service's upstream TLS: the roots its https servers'
+// certificates are verified with (nil: the system's), and a key that changes with the file's
+// content, so that a reload after the CA file changed opens new connections.
+func upstreamRoots(cfg *config.Config, service string, t *config.UpstreamTLS) (*x509.CertPool, string, *config.Error) {
+	if t == nil || t.CAFile == "" {
+		return nil, "", nil
+	}
+	at := []string{"services", service, "load_balancer", "tls", "ca_file"}
+	pem, err := os.ReadFile(t.CAFile)
+	if err != nil {
+		return nil, "", &config.Error{Pos: cfg.ValuePos(at...), Msg: fmt.Sprintf("services.%s.load_balancer.tls.ca_file: %s", service, cfg.MaskEnv(err.Error(), at...))}
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(pem) {
+		return nil, "", &config.Error{Pos: cfg.ValuePos(at...), Msg: fmt.Sprintf("services.%s.load_balancer.tls.ca_file %q: no PEM certificate in it", service, cfg.MaskEnv(t.CAFile, at...))}
+	}
+	sum := sha256.Sum256(pem)
+	return roots, hex.EncodeToString(sum[:8]), nil
 }
 
 // poolIdleConns maps max_idle_conns (0 keeps none) onto pool.Options (0 is the default).

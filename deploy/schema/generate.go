@@ -82,6 +82,7 @@ var constraints = map[string]constraint{
 	"entrypoints.*.max_body_bytes":              {min: "1"},
 	"entrypoints.*.max_connections":             {min: "0"},
 	"entrypoints.*.event_loops":                 {min: "0", max: "1024"},
+	"entrypoints.*.tls.min_version":             {enum: []string{config.TLSVersion12, config.TLSVersion13}},
 	"routers.*.entrypoints":                     {minItems: 1},
 	"routers.*.priority":                        {min: "0"},
 	"services.*.load_balancer.strategy":         {enum: []string{config.StrategyRoundRobin, config.StrategyWeighted, config.StrategyLeastConnections, config.StrategyRandom}},
@@ -108,6 +109,14 @@ var descriptions = map[string]string{
 // one value is their default.
 var computedDefaults = map[string]bool{
 	"routers.*.entrypoints": true, // every entrypoint
+}
+
+// eitherKeys are keys the minimal configuration cannot do without, but another key can
+// stand in for: a TLS entrypoint needs cert_file and key_file unless certificates lists
+// one. A schema cannot say "one of these", so they are not marked required.
+var eitherKeys = map[string]bool{
+	"entrypoints.*.tls.cert_file": true,
+	"entrypoints.*.tls.key_file":  true,
 }
 
 // names stand for "*" in the minimal configuration, per collection.
@@ -161,6 +170,9 @@ func Generate(root string) ([]byte, error) {
 	req := map[string]bool{}
 	if err := requiredKeys(base, base, "", nil, req); err != nil {
 		return nil, err
+	}
+	for k := range eitherKeys {
+		delete(req, k)
 	}
 	g := &generator{docs: docs, cfg: cfg, doc: cfg.Document(), required: req, used: map[string]bool{}, durations: map[string]bool{}}
 	top, err := g.structNode(reflect.TypeOf(config.Config{}), "", nil)

@@ -227,7 +227,7 @@ func TestSchemaPatternsAgreeWithLoader(t *testing.T) {
 			}
 		}
 	}
-	require.Len(t, durations, 10, "durations in the schema")
+	require.Len(t, durations, 11, "durations in the schema")
 	// The loader also bounds the workers' poll interval and wants the observation TTL above
 	// it (the other key keeps its default here), which a pattern cannot say: for these two
 	// keys the schema is knowingly looser.
@@ -330,7 +330,10 @@ func TestSchemaShapeAgreesWithLoader(t *testing.T) {
 		{path: "admin.allowed_hosts", value: []any{"sluice.internal", "${SCHEMA_PROBE}"}, env: map[string]string{"SCHEMA_PROBE": "10.0.0.5"}, schema: true, loader: true},
 		{path: "entrypoints.a_b-c1", value: map[string]any{"address": "127.0.0.1:8081"}, schema: true, loader: true},
 		{path: "entrypoints.-bad", value: map[string]any{"address": "127.0.0.1:8081"}, schema: false, loader: false},
-		{path: "entrypoints.*.tls", value: map[string]any{"cert_file": "c.pem"}, schema: false, loader: false},
+		{path: "entrypoints.*.tls", value: map[string]any{"cert_file": "c.pem"}, schema: true, loader: false}, // looser: key_file, or certificates instead, is more than a schema can say
+		{path: "entrypoints.*.tls", value: map[string]any{"certificates": []any{map[string]any{"cert_file": "c.pem", "key_file": "k.pem"}}}, schema: true, loader: true},
+		{path: "entrypoints.*.tls", value: map[string]any{"cert_file": "c.pem", "key_file": "k.pem", "min_version": "1.3"}, schema: true, loader: true},
+		{path: "entrypoints.*.tls", value: map[string]any{"cert_file": "c.pem", "key_file": "k.pem", "min_version": "1.1"}, schema: false, loader: false},
 	} {
 		check(t, p)
 	}
