@@ -9,7 +9,8 @@ import (
 
 // Keys of a rate-limit middleware: what its requests are counted by.
 const (
-	// RateLimitKeyClientIP counts by the client's address as sluice saw it (the peer).
+	// RateLimitKeyClientIP counts by the client's address: the peer, or behind a peer in the
+	// entrypoint's trusted_ips the address that peer forwarded in X-Forwarded-For.
 	RateLimitKeyClientIP = "client_ip"
 	// RateLimitKeyAPIKey counts by the consumer an api-key (or jwt) middleware before it
 	// authenticated.

@@ -30,6 +30,9 @@ type RequestCtx struct {
 	peer    netip.Addr // ClientIP parsed: what trusted_ips is matched against
 	trusted bool       // the peer is in the entrypoint's TrustedIPs
 
+	client      netip.Addr // ClientAddr, once computed for the request
+	clientKnown bool
+
 	ep      *Entrypoint
 	route   *Route
 	service *Service // where the request goes: the route's, or one a stage chose
@@ -156,6 +159,7 @@ func (rc *RequestCtx) SetClientAddr(a netip.Addr) {
 // address or the cancellation state, which the engine manages).
 func (rc *RequestCtx) reset(ep *Entrypoint) {
 	rc.ep = ep
+	rc.client, rc.clientKnown = netip.Addr{}, false
 	rc.route, rc.service, rc.hooks, rc.backend, rc.tried = nil, nil, nil, nil, nil
 	clear(rc.slots[:])
 	rc.start = time.Now()

@@ -99,7 +99,8 @@ func (s *Stage) OnRequest(rc *pipeline.RequestCtx) error {
 }
 
 // key returns the request's key and its kind's tag: the consumer's name (appended to buf),
-// the header's value or the client's address. A request without a consumer or without the
+// the header's value or the client's address (behind a trusted proxy, the address it
+// forwarded: RequestCtx.ClientAddr). A request without a consumer or without the
 // header is counted by its client's address.
 func (s *Stage) key(rc *pipeline.RequestCtx, buf []byte) (byte, []byte) {
 	switch s.by {
@@ -112,7 +113,7 @@ func (s *Stage) key(rc *pipeline.RequestCtx, buf []byte) (byte, []byte) {
 			return tagHeader, v
 		}
 	}
-	return tagIP, rc.ClientIP
+	return tagIP, rc.AppendClientIP(buf)
 }
 
 // seconds rounds d up to whole seconds: a client that waits that long finds what was

@@ -158,3 +158,27 @@ func BenchmarkStage(b *testing.B) {
 		})
 	}
 }
+
+// Behind a trusted proxy every request arrives from the proxy's address: the bucket is the
+// client's that the proxy forwarded, and a client cannot pick its bucket by sending an
+// X-Forwarded-For of its own (the proxy appends the address it saw, which is what counts).
+func TestStageKeysByForwardedClientBehindATrustedProxy(t *testing.T) {
+	s := New("per-client", opts(1, 1, config.RateLimitKeyClientIP), nil)
+	h := mwtest.New(t, []any{s})
+	h.EP.TrustedIPs = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
+	do := func(peer, xff string) int {
+		head := "GET / HTTP/1.1\r\nHost: gw"
+		if xff != "" {
+			head += "\r\nX-Forwarded-For: " + xff
+		}
+		return h.Do(t, peer, head, "").Status
+	}
+	const proxy = "10.0.0.5"
+	require.Equal(t, 503, do(proxy, "198.51.100.1"), "first request of client .1")
+	require.Equal(t, 429, do(proxy, "198.51.100.1"), "client .1's bucket is empty")
+	require.Equal(t, 503, do(proxy, "198.51.100.2"), "client .2 has its own bucket behind the same proxy")
+	require.Equal(t, 429, do(proxy, "203.0.113.9, 198.51.100.1"), "a forged left element does not change the bucket")
+	require.Equal(t, 429, do(proxy, "198.51.100.2:4711, 10.1.1.1"), "trusted hops are skipped, a port is ignored")
+	require.Equal(t, 503, do("192.0.2.77", "198.51.100.3"), "an untrusted peer is counted by its own address")
+	require.Equal(t, 429, do("192.0.2.77", "198.51.100.4"), "whatever it claims")
+}
