@@ -322,7 +322,8 @@ type Server struct {
 type Middleware struct {
 	// Name is the table name (not a TOML key).
 	Name string `toml:"-"`
-	// Type is one of "jwt", "rate-limit", "circuit-breaker", "api-key"; required.
+	// Type is one of "jwt", "rate-limit", "circuit-breaker", "api-key", "headers",
+	// "strip-prefix", "cors", "ip-allow", "body-limit"; required.
 	Type string `toml:"type"`
 	// Options holds every other key as decoded TOML: string, int64, float64,
 	// bool, []any, map[string]any or a go-toml date/time value.
@@ -333,6 +334,14 @@ type Middleware struct {
 	RateLimit      *RateLimitOptions      `toml:"-"`
 	CircuitBreaker *CircuitBreakerOptions `toml:"-"`
 	JWT            *JWTOptions            `toml:"-"`
+
+	// The options of the HTTP policy middlewares (edge_middlewares.go), as Load checked and
+	// defaulted them; nil for the other types.
+	Headers     *HeadersOptions     `toml:"-"`
+	StripPrefix *StripPrefixOptions `toml:"-"`
+	CORS        *CORSOptions        `toml:"-"`
+	IPAllow     *IPAllowOptions     `toml:"-"`
+	BodyLimit   *BodyLimitOptions   `toml:"-"`
 }
 
 // Admin is the admin API listener, [admin] (docs/admin-api.md).

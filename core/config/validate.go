@@ -443,6 +443,8 @@ func (c *Config) validate(e *errs, lookup func(string) (string, bool)) {
 			c.validateCircuitBreakerOptions(e, name, m)
 		case MiddlewareJWT:
 			c.validateJWTOptions(e, name, m)
+		default:
+			c.validateEdgeOptions(e, name, m)
 		}
 	}
 	c.validateMiddlewareOrder(e)

@@ -26,6 +26,7 @@ import (
 	"github.com/sluice-gw/sluice/core/metrics"
 	"github.com/sluice-gw/sluice/core/middleware/breaker"
 	"github.com/sluice-gw/sluice/core/middleware/jwtauth"
+	"github.com/sluice-gw/sluice/core/middleware/policy"
 	"github.com/sluice-gw/sluice/core/middleware/ratelimit"
 	"github.com/sluice-gw/sluice/core/modelroute"
 	"github.com/sluice-gw/sluice/core/pipeline"
@@ -335,9 +336,31 @@ func (s *Snapshot) compileMiddlewares(cfg *config.Config, consumers *consumer.Re
 				continue
 			}
 			s.middlewares[name] = st
+		default:
+			if st := policyStage(mw); st != nil {
+				s.middlewares[name] = st
+			}
 		}
 	}
 	return errs
+}
+
+// policyStage compiles an HTTP policy middleware (headers, strip-prefix, cors, ip-allow,
+// body-limit); nil for another type. They keep no state, so a reload builds them afresh.
+func policyStage(mw *config.Middleware) any {
+	switch {
+	case mw.Headers != nil:
+		return policy.NewHeaders(*mw.Headers)
+	case mw.StripPrefix != nil:
+		return policy.NewStripPrefix(*mw.StripPrefix)
+	case mw.CORS != nil:
+		return policy.NewCORS(*mw.CORS)
+	case mw.IPAllow != nil:
+		return policy.NewIPAllow(*mw.IPAllow)
+	case mw.BodyLimit != nil:
+		return policy.NewBodyLimit(*mw.BodyLimit)
+	}
+	return nil
 }
 
 // servicesOf returns the compiled services the routers listing middleware mw send requests

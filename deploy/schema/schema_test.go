@@ -157,7 +157,11 @@ func sorted[T any](m map[string]T) []string {
 }
 
 // typesWithRequiredOptions are the middleware types that do not load from their type alone.
-var typesWithRequiredOptions = map[string]bool{config.MiddlewareJWT: true, config.MiddlewareRateLimit: true}
+var typesWithRequiredOptions = map[string]bool{
+	config.MiddlewareJWT: true, config.MiddlewareRateLimit: true,
+	config.MiddlewareHeaders: true, config.MiddlewareStripPrefix: true, config.MiddlewareCORS: true,
+	config.MiddlewareIPAllow: true, config.MiddlewareBodyLimit: true,
+}
 
 // The schema's enumerations and ranges are written by hand (constraints); the loader
 // checks them in its own code. Each is probed at its edges in both.
