@@ -179,6 +179,8 @@ func (c *Config) validateEdgeOptions(e *errs, name string, m *Middleware) bool {
 			ia.SourceRange = append(ia.SourceRange, p)
 		}
 		m.IPAllow = ia
+	case MiddlewareCompress:
+		c.validateCompressOptions(e, name, m)
 	case MiddlewareBodyLimit:
 		o.unknownKeys()
 		o.required("max_bytes", "the largest request body in bytes, e.g. max_bytes = 1048576")
@@ -312,4 +314,80 @@ func (o *optionChecker) boolean(k string, def bool) bool {
 		return def
 	}
 	return b
+}
+
+// ---- compress ----
+
+// MiddlewareCompress codes response bodies (gzip, zstd, br) by the client's Accept-Encoding.
+const MiddlewareCompress = "compress"
+
+// Content codings of a compress middleware's encodings.
+const (
+	EncodingGzip = "gzip"
+	EncodingZstd = "zstd"
+	EncodingBr   = "br"
+)
+
+// Defaults of a compress middleware.
+const (
+	// DefaultCompressMinSize is the shortest body coded when its length is known, in bytes:
+	// below about a kilobyte the coding's framing eats the gain.
+	DefaultCompressMinSize = 1024
+)
+
+// DefaultCompressEncodings and DefaultCompressTypes are a compress middleware's codings
+// (preferred first) and content types when not configured.
+var (
+	DefaultCompressEncodings = []string{EncodingZstd, EncodingBr, EncodingGzip}
+	DefaultCompressTypes     = []string{"text/*", "application/json", "application/x-ndjson", "application/javascript", "application/xml", "application/problem+json", "image/svg+xml"}
+)
+
+// CompressOptions are the options of a compress middleware.
+type CompressOptions struct {
+	// Encodings are the codings offered, preferred first when the client weighs several
+	// alike (encodings): "zstd", "br", "gzip". Default all three in that order.
+	Encodings []string
+	// MinSize is the shortest body coded, in bytes (min_size): a body whose Content-Length is
+	// smaller goes as it is. A body of unknown length is coded. Default 1024.
+	MinSize int64
+	// ContentTypes are the media types coded (content_types), "type/subtype" or "type/*".
+	// text/event-stream is never coded, whatever this says.
+	ContentTypes []string
+}
+
+func init() {
+	middlewareTypes[MiddlewareCompress] = true
+	knownOptions[MiddlewareCompress] = []string{"content_types", "encodings", "min_size"}
+}
+
+// validateCompressOptions checks a compress middleware and fills m.Compress.
+func (c *Config) validateCompressOptions(e *errs, name string, m *Middleware) {
+	o := &optionChecker{c: c, e: e, name: name, m: m}
+	o.unknownKeys()
+	co := &CompressOptions{
+		Encodings:    o.tokens("encodings", DefaultCompressEncodings),
+		MinSize:      int64(o.integer("min_size", DefaultCompressMinSize, 0, MaxBodyLimitBytes)),
+		ContentTypes: DefaultCompressTypes,
+	}
+	if _, ok := m.Options["content_types"]; ok {
+		co.ContentTypes = o.strings("content_types")
+	}
+	seen := map[string]bool{}
+	for i, enc := range co.Encodings {
+		at := c.ValuePos("middlewares", name, "encodings", strconv.Itoa(i))
+		switch {
+		case !oneOf(enc, []string{EncodingZstd, EncodingBr, EncodingGzip}):
+			e.add(at, "middlewares.%s.encodings[%d] %q: want \"zstd\", \"br\" or \"gzip\"", name, i, enc)
+		case seen[enc]:
+			e.add(at, "middlewares.%s.encodings: %q is listed twice", name, enc)
+		}
+		seen[enc] = true
+	}
+	for i, t := range co.ContentTypes {
+		typ, sub, ok := strings.Cut(t, "/")
+		if !ok || typ == "" || sub == "" || typ == "*" || strings.ContainsAny(t, "; ") {
+			e.add(c.ValuePos("middlewares", name, "content_types", strconv.Itoa(i)), "middlewares.%s.content_types[%d] %q: want a media type such as \"application/json\" or \"text/*\"", name, i, t)
+		}
+	}
+	m.Compress = co
 }

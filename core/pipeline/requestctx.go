@@ -67,6 +67,9 @@ type RequestCtx struct {
 	respExtra []fieldRef
 	upHead    *[]byte // the upstream head, from pick to the end of its round trip
 
+	enc   Encoder // codes the response body (a compress stage), nil for none
+	encIn *[]byte // the upstream payload read before it is coded
+
 	outcome       Outcome
 	countedReason string // the upstream failure reason last counted as it happened (connect failures, resent requests)
 

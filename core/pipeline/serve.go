@@ -425,6 +425,12 @@ func (rc *RequestCtx) planBody() {
 	if rc.FramesBodies && (f == relay.ChunkedRaw || f == relay.Chunk) {
 		f = relay.Payload
 	}
+	if rc.enc != nil {
+		f = rc.encodedFraming(f)
+		if f == relay.None {
+			rc.releaseEncoder()
+		}
+	}
 	rc.framing, rc.keepAlive = f, rc.keepAlive && ka
 	rc.sse = relay.IsEventStream(resp)
 	rc.outcome.Status = resp.Status
@@ -710,7 +716,7 @@ func (rc *RequestCtx) WriteResponse(ds Downstream) error {
 	hb := GetBuf()
 	*hb = rc.AppendHead((*hb)[:0])
 	var early int
-	if !rc.replied && !rc.ended && rc.framing.Raw() {
+	if !rc.replied && !rc.ended && rc.framing.Raw() && rc.enc == nil {
 		if k := rc.x.Buffered(); k > 0 && k <= earlyBodyBytes {
 			h := len(*hb)
 			*hb = slices.Grow(*hb, k)[:h+k]
@@ -734,6 +740,9 @@ func (rc *RequestCtx) WriteResponse(ds Downstream) error {
 	}
 	if rc.ended || rc.replied {
 		return nil
+	}
+	if rc.enc != nil {
+		return rc.relayEncoded(ds)
 	}
 	return rc.relayTo(ds)
 }
@@ -812,6 +821,9 @@ func (rc *RequestCtx) ReadBody(p []byte) (int, error) {
 		rc.pending = rc.pending[:copy(rc.pending, rc.pending[n:])]
 		return n, nil
 	}
+	if rc.enc != nil {
+		return rc.readBodyEncoded(p)
+	}
 	if rc.ended {
 		return 0, io.EOF
 	}
@@ -874,6 +886,7 @@ func (rc *RequestCtx) Finish() {
 		rt.Chain.onComplete(rc)
 	}
 	rc.hooks.onComplete(rc)
+	rc.releaseEncoder()
 	rc.dropUpstream()
 	if rc.backend != nil {
 		rc.backend.Release()

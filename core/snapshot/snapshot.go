@@ -25,6 +25,7 @@ import (
 	"github.com/sluice-gw/sluice/core/http1"
 	"github.com/sluice-gw/sluice/core/metrics"
 	"github.com/sluice-gw/sluice/core/middleware/breaker"
+	"github.com/sluice-gw/sluice/core/middleware/compress"
 	"github.com/sluice-gw/sluice/core/middleware/jwtauth"
 	"github.com/sluice-gw/sluice/core/middleware/policy"
 	"github.com/sluice-gw/sluice/core/middleware/ratelimit"
@@ -346,7 +347,7 @@ func (s *Snapshot) compileMiddlewares(cfg *config.Config, consumers *consumer.Re
 }
 
 // policyStage compiles an HTTP policy middleware (headers, strip-prefix, cors, ip-allow,
-// body-limit); nil for another type. They keep no state, so a reload builds them afresh.
+// body-limit, compress); nil for another type. They keep no state, so a reload builds them afresh.
 func policyStage(mw *config.Middleware) any {
 	switch {
 	case mw.Headers != nil:
@@ -359,6 +360,8 @@ func policyStage(mw *config.Middleware) any {
 		return policy.NewIPAllow(*mw.IPAllow)
 	case mw.BodyLimit != nil:
 		return policy.NewBodyLimit(*mw.BodyLimit)
+	case mw.Compress != nil:
+		return compress.New(*mw.Compress)
 	}
 	return nil
 }
