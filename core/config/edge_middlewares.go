@@ -181,6 +181,8 @@ func (c *Config) validateEdgeOptions(e *errs, name string, m *Middleware) bool {
 		m.IPAllow = ia
 	case MiddlewareCompress:
 		c.validateCompressOptions(e, name, m)
+	case MiddlewareRetry:
+		c.validateRetryOptions(e, name, m)
 	case MiddlewareBodyLimit:
 		o.unknownKeys()
 		o.required("max_bytes", "the largest request body in bytes, e.g. max_bytes = 1048576")
@@ -390,4 +392,87 @@ func (c *Config) validateCompressOptions(e *errs, name string, m *Middleware) {
 		}
 	}
 	m.Compress = co
+}
+
+// ---- retry ----
+
+// MiddlewareRetry sends a failed request again, before any response byte reached the client.
+const MiddlewareRetry = "retry"
+
+// Defaults and bounds of a retry middleware.
+const (
+	DefaultRetryAttempts       = 3
+	MaxRetryAttempts           = 10
+	DefaultRetryInitialBackoff = 100 * time.Millisecond
+	DefaultRetryMaxBackoff     = 2 * time.Second
+	MaxRetryBackoff            = time.Minute
+	DefaultRetryBudget         = 0.2
+	DefaultRetryMinRetries     = 10
+	MaxRetryMinRetries         = 1_000_000
+)
+
+// DefaultRetryStatuses are the upstream statuses retried when statuses is absent: a proxy's
+// or a server's "not now" (RFC 9110 §15.6.3–15.6.5).
+var DefaultRetryStatuses = []int{502, 503, 504}
+
+// RetryOptions are the options of a retry middleware. Only requests that may be sent twice
+// are retried (an idempotent method or an Idempotency-Key), and only before any response
+// byte reached the client.
+type RetryOptions struct {
+	// Attempts is the most attempts of one request, the first included (attempts), 2..10.
+	// Default 3.
+	Attempts int
+	// InitialBackoff is the wait before the first retry (initial_backoff); each further retry
+	// waits twice as long, up to MaxBackoff, with jitter. Default 100ms.
+	InitialBackoff time.Duration
+	// MaxBackoff bounds a wait (max_backoff). Default 2s.
+	MaxBackoff time.Duration
+	// Budget is the retries allowed as a fraction of the requests (budget), 0..1: each request
+	// adds Budget to a bank that each retry takes one from, so that retries cannot multiply
+	// the load of a failing upstream. Default 0.2.
+	Budget float64
+	// MinRetries is what the budget's bank holds at most and starts with (min_retries), 1 or
+	// more: the retries a quiet route may make in a row. Default 10.
+	MinRetries int
+	// Statuses are the upstream statuses retried (statuses). Default [502, 503, 504].
+	Statuses []int
+}
+
+func init() {
+	middlewareTypes[MiddlewareRetry] = true
+	knownOptions[MiddlewareRetry] = []string{"attempts", "budget", "initial_backoff", "max_backoff", "min_retries", "statuses"}
+}
+
+// validateRetryOptions checks a retry middleware and fills m.Retry.
+func (c *Config) validateRetryOptions(e *errs, name string, m *Middleware) {
+	o := &optionChecker{c: c, e: e, name: name, m: m}
+	o.unknownKeys()
+	r := &RetryOptions{
+		Attempts:       o.integer("attempts", DefaultRetryAttempts, 2, MaxRetryAttempts),
+		InitialBackoff: o.duration("initial_backoff", DefaultRetryInitialBackoff, 0, MaxRetryBackoff),
+		MaxBackoff:     o.duration("max_backoff", DefaultRetryMaxBackoff, 0, MaxRetryBackoff),
+		Budget:         o.number("budget", DefaultRetryBudget, 0, 1),
+		MinRetries:     o.integer("min_retries", DefaultRetryMinRetries, 1, MaxRetryMinRetries),
+		Statuses:       DefaultRetryStatuses,
+	}
+	if r.MaxBackoff < r.InitialBackoff {
+		e.add(c.ValuePos(o.path("max_backoff")...), "middlewares.%s.max_backoff %v is shorter than initial_backoff %v", name, r.MaxBackoff, r.InitialBackoff)
+	}
+	if v, ok := o.value("statuses"); ok {
+		a, isArr := v.([]any)
+		if !isArr || len(a) == 0 {
+			o.typeError("statuses", "a non-empty array of statuses such as [502, 503]", v)
+		} else {
+			r.Statuses = nil
+			for i, x := range a {
+				n, isInt := x.(int64)
+				if !isInt || n < 500 || n > 599 {
+					e.add(c.ValuePos("middlewares", name, "statuses", strconv.Itoa(i)), "middlewares.%s.statuses[%d]: want a 5xx status (a 4xx is the client's to fix, a 2xx-3xx an answer)", name, i)
+					continue
+				}
+				r.Statuses = append(r.Statuses, int(n))
+			}
+		}
+	}
+	m.Retry = r
 }

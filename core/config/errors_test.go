@@ -327,8 +327,8 @@ func TestLoadErrorPositions(t *testing.T) {
 			name: "middleware type required and known",
 			data: withMinimal(`[middlewares.a]`, `rate = 60`, `[middlewares.b]`, `type = "oauth"`),
 			want: []string{
-				`t.toml:7:14: middlewares.a.type is required (one of "api-key", "body-limit", "circuit-breaker", "compress", "cors", "headers", "ip-allow", "jwt", "rate-limit", "strip-prefix")`,
-				`t.toml:10:8: middlewares.b.type "oauth": unknown middleware type (want one of "api-key", "body-limit", "circuit-breaker", "compress", "cors", "headers", "ip-allow", "jwt", "rate-limit", "strip-prefix")`,
+				`t.toml:7:14: middlewares.a.type is required (one of "api-key", "body-limit", "circuit-breaker", "compress", "cors", "headers", "ip-allow", "jwt", "rate-limit", "retry", "strip-prefix")`,
+				`t.toml:10:8: middlewares.b.type "oauth": unknown middleware type (want one of "api-key", "body-limit", "circuit-breaker", "compress", "cors", "headers", "ip-allow", "jwt", "rate-limit", "retry", "strip-prefix")`,
 			},
 		},
 		{

@@ -323,7 +323,7 @@ type Middleware struct {
 	// Name is the table name (not a TOML key).
 	Name string `toml:"-"`
 	// Type is one of "jwt", "rate-limit", "circuit-breaker", "api-key", "headers",
-	// "strip-prefix", "cors", "ip-allow", "body-limit", "compress"; required.
+	// "strip-prefix", "cors", "ip-allow", "body-limit", "compress", "retry"; required.
 	Type string `toml:"type"`
 	// Options holds every other key as decoded TOML: string, int64, float64,
 	// bool, []any, map[string]any or a go-toml date/time value.
@@ -343,6 +343,7 @@ type Middleware struct {
 	IPAllow     *IPAllowOptions     `toml:"-"`
 	BodyLimit   *BodyLimitOptions   `toml:"-"`
 	Compress    *CompressOptions    `toml:"-"`
+	Retry       *RetryOptions       `toml:"-"`
 }
 
 // Admin is the admin API listener, [admin] (docs/admin-api.md).

@@ -191,6 +191,7 @@ func (rc *RequestCtx) pick() (*Backend, error) {
 // backend answered.
 func (rc *RequestCtx) exchange() error {
 	var last error = ErrNoBackend
+	attempts := 0
 	for try := 0; ; try++ {
 		var b *Backend
 		var refused error
@@ -210,6 +211,17 @@ func (rc *RequestCtx) exchange() error {
 		}
 		rc.backend, rc.tried = b, b
 		err := rc.roundTrip(b)
+		if !errors.Is(err, pool.ErrDial) {
+			attempts++
+		}
+		if err == nil && rc.route.Chain.retries() {
+			if retry, werr := rc.retryAfter(b, attempts, rc.x.Resp.Status, nil); werr != nil {
+				return werr
+			} else if retry {
+				try = -1 // each attempt gets its own connect tries
+				continue
+			}
+		}
 		if err == nil {
 			b.LB.ConnectSucceeded()
 			rc.outcome.UpstreamError = "" // an earlier connect failure was retried away
@@ -231,6 +243,14 @@ func (rc *RequestCtx) exchange() error {
 		}
 		if !errors.Is(err, pool.ErrDial) {
 			if !rc.mayResend(err) {
+				if rc.route.Chain.retries() {
+					if retry, werr := rc.retryAfter(b, attempts, 0, err); werr != nil {
+						return werr
+					} else if retry {
+						try = -1 // each attempt gets its own connect tries
+						continue
+					}
+				}
 				return rc.upstreamFailed(b, err)
 			}
 			// The upstream took the request and left without a response byte: the request
@@ -256,6 +276,40 @@ func (rc *RequestCtx) exchange() error {
 		rc.backend = nil
 		last = ErrUpstreamDial
 	}
+}
+
+// retryAfter asks the route's retry stages whether attempt n, which ended with status or
+// err, is tried again. When one says yes it ends the attempt (its response is dropped, its
+// backend released), waits the backoff and reports true; a client that leaves meanwhile ends
+// the request (errClientGone). Requests that may not be sent twice are never retried.
+func (rc *RequestCtx) retryAfter(b *Backend, n, status int, err error) (bool, error) {
+	if !rc.idempotent() {
+		return false, nil
+	}
+	d, ok := rc.route.Chain.onRetry(rc, n, status, err)
+	if !ok {
+		return false, nil
+	}
+	if err != nil {
+		rc.ep.elog.upstreamFailed(rc.route.Name, b.URL, "response head (retried)", err)
+		rc.route.M.UpstreamError(UpstreamReason(err))
+	}
+	rc.dropUpstream()
+	b.Release()
+	rc.backend = nil
+	if d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-rc.Done():
+			return false, errClientGone
+		}
+	}
+	if rc.Canceled() {
+		return false, errClientGone
+	}
+	return true, nil
 }
 
 // MaxConnectTries bounds the backends of one service a request tries after connect failures

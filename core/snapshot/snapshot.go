@@ -29,6 +29,7 @@ import (
 	"github.com/sluice-gw/sluice/core/middleware/jwtauth"
 	"github.com/sluice-gw/sluice/core/middleware/policy"
 	"github.com/sluice-gw/sluice/core/middleware/ratelimit"
+	"github.com/sluice-gw/sluice/core/middleware/retry"
 	"github.com/sluice-gw/sluice/core/modelroute"
 	"github.com/sluice-gw/sluice/core/pipeline"
 	"github.com/sluice-gw/sluice/core/router"
@@ -337,6 +338,8 @@ func (s *Snapshot) compileMiddlewares(cfg *config.Config, consumers *consumer.Re
 				continue
 			}
 			s.middlewares[name] = st
+		case mw.Retry != nil:
+			s.middlewares[name] = retryStage(mw, old)
 		default:
 			if st := policyStage(mw); st != nil {
 				s.middlewares[name] = st
@@ -363,6 +366,16 @@ func policyStage(mw *config.Middleware) any {
 	case mw.Compress != nil:
 		return compress.New(*mw.Compress)
 	}
+	return nil
+}
+
+// retryStage compiles a retry middleware, taking over the budget of prev's of the same name.
+func retryStage(mw *config.Middleware, old any) any {
+	if mw.Retry == nil {
+		return nil
+	}
+	prev, _ := old.(*retry.Stage)
+	return retry.New(*mw.Retry, prev)
 	return nil
 }
 
