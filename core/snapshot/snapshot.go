@@ -376,7 +376,6 @@ func retryStage(mw *config.Middleware, old any) any {
 	}
 	prev, _ := old.(*retry.Stage)
 	return retry.New(*mw.Retry, prev)
-	return nil
 }
 
 // servicesOf returns the compiled services the routers listing middleware mw send requests
