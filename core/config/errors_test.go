@@ -79,9 +79,15 @@ func TestLoadErrorPositions(t *testing.T) {
 			},
 		},
 		{
-			name: "health_check is refused",
-			data: withMinimal(`[services.s.load_balancer.health_check]`, `path = "/health"`),
-			want: []string{`t.toml:7:27: unknown key "health_check" in [services.s.load_balancer]: active health checks (load_balancer.health_check) is not implemented in this version`},
+			name: "health checks out of range",
+			data: withMinimal(`[services.s.load_balancer.health_check]`, `path = "health"`, `interval = "1s"`, `timeout = "2s"`, `kind = "tgi"`, `[services.s.load_balancer.passive_health]`, `consecutive_failures = 0`, `error_rate = 2.0`),
+			want: []string{
+				`t.toml:8:8: services.s.load_balancer.health_check.path "health": want an absolute path such as "/health"`,
+				`t.toml:10:11: services.s.load_balancer.health_check.timeout 2s: want more than 0 and less than interval (1s)`,
+				`t.toml:11:8: services.s.load_balancer.health_check.kind "tgi": want one of "http", "vllm", "sglang", "llama.cpp", "ollama"`,
+				`t.toml:13:24: services.s.load_balancer.passive_health.consecutive_failures 0: want 1..1000`,
+				`t.toml:14:14: services.s.load_balancer.passive_health.error_rate 2: want 0 (off) to 1`,
+			},
 		},
 		{
 			name: "type errors say what was expected",

@@ -301,6 +301,11 @@ type LoadBalancer struct {
 	// TLS says how https:// servers are verified: a CA file and the server name. Default:
 	// the system's roots and each server's host.
 	TLS *UpstreamTLS `toml:"tls"`
+
+	// HealthCheck, when set, probes each server actively (edge_health.go).
+	HealthCheck *HealthCheck `toml:"health_check"`
+	// PassiveHealth tunes how request outcomes eject servers; always on (edge_health.go).
+	PassiveHealth PassiveHealth `toml:"passive_health"`
 }
 
 // Server is one upstream, an element of load_balancer.servers.
@@ -407,6 +412,7 @@ func (lb *LoadBalancer) setDefaults() {
 	lb.IdleConnTimeout = DefaultIdleConnTimeout
 	lb.MaxIdleConns = DefaultMaxIdleConns
 	lb.WebSocketIdleTimeout = DefaultWebSocketIdleTimeout
+	lb.PassiveHealth.setDefaults()
 }
 
 func (s *Server) setDefaults() { s.Weight = DefaultWeight }
@@ -436,10 +442,9 @@ func (l *Log) setDefaults() {
 // refused like unknown keys, with a message saying what they are. The key is
 // the schema path: table names and array indexes replaced by "*".
 var plannedKeys = map[string]string{
-	"providers":                             "configuration providers ([providers], file watching)",
-	"services.*.mirror":                     "traffic mirroring ([services.<name>.mirror])",
-	"services.*.scaling":                    "scaling ([services.<name>.scaling])",
-	"services.*.revisions":                  "revisions (services.<name>.revisions)",
-	"services.*.rollout":                    "progressive rollout ([services.<name>.rollout])",
-	"services.*.load_balancer.health_check": "active health checks (load_balancer.health_check)",
+	"providers":            "configuration providers ([providers], file watching)",
+	"services.*.mirror":    "traffic mirroring ([services.<name>.mirror])",
+	"services.*.scaling":   "scaling ([services.<name>.scaling])",
+	"services.*.revisions": "revisions (services.<name>.revisions)",
+	"services.*.rollout":   "progressive rollout ([services.<name>.rollout])",
 }

@@ -421,6 +421,7 @@ func (c *Config) validate(e *errs, lookup func(string) (string, bool)) {
 			}
 		}
 		c.validateWorkers(e, name, &s.Workers, lookup)
+		c.validateHealth(e, name, lb)
 	}
 
 	for _, name := range sortedNames(c.Middlewares) {

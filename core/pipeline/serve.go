@@ -294,6 +294,9 @@ func (rc *RequestCtx) retryAfter(b *Backend, n, status int, err error) (bool, er
 		rc.ep.elog.upstreamFailed(rc.route.Name, b.URL, "response head (retried)", err)
 		rc.route.M.UpstreamError(UpstreamReason(err))
 	}
+	if rc.service != nil {
+		rc.service.Health.Observe(b.LB.ID, true) // a retried attempt failed
+	}
 	rc.dropUpstream()
 	b.Release()
 	rc.backend = nil
@@ -936,6 +939,7 @@ func (rc *RequestCtx) Finish() {
 		}
 	}
 	rc.count()
+	rc.observeHealth()
 	if rt := rc.route; rt != nil {
 		rt.Chain.onComplete(rc)
 	}

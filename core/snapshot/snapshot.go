@@ -22,6 +22,7 @@ import (
 	"github.com/sluice-gw/sluice/core/balancer"
 	"github.com/sluice-gw/sluice/core/config"
 	"github.com/sluice-gw/sluice/core/consumer"
+	"github.com/sluice-gw/sluice/core/health"
 	"github.com/sluice-gw/sluice/core/http1"
 	"github.com/sluice-gw/sluice/core/metrics"
 	"github.com/sluice-gw/sluice/core/middleware/breaker"
@@ -60,6 +61,14 @@ type Snapshot struct {
 	// by the next snapshot so that a reload keeps the last observations.
 	workerStates map[string]*workers.Worker
 	startWorkers sync.Once
+
+	// checkers probe the servers of services with a health_check, from Live.Activate until
+	// Retire; healthTargets are their judged states by service and server, taken over by the
+	// next snapshot so that a reload keeps what the probes learnt.
+	checkers      []*health.Checker
+	healthLBs     []healthLB
+	healthTargets map[string]*health.Target
+	startHealth   sync.Once
 
 	// hooks are the completion stages every request of this snapshot runs, routed or not.
 	hooks *pipeline.Chain
@@ -500,6 +509,7 @@ func (s *Snapshot) compileService(cfg *config.Config, name string, sc *config.Se
 		return nil, config.ErrorList{cfg.Errorf([]string{"services", name, "load_balancer", "strategy"}, "services.%s.load_balancer.strategy: %s", name, cfg.MaskEnv(err.Error(), "services", name, "load_balancer", "strategy"))}
 	}
 	svc.Balancer = bal
+	s.compileHealth(cfg, name, svc, prev)
 	return svc, nil
 }
 
@@ -558,6 +568,7 @@ func (s *Snapshot) Retire(next *Snapshot) {
 	if s.Models != nil {
 		s.Models.Close()
 	}
+	s.stopHealth()
 	for k, p := range s.pools {
 		if next == nil || next.pools[k] != p {
 			p.Close()
@@ -583,14 +594,17 @@ func (l *Live) Load() *Snapshot { return l.p.Load() }
 // Swap installs s and returns the snapshot it replaced; the caller retires that one.
 func (l *Live) Swap(s *Snapshot) *Snapshot { return l.p.Swap(s) }
 
-// Activate installs s, starts polling its workers, retires the snapshot it replaces and
-// publishes s's metrics.
+// Activate installs s, starts polling its workers and probing its health checks, retires
+// the snapshot it replaces and publishes s's metrics.
 func (l *Live) Activate(s *Snapshot) {
 	s.StartWorkers()
 	old := l.p.Swap(s)
 	if old != nil {
 		old.Retire(s)
 	}
+	// After the old checkers stopped: a server in both configurations is probed by one
+	// checker at a time.
+	s.StartHealth()
 	if s.Metrics != nil {
 		s.Metrics.Register()
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-gw/sluice/core/config"
+	"github.com/sluice-gw/sluice/core/health"
 )
 
 // root is the module's directory (tests run in the package's).
@@ -231,7 +232,7 @@ func TestSchemaPatternsAgreeWithLoader(t *testing.T) {
 			}
 		}
 	}
-	require.Len(t, durations, 11, "durations in the schema")
+	require.Len(t, durations, 15, "durations in the schema")
 	// The loader also bounds the workers' poll interval and wants the observation TTL above
 	// it (the other key keeps its default here), which a pattern cannot say: for these two
 	// keys the schema is knowingly looser.
@@ -240,6 +241,16 @@ func TestSchemaPatternsAgreeWithLoader(t *testing.T) {
 			return d >= config.MinObserveInterval && d <= config.MaxObserveInterval && d < config.DefaultObservationTTL
 		},
 		"services.*.workers.observation_ttl": func(d time.Duration) bool { return d > config.DefaultObserveInterval },
+		// Health checks bound their durations and relate them (the other key at its default).
+		"services.*.load_balancer.health_check.interval": func(d time.Duration) bool {
+			return d >= config.MinHealthInterval && d <= config.MaxHealthInterval
+		},
+		"services.*.load_balancer.health_check.timeout":        func(d time.Duration) bool { return d > 0 && d < health.DefaultInterval },
+		"services.*.load_balancer.passive_health.ejection":     func(d time.Duration) bool { return d >= 100*time.Millisecond && d <= health.DefaultMaxEjection },
+		"services.*.load_balancer.passive_health.error_window": func(d time.Duration) bool { return d >= time.Second && d <= time.Hour },
+		"services.*.load_balancer.passive_health.max_ejection": func(d time.Duration) bool {
+			return d >= health.DefaultEjection && d <= 24*time.Hour
+		},
 	}
 	env := map[string]string{"SCHEMA_PROBE": "5s"}
 	for _, path := range durations {
@@ -320,7 +331,7 @@ func TestSchemaShapeAgreesWithLoader(t *testing.T) {
 		{path: "providers", value: map[string]any{}, schema: false, loader: false},
 		{path: "models.*.scheduling.phase", value: "sideways", schema: true, loader: false},
 		{path: "services.*.mirror", value: map[string]any{"service": "s"}, schema: false, loader: false},
-		{path: "services.*.load_balancer.health_check", value: map[string]any{"path": "/"}, schema: false, loader: false},
+		{path: "services.*.load_balancer.health_check", value: map[string]any{"path": "/"}, schema: true, loader: true},
 		{path: "middlewares.*.header", value: "${SCHEMA_PROBE}", env: map[string]string{"SCHEMA_PROBE": "X-Key"}, schema: true, loader: true},
 		{path: "middlewares.*.rate", value: int64(60), schema: true, loader: false}, // looser: options are checked by type, not by the schema
 		{path: "entrypoints.*.max_connections", value: 1.5, schema: false, loader: false},
