@@ -97,10 +97,13 @@ type Config struct {
 	Models map[string]*Model `toml:"models"`
 	// Consumers are the callers of model routers and their grants, [consumers.<name>].
 	Consumers map[string]*Consumer `toml:"consumers"`
+	// Providers are configuration sources and file watching, [providers] (providers.go).
+	Providers Providers `toml:"providers"`
 
-	files    []string             // the files loaded, in merge order
-	index    map[string]keyPlace  // key path (joined with pathSep) -> where it was defined
-	expanded map[string]expansion // key path -> a string value that had "${" as written
+	files       []string             // the files loaded, in merge order
+	providerDir string               // providers.file.directory as loaded (absolute), "" when none
+	index       map[string]keyPlace  // key path (joined with pathSep) -> where it was defined
+	expanded    map[string]expansion // key path -> a string value that had "${" as written
 }
 
 // Entrypoint is one listener, [entrypoints.<name>].
@@ -390,6 +393,7 @@ type Log struct {
 // absent key keeps its default and an explicit zero (false, 0) is kept.
 
 func (c *Config) setDefaults() {
+	c.Providers.File.setDefaults()
 	c.Admin.setDefaults()
 	c.Log.setDefaults()
 }
@@ -442,7 +446,6 @@ func (l *Log) setDefaults() {
 // refused like unknown keys, with a message saying what they are. The key is
 // the schema path: table names and array indexes replaced by "*".
 var plannedKeys = map[string]string{
-	"providers":            "configuration providers ([providers], file watching)",
 	"services.*.mirror":    "traffic mirroring ([services.<name>.mirror])",
 	"services.*.scaling":   "scaling ([services.<name>.scaling])",
 	"services.*.revisions": "revisions (services.<name>.revisions)",

@@ -479,6 +479,7 @@ func (c *Config) validate(e *errs, lookup func(string) (string, bool)) {
 		}
 	}
 	c.validateModels(e, lookup)
+	c.validateProviders(e)
 	if !oneOf(c.Log.Level, logLevels) {
 		e.add(c.ValuePos("log", "level"), "log.level %q: want one of %s", c.shown(c.Log.Level, "log", "level"), quoteAll(logLevels))
 	}

@@ -232,7 +232,7 @@ func TestSchemaPatternsAgreeWithLoader(t *testing.T) {
 			}
 		}
 	}
-	require.Len(t, durations, 15, "durations in the schema")
+	require.Len(t, durations, 16, "durations in the schema")
 	// The loader also bounds the workers' poll interval and wants the observation TTL above
 	// it (the other key keeps its default here), which a pattern cannot say: for these two
 	// keys the schema is knowingly looser.
@@ -248,6 +248,7 @@ func TestSchemaPatternsAgreeWithLoader(t *testing.T) {
 		"services.*.load_balancer.health_check.timeout":        func(d time.Duration) bool { return d > 0 && d < health.DefaultInterval },
 		"services.*.load_balancer.passive_health.ejection":     func(d time.Duration) bool { return d >= 100*time.Millisecond && d <= health.DefaultMaxEjection },
 		"services.*.load_balancer.passive_health.error_window": func(d time.Duration) bool { return d >= time.Second && d <= time.Hour },
+		"providers.file.debounce":                              func(d time.Duration) bool { return d >= config.MinDebounce && d <= config.MaxDebounce },
 		"services.*.load_balancer.passive_health.max_ejection": func(d time.Duration) bool {
 			return d >= health.DefaultEjection && d <= 24*time.Hour
 		},
@@ -328,7 +329,7 @@ func TestSchemaPatternsAgreeWithLoader(t *testing.T) {
 func TestSchemaShapeAgreesWithLoader(t *testing.T) {
 	for _, p := range []probe{
 		{path: "entrypoints.*.adress", value: "127.0.0.1:8081", schema: false, loader: false},
-		{path: "providers", value: map[string]any{}, schema: false, loader: false},
+		{path: "providers", value: map[string]any{}, schema: true, loader: true},
 		{path: "models.*.scheduling.phase", value: "sideways", schema: true, loader: false},
 		{path: "services.*.mirror", value: map[string]any{"service": "s"}, schema: false, loader: false},
 		{path: "services.*.load_balancer.health_check", value: map[string]any{"path": "/"}, schema: true, loader: true},
