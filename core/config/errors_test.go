@@ -234,13 +234,13 @@ func TestLoadErrorPositions(t *testing.T) {
 				`claims = "sub"`,
 			),
 			want: []string{
-				`t.toml:7:14: middlewares.a: a jwt middleware needs value = "${JWT_SECRET}" (the HMAC secret of HS256 tokens) or public_key_file = "<PEM file>" (RS256, ES256)`,
+				`t.toml:7:14: middlewares.a: a jwt middleware needs value = "${JWT_SECRET}" (the HMAC secret of HS256 tokens), public_key_file = "<PEM file>" (RS256, ES256), jwks_file or jwks_url (a JWK Set)`,
 				`t.toml:9:10: middlewares.a.issuer is empty`,
 				`t.toml:12:9: middlewares.b.value: the HMAC secret is too short (1 bytes); want at least 32 bytes (RFC 7518 §3.2), e.g. from openssl rand -base64 48`,
 				`t.toml:13:10: middlewares.b.leeway: invalid duration "1h" (want 0s to 10m0s, such as "30s")`,
 				`t.toml:14:18: middlewares.b.audience[1] must be a string, not an integer`,
-				`t.toml:18:1: middlewares.c: value and public_key_file are exclusive (an HMAC secret, or the public key of RS*/ES* tokens)`,
-				`t.toml:19:1: middlewares.c: unknown key "claims" for a jwt middleware (did you mean "claim"? known keys: audience, claim, issuer, leeway, public_key_file, value)`,
+				`t.toml:18:1: middlewares.c: value, public_key_file are exclusive (an HMAC secret, a public key, or a JWK Set)`,
+				`t.toml:19:1: middlewares.c: unknown key "claims" for a jwt middleware (did you mean "claim"? known keys: audience, claim, issuer, jwks_file, jwks_refresh, jwks_url, leeway, public_key_file, value)`,
 			},
 		},
 		{

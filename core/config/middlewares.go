@@ -37,9 +37,12 @@ const (
 	MinCooldown             = 100 * time.Millisecond
 	MaxCooldown             = 24 * time.Hour
 
-	DefaultJWTLeeway = 30 * time.Second
-	MaxJWTLeeway     = 10 * time.Minute
-	DefaultJWTClaim  = "sub"
+	DefaultJWTLeeway   = 30 * time.Second
+	DefaultJWKSRefresh = 5 * time.Minute
+	MinJWKSRefresh     = time.Second
+	MaxJWKSRefresh     = 24 * time.Hour
+	MaxJWTLeeway       = 10 * time.Minute
+	DefaultJWTClaim    = "sub"
 	// MinJWTSecretBytes is the shortest HMAC secret accepted: an HS256 key must be at least
 	// as long as the hash's output (RFC 7518 §3.2).
 	MinJWTSecretBytes = 32
@@ -77,7 +80,7 @@ type CircuitBreakerOptions struct {
 }
 
 // JWTOptions are the options of a jwt middleware, checked and defaulted by Load. Exactly one
-// of Secret and PublicKeyFile is set.
+// of Secret, PublicKeyFile, JWKSFile and JWKSURL is set.
 type JWTOptions struct {
 	// Secret is the HMAC key of HS256, HS384 and HS512 tokens (value), at least
 	// MinJWTSecretBytes long. Never print it.
@@ -95,13 +98,23 @@ type JWTOptions struct {
 	Leeway time.Duration
 	// Claim names the claim that maps a token to a [consumers.<name>] (claim). Default "sub".
 	Claim string
+	// JWKSFile is a JSON Web Key Set file (jwks_file) whose keys, chosen by a token's kid,
+	// verify RS*, PS*, ES* and EdDSA tokens; re-read every JWKSRefresh.
+	JWKSFile string
+	// JWKSURL is the URL of an identity provider's JSON Web Key Set (jwks_url), fetched when
+	// the configuration is compiled and cached, refreshed every JWKSRefresh and when a token
+	// names an unknown kid.
+	JWKSURL string
+	// JWKSRefresh is how long a fetched key set is used before it is fetched again
+	// (jwks_refresh). Default 5m.
+	JWKSRefresh time.Duration
 }
 
 // knownOptions are the option keys of each middleware type, sorted.
 var knownOptions = map[string][]string{
 	MiddlewareRateLimit:      {"burst", "key", "max_keys", "rate"},
 	MiddlewareCircuitBreaker: {"cooldown_secs", "failure_threshold", "success_threshold"},
-	MiddlewareJWT:            {"audience", "claim", "issuer", "leeway", "public_key_file", "value"},
+	MiddlewareJWT:            {"audience", "claim", "issuer", "jwks_file", "jwks_refresh", "jwks_url", "leeway", "public_key_file", "value"},
 }
 
 // optionChecker reads the options of one middleware, reporting each problem at its key or
@@ -277,14 +290,25 @@ func (c *Config) validateJWTOptions(e *errs, name string, m *Middleware) {
 		Leeway:        o.duration("leeway", DefaultJWTLeeway, 0, MaxJWTLeeway),
 		Claim:         o.str("claim", DefaultJWTClaim),
 	}
-	_, hasValue := m.Options["value"]
-	_, hasFile := m.Options["public_key_file"]
+	j.JWKSFile = o.str("jwks_file", "")
+	j.JWKSURL = o.str("jwks_url", "")
+	j.JWKSRefresh = o.duration("jwks_refresh", DefaultJWKSRefresh, MinJWKSRefresh, MaxJWKSRefresh)
+	if u := j.JWKSURL; u != "" && !strings.HasPrefix(u, "https://") && !strings.HasPrefix(u, "http://") {
+		e.add(c.ValuePos(o.path("jwks_url")...), "middlewares.%s.jwks_url %q: want an https:// URL", name, c.shown(u, o.path("jwks_url")...))
+	}
+	var keySources []string
+	for _, k := range []string{"value", "public_key_file", "jwks_file", "jwks_url"} {
+		if _, ok := m.Options[k]; ok {
+			keySources = append(keySources, k)
+		}
+	}
+	hasValue := len(keySources) == 1 && keySources[0] == "value"
 	switch {
-	case hasValue && hasFile:
-		e.add(c.Pos(o.path("public_key_file")...), "middlewares.%s: value and public_key_file are exclusive (an HMAC secret, or the public key of RS*/ES* tokens)", name)
-	case !hasValue && !hasFile:
-		e.add(c.Pos("middlewares", name), "middlewares.%s: a jwt middleware needs value = \"${JWT_SECRET}\" (the HMAC secret of HS256 tokens) or public_key_file = \"<PEM file>\" (RS256, ES256)", name)
-	case j.Secret != "" && len(j.Secret) < MinJWTSecretBytes:
+	case len(keySources) > 1:
+		e.add(c.Pos(o.path(keySources[1])...), "middlewares.%s: %s are exclusive (an HMAC secret, a public key, or a JWK Set)", name, strings.Join(keySources, ", "))
+	case len(keySources) == 0:
+		e.add(c.Pos("middlewares", name), "middlewares.%s: a jwt middleware needs value = \"${JWT_SECRET}\" (the HMAC secret of HS256 tokens), public_key_file = \"<PEM file>\" (RS256, ES256), jwks_file or jwks_url (a JWK Set)", name)
+	case hasValue && j.Secret != "" && len(j.Secret) < MinJWTSecretBytes:
 		// The length only: the value is a secret.
 		e.add(c.ValuePos(o.path("value")...), "middlewares.%s.value: the HMAC secret is too short (%d bytes); want at least %d bytes (RFC 7518 §3.2), e.g. from openssl rand -base64 48", name, len(j.Secret), MinJWTSecretBytes)
 	}

@@ -342,8 +342,14 @@ func (s *Snapshot) compileMiddlewares(cfg *config.Config, consumers *consumer.Re
 		case mw.JWT != nil:
 			st, err := jwtauth.New(*mw.JWT, consumers)
 			if err != nil {
-				at := []string{"middlewares", name, "public_key_file"}
-				errs = append(errs, &config.Error{Pos: cfg.ValuePos(at...), Msg: fmt.Sprintf("middlewares.%s.public_key_file: %s", name, cfg.MaskEnv(err.Error(), at...))})
+				key := "public_key_file"
+				if mw.JWT.JWKSFile != "" {
+					key = "jwks_file"
+				} else if mw.JWT.JWKSURL != "" {
+					key = "jwks_url"
+				}
+				at := []string{"middlewares", name, key}
+				errs = append(errs, &config.Error{Pos: cfg.ValuePos(at...), Msg: fmt.Sprintf("middlewares.%s.%s: %s", name, key, cfg.MaskEnv(err.Error(), at...))})
 				continue
 			}
 			s.middlewares[name] = st

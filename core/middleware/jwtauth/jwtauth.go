@@ -40,7 +40,8 @@ const minRSABits = 2048
 // Stage is the jwt middleware, a pipeline.RequestStage. It is immutable once built.
 type Stage struct {
 	parser    *jwt.Parser
-	key       any // []byte (HMAC) or a crypto.PublicKey
+	key       any   // []byte (HMAC) or a crypto.PublicKey
+	jwks      *jwks // the keys by kid, when they come from a JWK Set (then key is nil)
 	methods   []string
 	claim     string
 	consumers *consumer.Registry // nil: tokens are not mapped to consumers
@@ -60,6 +61,12 @@ func New(o config.JWTOptions, consumers *consumer.Registry) (*Stage, error) {
 		s.consumers = consumers
 	}
 	switch {
+	case o.JWKSFile != "" || o.JWKSURL != "":
+		src, err := newJWKS(o)
+		if err != nil {
+			return nil, err
+		}
+		s.jwks, s.methods = src, asymmetricMethods
 	case o.PublicKeyFile != "":
 		key, methods, err := readPublicKey(o.PublicKeyFile)
 		if err != nil {
@@ -135,26 +142,42 @@ func readPublicKey(file string) (crypto.PublicKey, []string, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %v", file, err)
 	}
+	methods, err := methodsFor(key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %v", file, err)
+	}
+	return key, methods, nil
+}
+
+// rsaMethods, ecMethods and edMethods are the algorithms each kind of public key verifies.
+var rsaMethods = []string{"RS256", "RS384", "RS512", "PS256", "PS384", "PS512"}
+
+// asymmetricMethods are every algorithm a public key may verify: what a key set (which may
+// change) is checked against. Never an HMAC algorithm, never "none".
+var asymmetricMethods = append(append([]string(nil), rsaMethods...), "ES256", "ES384", "ES512", "EdDSA")
+
+// methodsFor returns the algorithms public key verifies, or why it verifies none.
+func methodsFor(key any) ([]string, error) {
 	switch k := key.(type) {
 	case *rsa.PublicKey:
 		if k.N.BitLen() < minRSABits {
-			return nil, nil, fmt.Errorf("%s: the RSA key has %d bits; want at least %d (RFC 7518 §3.3)", file, k.N.BitLen(), minRSABits)
+			return nil, fmt.Errorf("the RSA key has %d bits; want at least %d (RFC 7518 §3.3)", k.N.BitLen(), minRSABits)
 		}
-		return k, []string{"RS256", "RS384", "RS512", "PS256", "PS384", "PS512"}, nil
+		return rsaMethods, nil
 	case *ecdsa.PublicKey:
 		switch k.Curve {
 		case elliptic.P256():
-			return k, []string{"ES256"}, nil
+			return []string{"ES256"}, nil
 		case elliptic.P384():
-			return k, []string{"ES384"}, nil
+			return []string{"ES384"}, nil
 		case elliptic.P521():
-			return k, []string{"ES512"}, nil
+			return []string{"ES512"}, nil
 		}
-		return nil, nil, fmt.Errorf("%s: ECDSA curve %s has no JWT algorithm (want P-256, P-384 or P-521)", file, k.Curve.Params().Name)
+		return nil, fmt.Errorf("ECDSA curve %s has no JWT algorithm (want P-256, P-384 or P-521)", k.Curve.Params().Name)
 	case ed25519.PublicKey:
-		return k, []string{"EdDSA"}, nil
+		return []string{"EdDSA"}, nil
 	}
-	return nil, nil, fmt.Errorf("%s: a %T key verifies no JWT algorithm (want RSA, ECDSA or Ed25519)", file, key)
+	return nil, fmt.Errorf("a %T key verifies no JWT algorithm (want RSA, ECDSA or Ed25519)", key)
 }
 
 // refusal is one answer of the middleware: its status, body in both error shapes, and the
@@ -250,7 +273,12 @@ func (s *Stage) OnRequest(rc *pipeline.RequestCtx) error {
 
 // keyFunc hands the parser the configured key. The parser has already refused an algorithm
 // not in s.methods, and each verifier refuses a key of another type.
-func (s *Stage) keyFunc(*jwt.Token) (any, error) { return s.key, nil }
+func (s *Stage) keyFunc(t *jwt.Token) (any, error) {
+	if s.jwks != nil {
+		return s.jwks.keyFor(t, s.now())
+	}
+	return s.key, nil
+}
 
 // bearer returns the token of "Authorization: Bearer <token>" (the scheme is
 // case-insensitive, RFC 9110 §11.1).
