@@ -1,7 +1,8 @@
 // Package jwtauth is the jwt middleware ([middlewares.<name>] type = "jwt"): it authenticates a
 // request by the JSON Web Token (RFC 7519) in its "Authorization: Bearer" field, verified with
-// github.com/golang-jwt/jwt/v5 against an HMAC secret (HS256, HS384, HS512) or a public key
-// (RS*, PS*, ES*, EdDSA), and answers 401 with a WWW-Authenticate challenge (RFC 6750 §3) when
+// github.com/golang-jwt/jwt/v5 against an HMAC secret (HS256, HS384, HS512), a public key
+// (RS*, PS*, ES*, EdDSA) or the keys of a JSON Web Key Set from a file or URL, chosen by the
+// token's kid and cached (jwks.go), and answers 401 with a WWW-Authenticate challenge (RFC 6750 §3) when
 // the token is missing or not valid.
 //
 // The algorithms a token may use are those of the configured key, fixed when the
