@@ -173,11 +173,11 @@ func TestLoadErrorPositions(t *testing.T) {
 				`t.toml:7:14: middlewares.a.rate is required (requests per minute, e.g. rate = 60)`,
 				`t.toml:9:1: middlewares.a: unknown key "rat" for a rate-limit middleware (did you mean "rate"? known keys: burst, key, max_keys, rate)`,
 				`t.toml:10:9: middlewares.a.burst 0: want 1..1000000`,
-				`t.toml:11:7: middlewares.a.key "cookie:session": want "client_ip", "api_key" or "header:<Name>" (a header field name, e.g. "header:X-Tenant")`,
+				`t.toml:11:7: middlewares.a.key "cookie:session": want "client_ip", "api_key", "jwt_subject" or "header:<Name>" (a header field name, e.g. "header:X-Tenant")`,
 				`t.toml:14:8: middlewares.b.rate must be a number, not a string`,
 				`t.toml:15:12: middlewares.b.max_keys 10: want 64..16777216`,
 				`t.toml:18:8: middlewares.c.rate 0.0001: want 0.01..1e+08`,
-				`t.toml:19:7: middlewares.c.key "header:X Tenant": want "client_ip", "api_key" or "header:<Name>" (a header field name, e.g. "header:X-Tenant")`,
+				`t.toml:19:7: middlewares.c.key "header:X Tenant": want "client_ip", "api_key", "jwt_subject" or "header:<Name>" (a header field name, e.g. "header:X-Tenant")`,
 			},
 		},
 		{
@@ -240,7 +240,7 @@ func TestLoadErrorPositions(t *testing.T) {
 				`t.toml:13:10: middlewares.b.leeway: invalid duration "1h" (want 0s to 10m0s, such as "30s")`,
 				`t.toml:14:18: middlewares.b.audience[1] must be a string, not an integer`,
 				`t.toml:18:1: middlewares.c: value, public_key_file are exclusive (an HMAC secret, a public key, or a JWK Set)`,
-				`t.toml:19:1: middlewares.c: unknown key "claims" for a jwt middleware (did you mean "claim"? known keys: audience, claim, issuer, jwks_file, jwks_refresh, jwks_url, leeway, public_key_file, value)`,
+				`t.toml:19:1: middlewares.c: unknown key "claims" for a jwt middleware (did you mean "claim"? known keys: audience, claim, forward_claims, issuer, jwks_file, jwks_refresh, jwks_url, leeway, public_key_file, value)`,
 			},
 		},
 		{

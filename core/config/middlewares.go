@@ -15,6 +15,9 @@ const (
 	// RateLimitKeyAPIKey counts by the consumer an api-key (or jwt) middleware before it
 	// authenticated.
 	RateLimitKeyAPIKey = "api_key"
+	// RateLimitKeyJWTSubject counts by the subject (sub) of the token a jwt middleware before
+	// it verified.
+	RateLimitKeyJWTSubject = "jwt_subject"
 	// RateLimitKeyHeader prefixes a header field name: "header:X-Tenant" counts by its value.
 	RateLimitKeyHeader = "header:"
 )
@@ -108,13 +111,17 @@ type JWTOptions struct {
 	// JWKSRefresh is how long a fetched key set is used before it is fetched again
 	// (jwks_refresh). Default 5m.
 	JWKSRefresh time.Duration
+	// ForwardClaims send claims of a verified token upstream (forward_claims, a table of
+	// claim = field name): HeaderPair.Name is the claim, Value the request field. The client's
+	// fields of those names are always removed.
+	ForwardClaims []HeaderPair
 }
 
 // knownOptions are the option keys of each middleware type, sorted.
 var knownOptions = map[string][]string{
 	MiddlewareRateLimit:      {"burst", "key", "max_keys", "rate"},
 	MiddlewareCircuitBreaker: {"cooldown_secs", "failure_threshold", "success_threshold"},
-	MiddlewareJWT:            {"audience", "claim", "issuer", "jwks_file", "jwks_refresh", "jwks_url", "leeway", "public_key_file", "value"},
+	MiddlewareJWT:            {"audience", "claim", "forward_claims", "issuer", "jwks_file", "jwks_refresh", "jwks_url", "leeway", "public_key_file", "value"},
 }
 
 // optionChecker reads the options of one middleware, reporting each problem at its key or
@@ -255,11 +262,11 @@ func (c *Config) validateRateLimitOptions(e *errs, name string, m *Middleware) {
 		MaxKeys: o.integer("max_keys", DefaultRateLimitMaxKeys, MinRateLimitMaxKeys, MaxRateLimitMaxKeys),
 	}
 	switch h, isHeader := strings.CutPrefix(rl.Key, RateLimitKeyHeader); {
-	case rl.Key == RateLimitKeyClientIP || rl.Key == RateLimitKeyAPIKey:
+	case rl.Key == RateLimitKeyClientIP || rl.Key == RateLimitKeyAPIKey || rl.Key == RateLimitKeyJWTSubject:
 	case isHeader && h != "" && len(h) <= maxAPIKeyHeaderNameLen && strings.IndexFunc(h, notTokenChar) < 0:
 		rl.Header = h
 	default:
-		e.add(c.ValuePos(o.path("key")...), "middlewares.%s.key %q: want %q, %q or \"header:<Name>\" (a header field name, e.g. \"header:X-Tenant\")", name, c.shown(rl.Key, o.path("key")...), RateLimitKeyClientIP, RateLimitKeyAPIKey)
+		e.add(c.ValuePos(o.path("key")...), "middlewares.%s.key %q: want %q, %q, %q or \"header:<Name>\" (a header field name, e.g. \"header:X-Tenant\")", name, c.shown(rl.Key, o.path("key")...), RateLimitKeyClientIP, RateLimitKeyAPIKey, RateLimitKeyJWTSubject)
 		rl.Key = DefaultRateLimitKey
 	}
 	m.RateLimit = rl
@@ -295,6 +302,24 @@ func (c *Config) validateJWTOptions(e *errs, name string, m *Middleware) {
 	j.JWKSRefresh = o.duration("jwks_refresh", DefaultJWKSRefresh, MinJWKSRefresh, MaxJWKSRefresh)
 	if u := j.JWKSURL; u != "" && !strings.HasPrefix(u, "https://") && !strings.HasPrefix(u, "http://") {
 		e.add(c.ValuePos(o.path("jwks_url")...), "middlewares.%s.jwks_url %q: want an https:// URL", name, c.shown(u, o.path("jwks_url")...))
+	}
+	if v, ok := o.value("forward_claims"); ok {
+		t, isTable := v.(map[string]any)
+		if !isTable {
+			o.typeError("forward_claims", `a table of claim = "Field-Name", e.g. { sub = "X-User-Id" }`, v)
+		}
+		for _, claim := range sortedNames(t) {
+			at := []string{"middlewares", name, "forward_claims", claim}
+			h, isStr := t[claim].(string)
+			switch {
+			case !isStr || h == "" || len(h) > maxAPIKeyHeaderNameLen || strings.IndexFunc(h, notTokenChar) >= 0:
+				e.add(c.ValuePos(at...), "middlewares.%s.forward_claims.%s: want a header field name such as \"X-User-Id\"", name, claim)
+			case oneOf(strings.ToLower(h), framingFields) || strings.EqualFold(h, "Authorization"):
+				e.add(c.ValuePos(at...), "middlewares.%s.forward_claims.%s: %q cannot carry a claim", name, claim, h)
+			default:
+				j.ForwardClaims = append(j.ForwardClaims, HeaderPair{Name: claim, Value: h})
+			}
+		}
 	}
 	var keySources []string
 	for _, k := range []string{"value", "public_key_file", "jwks_file", "jwks_url"} {
@@ -350,7 +375,7 @@ func (c *Config) validateJWTOptions(e *errs, name string, m *Middleware) {
 func (c *Config) validateMiddlewareOrder(e *errs) {
 	for _, name := range sortedNames(c.Routers) {
 		r := c.Routers[name]
-		auth := false
+		auth, jwtAuth := false, false
 		for i, mw := range r.Middlewares {
 			m := c.Middlewares[mw]
 			if m == nil {
@@ -358,6 +383,12 @@ func (c *Config) validateMiddlewareOrder(e *errs) {
 			}
 			if m.Type == MiddlewareAPIKey || m.Type == MiddlewareJWT {
 				auth = true
+			}
+			if m.Type == MiddlewareJWT {
+				jwtAuth = true
+			}
+			if m.RateLimit != nil && m.RateLimit.Key == RateLimitKeyJWTSubject && !jwtAuth {
+				e.add(c.ValuePos("routers", name, "middlewares", strconv.Itoa(i)), "routers.%s.middlewares: %q counts requests by token subject (key = %q): list a jwt middleware before it", name, c.shown(mw, "routers", name, "middlewares", strconv.Itoa(i)), RateLimitKeyJWTSubject)
 			}
 			if m.RateLimit != nil && m.RateLimit.Key == RateLimitKeyAPIKey && !auth {
 				e.add(c.ValuePos("routers", name, "middlewares", strconv.Itoa(i)), "routers.%s.middlewares: %q counts requests by consumer (key = %q): list an api-key or jwt middleware before it", name, c.shown(mw, "routers", name, "middlewares", strconv.Itoa(i)), RateLimitKeyAPIKey)

@@ -242,15 +242,17 @@ func (rc *RequestCtx) exchange() error {
 			return err
 		}
 		if !errors.Is(err, pool.ErrDial) {
-			if !rc.mayResend(err) {
-				if rc.route.Chain.retries() {
-					if retry, werr := rc.retryAfter(b, attempts, 0, err); werr != nil {
-						return werr
-					} else if retry {
-						try = -1 // each attempt gets its own connect tries
-						continue
-					}
+			if rc.route.Chain.retries() {
+				// The route's retry stage decides first: its budget and backoff bound what
+				// it sends again, to any backend (this one too, when it is the only one).
+				if retry, werr := rc.retryAfter(b, attempts, 0, err); werr != nil {
+					return werr
+				} else if retry {
+					try = -1 // each attempt gets its own connect tries
+					continue
 				}
+			}
+			if !rc.mayResend(err) {
 				return rc.upstreamFailed(b, err)
 			}
 			// The upstream took the request and left without a response byte: the request

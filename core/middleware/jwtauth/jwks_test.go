@@ -113,3 +113,20 @@ func TestJWKSWithoutUsableKeys(t *testing.T) {
 	_, err := New(config.JWTOptions{JWKSFile: file, JWKSRefresh: time.Hour}, nil)
 	require.ErrorContains(t, err, "no public signature key")
 }
+
+// Chosen claims of a verified token go upstream in request fields; a client's own fields of
+// those names never do, with or without a token.
+func TestForwardClaims(t *testing.T) {
+	up := mwtest.NewUpstream(t, mwtest.Status(200))
+	o := hmacOpts()
+	o.ForwardClaims = []config.HeaderPair{{Name: "sub", Value: "X-User-Id"}, {Name: "tier", Value: "X-Tier"}, {Name: "groups", Value: "X-Groups"}}
+	h := mwtest.New(t, []any{newStage(t, o, nil)}, up.Addr())
+	tok := sign(t, jwt.SigningMethodHS256, []byte(secret), claims("tier", 2, "groups", []string{"a"}))
+	r := h.Do(t, "192.0.2.1", "GET / HTTP/1.1\r\nHost: gw\r\nX-User-Id: forged\r\nAuthorization: Bearer "+tok, "")
+	require.Equal(t, 200, r.Status)
+	head := up.Heads()[0]
+	require.Contains(t, head, "X-User-Id: team-a\r\n")
+	require.Contains(t, head, "X-Tier: 2\r\n")
+	require.NotContains(t, head, "forged")
+	require.NotContains(t, head, "X-Groups", "an array claim is not sent")
+}

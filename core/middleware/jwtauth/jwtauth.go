@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -48,6 +49,36 @@ type Stage struct {
 	consumers *consumer.Registry // nil: tokens are not mapped to consumers
 	noClaim   *refusal           // the token lacks the claim that names its consumer
 	now       func() time.Time   // a field so that tests can set the clock
+	forward   []forwardClaim     // claims sent upstream in request fields
+}
+
+// forwardClaim sends a verified token's claim upstream in a request field.
+type forwardClaim struct {
+	claim  string
+	header []byte
+}
+
+// forwardClaims adds the configured claims of a verified token to the upstream request: a
+// string as is, a number or a boolean in its JSON form; other claims (objects, arrays) and
+// values with control characters are not sent.
+func (s *Stage) forwardClaims(rc *pipeline.RequestCtx, claims jwt.MapClaims) {
+	for _, f := range s.forward {
+		var v []byte
+		switch x := claims[f.claim].(type) {
+		case string:
+			v = []byte(x)
+		case float64:
+			v = strconv.AppendFloat(nil, x, 'f', -1, 64)
+		case bool:
+			v = strconv.AppendBool(nil, x)
+		default:
+			continue
+		}
+		if len(v) == 0 || bytes.ContainsAny(v, "\r\n\x00") {
+			continue
+		}
+		rc.AddUpstreamHeader(f.header, v)
+	}
 }
 
 // New returns the stage of a jwt middleware with options o (checked by config.Load). It reads
@@ -93,6 +124,9 @@ func New(o config.JWTOptions, consumers *consumer.Registry) (*Stage, error) {
 		opts = append(opts, jwt.WithAudience(o.Audience...))
 	}
 	s.parser = jwt.NewParser(opts...)
+	for _, p := range o.ForwardClaims {
+		s.forward = append(s.forward, forwardClaim{claim: p.Name, header: []byte(p.Value)})
+	}
 	s.noClaim = newRefusal(401, "the token has no "+s.claim+" claim naming its consumer")
 	return s, nil
 }
@@ -249,6 +283,9 @@ func refusalFor(err error) *refusal {
 // OnRequest implements pipeline.RequestStage: the request goes on when its bearer token
 // verifies, carrying its consumer when consumers are defined.
 func (s *Stage) OnRequest(rc *pipeline.RequestCtx) error {
+	for _, f := range s.forward {
+		rc.RemoveRequestHeader(f.header) // only the gateway says who the caller is
+	}
 	tok, ok := bearer(rc)
 	if !ok {
 		return errMissing.reply(rc)
@@ -257,6 +294,10 @@ func (s *Stage) OnRequest(rc *pipeline.RequestCtx) error {
 	if _, err := s.parser.ParseWithClaims(string(tok), claims, s.keyFunc); err != nil {
 		return refusalFor(err).reply(rc)
 	}
+	if sub, ok := claims["sub"].(string); ok && sub != "" {
+		consumer.SetSubject(rc, sub)
+	}
+	s.forwardClaims(rc, claims)
 	if s.consumers == nil {
 		return nil
 	}

@@ -32,7 +32,6 @@ func TestAPIKeyGuardsAServiceRoute(t *testing.T) {
 	require.Equal(t, 2, up.Count())
 }
 
-
 // BenchmarkAPIKey measures the api-key middleware per request once warm (the key hashed on
 // the stack, a map lookup) against the answering stage alone:
 //

@@ -16,6 +16,7 @@ type keyKind uint8
 const (
 	byClientIP keyKind = iota
 	byConsumer
+	bySubject
 	byHeader
 )
 
@@ -25,6 +26,7 @@ const (
 	tagIP       = 'i'
 	tagConsumer = 'c'
 	tagHeader   = 'h'
+	tagSubject  = 's'
 )
 
 // Stage is the rate-limit middleware: a pipeline.RequestStage over a Limiter. One Stage
@@ -48,6 +50,8 @@ func New(name string, o config.RateLimitOptions, prev *Stage) *Stage {
 	switch o.Key {
 	case config.RateLimitKeyAPIKey:
 		s.by = byConsumer
+	case config.RateLimitKeyJWTSubject:
+		s.by = bySubject
 	case config.RateLimitKeyClientIP, "":
 		s.by = byClientIP
 	default:
@@ -107,6 +111,10 @@ func (s *Stage) key(rc *pipeline.RequestCtx, buf []byte) (byte, []byte) {
 	case byConsumer:
 		if c := consumer.From(rc); c != nil {
 			return tagConsumer, append(buf, c.Name...)
+		}
+	case bySubject:
+		if sub := consumer.Subject(rc); sub != "" {
+			return tagSubject, append(buf, sub...)
 		}
 	case byHeader:
 		if v, ok := rc.Req.HeaderValue(s.header); ok {

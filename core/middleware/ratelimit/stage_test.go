@@ -8,11 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-gw/sluice/core/config"
 	"github.com/sluice-gw/sluice/core/consumer"
 	"github.com/sluice-gw/sluice/core/middleware/internal/mwtest"
+	"github.com/sluice-gw/sluice/core/middleware/jwtauth"
 	"github.com/sluice-gw/sluice/core/pipeline"
 )
 
@@ -181,4 +183,22 @@ func TestStageKeysByForwardedClientBehindATrustedProxy(t *testing.T) {
 	require.Equal(t, 429, do(proxy, "198.51.100.2:4711, 10.1.1.1"), "trusted hops are skipped, a port is ignored")
 	require.Equal(t, 503, do("192.0.2.77", "198.51.100.3"), "an untrusted peer is counted by its own address")
 	require.Equal(t, 429, do("192.0.2.77", "198.51.100.4"), "whatever it claims")
+}
+
+// key = "jwt_subject" counts by the verified token's subject: two subjects from one address
+// have their own buckets.
+func TestStageKeysByJWTSubject(t *testing.T) {
+	const key = "0123456789abcdef0123456789abcdef"
+	jwtStage, err := jwtauth.New(config.JWTOptions{Secret: key, Leeway: time.Minute, Claim: "sub"}, nil)
+	require.NoError(t, err)
+	s := New("per-subject", opts(1, 1, config.RateLimitKeyJWTSubject), nil)
+	h := mwtest.New(t, []any{jwtStage, s})
+	do := func(sub string) int {
+		tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": sub, "exp": time.Now().Add(time.Hour).Unix()}).SignedString([]byte(key))
+		require.NoError(t, err)
+		return h.Do(t, "192.0.2.1", "GET / HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer "+tok, "").Status
+	}
+	require.Equal(t, 503, do("alice"))
+	require.Equal(t, 429, do("alice"))
+	require.Equal(t, 503, do("bob"), "another subject, same address: its own bucket")
 }
