@@ -20,7 +20,7 @@ type FileProvider struct {
 	// Watch reloads the configuration when a file of it changes on disk (the configuration
 	// file or directory, and Directory), as SIGHUP does. Default false.
 	Watch bool `toml:"watch"`
-	// Directory, when set, is a directory whose *.toml files (not starting with ".") are
+	// Directory, when set (not ""), is a directory whose *.toml files (not starting with ".") are
 	// merged after the configuration, in name order, like the files of a configuration
 	// directory. Relative to the directory of the file that sets it.
 	Directory string `toml:"directory"`
@@ -81,9 +81,6 @@ func (c *Config) WatchPaths() []string {
 
 func (c *Config) validateProviders(e *errs) {
 	f := &c.Providers.File
-	if f.Directory == "" && !c.missing("providers", "file", "directory") {
-		e.add(c.ValuePos("providers", "file", "directory"), "providers.file.directory is empty: name a directory of *.toml files, or remove the key")
-	}
 	if f.Debounce < MinDebounce || f.Debounce > MaxDebounce {
 		e.add(c.ValuePos("providers", "file", "debounce"), "providers.file.debounce %v: want %v..%v", f.Debounce, MinDebounce, MaxDebounce)
 	}
