@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -172,4 +173,53 @@ func TestActiveChecksFollowAReload(t *testing.T) {
 	}
 	require.Equal(t, n, a.probes.Load(), "no probe to a removed server after the reload")
 	require.False(t, g.Snapshot().Services["up"].Backends[1].LB.Down())
+}
+
+// A stream that fails after its 200 counts as a failure of its backend: five cut streams in a
+// row eject it, and the streams that follow go to the other backend and arrive whole.
+func TestPassiveHealthCountsStreamsCutAfterTheirHead(t *testing.T) {
+	var cut atomic.Int32
+	stream := func(c net.Conn, fail bool) bool {
+		if _, err := io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"); err != nil {
+			return false
+		}
+		ev := "data: {\"i\":0}\n\n"
+		if _, err := fmt.Fprintf(c, "%x\r\n%s\r\n", len(ev), ev); err != nil {
+			return false
+		}
+		if fail {
+			cut.Add(1)
+			return false // the connection closes mid-stream
+		}
+		_, err := io.WriteString(c, "e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n")
+		return err == nil
+	}
+	bad := serveUpstream(t, func(c net.Conn, _ *bufio.Reader, _ string, _ []byte) bool { return stream(c, true) })
+	good := serveUpstream(t, func(c net.Conn, _ *bufio.Reader, _ string, _ []byte) bool { return stream(c, false) })
+	_, base := startHealthGateway(t, "", fmt.Sprintf(`
+[entrypoints.web]
+address = "127.0.0.1:0"
+[admin]
+address = ""
+[routers.api]
+rule = "PathPrefix(`+"`/`"+`)"
+service = "up"
+[services.up.load_balancer]
+servers = [{ url = "http://%s" }, { url = "http://%s" }]
+passive_health = { error_rate = 0 }
+`, bad.addr(), good.addr()))
+	read := func() string {
+		resp, err := http.Get(base + "/v1/chat/completions")
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	for cut.Load() < 5 {
+		read()
+	}
+	for range 10 {
+		require.Contains(t, read(), "data: [DONE]", "only the healthy backend serves")
+	}
+	require.Equal(t, int32(5), cut.Load(), "the ejected backend got no stream")
 }

@@ -1,6 +1,7 @@
 package retry
 
 import (
+	"net/netip"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/sluice-gw/sluice/core/config"
 	"github.com/sluice-gw/sluice/core/middleware/internal/mwtest"
+	"github.com/sluice-gw/sluice/core/pipeline"
 )
 
 func opts(attempts int, budget float64, minRetries int) config.RetryOptions {
@@ -101,4 +103,43 @@ func TestBackoffDoublesWithJitterAndCap(t *testing.T) {
 	}
 	_, ok := s.OnRetry(nil, 1, 502, nil)
 	require.False(t, ok, "502 is not in statuses")
+}
+
+type answer200 struct{}
+
+func (answer200) OnRequest(rc *pipeline.RequestCtx) error {
+	return rc.Reply(200, "application/json", emptyJSON)
+}
+
+var emptyJSON = []byte(`{}`)
+
+// BenchmarkStage measures the retry middleware's cost on a request that needs no retry (its
+// share paid into the budget) against the answering stage alone:
+//
+//	go test -run '^$' -bench Stage -benchmem ./core/middleware/retry/
+func BenchmarkStage(b *testing.B) {
+	for _, bc := range []struct {
+		name   string
+		stages []any
+	}{
+		{"baseline", []any{answer200{}}},
+		{"retry", []any{New(opts(3, 0.2, 10), nil), answer200{}}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			h := mwtest.New(b, bc.stages)
+			var rc pipeline.RequestCtx
+			rc.SetClientAddr(netip.MustParseAddr("192.0.2.33"))
+			if err := rc.Req.ParseRequestHead([]byte("GET /v1/models HTTP/1.1\r\nHost: gw\r\n\r\n"), nil); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				h.EP.Begin(&rc)
+				if rc.Status() != 200 {
+					b.Fatal(rc.Status())
+				}
+				rc.Finish()
+			}
+		})
+	}
 }
