@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	vm "github.com/VictoriaMetrics/metrics"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-gw/sluice/core/config"
@@ -222,4 +223,31 @@ passive_health = { error_rate = 0 }
 		require.Contains(t, read(), "data: [DONE]", "only the healthy backend serves")
 	}
 	require.Equal(t, int32(5), cut.Load(), "the ejected backend got no stream")
+}
+
+// Probes of an https server verify it as requests do, with the service's CA file.
+func TestActiveHealthChecksOverUpstreamTLS(t *testing.T) {
+	certFile, keyFile, _ := selfSigned(t, t.TempDir())
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(200) })}
+	go func() { _ = srv.ServeTLS(ln, certFile, keyFile) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	url := "https://" + ln.Addr().String()
+	g, _ := startHealthGateway(t, "", fmt.Sprintf(`
+[entrypoints.web]
+address = "127.0.0.1:0"
+[admin]
+address = ""
+[routers.api]
+rule = "PathPrefix(`+"`/`"+`)"
+service = "up"
+[services.up.load_balancer]
+servers = [{ url = %q }]
+tls = { ca_file = %q }
+health_check = { path = "/health", interval = "100ms", unhealthy_threshold = 1 }
+`, url, certFile))
+	ok := vm.GetOrCreateCounter(`sluice_health_checks_total{service="up",backend="` + url + `",result="ok"}`)
+	require.Eventually(t, func() bool { return ok.Get() >= 2 }, 10*time.Second, time.Millisecond)
+	require.False(t, g.Snapshot().Services["up"].Backends[0].LB.Down())
 }

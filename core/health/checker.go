@@ -95,7 +95,7 @@ type Checker struct {
 // goroutines after each probe; it must not block for long. client nil uses NewClient().
 func New(spec Spec, client *http.Client, targets []*Target, observe func(Result)) *Checker {
 	if client == nil {
-		client = NewClient()
+		client = NewClient(nil)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Checker{spec: spec, client: client, targets: targets, observe: observe, ctx: ctx, cancel: cancel}

@@ -17,6 +17,7 @@ package health
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -119,11 +120,14 @@ func (s *Spec) Probe(ctx context.Context, client *http.Client, base string) erro
 
 // NewClient returns an HTTP client for probes: its own connections (kept alive between
 // probes), never the request path's pools, and no redirects followed (a redirect is a status
-// like any other).
-func NewClient() *http.Client {
+// like any other). tc, when not nil, verifies https servers (a private CA, a server name).
+func NewClient(tc *tls.Config) *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConnsPerHost = 1
 	t.Proxy = nil
+	if tc != nil {
+		t.TLSClientConfig = tc
+	}
 	return &http.Client{
 		Transport:     t,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },

@@ -1,6 +1,8 @@
 package snapshot
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"log/slog"
 	"strconv"
 
@@ -19,7 +21,9 @@ type healthLB struct {
 
 // compileHealth gives service name its passive health and, with a health_check, the active
 // checker of its servers, whose judged states it takes over from prev by server.
-func (s *Snapshot) compileHealth(cfg *config.Config, name string, svc *pipeline.Service, prev *Snapshot) {
+// Probes of https servers verify them as requests do: with the service's CA file (roots, nil
+// for the system's) and server name.
+func (s *Snapshot) compileHealth(cfg *config.Config, name string, svc *pipeline.Service, prev *Snapshot, roots *x509.CertPool) {
 	lb := cfg.Services[name].LoadBalancer
 	members := make([]health.Member, len(svc.Backends))
 	hm := make([]*metrics.Health, len(svc.Backends))
@@ -58,7 +62,11 @@ func (s *Snapshot) compileHealth(cfg *config.Config, name string, svc *pipeline.
 		byTarget[t] = i
 	}
 	log := slog.Default()
-	s.checkers = append(s.checkers, health.New(hc.Spec(), nil, targets, func(r health.Result) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: roots}
+	if lb.TLS != nil {
+		tc.ServerName = lb.TLS.ServerName
+	}
+	s.checkers = append(s.checkers, health.New(hc.Spec(), health.NewClient(tc), targets, func(r health.Result) {
 		i := byTarget[r.Target]
 		b := svc.Backends[i]
 		hm[i].Check(r.Err == nil)

@@ -515,7 +515,7 @@ func (s *Snapshot) compileService(cfg *config.Config, name string, sc *config.Se
 		return nil, config.ErrorList{cfg.Errorf([]string{"services", name, "load_balancer", "strategy"}, "services.%s.load_balancer.strategy: %s", name, cfg.MaskEnv(err.Error(), "services", name, "load_balancer", "strategy"))}
 	}
 	svc.Balancer = bal
-	s.compileHealth(cfg, name, svc, prev)
+	s.compileHealth(cfg, name, svc, prev, roots)
 	return svc, nil
 }
 

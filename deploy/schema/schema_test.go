@@ -232,7 +232,7 @@ func TestSchemaPatternsAgreeWithLoader(t *testing.T) {
 			}
 		}
 	}
-	require.Len(t, durations, 16, "durations in the schema")
+	require.Len(t, durations, 17, "durations in the schema")
 	// The loader also bounds the workers' poll interval and wants the observation TTL above
 	// it (the other key keeps its default here), which a pattern cannot say: for these two
 	// keys the schema is knowingly looser.
