@@ -39,6 +39,8 @@ func TestDefaultsApplied(t *testing.T) {
 		Strategy: StrategyRoundRobin, Servers: []Server{{URL: "http://127.0.0.1:8000", Weight: 1}},
 		DialTimeout: 5 * time.Second, ResponseHeaderTimeout: 5 * time.Minute, StreamIdleTimeout: 5 * time.Minute,
 		IdleConnTimeout: 90 * time.Second, MaxIdleConns: 1024, WebSocketIdleTimeout: 5 * time.Minute,
+		PassiveHealth: PassiveHealth{ConsecutiveFailures: 5, ConsecutiveSuccesses: 2, ErrorRate: 0.5,
+			ErrorWindow: time.Minute, MinRequests: 20, Ejection: 10 * time.Second, MaxEjection: 5 * time.Minute},
 	}
 	if !reflect.DeepEqual(lb, wantLB) {
 		t.Errorf("load balancer defaults:\n got %+v\nwant %+v", lb, wantLB)

@@ -97,10 +97,13 @@ type Config struct {
 	Models map[string]*Model `toml:"models"`
 	// Consumers are the callers of model routers and their grants, [consumers.<name>].
 	Consumers map[string]*Consumer `toml:"consumers"`
+	// Providers are configuration sources and file watching, [providers] (providers.go).
+	Providers Providers `toml:"providers"`
 
-	files    []string             // the files loaded, in merge order
-	index    map[string]keyPlace  // key path (joined with pathSep) -> where it was defined
-	expanded map[string]expansion // key path -> a string value that had "${" as written
+	files       []string             // the files loaded, in merge order
+	providerDir string               // providers.file.directory as loaded (absolute), "" when none
+	index       map[string]keyPlace  // key path (joined with pathSep) -> where it was defined
+	expanded    map[string]expansion // key path -> a string value that had "${" as written
 }
 
 // Entrypoint is one listener, [entrypoints.<name>].
@@ -301,6 +304,11 @@ type LoadBalancer struct {
 	// TLS says how https:// servers are verified: a CA file and the server name. Default:
 	// the system's roots and each server's host.
 	TLS *UpstreamTLS `toml:"tls"`
+
+	// HealthCheck, when set, probes each server actively (edge_health.go).
+	HealthCheck *HealthCheck `toml:"health_check"`
+	// PassiveHealth tunes how request outcomes eject servers; always on (edge_health.go).
+	PassiveHealth PassiveHealth `toml:"passive_health"`
 }
 
 // Server is one upstream, an element of load_balancer.servers.
@@ -322,7 +330,8 @@ type Server struct {
 type Middleware struct {
 	// Name is the table name (not a TOML key).
 	Name string `toml:"-"`
-	// Type is one of "jwt", "rate-limit", "circuit-breaker", "api-key"; required.
+	// Type is one of "jwt", "rate-limit", "circuit-breaker", "api-key", "headers",
+	// "strip-prefix", "cors", "ip-allow", "body-limit", "compress", "retry"; required.
 	Type string `toml:"type"`
 	// Options holds every other key as decoded TOML: string, int64, float64,
 	// bool, []any, map[string]any or a go-toml date/time value.
@@ -333,6 +342,16 @@ type Middleware struct {
 	RateLimit      *RateLimitOptions      `toml:"-"`
 	CircuitBreaker *CircuitBreakerOptions `toml:"-"`
 	JWT            *JWTOptions            `toml:"-"`
+
+	// The options of the HTTP policy middlewares (edge_middlewares.go), as Load checked and
+	// defaulted them; nil for the other types.
+	Headers     *HeadersOptions     `toml:"-"`
+	StripPrefix *StripPrefixOptions `toml:"-"`
+	CORS        *CORSOptions        `toml:"-"`
+	IPAllow     *IPAllowOptions     `toml:"-"`
+	BodyLimit   *BodyLimitOptions   `toml:"-"`
+	Compress    *CompressOptions    `toml:"-"`
+	Retry       *RetryOptions       `toml:"-"`
 }
 
 // Admin is the admin API listener, [admin] (docs/admin-api.md).
@@ -374,6 +393,7 @@ type Log struct {
 // absent key keeps its default and an explicit zero (false, 0) is kept.
 
 func (c *Config) setDefaults() {
+	c.Providers.File.setDefaults()
 	c.Admin.setDefaults()
 	c.Log.setDefaults()
 }
@@ -396,6 +416,7 @@ func (lb *LoadBalancer) setDefaults() {
 	lb.IdleConnTimeout = DefaultIdleConnTimeout
 	lb.MaxIdleConns = DefaultMaxIdleConns
 	lb.WebSocketIdleTimeout = DefaultWebSocketIdleTimeout
+	lb.PassiveHealth.setDefaults()
 }
 
 func (s *Server) setDefaults() { s.Weight = DefaultWeight }
@@ -425,10 +446,8 @@ func (l *Log) setDefaults() {
 // refused like unknown keys, with a message saying what they are. The key is
 // the schema path: table names and array indexes replaced by "*".
 var plannedKeys = map[string]string{
-	"providers":                             "configuration providers ([providers], file watching)",
-	"services.*.mirror":                     "traffic mirroring ([services.<name>.mirror])",
-	"services.*.scaling":                    "scaling ([services.<name>.scaling])",
-	"services.*.revisions":                  "revisions (services.<name>.revisions)",
-	"services.*.rollout":                    "progressive rollout ([services.<name>.rollout])",
-	"services.*.load_balancer.health_check": "active health checks (load_balancer.health_check)",
+	"services.*.mirror":    "traffic mirroring ([services.<name>.mirror])",
+	"services.*.scaling":   "scaling ([services.<name>.scaling])",
+	"services.*.revisions": "revisions (services.<name>.revisions)",
+	"services.*.rollout":   "progressive rollout ([services.<name>.rollout])",
 }

@@ -421,6 +421,7 @@ func (c *Config) validate(e *errs, lookup func(string) (string, bool)) {
 			}
 		}
 		c.validateWorkers(e, name, &s.Workers, lookup)
+		c.validateHealth(e, name, lb)
 	}
 
 	for _, name := range sortedNames(c.Middlewares) {
@@ -443,6 +444,8 @@ func (c *Config) validate(e *errs, lookup func(string) (string, bool)) {
 			c.validateCircuitBreakerOptions(e, name, m)
 		case MiddlewareJWT:
 			c.validateJWTOptions(e, name, m)
+		default:
+			c.validateEdgeOptions(e, name, m)
 		}
 	}
 	c.validateMiddlewareOrder(e)
@@ -476,6 +479,7 @@ func (c *Config) validate(e *errs, lookup func(string) (string, bool)) {
 		}
 	}
 	c.validateModels(e, lookup)
+	c.validateProviders(e)
 	if !oneOf(c.Log.Level, logLevels) {
 		e.add(c.ValuePos("log", "level"), "log.level %q: want one of %s", c.shown(c.Log.Level, "log", "level"), quoteAll(logLevels))
 	}

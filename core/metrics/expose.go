@@ -63,6 +63,10 @@ var Families = []Family{
 	{"sluice_pd_pairs_exhausted_total", "counter", "Prefill/decode serving: requests for which no pair of the target could serve (the next target, if any, took them)."},
 	{"sluice_pd_aborts_total", "counter", "Prefill/decode serving: executions aborted on both workers, by reason: leg_failed, client_gone, timeout (execution_timeout_ms) or stream_failed."},
 	{"sluice_pd_prepare_batch_size", "histogram", "Prefill/decode serving: decode/prepare reservations per call to a decode worker (1: a plain decode/prepare; more: one decode/prepare:batch call)."},
+	{"sluice_health_checks_total", "counter", "Active health check probes of a backend, by result (ok or fail)."},
+	{"sluice_backend_ejections_total", "counter", "Times a backend was taken out of rotation, by reason: active (its health checks failed) or passive (its requests failed)."},
+	{"sluice_backend_ejections_refused_total", "counter", "Passive ejections not made because the backend was the last of its service in rotation (it kept serving)."},
+	{"sluice_service_no_healthy_backend_total", "counter", "Times active health checks left a service without a healthy backend."},
 	{"sluice_circuit_breaker_state", "gauge", "State of a circuit-breaker middleware's breaker over the backend: 0 closed (requests pass), 1 open (the backend is kept out), 2 half-open (one probe request at a time)."},
 }
 

@@ -30,6 +30,9 @@ type RequestCtx struct {
 	peer    netip.Addr // ClientIP parsed: what trusted_ips is matched against
 	trusted bool       // the peer is in the entrypoint's TrustedIPs
 
+	client      netip.Addr // ClientAddr, once computed for the request
+	clientKnown bool
+
 	ep      *Entrypoint
 	route   *Route
 	service *Service // where the request goes: the route's, or one a stage chose
@@ -63,6 +66,9 @@ type RequestCtx struct {
 	upExtra   []fieldRef
 	respExtra []fieldRef
 	upHead    *[]byte // the upstream head, from pick to the end of its round trip
+
+	enc   Encoder // codes the response body (a compress stage), nil for none
+	encIn *[]byte // the upstream payload read before it is coded
 
 	outcome       Outcome
 	countedReason string // the upstream failure reason last counted as it happened (connect failures, resent requests)
@@ -156,6 +162,7 @@ func (rc *RequestCtx) SetClientAddr(a netip.Addr) {
 // address or the cancellation state, which the engine manages).
 func (rc *RequestCtx) reset(ep *Entrypoint) {
 	rc.ep = ep
+	rc.client, rc.clientKnown = netip.Addr{}, false
 	rc.route, rc.service, rc.hooks, rc.backend, rc.tried = nil, nil, nil, nil, nil
 	clear(rc.slots[:])
 	rc.start = time.Now()

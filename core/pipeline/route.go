@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/sluice-gw/sluice/core/balancer"
+	"github.com/sluice-gw/sluice/core/health"
 	"github.com/sluice-gw/sluice/core/http1"
 	"github.com/sluice-gw/sluice/core/metrics"
 	"github.com/sluice-gw/sluice/pool"
@@ -58,6 +59,9 @@ type Service struct {
 	// WebSocketIdleTimeout ends a WebSocket tunnel to the service that moved no byte either
 	// way for this long; 0: DefaultWebSocketIdleTimeout.
 	WebSocketIdleTimeout time.Duration
+	// Health judges the backends by the outcomes of their requests (passive health); nil
+	// judges nothing.
+	Health *health.Passive
 }
 
 // Backend is one upstream server of a service (one entry of its servers list) with its

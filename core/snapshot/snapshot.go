@@ -22,11 +22,15 @@ import (
 	"github.com/sluice-gw/sluice/core/balancer"
 	"github.com/sluice-gw/sluice/core/config"
 	"github.com/sluice-gw/sluice/core/consumer"
+	"github.com/sluice-gw/sluice/core/health"
 	"github.com/sluice-gw/sluice/core/http1"
 	"github.com/sluice-gw/sluice/core/metrics"
 	"github.com/sluice-gw/sluice/core/middleware/breaker"
+	"github.com/sluice-gw/sluice/core/middleware/compress"
 	"github.com/sluice-gw/sluice/core/middleware/jwtauth"
+	"github.com/sluice-gw/sluice/core/middleware/policy"
 	"github.com/sluice-gw/sluice/core/middleware/ratelimit"
+	"github.com/sluice-gw/sluice/core/middleware/retry"
 	"github.com/sluice-gw/sluice/core/modelroute"
 	"github.com/sluice-gw/sluice/core/pipeline"
 	"github.com/sluice-gw/sluice/core/router"
@@ -57,6 +61,14 @@ type Snapshot struct {
 	// by the next snapshot so that a reload keeps the last observations.
 	workerStates map[string]*workers.Worker
 	startWorkers sync.Once
+
+	// checkers probe the servers of services with a health_check, from Live.Activate until
+	// Retire; healthTargets are their judged states by service and server, taken over by the
+	// next snapshot so that a reload keeps what the probes learnt.
+	checkers      []*health.Checker
+	healthLBs     []healthLB
+	healthTargets map[string]*health.Target
+	startHealth   sync.Once
 
 	// hooks are the completion stages every request of this snapshot runs, routed or not.
 	hooks *pipeline.Chain
@@ -330,14 +342,55 @@ func (s *Snapshot) compileMiddlewares(cfg *config.Config, consumers *consumer.Re
 		case mw.JWT != nil:
 			st, err := jwtauth.New(*mw.JWT, consumers)
 			if err != nil {
-				at := []string{"middlewares", name, "public_key_file"}
-				errs = append(errs, &config.Error{Pos: cfg.ValuePos(at...), Msg: fmt.Sprintf("middlewares.%s.public_key_file: %s", name, cfg.MaskEnv(err.Error(), at...))})
+				key := "public_key_file"
+				if mw.JWT.JWKSFile != "" {
+					key = "jwks_file"
+				} else if mw.JWT.JWKSURL != "" {
+					key = "jwks_url"
+				}
+				at := []string{"middlewares", name, key}
+				errs = append(errs, &config.Error{Pos: cfg.ValuePos(at...), Msg: fmt.Sprintf("middlewares.%s.%s: %s", name, key, cfg.MaskEnv(err.Error(), at...))})
 				continue
 			}
 			s.middlewares[name] = st
+		case mw.Retry != nil:
+			s.middlewares[name] = retryStage(mw, old)
+		default:
+			if st := policyStage(mw); st != nil {
+				s.middlewares[name] = st
+			}
 		}
 	}
 	return errs
+}
+
+// policyStage compiles an HTTP policy middleware (headers, strip-prefix, cors, ip-allow,
+// body-limit, compress); nil for another type. They keep no state, so a reload builds them afresh.
+func policyStage(mw *config.Middleware) any {
+	switch {
+	case mw.Headers != nil:
+		return policy.NewHeaders(*mw.Headers)
+	case mw.StripPrefix != nil:
+		return policy.NewStripPrefix(*mw.StripPrefix)
+	case mw.CORS != nil:
+		return policy.NewCORS(*mw.CORS)
+	case mw.IPAllow != nil:
+		return policy.NewIPAllow(*mw.IPAllow)
+	case mw.BodyLimit != nil:
+		return policy.NewBodyLimit(*mw.BodyLimit)
+	case mw.Compress != nil:
+		return compress.New(*mw.Compress)
+	}
+	return nil
+}
+
+// retryStage compiles a retry middleware, taking over the budget of prev's of the same name.
+func retryStage(mw *config.Middleware, old any) any {
+	if mw.Retry == nil {
+		return nil
+	}
+	prev, _ := old.(*retry.Stage)
+	return retry.New(*mw.Retry, prev)
 }
 
 // servicesOf returns the compiled services the routers listing middleware mw send requests
@@ -462,6 +515,7 @@ func (s *Snapshot) compileService(cfg *config.Config, name string, sc *config.Se
 		return nil, config.ErrorList{cfg.Errorf([]string{"services", name, "load_balancer", "strategy"}, "services.%s.load_balancer.strategy: %s", name, cfg.MaskEnv(err.Error(), "services", name, "load_balancer", "strategy"))}
 	}
 	svc.Balancer = bal
+	s.compileHealth(cfg, name, svc, prev, roots)
 	return svc, nil
 }
 
@@ -520,6 +574,7 @@ func (s *Snapshot) Retire(next *Snapshot) {
 	if s.Models != nil {
 		s.Models.Close()
 	}
+	s.stopHealth()
 	for k, p := range s.pools {
 		if next == nil || next.pools[k] != p {
 			p.Close()
@@ -545,14 +600,17 @@ func (l *Live) Load() *Snapshot { return l.p.Load() }
 // Swap installs s and returns the snapshot it replaced; the caller retires that one.
 func (l *Live) Swap(s *Snapshot) *Snapshot { return l.p.Swap(s) }
 
-// Activate installs s, starts polling its workers, retires the snapshot it replaces and
-// publishes s's metrics.
+// Activate installs s, starts polling its workers and probing its health checks, retires
+// the snapshot it replaces and publishes s's metrics.
 func (l *Live) Activate(s *Snapshot) {
 	s.StartWorkers()
 	old := l.p.Swap(s)
 	if old != nil {
 		old.Retire(s)
 	}
+	// After the old checkers stopped: a server in both configurations is probed by one
+	// checker at a time.
+	s.StartHealth()
 	if s.Metrics != nil {
 		s.Metrics.Register()
 	}

@@ -90,7 +90,7 @@ var constraints = map[string]constraint{
 	"services.*.load_balancer.servers[].url":    {pattern: URLPattern},
 	"services.*.load_balancer.servers[].weight": {min: "1", max: itoa(config.MaxWeight)},
 	"services.*.load_balancer.max_idle_conns":   {min: "0"},
-	"middlewares.*.type":                        {enum: []string{config.MiddlewareJWT, config.MiddlewareRateLimit, config.MiddlewareCircuitBreaker, config.MiddlewareAPIKey}},
+	"middlewares.*.type":                        {enum: []string{config.MiddlewareJWT, config.MiddlewareRateLimit, config.MiddlewareCircuitBreaker, config.MiddlewareAPIKey, config.MiddlewareHeaders, config.MiddlewareStripPrefix, config.MiddlewareCORS, config.MiddlewareIPAllow, config.MiddlewareBodyLimit, config.MiddlewareCompress, config.MiddlewareRetry}},
 	"admin.address":                             {pattern: `^$|` + AddressPattern},
 	"admin.token_env":                           {pattern: `^([A-Za-z_][A-Za-z0-9_]*)?$`},
 	"log.level":                                 {enum: []string{"debug", "info", "warn", "error"}},
