@@ -3,6 +3,7 @@ package pool
 import (
 	"context"
 	"fmt"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -417,4 +418,18 @@ func (x *Exchange) readHead(c *conn) (retry bool, err error) {
 			return !got && x.Idempotent && isConnDrop(rerr), x.ioErr(rerr, "read response head")
 		}
 	}
+}
+
+// Upgraded hands over the connection of a 101 Switching Protocols response (RFC 9110 §15.2.2)
+// for a tunnel: conn is the upgraded stream (the tls.Conn for https) and early the bytes of
+// it that arrived together with the response head. The caller reads and writes conn directly
+// (and sets its deadlines); Abort still closes it at once, and ReleaseExchange closes it, never
+// pooling it. ok is false when the response is not a 101 or the exchange failed.
+func (x *Exchange) Upgraded() (conn net.Conn, early []byte, ok bool) {
+	if x.err != nil || x.c == nil || x.Resp.Status != 101 {
+		return nil, nil, false
+	}
+	early = x.hbuf[x.lo:x.hi]
+	x.lo, x.hi = 0, 0
+	return x.c.nc, early, true
 }

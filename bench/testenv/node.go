@@ -188,8 +188,24 @@ type NodeCheckResult struct {
 	} `json:"stream,omitempty"`
 }
 
-// NodeOption is an optional flag of the Node check scripts.
+// NodeOption is an optional flag of the Node check scripts, or an environment variable of
+// the node process (flag empty).
 type NodeOption struct{ flag, value string }
+
+// NodeExtraCA makes node trust the certificate authorities in the PEM file caFile besides its
+// own (NODE_EXTRA_CA_CERTS), for a base URL on https whose certificate a test CA signed.
+func NodeExtraCA(caFile string) NodeOption { return NodeOption{"", "NODE_EXTRA_CA_CERTS=" + caFile} }
+
+// nodeEnv returns the environment variables among opts.
+func nodeEnv(opts []NodeOption) []string {
+	var env []string
+	for _, o := range opts {
+		if o.flag == "" {
+			env = append(env, o.value)
+		}
+	}
+	return env
+}
 
 // NodeAPIKey makes the script's SDK client send key (default: env OPENAI_API_KEY, else
 // "sk-test"), as a gateway's consumer would.
@@ -213,7 +229,9 @@ func NodeEndpoint(endpoint string) NodeOption { return NodeOption{"--endpoint", 
 
 func appendNodeOptions(args []string, opts []NodeOption) []string {
 	for _, o := range opts {
-		args = append(args, o.flag, o.value)
+		if o.flag != "" {
+			args = append(args, o.flag, o.value)
+		}
 	}
 	return args
 }
@@ -226,7 +244,7 @@ func appendNodeOptions(args []string, opts []NodeOption) []string {
 // script's output), the Node packages are missing, or ctx ended first.
 func OpenAINodeCheck(ctx context.Context, baseURL, model string, opts ...NodeOption) (NodeCheckResult, error) {
 	var res NodeCheckResult
-	err := runNodeCheck(ctx, "openai-check.mjs", &res, &res.OK, &res.Error,
+	err := runNodeCheck(withNodeEnv(ctx, nodeEnv(opts)), "openai-check.mjs", &res, &res.OK, &res.Error,
 		appendNodeOptions([]string{"--base-url", baseURL, "--model", model}, opts)...)
 	return res, err
 }
@@ -236,10 +254,24 @@ func OpenAINodeCheck(ctx context.Context, baseURL, model string, opts ...NodeOpt
 func runNode(ctx context.Context, args ...string) (stdout, stderr *bytes.Buffer, err error) {
 	stdout, stderr = new(bytes.Buffer), new(bytes.Buffer)
 	cmd := exec.CommandContext(ctx, "node", args...)
+	if env, _ := ctx.Value(nodeEnvKey{}).([]string); len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Dir = NodeBenchDir()
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	bound(cmd)
 	return stdout, stderr, cmd.Run()
+}
+
+// nodeEnvKey carries the node process's extra environment variables (NodeExtraCA) through
+// the context to runNode.
+type nodeEnvKey struct{}
+
+func withNodeEnv(ctx context.Context, env []string) context.Context {
+	if len(env) == 0 {
+		return ctx
+	}
+	return context.WithValue(ctx, nodeEnvKey{}, env)
 }
 
 // RunOpenAINodeCheck is OpenAINodeCheck with a 60 s deadline that fails t on any failure and

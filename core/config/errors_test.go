@@ -70,7 +70,7 @@ func TestLoadErrorPositions(t *testing.T) {
 			want: []string{`t.toml:8:1: unknown key "colour" in [log] (known keys: access_log, access_log_sample, format, level)`},
 		},
 		{
-			name: "planned keys are refused with what they are",
+			name: "a scaled service lists no servers; kube needs its table",
 			data: withMinimal(`[services.s.scaling]`, `executor = "kube"`, `max_replicas = 3`, `[models.chat.scheduling]`, `phase = "decode"`),
 			want: []string{
 				`t.toml:1:26: services.s.load_balancer.servers: the replicas of a scaled service are its servers; remove the list`,
@@ -94,9 +94,15 @@ func TestLoadErrorPositions(t *testing.T) {
 			},
 		},
 		{
-			name: "health_check is refused",
-			data: withMinimal(`[services.s.load_balancer.health_check]`, `path = "/health"`),
-			want: []string{`t.toml:7:27: unknown key "health_check" in [services.s.load_balancer]: active health checks (load_balancer.health_check) is not implemented in this version`},
+			name: "health checks out of range",
+			data: withMinimal(`[services.s.load_balancer.health_check]`, `path = "health"`, `interval = "1s"`, `timeout = "2s"`, `kind = "tgi"`, `[services.s.load_balancer.passive_health]`, `consecutive_failures = 0`, `error_rate = 2.0`),
+			want: []string{
+				`t.toml:8:8: services.s.load_balancer.health_check.path "health": want an absolute path such as "/health"`,
+				`t.toml:10:11: services.s.load_balancer.health_check.timeout 2s: want more than 0 and less than interval (1s)`,
+				`t.toml:11:8: services.s.load_balancer.health_check.kind "tgi": want one of "http", "vllm", "sglang", "llama.cpp", "ollama"`,
+				`t.toml:13:24: services.s.load_balancer.passive_health.consecutive_failures 0: want 1..1000`,
+				`t.toml:14:14: services.s.load_balancer.passive_health.error_rate 2: want 0 (off) to 1`,
+			},
 		},
 		{
 			name: "type errors say what was expected",
@@ -182,11 +188,11 @@ func TestLoadErrorPositions(t *testing.T) {
 				`t.toml:7:14: middlewares.a.rate is required (requests per minute, e.g. rate = 60)`,
 				`t.toml:9:1: middlewares.a: unknown key "rat" for a rate-limit middleware (did you mean "rate"? known keys: burst, key, max_keys, rate)`,
 				`t.toml:10:9: middlewares.a.burst 0: want 1..1000000`,
-				`t.toml:11:7: middlewares.a.key "cookie:session": want "client_ip", "api_key" or "header:<Name>" (a header field name, e.g. "header:X-Tenant")`,
+				`t.toml:11:7: middlewares.a.key "cookie:session": want "client_ip", "api_key", "jwt_subject" or "header:<Name>" (a header field name, e.g. "header:X-Tenant")`,
 				`t.toml:14:8: middlewares.b.rate must be a number, not a string`,
 				`t.toml:15:12: middlewares.b.max_keys 10: want 64..16777216`,
 				`t.toml:18:8: middlewares.c.rate 0.0001: want 0.01..1e+08`,
-				`t.toml:19:7: middlewares.c.key "header:X Tenant": want "client_ip", "api_key" or "header:<Name>" (a header field name, e.g. "header:X-Tenant")`,
+				`t.toml:19:7: middlewares.c.key "header:X Tenant": want "client_ip", "api_key", "jwt_subject" or "header:<Name>" (a header field name, e.g. "header:X-Tenant")`,
 			},
 		},
 		{
@@ -243,13 +249,13 @@ func TestLoadErrorPositions(t *testing.T) {
 				`claims = "sub"`,
 			),
 			want: []string{
-				`t.toml:7:14: middlewares.a: a jwt middleware needs value = "${JWT_SECRET}" (the HMAC secret of HS256 tokens) or public_key_file = "<PEM file>" (RS256, ES256)`,
+				`t.toml:7:14: middlewares.a: a jwt middleware needs value = "${JWT_SECRET}" (the HMAC secret of HS256 tokens), public_key_file = "<PEM file>" (RS256, ES256), jwks_file or jwks_url (a JWK Set)`,
 				`t.toml:9:10: middlewares.a.issuer is empty`,
 				`t.toml:12:9: middlewares.b.value: the HMAC secret is too short (1 bytes); want at least 32 bytes (RFC 7518 §3.2), e.g. from openssl rand -base64 48`,
 				`t.toml:13:10: middlewares.b.leeway: invalid duration "1h" (want 0s to 10m0s, such as "30s")`,
 				`t.toml:14:18: middlewares.b.audience[1] must be a string, not an integer`,
-				`t.toml:18:1: middlewares.c: value and public_key_file are exclusive (an HMAC secret, or the public key of RS*/ES* tokens)`,
-				`t.toml:19:1: middlewares.c: unknown key "claims" for a jwt middleware (did you mean "claim"? known keys: audience, claim, issuer, leeway, public_key_file, value)`,
+				`t.toml:18:1: middlewares.c: value, public_key_file are exclusive (an HMAC secret, a public key, or a JWK Set)`,
+				`t.toml:19:1: middlewares.c: unknown key "claims" for a jwt middleware (did you mean "claim"? known keys: audience, claim, forward_claims, issuer, jwks_file, jwks_refresh, jwks_url, leeway, public_key_file, value)`,
 			},
 		},
 		{
@@ -342,8 +348,8 @@ func TestLoadErrorPositions(t *testing.T) {
 			name: "middleware type required and known",
 			data: withMinimal(`[middlewares.a]`, `rate = 60`, `[middlewares.b]`, `type = "oauth"`),
 			want: []string{
-				`t.toml:7:14: middlewares.a.type is required (one of "api-key", "circuit-breaker", "jwt", "rate-limit")`,
-				`t.toml:10:8: middlewares.b.type "oauth": unknown middleware type (want one of "api-key", "circuit-breaker", "jwt", "rate-limit")`,
+				`t.toml:7:14: middlewares.a.type is required (one of "api-key", "body-limit", "circuit-breaker", "compress", "cors", "headers", "ip-allow", "jwt", "rate-limit", "retry", "strip-prefix")`,
+				`t.toml:10:8: middlewares.b.type "oauth": unknown middleware type (want one of "api-key", "body-limit", "circuit-breaker", "compress", "cors", "headers", "ip-allow", "jwt", "rate-limit", "retry", "strip-prefix")`,
 			},
 		},
 		{

@@ -20,7 +20,8 @@ const MaxFileBytes = 16 << 20
 var collections = map[string]bool{"entrypoints": true, "routers": true, "services": true, "middlewares": true}
 
 // Load reads the configuration at path: a TOML file, or a directory whose
-// *.toml files (not starting with ".") are merged in name order. It expands
+// *.toml files (not starting with ".") are merged in name order, then the *.toml files of
+// providers.file.directory when it names one. It expands
 // ${VAR} from the environment, applies defaults and validates the result.
 // On failure it returns a nil *Config and an ErrorList holding every problem
 // found, each at its file:line:col (a file that cannot be read is reported
@@ -56,7 +57,15 @@ func Load(path string) (*Config, error) {
 		}
 		srcs = append(srcs, source{name: f, data: data})
 	}
-	return load(srcs, os.LookupEnv)
+	srcs, dir, perr := withProviderDirectory(srcs, path, st.IsDir())
+	if perr != nil {
+		return nil, perr
+	}
+	cfg, err := load(srcs, os.LookupEnv)
+	if cfg != nil {
+		cfg.providerDir = dir
+	}
+	return cfg, err
 }
 
 // LoadBytes loads one TOML document; name is the file name used in

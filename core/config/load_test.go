@@ -38,7 +38,9 @@ func TestDefaultsApplied(t *testing.T) {
 	wantLB := &LoadBalancer{
 		Strategy: StrategyRoundRobin, Servers: []Server{{URL: "http://127.0.0.1:8000", Weight: 1}},
 		DialTimeout: 5 * time.Second, ResponseHeaderTimeout: 5 * time.Minute, StreamIdleTimeout: 5 * time.Minute,
-		IdleConnTimeout: 90 * time.Second, MaxIdleConns: 1024,
+		IdleConnTimeout: 90 * time.Second, MaxIdleConns: 1024, WebSocketIdleTimeout: 5 * time.Minute,
+		PassiveHealth: PassiveHealth{ConsecutiveFailures: 5, ConsecutiveSuccesses: 2, ErrorRate: 0.5,
+			ErrorWindow: time.Minute, MinRequests: 20, Ejection: 10 * time.Second, MaxEjection: 5 * time.Minute},
 	}
 	if !reflect.DeepEqual(lb, wantLB) {
 		t.Errorf("load balancer defaults:\n got %+v\nwant %+v", lb, wantLB)
@@ -81,7 +83,7 @@ func TestExplicitValuesKept(t *testing.T) {
 		t.Errorf("api = %+v", api)
 	}
 	sec := c.Entrypoints["secure"]
-	if sec.Engine != EngineFasthttp || sec.TLS == nil || *sec.TLS != (TLS{CertFile: "/c.pem", KeyFile: "/k.pem"}) {
+	if sec.Engine != EngineFasthttp || sec.TLS == nil || !reflect.DeepEqual(*sec.TLS, TLS{CertFile: "/c.pem", KeyFile: "/k.pem", MinVersion: "1.2", Watch: true}) {
 		t.Errorf("secure = %+v (tls without engine must pick fasthttp)", sec)
 	}
 	lb := c.Services["t"].LoadBalancer

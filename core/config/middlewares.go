@@ -9,11 +9,15 @@ import (
 
 // Keys of a rate-limit middleware: what its requests are counted by.
 const (
-	// RateLimitKeyClientIP counts by the client's address as sluice saw it (the peer).
+	// RateLimitKeyClientIP counts by the client's address: the peer, or behind a peer in the
+	// entrypoint's trusted_ips the address that peer forwarded in X-Forwarded-For.
 	RateLimitKeyClientIP = "client_ip"
 	// RateLimitKeyAPIKey counts by the consumer an api-key (or jwt) middleware before it
 	// authenticated.
 	RateLimitKeyAPIKey = "api_key"
+	// RateLimitKeyJWTSubject counts by the subject (sub) of the token a jwt middleware before
+	// it verified.
+	RateLimitKeyJWTSubject = "jwt_subject"
 	// RateLimitKeyHeader prefixes a header field name: "header:X-Tenant" counts by its value.
 	RateLimitKeyHeader = "header:"
 )
@@ -36,9 +40,12 @@ const (
 	MinCooldown             = 100 * time.Millisecond
 	MaxCooldown             = 24 * time.Hour
 
-	DefaultJWTLeeway = 30 * time.Second
-	MaxJWTLeeway     = 10 * time.Minute
-	DefaultJWTClaim  = "sub"
+	DefaultJWTLeeway   = 30 * time.Second
+	DefaultJWKSRefresh = 5 * time.Minute
+	MinJWKSRefresh     = time.Second
+	MaxJWKSRefresh     = 24 * time.Hour
+	MaxJWTLeeway       = 10 * time.Minute
+	DefaultJWTClaim    = "sub"
 	// MinJWTSecretBytes is the shortest HMAC secret accepted: an HS256 key must be at least
 	// as long as the hash's output (RFC 7518 §3.2).
 	MinJWTSecretBytes = 32
@@ -76,7 +83,7 @@ type CircuitBreakerOptions struct {
 }
 
 // JWTOptions are the options of a jwt middleware, checked and defaulted by Load. Exactly one
-// of Secret and PublicKeyFile is set.
+// of Secret, PublicKeyFile, JWKSFile and JWKSURL is set.
 type JWTOptions struct {
 	// Secret is the HMAC key of HS256, HS384 and HS512 tokens (value), at least
 	// MinJWTSecretBytes long. Never print it.
@@ -94,13 +101,27 @@ type JWTOptions struct {
 	Leeway time.Duration
 	// Claim names the claim that maps a token to a [consumers.<name>] (claim). Default "sub".
 	Claim string
+	// JWKSFile is a JSON Web Key Set file (jwks_file) whose keys, chosen by a token's kid,
+	// verify RS*, PS*, ES* and EdDSA tokens; re-read every JWKSRefresh.
+	JWKSFile string
+	// JWKSURL is the URL of an identity provider's JSON Web Key Set (jwks_url), fetched when
+	// the configuration is compiled and cached, refreshed every JWKSRefresh and when a token
+	// names an unknown kid.
+	JWKSURL string
+	// JWKSRefresh is how long a fetched key set is used before it is fetched again
+	// (jwks_refresh). Default 5m.
+	JWKSRefresh time.Duration
+	// ForwardClaims send claims of a verified token upstream (forward_claims, a table of
+	// claim = field name): HeaderPair.Name is the claim, Value the request field. The client's
+	// fields of those names are always removed.
+	ForwardClaims []HeaderPair
 }
 
 // knownOptions are the option keys of each middleware type, sorted.
 var knownOptions = map[string][]string{
 	MiddlewareRateLimit:      {"burst", "key", "max_keys", "rate"},
 	MiddlewareCircuitBreaker: {"cooldown_secs", "failure_threshold", "success_threshold"},
-	MiddlewareJWT:            {"audience", "claim", "issuer", "leeway", "public_key_file", "value"},
+	MiddlewareJWT:            {"audience", "claim", "forward_claims", "issuer", "jwks_file", "jwks_refresh", "jwks_url", "leeway", "public_key_file", "value"},
 }
 
 // optionChecker reads the options of one middleware, reporting each problem at its key or
@@ -241,11 +262,11 @@ func (c *Config) validateRateLimitOptions(e *errs, name string, m *Middleware) {
 		MaxKeys: o.integer("max_keys", DefaultRateLimitMaxKeys, MinRateLimitMaxKeys, MaxRateLimitMaxKeys),
 	}
 	switch h, isHeader := strings.CutPrefix(rl.Key, RateLimitKeyHeader); {
-	case rl.Key == RateLimitKeyClientIP || rl.Key == RateLimitKeyAPIKey:
+	case rl.Key == RateLimitKeyClientIP || rl.Key == RateLimitKeyAPIKey || rl.Key == RateLimitKeyJWTSubject:
 	case isHeader && h != "" && len(h) <= maxAPIKeyHeaderNameLen && strings.IndexFunc(h, notTokenChar) < 0:
 		rl.Header = h
 	default:
-		e.add(c.ValuePos(o.path("key")...), "middlewares.%s.key %q: want %q, %q or \"header:<Name>\" (a header field name, e.g. \"header:X-Tenant\")", name, c.shown(rl.Key, o.path("key")...), RateLimitKeyClientIP, RateLimitKeyAPIKey)
+		e.add(c.ValuePos(o.path("key")...), "middlewares.%s.key %q: want %q, %q, %q or \"header:<Name>\" (a header field name, e.g. \"header:X-Tenant\")", name, c.shown(rl.Key, o.path("key")...), RateLimitKeyClientIP, RateLimitKeyAPIKey, RateLimitKeyJWTSubject)
 		rl.Key = DefaultRateLimitKey
 	}
 	m.RateLimit = rl
@@ -276,14 +297,43 @@ func (c *Config) validateJWTOptions(e *errs, name string, m *Middleware) {
 		Leeway:        o.duration("leeway", DefaultJWTLeeway, 0, MaxJWTLeeway),
 		Claim:         o.str("claim", DefaultJWTClaim),
 	}
-	_, hasValue := m.Options["value"]
-	_, hasFile := m.Options["public_key_file"]
+	j.JWKSFile = o.str("jwks_file", "")
+	j.JWKSURL = o.str("jwks_url", "")
+	j.JWKSRefresh = o.duration("jwks_refresh", DefaultJWKSRefresh, MinJWKSRefresh, MaxJWKSRefresh)
+	if u := j.JWKSURL; u != "" && !strings.HasPrefix(u, "https://") && !strings.HasPrefix(u, "http://") {
+		e.add(c.ValuePos(o.path("jwks_url")...), "middlewares.%s.jwks_url %q: want an https:// URL", name, c.shown(u, o.path("jwks_url")...))
+	}
+	if v, ok := o.value("forward_claims"); ok {
+		t, isTable := v.(map[string]any)
+		if !isTable {
+			o.typeError("forward_claims", `a table of claim = "Field-Name", e.g. { sub = "X-User-Id" }`, v)
+		}
+		for _, claim := range sortedNames(t) {
+			at := []string{"middlewares", name, "forward_claims", claim}
+			h, isStr := t[claim].(string)
+			switch {
+			case !isStr || h == "" || len(h) > maxAPIKeyHeaderNameLen || strings.IndexFunc(h, notTokenChar) >= 0:
+				e.add(c.ValuePos(at...), "middlewares.%s.forward_claims.%s: want a header field name such as \"X-User-Id\"", name, claim)
+			case oneOf(strings.ToLower(h), framingFields) || strings.EqualFold(h, "Authorization"):
+				e.add(c.ValuePos(at...), "middlewares.%s.forward_claims.%s: %q cannot carry a claim", name, claim, h)
+			default:
+				j.ForwardClaims = append(j.ForwardClaims, HeaderPair{Name: claim, Value: h})
+			}
+		}
+	}
+	var keySources []string
+	for _, k := range []string{"value", "public_key_file", "jwks_file", "jwks_url"} {
+		if _, ok := m.Options[k]; ok {
+			keySources = append(keySources, k)
+		}
+	}
+	hasValue := len(keySources) == 1 && keySources[0] == "value"
 	switch {
-	case hasValue && hasFile:
-		e.add(c.Pos(o.path("public_key_file")...), "middlewares.%s: value and public_key_file are exclusive (an HMAC secret, or the public key of RS*/ES* tokens)", name)
-	case !hasValue && !hasFile:
-		e.add(c.Pos("middlewares", name), "middlewares.%s: a jwt middleware needs value = \"${JWT_SECRET}\" (the HMAC secret of HS256 tokens) or public_key_file = \"<PEM file>\" (RS256, ES256)", name)
-	case j.Secret != "" && len(j.Secret) < MinJWTSecretBytes:
+	case len(keySources) > 1:
+		e.add(c.Pos(o.path(keySources[1])...), "middlewares.%s: %s are exclusive (an HMAC secret, a public key, or a JWK Set)", name, strings.Join(keySources, ", "))
+	case len(keySources) == 0:
+		e.add(c.Pos("middlewares", name), "middlewares.%s: a jwt middleware needs value = \"${JWT_SECRET}\" (the HMAC secret of HS256 tokens), public_key_file = \"<PEM file>\" (RS256, ES256), jwks_file or jwks_url (a JWK Set)", name)
+	case hasValue && j.Secret != "" && len(j.Secret) < MinJWTSecretBytes:
 		// The length only: the value is a secret.
 		e.add(c.ValuePos(o.path("value")...), "middlewares.%s.value: the HMAC secret is too short (%d bytes); want at least %d bytes (RFC 7518 §3.2), e.g. from openssl rand -base64 48", name, len(j.Secret), MinJWTSecretBytes)
 	}
@@ -325,7 +375,7 @@ func (c *Config) validateJWTOptions(e *errs, name string, m *Middleware) {
 func (c *Config) validateMiddlewareOrder(e *errs) {
 	for _, name := range sortedNames(c.Routers) {
 		r := c.Routers[name]
-		auth := false
+		auth, jwtAuth := false, false
 		for i, mw := range r.Middlewares {
 			m := c.Middlewares[mw]
 			if m == nil {
@@ -333,6 +383,12 @@ func (c *Config) validateMiddlewareOrder(e *errs) {
 			}
 			if m.Type == MiddlewareAPIKey || m.Type == MiddlewareJWT {
 				auth = true
+			}
+			if m.Type == MiddlewareJWT {
+				jwtAuth = true
+			}
+			if m.RateLimit != nil && m.RateLimit.Key == RateLimitKeyJWTSubject && !jwtAuth {
+				e.add(c.ValuePos("routers", name, "middlewares", strconv.Itoa(i)), "routers.%s.middlewares: %q counts requests by token subject (key = %q): list a jwt middleware before it", name, c.shown(mw, "routers", name, "middlewares", strconv.Itoa(i)), RateLimitKeyJWTSubject)
 			}
 			if m.RateLimit != nil && m.RateLimit.Key == RateLimitKeyAPIKey && !auth {
 				e.add(c.ValuePos("routers", name, "middlewares", strconv.Itoa(i)), "routers.%s.middlewares: %q counts requests by consumer (key = %q): list an api-key or jwt middleware before it", name, c.shown(mw, "routers", name, "middlewares", strconv.Itoa(i)), RateLimitKeyAPIKey)

@@ -48,8 +48,8 @@ func TestMiddlewareOptionsAndDefaults(t *testing.T) {
 	require.Equal(t, &RateLimitOptions{Rate: 600, Burst: 1, Key: "header:X-Tenant", Header: "X-Tenant", MaxKeys: 65536}, mw["per-tenant"].RateLimit)
 	require.Equal(t, &CircuitBreakerOptions{FailureThreshold: 5, Cooldown: 30 * time.Second, SuccessThreshold: 1}, mw["cb"].CircuitBreaker)
 	require.Equal(t, &CircuitBreakerOptions{FailureThreshold: 3, Cooldown: 250 * time.Millisecond, SuccessThreshold: 2}, mw["cb-fast"].CircuitBreaker)
-	require.Equal(t, &JWTOptions{Secret: strings.Repeat("j", 40), Leeway: 30 * time.Second, Claim: "sub"}, mw["auth"].JWT)
-	require.Equal(t, &JWTOptions{PublicKeyFile: "/etc/sluice/jwt.pem", Issuer: "https://idp.example", Audience: []string{"sluice"}, Claim: "client_id"}, mw["rs"].JWT)
+	require.Equal(t, &JWTOptions{Secret: strings.Repeat("j", 40), Leeway: 30 * time.Second, Claim: "sub", JWKSRefresh: DefaultJWKSRefresh}, mw["auth"].JWT)
+	require.Equal(t, &JWTOptions{PublicKeyFile: "/etc/sluice/jwt.pem", Issuer: "https://idp.example", Audience: []string{"sluice"}, Claim: "client_id", JWKSRefresh: DefaultJWKSRefresh}, mw["rs"].JWT)
 	require.Nil(t, mw["rl"].JWT)
 	require.Nil(t, mw["auth"].RateLimit)
 }

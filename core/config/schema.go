@@ -57,6 +57,8 @@ const (
 	DefaultStreamIdleTimeout     = pool.DefaultStreamIdleTimeout
 	DefaultIdleConnTimeout       = pool.DefaultIdleTimeout
 	DefaultMaxIdleConns          = pool.DefaultMaxIdleConns
+	DefaultWebSocketIdleTimeout  = 5 * time.Minute
+	DefaultTLSMinVersion         = TLSVersion12
 	DefaultAdminAddress          = "127.0.0.1:9090"
 	DefaultLogLevel              = "info"
 	DefaultLogFormat             = "text"
@@ -95,10 +97,13 @@ type Config struct {
 	Models map[string]*Model `toml:"models"`
 	// Consumers are the callers of model routers and their grants, [consumers.<name>].
 	Consumers map[string]*Consumer `toml:"consumers"`
+	// Providers are configuration sources and file watching, [providers] (providers.go).
+	Providers Providers `toml:"providers"`
 
-	files    []string             // the files loaded, in merge order
-	index    map[string]keyPlace  // key path (joined with pathSep) -> where it was defined
-	expanded map[string]expansion // key path -> a string value that had "${" as written
+	files       []string             // the files loaded, in merge order
+	providerDir string               // providers.file.directory as loaded (absolute), "" when none
+	index       map[string]keyPlace  // key path (joined with pathSep) -> where it was defined
+	expanded    map[string]expansion // key path -> a string value that had "${" as written
 }
 
 // Entrypoint is one listener, [entrypoints.<name>].
@@ -156,13 +161,51 @@ type Entrypoint struct {
 	TrustedNets []netip.Prefix `toml:"-"`
 }
 
-// TLS names the PEM files of a TLS entrypoint. Load does not open them; the
-// runtime does when it starts the listener.
+// TLS is the TLS of an entrypoint: its certificates (PEM files), chosen per connection by the
+// server name the client asks for (SNI), and the lowest protocol version it accepts. Load
+// does not open the files; compiling the configuration does, and the running entrypoint
+// reloads them when they change on disk.
 type TLS struct {
-	// CertFile is the PEM certificate chain (leaf first); required.
+	// CertFile is the PEM certificate chain (leaf first) of the default certificate: the one
+	// served to a client that sends no server name, or one no certificate is for. Required
+	// unless Certificates lists at least one (the first is then the default).
+	CertFile string `toml:"cert_file"`
+	// KeyFile is the PEM private key of CertFile; required with it.
+	KeyFile string `toml:"key_file"`
+	// Certificates are more certificates, each served to clients that ask for a name it is
+	// for (its DNS names, wildcards included, and IP addresses). Default: none.
+	Certificates []CertFiles `toml:"certificates"`
+	// MinVersion is the lowest TLS version accepted: "1.2" (the default) or "1.3".
+	MinVersion string `toml:"min_version"`
+	// Watch reloads the certificates when their files change (renewals), without a restart
+	// and without touching open connections; a file that does not load keeps the
+	// certificates in use. Default true.
+	Watch bool `toml:"watch"`
+}
+
+// CertFiles names one certificate's PEM files, an element of tls.certificates.
+type CertFiles struct {
+	// CertFile is the PEM certificate chain, leaf first; required.
 	CertFile string `toml:"cert_file"`
 	// KeyFile is the PEM private key; required.
 	KeyFile string `toml:"key_file"`
+}
+
+// TLS versions accepted by [entrypoints.<name>.tls] min_version.
+const (
+	TLSVersion12 = "1.2"
+	TLSVersion13 = "1.3"
+)
+
+// UpstreamTLS is how the gateway verifies its https:// servers,
+// [services.<name>.load_balancer.tls].
+type UpstreamTLS struct {
+	// CAFile is a PEM bundle of the certificate authorities that signed the servers'
+	// certificates (a private CA). Default "": the system's roots.
+	CAFile string `toml:"ca_file"`
+	// ServerName is the name sent as SNI and that the servers' certificates must be for.
+	// Default "": each server's host from its URL.
+	ServerName string `toml:"server_name"`
 }
 
 // Router sends the requests that match Rule on its entrypoints to Service,
@@ -275,6 +318,17 @@ type LoadBalancer struct {
 	// upstream closed or reset the connection before any response byte. Default false: an
 	// upstream that received the request may have acted on it (RFC 9112 §9.3.1).
 	RetryNonIdempotent bool `toml:"retry_non_idempotent"`
+	// WebSocketIdleTimeout closes a WebSocket tunnel to a server (both sides) when no byte
+	// moved either way for this long. Default 5m.
+	WebSocketIdleTimeout time.Duration `toml:"websocket_idle_timeout"`
+	// TLS says how https:// servers are verified: a CA file and the server name. Default:
+	// the system's roots and each server's host.
+	TLS *UpstreamTLS `toml:"tls"`
+
+	// HealthCheck, when set, probes each server actively (edge_health.go).
+	HealthCheck *HealthCheck `toml:"health_check"`
+	// PassiveHealth tunes how request outcomes eject servers; always on (edge_health.go).
+	PassiveHealth PassiveHealth `toml:"passive_health"`
 }
 
 // Server is one upstream, an element of load_balancer.servers.
@@ -296,7 +350,8 @@ type Server struct {
 type Middleware struct {
 	// Name is the table name (not a TOML key).
 	Name string `toml:"-"`
-	// Type is one of "jwt", "rate-limit", "circuit-breaker", "api-key"; required.
+	// Type is one of "jwt", "rate-limit", "circuit-breaker", "api-key", "headers",
+	// "strip-prefix", "cors", "ip-allow", "body-limit", "compress", "retry"; required.
 	Type string `toml:"type"`
 	// Options holds every other key as decoded TOML: string, int64, float64,
 	// bool, []any, map[string]any or a go-toml date/time value.
@@ -307,6 +362,16 @@ type Middleware struct {
 	RateLimit      *RateLimitOptions      `toml:"-"`
 	CircuitBreaker *CircuitBreakerOptions `toml:"-"`
 	JWT            *JWTOptions            `toml:"-"`
+
+	// The options of the HTTP policy middlewares (edge_middlewares.go), as Load checked and
+	// defaulted them; nil for the other types.
+	Headers     *HeadersOptions     `toml:"-"`
+	StripPrefix *StripPrefixOptions `toml:"-"`
+	CORS        *CORSOptions        `toml:"-"`
+	IPAllow     *IPAllowOptions     `toml:"-"`
+	BodyLimit   *BodyLimitOptions   `toml:"-"`
+	Compress    *CompressOptions    `toml:"-"`
+	Retry       *RetryOptions       `toml:"-"`
 }
 
 // Admin is the admin API listener, [admin] (docs/admin-api.md).
@@ -348,6 +413,7 @@ type Log struct {
 // absent key keeps its default and an explicit zero (false, 0) is kept.
 
 func (c *Config) setDefaults() {
+	c.Providers.File.setDefaults()
 	c.Admin.setDefaults()
 	c.Log.setDefaults()
 }
@@ -369,9 +435,16 @@ func (lb *LoadBalancer) setDefaults() {
 	lb.StreamIdleTimeout = DefaultStreamIdleTimeout
 	lb.IdleConnTimeout = DefaultIdleConnTimeout
 	lb.MaxIdleConns = DefaultMaxIdleConns
+	lb.WebSocketIdleTimeout = DefaultWebSocketIdleTimeout
+	lb.PassiveHealth.setDefaults()
 }
 
 func (s *Server) setDefaults() { s.Weight = DefaultWeight }
+
+func (t *TLS) setDefaults() {
+	t.MinVersion = DefaultTLSMinVersion
+	t.Watch = true
+}
 
 func (s *Service) setDefaults() { s.Workers.setDefaults() }
 
@@ -392,7 +465,4 @@ func (l *Log) setDefaults() {
 // plannedKeys are keys of the configuration format that later versions add. They are
 // refused like unknown keys, with a message saying what they are. The key is
 // the schema path: table names and array indexes replaced by "*".
-var plannedKeys = map[string]string{
-	"providers":                             "configuration providers ([providers], file watching)",
-	"services.*.load_balancer.health_check": "active health checks (load_balancer.health_check)",
-}
+var plannedKeys = map[string]string{}

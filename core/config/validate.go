@@ -290,12 +290,7 @@ func (c *Config) validate(e *errs, lookup func(string) (string, bool)) {
 			e.add(c.Pos(append(path, "tls")...), "entrypoints.%s: engine \"gnet\" serves plaintext only and has no TLS; set engine = \"fasthttp\" to terminate TLS on this entrypoint", name)
 		}
 		if ep.TLS != nil {
-			if ep.TLS.CertFile == "" && c.missing(append(path, "tls", "cert_file")...) {
-				e.add(c.Pos(append(path, "tls")...), "entrypoints.%s.tls.cert_file is required (PEM certificate chain)", name)
-			}
-			if ep.TLS.KeyFile == "" && c.missing(append(path, "tls", "key_file")...) {
-				e.add(c.Pos(append(path, "tls")...), "entrypoints.%s.tls.key_file is required (PEM private key)", name)
-			}
+			c.validateTLS(e, name, ep.TLS)
 		}
 		if ep.MaxHeaderBytes < MinMaxHeaderBytes || ep.MaxHeaderBytes > MaxMaxHeaderBytes {
 			e.add(c.ValuePos(append(path, "max_header_bytes")...), "entrypoints.%s.max_header_bytes %d: want %d..%d bytes", name, ep.MaxHeaderBytes, MinMaxHeaderBytes, MaxMaxHeaderBytes)
@@ -420,7 +415,17 @@ func (c *Config) validate(e *errs, lookup func(string) (string, bool)) {
 		if lb.MaxIdleConns < 0 {
 			e.add(c.ValuePos(append(lp, "max_idle_conns")...), "services.%s.load_balancer.max_idle_conns %d: want 0 or more", name, lb.MaxIdleConns)
 		}
+		if lb.TLS != nil {
+			https := false
+			for _, srv := range lb.Servers {
+				https = https || strings.HasPrefix(strings.ToLower(srv.URL), "https://")
+			}
+			if !https {
+				e.add(c.Pos(append(lp, "tls")...), "services.%s.load_balancer.tls: no server is https://, so nothing would use it (write the servers' URLs with https://)", name)
+			}
+		}
 		c.validateWorkers(e, name, &s.Workers, lookup)
+		c.validateHealth(e, name, lb)
 	}
 
 	for _, name := range sortedNames(c.Middlewares) {
@@ -443,6 +448,8 @@ func (c *Config) validate(e *errs, lookup func(string) (string, bool)) {
 			c.validateCircuitBreakerOptions(e, name, m)
 		case MiddlewareJWT:
 			c.validateJWTOptions(e, name, m)
+		default:
+			c.validateEdgeOptions(e, name, m)
 		}
 	}
 	c.validateMiddlewareOrder(e)
@@ -476,6 +483,7 @@ func (c *Config) validate(e *errs, lookup func(string) (string, bool)) {
 		}
 	}
 	c.validateModels(e, lookup)
+	c.validateProviders(e)
 	if !oneOf(c.Log.Level, logLevels) {
 		e.add(c.ValuePos("log", "level"), "log.level %q: want one of %s", c.shown(c.Log.Level, "log", "level"), quoteAll(logLevels))
 	}
@@ -503,4 +511,34 @@ func didYouMean(s string, names []string) string {
 func (c *Config) missing(path ...string) bool {
 	_, ok := c.index[joinPath(path)]
 	return !ok
+}
+
+// validateTLS checks [entrypoints.<name>.tls]: a default certificate (cert_file and key_file,
+// or a first element of certificates), both files of each certificate, and min_version.
+func (c *Config) validateTLS(e *errs, name string, t *TLS) {
+	path := []string{"entrypoints", name, "tls"}
+	hasCert, hasKey := !c.missing(append(path, "cert_file")...), !c.missing(append(path, "key_file")...)
+	switch {
+	case !hasCert && !hasKey && len(t.Certificates) > 0:
+		// the first of certificates is the default
+	case !hasCert:
+		e.add(c.Pos(path...), "entrypoints.%s.tls.cert_file is required (PEM certificate chain), or list certificates = [{ cert_file, key_file }]", name)
+		if !hasKey {
+			e.add(c.Pos(path...), "entrypoints.%s.tls.key_file is required (PEM private key)", name)
+		}
+	case !hasKey:
+		e.add(c.Pos(path...), "entrypoints.%s.tls.key_file is required (PEM private key)", name)
+	}
+	for i, cf := range t.Certificates {
+		cp := append(append([]string{}, path...), "certificates", strconv.Itoa(i))
+		if cf.CertFile == "" {
+			e.add(c.Pos(cp...), "entrypoints.%s.tls.certificates[%d].cert_file is required (PEM certificate chain)", name, i)
+		}
+		if cf.KeyFile == "" {
+			e.add(c.Pos(cp...), "entrypoints.%s.tls.certificates[%d].key_file is required (PEM private key)", name, i)
+		}
+	}
+	if t.MinVersion != TLSVersion12 && t.MinVersion != TLSVersion13 {
+		e.add(c.ValuePos(append(path, "min_version")...), "entrypoints.%s.tls.min_version %q: want \"1.2\" or \"1.3\"", name, c.shown(t.MinVersion, append(path, "min_version")...))
+	}
 }

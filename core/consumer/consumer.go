@@ -141,3 +141,16 @@ func (a *APIKey) key(rc *pipeline.RequestCtx) ([]byte, bool) {
 	v, ok := rc.Req.HeaderValue("X-Api-Key")
 	return v, ok && len(v) > 0
 }
+
+// subject is the request slot holding the authenticated token subject (a string).
+var subject pipeline.Slot
+
+// SetSubject records sub, the subject (sub claim) of the token a jwt middleware verified, for
+// the stages after it (rate limits by subject).
+func SetSubject(rc *pipeline.RequestCtx, sub string) { rc.Set(&subject, sub) }
+
+// Subject returns the subject SetSubject recorded for rc, or "".
+func Subject(rc *pipeline.RequestCtx) string {
+	s, _ := rc.Get(&subject).(string)
+	return s
+}

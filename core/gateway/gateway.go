@@ -5,6 +5,7 @@ package gateway
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -20,6 +21,7 @@ import (
 	"github.com/sluice-gw/sluice/core/ingress"
 	"github.com/sluice-gw/sluice/core/metrics"
 	"github.com/sluice-gw/sluice/core/snapshot"
+	"github.com/sluice-gw/sluice/core/tlscert"
 )
 
 // ErrRestartRequired is returned by Reload when the new config changes the entrypoints
@@ -40,6 +42,12 @@ type Gateway struct {
 	epNames    []string
 	admin      *adminServer
 	draining   atomic.Bool // Drain began: the health endpoint says so
+
+	// watch reloads on file changes while the configuration sets providers.file.watch.
+	watchMu sync.Mutex
+	watch   *watcher
+
+	reloadsOK, reloadsFailed atomic.Uint64
 }
 
 // LoadConfig loads the configuration at path ("" for the embedded default).
@@ -84,7 +92,10 @@ func Settings(ep *config.Entrypoint) ingress.Settings {
 		TrustedIPs:         ep.TrustedNets,
 	}
 	if ep.TLS != nil {
-		s.TLSCertFile, s.TLSKeyFile = ep.TLS.CertFile, ep.TLS.KeyFile
+		s.TLS = &ingress.TLSSettings{Certificates: tlscert.PairsOf(ep.TLS), MinVersion: tls.VersionTLS12, Watch: ep.TLS.Watch}
+		if ep.TLS.MinVersion == config.TLSVersion13 {
+			s.TLS.MinVersion = tls.VersionTLS13
+		}
 	}
 	return s
 }
@@ -118,6 +129,7 @@ func (g *Gateway) Start() error {
 		g.transports[name] = t
 		g.Log.Info("entrypoint listening", "entrypoint", name, "address", t.Addr(), "engine", engineName(ep))
 	}
+	g.syncWatcher()
 	if cfg.Admin.Address != "" {
 		a, err := startAdmin(g, cfg.Admin)
 		if err != nil {
@@ -175,8 +187,17 @@ func (g *Gateway) Reload() error {
 	defer g.reloadMu.Unlock()
 	err := g.reload()
 	metrics.ConfigReloaded(err == nil, time.Now())
+	if err == nil {
+		g.reloadsOK.Add(1)
+	} else {
+		g.reloadsFailed.Add(1)
+	}
 	return err
 }
+
+// Reloads returns the reloads tried since New: put in force (ok) and refused (failed),
+// whatever asked for them (SIGHUP, the admin API, a file change).
+func (g *Gateway) Reloads() (ok, failed uint64) { return g.reloadsOK.Load(), g.reloadsFailed.Load() }
 
 func (g *Gateway) reload() error {
 	cfg, err := LoadConfig(g.ConfigPath)
@@ -193,8 +214,17 @@ func (g *Gateway) reload() error {
 	}
 	g.gen.Add(1) // generations count configs put in force
 	g.live.Activate(snap)
+	// Renewed certificates go in force with the reload, watched or not (the compile above
+	// loaded every file, so this fails only if one changed since).
+	for _, name := range g.epNames {
+		if r, ok := g.transports[name].(interface{ ReloadCertificates() error }); ok {
+			_ = r.ReloadCertificates()
+		}
+	}
 	g.Log.Info("configuration reloaded", append([]any{"generation", snap.Gen}, configChanges(old.Config, cfg)...)...)
 	g.logWarnings(cfg)
+	// Not under reloadMu's caller-facing error path: the watcher follows the new files.
+	go g.syncWatcher()
 	return nil
 }
 
@@ -339,6 +369,12 @@ func changedKey(a, b reflect.Value) []string {
 // ctx ends, then stops everything.
 func (g *Gateway) Drain(ctx context.Context) error {
 	g.draining.Store(true)
+	g.watchMu.Lock()
+	if g.watch != nil {
+		g.watch.close()
+		g.watch = nil
+	}
+	g.watchMu.Unlock()
 	var wg sync.WaitGroup
 	errs := make([]error, len(g.epNames))
 	for i, name := range g.epNames {

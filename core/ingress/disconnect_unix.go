@@ -80,10 +80,21 @@ func (w *disconnectWatch) run(rc syscall.RawConn) {
 			return false // not readable yet: park in the netpoller
 		case err != nil || n == 0:
 			eof = true // reset or orderly close
+			return true
 		}
-		// n > 0: the client sent more bytes (a pipelined request, or TLS records); nothing more
-		// can be learned without consuming them, so stop watching.
-		return true
+		// n > 0: the client sent more bytes (a pipelined request, or TLS records: a TLS client
+		// that leaves sends close_notify before its FIN). The bytes hide a FIN behind them from
+		// the peek, but not from the connection's TCP state; and the netpoller is edge
+		// triggered, so a FIN arriving later wakes this watch again.
+		switch peerState(int(fd)) {
+		case peerGone:
+			eof = true
+			return true
+		case peerOpen:
+			return false
+		}
+		return true // the state cannot be read here: stop watching
+
 	})
 	if eof {
 		w.cut()

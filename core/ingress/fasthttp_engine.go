@@ -19,6 +19,7 @@ import (
 	"github.com/sluice-gw/sluice/core/metrics"
 	"github.com/sluice-gw/sluice/core/pipeline"
 	"github.com/sluice-gw/sluice/core/relay"
+	"github.com/sluice-gw/sluice/core/tlscert"
 )
 
 // FastEngine serves one entrypoint with fasthttp.Server: the engine for TLS entrypoints (gnet
@@ -33,6 +34,7 @@ type FastEngine struct {
 	ln       net.Listener
 	done     chan struct{}
 	draining atomic.Bool
+	certs    *tlscert.Store // TLS entrypoints: the certificates, reloaded when their files change
 	counters
 	m *metrics.Entrypoint
 }
@@ -45,7 +47,7 @@ func NewFast(set Settings, res pipeline.Resolver, log *slog.Logger) *FastEngine 
 	}
 	e := &FastEngine{set: set, log: log, done: make(chan struct{})}
 	e.m = newEntrypointMetrics(set.Name, &e.counters)
-	e.pipe = pipeline.NewEntrypoint(set.Name, set.TLSCertFile != "", res, e.m, log)
+	e.pipe = pipeline.NewEntrypoint(set.Name, set.TLS != nil, res, e.m, log)
 	e.pipe.TrustedIPs = set.TrustedIPs
 	e.srv = &fasthttp.Server{
 		Handler:                       e.handle,
@@ -82,13 +84,17 @@ func (e *FastEngine) Start() error {
 	}
 	e.set.Address = ln.Addr().String()
 	e.pipe.Port = listenPort(ln.Addr())
-	if e.set.TLSCertFile != "" {
-		cert, err := tls.LoadX509KeyPair(e.set.TLSCertFile, e.set.TLSKeyFile)
+	if t := e.set.TLS; t != nil {
+		certs, err := tlscert.NewStore(e.set.Name, t.Certificates, e.log)
+		if err == nil && t.Watch {
+			err = certs.Watch()
+		}
 		if err != nil {
 			_ = ln.Close()
 			return fmt.Errorf("sluice: entrypoint %s: tls: %w", e.set.Name, err)
 		}
-		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}})
+		e.certs = certs
+		ln = tls.NewListener(ln, &tls.Config{GetCertificate: certs.GetCertificate, MinVersion: max(t.MinVersion, tls.VersionTLS12), NextProtos: []string{"http/1.1"}})
 	}
 	sl := newServeListener(&countingListener{Listener: ln, n: &e.counters.conns}, e.set.linger)
 	var serveErr error
@@ -104,6 +110,9 @@ func (e *FastEngine) Start() error {
 		return nil
 	case <-e.done:
 		_ = sl.Close()
+		if e.certs != nil {
+			e.certs.Close()
+		}
 		return fmt.Errorf("sluice: entrypoint %s on %s: fasthttp stopped at once: %v", e.set.Name, e.set.Address, serveErr)
 	}
 }
@@ -111,12 +120,25 @@ func (e *FastEngine) Start() error {
 // Addr implements Transport.
 func (e *FastEngine) Addr() string { return e.set.Address }
 
+// ReloadCertificates loads a TLS entrypoint's certificate files again (a configuration reload
+// does, also when watch is off); on an error the certificates in use stay. A no-op without
+// TLS.
+func (e *FastEngine) ReloadCertificates() error {
+	if e.certs == nil {
+		return nil
+	}
+	return e.certs.Reload()
+}
+
 // Stats implements Transport.
 func (e *FastEngine) Stats() Stats { return e.counters.stats() }
 
 // Drain implements Transport.
 func (e *FastEngine) Drain(ctx context.Context) error {
 	e.draining.Store(true)
+	if e.certs != nil {
+		e.certs.Close()
+	}
 	sl, _ := e.ln.(*serveListener)
 	if sl == nil {
 		return nil // not started, or Start failed: nothing runs
@@ -270,6 +292,17 @@ func (fx *fastExchange) start(ctx *fasthttp.RequestCtx) bool {
 	if rc.Replied() {
 		fx.writeReply(ctx, rc)
 		return false
+	}
+	if rc.Upgraded() {
+		// The tunnel reads the client itself: the disconnect watch must not peek under it.
+		fx.stopWatch()
+		raw := ctx.Conn()
+		ctx.HijackSetNoResponse(true)
+		ctx.Hijack(func(c net.Conn) {
+			defer fx.release()
+			_ = fx.rc.Tunnel(hijacked{Conn: c, raw: raw}, nil)
+		})
+		return true
 	}
 	resp := &ctx.Response
 	rh := fx.startHead(ctx, rc)
@@ -426,6 +459,16 @@ func (fx *fastExchange) release() {
 	fx.e = nil
 	fastExchanges.Put(fx)
 }
+
+// hijacked is a connection fasthttp handed over (reading first what it had buffered) whose
+// Close really closes it: fasthttp's own hijacked connection ignores Close and closes only
+// when the handler returns, and a tunnel must close the client the moment the upstream left.
+type hijacked struct {
+	net.Conn
+	raw net.Conn
+}
+
+func (h hijacked) Close() error { return h.raw.Close() }
 
 // countingListener counts open client connections.
 type countingListener struct {

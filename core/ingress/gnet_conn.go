@@ -81,6 +81,12 @@ type gconn struct {
 	onEnd     gnet.AsyncCallback
 	serveFn   func()
 
+	// A WebSocket tunnel takes the socket off the event loop (websocket.go): detaching tells
+	// OnClose that the close is the hand-over, not the client leaving, and leftover holds the
+	// client bytes the loop had read and not parsed.
+	detaching atomic.Bool
+	leftover  []byte
+
 	// Direct writes: while nothing is queued on the loop, the worker writes to the socket
 	// itself, saving the loop wake-up per write. writeMu keeps the fd open during such a write:
 	// gnet calls OnClose before it closes the fd, and OnClose takes writeMu.
@@ -109,7 +115,9 @@ func (gc *gconn) markClosed() {
 	gc.closeOnce.Do(func() {
 		gc.closed.Store(true)
 		close(gc.closedCh)
-		gc.rc.Cancel()
+		if !gc.detaching.Load() {
+			gc.rc.Cancel()
+		}
 	})
 }
 
@@ -370,6 +378,11 @@ func (gc *gconn) serve() {
 func (gc *gconn) proxy() bool {
 	rc := &gc.rc
 	gc.e.pipe.Begin(rc)
+	if rc.Upgraded() {
+		gc.tunnel()
+		rc.Finish()
+		return false
+	}
 	if gc.e.draining.Load() {
 		rc.CloseAfter() // the drain closes the connection after this response: say so
 	}

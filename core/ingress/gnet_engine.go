@@ -57,8 +57,9 @@ type GnetEngine struct {
 	counters
 	m *metrics.Entrypoint
 
-	mu   sync.Mutex
-	live map[*gconn]struct{} // open connections, for the deadline sweep
+	mu      sync.Mutex
+	live    map[*gconn]struct{}   // open connections, for the deadline sweep
+	tunnels map[net.Conn]struct{} // WebSocket tunnels, off the event loops (websocket.go)
 }
 
 // NewGnet returns an engine for the entrypoint described by set, routing with res.
@@ -67,7 +68,7 @@ func NewGnet(set Settings, res pipeline.Resolver, log *slog.Logger) *GnetEngine 
 	if log == nil {
 		log = slog.Default()
 	}
-	e := &GnetEngine{set: set, log: log, running: make(chan struct{}), stopped: make(chan struct{}), acceptDone: make(chan struct{}), closing: make(chan struct{}), live: make(map[*gconn]struct{})}
+	e := &GnetEngine{set: set, log: log, running: make(chan struct{}), stopped: make(chan struct{}), acceptDone: make(chan struct{}), closing: make(chan struct{}), live: make(map[*gconn]struct{}), tunnels: make(map[net.Conn]struct{})}
 	e.m = newEntrypointMetrics(set.Name, &e.counters)
 	e.pipe = pipeline.NewEntrypoint(set.Name, false, res, e.m, log)
 	e.pipe.TrustedIPs = set.TrustedIPs
@@ -210,6 +211,11 @@ wait:
 			e.sweep(time.Now().UnixNano())
 		}
 	}
+	// WebSocket tunnels left the loops: wait for them too, then cut what is left.
+	if err == nil && !e.waitTunnels(ctx.Done(), t.C) {
+		err = ctx.Err()
+	}
+	e.closeTunnels()
 	// gnet's Stop polls for completion every 500 ms; Run returning is the earlier signal.
 	stopCtx, cancel := context.WithTimeout(context.Background(), stopTimeout)
 	defer cancel()
@@ -230,6 +236,33 @@ wait:
 		}
 	}
 	return err
+}
+
+// waitTunnels waits until no tunnel is open or stop is closed; it reports whether none is.
+func (e *GnetEngine) waitTunnels(stop <-chan struct{}, tick <-chan time.Time) bool {
+	for {
+		e.mu.Lock()
+		n := len(e.tunnels)
+		e.mu.Unlock()
+		if n == 0 {
+			return true
+		}
+		select {
+		case <-stop:
+			return false
+		case <-tick:
+		}
+	}
+}
+
+// closeTunnels closes every open tunnel's client connection, which ends the tunnel and its
+// upstream connection.
+func (e *GnetEngine) closeTunnels() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for c := range e.tunnels {
+		_ = c.Close()
+	}
 }
 
 func (e *GnetEngine) liveCount() int {
@@ -267,6 +300,12 @@ func (e *GnetEngine) OnClose(c gnet.Conn, _ error) gnet.Action {
 	gc, ok := c.Context().(*gconn)
 	if !ok {
 		return gnet.None
+	}
+	if gc.detaching.Load() {
+		// Bytes the client sent past the upgrade request: the tunnel sends them on.
+		if buf, _ := c.Next(-1); len(buf) > 0 {
+			gc.leftover = append(gc.leftover[:0], buf...)
+		}
 	}
 	gc.markClosed()
 	e.mu.Lock()

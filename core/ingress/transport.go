@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-gw/sluice/core/config"
 	"github.com/sluice-gw/sluice/core/http1"
 	"github.com/sluice-gw/sluice/core/metrics"
+	"github.com/sluice-gw/sluice/core/tlscert"
 )
 
 // Transport is one listening entrypoint. Both engines are held to this contract by
@@ -56,13 +57,25 @@ type Settings struct {
 	MaxConnections     int           // 0: unlimited
 	Multicore          bool
 	EventLoops         int // gnet event loops; 0: half the CPUs with Multicore, else 1
-	TLSCertFile        string
-	TLSKeyFile         string
+	// TLS, when set, terminates TLS on the entrypoint (the fasthttp engine).
+	TLS *TLSSettings
 	// TrustedIPs are the peers whose forwarding headers are believed and extended; from any
 	// other peer they are replaced (pipeline.Entrypoint.TrustedIPs). nil: no peer is trusted.
 	TrustedIPs []netip.Prefix
 
 	linger lingerLimits // bounds of a lingering close (linger.go); zero: the defaults
+}
+
+// TLSSettings are an entrypoint's certificates and TLS version ([entrypoints.<name>.tls]).
+type TLSSettings struct {
+	// Certificates are the PEM files; the first is served when no other is for the server
+	// name the client asks (SNI).
+	Certificates []tlscert.Pair
+	// MinVersion is the lowest version accepted (tls.VersionTLS12 or tls.VersionTLS13);
+	// 0: TLS 1.2.
+	MinVersion uint16
+	// Watch reloads the certificates when their files change.
+	Watch bool
 }
 
 // Defaults for Settings fields left zero: the config's, declared once there.

@@ -29,6 +29,9 @@ var Families = []Family{
 	{"sluice_open_connections", "gauge", "Open client connections of the entrypoint."},
 	{"sluice_active_requests", "gauge", "Requests of the entrypoint in progress, from the complete request to the end of its response."},
 	{"sluice_active_streams", "gauge", "Requests whose response is an SSE stream (text/event-stream) being relayed to the client."},
+	{"sluice_active_websockets", "gauge", "WebSocket tunnels open through the router (the upstream accepted the upgrade), until either side closes."},
+	{"sluice_websocket_client_bytes_total", "counter", "Bytes clients sent upstream through WebSocket tunnels (the bytes upstreams sent count in sluice_response_bytes_total)."},
+	{"sluice_tls_certificate_reloads_total", "counter", "Reloads of a TLS entrypoint's certificates after their files changed, by result (failure: a file did not load and the certificates in use stayed)."},
 	{"sluice_responses_total", "counter", "Responses sent to clients by the router, by status class (1xx to 5xx, other)."},
 	{"sluice_request_duration_seconds", "histogram", "Time from the complete request to the end of its response, in seconds."},
 	{"sluice_ttft_seconds", "histogram", "Streamed responses: time from the complete request to the first response body byte relayed (time to first token as the client sees it), in seconds."},
@@ -60,6 +63,10 @@ var Families = []Family{
 	{"sluice_pd_pairs_exhausted_total", "counter", "Prefill/decode serving: requests for which no pair of the target could serve (the next target, if any, took them)."},
 	{"sluice_pd_aborts_total", "counter", "Prefill/decode serving: executions aborted on both workers, by reason: leg_failed, client_gone, timeout (execution_timeout_ms) or stream_failed."},
 	{"sluice_pd_prepare_batch_size", "histogram", "Prefill/decode serving: decode/prepare reservations per call to a decode worker (1: a plain decode/prepare; more: one decode/prepare:batch call)."},
+	{"sluice_health_checks_total", "counter", "Active health check probes of a backend, by result (ok or fail)."},
+	{"sluice_backend_ejections_total", "counter", "Times a backend was taken out of rotation, by reason: active (its health checks failed) or passive (its requests failed)."},
+	{"sluice_backend_ejections_refused_total", "counter", "Passive ejections not made because the backend was the last of its service in rotation (it kept serving)."},
+	{"sluice_service_no_healthy_backend_total", "counter", "Times active health checks left a service without a healthy backend."},
 	{"sluice_circuit_breaker_state", "gauge", "State of a circuit-breaker middleware's breaker over the backend: 0 closed (requests pass), 1 open (the backend is kept out), 2 half-open (one probe request at a time)."},
 }
 

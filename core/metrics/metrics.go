@@ -8,6 +8,7 @@ package metrics
 import (
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	vm "github.com/VictoriaMetrics/metrics"
@@ -45,6 +46,8 @@ type Route struct {
 	ttft      *vm.PrometheusHistogram
 	itl       *vm.PrometheusHistogram
 	streams   *vm.Gauge
+	sockets   *vm.Gauge
+	tunnelIn  *vm.Counter
 	bytesOut  *vm.Counter
 	upErr     map[string]*vm.Counter
 	canceled  *vm.Counter
@@ -62,6 +65,8 @@ func ForRoute(router, service string) *Route {
 		ttft:     vm.GetOrCreatePrometheusHistogramExt(`sluice_ttft_seconds{`+l+`}`, TTFTBuckets),
 		itl:      vm.GetOrCreatePrometheusHistogramExt(`sluice_inter_token_latency_seconds{`+l+`}`, ITLBuckets),
 		streams:  vm.GetOrCreateGauge(`sluice_active_streams{`+l+`}`, nil),
+		sockets:  vm.GetOrCreateGauge(`sluice_active_websockets{`+l+`}`, nil),
+		tunnelIn: vm.GetOrCreateCounter(`sluice_websocket_client_bytes_total{` + l + `}`),
 		bytesOut: vm.GetOrCreateCounter(`sluice_response_bytes_total{` + l + `}`),
 		canceled: vm.GetOrCreateCounter(`sluice_client_canceled_total{` + l + `}`),
 		upErr:    map[string]*vm.Counter{},
@@ -103,6 +108,17 @@ func (r *Route) StreamStarted() { r.streams.Inc() }
 
 // StreamEnded ends what StreamStarted counted: the stream completed, failed or lost its client.
 func (r *Route) StreamEnded() { r.streams.Dec() }
+
+// WebSocketStarted counts a WebSocket tunnel as active; every call is matched by one
+// WebSocketEnded.
+func (r *Route) WebSocketStarted() { r.sockets.Inc() }
+
+// WebSocketEnded ends what WebSocketStarted counted and adds the bytes the client sent
+// through the tunnel (the bytes the upstream sent count as response bytes).
+func (r *Route) WebSocketEnded(clientBytes int64) {
+	r.sockets.Dec()
+	r.tunnelIn.Add(int(clientBytes))
+}
 
 // UpstreamError counts an upstream failure by reason (one of the Reason constants).
 func (r *Route) UpstreamError(reason string) {
@@ -414,4 +430,22 @@ func PrefixEvicted() { prefixEvictions.Inc() }
 // scrape. The first call's entries is the one kept.
 func PrefixIndex(entries func() int) {
 	vm.GetOrCreateGauge(`sluice_prefix_affinity_index_entries`, func() float64 { return float64(entries()) })
+}
+
+// TLS certificate reloads by entrypoint and result.
+var tlsReloads sync.Map // "entrypoint\x00result" -> *vm.Counter
+
+// TLSCertificateReload counts a reload of entrypoint's certificates after their files changed:
+// ok false when a new file could not be loaded (the certificates in use stay).
+func TLSCertificateReload(entrypoint string, ok bool) {
+	result := "success"
+	if !ok {
+		result = "failure"
+	}
+	k := entrypoint + "\x00" + result
+	c, found := tlsReloads.Load(k)
+	if !found {
+		c, _ = tlsReloads.LoadOrStore(k, vm.GetOrCreateCounter(`sluice_tls_certificate_reloads_total{`+labels("entrypoint", entrypoint)+`,result="`+result+`"}`))
+	}
+	c.(*vm.Counter).Inc()
 }

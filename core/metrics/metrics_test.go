@@ -48,11 +48,15 @@ func populate(t *testing.T) {
 	pm.Invalidated()
 	PrefixEvicted()
 	PrefixIndex(func() int { return 7 })
+	ForHealth("up", "http://127.0.0.1:1").Check(true)
 	s.Breaker("breaker", "up", "http://127.0.0.1:1", func() int { return BreakerClosed })
 	s.Register()
 	t.Cleanup(s.Retire)
 	ConfigReloaded(true, time.Now())
 	populateLifecycle()
+	TLSCertificateReload("web", true)
+	r.WebSocketStarted()
+	r.WebSocketEnded(10)
 }
 
 // exposition is a parsed text exposition: per family its help, type and label names.

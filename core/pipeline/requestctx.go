@@ -30,6 +30,9 @@ type RequestCtx struct {
 	peer    netip.Addr // ClientIP parsed: what trusted_ips is matched against
 	trusted bool       // the peer is in the entrypoint's TrustedIPs
 
+	client      netip.Addr // ClientAddr, once computed for the request
+	clientKnown bool
+
 	ep      *Entrypoint
 	route   *Route
 	service *Service // where the request goes: the route's, or one a stage chose
@@ -51,6 +54,9 @@ type RequestCtx struct {
 	maxFwd    int64  // Max-Forwards of a TRACE or OPTIONS request, -1 when none applies
 	ended     bool   // the body reached its end or failed; nothing more is read
 	pending   []byte // pull path: bytes to hand out before the end (the SSE error event)
+	websocket bool   // a valid WebSocket opening handshake: forwarded with its upgrade
+	upgraded  bool   // the upstream accepted it (101): the engine runs Tunnel
+	tunnelOut int64  // bytes the upstream sent through the tunnel
 
 	reply   Reply
 	replied bool
@@ -60,6 +66,9 @@ type RequestCtx struct {
 	upExtra   []fieldRef
 	respExtra []fieldRef
 	upHead    *[]byte // the upstream head, from pick to the end of its round trip
+
+	enc   Encoder // codes the response body (a compress stage), nil for none
+	encIn *[]byte // the upstream payload read before it is coded
 
 	outcome       Outcome
 	countedReason string     // the upstream failure reason last counted as it happened (connect failures, resent requests)
@@ -160,6 +169,7 @@ func (rc *RequestCtx) SetClientAddr(a netip.Addr) {
 // address or the cancellation state, which the engine manages).
 func (rc *RequestCtx) reset(ep *Entrypoint) {
 	rc.ep = ep
+	rc.client, rc.clientKnown = netip.Addr{}, false
 	rc.route, rc.service, rc.hooks, rc.backend, rc.tried = nil, nil, nil, nil, nil
 	clear(rc.slots[:])
 	rc.start = time.Now()
@@ -167,6 +177,7 @@ func (rc *RequestCtx) reset(ep *Entrypoint) {
 	rc.choice.Reset()
 	rc.framing, rc.sse, rc.keepAlive, rc.isHEAD, rc.ended = relay.None, false, rc.Req.KeepAlive, false, false
 	rc.maxFwd = -1
+	rc.websocket, rc.upgraded, rc.tunnelOut = false, false, 0
 	rc.pending = rc.pending[:0]
 	rc.reply, rc.replied = Reply{}, false
 	rc.requestID = rc.requestID[:0]

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/sluice-gw/sluice/core/balancer"
+	"github.com/sluice-gw/sluice/core/health"
 	"github.com/sluice-gw/sluice/core/http1"
 	"github.com/sluice-gw/sluice/core/metrics"
 	"github.com/sluice-gw/sluice/pool"
@@ -63,6 +64,12 @@ type Service struct {
 	// Hooks are the service's own stages (revisions, scaling): each request sent to the
 	// service runs them once before its first backend choice there.
 	Hooks []ServiceHook
+	// WebSocketIdleTimeout ends a WebSocket tunnel to the service that moved no byte either
+	// way for this long; 0: DefaultWebSocketIdleTimeout.
+	WebSocketIdleTimeout time.Duration
+	// Health judges the backends by the outcomes of their requests (passive health); nil
+	// judges nothing.
+	Health *health.Passive
 }
 
 // ServiceHook is a service's own stage, run for every request sent to the service whatever

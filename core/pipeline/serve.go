@@ -63,6 +63,12 @@ func (ep *Entrypoint) Begin(rc *RequestCtx) {
 		rc.answer(rc.answerAsFinalRecipient())
 		return
 	}
+	if asksWebSocket(&rc.Req) {
+		if err := rc.beginWebSocket(); err != nil {
+			rc.answer(err)
+			return
+		}
+	}
 	if rc.x == nil { // a request stage may have run the exchange itself (Adopt)
 		if err := rc.exchange(); err != nil {
 			if err == errHold {
@@ -74,17 +80,27 @@ func (ep *Entrypoint) Begin(rc *RequestCtx) {
 		}
 	}
 	if rc.x.Resp.Status == 101 {
-		// No upgrade was asked for: a protocol error.
-		rc.outcome.UpstreamError = metrics.ReasonProtocol
-		rc.keepAlive = false
-		rc.dropUpstream()
-		rc.answer(ErrUnexpectedUpgrade)
-		return
+		var err error = ErrUnexpectedUpgrade // no upgrade was asked for: a protocol error
+		if rc.websocket {
+			err = rc.acceptWebSocket()
+		} else {
+			rc.outcome.UpstreamError = metrics.ReasonProtocol
+		}
+		if err != nil {
+			rc.keepAlive = false
+			rc.dropUpstream()
+			rc.answer(err)
+			return
+		}
 	}
 	if err := rc.route.Chain.onResponse(rc); err != nil {
+		rc.upgraded = false
 		rc.dropUpstream()
 		rc.answer(err)
 		return
+	}
+	if rc.upgraded {
+		return // the engine hands the connection to Tunnel
 	}
 	rc.planBody()
 }
@@ -179,6 +195,7 @@ func (rc *RequestCtx) pick() (*Backend, error) {
 // backend answered.
 func (rc *RequestCtx) exchange() error {
 	var last error = ErrNoBackend
+	attempts := 0
 	for try := 0; ; try++ {
 		if err := rc.enterService(); err != nil {
 			return err
@@ -205,6 +222,17 @@ func (rc *RequestCtx) exchange() error {
 			m.Offer(rc)
 		}
 		err := rc.roundTrip(b)
+		if !errors.Is(err, pool.ErrDial) {
+			attempts++
+		}
+		if err == nil && rc.route.Chain.retries() {
+			if retry, werr := rc.retryAfter(b, attempts, rc.x.Resp.Status, nil); werr != nil {
+				return werr
+			} else if retry {
+				try = -1 // each attempt gets its own connect tries
+				continue
+			}
+		}
 		if err == nil {
 			b.LB.ConnectSucceeded()
 			rc.outcome.UpstreamError = "" // an earlier connect failure was retried away
@@ -225,6 +253,16 @@ func (rc *RequestCtx) exchange() error {
 			return err
 		}
 		if !errors.Is(err, pool.ErrDial) {
+			if rc.route.Chain.retries() {
+				// The route's retry stage decides first: its budget and backoff bound what
+				// it sends again, to any backend (this one too, when it is the only one).
+				if retry, werr := rc.retryAfter(b, attempts, 0, err); werr != nil {
+					return werr
+				} else if retry {
+					try = -1 // each attempt gets its own connect tries
+					continue
+				}
+			}
 			if !rc.mayResend(err) {
 				return rc.upstreamFailed(b, err)
 			}
@@ -275,6 +313,43 @@ func (rc *RequestCtx) enterService() error {
 		}
 	}
 	return nil
+}
+
+// retryAfter asks the route's retry stages whether attempt n, which ended with status or
+// err, is tried again. When one says yes it ends the attempt (its response is dropped, its
+// backend released), waits the backoff and reports true; a client that leaves meanwhile ends
+// the request (errClientGone). Requests that may not be sent twice are never retried.
+func (rc *RequestCtx) retryAfter(b *Backend, n, status int, err error) (bool, error) {
+	if !rc.idempotent() {
+		return false, nil
+	}
+	d, ok := rc.route.Chain.onRetry(rc, n, status, err)
+	if !ok {
+		return false, nil
+	}
+	if err != nil {
+		rc.ep.elog.upstreamFailed(rc.route.Name, b.URL, "response head (retried)", err)
+		rc.route.M.UpstreamError(UpstreamReason(err))
+	}
+	if rc.service != nil {
+		rc.service.Health.Observe(b.LB.ID, true) // a retried attempt failed
+	}
+	rc.dropUpstream()
+	b.Release()
+	rc.backend = nil
+	if d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-rc.Done():
+			return false, errClientGone
+		}
+	}
+	if rc.Canceled() {
+		return false, errClientGone
+	}
+	return true, nil
 }
 
 // MaxConnectTries bounds the backends of one service a request tries after connect failures
@@ -444,6 +519,12 @@ func (rc *RequestCtx) planBody() {
 	}
 	if rc.FramesBodies && (f == relay.ChunkedRaw || f == relay.Chunk) {
 		f = relay.Payload
+	}
+	if rc.enc != nil {
+		f = rc.encodedFraming(f)
+		if f == relay.None {
+			rc.releaseEncoder()
+		}
 	}
 	rc.framing, rc.keepAlive = f, rc.keepAlive && ka
 	rc.sse = relay.IsEventStream(resp)
@@ -740,7 +821,7 @@ func (rc *RequestCtx) WriteResponse(ds Downstream) error {
 	hb := GetBuf()
 	*hb = rc.AppendHead((*hb)[:0])
 	var early int
-	if !rc.replied && !rc.ended && rc.framing.Raw() {
+	if !rc.replied && !rc.ended && rc.framing.Raw() && rc.enc == nil {
 		if k := rc.x.Buffered(); k > 0 && k <= earlyBodyBytes {
 			h := len(*hb)
 			*hb = slices.Grow(*hb, k)[:h+k]
@@ -764,6 +845,9 @@ func (rc *RequestCtx) WriteResponse(ds Downstream) error {
 	}
 	if rc.ended || rc.replied {
 		return nil
+	}
+	if rc.enc != nil {
+		return rc.relayEncoded(ds)
 	}
 	return rc.relayTo(ds)
 }
@@ -851,6 +935,9 @@ func (rc *RequestCtx) ReadBody(p []byte) (int, error) {
 			return n, err
 		}
 	}
+	if rc.enc != nil {
+		return rc.readBodyEncoded(p)
+	}
 	if rc.ended {
 		return 0, io.EOF
 	}
@@ -910,7 +997,9 @@ func (rc *RequestCtx) Finish() {
 		rc.route.M.StreamEnded()
 	}
 	o := &rc.outcome
-	if rc.x != nil {
+	if rc.upgraded {
+		o.BytesOut = rc.tunnelOut
+	} else if rc.x != nil {
 		o.BytesOut = rc.relay.Bytes()
 		if !rc.relayComplete() && !o.Canceled && o.UpstreamError == "" && !rc.replied {
 			o.Canceled = true // the engine stopped before the end: the client left
@@ -922,10 +1011,12 @@ func (rc *RequestCtx) Finish() {
 			h.OnServiceDone(rc)
 		}
 	}
+	rc.observeHealth()
 	if rt := rc.route; rt != nil {
 		rt.Chain.onComplete(rc)
 	}
 	rc.hooks.onComplete(rc)
+	rc.releaseEncoder()
 	rc.dropUpstream()
 	if rc.backend != nil {
 		rc.backend.Release()

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/sluice-gw/sluice/core/balancer"
 )
@@ -69,6 +70,17 @@ type FallbackStage interface {
 	OnExhausted(rc *RequestCtx) bool
 }
 
+// RetryStage decides whether a request goes to an upstream again after an attempt that put
+// nothing before the client: the upstream answered with a status the stage retries (err nil),
+// or the exchange failed before a response head (err). It is asked only for requests that may
+// be sent twice (an idempotent method, RFC 9110 §9.2.2, or an Idempotency-Key), and only
+// before the first response byte. n is the number of attempts made so far (1 after the
+// first). It returns true and the time to wait to try again; the next attempt picks a backend
+// afresh. When every retry stage says no, the last answer goes to the client as it came.
+type RetryStage interface {
+	OnRetry(rc *RequestCtx, n int, status int, err error) (time.Duration, bool)
+}
+
 // CompletionStage runs once the exchange is over: after the last byte, a failure or the
 // client's departure, and also for requests answered by the gateway itself. It observes
 // (metrics, access log, health feedback, token accounting); it cannot change the response.
@@ -84,6 +96,7 @@ type Chain struct {
 	response []ResponseStage
 	pick     []PickStage
 	fallback []FallbackStage
+	retry    []RetryStage
 	body     []BodyStage
 	complete []CompletionStage
 }
@@ -112,6 +125,9 @@ func NewChain(stages ...any) (*Chain, error) {
 		if fs, is := s.(FallbackStage); is {
 			c.fallback, ok = append(c.fallback, fs), true
 		}
+		if rs, is := s.(RetryStage); is {
+			c.retry, ok = append(c.retry, rs), true
+		}
 		if cs, is := s.(CompletionStage); is {
 			c.complete, ok = append(c.complete, cs), true
 		}
@@ -127,7 +143,7 @@ func (c *Chain) Len() int {
 	if c == nil {
 		return 0
 	}
-	return len(c.request) + len(c.pick) + len(c.vet) + len(c.response) + len(c.fallback) + len(c.body) + len(c.complete)
+	return len(c.request) + len(c.pick) + len(c.vet) + len(c.response) + len(c.fallback) + len(c.retry) + len(c.body) + len(c.complete)
 }
 
 func (c *Chain) onRequest(rc *RequestCtx) error {
@@ -196,6 +212,18 @@ func (c *Chain) onExhausted(rc *RequestCtx) bool {
 		}
 	}
 	return false
+}
+
+// retries reports whether c has retry stages.
+func (c *Chain) retries() bool { return c != nil && len(c.retry) > 0 }
+
+func (c *Chain) onRetry(rc *RequestCtx, n, status int, err error) (time.Duration, bool) {
+	for _, s := range c.retry {
+		if d, ok := s.OnRetry(rc, n, status, err); ok {
+			return d, true
+		}
+	}
+	return 0, false
 }
 
 func (c *Chain) onComplete(rc *RequestCtx) {

@@ -93,6 +93,10 @@ func appendHeadFor(dst []byte, rc *RequestCtx, svc *Service, b *Backend, bodyLen
 		dst = append(dst, "\r\n"...)
 	}
 	dst = rc.appendFields(dst, rc.upExtra)
+	if rc.websocket {
+		// Connection and Upgrade are hop-by-hop, dropped above: the upgrade is asked anew.
+		dst = append(dst, wsUpgradeFields...)
+	}
 	if bodyLen > 0 || req.ContentLength >= 0 || req.Chunked {
 		dst = append(dst, "Content-Length: "...)
 		dst = strconv.AppendInt(dst, int64(bodyLen), 10)

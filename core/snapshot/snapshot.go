@@ -4,10 +4,14 @@
 package snapshot
 
 import (
+	"crypto/sha256"
 	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
 	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"slices"
 	"sort"
 	"strconv"
@@ -18,14 +22,19 @@ import (
 	"github.com/sluice-gw/sluice/core/balancer"
 	"github.com/sluice-gw/sluice/core/config"
 	"github.com/sluice-gw/sluice/core/consumer"
+	"github.com/sluice-gw/sluice/core/health"
 	"github.com/sluice-gw/sluice/core/http1"
 	"github.com/sluice-gw/sluice/core/metrics"
 	"github.com/sluice-gw/sluice/core/middleware/breaker"
+	"github.com/sluice-gw/sluice/core/middleware/compress"
 	"github.com/sluice-gw/sluice/core/middleware/jwtauth"
+	"github.com/sluice-gw/sluice/core/middleware/policy"
 	"github.com/sluice-gw/sluice/core/middleware/ratelimit"
+	"github.com/sluice-gw/sluice/core/middleware/retry"
 	"github.com/sluice-gw/sluice/core/modelroute"
 	"github.com/sluice-gw/sluice/core/pipeline"
 	"github.com/sluice-gw/sluice/core/router"
+	"github.com/sluice-gw/sluice/core/tlscert"
 	"github.com/sluice-gw/sluice/core/workers"
 	"github.com/sluice-gw/sluice/pool"
 )
@@ -52,6 +61,14 @@ type Snapshot struct {
 	// by the next snapshot so that a reload keeps the last observations.
 	workerStates map[string]*workers.Worker
 	startWorkers sync.Once
+
+	// checkers probe the servers of services with a health_check, from Live.Activate until
+	// Retire; healthTargets are their judged states by service and server, taken over by the
+	// next snapshot so that a reload keeps what the probes learnt.
+	checkers      []*health.Checker
+	healthLBs     []healthLB
+	healthTargets map[string]*health.Target
+	startHealth   sync.Once
 
 	// hooks are the completion stages every request of this snapshot runs, routed or not.
 	hooks *pipeline.Chain
@@ -140,7 +157,7 @@ func Compile(cfg *config.Config, prev *Snapshot, gen uint64) (*Snapshot, error) 
 	for _, name := range sortedKeys(cfg.Entrypoints) {
 		if t := cfg.Entrypoints[name].TLS; t != nil {
 			// Checked here so that `sluice validate` and a reload catch what a bind would.
-			if _, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile); err != nil {
+			if _, err := tlscert.Load(tlscert.PairsOf(t)); err != nil {
 				errs = append(errs, cfg.Errorf([]string{"entrypoints", name, "tls"}, "entrypoints.%s.tls: %s", name, cfg.MaskEnv(err.Error(), "entrypoints", name, "tls")))
 			}
 		}
@@ -330,14 +347,55 @@ func (s *Snapshot) compileMiddlewares(cfg *config.Config, consumers *consumer.Re
 		case mw.JWT != nil:
 			st, err := jwtauth.New(*mw.JWT, consumers)
 			if err != nil {
-				at := []string{"middlewares", name, "public_key_file"}
-				errs = append(errs, &config.Error{Pos: cfg.ValuePos(at...), Msg: fmt.Sprintf("middlewares.%s.public_key_file: %s", name, cfg.MaskEnv(err.Error(), at...))})
+				key := "public_key_file"
+				if mw.JWT.JWKSFile != "" {
+					key = "jwks_file"
+				} else if mw.JWT.JWKSURL != "" {
+					key = "jwks_url"
+				}
+				at := []string{"middlewares", name, key}
+				errs = append(errs, &config.Error{Pos: cfg.ValuePos(at...), Msg: fmt.Sprintf("middlewares.%s.%s: %s", name, key, cfg.MaskEnv(err.Error(), at...))})
 				continue
 			}
 			s.middlewares[name] = st
+		case mw.Retry != nil:
+			s.middlewares[name] = retryStage(mw, old)
+		default:
+			if st := policyStage(mw); st != nil {
+				s.middlewares[name] = st
+			}
 		}
 	}
 	return errs
+}
+
+// policyStage compiles an HTTP policy middleware (headers, strip-prefix, cors, ip-allow,
+// body-limit, compress); nil for another type. They keep no state, so a reload builds them afresh.
+func policyStage(mw *config.Middleware) any {
+	switch {
+	case mw.Headers != nil:
+		return policy.NewHeaders(*mw.Headers)
+	case mw.StripPrefix != nil:
+		return policy.NewStripPrefix(*mw.StripPrefix)
+	case mw.CORS != nil:
+		return policy.NewCORS(*mw.CORS)
+	case mw.IPAllow != nil:
+		return policy.NewIPAllow(*mw.IPAllow)
+	case mw.BodyLimit != nil:
+		return policy.NewBodyLimit(*mw.BodyLimit)
+	case mw.Compress != nil:
+		return compress.New(*mw.Compress)
+	}
+	return nil
+}
+
+// retryStage compiles a retry middleware, taking over the budget of prev's of the same name.
+func retryStage(mw *config.Middleware, old any) any {
+	if mw.Retry == nil {
+		return nil
+	}
+	prev, _ := old.(*retry.Stage)
+	return retry.New(*mw.Retry, prev)
 }
 
 // servicesOf returns the compiled services the routers listing middleware mw send requests
@@ -399,10 +457,14 @@ func (s *Snapshot) compileService(cfg *config.Config, name string, sc *config.Se
 	if lb == nil {
 		return nil, config.ErrorList{cfg.Errorf([]string{"services", name}, "services.%s: a service needs a load_balancer", name)}
 	}
-	svc := &pipeline.Service{Name: name, PassHostHeader: lb.PassHostHeader, RetryNonIdempotent: lb.RetryNonIdempotent,
+	svc := &pipeline.Service{Name: name, PassHostHeader: lb.PassHostHeader, RetryNonIdempotent: lb.RetryNonIdempotent, WebSocketIdleTimeout: lb.WebSocketIdleTimeout,
 		StreamTimeouts: pipeline.StreamTimeouts{FirstToken: lb.FirstTokenTimeout, Total: lb.StreamTimeout}}
 	var lbs []*balancer.Backend
 	var errs config.ErrorList
+	roots, rootsKey, rerr := upstreamRoots(cfg, name, lb.TLS)
+	if rerr != nil {
+		return nil, config.ErrorList{rerr}
+	}
 	for _, ref := range servers {
 		srv := ref.srv
 		// Shown in metric labels, logs and the admin API: as written, so that a host or
@@ -432,10 +494,14 @@ func (s *Snapshot) compileService(cfg *config.Config, name string, sc *config.Se
 			StreamIdleTimeout:     lb.StreamIdleTimeout,
 			MaxIdleConns:          poolIdleConns(lb.MaxIdleConns),
 		}
-		if u.Scheme == "https" {
-			opts.TLS = &tls.Config{ServerName: u.Hostname(), MinVersion: tls.VersionTLS12}
-		}
 		key := poolKey(u.Scheme, opts)
+		if u.Scheme == "https" {
+			opts.TLS = &tls.Config{ServerName: u.Hostname(), MinVersion: tls.VersionTLS12, RootCAs: roots}
+			if lb.TLS != nil && lb.TLS.ServerName != "" {
+				opts.TLS.ServerName = lb.TLS.ServerName
+			}
+			key += "|" + opts.TLS.ServerName + "|" + rootsKey
+		}
 		p := s.pools[key]
 		if p == nil && prev != nil {
 			p = prev.pools[key]
@@ -456,7 +522,28 @@ func (s *Snapshot) compileService(cfg *config.Config, name string, sc *config.Se
 		return nil, config.ErrorList{cfg.Errorf([]string{"services", name, "load_balancer", "strategy"}, "services.%s.load_balancer.strategy: %s", name, cfg.MaskEnv(err.Error(), "services", name, "load_balancer", "strategy"))}
 	}
 	svc.Balancer = bal
+	s.compileHealth(cfg, name, svc, prev, roots)
 	return svc, nil
+}
+
+// upstreamRoots reads the CA file of a service's upstream TLS: the roots its https servers'
+// certificates are verified with (nil: the system's), and a key that changes with the file's
+// content, so that a reload after the CA file changed opens new connections.
+func upstreamRoots(cfg *config.Config, service string, t *config.UpstreamTLS) (*x509.CertPool, string, *config.Error) {
+	if t == nil || t.CAFile == "" {
+		return nil, "", nil
+	}
+	at := []string{"services", service, "load_balancer", "tls", "ca_file"}
+	pem, err := os.ReadFile(t.CAFile)
+	if err != nil {
+		return nil, "", &config.Error{Pos: cfg.ValuePos(at...), Msg: fmt.Sprintf("services.%s.load_balancer.tls.ca_file: %s", service, cfg.MaskEnv(err.Error(), at...))}
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(pem) {
+		return nil, "", &config.Error{Pos: cfg.ValuePos(at...), Msg: fmt.Sprintf("services.%s.load_balancer.tls.ca_file %q: no PEM certificate in it", service, cfg.MaskEnv(t.CAFile, at...))}
+	}
+	sum := sha256.Sum256(pem)
+	return roots, hex.EncodeToString(sum[:8]), nil
 }
 
 // poolIdleConns maps max_idle_conns (0 keeps none) onto pool.Options (0 is the default).
@@ -495,6 +582,7 @@ func (s *Snapshot) Retire(next *Snapshot) {
 	if s.Models != nil {
 		s.Models.Close()
 	}
+	s.stopHealth()
 	for k, p := range s.pools {
 		if next == nil || next.pools[k] != p {
 			p.Close()
@@ -520,8 +608,8 @@ func (l *Live) Load() *Snapshot { return l.p.Load() }
 // Swap installs s and returns the snapshot it replaced; the caller retires that one.
 func (l *Live) Swap(s *Snapshot) *Snapshot { return l.p.Swap(s) }
 
-// Activate installs s, starts polling its workers, retires the snapshot it replaces and
-// publishes s's metrics.
+// Activate installs s, starts polling its workers and probing its health checks, retires
+// the snapshot it replaces and publishes s's metrics.
 func (l *Live) Activate(s *Snapshot) {
 	s.StartWorkers()
 	s.startLifecycle()
@@ -529,6 +617,9 @@ func (l *Live) Activate(s *Snapshot) {
 	if old != nil {
 		old.Retire(s)
 	}
+	// After the old checkers stopped: a server in both configurations is probed by one
+	// checker at a time.
+	s.StartHealth()
 	if s.Metrics != nil {
 		s.Metrics.Register()
 	}

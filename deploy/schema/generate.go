@@ -82,6 +82,7 @@ var constraints = map[string]constraint{
 	"entrypoints.*.max_body_bytes":              {min: "1"},
 	"entrypoints.*.max_connections":             {min: "0"},
 	"entrypoints.*.event_loops":                 {min: "0", max: "1024"},
+	"entrypoints.*.tls.min_version":             {enum: []string{config.TLSVersion12, config.TLSVersion13}},
 	"routers.*.entrypoints":                     {minItems: 1},
 	"routers.*.priority":                        {min: "0"},
 	"services.*.load_balancer.strategy":         {enum: []string{config.StrategyRoundRobin, config.StrategyWeighted, config.StrategyLeastConnections, config.StrategyRandom}},
@@ -89,7 +90,7 @@ var constraints = map[string]constraint{
 	"services.*.load_balancer.servers[].url":    {pattern: URLPattern},
 	"services.*.load_balancer.servers[].weight": {min: "1", max: itoa(config.MaxWeight)},
 	"services.*.load_balancer.max_idle_conns":   {min: "0"},
-	"middlewares.*.type":                        {enum: []string{config.MiddlewareJWT, config.MiddlewareRateLimit, config.MiddlewareCircuitBreaker, config.MiddlewareAPIKey}},
+	"middlewares.*.type":                        {enum: []string{config.MiddlewareJWT, config.MiddlewareRateLimit, config.MiddlewareCircuitBreaker, config.MiddlewareAPIKey, config.MiddlewareHeaders, config.MiddlewareStripPrefix, config.MiddlewareCORS, config.MiddlewareIPAllow, config.MiddlewareBodyLimit, config.MiddlewareCompress, config.MiddlewareRetry}},
 	"admin.address":                             {pattern: `^$|` + AddressPattern},
 	"admin.token_env":                           {pattern: `^([A-Za-z_][A-Za-z0-9_]*)?$`},
 	"log.level":                                 {enum: []string{"debug", "info", "warn", "error"}},
@@ -108,6 +109,14 @@ var descriptions = map[string]string{
 // one value is their default.
 var computedDefaults = map[string]bool{
 	"routers.*.entrypoints": true, // every entrypoint
+}
+
+// eitherKeys are keys the minimal configuration cannot do without, but another key can
+// stand in for: a TLS entrypoint needs cert_file and key_file unless certificates lists
+// one. A schema cannot say "one of these", so they are not marked required.
+var eitherKeys = map[string]bool{
+	"entrypoints.*.tls.cert_file": true,
+	"entrypoints.*.tls.key_file":  true,
 }
 
 // names stand for "*" in the minimal configuration, per collection.
@@ -176,6 +185,9 @@ func Generate(root string) ([]byte, error) {
 	req := map[string]bool{}
 	if err := requiredKeys(base, base, "", nil, req); err != nil {
 		return nil, err
+	}
+	for k := range eitherKeys {
+		delete(req, k)
 	}
 	g := &generator{docs: docs, cfg: cfg, doc: cfg.Document(), required: req, used: map[string]bool{}, durations: map[string]bool{}}
 	top, err := g.structNode(reflect.TypeOf(config.Config{}), "", nil)

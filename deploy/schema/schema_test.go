@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-gw/sluice/core/config"
+	"github.com/sluice-gw/sluice/core/health"
 )
 
 // root is the module's directory (tests run in the package's).
@@ -161,7 +162,11 @@ func sorted[T any](m map[string]T) []string {
 }
 
 // typesWithRequiredOptions are the middleware types that do not load from their type alone.
-var typesWithRequiredOptions = map[string]bool{config.MiddlewareJWT: true, config.MiddlewareRateLimit: true}
+var typesWithRequiredOptions = map[string]bool{
+	config.MiddlewareJWT: true, config.MiddlewareRateLimit: true,
+	config.MiddlewareHeaders: true, config.MiddlewareStripPrefix: true, config.MiddlewareCORS: true,
+	config.MiddlewareIPAllow: true, config.MiddlewareBodyLimit: true,
+}
 
 // The schema's enumerations and ranges are written by hand (constraints); the loader
 // checks them in its own code. Each is probed at its edges in both.
@@ -231,7 +236,7 @@ func TestSchemaPatternsAgreeWithLoader(t *testing.T) {
 			}
 		}
 	}
-	require.Len(t, durations, 20, "durations in the schema")
+	require.Len(t, durations, 27, "durations in the schema")
 	// The loader also bounds the workers' poll interval and wants the observation TTL above
 	// it (the other key keeps its default here), which a pattern cannot say: for these two
 	// keys the schema is knowingly looser.
@@ -240,6 +245,17 @@ func TestSchemaPatternsAgreeWithLoader(t *testing.T) {
 			return d >= config.MinObserveInterval && d <= config.MaxObserveInterval && d < config.DefaultObservationTTL
 		},
 		"services.*.workers.observation_ttl": func(d time.Duration) bool { return d > config.DefaultObserveInterval },
+		// Health checks bound their durations and relate them (the other key at its default).
+		"services.*.load_balancer.health_check.interval": func(d time.Duration) bool {
+			return d >= config.MinHealthInterval && d <= config.MaxHealthInterval
+		},
+		"services.*.load_balancer.health_check.timeout":        func(d time.Duration) bool { return d > 0 && d < health.DefaultInterval },
+		"services.*.load_balancer.passive_health.ejection":     func(d time.Duration) bool { return d >= 100*time.Millisecond && d <= health.DefaultMaxEjection },
+		"services.*.load_balancer.passive_health.error_window": func(d time.Duration) bool { return d >= time.Second && d <= time.Hour },
+		"providers.file.debounce":                              func(d time.Duration) bool { return d >= config.MinDebounce && d <= config.MaxDebounce },
+		"services.*.load_balancer.passive_health.max_ejection": func(d time.Duration) bool {
+			return d >= health.DefaultEjection && d <= 24*time.Hour
+		},
 	}
 	env := map[string]string{"SCHEMA_PROBE": "5s"}
 	for _, path := range durations {
@@ -317,10 +333,10 @@ func TestSchemaPatternsAgreeWithLoader(t *testing.T) {
 func TestSchemaShapeAgreesWithLoader(t *testing.T) {
 	for _, p := range []probe{
 		{path: "entrypoints.*.adress", value: "127.0.0.1:8081", schema: false, loader: false},
-		{path: "providers", value: map[string]any{}, schema: false, loader: false},
+		{path: "providers", value: map[string]any{}, schema: true, loader: true},
 		{path: "models.*.scheduling.phase", value: "sideways", schema: true, loader: false},
 		{path: "services.*.scaling", value: map[string]any{"min_replicas": int64(0)}, schema: false, loader: false},
-		{path: "services.*.load_balancer.health_check", value: map[string]any{"path": "/"}, schema: false, loader: false},
+		{path: "services.*.load_balancer.health_check", value: map[string]any{"path": "/"}, schema: true, loader: true},
 		{path: "middlewares.*.header", value: "${SCHEMA_PROBE}", env: map[string]string{"SCHEMA_PROBE": "X-Key"}, schema: true, loader: true},
 		{path: "middlewares.*.rate", value: int64(60), schema: true, loader: false}, // looser: options are checked by type, not by the schema
 		{path: "entrypoints.*.max_connections", value: 1.5, schema: false, loader: false},
@@ -334,7 +350,10 @@ func TestSchemaShapeAgreesWithLoader(t *testing.T) {
 		{path: "admin.allowed_hosts", value: []any{"sluice.internal", "${SCHEMA_PROBE}"}, env: map[string]string{"SCHEMA_PROBE": "10.0.0.5"}, schema: true, loader: true},
 		{path: "entrypoints.a_b-c1", value: map[string]any{"address": "127.0.0.1:8081"}, schema: true, loader: true},
 		{path: "entrypoints.-bad", value: map[string]any{"address": "127.0.0.1:8081"}, schema: false, loader: false},
-		{path: "entrypoints.*.tls", value: map[string]any{"cert_file": "c.pem"}, schema: false, loader: false},
+		{path: "entrypoints.*.tls", value: map[string]any{"cert_file": "c.pem"}, schema: true, loader: false}, // looser: key_file, or certificates instead, is more than a schema can say
+		{path: "entrypoints.*.tls", value: map[string]any{"certificates": []any{map[string]any{"cert_file": "c.pem", "key_file": "k.pem"}}}, schema: true, loader: true},
+		{path: "entrypoints.*.tls", value: map[string]any{"cert_file": "c.pem", "key_file": "k.pem", "min_version": "1.3"}, schema: true, loader: true},
+		{path: "entrypoints.*.tls", value: map[string]any{"cert_file": "c.pem", "key_file": "k.pem", "min_version": "1.1"}, schema: false, loader: false},
 	} {
 		check(t, p)
 	}

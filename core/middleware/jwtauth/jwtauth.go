@@ -1,7 +1,8 @@
 // Package jwtauth is the jwt middleware ([middlewares.<name>] type = "jwt"): it authenticates a
 // request by the JSON Web Token (RFC 7519) in its "Authorization: Bearer" field, verified with
-// github.com/golang-jwt/jwt/v5 against an HMAC secret (HS256, HS384, HS512) or a public key
-// (RS*, PS*, ES*, EdDSA), and answers 401 with a WWW-Authenticate challenge (RFC 6750 §3) when
+// github.com/golang-jwt/jwt/v5 against an HMAC secret (HS256, HS384, HS512), a public key
+// (RS*, PS*, ES*, EdDSA) or the keys of a JSON Web Key Set from a file or URL, chosen by the
+// token's kid and cached (jwks.go), and answers 401 with a WWW-Authenticate challenge (RFC 6750 §3) when
 // the token is missing or not valid.
 //
 // The algorithms a token may use are those of the configured key, fixed when the
@@ -25,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -40,12 +42,43 @@ const minRSABits = 2048
 // Stage is the jwt middleware, a pipeline.RequestStage. It is immutable once built.
 type Stage struct {
 	parser    *jwt.Parser
-	key       any // []byte (HMAC) or a crypto.PublicKey
+	key       any   // []byte (HMAC) or a crypto.PublicKey
+	jwks      *jwks // the keys by kid, when they come from a JWK Set (then key is nil)
 	methods   []string
 	claim     string
 	consumers *consumer.Registry // nil: tokens are not mapped to consumers
 	noClaim   *refusal           // the token lacks the claim that names its consumer
 	now       func() time.Time   // a field so that tests can set the clock
+	forward   []forwardClaim     // claims sent upstream in request fields
+}
+
+// forwardClaim sends a verified token's claim upstream in a request field.
+type forwardClaim struct {
+	claim  string
+	header []byte
+}
+
+// forwardClaims adds the configured claims of a verified token to the upstream request: a
+// string as is, a number or a boolean in its JSON form; other claims (objects, arrays) and
+// values with control characters are not sent.
+func (s *Stage) forwardClaims(rc *pipeline.RequestCtx, claims jwt.MapClaims) {
+	for _, f := range s.forward {
+		var v []byte
+		switch x := claims[f.claim].(type) {
+		case string:
+			v = []byte(x)
+		case float64:
+			v = strconv.AppendFloat(nil, x, 'f', -1, 64)
+		case bool:
+			v = strconv.AppendBool(nil, x)
+		default:
+			continue
+		}
+		if len(v) == 0 || bytes.ContainsAny(v, "\r\n\x00") {
+			continue
+		}
+		rc.AddUpstreamHeader(f.header, v)
+	}
 }
 
 // New returns the stage of a jwt middleware with options o (checked by config.Load). It reads
@@ -60,6 +93,12 @@ func New(o config.JWTOptions, consumers *consumer.Registry) (*Stage, error) {
 		s.consumers = consumers
 	}
 	switch {
+	case o.JWKSFile != "" || o.JWKSURL != "":
+		src, err := newJWKS(o)
+		if err != nil {
+			return nil, err
+		}
+		s.jwks, s.methods = src, asymmetricMethods
 	case o.PublicKeyFile != "":
 		key, methods, err := readPublicKey(o.PublicKeyFile)
 		if err != nil {
@@ -85,6 +124,9 @@ func New(o config.JWTOptions, consumers *consumer.Registry) (*Stage, error) {
 		opts = append(opts, jwt.WithAudience(o.Audience...))
 	}
 	s.parser = jwt.NewParser(opts...)
+	for _, p := range o.ForwardClaims {
+		s.forward = append(s.forward, forwardClaim{claim: p.Name, header: []byte(p.Value)})
+	}
 	s.noClaim = newRefusal(401, "the token has no "+s.claim+" claim naming its consumer")
 	return s, nil
 }
@@ -135,26 +177,42 @@ func readPublicKey(file string) (crypto.PublicKey, []string, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %v", file, err)
 	}
+	methods, err := methodsFor(key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %v", file, err)
+	}
+	return key, methods, nil
+}
+
+// rsaMethods, ecMethods and edMethods are the algorithms each kind of public key verifies.
+var rsaMethods = []string{"RS256", "RS384", "RS512", "PS256", "PS384", "PS512"}
+
+// asymmetricMethods are every algorithm a public key may verify: what a key set (which may
+// change) is checked against. Never an HMAC algorithm, never "none".
+var asymmetricMethods = append(append([]string(nil), rsaMethods...), "ES256", "ES384", "ES512", "EdDSA")
+
+// methodsFor returns the algorithms public key verifies, or why it verifies none.
+func methodsFor(key any) ([]string, error) {
 	switch k := key.(type) {
 	case *rsa.PublicKey:
 		if k.N.BitLen() < minRSABits {
-			return nil, nil, fmt.Errorf("%s: the RSA key has %d bits; want at least %d (RFC 7518 §3.3)", file, k.N.BitLen(), minRSABits)
+			return nil, fmt.Errorf("the RSA key has %d bits; want at least %d (RFC 7518 §3.3)", k.N.BitLen(), minRSABits)
 		}
-		return k, []string{"RS256", "RS384", "RS512", "PS256", "PS384", "PS512"}, nil
+		return rsaMethods, nil
 	case *ecdsa.PublicKey:
 		switch k.Curve {
 		case elliptic.P256():
-			return k, []string{"ES256"}, nil
+			return []string{"ES256"}, nil
 		case elliptic.P384():
-			return k, []string{"ES384"}, nil
+			return []string{"ES384"}, nil
 		case elliptic.P521():
-			return k, []string{"ES512"}, nil
+			return []string{"ES512"}, nil
 		}
-		return nil, nil, fmt.Errorf("%s: ECDSA curve %s has no JWT algorithm (want P-256, P-384 or P-521)", file, k.Curve.Params().Name)
+		return nil, fmt.Errorf("ECDSA curve %s has no JWT algorithm (want P-256, P-384 or P-521)", k.Curve.Params().Name)
 	case ed25519.PublicKey:
-		return k, []string{"EdDSA"}, nil
+		return []string{"EdDSA"}, nil
 	}
-	return nil, nil, fmt.Errorf("%s: a %T key verifies no JWT algorithm (want RSA, ECDSA or Ed25519)", file, key)
+	return nil, fmt.Errorf("a %T key verifies no JWT algorithm (want RSA, ECDSA or Ed25519)", key)
 }
 
 // refusal is one answer of the middleware: its status, body in both error shapes, and the
@@ -225,6 +283,9 @@ func refusalFor(err error) *refusal {
 // OnRequest implements pipeline.RequestStage: the request goes on when its bearer token
 // verifies, carrying its consumer when consumers are defined.
 func (s *Stage) OnRequest(rc *pipeline.RequestCtx) error {
+	for _, f := range s.forward {
+		rc.RemoveRequestHeader(f.header) // only the gateway says who the caller is
+	}
 	tok, ok := bearer(rc)
 	if !ok {
 		return errMissing.reply(rc)
@@ -233,6 +294,10 @@ func (s *Stage) OnRequest(rc *pipeline.RequestCtx) error {
 	if _, err := s.parser.ParseWithClaims(string(tok), claims, s.keyFunc); err != nil {
 		return refusalFor(err).reply(rc)
 	}
+	if sub, ok := claims["sub"].(string); ok && sub != "" {
+		consumer.SetSubject(rc, sub)
+	}
+	s.forwardClaims(rc, claims)
 	if s.consumers == nil {
 		return nil
 	}
@@ -250,7 +315,12 @@ func (s *Stage) OnRequest(rc *pipeline.RequestCtx) error {
 
 // keyFunc hands the parser the configured key. The parser has already refused an algorithm
 // not in s.methods, and each verifier refuses a key of another type.
-func (s *Stage) keyFunc(*jwt.Token) (any, error) { return s.key, nil }
+func (s *Stage) keyFunc(t *jwt.Token) (any, error) {
+	if s.jwks != nil {
+		return s.jwks.keyFor(t, s.now())
+	}
+	return s.key, nil
+}
 
 // bearer returns the token of "Authorization: Bearer <token>" (the scheme is
 // case-insensitive, RFC 9110 §11.1).

@@ -16,6 +16,7 @@ type keyKind uint8
 const (
 	byClientIP keyKind = iota
 	byConsumer
+	bySubject
 	byHeader
 )
 
@@ -25,6 +26,7 @@ const (
 	tagIP       = 'i'
 	tagConsumer = 'c'
 	tagHeader   = 'h'
+	tagSubject  = 's'
 )
 
 // Stage is the rate-limit middleware: a pipeline.RequestStage over a Limiter. One Stage
@@ -48,6 +50,8 @@ func New(name string, o config.RateLimitOptions, prev *Stage) *Stage {
 	switch o.Key {
 	case config.RateLimitKeyAPIKey:
 		s.by = byConsumer
+	case config.RateLimitKeyJWTSubject:
+		s.by = bySubject
 	case config.RateLimitKeyClientIP, "":
 		s.by = byClientIP
 	default:
@@ -99,7 +103,8 @@ func (s *Stage) OnRequest(rc *pipeline.RequestCtx) error {
 }
 
 // key returns the request's key and its kind's tag: the consumer's name (appended to buf),
-// the header's value or the client's address. A request without a consumer or without the
+// the header's value or the client's address (behind a trusted proxy, the address it
+// forwarded: RequestCtx.ClientAddr). A request without a consumer or without the
 // header is counted by its client's address.
 func (s *Stage) key(rc *pipeline.RequestCtx, buf []byte) (byte, []byte) {
 	switch s.by {
@@ -107,12 +112,16 @@ func (s *Stage) key(rc *pipeline.RequestCtx, buf []byte) (byte, []byte) {
 		if c := consumer.From(rc); c != nil {
 			return tagConsumer, append(buf, c.Name...)
 		}
+	case bySubject:
+		if sub := consumer.Subject(rc); sub != "" {
+			return tagSubject, append(buf, sub...)
+		}
 	case byHeader:
 		if v, ok := rc.Req.HeaderValue(s.header); ok {
 			return tagHeader, v
 		}
 	}
-	return tagIP, rc.ClientIP
+	return tagIP, rc.AppendClientIP(buf)
 }
 
 // seconds rounds d up to whole seconds: a client that waits that long finds what was

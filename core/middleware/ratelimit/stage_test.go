@@ -8,11 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-gw/sluice/core/config"
 	"github.com/sluice-gw/sluice/core/consumer"
 	"github.com/sluice-gw/sluice/core/middleware/internal/mwtest"
+	"github.com/sluice-gw/sluice/core/middleware/jwtauth"
 	"github.com/sluice-gw/sluice/core/pipeline"
 )
 
@@ -157,4 +159,46 @@ func BenchmarkStage(b *testing.B) {
 			}
 		})
 	}
+}
+
+// Behind a trusted proxy every request arrives from the proxy's address: the bucket is the
+// client's that the proxy forwarded, and a client cannot pick its bucket by sending an
+// X-Forwarded-For of its own (the proxy appends the address it saw, which is what counts).
+func TestStageKeysByForwardedClientBehindATrustedProxy(t *testing.T) {
+	s := New("per-client", opts(1, 1, config.RateLimitKeyClientIP), nil)
+	h := mwtest.New(t, []any{s})
+	h.EP.TrustedIPs = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
+	do := func(peer, xff string) int {
+		head := "GET / HTTP/1.1\r\nHost: gw"
+		if xff != "" {
+			head += "\r\nX-Forwarded-For: " + xff
+		}
+		return h.Do(t, peer, head, "").Status
+	}
+	const proxy = "10.0.0.5"
+	require.Equal(t, 503, do(proxy, "198.51.100.1"), "first request of client .1")
+	require.Equal(t, 429, do(proxy, "198.51.100.1"), "client .1's bucket is empty")
+	require.Equal(t, 503, do(proxy, "198.51.100.2"), "client .2 has its own bucket behind the same proxy")
+	require.Equal(t, 429, do(proxy, "203.0.113.9, 198.51.100.1"), "a forged left element does not change the bucket")
+	require.Equal(t, 429, do(proxy, "198.51.100.2:4711, 10.1.1.1"), "trusted hops are skipped, a port is ignored")
+	require.Equal(t, 503, do("192.0.2.77", "198.51.100.3"), "an untrusted peer is counted by its own address")
+	require.Equal(t, 429, do("192.0.2.77", "198.51.100.4"), "whatever it claims")
+}
+
+// key = "jwt_subject" counts by the verified token's subject: two subjects from one address
+// have their own buckets.
+func TestStageKeysByJWTSubject(t *testing.T) {
+	const key = "0123456789abcdef0123456789abcdef"
+	jwtStage, err := jwtauth.New(config.JWTOptions{Secret: key, Leeway: time.Minute, Claim: "sub"}, nil)
+	require.NoError(t, err)
+	s := New("per-subject", opts(1, 1, config.RateLimitKeyJWTSubject), nil)
+	h := mwtest.New(t, []any{jwtStage, s})
+	do := func(sub string) int {
+		tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": sub, "exp": time.Now().Add(time.Hour).Unix()}).SignedString([]byte(key))
+		require.NoError(t, err)
+		return h.Do(t, "192.0.2.1", "GET / HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer "+tok, "").Status
+	}
+	require.Equal(t, 503, do("alice"))
+	require.Equal(t, 429, do("alice"))
+	require.Equal(t, 503, do("bob"), "another subject, same address: its own bucket")
 }

@@ -1,0 +1,224 @@
+package gateway_test
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/andybalholm/brotli"
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
+	"github.com/stretchr/testify/require"
+)
+
+// compressConfig is a gateway on engine with a compress middleware in front of upstream.
+func compressConfig(engine, upstream string) string {
+	return fmt.Sprintf(`
+[entrypoints.web]
+address = "127.0.0.1:0"
+engine = %q
+[admin]
+address = ""
+[services.up.load_balancer]
+servers = [{ url = "http://%s" }]
+[routers.api]
+rule = "PathPrefix(`+"`/`"+`)"
+service = "up"
+middlewares = ["zip"]
+[middlewares.zip]
+type = "compress"
+min_size = 1024
+`, engine, upstream)
+}
+
+// rawClient leaves Accept-Encoding and decoding to the test.
+var rawClient = &http.Client{Transport: &http.Transport{DisableCompression: true}, Timeout: 10 * time.Second}
+
+func decode(t *testing.T, enc string, r io.Reader) io.Reader {
+	t.Helper()
+	switch enc {
+	case "gzip":
+		zr, err := gzip.NewReader(r)
+		require.NoError(t, err)
+		return zr
+	case "zstd":
+		zr, err := zstd.NewReader(r)
+		require.NoError(t, err)
+		t.Cleanup(zr.Close)
+		return zr
+	case "br":
+		return brotli.NewReader(r)
+	}
+	return r
+}
+
+// Bodies are coded by what the client accepts and the configured preference, and decode to
+// the upstream's bytes; short ones and event streams go as they are.
+func TestCompressByAcceptEncoding(t *testing.T) {
+	big := bytes.Repeat([]byte(`{"token":"hello"},`), 400) // 7.2 KB of JSON
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			up := serveUpstream(t, func(c net.Conn, _ *bufio.Reader, head string, _ []byte) bool {
+				var err error
+				switch {
+				case strings.HasPrefix(head, "GET /small"):
+					_, err = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
+				case strings.HasPrefix(head, "GET /chunked"):
+					_, err = fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n", len(big), big)
+				case strings.HasPrefix(head, "GET /png"):
+					_, err = fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: image/png\r\nContent-Length: %d\r\n\r\n%s", len(big), big)
+				default:
+					_, err = fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json; charset=utf-8\r\nETag: \"v1\"\r\nContent-Length: %d\r\n\r\n%s", len(big), big)
+				}
+				return err == nil
+			})
+			base := startGatewayConfig(t, compressConfig(engine, up.addr()))
+			for _, c := range []struct{ path, accept, want string }{
+				{"/big", "gzip", "gzip"},
+				{"/big", "gzip, deflate, br, zstd", "zstd"},
+				{"/big", "gzip;q=1, br;q=0.9, zstd;q=0.5", "gzip"},
+				{"/big", "br", "br"},
+				{"/big", "*", "zstd"},
+				{"/big", "zstd;q=0, *;q=0.1", "br"},
+				{"/big", "identity", ""},
+				{"/big", "", ""},
+				{"/chunked", "gzip", "gzip"},
+				{"/small", "gzip", ""},
+				{"/png", "gzip", ""},
+			} {
+				req, err := http.NewRequest("GET", base+c.path, nil)
+				require.NoError(t, err)
+				if c.accept != "" {
+					req.Header.Set("Accept-Encoding", c.accept)
+				}
+				resp, err := rawClient.Do(req)
+				require.NoError(t, err)
+				got := resp.Header.Get("Content-Encoding")
+				require.Equal(t, c.want, got, "%s with Accept-Encoding %q", c.path, c.accept)
+				body, err := io.ReadAll(decode(t, got, resp.Body))
+				require.NoError(t, err)
+				resp.Body.Close()
+				switch c.path {
+				case "/small":
+					require.Equal(t, "{}", string(body))
+				default:
+					require.Equal(t, big, body, "%s %q decodes to the upstream's bytes", c.path, c.accept)
+				}
+				if c.path != "/png" {
+					require.Contains(t, resp.Header.Values("Vary"), "Accept-Encoding")
+				}
+				if c.want != "" {
+					require.Empty(t, resp.Header.Get("Content-Length"), "the coded length is not the upstream's")
+					if c.path == "/big" {
+						require.Equal(t, `W/"v1"`, resp.Header.Get("ETag"), "a strong validator is weakened")
+					}
+				}
+			}
+		})
+	}
+}
+
+// A streamed response whose client accepts gzip still arrives event by event: the upstream
+// sends the next event only once the client has read the previous one, so a gateway that held
+// events back (to compress them together) would stall this test.
+func TestCompressNeverHoldsAnEventStream(t *testing.T) {
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			const events = 20
+			read := make(chan struct{})
+			up := serveUpstream(t, func(c net.Conn, _ *bufio.Reader, _ string, _ []byte) bool {
+				if _, err := io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"); err != nil {
+					return false
+				}
+				for i := range events {
+					ev := fmt.Sprintf("data: {\"i\":%d,\"pad\":%q}\n\n", i, strings.Repeat("x", 100))
+					if _, err := fmt.Fprintf(c, "%x\r\n%s\r\n", len(ev), ev); err != nil {
+						return false
+					}
+					select {
+					case <-read:
+					case <-time.After(10 * time.Second):
+						return false
+					}
+				}
+				_, err := io.WriteString(c, "0\r\n\r\n")
+				return err == nil
+			})
+			base := startGatewayConfig(t, compressConfig(engine, up.addr()))
+			req, err := http.NewRequest("GET", base+"/v1/chat/completions", nil)
+			require.NoError(t, err)
+			req.Header.Set("Accept-Encoding", "gzip, br, zstd")
+			resp, err := rawClient.Do(req)
+			require.NoError(t, err)
+			defer resp.Body.Close()
+			require.Empty(t, resp.Header.Get("Content-Encoding"), "an event stream is never coded")
+			br := bufio.NewReader(resp.Body)
+			for i := range events {
+				line, err := br.ReadString('\n')
+				require.NoError(t, err)
+				require.True(t, strings.HasPrefix(line, fmt.Sprintf(`data: {"i":%d,`, i)), line)
+				blank, err := br.ReadString('\n')
+				require.NoError(t, err)
+				require.Equal(t, "\n", blank)
+				read <- struct{}{}
+			}
+			_, err = br.ReadByte()
+			require.ErrorIs(t, err, io.EOF)
+		})
+	}
+}
+
+// A coded body of unknown length that arrives piece by piece (NDJSON, as Ollama streams) is
+// flushed at each piece: the client decodes each line before the upstream sends the next.
+func TestCompressFlushesEachPiece(t *testing.T) {
+	for _, engine := range engines {
+		for _, enc := range []string{"gzip", "zstd", "br"} {
+			t.Run(engine+"/"+enc, func(t *testing.T) {
+				const lines = 10
+				read := make(chan struct{})
+				up := serveUpstream(t, func(c net.Conn, _ *bufio.Reader, _ string, _ []byte) bool {
+					if _, err := io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n\r\n"); err != nil {
+						return false
+					}
+					for i := range lines {
+						l := fmt.Sprintf("{\"message\":{\"content\":\"token %d\"},\"done\":false}\n", i)
+						if _, err := fmt.Fprintf(c, "%x\r\n%s\r\n", len(l), l); err != nil {
+							return false
+						}
+						select {
+						case <-read:
+						case <-time.After(10 * time.Second):
+							return false
+						}
+					}
+					_, err := io.WriteString(c, "0\r\n\r\n")
+					return err == nil
+				})
+				base := startGatewayConfig(t, compressConfig(engine, up.addr()))
+				req, err := http.NewRequest("POST", base+"/api/chat", strings.NewReader(`{}`))
+				require.NoError(t, err)
+				req.Header.Set("Accept-Encoding", enc)
+				resp, err := rawClient.Do(req)
+				require.NoError(t, err)
+				defer resp.Body.Close()
+				require.Equal(t, enc, resp.Header.Get("Content-Encoding"))
+				br := bufio.NewReader(decode(t, enc, resp.Body))
+				for i := range lines {
+					line, err := br.ReadString('\n')
+					require.NoError(t, err)
+					require.Contains(t, line, fmt.Sprintf(`"token %d"`, i))
+					read <- struct{}{}
+				}
+				rest, err := io.ReadAll(br)
+				require.NoError(t, err)
+				require.Empty(t, rest)
+			})
+		}
+	}
+}

@@ -1,0 +1,253 @@
+package gateway_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	vm "github.com/VictoriaMetrics/metrics"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-gw/sluice/core/config"
+	"github.com/sluice-gw/sluice/core/gateway"
+)
+
+// healthServer is an upstream whose /health and whose other paths answer statuses the test
+// sets, counting each.
+type healthServer struct {
+	url            string
+	health, status atomic.Int32
+	probes, hits   atomic.Int32
+	probed         chan struct{}
+}
+
+func startHealthServer(t *testing.T) *healthServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	h := &healthServer{url: "http://" + ln.Addr().String(), probed: make(chan struct{}, 4096)}
+	h.health.Store(200)
+	h.status.Store(200)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/health" {
+			h.probes.Add(1)
+			select {
+			case h.probed <- struct{}{}:
+			default:
+			}
+			w.WriteHeader(int(h.health.Load()))
+			return
+		}
+		h.hits.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(int(h.status.Load()))
+		_, _ = io.WriteString(w, `{}`)
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return h
+}
+
+func healthConfig(engine, lb string, servers ...*healthServer) string {
+	list := ""
+	for _, s := range servers {
+		list += fmt.Sprintf("{ url = %q }, ", s.url)
+	}
+	return fmt.Sprintf(`
+[entrypoints.web]
+address = "127.0.0.1:0"
+engine = %q
+[admin]
+address = ""
+[routers.api]
+rule = "PathPrefix(`+"`/`"+`)"
+service = "up"
+[services.up.load_balancer]
+servers = [%s]
+%s
+`, engine, list, lb)
+}
+
+func startHealthGateway(t *testing.T, path, toml string) (*gateway.Gateway, string) {
+	t.Helper()
+	if path != "" {
+		require.NoError(t, os.WriteFile(path, []byte(toml), 0o644))
+	}
+	cfg, err := config.LoadBytes("health.toml", []byte(toml))
+	require.NoError(t, err)
+	g, err := gateway.New(cfg, path, nil)
+	require.NoError(t, err)
+	require.NoError(t, g.Start())
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = g.Drain(ctx)
+	})
+	return g, "http://" + g.Addr("web")
+}
+
+// A backend answering 500s is ejected by passive health after 5 in a row and gets no request
+// while ejected; once it answers 200 again it is readmitted after its ejection.
+func TestPassiveHealthEjectsAndReadmits(t *testing.T) {
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			bad, good := startHealthServer(t), startHealthServer(t)
+			bad.status.Store(500)
+			_, base := startHealthGateway(t, "", healthConfig(engine, `
+[services.up.load_balancer.passive_health]
+ejection = "300ms"
+error_rate = 0
+`, bad, good))
+			for bad.hits.Load() < 5 {
+				get(t, base+"/v1/models")
+			}
+			require.Equal(t, int32(5), bad.hits.Load(), "round-robin: the 5th failure ejects")
+			for range 20 {
+				require.Equal(t, 200, get(t, base+"/v1/models").StatusCode, "only the good backend answers")
+			}
+			require.Equal(t, int32(5), bad.hits.Load(), "an ejected backend gets no request")
+
+			bad.status.Store(200)
+			require.Eventually(t, func() bool {
+				get(t, base+"/v1/models")
+				return bad.hits.Load() >= 8
+			}, 10*time.Second, 5*time.Millisecond, "readmitted after the ejection")
+		})
+	}
+}
+
+// A backend whose /health fails is taken out of rotation by active checks: once it is, no
+// request reaches it; when it passes again it is back.
+func TestActiveHealthTakesADeadBackendOut(t *testing.T) {
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			sick, good := startHealthServer(t), startHealthServer(t)
+			sick.health.Store(503)
+			g, base := startHealthGateway(t, "", healthConfig(engine, `
+health_check = { path = "/health", interval = "100ms", timeout = "50ms", unhealthy_threshold = 1, healthy_threshold = 1 }
+`, sick, good))
+			lb := g.Snapshot().Services["up"].Backends[0].LB
+			require.Eventually(t, lb.Down, 10*time.Second, time.Millisecond)
+			before := sick.hits.Load()
+			for range 20 {
+				require.Equal(t, 200, get(t, base+"/").StatusCode)
+			}
+			require.Equal(t, before, sick.hits.Load(), "a backend down by its checks gets no request")
+
+			sick.health.Store(200)
+			require.Eventually(t, func() bool { return !lb.Down() }, 10*time.Second, time.Millisecond)
+			for range 4 {
+				get(t, base+"/")
+			}
+			require.Greater(t, sick.hits.Load(), before)
+		})
+	}
+}
+
+// Active checks follow a reload: a server the new configuration removed is probed no more
+// once the reload returns, and one it added is probed.
+func TestActiveChecksFollowAReload(t *testing.T) {
+	a, b, c := startHealthServer(t), startHealthServer(t), startHealthServer(t)
+	path := filepath.Join(t.TempDir(), "sluice.toml")
+	const hc = `health_check = { path = "/health", interval = "100ms", timeout = "50ms" }`
+	g, _ := startHealthGateway(t, path, healthConfig("gnet", hc, a, b))
+	<-a.probed
+	<-b.probed
+
+	require.NoError(t, os.WriteFile(path, []byte(healthConfig("gnet", hc, b, c)), 0o644))
+	require.NoError(t, g.Reload())
+	n := a.probes.Load()
+	<-c.probed
+	for len(b.probed) > 0 {
+		<-b.probed // probes from before the reload
+	}
+	for range 5 {
+		<-b.probed
+	}
+	require.Equal(t, n, a.probes.Load(), "no probe to a removed server after the reload")
+	require.False(t, g.Snapshot().Services["up"].Backends[1].LB.Down())
+}
+
+// A stream that fails after its 200 counts as a failure of its backend: five cut streams in a
+// row eject it, and the streams that follow go to the other backend and arrive whole.
+func TestPassiveHealthCountsStreamsCutAfterTheirHead(t *testing.T) {
+	var cut atomic.Int32
+	stream := func(c net.Conn, fail bool) bool {
+		if _, err := io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"); err != nil {
+			return false
+		}
+		ev := "data: {\"i\":0}\n\n"
+		if _, err := fmt.Fprintf(c, "%x\r\n%s\r\n", len(ev), ev); err != nil {
+			return false
+		}
+		if fail {
+			cut.Add(1)
+			return false // the connection closes mid-stream
+		}
+		_, err := io.WriteString(c, "e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n")
+		return err == nil
+	}
+	bad := serveUpstream(t, func(c net.Conn, _ *bufio.Reader, _ string, _ []byte) bool { return stream(c, true) })
+	good := serveUpstream(t, func(c net.Conn, _ *bufio.Reader, _ string, _ []byte) bool { return stream(c, false) })
+	_, base := startHealthGateway(t, "", fmt.Sprintf(`
+[entrypoints.web]
+address = "127.0.0.1:0"
+[admin]
+address = ""
+[routers.api]
+rule = "PathPrefix(`+"`/`"+`)"
+service = "up"
+[services.up.load_balancer]
+servers = [{ url = "http://%s" }, { url = "http://%s" }]
+passive_health = { error_rate = 0 }
+`, bad.addr(), good.addr()))
+	read := func() string {
+		resp, err := http.Get(base + "/v1/chat/completions")
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	for cut.Load() < 5 {
+		read()
+	}
+	for range 10 {
+		require.Contains(t, read(), "data: [DONE]", "only the healthy backend serves")
+	}
+	require.Equal(t, int32(5), cut.Load(), "the ejected backend got no stream")
+}
+
+// Probes of an https server verify it as requests do, with the service's CA file.
+func TestActiveHealthChecksOverUpstreamTLS(t *testing.T) {
+	certFile, keyFile, _ := selfSigned(t, t.TempDir())
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(200) })}
+	go func() { _ = srv.ServeTLS(ln, certFile, keyFile) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	url := "https://" + ln.Addr().String()
+	g, _ := startHealthGateway(t, "", fmt.Sprintf(`
+[entrypoints.web]
+address = "127.0.0.1:0"
+[admin]
+address = ""
+[routers.api]
+rule = "PathPrefix(`+"`/`"+`)"
+service = "up"
+[services.up.load_balancer]
+servers = [{ url = %q }]
+tls = { ca_file = %q }
+health_check = { path = "/health", interval = "100ms", unhealthy_threshold = 1 }
+`, url, certFile))
+	ok := vm.GetOrCreateCounter(`sluice_health_checks_total{service="up",backend="` + url + `",result="ok"}`)
+	require.Eventually(t, func() bool { return ok.Get() >= 2 }, 10*time.Second, time.Millisecond)
+	require.False(t, g.Snapshot().Services["up"].Backends[0].LB.Down())
+}

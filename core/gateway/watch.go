@@ -1,0 +1,150 @@
+package gateway
+
+import (
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// watcher reloads the gateway when its configuration files change ([providers.file]
+// watch = true): it watches the directories holding them (editors and deployments replace a
+// file by renaming another over it, which a watch on the file itself would lose), and
+// reloads once the files have been quiet for the debounce time, so that several writes make
+// one reload. A reload that fails keeps the running configuration, as SIGHUP does.
+type watcher struct {
+	g        *Gateway
+	fs       *fsnotify.Watcher
+	debounce time.Duration
+	paths    map[string]bool // the files and directories whose changes count
+	dirs     map[string]bool // the directories watched
+	stop     chan struct{}
+	done     chan struct{}
+	mu       sync.Mutex // guards debounce and paths, which syncWatcher changes
+}
+
+// syncWatcher starts, adjusts or stops the file watcher to follow the configuration in
+// force: started when it sets providers.file.watch, stopped when it no longer does, and
+// watching the files the configuration was loaded from.
+func (g *Gateway) syncWatcher() {
+	g.watchMu.Lock() // one syncWatcher at a time
+	defer g.watchMu.Unlock()
+	cfg := g.live.Load().Config
+	f := cfg.Providers.File
+	if !f.Watch || g.ConfigPath == "" || g.draining.Load() {
+		if g.watch != nil {
+			g.watch.close()
+			g.watch = nil
+			g.Log.Info("configuration file watch stopped")
+		}
+		return
+	}
+	if g.watch == nil {
+		fw, err := fsnotify.NewWatcher()
+		if err != nil {
+			g.Log.Error("configuration file watch cannot start; reload with SIGHUP or the admin API", "error", err.Error())
+			return
+		}
+		g.watch = &watcher{g: g, fs: fw, stop: make(chan struct{}), done: make(chan struct{}), dirs: map[string]bool{}}
+		go g.watch.run()
+		g.Log.Info("watching the configuration files", "debounce", f.Debounce.String())
+	}
+	w := g.watch
+	w.setDebounce(f.Debounce)
+	paths := map[string]bool{}
+	for _, p := range append(cfg.WatchPaths(), g.ConfigPath) {
+		a, err := filepath.Abs(p)
+		if err != nil {
+			continue
+		}
+		paths[a] = true
+		dir := a
+		if st, err := os.Stat(a); err != nil || !st.IsDir() {
+			dir = filepath.Dir(a)
+		}
+		if !w.dirs[dir] {
+			if err := w.fs.Add(dir); err != nil {
+				g.Log.Warn("cannot watch a configuration directory", "path", dir, "error", err.Error())
+				continue
+			}
+			w.dirs[dir] = true
+		}
+	}
+	w.setPaths(paths)
+}
+
+func (w *watcher) setDebounce(d time.Duration) {
+	w.mu.Lock()
+	w.debounce = d
+	w.mu.Unlock()
+}
+
+func (w *watcher) setPaths(p map[string]bool) {
+	w.mu.Lock()
+	w.paths = p
+	w.mu.Unlock()
+}
+
+// relevant reports whether a change of name concerns the configuration: a file loaded, or a
+// *.toml file in a configuration directory (a new file there is part of the next load).
+func (w *watcher) relevant(name string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.paths[name] {
+		return true
+	}
+	dir := filepath.Dir(name)
+	base := filepath.Base(name)
+	return w.paths[dir] && filepath.Ext(base) == ".toml" && base[0] != '.'
+}
+
+func (w *watcher) run() {
+	defer close(w.done)
+	var timer *time.Timer
+	var fire <-chan time.Time
+	for {
+		select {
+		case <-w.stop:
+			if timer != nil {
+				timer.Stop()
+			}
+			return
+		case ev, ok := <-w.fs.Events:
+			if !ok {
+				return
+			}
+			if ev.Op == fsnotify.Chmod || !w.relevant(ev.Name) {
+				continue
+			}
+			w.mu.Lock()
+			d := w.debounce
+			w.mu.Unlock()
+			if timer == nil {
+				timer = time.NewTimer(d)
+			} else {
+				timer.Stop()
+				timer.Reset(d)
+			}
+			fire = timer.C
+		case err, ok := <-w.fs.Errors:
+			if !ok {
+				return
+			}
+			w.g.Log.Warn("configuration file watch error", "error", err.Error())
+		case <-fire:
+			fire = nil
+			if err := w.g.Reload(); err != nil {
+				w.g.Log.Error("reload after a file change refused; the running config stays in force", "error", err.Error())
+			}
+		}
+	}
+}
+
+// close stops the watcher and waits for its goroutine. It must not be called from it.
+func (w *watcher) close() {
+	close(w.stop)
+	_ = w.fs.Close()
+	<-w.done
+}

@@ -1,0 +1,53 @@
+package ingress
+
+import (
+	"net"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// tunnel runs an upgraded request's WebSocket tunnel off the event loop. gnet has no way to
+// stop reading a socket, so bytes a client sends faster than the upstream takes them would
+// pile up in the loop's inbound buffer; a blocking net.Conn gives backpressure for free. So
+// the socket is duplicated, gnet closes its own descriptor (OnClose sees the hand-over and
+// keeps the request), and the tunnel runs on the duplicate under Go's poller, like the
+// fasthttp engine's hijacked connections. The 101 goes out only after the hand-over, so a
+// client (which waits for it before sending frames, RFC 6455 §4.1) sends nothing the loop
+// could read in between; whatever the loop had read already is passed on.
+func (gc *gconn) tunnel() {
+	rc := &gc.rc
+	gc.flush() // responses before this one leave first
+	gc.detaching.Store(true)
+	gc.writeMu.Lock()
+	fd := -1
+	var err error
+	if !gc.fdClosed {
+		fd, err = unix.FcntlInt(uintptr(gc.fd), unix.F_DUPFD_CLOEXEC, 0)
+	}
+	gc.writeMu.Unlock()
+	_ = gc.c.Close()
+	<-gc.closedCh
+	if fd < 0 || err != nil {
+		rc.Cancel()
+		return
+	}
+	f := os.NewFile(uintptr(fd), "websocket")
+	nc, err := net.FileConn(f)
+	_ = f.Close()
+	if err != nil {
+		rc.Cancel()
+		return
+	}
+	e := gc.e
+	e.mu.Lock()
+	e.tunnels[nc] = struct{}{}
+	e.mu.Unlock()
+	e.counters.conns.Add(1)
+	_ = rc.Tunnel(nc, gc.leftover)
+	e.mu.Lock()
+	delete(e.tunnels, nc)
+	e.mu.Unlock()
+	e.counters.conns.Add(-1)
+	gc.leftover = nil
+}

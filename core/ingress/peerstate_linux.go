@@ -1,0 +1,33 @@
+package ingress
+
+import "golang.org/x/sys/unix"
+
+// Peer states of a client socket with unread bytes (peerState).
+const (
+	peerUnknown = iota
+	peerOpen
+	peerGone
+)
+
+// TCP states of Linux's tcp_info (include/net/tcp_states.h).
+const (
+	tcpEstablished = 1
+	tcpClose       = 7
+	tcpCloseWait   = 8
+)
+
+// peerState reads whether the client of socket fd has closed its sending side or reset the
+// connection (CLOSE_WAIT or CLOSE in TCP_INFO), which a peek cannot see behind unread bytes.
+func peerState(fd int) int {
+	ti, err := unix.GetsockoptTCPInfo(fd, unix.IPPROTO_TCP, unix.TCP_INFO)
+	if err != nil {
+		return peerUnknown
+	}
+	switch ti.State {
+	case tcpEstablished:
+		return peerOpen
+	case tcpClose, tcpCloseWait:
+		return peerGone
+	}
+	return peerUnknown
+}

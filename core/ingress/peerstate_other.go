@@ -1,0 +1,13 @@
+//go:build darwin || dragonfly || freebsd || netbsd || openbsd
+
+package ingress
+
+// Peer states of a client socket with unread bytes (peerState).
+const (
+	peerUnknown = iota
+	peerOpen
+	peerGone
+)
+
+// peerState cannot read the TCP state here: a watch that sees unread bytes stops.
+func peerState(int) int { return peerUnknown }

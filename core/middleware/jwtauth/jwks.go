@@ -1,0 +1,188 @@
+package jwtauth
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/sluice-gw/sluice/core/config"
+)
+
+// Bounds of JWK Set fetches.
+const (
+	jwksFetchTimeout = 5 * time.Second
+	maxJWKSBytes     = 1 << 20
+	// jwksMinRefetch spaces the fetches an unknown kid triggers, so that tokens with made-up
+	// key IDs cannot make the gateway hammer the identity provider.
+	jwksMinRefetch = 10 * time.Second
+)
+
+// jwks is a JSON Web Key Set (RFC 7517 §5) read from a file or fetched from a URL, cached,
+// and refreshed in the background: when it is older than its refresh time, and (at most once
+// every jwksMinRefetch) when a token names a key ID it does not hold, which is how an identity
+// provider's key rotation shows. A request never waits for a fetch: a token whose key is not
+// there yet is refused, and verifies once the refresh brought the key. A failed refresh
+// keeps the keys it had.
+type jwks struct {
+	file, url string
+	refresh   time.Duration
+	client    *http.Client
+
+	set      atomic.Pointer[keySet]
+	fetching atomic.Bool
+	lastTry  atomic.Int64 // unix nanoseconds of the last fetch started
+	fetches  atomic.Int64
+}
+
+// keySet is one fetched set.
+type keySet struct {
+	byKID   map[string]jwkKey
+	only    *jwkKey // the key a token without kid uses: the set's only key, if it has one
+	fetched time.Time
+}
+
+type jwkKey struct {
+	key     any
+	methods []string
+}
+
+var errNoKey = errors.New("no key of the key set verifies this token")
+
+func newJWKS(o config.JWTOptions) (*jwks, error) {
+	j := &jwks{file: o.JWKSFile, url: o.JWKSURL, refresh: o.JWKSRefresh, client: &http.Client{Timeout: jwksFetchTimeout}}
+	set, err := j.fetch()
+	if err != nil {
+		return nil, err
+	}
+	j.set.Store(set)
+	return j, nil
+}
+
+// Fetches returns how many times the set was read (for tests and metrics).
+func (j *jwks) Fetches() int64 { return j.fetches.Load() }
+
+// fetch reads and parses the set. Keys of types that verify no JWT algorithm, private or
+// symmetric keys, and keys whose use is not "sig" are skipped; a set left with none is an
+// error.
+func (j *jwks) fetch() (*keySet, error) {
+	j.fetches.Add(1)
+	var data []byte
+	var err error
+	src := j.file
+	if j.url != "" {
+		src = j.url
+		data, err = j.get()
+	} else {
+		data, err = os.ReadFile(j.file)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var doc struct {
+		Keys []json.RawMessage `json:"keys"`
+	}
+	if err := json.Unmarshal(data, &doc); err != nil {
+		return nil, fmt.Errorf("%s: not a JWK Set: %v", src, err)
+	}
+	set := &keySet{byKID: map[string]jwkKey{}, fetched: time.Now()}
+	var last jwkKey
+	for _, raw := range doc.Keys {
+		var k jose.JSONWebKey
+		if json.Unmarshal(raw, &k) != nil || !k.Valid() || !k.IsPublic() || (k.Use != "" && k.Use != "sig") {
+			continue
+		}
+		methods, err := methodsFor(k.Key)
+		if err != nil {
+			continue
+		}
+		if k.Algorithm != "" {
+			if !slices.Contains(methods, k.Algorithm) {
+				continue
+			}
+			methods = []string{k.Algorithm} // the key is bound to its algorithm (RFC 7517 §4.4)
+		}
+		last = jwkKey{key: k.Key, methods: methods}
+		set.byKID[k.KeyID] = last
+	}
+	if len(set.byKID) == 0 {
+		return nil, fmt.Errorf("%s: the JWK Set has no public signature key of RSA (2048 bits or more), P-256/384/521 or Ed25519", src)
+	}
+	if len(set.byKID) == 1 {
+		set.only = &last
+	}
+	return set, nil
+}
+
+func (j *jwks) get() ([]byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), jwksFetchTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, j.url, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "application/jwk-set+json, application/json")
+	resp, err := j.client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("fetching the JWK Set: %v", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("fetching the JWK Set %s: status %d", j.url, resp.StatusCode)
+	}
+	return io.ReadAll(io.LimitReader(resp.Body, maxJWKSBytes))
+}
+
+// keyFor returns the key that verifies t: the set's key of t's kid, whose algorithms must
+// include t's. It starts a background refresh when the set is stale, or when the kid is
+// unknown (at most once every jwksMinRefetch).
+func (j *jwks) keyFor(t *jwt.Token, now time.Time) (any, error) {
+	set := j.set.Load()
+	if now.Sub(set.fetched) > j.refresh {
+		j.refreshAsync(now, 0)
+	}
+	var k *jwkKey
+	if kid, ok := t.Header["kid"].(string); ok {
+		if found, ok := set.byKID[kid]; ok {
+			k = &found
+		} else {
+			j.refreshAsync(now, jwksMinRefetch)
+		}
+	} else {
+		k = set.only
+	}
+	if k == nil || !slices.Contains(k.methods, t.Method.Alg()) {
+		return nil, errNoKey
+	}
+	return k.key, nil
+}
+
+// refreshAsync fetches the set again in the background unless a fetch runs or one started
+// less than spacing ago.
+func (j *jwks) refreshAsync(now time.Time, spacing time.Duration) {
+	if now.UnixNano()-j.lastTry.Load() < int64(spacing) || !j.fetching.CompareAndSwap(false, true) {
+		return
+	}
+	j.lastTry.Store(now.UnixNano())
+	go func() {
+		defer j.fetching.Store(false)
+		if set, err := j.fetch(); err == nil {
+			j.set.Store(set)
+		} else {
+			// Keep the keys in hand: an identity provider that is down for a moment must not
+			// log every caller out. Try again after the refresh time.
+			old := *j.set.Load()
+			old.fetched = time.Now()
+			j.set.Store(&old)
+		}
+	}()
+}

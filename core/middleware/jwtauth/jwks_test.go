@@ -1,0 +1,132 @@
+package jwtauth
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"encoding/json"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-gw/sluice/core/config"
+	"github.com/sluice-gw/sluice/core/middleware/internal/mwtest"
+)
+
+// jwkSet serializes the public halves of keys (by kid) as a JWK Set.
+func jwkSet(t *testing.T, keys map[string]any) []byte {
+	t.Helper()
+	var set jose.JSONWebKeySet
+	for kid, k := range keys {
+		set.Keys = append(set.Keys, jose.JSONWebKey{Key: k, KeyID: kid, Use: "sig"})
+	}
+	b, err := json.Marshal(set)
+	require.NoError(t, err)
+	return b
+}
+
+func signKID(t *testing.T, m jwt.SigningMethod, key any, kid string) string {
+	t.Helper()
+	tok := jwt.NewWithClaims(m, claims())
+	if kid != "" {
+		tok.Header["kid"] = kid
+	}
+	s, err := tok.SignedString(key)
+	require.NoError(t, err)
+	return s
+}
+
+// Keys from a JWK Set file are chosen by kid, each with its own algorithms: an ES256 token of
+// the EC key and an RS256 token of the RSA key pass; a token with an unknown kid, one of the
+// EC key's kid but signed RS256, and an HS256 token "signed" with nothing we hold are refused.
+func TestJWKSFileChoosesTheKeyByKID(t *testing.T) {
+	ec, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	rs, err := rsa.GenerateKey(rand.Reader, 2048)
+	require.NoError(t, err)
+	file := filepath.Join(t.TempDir(), "jwks.json")
+	require.NoError(t, os.WriteFile(file, jwkSet(t, map[string]any{"ec1": &ec.PublicKey, "rs1": &rs.PublicKey}), 0o600))
+	up := mwtest.NewUpstream(t, mwtest.Status(200))
+	s := newStage(t, config.JWTOptions{JWKSFile: file, JWKSRefresh: time.Hour, Leeway: time.Second, Claim: "sub"}, nil)
+	h := mwtest.New(t, []any{s}, up.Addr())
+
+	require.Equal(t, 200, do(t, h, up, "/v1/x", "Bearer "+signKID(t, jwt.SigningMethodES256, ec, "ec1")).status)
+	require.Equal(t, 200, do(t, h, up, "/v1/x", "Bearer "+signKID(t, jwt.SigningMethodRS256, rs, "rs1")).status)
+	require.Equal(t, 401, do(t, h, up, "/v1/x", "Bearer "+signKID(t, jwt.SigningMethodES256, ec, "nope")).status)
+	require.Equal(t, 401, do(t, h, up, "/v1/x", "Bearer "+signKID(t, jwt.SigningMethodRS256, rs, "ec1")).status, "the EC key does not verify RS256")
+	require.Equal(t, 401, do(t, h, up, "/v1/x", "Bearer "+signKID(t, jwt.SigningMethodES256, ec, "")).status, "without kid, a set of two keys names none")
+	hs := signKID(t, jwt.SigningMethodHS256, []byte("0123456789abcdef0123456789abcdef"), "ec1")
+	require.Equal(t, 401, do(t, h, up, "/v1/x", "Bearer "+hs).status, "never an HMAC algorithm from a key set")
+}
+
+// A JWK Set URL is fetched once and cached: requests with known keys fetch nothing. When the
+// identity provider rotates to a new key, the first token of it triggers a background refresh
+// and is refused; once the refresh is in, tokens of the new key pass.
+func TestJWKSURLIsCachedAndFollowsRotation(t *testing.T) {
+	k1, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	k2, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	var mu sync.Mutex
+	published := jwkSet(t, map[string]any{"k1": &k1.PublicKey})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		w.Header().Set("Content-Type", "application/jwk-set+json")
+		_, _ = w.Write(published)
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+
+	up := mwtest.NewUpstream(t, mwtest.Status(200))
+	s := newStage(t, config.JWTOptions{JWKSURL: "http://" + ln.Addr().String() + "/jwks", JWKSRefresh: time.Hour, Leeway: time.Second, Claim: "sub"}, nil)
+	h := mwtest.New(t, []any{s}, up.Addr())
+	for range 5 {
+		require.Equal(t, 200, do(t, h, up, "/v1/x", "Bearer "+signKID(t, jwt.SigningMethodES256, k1, "k1")).status)
+	}
+	require.Equal(t, int64(1), s.jwks.Fetches(), "cached")
+
+	mu.Lock()
+	published = jwkSet(t, map[string]any{"k1": &k1.PublicKey, "k2": &k2.PublicKey})
+	mu.Unlock()
+	tok2 := "Bearer " + signKID(t, jwt.SigningMethodES256, k2, "k2")
+	require.Equal(t, 401, do(t, h, up, "/v1/x", tok2).status, "not fetched yet: refused, and a refresh starts")
+	require.Eventually(t, func() bool { return do(t, h, up, "/v1/x", tok2).status == 200 }, 10*time.Second, time.Millisecond)
+	require.Equal(t, int64(2), s.jwks.Fetches(), "one refresh, however many tokens asked")
+}
+
+// A set without any usable key is refused when the configuration is compiled.
+func TestJWKSWithoutUsableKeys(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "jwks.json")
+	require.NoError(t, os.WriteFile(file, []byte(`{"keys":[{"kty":"oct","k":"c2VjcmV0","kid":"h"}]}`), 0o600))
+	_, err := New(config.JWTOptions{JWKSFile: file, JWKSRefresh: time.Hour}, nil)
+	require.ErrorContains(t, err, "no public signature key")
+}
+
+// Chosen claims of a verified token go upstream in request fields; a client's own fields of
+// those names never do, with or without a token.
+func TestForwardClaims(t *testing.T) {
+	up := mwtest.NewUpstream(t, mwtest.Status(200))
+	o := hmacOpts()
+	o.ForwardClaims = []config.HeaderPair{{Name: "sub", Value: "X-User-Id"}, {Name: "tier", Value: "X-Tier"}, {Name: "groups", Value: "X-Groups"}}
+	h := mwtest.New(t, []any{newStage(t, o, nil)}, up.Addr())
+	tok := sign(t, jwt.SigningMethodHS256, []byte(secret), claims("tier", 2, "groups", []string{"a"}))
+	r := h.Do(t, "192.0.2.1", "GET / HTTP/1.1\r\nHost: gw\r\nX-User-Id: forged\r\nAuthorization: Bearer "+tok, "")
+	require.Equal(t, 200, r.Status)
+	head := up.Heads()[0]
+	require.Contains(t, head, "X-User-Id: team-a\r\n")
+	require.Contains(t, head, "X-Tier: 2\r\n")
+	require.NotContains(t, head, "forged")
+	require.NotContains(t, head, "X-Groups", "an array claim is not sent")
+}

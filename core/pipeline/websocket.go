@@ -1,0 +1,366 @@
+package pipeline
+
+import (
+	"bytes"
+	"crypto/sha1"
+	"encoding/base64"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-gw/sluice/core/http1"
+	"github.com/sluice-gw/sluice/core/metrics"
+)
+
+// DefaultWebSocketIdleTimeout is how long a WebSocket tunnel may carry no byte in either
+// direction before both sides are closed, when its service sets no websocket_idle_timeout.
+const DefaultWebSocketIdleTimeout = 5 * time.Minute
+
+// wsGUID is the GUID of RFC 6455 §1.3 that Sec-WebSocket-Accept is derived with.
+const wsGUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+
+var (
+	hdrUpgrade      = []byte("Upgrade")
+	hdrConnection   = []byte("Connection")
+	hdrWSKey        = []byte("Sec-WebSocket-Key")
+	hdrWSVersion    = []byte("Sec-WebSocket-Version")
+	hdrWSAccept     = []byte("Sec-WebSocket-Accept")
+	tokWebSocket    = []byte("websocket")
+	tokUpgrade      = []byte("upgrade")
+	wsUpgradeFields = []byte("Connection: Upgrade\r\nUpgrade: websocket\r\n")
+)
+
+// wsHandshakeError is a 400 refusing a malformed WebSocket opening handshake.
+func wsHandshakeError(msg string) *GatewayError {
+	return &GatewayError{Status: 400, Type: InvalidRequest, Code: "invalid_websocket_handshake", Message: msg}
+}
+
+// Answers to WebSocket opening handshakes (RFC 6455 §4.2.1, §4.2.2, §4.1).
+var (
+	// ErrWSMethod refuses a handshake that is not a GET over HTTP/1.1 or later.
+	ErrWSMethod = wsHandshakeError("a WebSocket opening handshake must be a GET request over HTTP/1.1 (RFC 6455 §4.2.1)")
+	// ErrWSKey refuses a handshake without exactly one Sec-WebSocket-Key of 16 bytes.
+	ErrWSKey = wsHandshakeError("a WebSocket opening handshake needs one Sec-WebSocket-Key of 16 bytes in base64 (RFC 6455 §4.2.1)")
+	// ErrWSBody refuses a handshake with a body.
+	ErrWSBody = wsHandshakeError("a WebSocket opening handshake has no body")
+	// ErrWSVersion answers a Sec-WebSocket-Version other than 13, with
+	// Sec-WebSocket-Version: 13 in the response (RFC 6455 §4.2.2).
+	ErrWSVersion = &GatewayError{Status: 426, Type: InvalidRequest, Code: "unsupported_websocket_version", Message: "Sec-WebSocket-Version must be 13 (RFC 6455 §4.2.2)"}
+	// ErrWSUpstreamAccept is the answer when an upstream accepted a WebSocket handshake with a
+	// 101 whose Upgrade, Connection or Sec-WebSocket-Accept is wrong (RFC 6455 §4.1).
+	ErrWSUpstreamAccept = &GatewayError{Status: 502, Type: UpstreamError, Code: "upstream_protocol_error", Message: "the upstream accepted the WebSocket handshake with a malformed 101 response"}
+)
+
+// wsVersion13 is the only WebSocket version there is (RFC 6455 §4.1).
+var wsVersion13 = []byte("13")
+
+// asksWebSocket reports whether req asks for a WebSocket: an HTTP/1.1 upgrade (Connection
+// lists "upgrade", RFC 9110 §7.8) whose Upgrade field lists "websocket", both compared
+// case-insensitively in comma-separated lists (RFC 6455 §4.2.1 items 3 and 4). Any other
+// request is an ordinary one, whose Upgrade is hop-by-hop and dropped: an Upgrade without
+// Connection: upgrade, or one that names other protocols only (h2c).
+func asksWebSocket(req *http1.Request) bool {
+	return req.Upgrade && hasToken(req.Headers, hdrUpgrade, tokWebSocket)
+}
+
+// checkWebSocket validates the opening handshake of RFC 6455 §4.2.1 in req.
+func checkWebSocket(req *http1.Request) *GatewayError {
+	if string(req.Method) != "GET" || req.Major != 1 || req.Minor < 1 {
+		return ErrWSMethod
+	}
+	if len(req.Body) > 0 || req.ContentLength > 0 || req.Chunked {
+		return ErrWSBody
+	}
+	var key, version []byte
+	keys, versions := 0, 0
+	for i := range req.Headers {
+		h := &req.Headers[i]
+		switch {
+		case bytes.EqualFold(h.Key, hdrWSKey):
+			keys++
+			key = h.Value
+		case bytes.EqualFold(h.Key, hdrWSVersion):
+			versions++
+			version = h.Value
+		}
+	}
+	if keys != 1 || base64.StdEncoding.DecodedLen(len(key)) < 16 {
+		return ErrWSKey
+	}
+	var raw [18]byte
+	if n, err := base64.StdEncoding.Decode(raw[:], key); err != nil || n != 16 {
+		return ErrWSKey
+	}
+	if versions != 1 || !bytes.Equal(bytes.TrimSpace(version), wsVersion13) {
+		return ErrWSVersion
+	}
+	return nil
+}
+
+// wsAccept is Sec-WebSocket-Accept for key (RFC 6455 §4.2.2 item 5.4).
+func wsAccept(key []byte) []byte {
+	h := sha1.New()
+	h.Write(key)
+	h.Write([]byte(wsGUID))
+	out := make([]byte, base64.StdEncoding.EncodedLen(sha1.Size))
+	base64.StdEncoding.Encode(out, h.Sum(nil))
+	return out
+}
+
+// checkWebSocketAccept validates the upstream's 101 against the client's key (RFC 6455 §4.1,
+// what a client checks): Upgrade lists websocket, Connection lists Upgrade and
+// Sec-WebSocket-Accept is the key's.
+func checkWebSocketAccept(resp *http1.Response, key []byte) bool {
+	if !hasToken(resp.Headers, hdrUpgrade, tokWebSocket) || !hasToken(resp.Headers, hdrConnection, tokUpgrade) {
+		return false
+	}
+	var accept []byte
+	for i := range resp.Headers {
+		if bytes.EqualFold(resp.Headers[i].Key, hdrWSAccept) {
+			if accept != nil {
+				return false
+			}
+			accept = resp.Headers[i].Value
+		}
+	}
+	return bytes.Equal(bytes.TrimSpace(accept), wsAccept(bytes.TrimSpace(key)))
+}
+
+// hasToken reports whether a field named name lists token in its comma-separated value,
+// over every line of the field, ignoring ASCII case and optional whitespace (RFC 9110 §5.6.1).
+func hasToken(fields []http1.HeaderField, name, token []byte) bool {
+	for i := range fields {
+		if !bytes.EqualFold(fields[i].Key, name) {
+			continue
+		}
+		for rest := fields[i].Value; len(rest) > 0; {
+			el := rest
+			if j := bytes.IndexByte(rest, ','); j >= 0 {
+				el, rest = rest[:j], rest[j+1:]
+			} else {
+				rest = nil
+			}
+			if bytes.EqualFold(bytes.TrimSpace(el), token) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// beginWebSocket checks a request that asks for a WebSocket and marks it for the upgrade, or
+// returns the answer refusing it.
+func (rc *RequestCtx) beginWebSocket() error {
+	if ge := checkWebSocket(&rc.Req); ge != nil {
+		if ge == ErrWSVersion {
+			rc.AddResponseHeader(hdrWSVersion, wsVersion13)
+		}
+		return ge
+	}
+	rc.websocket = true
+	rc.keepAlive = false // the connection becomes the tunnel, or ends after a refusal
+	return nil
+}
+
+// acceptWebSocket takes the upstream's 101 for a WebSocket request; it returns the answer
+// when the 101 is malformed.
+func (rc *RequestCtx) acceptWebSocket() error {
+	key, _ := rc.Req.HeaderValue("Sec-WebSocket-Key")
+	if !checkWebSocketAccept(&rc.x.Resp, key) {
+		rc.outcome.UpstreamError = metrics.ReasonProtocol
+		backend := ""
+		if rc.backend != nil {
+			backend = rc.backend.URL
+		}
+		rc.ep.elog.upstreamFailed(rc.route.Name, backend, "websocket handshake", errors.New("malformed 101 response"))
+		return ErrWSUpstreamAccept
+	}
+	rc.upgraded = true
+	rc.outcome.Status = 101
+	return nil
+}
+
+// Upgraded reports whether the upstream accepted the request's WebSocket handshake: the engine
+// then hands the client connection to Tunnel instead of writing a response.
+func (rc *RequestCtx) Upgraded() bool { return rc.upgraded && !rc.replied }
+
+// appendUpgradeHead appends the 101 response head to the client: the upstream's end-to-end
+// fields (Sec-WebSocket-Accept, -Protocol, -Extensions, cookies), the gateway's own, and the
+// upgrade itself.
+func (rc *RequestCtx) appendUpgradeHead(dst []byte) []byte {
+	resp := &rc.x.Resp
+	dst = http1.AppendStatusLine(dst, 1, 1, 101, resp.Reason)
+	for i := range resp.Headers {
+		if h := &resp.Headers[i]; passToClient(resp, h.Key) && !bytes.EqualFold(h.Key, hdrRequestID) {
+			dst = appendField(dst, h.Key, h.Value)
+		}
+	}
+	dst = rc.appendOwnFields(dst)
+	dst = append(dst, wsUpgradeFields...)
+	return append(dst, "\r\n"...)
+}
+
+// Tunnel writes the 101 response to client and then relays bytes both ways between client
+// and the upgraded upstream connection, opaquely (WebSocket frames of any size pass as bytes),
+// until either side closes, resets or fails, or no byte moved either way for the service's
+// websocket_idle_timeout; then it closes both at once. early are client bytes the engine read
+// past the request (sent upstream first). Each direction writes what it read before it reads
+// more, so a side that does not read holds back the other (backpressure both ways, one 16 KiB
+// buffer per direction). The client connection is closed when Tunnel returns; the engine
+// calls Finish afterwards. The error is nil when a side closed normally.
+func (rc *RequestCtx) Tunnel(client net.Conn, early []byte) error {
+	up, upEarly, ok := rc.x.Upgraded()
+	if !ok {
+		_ = client.Close()
+		return errClientGone
+	}
+	idle := DefaultWebSocketIdleTimeout
+	if rc.service != nil && rc.service.WebSocketIdleTimeout > 0 {
+		idle = rc.service.WebSocketIdleTimeout
+	}
+	t := &tunnel{idle: idle, client: client, abort: rc.x.AbortHandle()}
+	t.touch()
+	rc.route.M.WebSocketStarted()
+	defer func() {
+		rc.route.M.WebSocketEnded(t.fromClient.Load())
+		rc.ended = true
+		rc.tunnelOut = t.fromUpstream.Load()
+	}()
+	hb := GetBuf()
+	*hb = rc.appendUpgradeHead((*hb)[:0])
+	*hb = append(*hb, upEarly...)
+	t.fromUpstream.Add(int64(len(upEarly)))
+	_, err := t.write(client, *hb)
+	ReleaseBuf(hb)
+	if err != nil {
+		t.closeBoth()
+		rc.outcome.Canceled = true
+		return errClientGone
+	}
+	if len(early) > 0 {
+		if _, err := t.write(up, early); err != nil {
+			t.closeBoth()
+			return err
+		}
+		t.fromClient.Add(int64(len(early)))
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	var clientErr error
+	go func() {
+		defer wg.Done()
+		clientErr = t.pump(up, client, &t.fromClient)
+		t.closeBoth()
+	}()
+	upErr := t.pump(client, up, &t.fromUpstream)
+	t.closeBoth()
+	wg.Wait()
+	switch {
+	case t.idleOut.Load():
+		return errTunnelIdle
+	case upErr != nil && !isClosedErr(upErr):
+		rc.outcome.UpstreamError = metrics.ReasonStream
+		return upErr
+	case clientErr != nil && !isClosedErr(clientErr):
+		rc.outcome.Canceled = true
+		return clientErr
+	}
+	return nil
+}
+
+// errTunnelIdle ends a tunnel that carried nothing for its idle timeout.
+var errTunnelIdle = errors.New("sluice: websocket idle timeout")
+
+// tunnel is the state of one WebSocket relay.
+type tunnel struct {
+	idle         time.Duration
+	client       net.Conn
+	abort        interface{ Abort() }
+	last         atomic.Int64 // unix ns of the last byte moved either way
+	fromClient   atomic.Int64
+	fromUpstream atomic.Int64
+	idleOut      atomic.Bool
+	once         sync.Once
+}
+
+func (t *tunnel) touch() { t.last.Store(time.Now().UnixNano()) }
+
+// closeBoth closes the client connection and the upstream one (without TLS close_notify:
+// the peer sees the close at once).
+func (t *tunnel) closeBoth() {
+	t.once.Do(func() {
+		_ = t.client.Close()
+		t.abort.Abort()
+	})
+}
+
+// write writes p to c within the idle timeout, re-armed while the other direction moves bytes.
+func (t *tunnel) write(c net.Conn, p []byte) (int, error) {
+	done := 0
+	for done < len(p) {
+		_ = c.SetWriteDeadline(time.Now().Add(t.idle))
+		n, err := c.Write(p[done:])
+		done += n
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, os.ErrDeadlineExceeded) || !t.stillActive() {
+			return done, err
+		}
+	}
+	return done, nil
+}
+
+// stillActive reports whether a byte moved either way within the idle timeout; when not, the
+// tunnel is idle and ends.
+func (t *tunnel) stillActive() bool {
+	if time.Since(time.Unix(0, t.last.Load())) < t.idle {
+		return true
+	}
+	t.idleOut.Store(true)
+	return false
+}
+
+// pump copies src to dst until src ends or either fails.
+func (t *tunnel) pump(dst, src net.Conn, count *atomic.Int64) error {
+	bp := getRelayBuf()
+	defer ReleaseBuf(bp)
+	buf := *bp
+	armed := time.Time{}
+	for {
+		// Re-arm the read deadline at most every 1/16 of the timeout: a deadline per read
+		// costs a timer update.
+		if now := time.Now(); now.Sub(armed) > t.idle/16 {
+			_ = src.SetReadDeadline(now.Add(t.idle))
+			armed = now
+		}
+		n, err := src.Read(buf)
+		if n > 0 {
+			t.touch()
+			if _, werr := t.write(dst, buf[:n]); werr != nil {
+				return werr
+			}
+			count.Add(int64(n))
+			t.touch()
+		}
+		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) && t.stillActive() {
+				armed = time.Time{}
+				continue
+			}
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+// isClosedErr reports an error that only says the tunnel was closed (by closeBoth or a peer).
+func isClosedErr(err error) bool {
+	return errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF)
+}

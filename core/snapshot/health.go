@@ -1,0 +1,113 @@
+package snapshot
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"log/slog"
+	"strconv"
+
+	"github.com/sluice-gw/sluice/core/balancer"
+	"github.com/sluice-gw/sluice/core/config"
+	"github.com/sluice-gw/sluice/core/health"
+	"github.com/sluice-gw/sluice/core/metrics"
+	"github.com/sluice-gw/sluice/core/pipeline"
+)
+
+// healthLB is a backend whose up state follows an active check's target.
+type healthLB struct {
+	t  *health.Target
+	lb *balancer.Backend
+}
+
+// compileHealth gives service name its passive health and, with a health_check, the active
+// checker of its servers, whose judged states it takes over from prev by server.
+// Probes of https servers verify them as requests do: with the service's CA file (roots, nil
+// for the system's) and server name.
+func (s *Snapshot) compileHealth(cfg *config.Config, name string, svc *pipeline.Service, prev *Snapshot, roots *x509.CertPool) {
+	lb, servers := s.serviceServers(name, cfg.Services[name])
+	members := make([]health.Member, len(svc.Backends))
+	hm := make([]*metrics.Health, len(svc.Backends))
+	for i, b := range svc.Backends {
+		hm[i] = metrics.ForHealth(name, b.URL)
+		members[i] = health.Member{LB: b.LB, Metrics: hm[i]}
+	}
+	svc.Health = health.NewPassive(lb.PassiveHealth.Spec(), name, members, slog.Default())
+	hc := lb.HealthCheck
+	if hc == nil || s.life.scalers[name] != nil {
+		return // a scaled service's replicas are judged ready by its scaler
+	}
+	if s.healthTargets == nil {
+		s.healthTargets = map[string]*health.Target{}
+	}
+	targets := make([]*health.Target, len(svc.Backends))
+	for i, b := range svc.Backends {
+		// The key tells the same server listed twice apart, and a changed check starts over.
+		key := name + "\x00" + servers[i].srv.URL + "\x00" + strconv.Itoa(i) + "\x00" + hc.Path
+		t := s.healthTargets[key]
+		if t == nil && prev != nil {
+			t = prev.healthTargets[key]
+		}
+		if t == nil {
+			// A server starts in rotation: the first probe runs at once, and a gateway that
+			// refused every request until then would turn a reload into an outage.
+			t = health.NewTarget(b.URL, servers[i].srv.URL, true)
+		}
+		s.healthTargets[key] = t
+		targets[i] = t
+		b.LB.SetDown(!t.Healthy())
+		s.healthLBs = append(s.healthLBs, healthLB{t, b.LB})
+	}
+	byTarget := map[*health.Target]int{}
+	for i, t := range targets {
+		byTarget[t] = i
+	}
+	log := slog.Default()
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: roots}
+	if lb.TLS != nil {
+		tc.ServerName = lb.TLS.ServerName
+	}
+	s.checkers = append(s.checkers, health.New(hc.Spec(), health.NewClient(tc), targets, func(r health.Result) {
+		i := byTarget[r.Target]
+		b := svc.Backends[i]
+		hm[i].Check(r.Err == nil)
+		if !r.Changed {
+			return
+		}
+		healthy := r.Target.Healthy()
+		b.LB.SetDown(!healthy)
+		if healthy {
+			log.Info("backend healthy again", "service", name, "backend", b.URL)
+			return
+		}
+		hm[i].Ejected(true)
+		log.Warn("backend unhealthy: out of rotation", "service", name, "backend", b.URL, "error", r.Err)
+		for _, o := range svc.Backends {
+			if !o.LB.Down() {
+				return
+			}
+		}
+		hm[i].Emptied()
+		log.Error("service has no healthy backend: its requests get 503 until one passes its checks", "service", name)
+	}))
+}
+
+// StartHealth begins the active checks of s (Live.Activate calls it), after setting each
+// backend's state from its check's latest judgement. It is idempotent.
+func (s *Snapshot) StartHealth() {
+	s.startHealth.Do(func() {
+		for _, h := range s.healthLBs {
+			h.lb.SetDown(!h.t.Healthy()) // the previous checker may have judged since Compile
+		}
+		for _, c := range s.checkers {
+			c.Start()
+		}
+	})
+}
+
+// stopHealth ends the active checks of s: no probe goes out after it returns, so servers a
+// reload removed get none.
+func (s *Snapshot) stopHealth() {
+	for _, c := range s.checkers {
+		c.Stop()
+	}
+}

@@ -1,0 +1,255 @@
+// Package tlscert holds the certificates of a TLS entrypoint: several PEM certificate/key
+// pairs, the one served to each connection chosen by the server name the client asks for
+// (SNI, RFC 6066 §3), reloaded when their files change on disk. A reload swaps the whole set
+// atomically: handshakes in progress finish with the set they started with, open connections
+// are not touched, and a file that does not load (a half-written renewal, a key that does not
+// match its certificate) keeps the set in use, says so in the log and counts a failure in
+// sluice_tls_certificate_reloads_total.
+package tlscert
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/sluice-gw/sluice/core/config"
+	"github.com/sluice-gw/sluice/core/metrics"
+)
+
+// Pair names the PEM files of one certificate: the chain (leaf first) and its private key.
+type Pair struct {
+	CertFile, KeyFile string
+}
+
+// PairsOf lists the certificate files of an entrypoint's TLS, the default one first.
+func PairsOf(t *config.TLS) []Pair {
+	var pairs []Pair
+	if t.CertFile != "" || t.KeyFile != "" {
+		pairs = append(pairs, Pair{CertFile: t.CertFile, KeyFile: t.KeyFile})
+	}
+	for _, c := range t.Certificates {
+		pairs = append(pairs, Pair{CertFile: c.CertFile, KeyFile: c.KeyFile})
+	}
+	return pairs
+}
+
+// Set is a loaded, immutable set of certificates.
+type Set struct {
+	def    *tls.Certificate            // served when nothing else matches: the first pair's
+	byName map[string]*tls.Certificate // exact DNS names (lower case) and IP addresses
+	wild   map[string]*tls.Certificate // "*.example.com" by "example.com"
+	sum    [32]byte                    // of every file's bytes, to skip reloads that change nothing
+}
+
+// Load reads pairs (at least one; the first is the default certificate) into a Set. Its
+// error names the file that failed.
+func Load(pairs []Pair) (*Set, error) {
+	if len(pairs) == 0 {
+		return nil, errors.New("no certificate")
+	}
+	s := &Set{byName: map[string]*tls.Certificate{}, wild: map[string]*tls.Certificate{}}
+	h := sha256.New()
+	for _, p := range pairs {
+		certPEM, err := os.ReadFile(p.CertFile)
+		if err != nil {
+			return nil, err
+		}
+		keyPEM, err := os.ReadFile(p.KeyFile)
+		if err != nil {
+			return nil, err
+		}
+		h.Write(certPEM)
+		h.Write(keyPEM)
+		cert, err := tls.X509KeyPair(certPEM, keyPEM)
+		if err != nil {
+			return nil, fmt.Errorf("%s, %s: %w", p.CertFile, p.KeyFile, err)
+		}
+		c := &cert
+		if s.def == nil {
+			s.def = c
+		}
+		// The first certificate for a name wins, as the order of the configuration says.
+		for _, name := range c.Leaf.DNSNames {
+			name = strings.ToLower(strings.TrimSuffix(name, "."))
+			if rest, ok := strings.CutPrefix(name, "*."); ok {
+				if s.wild[rest] == nil {
+					s.wild[rest] = c
+				}
+			} else if s.byName[name] == nil {
+				s.byName[name] = c
+			}
+		}
+		for _, ip := range c.Leaf.IPAddresses {
+			if k := ip.String(); s.byName[k] == nil {
+				s.byName[k] = c
+			}
+		}
+	}
+	copy(s.sum[:], h.Sum(nil))
+	return s, nil
+}
+
+// Pick returns the certificate for a handshake: the one for the server name asked (exactly,
+// or by a wildcard for its first label, RFC 6125 §6.4.3), else, when the client sent no name,
+// the one for the IP address it connected to, else the default.
+func (s *Set) Pick(hello *tls.ClientHelloInfo) *tls.Certificate {
+	name := strings.ToLower(strings.TrimSuffix(hello.ServerName, "."))
+	if name != "" {
+		if c := s.byName[name]; c != nil {
+			return c
+		}
+		if _, rest, ok := strings.Cut(name, "."); ok {
+			if c := s.wild[rest]; c != nil {
+				return c
+			}
+		}
+		return s.def
+	}
+	if hello.Conn != nil {
+		if a, ok := hello.Conn.LocalAddr().(*net.TCPAddr); ok {
+			if c := s.byName[a.IP.String()]; c != nil {
+				return c
+			}
+		}
+	}
+	return s.def
+}
+
+// Store serves the certificates of one entrypoint and reloads them when their files change.
+type Store struct {
+	name  string // the entrypoint, for logs and metrics
+	pairs []Pair
+	log   *slog.Logger
+	cur   atomic.Pointer[Set]
+
+	mu      sync.Mutex // serialises reloads
+	watcher *fsnotify.Watcher
+	done    chan struct{}
+	wg      sync.WaitGroup
+}
+
+// NewStore loads pairs for entrypoint name; the error names the file that failed.
+func NewStore(name string, pairs []Pair, log *slog.Logger) (*Store, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	set, err := Load(pairs)
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{name: name, pairs: pairs, log: log, done: make(chan struct{})}
+	s.cur.Store(set)
+	return s, nil
+}
+
+// GetCertificate implements tls.Config.GetCertificate over the set in force.
+func (s *Store) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+	return s.cur.Load().Pick(hello), nil
+}
+
+// Reload loads the files again and puts the new set in force when it loads and differs from
+// the one in force. On an error the set in force stays; the error is logged, counted and
+// returned.
+func (s *Store) Reload() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	set, err := Load(s.pairs)
+	if err != nil {
+		metrics.TLSCertificateReload(s.name, false)
+		s.log.Error("tls certificates not reloaded; the ones in use stay", "entrypoint", s.name, "error", err.Error())
+		return err
+	}
+	if bytes.Equal(set.sum[:], s.cur.Load().sum[:]) {
+		return nil // an event that changed nothing (a touch, another file of the directory)
+	}
+	s.cur.Store(set)
+	metrics.TLSCertificateReload(s.name, true)
+	s.log.Info("tls certificates reloaded", "entrypoint", s.name)
+	return nil
+}
+
+// watchDebounce is how long the store waits after a file event before it reloads: a renewal
+// writes the certificate and the key one after the other, and a reload between the two would
+// find them mismatched.
+const watchDebounce = 100 * time.Millisecond
+
+// Watch starts reloading the certificates when their files change. It watches the files'
+// directories rather than the files, so that a file replaced by a rename (an atomic write, a
+// Kubernetes secret's symlink swap) is seen too.
+func (s *Store) Watch() error {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return err
+	}
+	dirs := map[string]bool{}
+	for _, p := range s.pairs {
+		for _, f := range []string{p.CertFile, p.KeyFile} {
+			d := filepath.Dir(f)
+			if dirs[d] {
+				continue
+			}
+			dirs[d] = true
+			if err := w.Add(d); err != nil {
+				_ = w.Close()
+				return fmt.Errorf("watch %s: %w", d, err)
+			}
+		}
+	}
+	s.watcher = w
+	s.wg.Add(1)
+	go s.watch(w)
+	return nil
+}
+
+func (s *Store) watch(w *fsnotify.Watcher) {
+	defer s.wg.Done()
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	for {
+		select {
+		case <-s.done:
+			t.Stop()
+			return
+		case ev, ok := <-w.Events:
+			if !ok {
+				return
+			}
+			if ev.Op != fsnotify.Chmod {
+				t.Reset(watchDebounce)
+			}
+		case err, ok := <-w.Errors:
+			if !ok {
+				return
+			}
+			s.log.Warn("tls certificate watch", "entrypoint", s.name, "error", err.Error())
+		case <-t.C:
+			_ = s.Reload()
+		}
+	}
+}
+
+// Close stops watching. It is safe to call more than once.
+func (s *Store) Close() {
+	s.mu.Lock()
+	w := s.watcher
+	s.watcher = nil
+	s.mu.Unlock()
+	if w == nil {
+		return
+	}
+	close(s.done)
+	_ = w.Close()
+	s.wg.Wait()
+}
