@@ -70,12 +70,27 @@ func TestLoadErrorPositions(t *testing.T) {
 			want: []string{`t.toml:8:1: unknown key "colour" in [log] (known keys: access_log, access_log_sample, format, level)`},
 		},
 		{
-			name: "planned keys are refused with what they are",
-			data: withMinimal(`[services.s.mirror]`, `service = "t"`, `percentage = 3`, `[models.chat.scheduling]`, `phase = "decode"`),
+			name: "a scaled service lists no servers; kube needs its table",
+			data: withMinimal(`[services.s.scaling]`, `executor = "kube"`, `max_replicas = 3`, `[models.chat.scheduling]`, `phase = "decode"`),
 			want: []string{
-				`t.toml:7:13: unknown key "mirror" in [services.s]: traffic mirroring ([services.<name>.mirror]) is not implemented in this version`,
+				`t.toml:1:26: services.s.load_balancer.servers: the replicas of a scaled service are its servers; remove the list`,
+				`t.toml:7:13: services.s.scaling: executor "kube" needs [services.s.scaling.kube] with deployment, service and url`,
 				`t.toml:10:9: models.chat: a model needs at least one target ([models.chat.targets.<id>] with a service)`,
 				`t.toml:11:9: models.chat.scheduling.phase = "decode" needs [models.chat.scheduling.distributed_serving] with api_key_env (the workers' key)`,
+			},
+		},
+		{
+			name: "mirror keys out of range",
+			data: withMinimal(`[services.s.mirror]`, `service = "s"`, `percentage = 101`, `queue_size = 0`, `max_concurrent = 5000`, `[services.u.mirror]`, `service = "x"`, `[services.v.mirror]`, `percentage = 3`),
+			want: []string{
+				`t.toml:8:11: services.s.mirror.service: a service cannot mirror to itself`,
+				`t.toml:9:14: services.s.mirror.percentage 101: want 0..100`,
+				`t.toml:10:14: services.s.mirror.queue_size 0: want 1..65536`,
+				`t.toml:11:18: services.s.mirror.max_concurrent 5000: want 1..1024`,
+				`t.toml:12:11: services.u has no load_balancer: add [services.u.load_balancer] with servers = [{ url = "http://host:port" }]`,
+				`t.toml:13:11: services.u.mirror.service: no service named "x" (did you mean "s"?)`,
+				`t.toml:14:11: services.v has no load_balancer: add [services.v.load_balancer] with servers = [{ url = "http://host:port" }]`,
+				`t.toml:14:13: services.v.mirror.service is required (the name of the shadow's [services.<name>] table)`,
 			},
 		},
 		{

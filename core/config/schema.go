@@ -245,6 +245,18 @@ type Service struct {
 	// Workers says how the gateway observes the servers when a model target uses the
 	// service, [services.<name>.workers].
 	Workers Workers `toml:"workers"`
+	// Mirror copies a share of the service's requests to a shadow service,
+	// [services.<name>.mirror] (lifecycle.go).
+	Mirror *Mirror `toml:"mirror"`
+	// Revisions split the service's requests over versions with their own servers,
+	// services.<name>.revisions (lifecycle.go).
+	Revisions []Revision `toml:"revisions"`
+	// Rollout moves the traffic from one revision to another step by step,
+	// [services.<name>.rollout] (lifecycle.go).
+	Rollout *Rollout `toml:"rollout"`
+	// Scaling starts and stops the service's replicas to follow its load and buffers
+	// requests during a cold start, [services.<name>.scaling] (lifecycle.go).
+	Scaling *Scaling `toml:"scaling"`
 }
 
 // Workers is [services.<name>.workers]: the polling of GET /power/v1/observation on each
@@ -288,6 +300,14 @@ type LoadBalancer struct {
 	// StreamIdleTimeout closes a response body (e.g. an SSE stream) that
 	// delivers no byte for this long. Default 5m.
 	StreamIdleTimeout time.Duration `toml:"stream_idle_timeout"`
+	// FirstTokenTimeout bounds the time from the request being sent to the first body byte
+	// of a streamed (text/event-stream) response: a generation stuck before its first token
+	// is cut with an SSE error event. Checked once the head says the body is a stream.
+	// Default: none.
+	FirstTokenTimeout time.Duration `toml:"first_token_timeout"`
+	// StreamTimeout bounds the time from the request being sent to the end of a streamed
+	// (text/event-stream) response, however alive it is. Default: none.
+	StreamTimeout time.Duration `toml:"stream_timeout"`
 	// IdleConnTimeout closes a pooled keep-alive upstream connection unused for
 	// this long. Default 90s.
 	IdleConnTimeout time.Duration `toml:"idle_conn_timeout"`
@@ -445,9 +465,4 @@ func (l *Log) setDefaults() {
 // plannedKeys are keys of the configuration format that later versions add. They are
 // refused like unknown keys, with a message saying what they are. The key is
 // the schema path: table names and array indexes replaced by "*".
-var plannedKeys = map[string]string{
-	"services.*.mirror":    "traffic mirroring ([services.<name>.mirror])",
-	"services.*.scaling":   "scaling ([services.<name>.scaling])",
-	"services.*.revisions": "revisions (services.<name>.revisions)",
-	"services.*.rollout":   "progressive rollout ([services.<name>.rollout])",
-}
+var plannedKeys = map[string]string{}

@@ -385,7 +385,11 @@ func (c *Config) validate(e *errs, lookup func(string) (string, bool)) {
 		if !validName(name) {
 			e.add(c.Pos(path...), "service name %q: names are 1..128 characters of A-Z a-z 0-9 . _ - starting with a letter or digit", name)
 		}
+		c.validateLifecycle(e, name, s)
 		lb := s.LoadBalancer
+		if lb == nil && (len(s.Revisions) > 0 || s.Scaling != nil) {
+			continue // the revisions hold the servers; the load balancer's keys keep their defaults
+		}
 		if lb == nil {
 			e.add(c.Pos(path...), "services.%s has no load_balancer: add [services.%s.load_balancer] with servers = [{ url = \"http://host:port\" }]", name, name)
 			continue
@@ -394,7 +398,7 @@ func (c *Config) validate(e *errs, lookup func(string) (string, bool)) {
 		if !oneOf(lb.Strategy, strategies) {
 			e.add(c.ValuePos(append(lp, "strategy")...), "services.%s.load_balancer.strategy %q: want one of %s", name, c.shown(lb.Strategy, append(lp, "strategy")...), quoteAll(strategies))
 		}
-		if len(lb.Servers) == 0 && !e.reported(c.ValuePos(append(lp, "servers")...)) {
+		if len(lb.Servers) == 0 && len(s.Revisions) == 0 && s.Scaling == nil && !e.reported(c.ValuePos(append(lp, "servers")...)) {
 			e.add(c.Pos(append(lp, "servers")...), "services.%s.load_balancer.servers: list at least one server, e.g. servers = [{ url = \"http://127.0.0.1:8000\" }]", name)
 		}
 		for i, srv := range lb.Servers {

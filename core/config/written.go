@@ -125,6 +125,9 @@ func (c *Config) docValue(path []string, rv reflect.Value) (any, bool) {
 		if w, ok := c.Written(path...); ok {
 			return w, true
 		}
+		if rv.Int() == 0 {
+			return nil, false // a deadline left unset (none): written durations are positive
+		}
 		return time.Duration(rv.Int()).String(), true
 	}
 	switch rv.Kind() {

@@ -19,6 +19,8 @@ import (
 	json "github.com/goccy/go-json"
 
 	"github.com/sluice-gw/sluice/core/config"
+	"github.com/sluice-gw/sluice/core/lifecycle/rollout"
+	"github.com/sluice-gw/sluice/core/lifecycle/scaling"
 	"github.com/sluice-gw/sluice/core/metrics"
 	"github.com/sluice-gw/sluice/core/workers"
 )
@@ -295,17 +297,35 @@ type serviceStatus struct {
 	Name     string         `json:"name"`
 	Strategy string         `json:"strategy"`
 	Servers  []serverStatus `json:"servers"`
+	// Revisions and Rollout are shown for a service with revisions (lifecycle.go).
+	Revisions []rollout.RevisionStatus `json:"revisions,omitempty"`
+	Rollout   *rollout.Status          `json:"rollout,omitempty"`
+	// Scaling is shown for a scaled service.
+	Scaling *scaling.Status `json:"scaling,omitempty"`
 }
 
 func (g *Gateway) adminServices(w http.ResponseWriter, _ *http.Request) {
-	cfg := g.live.Load().Config
+	snap := g.live.Load()
+	cfg := snap.Config
 	out := []serviceStatus{}
 	for _, name := range sortedNames(cfg.Services) {
-		lb := cfg.Services[name].LoadBalancer
-		st := serviceStatus{Name: name, Strategy: asWritten(cfg, lb.Strategy, "services", name, "load_balancer", "strategy"), Servers: []serverStatus{}}
-		for i, s := range lb.Servers {
-			url := asWritten(cfg, s.URL, "services", name, "load_balancer", "servers", strconv.Itoa(i), "url")
-			st.Servers = append(st.Servers, serverStatus{URL: url, Weight: s.Weight})
+		strategy := config.DefaultStrategy
+		if lb := cfg.Services[name].LoadBalancer; lb != nil {
+			strategy = asWritten(cfg, lb.Strategy, "services", name, "load_balancer", "strategy")
+		}
+		st := serviceStatus{Name: name, Strategy: strategy, Servers: []serverStatus{}}
+		if svc := snap.Services[name]; svc != nil {
+			// Backend URLs are as written in the configuration (snapshot.Compile).
+			for _, b := range svc.Backends {
+				st.Servers = append(st.Servers, serverStatus{URL: b.URL, Weight: b.LB.Weight})
+			}
+		}
+		if sp := snap.Split(name); sp != nil {
+			st.Revisions, st.Rollout = sp.Revisions(), sp.Rollout()
+		}
+		if sc := snap.Scaler(name); sc != nil {
+			ss := sc.Status()
+			st.Scaling = &ss
 		}
 		out = append(out, st)
 	}

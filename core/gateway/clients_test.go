@@ -12,7 +12,7 @@ import (
 )
 
 // startSimulator runs one llmsim instance on a free loopback port with fast timings.
-func startSimulator(t *testing.T) string {
+func startSimulator(t testing.TB) string {
 	t.Helper()
 	cfg := llmsim.DefaultConfig()
 	cfg.Defaults.Listen = "127.0.0.1:0"

@@ -53,6 +53,7 @@ func populate(t *testing.T) {
 	s.Register()
 	t.Cleanup(s.Retire)
 	ConfigReloaded(true, time.Now())
+	populateLifecycle()
 	TLSCertificateReload("web", true)
 	r.WebSocketStarted()
 	r.WebSocketEnded(10)

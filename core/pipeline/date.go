@@ -43,7 +43,7 @@ func (rc *RequestCtx) needsDate() bool {
 			return false
 		}
 	}
-	if rc.replied {
+	if rc.replied || rc.x == nil { // the gateway's reply, or the head of a held stream
 		return true
 	}
 	_, ok := rc.x.Resp.HeaderValue("Date")

@@ -71,7 +71,14 @@ type RequestCtx struct {
 	encIn *[]byte // the upstream payload read before it is coded
 
 	outcome       Outcome
-	countedReason string // the upstream failure reason last counted as it happened (connect failures, resent requests)
+	countedReason string     // the upstream failure reason last counted as it happened (connect failures, resent requests)
+	sent          time.Time  // when the request was sent to the backend that answered
+	mirrored      bool       // a mirror was offered the request
+	entered       []*Service // services whose hooks ran (OnServiceDone at Finish)
+	gaps          GapWatcher // sees the stream's gaps, when a service hook asked
+	held          bool       // a streaming caller held with keep-alives (hold.go)
+	hold          holdState
+	dl            deadlineState
 
 	cancelMu  sync.Mutex
 	seq       uint64
@@ -177,7 +184,9 @@ func (rc *RequestCtx) reset(ep *Entrypoint) {
 	rc.kv = rc.kv[:0]
 	rc.upExtra = rc.upExtra[:0]
 	rc.respExtra = rc.respExtra[:0]
-	rc.outcome, rc.countedReason = Outcome{}, ""
+	rc.outcome, rc.countedReason, rc.mirrored, rc.sent = Outcome{}, "", false, time.Time{}
+	rc.entered, rc.gaps = rc.entered[:0], nil
+	rc.held, rc.hold = false, holdState{}
 }
 
 // Route returns the matched route (nil before routing or when none matched).
@@ -211,6 +220,10 @@ func (rc *RequestCtx) SetService(s *Service) {
 	rc.service = s
 	rc.choice.Reset()
 }
+
+// WatchGaps makes w see the inter-token gaps of the request's stream (a service hook's
+// rollout judges its new revision by them).
+func (rc *RequestCtx) WatchGaps(w GapWatcher) { rc.gaps = w }
 
 // maxSlots bounds the per-request values stages keep (Set, Get).
 const maxSlots = 8

@@ -56,12 +56,43 @@ type Service struct {
 	// closed or reset the connection before any response byte (load_balancer
 	// retry_non_idempotent).
 	RetryNonIdempotent bool
+	// StreamTimeouts are the deadlines of the service's streamed responses.
+	StreamTimeouts StreamTimeouts
+	// Mirror, when set, is offered every request of the service once, when its first
+	// backend was chosen and before anything is sent (traffic mirroring).
+	Mirror Mirror
+	// Hooks are the service's own stages (revisions, scaling): each request sent to the
+	// service runs them once before its first backend choice there.
+	Hooks []ServiceHook
 	// WebSocketIdleTimeout ends a WebSocket tunnel to the service that moved no byte either
 	// way for this long; 0: DefaultWebSocketIdleTimeout.
 	WebSocketIdleTimeout time.Duration
 	// Health judges the backends by the outcomes of their requests (passive health); nil
 	// judges nothing.
 	Health *health.Passive
+}
+
+// ServiceHook is a service's own stage, run for every request sent to the service whatever
+// its router: a split over revisions, a cold-start wait. OnService runs once per request
+// when it reaches the service (from its route or a fallback), before its first backend
+// choice there, and may narrow the choice (RequestCtx.Exclude), wait (watching
+// RequestCtx.Done) or answer (a *GatewayError). OnServiceDone runs once the request
+// completes, for every service whose OnService ran, whatever it returned.
+type ServiceHook interface {
+	OnService(rc *RequestCtx) error
+	OnServiceDone(rc *RequestCtx)
+}
+
+// GapWatcher sees the inter-token gaps of one request's stream (RequestCtx.WatchGaps).
+type GapWatcher interface {
+	OnGap(d time.Duration)
+}
+
+// Mirror takes copies of a service's requests for another service (a shadow). Offer is
+// called on the request path: it must copy what it keeps (rc is pooled), never block and
+// never fail the request.
+type Mirror interface {
+	Offer(rc *RequestCtx)
 }
 
 // Backend is one upstream server of a service (one entry of its servers list) with its

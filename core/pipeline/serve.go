@@ -71,6 +71,10 @@ func (ep *Entrypoint) Begin(rc *RequestCtx) {
 	}
 	if rc.x == nil { // a request stage may have run the exchange itself (Adopt)
 		if err := rc.exchange(); err != nil {
+			if err == errHold {
+				rc.planHeld()
+				return
+			}
 			rc.answer(err)
 			return
 		}
@@ -193,6 +197,9 @@ func (rc *RequestCtx) exchange() error {
 	var last error = ErrNoBackend
 	attempts := 0
 	for try := 0; ; try++ {
+		if err := rc.enterService(); err != nil {
+			return err
+		}
 		var b *Backend
 		var refused error
 		if try < MaxConnectTries {
@@ -210,6 +217,10 @@ func (rc *RequestCtx) exchange() error {
 			continue
 		}
 		rc.backend, rc.tried = b, b
+		if m := rc.service.Mirror; m != nil && !rc.mirrored {
+			rc.mirrored = true
+			m.Offer(rc)
+		}
 		err := rc.roundTrip(b)
 		if !errors.Is(err, pool.ErrDial) {
 			attempts++
@@ -278,6 +289,30 @@ func (rc *RequestCtx) exchange() error {
 		rc.backend = nil
 		last = ErrUpstreamDial
 	}
+}
+
+// enterService runs the hooks of the request's service the first time the request reaches
+// it, and returns their answer when one refuses it.
+func (rc *RequestCtx) enterService() error {
+	s := rc.service
+	if s == nil || len(s.Hooks) == 0 {
+		return nil
+	}
+	for _, e := range rc.entered {
+		if e == s {
+			return nil
+		}
+	}
+	rc.entered = append(rc.entered, s)
+	for i, h := range s.Hooks {
+		if !rc.held && rc.mayHold(h, i) {
+			return errHold
+		}
+		if err := h.OnService(rc); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // retryAfter asks the route's retry stages whether attempt n, which ended with status or
@@ -371,6 +406,7 @@ func (rc *RequestCtx) roundTrip(b *Backend) error {
 		return errClientGone
 	}
 	x.Idempotent = rc.idempotent()
+	rc.sent = time.Now()
 	err := x.RoundTrip(b.Pool, *rc.upHead, rc.Req.Body, rc.isHEAD)
 	ReleaseBuf(rc.upHead)
 	rc.upHead = nil
@@ -499,6 +535,7 @@ func (rc *RequestCtx) planBody() {
 	} else if rc.sse {
 		rc.streaming = true
 		rc.route.M.StreamStarted()
+		rc.armStreamDeadlines()
 	}
 }
 
@@ -632,6 +669,9 @@ func (rc *RequestCtx) AppendHead(dst []byte) []byte {
 	if rc.replied {
 		return rc.appendReply(dst)
 	}
+	if rc.held {
+		return rc.appendHeldHead(dst)
+	}
 	dst = http1.AppendStatusLine(dst, 1, 1, rc.x.Resp.Status, rc.x.Resp.Reason)
 	resp := &rc.x.Resp
 	for i := range resp.Headers {
@@ -729,7 +769,10 @@ func (rc *RequestCtx) ReplyRetryAfter() int { return rc.reply.RetryAfter }
 // connection, content type and Date fields the engine sets itself: the upstream's end-to-end
 // fields (for an upstream response) and the gateway's own (X-Request-Id, stage fields).
 func (rc *RequestCtx) VisitResponseFields(f func(k, v []byte)) {
-	if !rc.replied {
+	if rc.held {
+		f(hdrContentType, valEventStream)
+		f(hdrCacheControl, valNoCache)
+	} else if !rc.replied {
 		resp := &rc.x.Resp
 		for i := range resp.Headers {
 			if h := &resp.Headers[i]; passToClient(resp, h.Key) && !bytes.EqualFold(h.Key, hdrRequestID) {
@@ -771,6 +814,9 @@ const earlyBodyBytes = 64 << 10
 func (rc *RequestCtx) WriteResponse(ds Downstream) error {
 	if rc.outcome.Canceled {
 		return errClientGone
+	}
+	if rc.held {
+		return rc.writeHeld(ds)
 	}
 	hb := GetBuf()
 	*hb = rc.AppendHead((*hb)[:0])
@@ -833,7 +879,8 @@ func (rc *RequestCtx) relayTo(ds Downstream) error {
 				return rc.clientLeft()
 			}
 			rc.bodyFailed(err)
-			_ = rc.sendTail(ds, func(dst []byte) []byte { return rc.relay.Fail(dst, sseErrorEvent) })
+			ev := rc.streamFailure(err)
+			_ = rc.sendTail(ds, func(dst []byte) []byte { return rc.relay.Fail(dst, ev) })
 			return err
 		}
 	}
@@ -862,6 +909,9 @@ func (rc *RequestCtx) clientLeft() error {
 func (rc *RequestCtx) bodyFailed(err error) {
 	rc.ended, rc.keepAlive = true, false
 	rc.outcome.UpstreamError = metrics.ReasonStream
+	if rc.deadlineCut() != cutNone || errors.Is(err, pool.ErrTimeout) {
+		rc.outcome.UpstreamError = metrics.ReasonTimeout
+	}
 	rc.ep.elog.upstreamFailed(rc.route.Name, rc.backend.URL, "body", err)
 }
 
@@ -879,6 +929,11 @@ func (rc *RequestCtx) ReadBody(p []byte) (int, error) {
 		n := copy(p, rc.pending)
 		rc.pending = rc.pending[:copy(rc.pending, rc.pending[n:])]
 		return n, nil
+	}
+	if rc.held && !rc.hold.resolved {
+		if n, err := rc.readHeld(p); n > 0 || err != nil || rc.ended {
+			return n, err
+		}
 	}
 	if rc.enc != nil {
 		return rc.readBodyEncoded(p)
@@ -903,7 +958,7 @@ func (rc *RequestCtx) ReadBody(p []byte) (int, error) {
 		return n, err
 	}
 	rc.bodyFailed(err)
-	rc.pending = rc.relay.Fail(rc.pending[:0], sseErrorEvent)
+	rc.pending = rc.relay.Fail(rc.pending[:0], rc.streamFailure(err))
 	if len(rc.pending) > 0 {
 		return n, nil
 	}
@@ -915,10 +970,16 @@ func (rc *RequestCtx) relayComplete() bool { return rc.ended && len(rc.pending) 
 func (rc *RequestCtx) observe(o relay.Obs) {
 	switch o.Kind {
 	case relay.ObsFirst:
+		if rc.service != nil && rc.service.StreamTimeouts.FirstToken > 0 {
+			rc.firstByte()
+		}
 		rc.outcome.TTFT = o.D
 		rc.route.M.FirstByte(o.D)
 	case relay.ObsGap:
 		rc.route.M.Gap(o.D)
+		if rc.gaps != nil {
+			rc.gaps.OnGap(o.D)
+		}
 	}
 }
 
@@ -927,6 +988,10 @@ func (rc *RequestCtx) observe(o relay.Obs) {
 // upstream exchange. Engines call it exactly once per Begin, after the response was written
 // or abandoned.
 func (rc *RequestCtx) Finish() {
+	rc.disarmStreamDeadlines()
+	if t := rc.hold.ticker; t != nil {
+		t.Stop()
+	}
 	if rc.streaming {
 		rc.streaming = false
 		rc.route.M.StreamEnded()
@@ -941,6 +1006,11 @@ func (rc *RequestCtx) Finish() {
 		}
 	}
 	rc.count()
+	for _, s := range rc.entered {
+		for _, h := range s.Hooks {
+			h.OnServiceDone(rc)
+		}
+	}
 	rc.observeHealth()
 	if rt := rc.route; rt != nil {
 		rt.Chain.onComplete(rc)

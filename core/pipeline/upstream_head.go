@@ -28,6 +28,18 @@ var (
 // the client's Host through. The Max-Forwards of a TRACE or OPTIONS request goes one less (RFC
 // 9110 §7.6.2). Fields added by request stages come last.
 func appendUpstreamHead(dst []byte, rc *RequestCtx, b *Backend) []byte {
+	return appendHeadFor(dst, rc, rc.service, b, len(rc.Req.Body))
+}
+
+// AppendCopyHead appends the head of a copy of rc's request for backend b of service svc
+// (traffic mirroring), with a body of bodyLen bytes: the head the request itself would get
+// there (see appendUpstreamHead), its X-Request-Id included, so that the copy's answer can be
+// compared with the original's.
+func (rc *RequestCtx) AppendCopyHead(dst []byte, svc *Service, b *Backend, bodyLen int) []byte {
+	return appendHeadFor(dst, rc, svc, b, bodyLen)
+}
+
+func appendHeadFor(dst []byte, rc *RequestCtx, svc *Service, b *Backend, bodyLen int) []byte {
 	req, rt := &rc.Req, rc.route
 	dst = append(dst, req.Method...)
 	dst = append(dst, ' ')
@@ -38,7 +50,7 @@ func appendUpstreamHead(dst []byte, rc *RequestCtx, b *Backend) []byte {
 		dst = append(dst, req.RawQuery...)
 	}
 	dst = append(dst, " HTTP/1.1\r\nHost: "...)
-	if rc.service.PassHostHeader && len(req.Host) > 0 {
+	if svc.PassHostHeader && len(req.Host) > 0 {
 		dst = append(dst, req.Host...)
 	} else {
 		dst = append(dst, b.Host...)
@@ -85,9 +97,9 @@ func appendUpstreamHead(dst []byte, rc *RequestCtx, b *Backend) []byte {
 		// Connection and Upgrade are hop-by-hop, dropped above: the upgrade is asked anew.
 		dst = append(dst, wsUpgradeFields...)
 	}
-	if len(req.Body) > 0 || req.ContentLength >= 0 || req.Chunked {
+	if bodyLen > 0 || req.ContentLength >= 0 || req.Chunked {
 		dst = append(dst, "Content-Length: "...)
-		dst = strconv.AppendInt(dst, int64(len(req.Body)), 10)
+		dst = strconv.AppendInt(dst, int64(bodyLen), 10)
 		dst = append(dst, "\r\n"...)
 	}
 	return append(dst, "\r\n"...)

@@ -24,7 +24,7 @@ type healthLB struct {
 // Probes of https servers verify them as requests do: with the service's CA file (roots, nil
 // for the system's) and server name.
 func (s *Snapshot) compileHealth(cfg *config.Config, name string, svc *pipeline.Service, prev *Snapshot, roots *x509.CertPool) {
-	lb := cfg.Services[name].LoadBalancer
+	lb, servers := s.serviceServers(name, cfg.Services[name])
 	members := make([]health.Member, len(svc.Backends))
 	hm := make([]*metrics.Health, len(svc.Backends))
 	for i, b := range svc.Backends {
@@ -33,8 +33,8 @@ func (s *Snapshot) compileHealth(cfg *config.Config, name string, svc *pipeline.
 	}
 	svc.Health = health.NewPassive(lb.PassiveHealth.Spec(), name, members, slog.Default())
 	hc := lb.HealthCheck
-	if hc == nil {
-		return
+	if hc == nil || s.life.scalers[name] != nil {
+		return // a scaled service's replicas are judged ready by its scaler
 	}
 	if s.healthTargets == nil {
 		s.healthTargets = map[string]*health.Target{}
@@ -42,7 +42,7 @@ func (s *Snapshot) compileHealth(cfg *config.Config, name string, svc *pipeline.
 	targets := make([]*health.Target, len(svc.Backends))
 	for i, b := range svc.Backends {
 		// The key tells the same server listed twice apart, and a changed check starts over.
-		key := name + "\x00" + lb.Servers[i].URL + "\x00" + strconv.Itoa(i) + "\x00" + hc.Path
+		key := name + "\x00" + servers[i].srv.URL + "\x00" + strconv.Itoa(i) + "\x00" + hc.Path
 		t := s.healthTargets[key]
 		if t == nil && prev != nil {
 			t = prev.healthTargets[key]
@@ -50,7 +50,7 @@ func (s *Snapshot) compileHealth(cfg *config.Config, name string, svc *pipeline.
 		if t == nil {
 			// A server starts in rotation: the first probe runs at once, and a gateway that
 			// refused every request until then would turn a reload into an outage.
-			t = health.NewTarget(b.URL, lb.Servers[i].URL, true)
+			t = health.NewTarget(b.URL, servers[i].srv.URL, true)
 		}
 		s.healthTargets[key] = t
 		targets[i] = t

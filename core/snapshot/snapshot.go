@@ -83,6 +83,8 @@ type Snapshot struct {
 
 	entrypoints map[string]*entrypointRoutes
 	pools       map[string]*pool.Pool // by poolKey, shared with the next snapshot when unchanged
+
+	life lifecycle // mirrors (lifecycle.go)
 }
 
 type entrypointRoutes struct {
@@ -142,7 +144,7 @@ func Compile(cfg *config.Config, prev *Snapshot, gen uint64) (*Snapshot, error) 
 		entrypoints: map[string]*entrypointRoutes{},
 		pools:       map[string]*pool.Pool{},
 	}
-	var errs config.ErrorList
+	errs := s.prepareScalers(cfg, prev)
 	for _, name := range sortedKeys(cfg.Services) {
 		svc, err := s.compileService(cfg, name, cfg.Services[name], prev)
 		if err != nil {
@@ -160,6 +162,7 @@ func Compile(cfg *config.Config, prev *Snapshot, gen uint64) (*Snapshot, error) 
 			}
 		}
 	}
+	s.compileLifecycle(cfg, prev)
 	hooks, err := compileHooks(cfg)
 	if err != nil {
 		errs = append(errs, err)
@@ -239,6 +242,7 @@ func Compile(cfg *config.Config, prev *Snapshot, gen uint64) (*Snapshot, error) 
 	}
 	if len(errs) > 0 {
 		s.closeNewPools(prev)
+		s.retireLifecycle(prev) // stops what this snapshot started and prev does not run
 		return nil, errs
 	}
 	s.Metrics = metrics.NewSet()
@@ -283,12 +287,13 @@ func (s *Snapshot) compileWorkers(cfg *config.Config, prev *Snapshot) {
 		if s.Workers == nil {
 			s.Workers, s.workerStates = map[string]*workers.Group{}, map[string]*workers.Worker{}
 		}
+		_, servers := s.serviceServers(name, sc)
 		members := make([]workers.Member, len(svc.Backends))
 		keys := make([]string, len(svc.Backends))
 		seen := map[string]bool{}
 		for i, b := range svc.Backends {
 			// Backends are the servers in order (compileService), so i indexes both.
-			u := sc.LoadBalancer.Servers[i].URL
+			u := servers[i].srv.URL
 			keys[i] = name + "\x00" + u
 			if seen[keys[i]] { // the same server listed twice: each keeps its own state
 				keys[i] += "\x00" + strconv.Itoa(i)
@@ -448,27 +453,29 @@ func ruleError(cfg *config.Config, name string, err error) *config.Error {
 }
 
 func (s *Snapshot) compileService(cfg *config.Config, name string, sc *config.Service, prev *Snapshot) (*pipeline.Service, config.ErrorList) {
-	lb := sc.LoadBalancer
+	lb, servers := s.serviceServers(name, sc)
 	if lb == nil {
 		return nil, config.ErrorList{cfg.Errorf([]string{"services", name}, "services.%s: a service needs a load_balancer", name)}
 	}
-	svc := &pipeline.Service{Name: name, PassHostHeader: lb.PassHostHeader, RetryNonIdempotent: lb.RetryNonIdempotent, WebSocketIdleTimeout: lb.WebSocketIdleTimeout}
+	svc := &pipeline.Service{Name: name, PassHostHeader: lb.PassHostHeader, RetryNonIdempotent: lb.RetryNonIdempotent, WebSocketIdleTimeout: lb.WebSocketIdleTimeout,
+		StreamTimeouts: pipeline.StreamTimeouts{FirstToken: lb.FirstTokenTimeout, Total: lb.StreamTimeout}}
 	var lbs []*balancer.Backend
 	var errs config.ErrorList
 	roots, rootsKey, rerr := upstreamRoots(cfg, name, lb.TLS)
 	if rerr != nil {
 		return nil, config.ErrorList{rerr}
 	}
-	for i, srv := range lb.Servers {
+	for _, ref := range servers {
+		srv := ref.srv
 		// Shown in metric labels, logs and the admin API: as written, so that a host or
 		// credential read from the environment is not.
 		shown := srv.URL
-		if w, ok := cfg.Written("services", name, "load_balancer", "servers", strconv.Itoa(i), "url"); ok {
+		if w, ok := cfg.Written(ref.path...); ok {
 			shown = w
 		}
 		u, err := url.Parse(srv.URL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			errs = append(errs, cfg.Errorf([]string{"services", name, "load_balancer", "servers"}, "services.%s.load_balancer.servers[%d].url: want http://host[:port] or https://host[:port], got %q", name, i, shown))
+			errs = append(errs, cfg.Errorf(ref.path, "%s: want http://host[:port] or https://host[:port], got %q", dottedPath(ref.path), shown))
 			continue
 		}
 		addr := u.Host
@@ -567,6 +574,7 @@ func (s *Snapshot) Retire(next *Snapshot) {
 	if s.Metrics != nil {
 		s.Metrics.Retire()
 	}
+	s.retireLifecycle(next)
 	// next polls with its own groups (started by Activate); the servers' states carry over.
 	for _, g := range s.Workers {
 		g.Stop()
@@ -604,6 +612,7 @@ func (l *Live) Swap(s *Snapshot) *Snapshot { return l.p.Swap(s) }
 // the snapshot it replaces and publishes s's metrics.
 func (l *Live) Activate(s *Snapshot) {
 	s.StartWorkers()
+	s.startLifecycle()
 	old := l.p.Swap(s)
 	if old != nil {
 		old.Retire(s)

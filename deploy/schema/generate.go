@@ -141,6 +141,21 @@ func minimal() map[string]any {
 		"services": map[string]any{
 			"s": map[string]any{"load_balancer": map[string]any{
 				"servers": []any{map[string]any{"url": "http://127.0.0.1:8000"}},
+			}, "mirror": map[string]any{"service": "shadow"}},
+			"shadow": map[string]any{"load_balancer": map[string]any{
+				"servers": []any{map[string]any{"url": "http://127.0.0.1:8001"}},
+			}},
+			"revised": map[string]any{
+				"revisions": []any{
+					map[string]any{"name": "v1", "traffic_percent": int64(100), "servers": []any{map[string]any{"url": "http://127.0.0.1:8002"}}},
+					map[string]any{"name": "v2", "servers": []any{map[string]any{"url": "http://127.0.0.1:8003"}}},
+				},
+				"rollout": map[string]any{"from": "v1", "to": "v2"},
+			},
+			"scaled": map[string]any{"scaling": map[string]any{
+				"executor": "exec",
+				"exec":     map[string]any{"command": []any{"llmsim", "--listen", "127.0.0.1:{port}"}},
+				"kube":     map[string]any{"deployment": "llm", "service": "llm", "url": "http://llm.default.svc:8000"},
 			}},
 		},
 		"middlewares": map[string]any{
@@ -251,9 +266,14 @@ func (g *generator) structNode(t reflect.Type, path string, concrete []string) (
 			fn.Default = v
 		}
 		if alt, ok := requiredUnless[kp]; ok {
-			// Required unless another key stands in for it: one of the two must be there.
-			n.AnyOf = append(n.AnyOf, &Node{Required: []string{tag}}, &Node{Required: []string{alt}})
-		} else if g.required[kp] {
+			// Required unless another key stands in for it (one of a comma-separated list):
+			// one of them must be there.
+			any := &Node{AnyOf: []*Node{{Required: []string{tag}}}}
+			for _, a := range strings.Split(alt, ",") {
+				any.AnyOf = append(any.AnyOf, &Node{Required: []string{a}})
+			}
+			n.AllOf = append(n.AllOf, any)
+		} else if g.required[kp] && !optionalKeys[kp] {
 			n.Required = append(n.Required, tag)
 		}
 		n.Properties[tag] = fn

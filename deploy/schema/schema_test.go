@@ -70,6 +70,10 @@ func concrete(path string) []string {
 		switch {
 		case s == "*" && segs[0] == "entrypoints" && i+1 < len(segs) && segs[i+1] == "tls":
 			out = append(out, "tls") // the entrypoint with a [tls] table
+		case s == "*" && segs[0] == "services" && i+1 < len(segs) && (strings.HasPrefix(segs[i+1], "revisions") || segs[i+1] == "rollout"):
+			out = append(out, "revised") // the service with revisions
+		case s == "*" && segs[0] == "services" && i+1 < len(segs) && segs[i+1] == "scaling":
+			out = append(out, "scaled") // the scaled service
 		case s == "*":
 			out = append(out, names[segs[0]])
 		case strings.HasSuffix(s, "[]"):
@@ -232,7 +236,7 @@ func TestSchemaPatternsAgreeWithLoader(t *testing.T) {
 			}
 		}
 	}
-	require.Len(t, durations, 17, "durations in the schema")
+	require.Len(t, durations, 27, "durations in the schema")
 	// The loader also bounds the workers' poll interval and wants the observation TTL above
 	// it (the other key keeps its default here), which a pattern cannot say: for these two
 	// keys the schema is knowingly looser.
@@ -331,7 +335,7 @@ func TestSchemaShapeAgreesWithLoader(t *testing.T) {
 		{path: "entrypoints.*.adress", value: "127.0.0.1:8081", schema: false, loader: false},
 		{path: "providers", value: map[string]any{}, schema: true, loader: true},
 		{path: "models.*.scheduling.phase", value: "sideways", schema: true, loader: false},
-		{path: "services.*.mirror", value: map[string]any{"service": "s"}, schema: false, loader: false},
+		{path: "services.*.scaling", value: map[string]any{"min_replicas": int64(0)}, schema: false, loader: false},
 		{path: "services.*.load_balancer.health_check", value: map[string]any{"path": "/"}, schema: true, loader: true},
 		{path: "middlewares.*.header", value: "${SCHEMA_PROBE}", env: map[string]string{"SCHEMA_PROBE": "X-Key"}, schema: true, loader: true},
 		{path: "middlewares.*.rate", value: int64(60), schema: true, loader: false}, // looser: options are checked by type, not by the schema

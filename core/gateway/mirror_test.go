@@ -1,0 +1,202 @@
+package gateway_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-gw/sluice/core/config"
+	"github.com/sluice-gw/sluice/core/gateway"
+)
+
+// startConfigGateway runs a gateway on toml, which must have an entrypoint "web" on an engine
+// of %[1]q's choosing and an admin listener; it returns the entrypoint's address and the admin
+// API's base URL.
+func startConfigGateway(t *testing.T, toml string) (*gateway.Gateway, string, string) {
+	t.Helper()
+	cfg, err := config.LoadBytes("lifecycle.toml", []byte(toml))
+	require.NoError(t, err)
+	g, err := gateway.New(cfg, "", nil)
+	require.NoError(t, err)
+	require.NoError(t, g.Start())
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = g.Drain(ctx)
+	})
+	return g, g.Addr("web"), "http://" + g.AdminAddr()
+}
+
+// shadow is a loopback upstream that records the bodies it gets and answers each with a small
+// JSON body.
+type shadow struct {
+	*upstream
+	mu     sync.Mutex
+	bodies []string
+	got    chan struct{} // one value per request received
+}
+
+func startShadow(t *testing.T) *shadow {
+	s := &shadow{got: make(chan struct{}, 1024)}
+	s.upstream = serveUpstream(t, func(c net.Conn, _ *bufio.Reader, _ string, body []byte) bool {
+		s.mu.Lock()
+		s.bodies = append(s.bodies, string(body))
+		s.mu.Unlock()
+		s.got <- struct{}{}
+		_, err := fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{\"ok\":true}")
+		return err == nil
+	})
+	return s
+}
+
+// wait waits for n requests at the shadow.
+func (s *shadow) wait(t *testing.T, n int) []string {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		select {
+		case <-s.got:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the shadow got %d of %d copies", i, n)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.bodies...)
+}
+
+// Mirroring 10% copies exactly every tenth request to the shadow, with the body the primary
+// got; the callers only ever see the primary's answers.
+func TestMirrorCopiesItsShareWithIdenticalBodies(t *testing.T) {
+	sim := startSimulator(t)
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			sh := startShadow(t)
+			svc := "mirrored-" + engine
+			_, addr, admin := startConfigGateway(t, fmt.Sprintf(`
+[entrypoints.web]
+address = "127.0.0.1:0"
+engine = %q
+[admin]
+address = "127.0.0.1:0"
+[routers.api]
+rule = "PathPrefix(`+"`/`"+`)"
+service = %q
+[services.%s.load_balancer]
+servers = [{ url = "http://%s" }]
+[services.%s.mirror]
+service = "shadow"
+percentage = 10
+[services.shadow.load_balancer]
+servers = [{ url = "http://%s" }]
+`, engine, svc, svc, sim, svc, sh.addr()))
+			var sent []string
+			for i := 0; i < 100; i++ {
+				body := fmt.Sprintf(`{"model":"m","messages":[{"role":"user","content":"request %d"}],"max_tokens":2}`, i)
+				sent = append(sent, body)
+				r := call(t, "POST", "http://"+addr+"/v1/chat/completions", "", body)
+				require.Equal(t, 200, r.status, r.raw)
+				require.Equal(t, "chat.completion", r.body["object"], "the caller gets the primary's answer")
+			}
+			got := sh.wait(t, 10)
+			want := []string{}
+			for i := 9; i < 100; i += 10 {
+				want = append(want, sent[i])
+			}
+			require.ElementsMatch(t, want, got, "every tenth request, body byte for byte")
+			waitMetric(t, admin+"/metrics", fmt.Sprintf(`sluice_mirror_responses_total{service=%q,shadow="shadow",code="2xx"}`, svc), func(v float64) bool { return v == 10 })
+			waitMetric(t, admin+"/metrics", fmt.Sprintf(`sluice_mirror_sent_total{service=%q,shadow="shadow"}`, svc), func(v float64) bool { return v == 10 })
+		})
+	}
+}
+
+// On a model route the shadow can run another model: the copy's "model" is replaced, the rest
+// of the body is the primary's.
+func TestMirrorRunsTheShadowModel(t *testing.T) {
+	sim := startSimulator(t)
+	sh := startShadow(t)
+	_, addr, _ := startConfigGateway(t, fmt.Sprintf(`
+[entrypoints.web]
+address = "127.0.0.1:0"
+[admin]
+address = "127.0.0.1:0"
+[routers.openai]
+rule = "PathPrefix(`+"`/v1`"+`)"
+models = true
+[services.sim.load_balancer]
+servers = [{ url = "http://%s" }]
+[services.sim.workers]
+observe = false
+[services.sim.mirror]
+service = "candidate"
+percentage = 100
+model = "candidate-model"
+[services.candidate.load_balancer]
+servers = [{ url = "http://%s" }]
+[models.chat.targets.t]
+service = "sim"
+upstream_model = "internal/model-v1"
+`, sim, sh.addr()))
+	body := `{"model":"chat","messages":[{"role":"user","content":"compare me"}],"max_tokens":2}`
+	r := call(t, "POST", "http://"+addr+"/v1/chat/completions", "", body)
+	require.Equal(t, 200, r.status, r.raw)
+	require.Equal(t, "internal/model-v1", r.body["model"], "the primary ran the target's model")
+	got := sh.wait(t, 1)
+	var copyBody map[string]any
+	require.NoError(t, json.Unmarshal([]byte(got[0]), &copyBody))
+	require.Equal(t, "candidate-model", copyBody["model"])
+	require.Equal(t, `{"model":"candidate-model","messages":[{"role":"user","content":"compare me"}],"max_tokens":2}`, got[0])
+}
+
+// A dead shadow and a shadow that never answers change nothing for the primary: every request
+// is answered by the primary; the copies fail (counted as errors) or, once the stuck shadow's
+// only sender and queue slot are taken, are dropped at once (counted), never waited for.
+func TestMirrorToADeadOrStuckShadowLeavesThePrimaryAlone(t *testing.T) {
+	sim := startSimulator(t)
+	held := make(chan struct{}, 64)
+	stuck := serveUpstreamU(t, func(u *upstream, _ net.Conn, _ *bufio.Reader, _ string, _ []byte) bool {
+		held <- struct{}{}
+		<-u.stop
+		return false
+	})
+	for _, tc := range []struct{ name, shadow, metric string }{
+		{"dead", deadUpstream, `sluice_mirror_responses_total{service="to-dead",shadow="shadow-dead",code="error"}`},
+		{"stuck", stuck.addr(), `sluice_mirror_dropped_total{service="to-stuck",shadow="shadow-stuck",reason="queue_full"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			svc := "to-" + tc.name
+			_, addr, admin := startConfigGateway(t, fmt.Sprintf(`
+[entrypoints.web]
+address = "127.0.0.1:0"
+[admin]
+address = "127.0.0.1:0"
+[routers.api]
+rule = "PathPrefix(`+"`/`"+`)"
+service = %q
+[services.%s.load_balancer]
+servers = [{ url = "http://%s" }]
+[services.%s.mirror]
+service = "shadow-%s"
+percentage = 100
+queue_size = 1
+max_concurrent = 1
+timeout = "1m"
+[services.shadow-%s.load_balancer]
+servers = [{ url = "http://%s" }]
+`, svc, svc, sim, svc, tc.name, tc.name, tc.shadow))
+			for i := 0; i < 20; i++ {
+				r := call(t, "POST", "http://"+addr+"/v1/chat/completions", "", `{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":2}`)
+				require.Equal(t, 200, r.status, r.raw)
+			}
+			// Dead: 20 failed copies. Stuck: one copy held by the sender, one queued, 18 dropped.
+			waitMetric(t, admin+"/metrics", tc.metric, func(v float64) bool { return v >= 18 })
+		})
+	}
+	require.NotEmpty(t, held, "the stuck shadow got its copy and held it")
+}

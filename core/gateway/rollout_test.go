@@ -1,0 +1,255 @@
+package gateway_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-gw/sluice/bench/llmsim"
+)
+
+// startRevisionSim runs one simulator instance answering fast (one token), failing
+// faultRate of its requests with a 500.
+func startRevisionSim(t *testing.T, faultRate float64) *llmsim.Fleet {
+	t.Helper()
+	cfg := llmsim.DefaultConfig()
+	cfg.Defaults.Listen = "127.0.0.1:0"
+	cfg.Defaults.TTFT = llmsim.Duration(2 * time.Millisecond)
+	cfg.Defaults.ITL = llmsim.Duration(time.Millisecond)
+	cfg.Defaults.Tokens = 2
+	if faultRate > 0 {
+		cfg.Defaults.FaultRate = faultRate
+		cfg.Defaults.Fault = "status=500"
+	}
+	f, err := llmsim.Start(cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = f.Close() })
+	return f
+}
+
+// revisionsConfig is a gateway whose service "llm" has revisions v1 and v2 on the two
+// simulators with the given shares, and the rollout table rollout ("" for none).
+func revisionsConfig(v1, v2 *llmsim.Fleet, p1, p2 int, rollout string) string {
+	return fmt.Sprintf(`
+[entrypoints.web]
+address = "127.0.0.1:0"
+[admin]
+address = "127.0.0.1:0"
+[routers.api]
+rule = "PathPrefix(`+"`/`"+`)"
+service = "llm"
+[services.llm]
+revisions = [
+  { name = "v1", traffic_percent = %d, servers = [{ url = "http://%s" }] },
+  { name = "v2", traffic_percent = %d, servers = [{ url = "http://%s" }] },
+]
+%s
+`, p1, v1.Addrs()[0], p2, v2.Addrs()[0], rollout)
+}
+
+type serviceView struct {
+	Name      string `json:"name"`
+	Revisions []struct {
+		Name           string  `json:"name"`
+		TrafficPercent float64 `json:"traffic_percent"`
+	} `json:"revisions"`
+	Rollout *struct {
+		State     string  `json:"state"`
+		ToPercent float64 `json:"to_percent"`
+		Step      int     `json:"step"`
+		Reason    string  `json:"reason"`
+		Waiting   bool    `json:"waiting_for_samples"`
+		History   []struct {
+			Event     string  `json:"event"`
+			ToPercent float64 `json:"to_percent"`
+			Detail    string  `json:"detail"`
+		} `json:"history"`
+	} `json:"rollout"`
+}
+
+func llmService(t *testing.T, admin string) serviceView {
+	t.Helper()
+	st, body := adminGet(t, admin+"/api/gateway/services")
+	require.Equal(t, 200, st, body)
+	var all []serviceView
+	require.NoError(t, json.Unmarshal([]byte(body), &all))
+	for _, s := range all {
+		if s.Name == "llm" {
+			return s
+		}
+	}
+	t.Fatalf("no service llm in %s", body)
+	return serviceView{}
+}
+
+// waitRollout polls the admin API until the rollout's state is one of want, or fails after
+// within.
+func waitRollout(t *testing.T, admin string, within time.Duration, ok func(serviceView) bool) serviceView {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		s := llmService(t, admin)
+		if ok(s) {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the rollout never got there: %+v", s.Rollout)
+		}
+		time.Sleep(20 * time.Millisecond) // polling interval, not an assertion
+	}
+}
+
+const tinyChat = `{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":1}`
+
+// load sends requests from n clients until stop is closed; it returns the statuses seen.
+func load(t *testing.T, addr string, n int, stop <-chan struct{}) func() map[int]int {
+	var mu sync.Mutex
+	statuses := map[int]int{}
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				r := call(t, "POST", "http://"+addr+"/v1/chat/completions", "", tinyChat)
+				mu.Lock()
+				statuses[r.status]++
+				mu.Unlock()
+			}
+		}()
+	}
+	return func() map[int]int { wg.Wait(); return statuses }
+}
+
+// Revisions split the traffic exactly: 90/10 over 100 requests is 90 and 10.
+func TestRevisionsSplitTrafficExactly(t *testing.T) {
+	v1, v2 := startRevisionSim(t, 0), startRevisionSim(t, 0)
+	_, addr, admin := startConfigGateway(t, revisionsConfig(v1, v2, 90, 10, ""))
+	for i := 0; i < 100; i++ {
+		r := call(t, "POST", "http://"+addr+"/v1/chat/completions", "", tinyChat)
+		require.Equal(t, 200, r.status, r.raw)
+	}
+	require.EqualValues(t, 90, v1.Stats(0).Requests)
+	require.EqualValues(t, 10, v2.Stats(0).Requests)
+	s := llmService(t, admin)
+	require.Len(t, s.Revisions, 2)
+	require.Equal(t, 10.0, s.Revisions[1].TrafficPercent)
+	require.Nil(t, s.Rollout)
+}
+
+// A healthy new revision is rolled out step by step to all of the traffic.
+func TestRolloutOfAHealthyRevisionReachesAllTraffic(t *testing.T) {
+	v1, v2 := startRevisionSim(t, 0), startRevisionSim(t, 0)
+	_, addr, admin := startConfigGateway(t, revisionsConfig(v1, v2, 100, 0, `
+[services.llm.rollout]
+from = "v1"
+to = "v2"
+step_percent = 25
+step_interval_secs = 0.2
+error_rate_threshold = 0.05
+latency_threshold_ms = 5000
+min_samples = 10
+`))
+	stop := make(chan struct{})
+	statuses := load(t, addr, 4, stop)
+	s := waitRollout(t, admin, 30*time.Second, func(s serviceView) bool { return s.Rollout.State != "progressing" })
+	close(stop)
+	require.Equal(t, "completed", s.Rollout.State, "%+v", s.Rollout)
+	require.Equal(t, 100.0, s.Rollout.ToPercent)
+	require.Equal(t, 100.0, s.Revisions[1].TrafficPercent)
+	var advanced []float64
+	for _, e := range s.Rollout.History {
+		if e.Event == "advanced" {
+			advanced = append(advanced, e.ToPercent)
+		}
+	}
+	require.Equal(t, []float64{50, 75, 100}, advanced, "25% at the start, then one step at a time")
+	require.Equal(t, map[int]int{200: sumOf(statuses())}, statuses())
+	before := v1.Stats(0).Requests
+	for i := 0; i < 10; i++ {
+		require.Equal(t, 200, call(t, "POST", "http://"+addr+"/v1/chat/completions", "", tinyChat).status)
+	}
+	require.Equal(t, before, v1.Stats(0).Requests, "v1 gets nothing once the rollout completed")
+	waitMetric(t, admin+"/metrics", `sluice_rollout_state{service="llm"}`, func(v float64) bool { return v == 1 })
+	waitMetric(t, admin+"/metrics", `sluice_revision_traffic_percent{service="llm",revision="v2"}`, func(v float64) bool { return v == 100 })
+}
+
+func sumOf(m map[int]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+// A new revision failing 10% of its requests is rolled back at once, in its first step,
+// with the reason; all the traffic goes back to the old revision.
+func TestRolloutRollsBackAFailingRevisionWithinOneStep(t *testing.T) {
+	v1, v2 := startRevisionSim(t, 0), startRevisionSim(t, 0.1)
+	_, addr, admin := startConfigGateway(t, revisionsConfig(v1, v2, 75, 25, `
+[services.llm.rollout]
+from = "v1"
+to = "v2"
+step_percent = 25
+step_interval_secs = 30
+error_rate_threshold = 0.05
+min_samples = 20
+`))
+	stop := make(chan struct{})
+	wait := load(t, addr, 4, stop)
+	s := waitRollout(t, admin, 25*time.Second, func(s serviceView) bool { return s.Rollout.State != "progressing" })
+	close(stop)
+	wait()
+	require.Equal(t, "rolled_back", s.Rollout.State, "%+v", s.Rollout)
+	require.Equal(t, 0, s.Rollout.Step, "rolled back in its first step, long before the interval ended")
+	require.Contains(t, s.Rollout.Reason, "error rate")
+	require.Equal(t, 100.0, s.Revisions[0].TrafficPercent)
+	require.Equal(t, 0.0, s.Revisions[1].TrafficPercent)
+	before := v2.Stats(0).Requests
+	for i := 0; i < 20; i++ {
+		call(t, "POST", "http://"+addr+"/v1/chat/completions", "", tinyChat)
+	}
+	require.Equal(t, before, v2.Stats(0).Requests, "v2 gets nothing after the rollback")
+	waitMetric(t, admin+"/metrics", `sluice_rollout_state{service="llm"}`, func(v float64) bool { return v == 2 })
+}
+
+// A step that has not had its samples when its interval ends waits: it does not pass; it
+// passes once the samples come.
+func TestRolloutStepWithoutTrafficWaits(t *testing.T) {
+	v1, v2 := startRevisionSim(t, 0), startRevisionSim(t, 0)
+	_, addr, admin := startConfigGateway(t, revisionsConfig(v1, v2, 90, 10, `
+[services.llm.rollout]
+from = "v1"
+to = "v2"
+step_percent = 10
+step_interval_secs = 0.05
+min_samples = 5
+`))
+	s := waitRollout(t, admin, 10*time.Second, func(s serviceView) bool { return s.Rollout.Waiting })
+	require.Equal(t, "progressing", s.Rollout.State)
+	require.Equal(t, 10.0, s.Rollout.ToPercent, "no traffic, no step")
+	require.Equal(t, 0, s.Rollout.Step)
+	require.True(t, strings.Contains(s.Rollout.History[len(s.Rollout.History)-1].Detail, "0 of 5 samples"), "%+v", s.Rollout.History)
+
+	// One request in ten goes to v2: send until it has had four, one short of the samples.
+	for v2.Stats(0).Requests < 4 {
+		require.Equal(t, 200, call(t, "POST", "http://"+addr+"/v1/chat/completions", "", tinyChat).status)
+	}
+	s = llmService(t, admin)
+	require.Equal(t, 0, s.Rollout.Step, "four samples of five: the step still waits")
+	for v2.Stats(0).Requests < 5 {
+		require.Equal(t, 200, call(t, "POST", "http://"+addr+"/v1/chat/completions", "", tinyChat).status)
+	}
+	s = waitRollout(t, admin, 10*time.Second, func(s serviceView) bool { return s.Rollout.Step == 1 })
+	require.Equal(t, 20.0, s.Rollout.ToPercent)
+}

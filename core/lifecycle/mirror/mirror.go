@@ -1,0 +1,246 @@
+// Package mirror copies a share of a service's requests, body included, to another service (a
+// shadow) without the caller ever waiting for it or seeing its answer: a candidate model gets
+// real traffic before any caller depends on it.
+//
+// A copy is taken on the request path only when the request is in the share (share.Sampler:
+// exact and evenly spaced), before the primary exchange starts: the shadow's backend is
+// chosen, the request head is built for it and the body copied (with its "model" replaced for
+// a shadow that runs another model), and the copy goes into a bounded queue, never waiting:
+// when the queue is full the copy is dropped and counted. A fixed number of senders take
+// copies off the queue and run them against the shadow, each bounded by a timeout; the
+// shadow's answer is read to its end and discarded, counted by status class and, when asked,
+// summarised in a log line (status, latencies, length; never content). The primary never
+// waits on any of this, and no failure of the shadow reaches it.
+package mirror
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/sluice-gw/sluice/core/balancer"
+	"github.com/sluice-gw/sluice/core/lifecycle/share"
+	"github.com/sluice-gw/sluice/core/metrics"
+	"github.com/sluice-gw/sluice/core/openai"
+	"github.com/sluice-gw/sluice/core/pipeline"
+	"github.com/sluice-gw/sluice/pool"
+)
+
+// Options configure a Mirror ([services.<name>.mirror], docs/config.md).
+type Options struct {
+	// Service and Shadow name the mirrored service and its shadow (metrics, logs).
+	Service, Shadow string
+	// Percentage is the share of requests copied, 0..100.
+	Percentage float64
+	// Model, when set, replaces the "model" of an OpenAI request body in the copy.
+	Model string
+	// QueueSize bounds the copies waiting for a sender (>= 1).
+	QueueSize int
+	// MaxConcurrent is the number of senders: copies in flight to the shadow at once (>= 1).
+	MaxConcurrent int
+	// Timeout bounds one copy's exchange, head and body.
+	Timeout time.Duration
+	// Summary, when set, gets one line per shadow answer (no content).
+	Summary *slog.Logger
+}
+
+// Mirror implements pipeline.Mirror for one service. Senders start with the first copy and
+// stop at Close.
+type Mirror struct {
+	o      Options
+	shadow *pipeline.Service
+	sample *share.Sampler
+	m      *metrics.Mirror
+
+	mu     sync.RWMutex // Offer holds it shared while it queues, Close exclusively
+	closed bool
+	jobs   chan *job
+	start  sync.Once
+	stop   chan struct{}
+}
+
+// job is one copy: the shadow backend chosen for it (held until the copy is done), its
+// request head and body.
+type job struct {
+	b      *pipeline.Backend
+	head   []byte
+	body   []byte
+	peek   openai.Request
+	queued time.Time
+}
+
+var jobPool = sync.Pool{New: func() any { return new(job) }}
+
+// maxKeptJobBytes bounds the buffers a pooled job keeps: a copy of a huge body is not kept.
+const maxKeptJobBytes = 256 << 10
+
+func putJob(j *job) {
+	j.b = nil
+	if cap(j.head)+cap(j.body) > maxKeptJobBytes {
+		return
+	}
+	jobPool.Put(j)
+}
+
+// New returns a mirror of the requests of o.Service to shadow.
+func New(o Options, shadow *pipeline.Service) *Mirror {
+	return &Mirror{
+		o: o, shadow: shadow,
+		sample: share.NewSampler(o.Percentage),
+		m:      metrics.ForMirror(o.Service, o.Shadow),
+		jobs:   make(chan *job, max(o.QueueSize, 1)),
+		stop:   make(chan struct{}),
+	}
+}
+
+// Offer implements pipeline.Mirror: when rc is in the share, a copy of it is queued for the
+// shadow, or dropped (and counted) when the queue is full or the shadow has no backend. It
+// never blocks.
+func (m *Mirror) Offer(rc *pipeline.RequestCtx) {
+	if !m.sample.Take() {
+		return
+	}
+	var c balancer.Choice
+	b := m.shadow.Pick(&c)
+	if b == nil {
+		m.m.Dropped(metrics.MirrorNoBackend)
+		return
+	}
+	j := jobPool.Get().(*job)
+	j.b = b
+	j.body = m.copyBody(j, rc)
+	j.head = rc.AppendCopyHead(j.head[:0], m.shadow, b, len(j.body))
+	j.queued = time.Now()
+	m.start.Do(m.startSenders)
+
+	m.mu.RLock()
+	queued := false
+	if !m.closed {
+		select {
+		case m.jobs <- j:
+			queued = true
+			m.m.Sent()
+		default:
+		}
+	}
+	closed := m.closed
+	m.mu.RUnlock()
+	if !queued {
+		b.Release()
+		putJob(j)
+		if closed {
+			m.m.Dropped(metrics.MirrorStopped)
+		} else {
+			m.m.Dropped(metrics.MirrorQueueFull)
+		}
+	}
+}
+
+// copyBody copies rc's request body into j, with its "model" replaced by Options.Model when
+// that is set and the request is an OpenAI request whose body names a model.
+func (m *Mirror) copyBody(j *job, rc *pipeline.RequestCtx) []byte {
+	body := rc.Req.Body
+	if m.o.Model != "" {
+		if ep, ok := openai.EndpointForPath(rc.Req.Path); ok && openai.Peek(ep, body, &j.peek) == nil && j.peek.ModelSpan.Present() {
+			return openai.RewriteModel(body, &j.peek, m.o.Model, j.body[:0])
+		}
+	}
+	return append(j.body[:0], body...)
+}
+
+func (m *Mirror) startSenders() {
+	for i := 0; i < max(m.o.MaxConcurrent, 1); i++ {
+		go m.sender()
+	}
+}
+
+func (m *Mirror) sender() {
+	for {
+		select {
+		case <-m.stop:
+			return
+		case j := <-m.jobs:
+			m.m.Dequeued()
+			m.send(j)
+		}
+	}
+}
+
+// errCopyTimeout marks a copy cut by Options.Timeout in the summary.
+var errCopyTimeout = errors.New("mirror: timeout")
+
+// send runs one copy against its shadow backend and discards the answer.
+func (m *Mirror) send(j *job) {
+	defer func() {
+		j.b.Release()
+		putJob(j)
+	}()
+	x := pool.AcquireExchange()
+	defer pool.ReleaseExchange(x)
+	h := x.AbortHandle()
+	timer := time.AfterFunc(m.o.Timeout, h.Abort)
+	defer timer.Stop()
+	start := time.Now()
+	err := x.RoundTrip(j.b.Pool, j.head, j.body, false)
+	status, headAfter := 0, time.Since(start)
+	var n int64
+	if err == nil {
+		status = x.Resp.Status
+		buf := pool.GetBuf()
+		for {
+			k, rerr := x.ReadBody(*buf, false)
+			n += int64(k)
+			if rerr != nil {
+				if rerr != io.EOF {
+					err = rerr
+				}
+				break
+			}
+		}
+		pool.PutBuf(buf)
+	}
+	if err != nil && x.Aborted() {
+		err = errCopyTimeout
+	}
+	if err != nil {
+		m.m.Answered(0)
+	} else {
+		m.m.Answered(status)
+	}
+	if m.o.Summary != nil {
+		attrs := []any{"service", m.o.Service, "shadow", m.o.Shadow, "backend", j.b.URL,
+			"status", status, "queued_ms", start.Sub(j.queued).Milliseconds(),
+			"head_ms", headAfter.Milliseconds(), "total_ms", time.Since(start).Milliseconds(), "bytes", n}
+		if err != nil {
+			attrs = append(attrs, "error", err.Error())
+		}
+		m.o.Summary.Info("mirror answer", attrs...)
+	}
+}
+
+// Close stops the senders (a copy in flight finishes on its own, bounded by the timeout) and
+// drops the copies still queued. Offer afterwards drops every copy. Idempotent; it does not
+// wait.
+func (m *Mirror) Close() {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return
+	}
+	m.closed = true
+	m.mu.Unlock()
+	close(m.stop)
+	for {
+		select {
+		case j := <-m.jobs:
+			m.m.Dequeued()
+			m.m.Dropped(metrics.MirrorStopped)
+			j.b.Release()
+			putJob(j)
+		default:
+			return
+		}
+	}
+}

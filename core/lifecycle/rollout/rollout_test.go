@@ -1,0 +1,73 @@
+package rollout
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-gw/sluice/core/pipeline"
+)
+
+// feed gives the controller n samples of the new revision, one in every errEvery failing
+// (0: none), each of the given latency.
+func feed(s *Split, n, errEvery int, latency time.Duration) {
+	rc := pipeline.AcquireRequestCtx()
+	defer pipeline.ReleaseRequestCtx(rc)
+	for i := 1; i <= n; i++ {
+		s.ctl.sample(errEvery > 0 && i%errEvery == 0, latency, 0, rc)
+	}
+}
+
+func seedSplit(t *testing.T, name string, toPercent float64) *Split {
+	s := New(name, []Revision{{Name: "v1", Percent: 100 - toPercent, Backends: []int{0}}, {Name: "v2", Percent: toPercent, Backends: []int{1}}},
+		&Config{From: 0, To: 1, StepPercent: 10, StepInterval: time.Hour, MaxErrorRate: 0.05, MaxLatencyP99: 5 * time.Second, MinSamples: 20})
+	t.Cleanup(s.Close)
+	return s
+}
+
+// The seed's third minute: v2 at 20% fails 8.7% of its requests, over the 5% threshold: the
+// rollout rolls back at once, v1 gets all the traffic, and the reason says why.
+func TestSeedExampleRollsBackOnErrorRate(t *testing.T) {
+	s := seedSplit(t, "seed-errors", 20)
+	// 87 failures in 1,000: one in every 11 or 12. Every 11th fails: 90 of 1,000 (9%).
+	feed(s, 1000, 11, 1300*time.Millisecond)
+	st := s.Rollout()
+	require.Equal(t, StateRolledBack, st.State)
+	require.Contains(t, st.Reason, "error rate")
+	require.Equal(t, []RevisionStatus{{Name: "v1", TrafficPercent: 100, ConfiguredPercent: 80}, {Name: "v2", TrafficPercent: 0, ConfiguredPercent: 20}}, s.Revisions())
+}
+
+// The seed's first minutes: 0.8% errors and 1.2 s latency are within the thresholds: the step
+// is not rolled back, and before its interval has passed it does not advance either.
+func TestSeedExampleHealthyStepHolds(t *testing.T) {
+	s := seedSplit(t, "seed-healthy", 2)
+	feed(s, 1000, 125, 1200*time.Millisecond) // 8 failures in 1,000
+	st := s.Rollout()
+	require.Equal(t, StateProgressing, st.State)
+	require.Equal(t, 0, st.Step)
+	require.InDelta(t, 0.008, st.ErrorRate, 1e-9)
+	require.Equal(t, 2.0, st.ToPercent)
+}
+
+// A p99 latency over latency_threshold_ms rolls back; below min_samples nothing is judged.
+func TestLatencyThresholdAndMinSamples(t *testing.T) {
+	s := seedSplit(t, "seed-latency", 10)
+	feed(s, 19, 0, 6*time.Second)
+	require.Equal(t, StateProgressing, s.Rollout().State, "19 samples of 20: not judged")
+	feed(s, 1, 0, 6*time.Second)
+	st := s.Rollout()
+	require.Equal(t, StateRolledBack, st.State)
+	require.Contains(t, st.Reason, "latency p99")
+}
+
+func TestHistogramQuantileIsAnUpperBoundWithinABucket(t *testing.T) {
+	var h hist
+	for i := 1; i <= 1000; i++ {
+		h.add(time.Duration(i) * time.Millisecond)
+	}
+	p99 := h.quantile(.99)
+	require.GreaterOrEqual(t, p99, 990*time.Millisecond)
+	require.Less(t, p99, 1090*time.Millisecond, "within one bucket (9%)")
+	require.Equal(t, time.Duration(0), (&hist{}).quantile(.99))
+}

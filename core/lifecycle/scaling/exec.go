@@ -1,0 +1,114 @@
+package scaling
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Executor starts the process (or pod) of one replica listening on a port. Stopping is the
+// Process's.
+type Executor interface {
+	Start(port int) (Process, error)
+}
+
+// Process is a started replica.
+type Process interface {
+	// Exited is closed when the process has ended, whoever ended it.
+	Exited() <-chan struct{}
+	// Stop ends the process: SIGTERM, then SIGKILL after timeout. It returns once the
+	// process has exited.
+	Stop(timeout time.Duration)
+	// PID identifies the process in the admin API.
+	PID() int
+}
+
+// Exec is the exec executor: each replica is a local process started from Command, with
+// "{port}" in any argument or Env entry replaced by the replica's port.
+type Exec struct {
+	Command []string
+	Env     []string
+}
+
+// Start implements Executor. The process inherits the gateway's environment plus Env; its
+// output is discarded.
+func (e *Exec) Start(port int) (Process, error) {
+	if len(e.Command) == 0 {
+		return nil, fmt.Errorf("scaling: exec: empty command")
+	}
+	p := strconv.Itoa(port)
+	args := make([]string, len(e.Command))
+	for i, a := range e.Command {
+		args[i] = strings.ReplaceAll(a, "{port}", p)
+	}
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Env = os.Environ()
+	for _, kv := range e.Env {
+		cmd.Env = append(cmd.Env, strings.ReplaceAll(kv, "{port}", p))
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("scaling: exec %s: %w", args[0], err)
+	}
+	pr := &proc{cmd: cmd, exited: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		close(pr.exited)
+	}()
+	return pr, nil
+}
+
+type proc struct {
+	cmd    *exec.Cmd
+	exited chan struct{}
+}
+
+func (p *proc) Exited() <-chan struct{} { return p.exited }
+
+func (p *proc) PID() int { return p.cmd.Process.Pid }
+
+func (p *proc) Stop(timeout time.Duration) {
+	select {
+	case <-p.exited:
+		return
+	default:
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		_ = p.cmd.Process.Kill()
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-p.exited:
+	case <-t.C:
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+	}
+}
+
+// FreePorts returns n loopback TCP ports that were free a moment ago (the kernel chose them):
+// the replicas' ports. A port could be taken by another process before its replica binds it;
+// such a replica fails to start and is started again later.
+func FreePorts(n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	var lns []net.Listener
+	defer func() {
+		for _, ln := range lns {
+			_ = ln.Close()
+		}
+	}()
+	for i := 0; i < n; i++ {
+		// All held open until the end, so that the n ports differ.
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("scaling: allocate a replica port: %w", err)
+		}
+		lns = append(lns, ln)
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}

@@ -1,0 +1,762 @@
+// Package scaling runs a service's replicas to follow its load and holds its requests while
+// none is ready: scale from zero with cold-start buffering.
+//
+// # Decisions
+//
+// The number of replicas asked for is Desired's formula over the requests in flight and the
+// requests queued, recomputed at every event that changes them (a request arrives, is
+// admitted, completes, leaves the queue) and at every replica that becomes ready: there is no
+// polling loop. More replicas than are running or starting are started at once. Fewer are
+// stopped only when the formula has asked for fewer for ScaleDownDelay (the most it asked for
+// meanwhile is kept), and the last one only when the service has been idle (nothing in flight
+// or queued) for ScaleToZeroAfter. A stopped replica first leaves the balancer's choice, then
+// its requests in flight finish, then its process is stopped.
+//
+// # The buffer
+//
+// The ready replicas take ContainerConcurrency requests each; a request beyond that (every
+// request, while none is ready) waits in a bounded FIFO queue. It is admitted the moment a
+// replica becomes ready or a request of the service completes, in the order of arrival. It
+// keeps its own deadline, BufferTimeout from its arrival in the gateway; a full queue refuses
+// at once (503), a wait past the deadline gets 504, and a client that leaves is taken out of
+// the queue at once. Both answers are OpenAI-shaped errors.
+//
+// # Readiness
+//
+// A started replica is ready when GET ReadyPath on its port answers 2xx: it is probed every
+// ReadyInterval from its start, for at most StartupTimeout. A replica whose process ends is
+// taken out and started again when the load still asks for it.
+package scaling
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/sluice-gw/sluice/core/metrics"
+	"github.com/sluice-gw/sluice/core/pipeline"
+)
+
+// Options configure a Scaler ([services.<name>.scaling], docs/config.md).
+type Options struct {
+	Service                          string
+	Min, Max, Concurrency            int
+	Utilization                      float64
+	Buffer                           bool
+	ScaleDownDelay, ScaleToZeroAfter time.Duration
+	BufferSize                       int
+	BufferTimeout                    time.Duration
+	KeepAlive                        time.Duration // between the SSE comments of a waiting streaming caller
+	ReadyPath                        string
+	ReadyInterval, StartupTimeout    time.Duration
+	StopTimeout                      time.Duration
+	// Executor starts local replicas (exec); Kube, when set instead, scales a Deployment.
+	Executor Executor
+	Kube     *Kube
+	Log      *slog.Logger
+}
+
+// Gateway errors of the buffer.
+var (
+	ErrBufferFull    = &pipeline.GatewayError{Status: 503, Type: pipeline.ServerError, Code: "cold_start_queue_full", Message: "the service is starting replicas and its request buffer is full; retry later", RetryAfter: 1}
+	ErrBufferTimeout = &pipeline.GatewayError{Status: 504, Type: pipeline.ServerError, Code: "cold_start_timeout", Message: "no replica of the service could take the request within its buffer_timeout"}
+	ErrNoReplica     = &pipeline.GatewayError{Status: 503, Type: pipeline.ServerError, Code: "no_ready_replica", Message: "no replica of the service is ready; one is starting", RetryAfter: 1}
+)
+
+// Replica states.
+const (
+	stateStopped  = "stopped"
+	stateStarting = "starting"
+	stateReady    = "ready"
+	stateStopping = "stopping"
+)
+
+// restartBackoff is how long a slot whose replica failed to start or died waits before it is
+// started again, so that a command that fails at once does not spin.
+const restartBackoff = time.Second
+
+// probeTimeout bounds one readiness probe.
+const probeTimeout = time.Second
+
+type replica struct {
+	slot    int
+	state   string
+	gen     uint64 // bumped when the replica is stopped: its start goroutine's view is stale
+	proc    Process
+	blocked time.Time // not started again before this (after a failure)
+}
+
+// waiter is a request in the queue.
+type waiter struct {
+	ch       chan struct{} // receives when admitted
+	admitted bool
+	gone     bool
+}
+
+// Scaler is a scaled service's replicas and buffer. It implements pipeline.ServiceHook. Make
+// it with New, give it the service's backends with Bind, start it with Start, stop it with
+// Close.
+type Scaler struct {
+	o     Options
+	ports []int
+	m     *metrics.Scaling
+	probe *http.Client
+	slot  pipeline.Slot // holds the scaler itself once the request is admitted
+	held  pipeline.Slot // holds the waiter of a streaming caller between keep-alives
+
+	mu        sync.Mutex
+	backends  []*pipeline.Backend // by replica slot, of the snapshot in force
+	reps      []*replica
+	ready     int
+	starting  int
+	inFlight  int
+	queue     []*waiter // FIFO; gone waiters are skipped
+	queued    int
+	target    int
+	desired   int
+	downTimer *time.Timer
+	downArmed bool
+	windowMax int
+	lastBusy  time.Time
+	retry     *time.Timer
+	started   bool
+	closed    bool
+
+	kube *kubeRunner // the kube executor's writer and watcher (nil for exec)
+}
+
+// New returns the scaler of a service with o.Max replica slots, each on a port of its own.
+func New(o Options) (*Scaler, error) {
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	s := &Scaler{o: o, m: metrics.ForScaling(o.Service), probe: &http.Client{Timeout: probeTimeout}, lastBusy: time.Now()}
+	if o.Kube != nil {
+		s.kube = newKubeRunner(o.Kube, s.kubeReady, o.Log)
+		return s, nil
+	}
+	ports, err := FreePorts(o.Max)
+	if err != nil {
+		return nil, err
+	}
+	s.ports = ports
+	for i := range ports {
+		s.reps = append(s.reps, &replica{slot: i, state: stateStopped})
+	}
+	return s, nil
+}
+
+// kubeReady takes the ready replicas the kube executor's watch counted.
+func (s *Scaler) kubeReady(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || n == s.ready {
+		return
+	}
+	s.ready = n
+	s.starting = max(s.target-n, 0)
+	for _, b := range s.backends {
+		b.LB.SetDown(n == 0)
+	}
+	s.dispatch()
+	s.recompute()
+}
+
+// URLs returns the servers of the service: one per replica slot, http://127.0.0.1:<port>.
+func (s *Scaler) URLs() []string {
+	if s.kube != nil {
+		return []string{s.o.Kube.URL}
+	}
+	out := make([]string, len(s.ports))
+	for i, p := range s.ports {
+		out[i] = "http://127.0.0.1:" + strconv.Itoa(p)
+	}
+	return out
+}
+
+// Bind makes backends (one per slot, in URLs order) the service's backends in force: each is
+// marked down unless its replica is ready. A reload that takes the scaler over binds the new
+// snapshot's backends.
+func (s *Scaler) Bind(backends []*pipeline.Backend) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.backends = backends
+	if s.kube != nil {
+		for _, b := range backends {
+			b.LB.SetDown(s.ready == 0)
+		}
+		return
+	}
+	for i, r := range s.reps {
+		if i < len(backends) {
+			backends[i].LB.SetDown(r.state != stateReady)
+		}
+	}
+}
+
+// Start begins running replicas: min_replicas at once. Idempotent.
+func (s *Scaler) Start() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started || s.closed {
+		return
+	}
+	s.started = true
+	if s.kube != nil {
+		s.kube.start()
+	}
+	s.recompute()
+}
+
+// capacity is how many requests the ready replicas take at once.
+func (s *Scaler) capacity() int { return s.ready * s.o.Concurrency }
+
+// OnService implements pipeline.ServiceHook: the request is admitted when the ready replicas
+// have room and nobody waits; otherwise it waits in the queue (or is refused).
+func (s *Scaler) OnService(rc *pipeline.RequestCtx) error {
+	if w, _ := rc.Get(&s.held).(*waiter); w != nil {
+		return s.wait(rc, w) // a held streaming caller, back from a keep-alive
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil // a retired scaler: its backends answer as they can
+	}
+	s.lastBusy = time.Now()
+	if !s.o.Buffer {
+		if s.ready == 0 {
+			s.queued++ // counted for the formula while it decides, not kept
+			s.recompute()
+			s.queued--
+			s.publish()
+			s.mu.Unlock()
+			s.m.Rejected(metrics.ScalingNoReplica)
+			return ErrNoReplica
+		}
+		s.admit(rc)
+		s.mu.Unlock()
+		return nil
+	}
+	if s.queued == 0 && s.inFlight < s.capacity() {
+		s.admit(rc)
+		s.mu.Unlock()
+		return nil
+	}
+	if s.queued >= s.o.BufferSize {
+		s.mu.Unlock()
+		s.m.Rejected(metrics.ScalingQueueFull)
+		return ErrBufferFull
+	}
+	w := &waiter{ch: make(chan struct{}, 1)}
+	s.queue = append(s.queue, w)
+	s.queued++
+	s.recompute()
+	s.mu.Unlock()
+	return s.wait(rc, w)
+}
+
+// WouldWait implements pipeline.HoldHook: a request waits when the buffer queues it (not when
+// it is full, which refuses it at once).
+func (s *Scaler) WouldWait(rc *pipeline.RequestCtx) (time.Duration, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	wait := s.o.Buffer && !s.closed && (s.queued > 0 || s.inFlight >= s.capacity()) && s.queued < s.o.BufferSize
+	return s.o.KeepAlive, wait
+}
+
+// admit counts rc in flight. s.mu is held.
+func (s *Scaler) admit(rc *pipeline.RequestCtx) {
+	s.inFlight++
+	rc.Set(&s.slot, s)
+	s.recompute()
+}
+
+// wait holds a queued request until it is admitted, its deadline passes or its client
+// leaves.
+func (s *Scaler) wait(rc *pipeline.RequestCtx, w *waiter) error {
+	left := s.o.BufferTimeout - time.Since(rc.Start())
+	t := time.NewTimer(max(left, 0))
+	defer t.Stop()
+	var why error
+	select {
+	case <-w.ch:
+		rc.Set(&s.held, (*waiter)(nil))
+		rc.Set(&s.slot, s)
+		return nil
+	case <-rc.KeepAliveTick():
+		rc.Set(&s.held, w)
+		return pipeline.ErrStillWaiting
+	case <-rc.Done():
+		why = pipeline.ErrClientGone
+	case <-t.C:
+		why = ErrBufferTimeout
+	}
+	rc.Set(&s.held, (*waiter)(nil))
+	s.mu.Lock()
+	if w.admitted {
+		// Admitted as it gave up: it holds its place in flight until it completes.
+		s.mu.Unlock()
+		rc.Set(&s.slot, s)
+		return why
+	}
+	w.gone = true
+	s.queued--
+	s.recompute()
+	s.mu.Unlock()
+	if why == ErrBufferTimeout {
+		s.m.Rejected(metrics.ScalingTimeout)
+	}
+	return why
+}
+
+// OnServiceDone implements pipeline.ServiceHook: an admitted request gives its place to the
+// head of the queue.
+func (s *Scaler) OnServiceDone(rc *pipeline.RequestCtx) {
+	if w, _ := rc.Get(&s.held).(*waiter); w != nil {
+		// A held streaming caller that ended between keep-alives: out of the queue, or, when
+		// it was admitted meanwhile, out of flight.
+		rc.Set(&s.held, (*waiter)(nil))
+		s.mu.Lock()
+		if w.admitted {
+			s.inFlight--
+			s.dispatch()
+		} else if !w.gone {
+			w.gone = true
+			s.queued--
+		}
+		s.recompute()
+		s.mu.Unlock()
+		return
+	}
+	if rc.Get(&s.slot) != s {
+		return
+	}
+	s.mu.Lock()
+	s.inFlight--
+	s.lastBusy = time.Now()
+	s.dispatch()
+	s.recompute()
+	s.mu.Unlock()
+}
+
+// dispatch admits queued requests, oldest first, while the ready replicas have room. s.mu is
+// held.
+func (s *Scaler) dispatch() {
+	for s.queued > 0 && (s.inFlight < s.capacity() || !s.o.Buffer) {
+		w := s.queue[0]
+		s.queue[0] = nil
+		s.queue = s.queue[1:]
+		if w.gone {
+			continue
+		}
+		w.admitted = true
+		s.queued--
+		s.inFlight++
+		w.ch <- struct{}{}
+	}
+	if len(s.queue) == 0 {
+		s.queue = s.queue[:0:0] // let the backing array go once drained
+	}
+}
+
+// recompute applies the formula: up at once, down after the delays. s.mu is held.
+func (s *Scaler) recompute() {
+	defer s.publish()
+	if !s.started || s.closed {
+		return
+	}
+	d := Desired(s.inFlight, s.queued, s.o.Concurrency, s.o.Utilization, s.o.Min, s.o.Max)
+	s.desired = d
+	switch {
+	case d > s.target:
+		s.cancelDown()
+		s.setTarget(d)
+	case d == s.target:
+		s.cancelDown()
+		s.reconcile()
+	default:
+		if !s.downArmed {
+			s.downArmed, s.windowMax = true, d
+			s.armDown(s.o.ScaleDownDelay)
+		} else {
+			s.windowMax = max(s.windowMax, d)
+		}
+		s.reconcile()
+	}
+}
+
+func (s *Scaler) armDown(d time.Duration) {
+	if s.downTimer == nil {
+		s.downTimer = time.AfterFunc(d, s.downFired)
+	} else {
+		s.downTimer.Reset(d)
+	}
+}
+
+func (s *Scaler) cancelDown() {
+	if s.downArmed {
+		s.downArmed = false
+		s.downTimer.Stop()
+	}
+}
+
+// downFired ends a scale-down delay: the replicas go down to the most the formula asked for
+// during it, and to zero only after the idle time.
+func (s *Scaler) downFired() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.downArmed || s.closed {
+		return
+	}
+	s.downArmed = false
+	d := Desired(s.inFlight, s.queued, s.o.Concurrency, s.o.Utilization, s.o.Min, s.o.Max)
+	to := max(s.windowMax, d, s.o.Min)
+	if to == 0 && s.target > 0 {
+		if idle := time.Since(s.lastBusy); idle < s.o.ScaleToZeroAfter {
+			to = 1
+			s.downArmed, s.windowMax = true, 0
+			s.armDown(s.o.ScaleToZeroAfter - idle)
+		}
+	}
+	if to < s.target {
+		s.setTarget(to)
+	}
+	if !s.downArmed && d < s.target {
+		// Still more than the load asks for: the next delay starts now.
+		s.downArmed, s.windowMax = true, d
+		s.armDown(s.o.ScaleDownDelay)
+	}
+	s.publish()
+}
+
+// setTarget sets how many replicas run and starts or stops them. s.mu is held.
+func (s *Scaler) setTarget(n int) {
+	if n != s.target {
+		s.o.Log.Info("scaling", "service", s.o.Service, "from", s.target, "to", n, "in_flight", s.inFlight, "queued", s.queued)
+	}
+	s.target = n
+	s.reconcile()
+}
+
+// reconcile starts or stops replicas until target run (starting or ready). s.mu is held.
+func (s *Scaler) reconcile() {
+	if !s.started || s.closed {
+		return
+	}
+	if s.kube != nil {
+		s.starting = max(s.target-s.ready, 0)
+		s.kube.setTarget(s.target)
+		return
+	}
+	running := s.starting + s.ready
+	now := time.Now()
+	for _, r := range s.reps {
+		if running >= s.target {
+			break
+		}
+		if r.state != stateStopped {
+			continue
+		}
+		if now.Before(r.blocked) {
+			s.retryAt(r.blocked)
+			continue
+		}
+		s.startReplica(r)
+		running++
+	}
+	for running > s.target {
+		r := s.victim()
+		if r == nil {
+			break
+		}
+		s.stopReplica(r)
+		running--
+	}
+}
+
+// retryAt reconciles again at t (a slot blocked after a failure).
+func (s *Scaler) retryAt(t time.Time) {
+	d := time.Until(t)
+	if s.retry == nil {
+		s.retry = time.AfterFunc(d, func() {
+			s.mu.Lock()
+			s.reconcile()
+			s.publish()
+			s.mu.Unlock()
+		})
+		return
+	}
+	s.retry.Reset(d)
+}
+
+// victim chooses the replica to stop: a starting one (the last started) before a ready one,
+// and among ready ones the least busy. s.mu is held.
+func (s *Scaler) victim() *replica {
+	var best *replica
+	var bestActive int64
+	for i := len(s.reps) - 1; i >= 0; i-- {
+		r := s.reps[i]
+		switch r.state {
+		case stateStarting:
+			return r
+		case stateReady:
+			a := s.backends[r.slot].LB.Active.Load()
+			if best == nil || a < bestActive {
+				best, bestActive = r, a
+			}
+		}
+	}
+	return best
+}
+
+// startReplica starts r's process and its readiness probe. s.mu is held.
+func (s *Scaler) startReplica(r *replica) {
+	r.state = stateStarting
+	r.gen++
+	s.starting++
+	go s.run(r, r.gen)
+}
+
+// run starts the replica's process, probes it until ready, and watches it until it ends.
+func (s *Scaler) run(r *replica, gen uint64) {
+	port := s.ports[r.slot]
+	p, err := s.o.Executor.Start(port)
+	s.mu.Lock()
+	if err != nil {
+		s.o.Log.Warn("scaling: replica did not start", "service", s.o.Service, "port", port, "error", err)
+		s.failed(r, gen)
+		s.mu.Unlock()
+		return
+	}
+	if r.gen != gen {
+		// Stopped while it started.
+		s.mu.Unlock()
+		p.Stop(s.o.StopTimeout)
+		return
+	}
+	r.proc = p
+	s.mu.Unlock()
+
+	if !s.probeUntilReady(r, gen, p, port) {
+		s.mu.Lock()
+		stale := r.gen != gen
+		if !stale {
+			s.o.Log.Warn("scaling: replica never became ready", "service", s.o.Service, "port", port, "startup_timeout", s.o.StartupTimeout)
+			s.failed(r, gen)
+		}
+		s.mu.Unlock()
+		p.Stop(s.o.StopTimeout)
+		return
+	}
+	s.mu.Lock()
+	if r.gen != gen {
+		s.mu.Unlock()
+		return // stopped meanwhile: its stop ends the process
+	}
+	r.state = stateReady
+	s.starting--
+	s.ready++
+	if r.slot < len(s.backends) {
+		s.backends[r.slot].LB.SetDown(false)
+	}
+	s.dispatch()
+	s.recompute()
+	s.mu.Unlock()
+
+	<-p.Exited()
+	s.mu.Lock()
+	if r.gen == gen && r.state == stateReady {
+		s.o.Log.Warn("scaling: replica exited", "service", s.o.Service, "port", port)
+		s.ready--
+		if r.slot < len(s.backends) {
+			s.backends[r.slot].LB.SetDown(true)
+		}
+		r.state, r.proc = stateStopped, nil
+		r.blocked = time.Now().Add(restartBackoff)
+		s.recompute()
+	}
+	s.mu.Unlock()
+}
+
+// failed takes a replica that could not start out, to be started again after a backoff.
+// s.mu is held.
+func (s *Scaler) failed(r *replica, gen uint64) {
+	if r.gen != gen {
+		return
+	}
+	r.state, r.proc = stateStopped, nil
+	s.starting--
+	r.blocked = time.Now().Add(restartBackoff)
+	s.recompute()
+}
+
+// probeUntilReady probes the replica's ready path until it answers 2xx (true), or the process
+// ends, the start times out or the replica is stopped (false).
+func (s *Scaler) probeUntilReady(r *replica, gen uint64, p Process, port int) bool {
+	url := fmt.Sprintf("http://127.0.0.1:%d%s", port, s.o.ReadyPath)
+	deadline := time.Now().Add(s.o.StartupTimeout)
+	tick := time.NewTicker(s.o.ReadyInterval)
+	defer tick.Stop()
+	for {
+		if resp, err := s.probe.Get(url); err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+				return true
+			}
+		}
+		select {
+		case <-p.Exited():
+			return false
+		case <-tick.C:
+		}
+		s.mu.Lock()
+		stale := r.gen != gen || s.closed
+		s.mu.Unlock()
+		if stale || time.Now().After(deadline) {
+			return false
+		}
+	}
+}
+
+// stopReplica takes r out of the choice, lets its requests finish and stops its process.
+// s.mu is held.
+func (s *Scaler) stopReplica(r *replica) {
+	switch r.state {
+	case stateStarting:
+		s.starting--
+	case stateReady:
+		s.ready--
+	}
+	r.gen++
+	r.state = stateStopping
+	var b *pipeline.Backend
+	if r.slot < len(s.backends) {
+		b = s.backends[r.slot]
+		b.LB.SetDown(true)
+	}
+	p := r.proc
+	gen := r.gen
+	go func() {
+		if b != nil {
+			// Its requests in flight finish first (bounded like a queued request's wait).
+			deadline := time.Now().Add(s.o.BufferTimeout)
+			for b.LB.Active.Load() > 0 && time.Now().Before(deadline) {
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+		if p != nil {
+			p.Stop(s.o.StopTimeout)
+		}
+		s.mu.Lock()
+		if r.gen == gen {
+			r.state, r.proc = stateStopped, nil
+			s.reconcile()
+			s.publish()
+		}
+		s.mu.Unlock()
+	}()
+}
+
+// publish sets the gauges. s.mu is held.
+func (s *Scaler) publish() {
+	s.m.Set(s.desired, s.starting, s.ready, s.inFlight, s.queued)
+}
+
+// Close stops every replica, waiting for their processes to end, and lets the queued requests
+// go on to the service's backends, which are all down by then: they get the gateway's
+// no_backend answer (503) instead of waiting for their deadline. Idempotent.
+func (s *Scaler) Close() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	if s.kube != nil {
+		// The Deployment keeps its replicas: a gateway that stops does not scale the cluster.
+		s.kube.stop()
+		for _, b := range s.backends {
+			b.LB.SetDown(true)
+		}
+	}
+	if s.downTimer != nil {
+		s.downTimer.Stop()
+	}
+	if s.retry != nil {
+		s.retry.Stop()
+	}
+	for _, w := range s.queue {
+		if !w.gone {
+			w.admitted = true
+			s.inFlight++
+			w.ch <- struct{}{}
+		}
+	}
+	s.queue, s.queued = nil, 0
+	var procs []Process
+	for _, r := range s.reps {
+		r.gen++
+		if r.proc != nil {
+			procs = append(procs, r.proc)
+		}
+		r.state, r.proc = stateStopped, nil
+		if r.slot < len(s.backends) {
+			s.backends[r.slot].LB.SetDown(true)
+		}
+	}
+	s.ready, s.starting = 0, 0
+	s.publish()
+	s.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, p := range procs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.Stop(s.o.StopTimeout)
+		}()
+	}
+	wg.Wait()
+}
+
+// ReplicaStatus is a replica as Status shows it.
+type ReplicaStatus struct {
+	URL   string `json:"url"`
+	State string `json:"state"`
+	PID   int    `json:"pid,omitempty"`
+}
+
+// Status is a scaled service's state for the admin API.
+type Status struct {
+	Desired  int             `json:"desired_replicas"`
+	Target   int             `json:"target_replicas"`
+	Ready    int             `json:"ready_replicas"`
+	Starting int             `json:"starting_replicas"`
+	InFlight int             `json:"in_flight"`
+	Queued   int             `json:"queued"`
+	Replicas []ReplicaStatus `json:"replicas"`
+}
+
+// Status returns the scaler's state now.
+func (s *Scaler) Status() Status {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := Status{Desired: s.desired, Target: s.target, Ready: s.ready, Starting: s.starting, InFlight: s.inFlight, Queued: s.queued, Replicas: []ReplicaStatus{}}
+	if s.kube != nil {
+		return st // the pods are the cluster's to list
+	}
+	urls := s.URLs()
+	for i, r := range s.reps {
+		if r.state == stateStopped {
+			continue
+		}
+		rs := ReplicaStatus{URL: urls[i], State: r.state}
+		if r.proc != nil {
+			rs.PID = r.proc.PID()
+		}
+		st.Replicas = append(st.Replicas, rs)
+	}
+	return st
+}

@@ -1,0 +1,195 @@
+package metrics
+
+import (
+	vm "github.com/VictoriaMetrics/metrics"
+)
+
+// lifecycleFamilies are the model lifecycle's families: traffic mirroring, revisions and
+// rollout, scaling.
+var lifecycleFamilies = []Family{
+	{"sluice_mirror_sent_total", "counter", "Copies of requests queued for the shadow service of a mirror."},
+	{"sluice_mirror_dropped_total", "counter", "Copies of requests a mirror dropped instead of sending, by reason: queue_full (its queue was full), no_backend (the shadow had none), stopped (the configuration was replaced)."},
+	{"sluice_mirror_responses_total", "counter", "Answers of a mirror's shadow service, read and discarded, by status class (1xx to 5xx, other) or error (no answer: connect failure, timeout, cut)."},
+	{"sluice_mirror_queue_depth", "gauge", "Copies waiting in a mirror's queue for a sender."},
+	{"sluice_revision_traffic_percent", "gauge", "Share of the service's requests the revision gets now, in percent (a rollout moves it)."},
+	{"sluice_revision_requests_total", "counter", "Requests of the service sent to the revision, by result: success, or error (5xx, gateway error, upstream failure; client cancellations are not counted)."},
+	{"sluice_rollout_state", "gauge", "State of the service's rollout: 0 progressing, 1 completed (all traffic on the new revision), 2 rolled back."},
+	{"sluice_scaling_desired_replicas", "gauge", "Replicas the service's load asks for now: ⌈(in flight + queued) / (container_concurrency × target_utilization)⌉, clamped to min..max replicas."},
+	{"sluice_scaling_replicas", "gauge", "Replicas of the scaled service by state: starting (started, not ready yet) or ready (taking requests)."},
+	{"sluice_scaling_in_flight", "gauge", "Requests of the scaled service being served by its replicas."},
+	{"sluice_scaling_queue_depth", "gauge", "Requests of the scaled service waiting for a replica (cold-start buffer)."},
+	{"sluice_scaling_buffer_rejected_total", "counter", "Requests of the scaled service refused by its buffer, by reason: queue_full (503 at once), timeout (504 after buffer_timeout), no_replica (503, buffering off and none ready)."},
+	{"sluice_rollout_events_total", "counter", "Decisions of the service's rollout, by event: advanced (a step passed), waiting (a step's interval ended with too few samples), completed, rolled_back."},
+}
+
+// init adds the lifecycle families to Families and their help texts (which the package's
+// variables were initialised from before init runs).
+func init() {
+	Families = append(Families, lifecycleFamilies...)
+	for _, f := range lifecycleFamilies {
+		helpText[f.Name] = f.Help
+	}
+}
+
+// Mirror reasons for a dropped copy (sluice_mirror_dropped_total).
+const (
+	MirrorQueueFull = "queue_full"
+	MirrorNoBackend = "no_backend"
+	MirrorStopped   = "stopped"
+)
+
+// Mirror holds the metrics of one mirror (a service and its shadow). The series survive
+// reloads; its methods are safe for concurrent use.
+type Mirror struct {
+	sent      *vm.Counter
+	dropped   map[string]*vm.Counter
+	responses [len(classes) + 1]*vm.Counter // by class, then "error"
+	queue     *vm.Gauge
+}
+
+// ForMirror returns the metrics of the mirror of service to shadow, creating them on first use.
+func ForMirror(service, shadow string) *Mirror {
+	l := labels("service", service, "shadow", shadow)
+	m := &Mirror{
+		sent:    vm.GetOrCreateCounter(`sluice_mirror_sent_total{` + l + `}`),
+		dropped: map[string]*vm.Counter{},
+		queue:   vm.GetOrCreateGauge(`sluice_mirror_queue_depth{`+l+`}`, nil),
+	}
+	for _, r := range []string{MirrorQueueFull, MirrorNoBackend, MirrorStopped} {
+		m.dropped[r] = vm.GetOrCreateCounter(`sluice_mirror_dropped_total{` + l + `,reason="` + r + `"}`)
+	}
+	for i, c := range classes {
+		m.responses[i] = vm.GetOrCreateCounter(`sluice_mirror_responses_total{` + l + `,code="` + c + `"}`)
+	}
+	m.responses[len(classes)] = vm.GetOrCreateCounter(`sluice_mirror_responses_total{` + l + `,code="error"}`)
+	return m
+}
+
+// Sent counts a copy queued; the queue depth goes up by one until Dequeued.
+func (m *Mirror) Sent() { m.sent.Inc(); m.queue.Inc() }
+
+// Dequeued counts a copy taken off the queue (sent or dropped).
+func (m *Mirror) Dequeued() { m.queue.Dec() }
+
+// Dropped counts a copy dropped for reason (a Mirror* constant).
+func (m *Mirror) Dropped(reason string) { m.dropped[reason].Inc() }
+
+// Answered counts a shadow answer of status, or a failure to get one (status 0).
+func (m *Mirror) Answered(status int) {
+	if status == 0 {
+		m.responses[len(classes)].Inc()
+		return
+	}
+	c := status / 100
+	if c < 1 || c > 5 {
+		c = 0
+	}
+	m.responses[c].Inc()
+}
+
+// Revision holds the metrics of one revision of a service. Safe for concurrent use.
+type Revision struct {
+	percent          *vm.Gauge
+	success, failure *vm.Counter
+}
+
+// ForRevision returns the metrics of revision of service, creating them on first use.
+func ForRevision(service, revision string) *Revision {
+	l := labels("service", service, "revision", revision)
+	return &Revision{
+		percent: vm.GetOrCreateGauge(`sluice_revision_traffic_percent{`+l+`}`, nil),
+		success: vm.GetOrCreateCounter(`sluice_revision_requests_total{` + l + `,result="success"}`),
+		failure: vm.GetOrCreateCounter(`sluice_revision_requests_total{` + l + `,result="error"}`),
+	}
+}
+
+// SetPercent sets the revision's share of the traffic, in percent.
+func (r *Revision) SetPercent(p float64) { r.percent.Set(p) }
+
+// Request counts a request of the revision.
+func (r *Revision) Request(failed bool) {
+	if failed {
+		r.failure.Inc()
+	} else {
+		r.success.Inc()
+	}
+}
+
+// Rollout states, the values of sluice_rollout_state.
+const (
+	RolloutProgressing = 0
+	RolloutCompleted   = 1
+	RolloutRolledBack  = 2
+)
+
+// Rollout events (sluice_rollout_events_total).
+const (
+	RolloutAdvanced = "advanced"
+	RolloutWaiting  = "waiting"
+	RolloutDone     = "completed"
+	RolloutRollback = "rolled_back"
+)
+
+// Rollout holds the metrics of a service's rollout. Safe for concurrent use.
+type Rollout struct {
+	state  *vm.Gauge
+	events map[string]*vm.Counter
+}
+
+// ForRollout returns the metrics of service's rollout, creating them on first use.
+func ForRollout(service string) *Rollout {
+	l := labels("service", service)
+	r := &Rollout{state: vm.GetOrCreateGauge(`sluice_rollout_state{`+l+`}`, nil), events: map[string]*vm.Counter{}}
+	for _, e := range []string{RolloutAdvanced, RolloutWaiting, RolloutDone, RolloutRollback} {
+		r.events[e] = vm.GetOrCreateCounter(`sluice_rollout_events_total{` + l + `,event="` + e + `"}`)
+	}
+	return r
+}
+
+// SetState sets the rollout's state (a Rollout* state constant).
+func (r *Rollout) SetState(s int) { r.state.Set(float64(s)) }
+
+// Event counts a decision of the rollout (a Rollout* event constant).
+func (r *Rollout) Event(e string) { r.events[e].Inc() }
+
+// Scaling buffer rejection reasons (sluice_scaling_buffer_rejected_total).
+const (
+	ScalingQueueFull = "queue_full"
+	ScalingTimeout   = "timeout"
+	ScalingNoReplica = "no_replica"
+)
+
+// Scaling holds the metrics of a scaled service. Safe for concurrent use.
+type Scaling struct {
+	desired, starting, ready, inFlight, queued *vm.Gauge
+	rejected                                   map[string]*vm.Counter
+}
+
+// ForScaling returns the metrics of the scaled service, creating them on first use.
+func ForScaling(service string) *Scaling {
+	l := labels("service", service)
+	s := &Scaling{
+		desired:  vm.GetOrCreateGauge(`sluice_scaling_desired_replicas{`+l+`}`, nil),
+		starting: vm.GetOrCreateGauge(`sluice_scaling_replicas{`+l+`,state="starting"}`, nil),
+		ready:    vm.GetOrCreateGauge(`sluice_scaling_replicas{`+l+`,state="ready"}`, nil),
+		inFlight: vm.GetOrCreateGauge(`sluice_scaling_in_flight{`+l+`}`, nil),
+		queued:   vm.GetOrCreateGauge(`sluice_scaling_queue_depth{`+l+`}`, nil),
+		rejected: map[string]*vm.Counter{},
+	}
+	for _, r := range []string{ScalingQueueFull, ScalingTimeout, ScalingNoReplica} {
+		s.rejected[r] = vm.GetOrCreateCounter(`sluice_scaling_buffer_rejected_total{` + l + `,reason="` + r + `"}`)
+	}
+	return s
+}
+
+// Set publishes the scaler's state.
+func (s *Scaling) Set(desired, starting, ready, inFlight, queued int) {
+	s.desired.Set(float64(desired))
+	s.starting.Set(float64(starting))
+	s.ready.Set(float64(ready))
+	s.inFlight.Set(float64(inFlight))
+	s.queued.Set(float64(queued))
+}
+
+// Rejected counts a request the buffer refused for reason (a Scaling* constant).
+func (s *Scaling) Rejected(reason string) { s.rejected[reason].Inc() }

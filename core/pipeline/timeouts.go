@@ -1,0 +1,181 @@
+package pipeline
+
+import (
+	"errors"
+	"time"
+
+	"github.com/sluice-gw/sluice/pool"
+)
+
+// StreamTimeouts are a service's deadlines for a streamed (text/event-stream) response, on
+// top of the connection-level ones of its pool (the response head within
+// response_header_timeout, no read silent for stream_idle_timeout). Both count from the moment
+// the request was sent to the backend that answers, and are checked once the response head
+// says the body is an event stream: a response that is not streamed (a whole JSON answer) is
+// bounded by the head and idle timeouts alone. Zero disables a deadline.
+type StreamTimeouts struct {
+	// FirstToken bounds the time from the request being sent to the first byte of the
+	// stream's body (what LLM users feel as time to first token): a generation stuck in
+	// prefill is cut, whatever its head said.
+	FirstToken time.Duration
+	// Total bounds the time from the request being sent to the end of the stream: a
+	// generation that keeps going past it is cut, however alive.
+	Total time.Duration
+}
+
+// Enabled reports whether any deadline is set.
+func (t StreamTimeouts) Enabled() bool { return t.FirstToken > 0 || t.Total > 0 }
+
+// Gateway errors of the stream deadlines: the JSON answer when nothing was sent yet, the SSE
+// error event when the stream had started. A stream the upstream left silent for
+// stream_idle_timeout ends with ErrStreamIdle.
+var (
+	ErrFirstTokenTimeout = &GatewayError{Status: 504, Type: UpstreamError, Code: "first_token_timeout", Message: "the upstream sent no token within the service's first_token_timeout"}
+	ErrStreamTimeout     = &GatewayError{Status: 504, Type: UpstreamError, Code: "stream_timeout", Message: "the stream lasted longer than the service's stream_timeout"}
+	ErrStreamIdle        = &GatewayError{Status: 504, Type: UpstreamError, Code: "stream_idle_timeout", Message: "the upstream sent nothing within the service's stream_idle_timeout"}
+
+	sseFirstTokenTimeout = AppendSSEError(nil, ErrFirstTokenTimeout)
+	sseStreamTimeout     = AppendSSEError(nil, ErrStreamTimeout)
+	sseStreamIdle        = AppendSSEError(nil, ErrStreamIdle)
+)
+
+// Which deadline cut a stream (RequestCtx.cut).
+const (
+	cutNone uint8 = iota
+	cutFirstToken
+	cutTotal
+)
+
+// deadlineState is a request's armed stream deadlines, guarded by RequestCtx.cancelMu: the
+// timer fires on its own goroutine.
+type deadlineState struct {
+	timer   *time.Timer // made once per RequestCtx, reused by every request it serves
+	gen     uint64      // bumped at every arm and disarm: a late firing of an old arm does nothing
+	first   time.Time   // zero: no first-token deadline (or the first byte arrived)
+	total   time.Time   // zero: no total deadline
+	cut     uint8       // the deadline that aborted the exchange
+	armedAt uint64      // gen of the arm the timer belongs to
+}
+
+// armStreamDeadlines starts the service's stream deadlines for the response whose head just
+// arrived, counted from sent. It does nothing for a response that is not an event stream or a
+// service without them.
+func (rc *RequestCtx) armStreamDeadlines() {
+	svc := rc.service
+	if svc == nil || !svc.StreamTimeouts.Enabled() || !rc.sse || rc.ended {
+		return
+	}
+	t := svc.StreamTimeouts
+	sent := rc.sent
+	if sent.IsZero() {
+		sent = rc.start // an exchange a stage ran itself (Adopt): counted from the request
+	}
+	rc.cancelMu.Lock()
+	d := &rc.dl
+	d.gen++
+	d.armedAt = d.gen
+	d.first, d.total = time.Time{}, time.Time{}
+	if t.FirstToken > 0 {
+		d.first = sent.Add(t.FirstToken)
+	}
+	if t.Total > 0 {
+		d.total = sent.Add(t.Total)
+	}
+	wait := time.Until(d.next())
+	if d.timer == nil {
+		d.timer = time.AfterFunc(max(wait, 0), rc.deadlineFired)
+	} else {
+		d.timer.Reset(max(wait, 0))
+	}
+	rc.cancelMu.Unlock()
+}
+
+// next returns the earlier armed deadline (zero when none).
+func (d *deadlineState) next() time.Time {
+	switch {
+	case d.first.IsZero():
+		return d.total
+	case d.total.IsZero() || d.first.Before(d.total):
+		return d.first
+	}
+	return d.total
+}
+
+// firstByte drops the first-token deadline once the stream's first byte arrived, leaving the
+// timer to the total deadline.
+func (rc *RequestCtx) firstByte() {
+	rc.cancelMu.Lock()
+	d := &rc.dl
+	if d.armedAt == d.gen && !d.first.IsZero() && d.cut == cutNone {
+		d.first = time.Time{}
+		if d.total.IsZero() {
+			d.gen++ // nothing left to watch: a firing now is stale
+			d.timer.Stop()
+		} else {
+			d.timer.Reset(max(time.Until(d.total), 0))
+		}
+	}
+	rc.cancelMu.Unlock()
+}
+
+// disarmStreamDeadlines stops the deadlines at the end of the request.
+func (rc *RequestCtx) disarmStreamDeadlines() {
+	rc.cancelMu.Lock()
+	d := &rc.dl
+	if d.timer != nil {
+		d.gen++
+		d.timer.Stop()
+	}
+	d.first, d.total, d.cut = time.Time{}, time.Time{}, cutNone
+	rc.cancelMu.Unlock()
+}
+
+// deadlineFired runs on the timer's goroutine: when an armed deadline has passed, it records
+// which and aborts the upstream exchange, so that the relay's blocked read returns at once
+// and ends the stream with the deadline's error event; a firing for a deadline since moved
+// re-arms the timer.
+func (rc *RequestCtx) deadlineFired() {
+	rc.cancelMu.Lock()
+	defer rc.cancelMu.Unlock()
+	d := &rc.dl
+	if d.armedAt != d.gen || d.cut != cutNone {
+		return
+	}
+	now := time.Now()
+	switch {
+	case !d.first.IsZero() && !now.Before(d.first):
+		d.cut = cutFirstToken
+	case !d.total.IsZero() && !now.Before(d.total):
+		d.cut = cutTotal
+	default:
+		if n := d.next(); !n.IsZero() {
+			d.timer.Reset(n.Sub(now))
+		}
+		return
+	}
+	if rc.hasAbort {
+		rc.abort.Abort()
+	}
+}
+
+// deadlineCut returns which stream deadline aborted the exchange (cutNone: none did).
+func (rc *RequestCtx) deadlineCut() uint8 {
+	rc.cancelMu.Lock()
+	defer rc.cancelMu.Unlock()
+	return rc.dl.cut
+}
+
+// streamFailure returns the SSE error event and the gateway error that describe a body read
+// failure err: a stream deadline's, the idle timeout's, or the generic upstream failure.
+func (rc *RequestCtx) streamFailure(err error) []byte {
+	switch rc.deadlineCut() {
+	case cutFirstToken:
+		return sseFirstTokenTimeout
+	case cutTotal:
+		return sseStreamTimeout
+	}
+	if errors.Is(err, pool.ErrTimeout) {
+		return sseStreamIdle
+	}
+	return sseErrorEvent
+}

@@ -1,0 +1,264 @@
+package snapshot
+
+import (
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluice-gw/sluice/core/config"
+	"github.com/sluice-gw/sluice/core/lifecycle/mirror"
+	"github.com/sluice-gw/sluice/core/lifecycle/rollout"
+	"github.com/sluice-gw/sluice/core/lifecycle/scaling"
+)
+
+// lifecycle is the runtime of the services' lifecycle keys in one snapshot: their mirrors
+// and their splits over revisions (with their rollouts).
+type lifecycle struct {
+	mirrors []*mirror.Mirror
+	splits  map[string]*splitEntry  // by service name
+	scalers map[string]*scalerEntry // by service name
+}
+
+// scalerEntry is a scaled service's scaler and what it was made from: a reload whose service
+// scales the same way takes it over with its replicas running.
+type scalerEntry struct {
+	scaler *scaling.Scaler
+	key    string
+}
+
+// splitEntry is a service's split and what it was made from: a reload whose service has the
+// same revisions and rollout takes the split over, so that a rollout in progress goes on.
+type splitEntry struct {
+	split *rollout.Split
+	key   string
+}
+
+// compileLifecycle attaches the lifecycle runtime to the compiled services: a mirror for each
+// service with a [services.<name>.mirror]. Nothing starts here: a mirror starts its senders
+// with its first copy, so a snapshot that is compiled and discarded leaves nothing running.
+func (s *Snapshot) compileLifecycle(cfg *config.Config, prev *Snapshot) {
+	for _, name := range s.ServiceNames {
+		sc, svc := cfg.Services[name], s.Services[name]
+		if len(sc.Revisions) > 0 {
+			e := s.compileSplit(name, sc, prev)
+			svc.Hooks = append(svc.Hooks, e.split)
+		}
+		if e := s.life.scalers[name]; e != nil {
+			e.scaler.Bind(svc.Backends)
+			svc.Hooks = append(svc.Hooks, e.scaler)
+		}
+		if mc := sc.Mirror; mc != nil && s.Services[mc.Service] != nil && mc.Percentage > 0 {
+			o := mirror.Options{
+				Service: name, Shadow: mc.Service, Percentage: mc.Percentage, Model: mc.Model,
+				QueueSize: mc.QueueSize, MaxConcurrent: mc.MaxConcurrent, Timeout: mc.Timeout,
+			}
+			if mc.LogSummary {
+				o.Summary = slog.Default()
+			}
+			m := mirror.New(o, s.Services[mc.Service])
+			svc.Mirror = m
+			s.life.mirrors = append(s.life.mirrors, m)
+		}
+	}
+}
+
+// compileSplit makes the split of service name over its revisions, or takes over prev's when
+// its revisions and rollout are the same.
+func (s *Snapshot) compileSplit(name string, sc *config.Service, prev *Snapshot) *splitEntry {
+	key := fmt.Sprintf("%+v|%+v", sc.Revisions, sc.Rollout)
+	if prev != nil {
+		if e := prev.life.splits[name]; e != nil && e.key == key {
+			s.setSplit(name, e)
+			return e
+		}
+	}
+	revs := make([]rollout.Revision, len(sc.Revisions))
+	id := 0
+	index := map[string]int{}
+	for i, r := range sc.Revisions {
+		revs[i] = rollout.Revision{Name: r.Name, Percent: r.TrafficPercent}
+		for range r.Servers {
+			revs[i].Backends = append(revs[i].Backends, id) // backends are the revisions' servers in order
+			id++
+		}
+		index[r.Name] = i
+	}
+	var rc *rollout.Config
+	if ro := sc.Rollout; ro != nil {
+		rc = &rollout.Config{
+			From: index[ro.From], To: index[ro.To], StepPercent: ro.StepPercent, StepInterval: ro.StepInterval(),
+			MaxErrorRate:  ro.ErrorRateThreshold,
+			MaxLatencyP99: time.Duration(ro.LatencyThresholdMs) * time.Millisecond,
+			MaxTTFTP99:    time.Duration(ro.TTFTP99ThresholdMs) * time.Millisecond,
+			MaxITLP99:     time.Duration(ro.ITLP99ThresholdMs) * time.Millisecond,
+			MinSamples:    ro.MinSamples,
+		}
+	}
+	e := &splitEntry{split: rollout.New(name, revs, rc), key: key}
+	s.setSplit(name, e)
+	return e
+}
+
+func (s *Snapshot) setSplit(name string, e *splitEntry) {
+	if s.life.splits == nil {
+		s.life.splits = map[string]*splitEntry{}
+	}
+	s.life.splits[name] = e
+}
+
+// Split returns the split over revisions of service name (nil when it has none), for the
+// admin API.
+func (s *Snapshot) Split(name string) *rollout.Split {
+	if e := s.life.splits[name]; e != nil {
+		return e.split
+	}
+	return nil
+}
+
+// prepareScalers makes the scaler of every scaled service (or takes over prev's when the
+// service scales the same way), before the services are compiled: its replicas' ports are
+// the service's servers.
+func (s *Snapshot) prepareScalers(cfg *config.Config, prev *Snapshot) config.ErrorList {
+	var errs config.ErrorList
+	for _, name := range sortedKeys(cfg.Services) {
+		sc := cfg.Services[name]
+		if sc.Scaling == nil || sc.Scaling.Exec == nil && sc.Scaling.Kube == nil {
+			continue
+		}
+		keyed := *sc.Scaling
+		keyed.Exec, keyed.Kube = nil, nil // compared by value below, not by address
+		key := fmt.Sprintf("%+v|%+v|%+v", keyed, sc.Scaling.Exec, sc.Scaling.Kube)
+		if s.life.scalers == nil {
+			s.life.scalers = map[string]*scalerEntry{}
+		}
+		if prev != nil {
+			if e := prev.life.scalers[name]; e != nil && e.key == key {
+				s.life.scalers[name] = e
+				continue
+			}
+		}
+		g := sc.Scaling
+		o := scaling.Options{
+			Service: name, Min: g.MinReplicas, Max: g.MaxReplicas, Concurrency: g.ContainerConcurrency,
+			Utilization: g.TargetUtilization, Buffer: g.BufferEnabled,
+			ScaleDownDelay: g.ScaleDownDelay, ScaleToZeroAfter: g.ScaleToZeroAfter,
+			BufferSize: g.BufferSize, BufferTimeout: g.BufferTimeout, KeepAlive: g.KeepAlive,
+			ReadyPath: g.ReadyPath, ReadyInterval: g.ReadyInterval, StartupTimeout: g.StartupTimeout,
+		}
+		if x := g.Exec; x != nil && g.Executor == config.ExecutorExec {
+			o.StopTimeout, o.Executor = x.StopTimeout, &scaling.Exec{Command: x.Command, Env: x.Env}
+		} else if k := g.Kube; k != nil {
+			o.Kube = &scaling.Kube{Namespace: k.Namespace, Deployment: k.Deployment, Service: k.Service, URL: k.URL}
+			src := scaling.KubeSource{APIServer: k.APIServer, Kubeconfig: k.Kubeconfig, TokenFile: k.TokenFile, CAFile: k.CAFile}
+			if err := o.Kube.Connect(src); err != nil {
+				errs = append(errs, cfg.Errorf([]string{"services", name, "scaling", "kube"}, "services.%s.scaling.kube: %v", name, err))
+				continue
+			}
+		} else {
+			continue
+		}
+		sl, err := scaling.New(o)
+		if err != nil {
+			errs = append(errs, cfg.Errorf([]string{"services", name, "scaling"}, "services.%s.scaling: %v", name, err))
+			continue
+		}
+		s.life.scalers[name] = &scalerEntry{scaler: sl, key: key}
+	}
+	return errs
+}
+
+// startLifecycle starts what runs once the snapshot is in force: the scalers' replicas.
+func (s *Snapshot) startLifecycle() {
+	for _, e := range s.life.scalers {
+		e.scaler.Start()
+	}
+}
+
+// Scaler returns the scaler of service name (nil when it does not scale), for the admin API.
+func (s *Snapshot) Scaler(name string) *scaling.Scaler {
+	if e := s.life.scalers[name]; e != nil {
+		return e.scaler
+	}
+	return nil
+}
+
+// retireLifecycle stops the lifecycle runtime of a snapshot that next replaced: its mirrors,
+// and the rollouts and scalers next did not take over (a scaler stops its replicas).
+func (s *Snapshot) retireLifecycle(next *Snapshot) {
+	for _, m := range s.life.mirrors {
+		m.Close()
+	}
+	for name, e := range s.life.scalers {
+		if next == nil || next.life.scalers[name] != e {
+			e.scaler.Close()
+		}
+	}
+	for name, e := range s.life.splits {
+		if next == nil || next.life.splits[name] != e {
+			e.split.Close()
+		}
+	}
+}
+
+// serverRef is one server of a service and the key path of its url.
+type serverRef struct {
+	srv  config.Server
+	path []string
+}
+
+// serviceServers returns the load balancer settings of service name and its servers in
+// backend order: the load_balancer's, those of its revisions one after the other, or the
+// ports of its scaler's replicas (a service with revisions or scaling may write no
+// load_balancer: the defaults apply). The load balancer
+// is nil for a service that has neither.
+func (s *Snapshot) serviceServers(name string, sc *config.Service) (*config.LoadBalancer, []serverRef) {
+	lb := sc.LoadBalancer
+	if e := s.life.scalers[name]; e != nil {
+		if lb == nil {
+			lb = config.DefaultLoadBalancer()
+		}
+		var out []serverRef
+		for _, u := range e.scaler.URLs() {
+			out = append(out, serverRef{config.Server{URL: u, Weight: config.DefaultWeight}, []string{"services", name, "scaling"}})
+		}
+		return lb, out
+	}
+	if len(sc.Revisions) == 0 {
+		if lb == nil {
+			return nil, nil
+		}
+		out := make([]serverRef, len(lb.Servers))
+		for i, srv := range lb.Servers {
+			out[i] = serverRef{srv, []string{"services", name, "load_balancer", "servers", strconv.Itoa(i), "url"}}
+		}
+		return lb, out
+	}
+	if lb == nil {
+		lb = config.DefaultLoadBalancer()
+	}
+	var out []serverRef
+	for i, r := range sc.Revisions {
+		for j, srv := range r.Servers {
+			out = append(out, serverRef{srv, []string{"services", name, "revisions", strconv.Itoa(i), "servers", strconv.Itoa(j), "url"}})
+		}
+	}
+	return lb, out
+}
+
+// dottedPath writes a key path as in messages: services.s.revisions[0].servers[1].url.
+func dottedPath(path []string) string {
+	var b strings.Builder
+	for i, p := range path {
+		if _, err := strconv.Atoi(p); err == nil && i > 1 {
+			b.WriteString("[" + p + "]")
+			continue
+		}
+		if i > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(p)
+	}
+	return b.String()
+}
