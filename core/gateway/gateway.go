@@ -34,8 +34,8 @@ type Gateway struct {
 	ConfigPath string
 	Log        *slog.Logger
 
-	live       snapshot.Live
-	gen        atomic.Uint64
+	live     snapshot.Live
+	gen      atomic.Uint64
 	reloadMu sync.Mutex
 	admin    *adminServer
 	draining atomic.Bool // Drain began: the health endpoint says so

@@ -34,4 +34,3 @@ func watchUpstream(t *testing.T) *upstream {
 		return err == nil
 	})
 }
-
