@@ -166,6 +166,7 @@ func TestReloadAddsAndDrainsEntrypoints(t *testing.T) {
 		t.Run(engine, func(t *testing.T) {
 			next := make(chan int)
 			u := upstreams{sseUpstream(t, next).addr(), ws, js}
+			t.Cleanup(func() { close(next) }) // a stream left open by a failure ends
 			web := fmt.Sprintf("[entrypoints.web]\naddress = \"127.0.0.1:0\"\nengine = %q\n", engine)
 			extra := fmt.Sprintf("[entrypoints.extra]\naddress = \"127.0.0.1:0\"\nengine = %q\n", engine)
 			g, path := startFromFile(t, epReloadConfig(web, u, 1))
@@ -208,6 +209,7 @@ func TestReloadReplacesChangedEntrypoint(t *testing.T) {
 		t.Run(engine+"-to-"+other, func(t *testing.T) {
 			next := make(chan int)
 			u := upstreams{sseUpstream(t, next).addr(), ws, js}
+			t.Cleanup(func() { close(next) }) // a stream left open by a failure ends
 			ep := func(engine, addr string) string {
 				return fmt.Sprintf("[entrypoints.web]\naddress = %q\nengine = %q\n", addr, engine)
 			}

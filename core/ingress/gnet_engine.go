@@ -228,8 +228,9 @@ func (e *GnetEngine) Drain(ctx context.Context) error {
 	case <-e.running:
 	}
 	// Refuse new connections at once, then wait until the connections accepted just before have
-	// reached a loop, which closes them (OnOpen, while draining): gnet must not stop with one
-	// still on its way (its registration would wait forever, holding the socket).
+	// reached a loop: gnet must not stop with one still on its way (its registration would
+	// wait forever, holding the socket). Such a connection's request is on its way: it is
+	// served (with Connection: close), or closed after freshDrainGrace if none comes.
 	e.closeListener()
 	<-e.acceptDone
 	e.waitEnrolled()
@@ -313,12 +314,14 @@ func (e *GnetEngine) OnBoot(eng gnet.Engine) gnet.Action {
 	return gnet.None
 }
 
-// OnOpen sets up the connection state, refusing connections while draining or over the limit.
+// OnOpen sets up the connection state, refusing connections over the limit. A connection
+// that opens while the engine drains was accepted before the listener closed: it is served
+// like the others (the sweep gives it freshDrainGrace to send its request).
 func (e *GnetEngine) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	if c.Context() != accepted {
 		return nil, gnet.Close // a connection to gnet's own listener, not one of acceptLoop's
 	}
-	if e.draining.Load() || (e.set.MaxConnections > 0 && e.counters.conns.Load() >= int64(e.set.MaxConnections)) {
+	if e.set.MaxConnections > 0 && e.counters.conns.Load() >= int64(e.set.MaxConnections) {
 		return nil, gnet.Close
 	}
 	gc := newGconn(e, c)
