@@ -221,13 +221,13 @@ type entrypointStatus struct {
 func (g *Gateway) adminHealth(w http.ResponseWriter, _ *http.Request) {
 	snap := g.live.Load()
 	eps := []entrypointStatus{}
-	for _, name := range g.epNames {
-		t := g.transports[name]
+	for _, e := range g.entrypoints() {
+		name, t := e.name, e.t
 		st := t.Stats()
 		// The bound address (the port chosen for ":0"), unless the configured one was
 		// written with ${NAME}: then its host came from the environment.
 		addr := asWritten(snap.Config, t.Addr(), "entrypoints", name, "address")
-		engine := asWritten(snap.Config, engineName(snap.Config.Entrypoints[name]), "entrypoints", name, "engine")
+		engine := asWritten(snap.Config, engineName(e.cfg), "entrypoints", name, "engine")
 		eps = append(eps, entrypointStatus{Name: name, Address: addr, Engine: engine, Connections: st.Connections, Active: st.Active})
 	}
 	// A draining gateway refuses new connections: a load balancer that polls health must take
@@ -255,7 +255,7 @@ func (g *Gateway) adminRoutes(w http.ResponseWriter, _ *http.Request) {
 		r := cfg.Routers[name]
 		eps := r.Entrypoints
 		if len(eps) == 0 {
-			eps = g.epNames
+			eps = sortedNames(cfg.Entrypoints)
 		}
 		out = append(out, routeStatus{
 			Name:        name,

@@ -24,10 +24,9 @@ import (
 	"github.com/sluice-gw/sluice/core/tlscert"
 )
 
-// ErrRestartRequired is returned by Reload when the new config changes the entrypoints
-// (addresses, engines, TLS, limits or trusted_ips), which a reload cannot apply to bound
-// listeners.
-var ErrRestartRequired = errors.New("sluice: entrypoint changes need a restart")
+// ErrRestartRequired is returned by Reload when the new config changes [admin], whose
+// listener and token a reload does not rebind.
+var ErrRestartRequired = errors.New("sluice: admin changes need a restart")
 
 // Gateway is a running sluice instance.
 type Gateway struct {
@@ -35,13 +34,21 @@ type Gateway struct {
 	ConfigPath string
 	Log        *slog.Logger
 
-	live       snapshot.Live
-	gen        atomic.Uint64
-	reloadMu   sync.Mutex
-	transports map[string]ingress.Transport
-	epNames    []string
-	admin      *adminServer
-	draining   atomic.Bool // Drain began: the health endpoint says so
+	live     snapshot.Live
+	gen      atomic.Uint64
+	reloadMu sync.Mutex
+	admin    *adminServer
+	draining atomic.Bool // Drain began: the health endpoint says so
+
+	// The listening entrypoints, by name, and their names sorted; a reload replaces them.
+	epMu    sync.RWMutex
+	eps     map[string]*entrypoint
+	epNames []string
+	// Transports a reload removed or replaced, draining in the background; Drain waits for
+	// them and cancels retireCtx when its own time is up.
+	retiring     sync.WaitGroup
+	retireCtx    context.Context
+	retireCancel context.CancelFunc
 
 	// watch reloads on file changes while the configuration sets providers.file.watch.
 	watchMu sync.Mutex
@@ -63,7 +70,8 @@ func New(cfg *config.Config, path string, log *slog.Logger) (*Gateway, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	g := &Gateway{ConfigPath: path, Log: log, transports: map[string]ingress.Transport{}}
+	g := &Gateway{ConfigPath: path, Log: log, eps: map[string]*entrypoint{}}
+	g.retireCtx, g.retireCancel = context.WithCancel(context.Background())
 	snap, err := snapshot.Compile(cfg, nil, g.gen.Add(1)) // generation 1
 	if err != nil {
 		return nil, err
@@ -104,30 +112,18 @@ func Settings(ep *config.Entrypoint) ingress.Settings {
 func (g *Gateway) Start() error {
 	cfg := g.live.Load().Config
 	g.logWarnings(cfg)
-	for name := range cfg.Entrypoints {
-		g.epNames = append(g.epNames, name)
+	plan, err := g.planEntrypoints(cfg, nil)
+	if err != nil {
+		return err
 	}
-	sort.Strings(g.epNames)
-	for _, name := range g.epNames {
-		ep := cfg.Entrypoints[name]
-		var t ingress.Transport
-		if ep.Engine == config.EngineFasthttp {
-			t = ingress.NewFast(Settings(ep), &g.live, g.Log)
-		} else {
-			t = ingress.NewGnet(Settings(ep), &g.live, g.Log)
-		}
-		if err := t.Start(); err != nil {
+	for _, e := range plan.added {
+		if err := e.t.Start(); err != nil {
+			plan.abandon()
 			g.stopAll()
-			// The transport's error names the entrypoint; the key says where to fix it.
-			msg := strings.TrimPrefix(err.Error(), "sluice: entrypoint "+name+": ")
-			key := []string{"entrypoints", name, "address"}
-			if strings.HasPrefix(msg, "tls: ") {
-				key[2], msg = "tls", strings.TrimPrefix(msg, "tls: ")
-			}
-			return cfg.Errorf(key, "%s: %s", strings.Join(key, "."), cfg.MaskEnv(msg, key...))
+			return listenError(cfg, e.name, err)
 		}
-		g.transports[name] = t
-		g.Log.Info("entrypoint listening", "entrypoint", name, "address", t.Addr(), "engine", engineName(ep))
+		g.setEntrypoint(e)
+		g.Log.Info("entrypoint listening", "entrypoint", e.name, "address", e.t.Addr(), "engine", engineName(e.cfg))
 	}
 	g.syncWatcher()
 	if cfg.Admin.Address != "" {
@@ -142,6 +138,44 @@ func (g *Gateway) Start() error {
 	return nil
 }
 
+// setEntrypoint puts e in the table of listening entrypoints (replacing one of its name).
+func (g *Gateway) setEntrypoint(e *entrypoint) {
+	g.epMu.Lock()
+	defer g.epMu.Unlock()
+	if g.eps[e.name] == nil {
+		g.epNames = append(g.epNames, e.name)
+		sort.Strings(g.epNames)
+	}
+	g.eps[e.name] = e
+}
+
+// removeEntrypoint takes e out of the table, unless another entrypoint took its name.
+func (g *Gateway) removeEntrypoint(e *entrypoint) {
+	g.epMu.Lock()
+	defer g.epMu.Unlock()
+	if g.eps[e.name] != e {
+		return
+	}
+	delete(g.eps, e.name)
+	for i, n := range g.epNames {
+		if n == e.name {
+			g.epNames = append(g.epNames[:i:i], g.epNames[i+1:]...)
+			break
+		}
+	}
+}
+
+// entrypoints returns the listening entrypoints, sorted by name.
+func (g *Gateway) entrypoints() []*entrypoint {
+	g.epMu.RLock()
+	defer g.epMu.RUnlock()
+	out := make([]*entrypoint, len(g.epNames))
+	for i, n := range g.epNames {
+		out[i] = g.eps[n]
+	}
+	return out
+}
+
 func engineName(ep *config.Entrypoint) string {
 	if ep.Engine == "" {
 		return config.EngineGnet
@@ -152,8 +186,8 @@ func engineName(ep *config.Entrypoint) string {
 func (g *Gateway) stopAll() {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	for _, t := range g.transports {
-		_ = t.Drain(ctx)
+	for _, e := range g.entrypoints() {
+		_ = e.t.Drain(ctx)
 	}
 	if g.admin != nil {
 		g.admin.close()
@@ -162,8 +196,10 @@ func (g *Gateway) stopAll() {
 
 // Addr returns the bound address of entrypoint name ("" if unknown).
 func (g *Gateway) Addr(name string) string {
-	if t := g.transports[name]; t != nil {
-		return t.Addr()
+	g.epMu.RLock()
+	defer g.epMu.RUnlock()
+	if e := g.eps[name]; e != nil {
+		return e.t.Addr()
 	}
 	return ""
 }
@@ -179,9 +215,13 @@ func (g *Gateway) AdminAddr() string {
 // Snapshot returns the configuration snapshot in force.
 func (g *Gateway) Snapshot() *snapshot.Snapshot { return g.live.Load() }
 
-// Reload loads ConfigPath again and swaps the new snapshot in. On any error the running
-// config stays in force and the error (a config.ErrorList with positions, or
-// ErrRestartRequired) is returned. Either way the reload is counted in the metrics.
+// Reload loads ConfigPath again and swaps the new snapshot in. Entrypoints follow the new
+// configuration: an added one listens, a removed one drains in the background (its listener
+// closes at once, what is in flight on it finishes), and one whose keys changed is replaced
+// (a new transport, which takes over the socket when the address stays, and the old one
+// drains). On any error the running config stays in force and the error (a config.ErrorList
+// with positions: a port already taken is reported at the entrypoint's address; or a
+// *RestartError for [admin]) is returned. Either way the reload is counted in the metrics.
 func (g *Gateway) Reload() error {
 	g.reloadMu.Lock()
 	defer g.reloadMu.Unlock()
@@ -200,6 +240,9 @@ func (g *Gateway) Reload() error {
 func (g *Gateway) Reloads() (ok, failed uint64) { return g.reloadsOK.Load(), g.reloadsFailed.Load() }
 
 func (g *Gateway) reload() error {
+	if g.draining.Load() {
+		return errors.New("sluice: the gateway is draining")
+	}
 	cfg, err := LoadConfig(g.ConfigPath)
 	if err != nil {
 		return err
@@ -208,16 +251,61 @@ func (g *Gateway) reload() error {
 	if err := needsRestart(old.Config, cfg); err != nil {
 		return err
 	}
-	snap, err := snapshot.Compile(cfg, old, g.gen.Load()+1)
+	g.epMu.RLock()
+	cur := make(map[string]*entrypoint, len(g.eps))
+	for k, v := range g.eps {
+		cur[k] = v
+	}
+	g.epMu.RUnlock()
+	// The new listeners are bound before anything changes: a port that is taken refuses the
+	// whole reload.
+	plan, err := g.planEntrypoints(cfg, cur)
 	if err != nil {
 		return err
 	}
+	snap, err := snapshot.Compile(cfg, old, g.gen.Load()+1)
+	if err != nil {
+		plan.abandon()
+		return err
+	}
+	// A removed entrypoint's connections drain on the configuration that had it.
+	for _, e := range plan.retired {
+		if cfg.Entrypoints[e.name] == nil {
+			e.res.pinned.Store(old)
+		}
+	}
 	g.gen.Add(1) // generations count configs put in force
 	g.live.Activate(snap)
+	started := map[string]bool{}
+	for _, e := range plan.added {
+		if err := e.t.Start(); err != nil {
+			// Only an engine that cannot run gets here (the listener is bound): a replaced
+			// entrypoint keeps its running transport, which the next reload tries again to
+			// replace; an added one is not served.
+			g.Log.Error("entrypoint did not start; the reloaded configuration is in force without it", "entrypoint", e.name, "error", err.Error())
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			_ = e.t.Drain(ctx)
+			continue
+		}
+		started[e.name] = true
+		g.setEntrypoint(e)
+		g.Log.Info("entrypoint listening", "entrypoint", e.name, "address", e.t.Addr(), "engine", engineName(e.cfg))
+	}
+	for _, e := range plan.retired {
+		switch {
+		case cfg.Entrypoints[e.name] == nil:
+			g.removeEntrypoint(e)
+			g.retire(e, "removed")
+		case started[e.name]:
+			g.retire(e, "replaced")
+		}
+	}
 	// Renewed certificates go in force with the reload, watched or not (the compile above
-	// loaded every file, so this fails only if one changed since).
-	for _, name := range g.epNames {
-		if r, ok := g.transports[name].(interface{ ReloadCertificates() error }); ok {
+	// loaded every file, so this fails only if one changed since); new transports loaded
+	// theirs when they bound.
+	for _, e := range plan.kept {
+		if r, ok := e.t.(interface{ ReloadCertificates() error }); ok {
 			_ = r.ReloadCertificates()
 		}
 	}
@@ -248,6 +336,7 @@ func configChanges(old, cur *config.Config) []any {
 			}
 		}
 	}
+	diff("entrypoints", entries(old.Entrypoints), entries(cur.Entrypoints))
 	diff("routers", entries(old.Routers), entries(cur.Routers))
 	diff("services", entries(old.Services), entries(cur.Services))
 	diff("middlewares", entries(old.Middlewares), entries(cur.Middlewares))
@@ -289,43 +378,25 @@ func (g *Gateway) logWarnings(cfg *config.Config) {
 
 // RestartError is ErrRestartRequired for one key: a reload that changes it is refused.
 type RestartError struct {
-	Pos config.Position // where the key is in the new configuration (line 0 when it was removed)
-	Key string          // the key path, e.g. "entrypoints.web.drain_timeout"
-	How string          // "changed", "added" or "removed"
+	Pos config.Position // where the key is in the new configuration
+	Key string          // the key path, e.g. "admin.address"
+	How string          // "changed", or why
 }
 
-// Error returns "file:line:col: entrypoints.web.drain_timeout changed: restart …".
+// Error returns "file:line:col: admin.address changed: restart …".
 func (e *RestartError) Error() string {
 	table, _, _ := strings.Cut(e.Key, ".")
-	return fmt.Sprintf("%s: %s %s: restart sluice to change [%s] (a reload cannot change a bound listener)", e.Pos, e.Key, e.How, table)
+	return fmt.Sprintf("%s: %s %s: restart sluice to change [%s] (a reload does not rebind the admin listener)", e.Pos, e.Key, e.How, table)
 }
 
 // Unwrap makes errors.Is(err, ErrRestartRequired) true.
 func (e *RestartError) Unwrap() error { return ErrRestartRequired }
 
-// needsRestart returns a *RestartError naming the first key of [entrypoints] or [admin] that
-// cur changes from old, or nil.
+// needsRestart returns a *RestartError naming the first key of [admin] that cur changes from
+// old, or nil. Entrypoints follow a reload (planEntrypoints).
 func needsRestart(old, cur *config.Config) error {
 	at := func(how string, path ...string) error {
-		p := cur.Pos(path...)
-		if how == "removed" {
-			p = config.Position{File: p.File}
-		}
-		return &RestartError{Pos: p, Key: strings.Join(path, "."), How: how}
-	}
-	for _, name := range sortedNames(cur.Entrypoints) {
-		o := old.Entrypoints[name]
-		if o == nil {
-			return at("added", "entrypoints", name)
-		}
-		if key := changedKey(reflect.ValueOf(*o), reflect.ValueOf(*cur.Entrypoints[name])); key != nil {
-			return at("changed", append([]string{"entrypoints", name}, key...)...)
-		}
-	}
-	for _, name := range sortedNames(old.Entrypoints) {
-		if cur.Entrypoints[name] == nil {
-			return at("removed", "entrypoints", name)
-		}
+		return &RestartError{Pos: cur.Pos(path...), Key: strings.Join(path, "."), How: how}
 	}
 	if key := changedKey(reflect.ValueOf(old.Admin), reflect.ValueOf(cur.Admin)); key != nil {
 		if key[0] == "token_env" && old.Admin.TokenEnv == cur.Admin.TokenEnv {
@@ -366,24 +437,40 @@ func changedKey(a, b reflect.Value) []string {
 }
 
 // Drain stops accepting connections on every entrypoint, lets in-flight requests finish until
-// ctx ends, then stops everything.
+// ctx ends, then stops everything. Entrypoints a reload removed or replaced and that are still
+// draining are waited for too, and cut when ctx ends. A reload after Drain began is refused.
 func (g *Gateway) Drain(ctx context.Context) error {
+	g.reloadMu.Lock() // a reload in progress finishes first; later ones are refused
 	g.draining.Store(true)
+	g.reloadMu.Unlock()
 	g.watchMu.Lock()
 	if g.watch != nil {
 		g.watch.close()
 		g.watch = nil
 	}
 	g.watchMu.Unlock()
+	eps := g.entrypoints()
 	var wg sync.WaitGroup
-	errs := make([]error, len(g.epNames))
-	for i, name := range g.epNames {
+	errs := make([]error, len(eps)+1)
+	for i, e := range eps {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = g.transports[name].Drain(ctx)
+			errs[i] = e.t.Drain(ctx)
 		}()
 	}
+	retired := make(chan struct{})
+	go func() {
+		g.retiring.Wait()
+		close(retired)
+	}()
+	select {
+	case <-retired:
+	case <-ctx.Done():
+		g.retireCancel()
+		<-retired
+	}
+	g.retireCancel()
 	wg.Wait()
 	if g.admin != nil {
 		g.admin.close()

@@ -72,8 +72,8 @@ func mustRead(t *testing.T, path string) []byte {
 	return b
 }
 
-// A reload that changes what only a restart can apply is refused with an error that names the
-// key, at its position in the new file.
+// A reload that changes what only a restart can apply ([admin]) is refused with an error that
+// names the key, at its position in the new file.
 func TestReloadNeedingRestartNamesTheKey(t *testing.T) {
 	t.Setenv("SLUICE_TEST_RESTART_TOKEN", "one")
 	path := filepath.Join(t.TempDir(), "sluice.toml")
@@ -89,9 +89,8 @@ func TestReloadNeedingRestartNamesTheKey(t *testing.T) {
 	for _, c := range []struct {
 		ep, admin, want string
 	}{
-		{`drain_timeout = "5s"`, "", path + `:3:1: entrypoints.web.drain_timeout changed: restart sluice to change [entrypoints] (a reload cannot change a bound listener)`},
-		{"[entrypoints.api]\naddress = \"127.0.0.1:0\"", "", path + `:3:14: entrypoints.api added: restart sluice to change [entrypoints] (a reload cannot change a bound listener)`},
-		{"", "allowed_hosts = [\"gw.internal\"]\n", path + `:12:1: admin.allowed_hosts changed: restart sluice to change [admin] (a reload cannot change a bound listener)`},
+		{"", "allowed_hosts = [\"gw.internal\"]\n", path + `:12:1: admin.allowed_hosts changed: restart sluice to change [admin] (a reload does not rebind the admin listener)`},
+		{`drain_timeout = "5s"`, "allowed_hosts = [\"gw.internal\"]\n", path + `:12:1: admin.allowed_hosts changed: restart sluice to change [admin] (a reload does not rebind the admin listener)`},
 	} {
 		require.NoError(t, os.WriteFile(path, []byte(fmt.Sprintf(base, c.ep, c.admin)), 0o644))
 		err := g.Reload()
@@ -100,5 +99,5 @@ func TestReloadNeedingRestartNamesTheKey(t *testing.T) {
 	}
 	require.NoError(t, os.WriteFile(path, []byte(fmt.Sprintf(base, "", "")), 0o644))
 	t.Setenv("SLUICE_TEST_RESTART_TOKEN", "two")
-	require.EqualError(t, g.Reload(), path+`:11:1: admin.token_env changed (its variable holds another token): restart sluice to change [admin] (a reload cannot change a bound listener)`)
+	require.EqualError(t, g.Reload(), path+`:11:1: admin.token_env changed (its variable holds another token): restart sluice to change [admin] (a reload does not rebind the admin listener)`)
 }

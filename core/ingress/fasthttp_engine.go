@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,12 +32,14 @@ type FastEngine struct {
 	pipe     *pipeline.Entrypoint
 	log      *slog.Logger
 	srv      *fasthttp.Server
-	ln       net.Listener
+	tcp      net.Listener // the bound listener (Listen), before TLS
+	ln       net.Listener // the listener being served (Start)
 	done     chan struct{}
 	draining atomic.Bool
 	certs    *tlscert.Store // TLS entrypoints: the certificates, reloaded when their files change
 	counters
-	m *metrics.Entrypoint
+	m       *metrics.Entrypoint
+	release func() // of the entrypoint's gauges
 }
 
 // NewFast returns a fasthttp engine for the entrypoint described by set.
@@ -46,7 +49,7 @@ func NewFast(set Settings, res pipeline.Resolver, log *slog.Logger) *FastEngine 
 		log = slog.Default()
 	}
 	e := &FastEngine{set: set, log: log, done: make(chan struct{})}
-	e.m = newEntrypointMetrics(set.Name, &e.counters)
+	e.m, e.release = newEntrypointMetrics(set.Name, &e.counters)
 	e.pipe = pipeline.NewEntrypoint(set.Name, set.TLS != nil, res, e.m, log)
 	e.pipe.TrustedIPs = set.TrustedIPs
 	e.srv = &fasthttp.Server{
@@ -76,14 +79,18 @@ type discardLogger struct{}
 
 func (discardLogger) Printf(string, ...any) {}
 
-// Start implements Transport.
-func (e *FastEngine) Start() error {
-	ln, err := net.Listen("tcp", e.set.Address)
-	if err != nil {
-		return fmt.Errorf("sluice: entrypoint %s: %w", e.set.Name, err)
+// Listen implements Transport.
+func (e *FastEngine) Listen() error {
+	if e.tcp != nil {
+		return nil
 	}
-	e.set.Address = ln.Addr().String()
-	e.pipe.Port = listenPort(ln.Addr())
+	ln := e.set.Listener
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", e.set.Address); err != nil {
+			return fmt.Errorf("sluice: entrypoint %s: %w", e.set.Name, err)
+		}
+	}
 	if t := e.set.TLS; t != nil {
 		certs, err := tlscert.NewStore(e.set.Name, t.Certificates, e.log)
 		if err == nil && t.Watch {
@@ -94,7 +101,35 @@ func (e *FastEngine) Start() error {
 			return fmt.Errorf("sluice: entrypoint %s: tls: %w", e.set.Name, err)
 		}
 		e.certs = certs
-		ln = tls.NewListener(ln, &tls.Config{GetCertificate: certs.GetCertificate, MinVersion: max(t.MinVersion, tls.VersionTLS12), NextProtos: []string{"http/1.1"}})
+	}
+	e.tcp = ln
+	e.set.Address = ln.Addr().String()
+	e.pipe.Port = listenPort(ln.Addr())
+	return nil
+}
+
+// Refusing implements Transport.
+func (e *FastEngine) Refusing() <-chan struct{} {
+	if sl, _ := e.ln.(*serveListener); sl != nil {
+		return sl.closed
+	}
+	return closedChan
+}
+
+// closedChan is a closed channel: a transport that never served refuses from the start.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// ListenerFile implements Transport.
+func (e *FastEngine) ListenerFile() (*os.File, error) { return listenerFile(e.tcp) }
+
+// Start implements Transport.
+func (e *FastEngine) Start() error {
+	if err := e.Listen(); err != nil {
+		return err
+	}
+	ln := e.tcp
+	if t := e.set.TLS; t != nil {
+		ln = tls.NewListener(ln, &tls.Config{GetCertificate: e.certs.GetCertificate, MinVersion: max(t.MinVersion, tls.VersionTLS12), NextProtos: []string{"http/1.1"}})
 	}
 	sl := newServeListener(&countingListener{Listener: ln, n: &e.counters.conns}, e.set.linger)
 	var serveErr error
@@ -110,6 +145,7 @@ func (e *FastEngine) Start() error {
 		return nil
 	case <-e.done:
 		_ = sl.Close()
+		e.tcp = nil
 		if e.certs != nil {
 			e.certs.Close()
 		}
@@ -139,8 +175,13 @@ func (e *FastEngine) Drain(ctx context.Context) error {
 	if e.certs != nil {
 		e.certs.Close()
 	}
+	defer e.release()
 	sl, _ := e.ln.(*serveListener)
 	if sl == nil {
+		if e.tcp != nil && e.ln == nil { // bound (Listen) and never served
+			_ = e.tcp.Close()
+			e.tcp = nil
+		}
 		return nil // not started, or Start failed: nothing runs
 	}
 	// Shutdown closes the listener and idle connections and waits for requests in flight.

@@ -25,6 +25,9 @@ type serveListener struct {
 	once      sync.Once
 	linger    lingerLimits
 
+	closed    chan struct{} // closed once the listening socket is
+	closeOnce sync.Once
+
 	mu    sync.Mutex
 	conns map[*servedConn]struct{}
 	cut   bool          // the drain ran out of time: every connection is closed on sight
@@ -32,7 +35,14 @@ type serveListener struct {
 }
 
 func newServeListener(ln net.Listener, linger lingerLimits) *serveListener {
-	return &serveListener{Listener: ln, accepting: make(chan struct{}), conns: make(map[*servedConn]struct{}), linger: linger}
+	return &serveListener{Listener: ln, accepting: make(chan struct{}), closed: make(chan struct{}), conns: make(map[*servedConn]struct{}), linger: linger}
+}
+
+// Close implements net.Listener: fasthttp's Shutdown calls it first.
+func (l *serveListener) Close() error {
+	err := l.Listener.Close()
+	l.closeOnce.Do(func() { close(l.closed) })
+	return err
 }
 
 // Accept implements net.Listener.

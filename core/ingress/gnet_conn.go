@@ -63,6 +63,7 @@ type gconn struct {
 	inputWaiting atomic.Bool  // the loop holds unparsed bytes that arrived while busy
 	headSince    atomic.Int64 // unix ns when the current request's first byte arrived; 0 when idle or busy
 	idleSince    atomic.Int64 // unix ns when the connection last became idle
+	fresh        atomic.Bool  // no byte of a request has arrived yet (a drain gives it a grace)
 	lingerSince  atomic.Int64 // unix ns when the lingering close began; 0 when not lingering
 	lingerLast   atomic.Int64 // unix ns when the lingering connection last received bytes
 	wrShut       atomic.Bool  // the sending side is closed (shutdown(SHUT_WR) done)
@@ -105,6 +106,7 @@ func newGconn(e *GnetEngine, c gnet.Conn) *gconn {
 	gc.onReplied = gc.replied
 	gc.onEnd = gc.endAfterResponse
 	gc.idleSince.Store(time.Now().UnixNano())
+	gc.fresh.Store(true)
 	return gc
 }
 
@@ -153,6 +155,7 @@ func (gc *gconn) onTraffic() gnet.Action {
 			}
 			if gc.headSince.Load() == 0 {
 				gc.headSince.Store(time.Now().UnixNano())
+				gc.fresh.Store(false)
 			}
 			skip, n := gc.head.Find(buf)
 			if n < 0 {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,6 +21,10 @@ import (
 // per-connection deadlines, so timeouts are enforced by this sweep; a timeout
 // fires up to one interval late.
 const tickInterval = 250 * time.Millisecond
+
+// freshDrainGrace is how long a drain waits for the first request of a connection that was
+// accepted and has sent nothing yet before it closes it.
+const freshDrainGrace = time.Second
 
 // GnetEngine serves one plaintext entrypoint on gnet event loops. Event loops only parse,
 // buffer and write; each request is proxied on its own goroutine, which hands response bytes
@@ -43,7 +48,7 @@ type GnetEngine struct {
 
 	ln         net.Listener // the entrypoint's listener, accepted by acceptLoop
 	lnOnce     sync.Once
-	closing    chan struct{}  // closed with the listener
+	closing    chan struct{}  // closed once the listener is
 	acceptDone chan struct{}  // closed when acceptLoop has returned
 	enrolling  sync.WaitGroup // connections handed to gnet and not yet opened by a loop
 
@@ -55,7 +60,9 @@ type GnetEngine struct {
 	runErr   error
 	draining atomic.Bool
 	counters
-	m *metrics.Entrypoint
+	m         *metrics.Entrypoint
+	release   func() // of the entrypoint's gauges
+	inherited bool   // ln came from Settings.Listener: its accepted connections need keep-alive off
 
 	mu      sync.Mutex
 	live    map[*gconn]struct{}   // open connections, for the deadline sweep
@@ -69,23 +76,45 @@ func NewGnet(set Settings, res pipeline.Resolver, log *slog.Logger) *GnetEngine 
 		log = slog.Default()
 	}
 	e := &GnetEngine{set: set, log: log, running: make(chan struct{}), stopped: make(chan struct{}), acceptDone: make(chan struct{}), closing: make(chan struct{}), live: make(map[*gconn]struct{}), tunnels: make(map[net.Conn]struct{})}
-	e.m = newEntrypointMetrics(set.Name, &e.counters)
+	e.m, e.release = newEntrypointMetrics(set.Name, &e.counters)
 	e.pipe = pipeline.NewEntrypoint(set.Name, false, res, e.m, log)
 	e.pipe.TrustedIPs = set.TrustedIPs
 	return e
 }
 
-// Start implements Transport.
-func (e *GnetEngine) Start() error {
-	// No TCP keep-alive probes, as when gnet listened: idle_timeout ends idle connections.
-	lc := net.ListenConfig{KeepAlive: -1}
-	ln, err := lc.Listen(context.Background(), "tcp", e.set.Address)
-	if err != nil {
-		return fmt.Errorf("sluice: entrypoint %s: %w", e.set.Name, err)
+// Listen implements Transport.
+func (e *GnetEngine) Listen() error {
+	if e.ln != nil {
+		return nil
+	}
+	ln := e.set.Listener
+	if ln == nil {
+		// No TCP keep-alive probes, as when gnet listened: idle_timeout ends idle connections.
+		lc := net.ListenConfig{KeepAlive: -1}
+		var err error
+		if ln, err = lc.Listen(context.Background(), "tcp", e.set.Address); err != nil {
+			return fmt.Errorf("sluice: entrypoint %s: %w", e.set.Name, err)
+		}
+	} else {
+		e.inherited = true
 	}
 	e.set.Address = ln.Addr().String()
 	e.pipe.Port = listenPort(ln.Addr())
 	e.ln = ln
+	return nil
+}
+
+// Refusing implements Transport.
+func (e *GnetEngine) Refusing() <-chan struct{} { return e.closing }
+
+// ListenerFile implements Transport.
+func (e *GnetEngine) ListenerFile() (*os.File, error) { return listenerFile(e.ln) }
+
+// Start implements Transport.
+func (e *GnetEngine) Start() error {
+	if err := e.Listen(); err != nil {
+		return err
+	}
 	e.launched.Store(true)
 	go func() {
 		defer close(e.stopped)
@@ -135,6 +164,9 @@ func (e *GnetEngine) acceptLoop() {
 			continue
 		}
 		delay = 0
+		if tc, ok := c.(*net.TCPConn); ok && e.inherited {
+			_ = tc.SetKeepAlive(false) // as the engine's own listener sets (Listen)
+		}
 		// gnet takes over a copy of the socket and closes c; OnOpen then runs on a loop.
 		ctx := gnet.NewContext(gnet.NewNetConnContext(context.Background(), c), accepted)
 		ch, err := e.eng.Register(ctx)
@@ -154,8 +186,8 @@ func (e *GnetEngine) acceptLoop() {
 // connections.
 func (e *GnetEngine) closeListener() {
 	e.lnOnce.Do(func() {
-		close(e.closing)
 		_ = e.ln.Close()
+		close(e.closing)
 	})
 }
 
@@ -182,7 +214,11 @@ func (e *GnetEngine) Stats() Stats { return e.counters.stats() }
 // Drain implements Transport.
 func (e *GnetEngine) Drain(ctx context.Context) error {
 	e.draining.Store(true)
+	defer e.release()
 	if !e.launched.Load() {
+		if e.ln != nil { // bound (Listen) and never served
+			e.closeListener()
+		}
 		return nil // not started, or the address was busy: nothing runs
 	}
 	// Start returned once gnet ran or failed; only a running engine can be stopped.
@@ -192,8 +228,9 @@ func (e *GnetEngine) Drain(ctx context.Context) error {
 	case <-e.running:
 	}
 	// Refuse new connections at once, then wait until the connections accepted just before have
-	// reached a loop, which closes them (OnOpen, while draining): gnet must not stop with one
-	// still on its way (its registration would wait forever, holding the socket).
+	// reached a loop: gnet must not stop with one still on its way (its registration would
+	// wait forever, holding the socket). Such a connection's request is on its way: it is
+	// served (with Connection: close), or closed after freshDrainGrace if none comes.
 	e.closeListener()
 	<-e.acceptDone
 	e.waitEnrolled()
@@ -277,12 +314,14 @@ func (e *GnetEngine) OnBoot(eng gnet.Engine) gnet.Action {
 	return gnet.None
 }
 
-// OnOpen sets up the connection state, refusing connections while draining or over the limit.
+// OnOpen sets up the connection state, refusing connections over the limit. A connection
+// that opens while the engine drains was accepted before the listener closed: it is served
+// like the others (the sweep gives it freshDrainGrace to send its request).
 func (e *GnetEngine) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	if c.Context() != accepted {
 		return nil, gnet.Close // a connection to gnet's own listener, not one of acceptLoop's
 	}
-	if e.draining.Load() || (e.set.MaxConnections > 0 && e.counters.conns.Load() >= int64(e.set.MaxConnections)) {
+	if e.set.MaxConnections > 0 && e.counters.conns.Load() >= int64(e.set.MaxConnections) {
 		return nil, gnet.Close
 	}
 	gc := newGconn(e, c)
@@ -362,7 +401,11 @@ func (e *GnetEngine) sweep(now int64) {
 			}
 			continue
 		}
-		if draining || now-gc.idleSince.Load() > idleLimit {
+		idle := now - gc.idleSince.Load()
+		// A drain spares a connection that has not sent its first request yet for a moment:
+		// accepted just before the listener closed, its request is on the way (net/http and
+		// fasthttp wait 5 s before they count a new connection as idle).
+		if (draining && (!gc.fresh.Load() || idle > freshDrainGrace.Nanoseconds())) || idle > idleLimit {
 			_ = gc.c.Close()
 		}
 	}

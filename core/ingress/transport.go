@@ -7,8 +7,11 @@ package ingress
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"runtime"
 	"strconv"
 	"sync/atomic"
@@ -23,10 +26,21 @@ import (
 // Transport is one listening entrypoint. Both engines are held to this contract by
 // transport_contract_test.go.
 type Transport interface {
-	// Start binds the listener and begins serving; it returns once the engine serves on the
-	// bound listener (a Drain from then on stops it), or an error naming the entrypoint and the
-	// address, in which case nothing is left running.
+	// Listen binds the listener (or takes Settings.Listener) and loads what the entrypoint
+	// needs before it can serve (a TLS entrypoint's certificates), without accepting a
+	// connection: a reload binds every new listener before it puts its configuration in force.
+	// On an error, which names the entrypoint and the address (or "tls: …"), nothing is left
+	// open. Start calls it when it was not called; a second call does nothing.
+	Listen() error
+	// Start begins serving on the bound listener (binding it first when Listen was not
+	// called); it returns once the engine serves (a Drain from then on stops it), or an error
+	// naming the entrypoint and the address, in which case nothing is left running.
 	Start() error
+	// ListenerFile returns a duplicate of the listening socket's descriptor, for a transport
+	// that takes over the address (Settings.Listener through net.FileListener): both accept from
+	// one socket until this transport drains, so that no connection is refused in between. An
+	// error when the transport is not listening.
+	ListenerFile() (*os.File, error)
 	// Addr is the bound address (useful with port 0).
 	Addr() string
 	// Drain closes the listening socket at once, so that new connections are refused (not
@@ -36,8 +50,24 @@ type Transport interface {
 	// the engine, and returns ctx's error. Drain may be called without Start, after a failed
 	// Start, and more than once (later calls return nil); not concurrently with Start.
 	Drain(ctx context.Context) error
+	// Refusing returns a channel closed once the listening socket is closed: a Drain closes
+	// it first, so that a caller can wait for new connections to be refused before the drain
+	// of what is in flight ends. Valid after Start.
+	Refusing() <-chan struct{}
 	// Stats reports the live connection and request counts.
 	Stats() Stats
+}
+
+// listenerFile returns a duplicate of ln's socket descriptor (ListenerFile).
+func listenerFile(ln net.Listener) (*os.File, error) {
+	if ln == nil {
+		return nil, errors.New("sluice: entrypoint not listening")
+	}
+	f, ok := ln.(interface{ File() (*os.File, error) })
+	if !ok {
+		return nil, fmt.Errorf("sluice: listener %T has no descriptor", ln)
+	}
+	return f.File()
 }
 
 // Stats are live counters of one transport.
@@ -62,6 +92,10 @@ type Settings struct {
 	// TrustedIPs are the peers whose forwarding headers are believed and extended; from any
 	// other peer they are replaced (pipeline.Entrypoint.TrustedIPs). nil: no peer is trusted.
 	TrustedIPs []netip.Prefix
+	// Listener, when set, is a bound TCP listener to serve instead of binding Address: the
+	// socket of a transport this one replaces (Transport.ListenerFile). The transport owns it
+	// and closes it when it drains.
+	Listener net.Listener
 
 	linger lingerLimits // bounds of a lingering close (linger.go); zero: the defaults
 }
@@ -119,10 +153,11 @@ type counters struct {
 	active atomic.Int64
 }
 
-// newEntrypointMetrics registers the gauges of an entrypoint over c and returns its counters.
-func newEntrypointMetrics(name string, c *counters) *metrics.Entrypoint {
-	metrics.EntrypointGauges(name, c.conns.Load, c.active.Load)
-	return metrics.ForEntrypoint(name)
+// newEntrypointMetrics registers the gauges of an entrypoint over c and returns its counters
+// and the release of its gauges, which the transport calls when it has drained.
+func newEntrypointMetrics(name string, c *counters) (*metrics.Entrypoint, func()) {
+	release := metrics.EntrypointGauges(name, c.conns.Load, c.active.Load)
+	return metrics.ForEntrypoint(name), release
 }
 
 func (c *counters) stats() Stats { return Stats{Connections: c.conns.Load(), Active: c.active.Load()} }

@@ -189,12 +189,71 @@ func (e *Entrypoint) GatewayError(status int) {
 }
 
 // EntrypointGauges publishes the live counts of entrypoint name, read at scrape time: open
-// client connections and requests in progress. When an entrypoint of that name was already
-// published, the first functions stay.
-func EntrypointGauges(name string, conns, active func() int64) {
+// client connections and requests in progress. Several sources may count under one name at
+// once (a reload replaced the entrypoint's listener and the old one drains): the gauges show
+// their sum. The returned release removes this source; when the last source of a name is
+// released, its series are removed too (the entrypoint is gone).
+func EntrypointGauges(name string, conns, active func() int64) (release func()) {
+	epGauges.mu.Lock()
+	defer epGauges.mu.Unlock()
+	if epGauges.m == nil {
+		epGauges.m = map[string][]*epSource{}
+	}
+	src := &epSource{conns: conns, active: active}
 	l := labels("entrypoint", name)
-	vm.GetOrCreateGauge(`sluice_open_connections{`+l+`}`, func() float64 { return float64(conns()) })
-	vm.GetOrCreateGauge(`sluice_active_requests{`+l+`}`, func() float64 { return float64(active()) })
+	connsName, activeName := `sluice_open_connections{`+l+`}`, `sluice_active_requests{`+l+`}`
+	if len(epGauges.m[name]) == 0 {
+		vm.GetOrCreateGauge(connsName, func() float64 { return epGauges.sum(name, false) })
+		vm.GetOrCreateGauge(activeName, func() float64 { return epGauges.sum(name, true) })
+	}
+	epGauges.m[name] = append(epGauges.m[name], src)
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			epGauges.mu.Lock()
+			defer epGauges.mu.Unlock()
+			list := epGauges.m[name]
+			for i, s := range list {
+				if s == src {
+					list = append(list[:i:i], list[i+1:]...)
+					break
+				}
+			}
+			if len(list) > 0 {
+				epGauges.m[name] = list
+				return
+			}
+			delete(epGauges.m, name)
+			vm.UnregisterMetric(connsName)
+			vm.UnregisterMetric(activeName)
+		})
+	}
+}
+
+// epSource is one transport's counts of an entrypoint.
+type epSource struct{ conns, active func() int64 }
+
+// epGaugeSources holds the sources of each entrypoint's gauges.
+type epGaugeSources struct {
+	mu sync.Mutex
+	m  map[string][]*epSource
+}
+
+var epGauges epGaugeSources
+
+// sum adds the counts of every source of entrypoint name, at scrape time.
+func (g *epGaugeSources) sum(name string, active bool) float64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var n int64
+	for _, s := range g.m[name] {
+		if active {
+			n += s.active()
+		} else {
+			n += s.conns()
+		}
+	}
+	return float64(n)
 }
 
 // The configuration's load and reload metrics.

@@ -284,3 +284,22 @@ func TestDocsListEveryFamily(t *testing.T) {
 	}
 	require.Len(t, documented, len(Families), "docs/admin-api.md lists only families that exist")
 }
+
+// An entrypoint replaced by a reload counts the connections of both listeners while the old
+// one drains; the series goes when the last listener of the name is released.
+func TestEntrypointGaugesSumListenersOfOneName(t *testing.T) {
+	old := EntrypointGauges("swapped", func() int64 { return 3 }, func() int64 { return 1 })
+	cur := EntrypointGauges("swapped", func() int64 { return 2 }, func() int64 { return 2 })
+	x := scrape(t)
+	require.Contains(t, x.samples["sluice_open_connections"], `sluice_open_connections{entrypoint="swapped"} 5`)
+	require.Contains(t, x.samples["sluice_active_requests"], `sluice_active_requests{entrypoint="swapped"} 3`)
+	old()
+	old() // a second release does nothing
+	x = scrape(t)
+	require.Contains(t, x.samples["sluice_open_connections"], `sluice_open_connections{entrypoint="swapped"} 2`)
+	cur()
+	x = scrape(t)
+	for _, s := range x.samples["sluice_open_connections"] {
+		require.NotContains(t, s, `entrypoint="swapped"`, "a removed entrypoint's series goes")
+	}
+}

@@ -1,0 +1,406 @@
+package gateway_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-gw/sluice/core/config"
+	"github.com/sluice-gw/sluice/core/gateway"
+)
+
+// The reloads of TestReloadsUnderMixedTrafficLoseNothing, spread over the span; -short runs
+// fewer in less time.
+const (
+	loadReloads      = 200
+	loadSpan         = 20 * time.Second
+	loadReloadsShort = 60
+	loadSpanShort    = 6 * time.Second
+	// wsMessages is how many messages one WebSocket session echoes, wsPause apart, so that a
+	// session spans reloads.
+	wsMessages = 40
+	wsPause    = 5 * time.Millisecond
+)
+
+// loadState is what a configuration of the load test sets.
+type loadState struct {
+	engine   string // of web and extra
+	webIdle  string // web's idle_timeout: a change replaces web on its socket
+	extra    bool   // the entrypoint extra exists
+	pair     string // the certificate files of secure: "a" or "b"
+	gen      int    // shown in X-Gen
+	bad      int    // 1: a syntax error, 2: a router naming no service
+	sim, js  string
+	ws, cert string
+}
+
+func (s loadState) toml() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "[entrypoints.web]\naddress = \"127.0.0.1:0\"\nengine = %q\nidle_timeout = %q\n", s.engine, s.webIdle)
+	fmt.Fprintf(&b, "[entrypoints.secure]\naddress = \"127.0.0.1:0\"\nengine = \"fasthttp\"\ntls = { cert_file = %q, key_file = %q }\n",
+		filepath.Join(s.cert, s.pair+".crt"), filepath.Join(s.cert, s.pair+".key"))
+	if s.extra {
+		fmt.Fprintf(&b, "[entrypoints.extra]\naddress = \"127.0.0.1:0\"\nengine = %q\n", s.engine)
+	}
+	plain := "js"
+	if s.bad == 2 {
+		plain = "missing"
+	}
+	fmt.Fprintf(&b, `[admin]
+address = ""
+[providers.file]
+watch = true
+debounce = "10ms"
+[services.llm.load_balancer]
+servers = [{ url = "http://%s" }]
+[services.js.load_balancer]
+servers = [{ url = "http://%s" }]
+[services.ws.load_balancer]
+servers = [{ url = "http://%s" }]
+[routers.chat]
+rule = "PathPrefix(`+"`/v1`"+`)"
+service = "llm"
+middlewares = ["gen"]
+[routers.plain]
+rule = "PathPrefix(`+"`/json`"+`)"
+service = %q
+middlewares = ["gen"]
+[routers.socket]
+rule = "PathPrefix(`+"`/ws`"+`)"
+service = "ws"
+[middlewares.gen]
+type = "headers"
+response_set = { "X-Gen" = "%d" }
+`, s.sim, s.js, s.ws, plain, s.gen)
+	if s.bad == 1 {
+		b.WriteString("[routers.broken\n")
+	}
+	return b.String()
+}
+
+// tally counts one kind of traffic on one entrypoint: exchanges begun, completed whole, and
+// refused before anything was sent (a connection refused: allowed only where the test
+// removes the entrypoint).
+type tally struct {
+	name                  string
+	begun, whole, refused atomic.Int64
+	messages              atomic.Int64 // WebSocket messages echoed
+}
+
+// failures collects what went wrong, for the report.
+type failures struct {
+	mu   sync.Mutex
+	list []string
+}
+
+func (f *failures) add(format string, a ...any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.list = append(f.list, fmt.Sprintf(format, a...))
+}
+
+// streamOnce streams one chat completion from the simulator and checks it arrived whole:
+// every token event and the final [DONE].
+func streamOnce(c *http.Client, base string) error {
+	body := `{"model":"sim","stream":true,"messages":[{"role":"user","content":"reload"}]}`
+	resp, err := c.Post(base+"/v1/chat/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("stream cut after %d bytes: %w", len(b), err)
+	}
+	if resp.StatusCode != 200 || resp.Header.Get("X-Gen") == "" {
+		return fmt.Errorf("status %d gen %q: %.200s", resp.StatusCode, resp.Header.Get("X-Gen"), b)
+	}
+	if !bytes.HasSuffix(b, []byte("data: [DONE]\n\n")) {
+		return fmt.Errorf("stream without [DONE]: %.300q", b)
+	}
+	if n := bytes.Count(b, []byte(`"content":`)); n < 16 {
+		return fmt.Errorf("stream with %d content events of 16", n)
+	}
+	return nil
+}
+
+// jsonOnce requests a plain JSON answer.
+func jsonOnce(c *http.Client, base string) error {
+	resp, err := c.Get(base + "/json")
+	if err != nil {
+		return err
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != 200 || string(b) != `{"ok":true}` || resp.Header.Get("X-Gen") == "" {
+		return fmt.Errorf("status %d body %q gen %q err %v", resp.StatusCode, b, resp.Header.Get("X-Gen"), err)
+	}
+	return nil
+}
+
+// wsSession echoes wsMessages messages through one WebSocket; the count of echoed messages
+// goes to tl.
+func wsSession(ctx context.Context, tl *tally, url string, opts *websocket.DialOptions, id int64) (dialed bool, err error) {
+	c, _, err := websocket.Dial(ctx, url, opts)
+	if err != nil {
+		return false, err
+	}
+	defer c.CloseNow()
+	for k := range wsMessages {
+		m := fmt.Sprintf("session %d message %d", id, k)
+		if err := c.Write(ctx, websocket.MessageText, []byte(m)); err != nil {
+			return true, fmt.Errorf("message %d: %w", k, err)
+		}
+		_, got, err := c.Read(ctx)
+		if err != nil {
+			return true, fmt.Errorf("message %d: %w", k, err)
+		}
+		if string(got) != m {
+			return true, fmt.Errorf("message %d: got %q", k, got)
+		}
+		tl.messages.Add(1)
+		time.Sleep(wsPause) // pacing: a session spans reloads
+	}
+	return true, c.Close(websocket.StatusNormalClosure, "")
+}
+
+// genInForce is the X-Gen value of the configuration in force in g (-1 if none).
+func genInForce(g *gateway.Gateway) int {
+	mw := g.Snapshot().Config.Middlewares["gen"]
+	if mw == nil || mw.Headers == nil || len(mw.Headers.ResponseSet) == 0 {
+		return -1
+	}
+	var n int
+	if _, err := fmt.Sscan(mw.Headers.ResponseSet[0].Value, &n); err != nil {
+		return -1
+	}
+	return n
+}
+
+// refused reports whether err is a connection refused, before anything was sent.
+func refused(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }
+
+// The reload acceptance test. For each engine: reloads from file changes at an even pace while
+// clients stream chat completions through the simulator, fetch JSON and echo WebSocket
+// messages on a plaintext entrypoint of the engine, on a TLS entrypoint (fasthttp) and on an
+// entrypoint that reloads add and remove. Among the reloads: every fifth is invalid (refused,
+// the running configuration stays), some switch the TLS entrypoint to other certificate files
+// (its listener is replaced on the same socket), some renew the certificate files in use, some
+// add or remove the entrypoint extra, some change web's idle_timeout (web is replaced on its
+// socket). Every exchange begun is counted and must end whole: no response lost, no stream or
+// WebSocket cut, no connection refused except a new one to extra after its removal.
+//
+// The streams use a connection each: a request sent on an idle keep-alive connection at the
+// moment a drain closes it is lost unless the client sends it again, which HTTP allows for
+// idempotent requests only (RFC 9112 §9.3.1); Go's client does so for the GETs, which share
+// connections.
+func TestReloadsUnderMixedTrafficLoseNothing(t *testing.T) {
+	reloads, span := loadReloads, loadSpan
+	if testing.Short() {
+		reloads, span = loadReloadsShort, loadSpanShort
+	}
+	sim := startSimulator(t)
+	ws := wsEchoUpstream(t)
+	js := watchUpstream(t).addr()
+	ca := newTestCA(t)
+	certDir := t.TempDir()
+	cns := map[string]string{}
+	renew := func(pair string, n int) {
+		cns[pair] = fmt.Sprintf("%s-%d", pair, n)
+		ca.issue(t, certDir, pair, cns[pair], "127.0.0.1")
+	}
+	renew("a", 0)
+	renew("b", 0)
+	tlsConf := &tls.Config{RootCAs: ca.pool}
+
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "sluice.toml")
+			st := loadState{engine: engine, webIdle: "60s", pair: "a", sim: sim, js: js, ws: ws, cert: certDir}
+			require.NoError(t, os.WriteFile(path, []byte(st.toml()), 0o644))
+			cfg, err := config.Load(path)
+			require.NoError(t, err)
+			g, err := gateway.New(cfg, path, nil)
+			require.NoError(t, err)
+			require.NoError(t, g.Start())
+			t.Cleanup(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				_ = g.Drain(ctx)
+			})
+			web, secure := "http://"+g.Addr("web"), "https://"+g.Addr("secure")
+
+			keepAlive := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConf, MaxIdleConnsPerHost: 8}}
+			perStream := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConf, DisableKeepAlives: true}}
+			wsOpts := &websocket.DialOptions{HTTPClient: &http.Client{Transport: &http.Transport{TLSClientConfig: tlsConf}}}
+			defer keepAlive.CloseIdleConnections()
+
+			var fails failures
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			var tallies []*tally
+			var sessions atomic.Int64
+			// run starts a client loop on entrypoint ep (base "" while it is absent) doing one
+			// exchange per turn.
+			run := func(name string, base func() string, mayRefuse bool, once func(base string) (sent bool, err error)) {
+				tl := &tally{name: name}
+				tallies = append(tallies, tl)
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						b := base()
+						if b == "" {
+							time.Sleep(time.Millisecond) // extra is absent: look again
+							continue
+						}
+						tl.begun.Add(1)
+						sent, err := once(b)
+						switch {
+						case err == nil:
+							tl.whole.Add(1)
+						case mayRefuse && !sent && refused(err):
+							tl.refused.Add(1)
+						default:
+							fails.add("%s: %v", name, err)
+						}
+					}
+				}()
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), span+30*time.Second)
+			defer cancel()
+			stream := func(b string) (bool, error) { return false, streamOnce(perStream, b) }
+			plain := func(b string) (bool, error) { return false, jsonOnce(keepAlive, b) }
+			fixed := func(b string) func() string { return func() string { return b } }
+			extra := func() string {
+				if a := g.Addr("extra"); a != "" {
+					return "http://" + a
+				}
+				return ""
+			}
+			for _, ep := range []struct {
+				name      string
+				base      func() string
+				mayRefuse bool
+			}{{"web", fixed(web), false}, {"secure", fixed(secure), false}, {"extra", extra, true}} {
+				run(ep.name+" streams", ep.base, ep.mayRefuse, stream)
+				run(ep.name+" json", ep.base, ep.mayRefuse, plain)
+				tl := &tally{name: ep.name + " websockets"}
+				tallies = append(tallies, tl)
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						b := ep.base()
+						if b == "" {
+							time.Sleep(time.Millisecond)
+							continue
+						}
+						tl.begun.Add(1)
+						dialed, err := wsSession(ctx, tl, "ws"+strings.TrimPrefix(b, "http")+"/ws", wsOpts, sessions.Add(1))
+						switch {
+						case err == nil:
+							tl.whole.Add(1)
+						case ep.mayRefuse && !dialed && refused(err):
+							tl.refused.Add(1)
+						default:
+							fails.add("%s: %v", tl.name, err)
+						}
+					}
+				}()
+			}
+
+			invalid := 0
+			lastGood := st
+			start := time.Now()
+			for i := 1; i <= reloads; i++ {
+				next := lastGood
+				next.gen, next.bad = i, 0
+				switch {
+				case i%5 == 0:
+					next.bad = 1 + i/5%2
+				case i%4 == 1:
+					next.pair = map[string]string{"a": "b", "b": "a"}[next.pair]
+				case i%4 == 3:
+					renew(next.pair, i)
+				case i%6 == 2:
+					next.extra = !next.extra
+				case i%10 == 6:
+					next.webIdle = map[string]string{"60s": "59s", "59s": "60s"}[next.webIdle]
+				}
+				_, failedBefore := g.Reloads()
+				body := []byte(next.toml())
+				if i%2 == 0 {
+					require.NoError(t, os.WriteFile(path, body, 0o644))
+				} else { // as editors and deployments do: a new file renamed over the old
+					tmp := filepath.Join(dir, ".sluice.toml.tmp")
+					require.NoError(t, os.WriteFile(tmp, body, 0o644))
+					require.NoError(t, os.Rename(tmp, path))
+				}
+				// Wait for this reload: a valid file's generation in force, an invalid file's
+				// refusal counted. (A write in place may be seen as two changes when the test is
+				// descheduled between truncating and writing: a second reload of the same file,
+				// which changes nothing; so the test does not count reloads exactly.)
+				if next.bad == 0 {
+					lastGood = next
+					require.Eventually(t, func() bool { return genInForce(g) == i }, 10*time.Second, time.Millisecond, "reload %d after its file change", i)
+				} else {
+					require.Eventually(t, func() bool { _, f := g.Reloads(); return f > failedBefore }, 10*time.Second, time.Millisecond, "refusal of reload %d", i)
+					invalid++
+				}
+				if d := time.Until(start.Add(time.Duration(i) * span / time.Duration(reloads))); d > 0 {
+					time.Sleep(d) // pacing: the reloads spread over the span
+				}
+			}
+			close(stop)
+			wg.Wait()
+
+			fails.mu.Lock()
+			for i, f := range fails.list {
+				if i == 20 {
+					t.Errorf("… and %d more", len(fails.list)-20)
+					break
+				}
+				t.Error(f)
+			}
+			fails.mu.Unlock()
+			for _, tl := range tallies {
+				t.Logf("%-18s begun %5d whole %5d refused %3d messages %6d", tl.name, tl.begun.Load(), tl.whole.Load(), tl.refused.Load(), tl.messages.Load())
+				require.Equal(t, tl.begun.Load(), tl.whole.Load()+tl.refused.Load(), "%s: every exchange ends whole", tl.name)
+				require.Positive(t, tl.whole.Load(), "%s: traffic ran", tl.name)
+			}
+			require.Equal(t, reloads/5, invalid)
+			okN, failedN := g.Reloads()
+			require.GreaterOrEqual(t, okN, uint64(reloads-invalid))
+			require.GreaterOrEqual(t, failedN, uint64(invalid))
+			require.Equal(t, fmt.Sprint(lastGood.gen), genOf(t, web+"/json"), "the last valid file is in force")
+			require.Equal(t, cns[lastGood.pair], servedCN(t, g.Addr("secure"), "", ca.pool), "the certificate in force is the last one")
+		})
+	}
+}
