@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -192,8 +193,13 @@ func genInForce(g *gateway.Gateway) int {
 	return n
 }
 
-// refused reports whether err is a connection refused, before anything was sent.
-func refused(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }
+// refused reports whether err is a connection refused, before anything was sent: refused
+// outright, or any failure of the connect itself (a connection still in the kernel's accept
+// queue when its listener closes is reset there, and the client's connect fails with it).
+func refused(err error) bool {
+	var op *net.OpError
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.As(err, &op) && op.Op == "dial"
+}
 
 // The reload acceptance test. For each engine: reloads from file changes at an even pace while
 // clients stream chat completions through the simulator, fetch JSON and echo WebSocket
