@@ -51,6 +51,10 @@ func watchDisconnect(c net.Conn, h pipeline.CancelHandle) *disconnectWatch {
 		return w
 	}
 	w.conn = tcp
+	// The server's read deadline bounded reading the request; left in place, it would end the
+	// watch (a timeout, not a departure) while the upstream is still working. Only stop sets
+	// one from here on; fasthttp sets its own again before it reads the next request.
+	_ = tcp.SetReadDeadline(time.Time{})
 	go w.run(rc)
 	return w
 }
