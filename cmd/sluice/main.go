@@ -257,6 +257,9 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	log := newLogger(cfg, stderr)
+	// Parts handed no logger of their own (passive health, scalers, mirror summaries, any
+	// library) write through slog's default: it is this one, so every line follows [log].
+	slog.SetDefault(log)
 	g, err := gateway.New(cfg, *path, log)
 	if err != nil {
 		printErrors(stderr, err)
