@@ -20,7 +20,9 @@
 package rollout
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"math"
 	"sync"
 	"time"
@@ -271,6 +273,14 @@ func (c *controller) record(event, detail string) {
 		c.history = append(c.history[:0], c.history[1:]...)
 	}
 	c.history = append(c.history, Event{At: time.Now(), Event: event, ToPercent: c.toPercent(), Detail: detail})
+	// The log tells an operator what the admin API's history does, as it happens; a rollback
+	// is a warning.
+	level := slog.LevelInfo
+	if event == metrics.RolloutRollback {
+		level = slog.LevelWarn
+	}
+	slog.Log(context.Background(), level, "rollout", "service", c.s.service, "event", event,
+		"from", c.s.revs[c.cfg.From].Name, "to", c.s.revs[c.cfg.To].Name, "to_percent", c.toPercent(), "detail", detail)
 }
 
 func (c *controller) toPercent() float64 { return float64(c.w[c.cfg.To]) * 100 / share.Scale }
@@ -419,7 +429,7 @@ func (c *controller) advance(now time.Time) {
 
 // complete ends a rollout whose old revision has no share left. c.mu is held.
 func (c *controller) complete() {
-	c.state = StateCompleted
+	c.state, c.waiting = StateCompleted, false
 	c.m.SetState(metrics.RolloutCompleted)
 	c.m.Event(metrics.RolloutDone)
 	c.record(metrics.RolloutDone, fmt.Sprintf("%s has %v%% of the traffic", c.s.revs[c.cfg.To].Name, c.toPercent()))
@@ -434,7 +444,7 @@ func (c *controller) rollback(why string) {
 	c.w[from] += c.w[to]
 	c.w[to] = 0
 	c.s.setWeights(c.w)
-	c.state, c.reason = StateRolledBack, why
+	c.state, c.reason, c.waiting = StateRolledBack, why, false
 	c.m.SetState(metrics.RolloutRolledBack)
 	c.m.Event(metrics.RolloutRollback)
 	c.record(metrics.RolloutRollback, why)

@@ -1,11 +1,15 @@
 package rollout
 
 import (
+	"bytes"
+	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluice-gw/sluice/core/metrics"
 	"github.com/sluice-gw/sluice/core/pipeline"
 )
 
@@ -70,4 +74,46 @@ func TestHistogramQuantileIsAnUpperBoundWithinABucket(t *testing.T) {
 	require.GreaterOrEqual(t, p99, 990*time.Millisecond)
 	require.Less(t, p99, 1090*time.Millisecond, "within one bucket (9%)")
 	require.Equal(t, time.Duration(0), (&hist{}).quantile(.99))
+}
+
+// A step that waited for its samples and then crossed a threshold is rolled back and waits no
+// more; each decision is logged as it happens, the rollback as a warning.
+func TestRollbackAfterWaitingIsLoggedAndEndsTheWait(t *testing.T) {
+	var buf syncBuffer
+	prev := slog.Default()
+	slog.SetDefault(slog.New(slog.NewJSONHandler(&buf, nil)))
+	t.Cleanup(func() { slog.SetDefault(prev) })
+	s := New("seed-wait", []Revision{{Name: "v1", Percent: 90, Backends: []int{0}}, {Name: "v2", Percent: 10, Backends: []int{1}}},
+		&Config{From: 0, To: 1, StepPercent: 10, StepInterval: 10 * time.Millisecond, MaxErrorRate: 0.05, MinSamples: 20})
+	t.Cleanup(s.Close)
+	deadline := time.Now().Add(5 * time.Second)
+	for !s.Rollout().Waiting {
+		require.True(t, time.Now().Before(deadline), "the step never waited for its samples")
+		time.Sleep(time.Millisecond) // polling the status, not asserting on time
+	}
+	feed(s, 20, 2, time.Millisecond) // half of them fail
+	st := s.Rollout()
+	require.Equal(t, StateRolledBack, st.State)
+	require.False(t, st.Waiting, "a rolled-back rollout waits for nothing")
+	log := buf.String()
+	require.Contains(t, log, `"msg":"rollout","service":"seed-wait","event":"`+metrics.RolloutWaiting+`"`)
+	require.Regexp(t, `"level":"WARN","msg":"rollout","service":"seed-wait","event":"`+metrics.RolloutRollback+`".*"detail":"[^"]*error rate`, log)
+}
+
+// syncBuffer is a bytes.Buffer safe for the logger's concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
