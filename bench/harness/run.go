@@ -47,6 +47,9 @@ type Options struct {
 	AltTarget string
 	// Path is the request path; default "/v1/chat/completions".
 	Path string
+	// Headers are extra request header fields, each "Name: value" (an API key:
+	// "Authorization: Bearer KEY"), sent on every workload request.
+	Headers []string
 	// Workload is json, sse, chat-multiturn or mixed.
 	Workload string
 	// Concurrency is the number of closed-loop connections, each sending its

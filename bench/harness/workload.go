@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 )
 
 // Workload names accepted by Options.Workload.
@@ -74,9 +75,17 @@ type requestGen struct {
 }
 
 func newRequestGen(o *Options, hostport string, seed uint64) (*requestGen, error) {
+	head := "POST " + o.Path + " HTTP/1.1\r\nHost: " + hostport + "\r\nContent-Type: application/json\r\n"
+	for _, h := range o.Headers {
+		name, value, ok := strings.Cut(h, ":")
+		if !ok || strings.TrimSpace(name) == "" || strings.ContainsAny(h, "\r\n") || strings.ContainsAny(name, " \t") {
+			return nil, fmt.Errorf("harness: header %q: want \"Name: value\" on one line", h)
+		}
+		head += name + ": " + strings.TrimSpace(value) + "\r\n"
+	}
 	g := &requestGen{
 		kind:      o.Workload,
-		head:      "POST " + o.Path + " HTTP/1.1\r\nHost: " + hostport + "\r\nContent-Type: application/json\r\n",
+		head:      head,
 		model:     o.Model,
 		maxTokens: o.MaxTokens,
 		turns:     o.Turns,

@@ -82,6 +82,10 @@ func runCmd(ctx context.Context, args []string) error {
 	fs.StringVar(&o.Target, "target", "", "base URL of the target, http://host:port (required)")
 	fs.StringVar(&o.Workload, "workload", harness.WorkloadJSON, "json, sse, chat-multiturn or mixed")
 	fs.StringVar(&o.Path, "path", harness.DefaultPath, "request path")
+	fs.Func("header", `extra request header "Name: value", repeatable (an API key: --header "Authorization: Bearer KEY")`, func(v string) error {
+		o.Headers = append(o.Headers, v)
+		return nil
+	})
 	fs.IntVar(&o.Concurrency, "concurrency", 0, "closed loop: keep-alive connections, one request in flight each")
 	fs.Float64Var(&o.Rate, "rate", 0, "open loop: requests per second (latency from the intended send time)")
 	fs.BoolVar(&o.Poisson, "poisson", false, "open loop: exponential gaps instead of constant")
