@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
@@ -174,7 +175,7 @@ func (g *Group) poll(ctx context.Context, i int) {
 	m := &g.members[i]
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, g.urls[i], nil)
 	if err != nil {
-		m.Worker.failed("bad server URL", time.Now())
+		g.failed(m, "bad server URL", time.Now())
 		return
 	}
 	req.Header.Set("Accept", "application/json")
@@ -184,7 +185,7 @@ func (g *Group) poll(ctx context.Context, i int) {
 	resp, err := g.client.Do(req)
 	if err != nil {
 		if g.ctx.Err() == nil { // not a poll cut short by Stop
-			m.Worker.failed(describe(err), time.Now())
+			g.failed(m, describe(err), time.Now())
 		}
 		return
 	}
@@ -196,18 +197,26 @@ func (g *Group) poll(ctx context.Context, i int) {
 	case resp.StatusCode == http.StatusNotFound:
 		m.Worker.plain(now)
 	case resp.StatusCode != http.StatusOK:
-		m.Worker.failed("status "+strconv.Itoa(resp.StatusCode)+statusHint(resp.StatusCode), wall)
+		g.failed(m, "status "+strconv.Itoa(resp.StatusCode)+statusHint(resp.StatusCode), wall)
 	case err != nil:
-		m.Worker.failed(describe(err), wall)
+		g.failed(m, describe(err), wall)
 	case len(body) > maxObservationBytes:
-		m.Worker.failed("observation over 64 KiB", wall)
+		g.failed(m, "observation over 64 KiB", wall)
 	default:
 		o, err := ParseObservation(body)
 		if err != nil {
-			m.Worker.failed(err.Error(), wall)
+			g.failed(m, err.Error(), wall)
 			return
 		}
 		m.Worker.observed(o, m.LB.Active.Load(), now, wall)
+	}
+}
+
+// failed records a failed poll of m and logs it when its reason is new, so that a worker the
+// gateway cannot observe (a wrong key, a crash) is said once, not every interval.
+func (g *Group) failed(m *Member, reason string, wall time.Time) {
+	if m.Worker.failed(reason, wall) {
+		slog.Warn("worker observation failed; the worker gets no request that needs one", "service", g.cfg.Service, "server", m.Name, "error", reason)
 	}
 }
 

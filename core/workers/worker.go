@@ -96,13 +96,16 @@ func (w *Worker) plain(now int64) {
 }
 
 // failed records a poll that got no usable answer: the last observation stays (and goes
-// stale by its age) with the reason beside it.
-func (w *Worker) failed(reason string, wall time.Time) {
+// stale by its age) with the reason beside it. It reports whether the reason is new (the
+// previous poll succeeded or failed otherwise).
+func (w *Worker) failed(reason string, wall time.Time) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	r := *w.load()
+	changed := r.err != reason
 	r.err, r.errWall = reason, wall
 	w.cur.Store(&r)
+	return changed
 }
 
 // View is a Worker's state for display (the admin API).

@@ -1,9 +1,13 @@
 package workers
 
 import (
+	"bytes"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -283,6 +287,10 @@ func TestGroupPolls(t *testing.T) {
 	for i, u := range urls {
 		members[i] = Member{URL: u, Name: u, LB: &balancer.Backend{ID: i}}
 	}
+	var logBuf syncBuffer
+	prevLog := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&logBuf, nil)))
+	defer slog.SetDefault(prevLog)
 	g := NewGroup(Config{Service: "svc", Interval: 20 * time.Millisecond, TTL: time.Second, APIKey: "pk-1"}, members)
 	g.Start()
 	g.Start()
@@ -299,6 +307,13 @@ func TestGroupPolls(t *testing.T) {
 	require.Contains(t, g.members[3].Worker.View().Error, "malformed observation")
 	require.Equal(t, "connection refused", g.members[4].Worker.View().Error)
 	require.Equal(t, Unknown, g.members[4].Worker.View().Kind)
+	// Each failing server is logged once for its reason, however often it is polled.
+	seen := polls.Load()
+	waitFor(t, func() bool { return polls.Load() >= seen+3 })
+	log := logBuf.String()
+	require.Equal(t, 1, strings.Count(log, "server="+denied.URL+" error=\"status 401"), log)
+	require.Equal(t, 1, strings.Count(log, "server=http://127.0.0.1:1 error=\"connection refused\""), log)
+	require.NotContains(t, log, "server="+worker.URL)
 
 	g.Stop()
 	g.Stop()
@@ -349,4 +364,22 @@ func waitFor(t *testing.T, cond func() bool) {
 		require.True(t, time.Now().Before(deadline), "condition not met within 5s")
 		time.Sleep(5 * time.Millisecond) // polling for the condition, not asserting on time
 	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the logger's concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
