@@ -490,3 +490,18 @@ address = ""
 	require.GreaterOrEqual(t, spread, (tokens-1)*itl/2, "the events arrived together: %v apart", spread)
 	require.NoError(t, cmd.Wait())
 }
+
+// ALPN: a client that offers HTTP/1.1 or HTTP/1.0 (curl --http1.0) agrees on its protocol
+// (RFC 7301 §3.2: no common protocol is a handshake failure).
+func TestTLSALPNOffersEveryHTTP1Version(t *testing.T) {
+	ca := newTestCA(t)
+	cert, key := ca.issue(t, t.TempDir(), "srv", "srv", "127.0.0.1")
+	up := serveUpstream(t, echo)
+	_, addr := startGateway(t, "fasthttp", up.addr(), fmt.Sprintf(`tls = { cert_file = %q, key_file = %q }`, cert, key))
+	for _, offer := range []string{"http/1.1", "http/1.0"} {
+		c, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: ca.pool, NextProtos: []string{offer}})
+		require.NoError(t, err, offer)
+		require.Equal(t, offer, c.ConnectionState().NegotiatedProtocol)
+		_ = c.Close()
+	}
+}

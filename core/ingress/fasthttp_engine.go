@@ -129,7 +129,7 @@ func (e *FastEngine) Start() error {
 	}
 	ln := e.tcp
 	if t := e.set.TLS; t != nil {
-		ln = tls.NewListener(ln, &tls.Config{GetCertificate: e.certs.GetCertificate, MinVersion: max(t.MinVersion, tls.VersionTLS12), NextProtos: []string{"http/1.1"}})
+		ln = tls.NewListener(ln, &tls.Config{GetCertificate: e.certs.GetCertificate, MinVersion: max(t.MinVersion, tls.VersionTLS12), NextProtos: []string{"http/1.1", "http/1.0"}})
 	}
 	sl := newServeListener(&countingListener{Listener: ln, n: &e.counters.conns}, e.set.linger)
 	var serveErr error
