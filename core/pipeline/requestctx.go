@@ -33,14 +33,17 @@ type RequestCtx struct {
 	client      netip.Addr // ClientAddr, once computed for the request
 	clientKnown bool
 
-	ep      *Entrypoint
-	route   *Route
-	service *Service // where the request goes: the route's, or one a stage chose
-	hooks   *Chain
-	slots   [maxSlots]slot
-	backend *Backend // held (Acquire'd) until Finish
-	tried   *Backend // the last backend tried, for the outcome
-	start   time.Time
+	ep       *Entrypoint
+	route    *Route
+	service  *Service // where the request goes: the route's, or one a stage chose
+	hooks    *Chain
+	slots    [maxSlots]slot
+	backend  *Backend // held (Acquire'd) until Finish
+	tried    *Backend // the last backend tried, for the outcome
+	try      int      // tries on the current service (exchange)
+	attempts int      // attempts that reached an upstream (exchange, the retry stages)
+	last     error    // the answer if no backend answers (exchange)
+	start    time.Time
 
 	x         *pool.Exchange
 	choice    balancer.Choice
