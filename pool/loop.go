@@ -163,3 +163,6 @@ func (p *Pool) IdleTimeout() time.Duration { return p.o.IdleTimeout }
 
 // MaxIdle returns how many idle connections may be kept (Options.MaxIdleConns).
 func (p *Pool) MaxIdle() int { return p.o.MaxIdleConns }
+
+// Closed reports whether Close was called: the pool's configuration was retired.
+func (p *Pool) Closed() bool { return p.isClosed() }

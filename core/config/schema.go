@@ -16,6 +16,9 @@ const (
 	EngineGnet Engine = "gnet"
 	// EngineFasthttp is valyala/fasthttp's Server; required for TLS.
 	EngineFasthttp Engine = "fasthttp"
+	// UpstreamIOWorker and UpstreamIOLoop are the values of entrypoints.<name>.upstream_io.
+	UpstreamIOWorker = "worker"
+	UpstreamIOLoop   = "loop"
 )
 
 // Load-balancing strategies accepted by [services.<name>.load_balancer] strategy.
@@ -44,6 +47,7 @@ const (
 // Defaults applied by Load to keys that are absent.
 const (
 	DefaultEngine                = EngineGnet
+	DefaultUpstreamIO            = UpstreamIOWorker
 	DefaultReadHeaderTimeout     = 10 * time.Second
 	DefaultIdleTimeout           = 60 * time.Second
 	DefaultClientStallTimeout    = 60 * time.Second
@@ -145,6 +149,11 @@ type Entrypoint struct {
 	// EventLoops sets the number of gnet event loops explicitly; 0 (the default) follows
 	// Multicore. Range 0..1024.
 	EventLoops int `toml:"event_loops"`
+	// UpstreamIO is where the gnet engine does a request's upstream I/O: "worker" (a worker
+	// goroutine per request, the default) or "loop" (the event loop that owns the client
+	// connection exchanges with plain-HTTP upstreams itself; requests it cannot serve there
+	// fall back to a worker). Engine "gnet" only.
+	UpstreamIO string `toml:"upstream_io"`
 	// DrainTimeout is how long in-flight requests may finish after SIGTERM
 	// before connections are closed. Default 30s.
 	DrainTimeout time.Duration `toml:"drain_timeout"`
@@ -426,6 +435,7 @@ func (e *Entrypoint) setDefaults() {
 	e.MaxBodyBytes = DefaultMaxBodyBytes
 	e.Multicore = true
 	e.DrainTimeout = DefaultDrainTimeout
+	e.UpstreamIO = DefaultUpstreamIO
 }
 
 func (lb *LoadBalancer) setDefaults() {

@@ -41,6 +41,7 @@ type RequestCtx struct {
 	backend  *Backend // held (Acquire'd) until Finish
 	tried    *Backend // the last backend tried, for the outcome
 	try      int      // tries on the current service (exchange)
+	hadX     bool     // the upstream exchange was released before Finish (ReleaseUpstream)
 	attempts int      // attempts that reached an upstream (exchange, the retry stages)
 	last     error    // the answer if no backend answers (exchange)
 	start    time.Time
@@ -176,7 +177,7 @@ func (rc *RequestCtx) reset(ep *Entrypoint) {
 	rc.route, rc.service, rc.hooks, rc.backend, rc.tried = nil, nil, nil, nil, nil
 	clear(rc.slots[:])
 	rc.start = time.Now()
-	rc.x = nil
+	rc.x, rc.hadX = nil, false
 	rc.choice.Reset()
 	rc.framing, rc.sse, rc.keepAlive, rc.isHEAD, rc.ended = relay.None, false, rc.Req.KeepAlive, false, false
 	rc.maxFwd = -1

@@ -1051,7 +1051,7 @@ func (rc *RequestCtx) Finish() {
 	o := &rc.outcome
 	if rc.upgraded {
 		o.BytesOut = rc.tunnelOut
-	} else if rc.x != nil {
+	} else if rc.x != nil || rc.hadX {
 		o.BytesOut = rc.relay.Bytes()
 		if !rc.relayComplete() && !o.Canceled && o.UpstreamError == "" && !rc.replied {
 			o.Canceled = true // the engine stopped before the end: the client left
