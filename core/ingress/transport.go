@@ -130,6 +130,9 @@ func (s *Settings) eventLoops() int {
 	switch {
 	case s.EventLoops > 0:
 		return s.EventLoops
+	case s.Multicore && s.UpstreamLoop:
+		// No worker goroutines do the upstream I/O: the loops do, one per CPU.
+		return runtime.NumCPU()
 	case s.Multicore:
 		return max(1, runtime.NumCPU()/2)
 	default:
