@@ -144,7 +144,8 @@ type Entrypoint struct {
 	// them would route /v1%2Fadmin as /v1/admin past a rule that excludes /v1/admin.
 	AllowEncodedSlash bool `toml:"allow_encoded_slash"`
 	// Multicore runs several gnet event loops (half the CPUs, at least one: the other half
-	// runs the proxy workers that do the upstream I/O) instead of one. Default true.
+	// runs the proxy workers that do the upstream I/O; one per CPU with UpstreamIO "loop")
+	// instead of one. Default true.
 	Multicore bool `toml:"multicore"`
 	// EventLoops sets the number of gnet event loops explicitly; 0 (the default) follows
 	// Multicore. Range 0..1024.
