@@ -27,7 +27,8 @@ import (
 
 // LoopRoute reports whether the request may run on an event loop: its route (as the
 // configuration in force resolves it now) has a service of plain-HTTP backends and no stage
-// but completion stages, and it is no WebSocket upgrade. Stages may wait (admission queues) or cost CPU (JSON, signatures),
+// but completion stages, a service with no hooks, mirror or stream deadlines, and it is no
+// WebSocket upgrade. Stages may wait (admission queues) or cost CPU (JSON, signatures),
 // which an event loop must not; TLS upstreams handshake. Anything else runs on a worker.
 func (ep *Entrypoint) LoopRoute(req *http1.Request) bool {
 	if asksWebSocket(req) {
@@ -45,9 +46,13 @@ func (rt *Route) onLoop() bool {
 	case 2:
 		return false
 	}
-	ok := rt.Service != nil && rt.Chain.onlyCompletes()
+	// A service's own stages (revisions, scaling) may hold a request, a mirror copies its
+	// body, and stream deadlines run timers against the exchange: all stay on workers.
+	svc := rt.Service
+	ok := svc != nil && rt.Chain.onlyCompletes() && len(svc.Hooks) == 0 && svc.Mirror == nil &&
+		!svc.StreamTimeouts.Enabled()
 	if ok {
-		for _, b := range rt.Service.Backends {
+		for _, b := range svc.Backends {
 			if b.Pool == nil || b.Pool.IsTLS() {
 				ok = false
 				break
@@ -107,6 +112,7 @@ func (rc *RequestCtx) LoopExchange(b *Backend) *pool.Exchange {
 		return nil
 	}
 	x.Idempotent = rc.idempotent()
+	rc.sent = time.Now()
 	return x
 }
 
