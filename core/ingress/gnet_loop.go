@@ -3,6 +3,7 @@ package ingress
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -309,11 +310,12 @@ func (gc *gconn) dial(b *pipeline.Backend) {
 				if res.Err == nil {
 					return // upOpened runs on the loop
 				}
-				err = res.Err
+				eerr = res.Err
 			} else {
 				_ = nc.Close()
-				err = eerr
 			}
+			// Not on the loop: nothing was sent, so the request may try another backend.
+			err = fmt.Errorf("sluice: upstream %s: enroll: %w: %w", b.Pool.Addr(), pool.ErrDial, eerr)
 		}
 		_ = el.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
 			e.dialFailed(uc, err)
