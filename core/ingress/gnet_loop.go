@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -97,7 +98,8 @@ type upConn struct {
 	idleAt   int64 // unix ns when it went idle
 	closed   bool  // gnet closed it (OnClose): c must not be touched
 	closeErr error
-	detached bool // handed to a worker: its gnet connection closes, the socket lives on
+	detached bool         // handed to a worker: its gnet connection closes, the socket lives on
+	handoff  *handoffConn // the worker's connection to the socket, once detached
 	release  func(reusable bool)
 }
 
@@ -444,9 +446,9 @@ func (gc *gconn) handoff() {
 	uc := gc.lxUp
 	nc, err := detachSocket(uc)
 	if err != nil {
-		// No socket to hand over: end the exchange as a failed upstream.
-		_ = uc.Close()
-		gc.relay()
+		// No socket to hand over (out of descriptors): the exchange cannot go on within its
+		// bound, so the connection ends (loopClosed completes the request).
+		_ = gc.c.Close()
 		return
 	}
 	rc.Exchange().Handoff(nc)
@@ -474,8 +476,10 @@ func (gc *gconn) relayRest() {
 	gc.finishServe(err == nil && rc.KeepAlive())
 }
 
-// detachSocket duplicates uc's socket into a blocking net.Conn that first returns the bytes
-// the loop holds unread, and closes the gnet connection (detached: its OnClose is silent).
+// detachSocket duplicates uc's socket into a blocking net.Conn for a worker and closes the gnet
+// connection. gnet's close is asynchronous: until it runs, the loop may still read the socket,
+// so the bytes it read and did not relay, and those it reads until then, go in front of the
+// socket's, and the worker reads the socket only once the loop no longer does (upClosed).
 func detachSocket(uc *upConn) (net.Conn, error) {
 	fd, err := uc.c.Dup()
 	if err != nil {
@@ -487,33 +491,52 @@ func detachSocket(uc *upConn) (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	var rest []byte
+	h := &handoffConn{Conn: nc, ready: make(chan struct{}), done: make(chan struct{})}
 	if n := uc.c.InboundBuffered(); n > 0 {
-		rest = make([]byte, n)
-		_, _ = uc.c.Read(rest)
+		h.rest = make([]byte, n)
+		_, _ = uc.c.Read(h.rest)
 	}
 	uc.detached = true
+	uc.handoff = h
 	uc.owner = nil
 	_ = uc.c.Close()
-	if len(rest) == 0 {
-		return nc, nil
-	}
-	return &prefixConn{Conn: nc, rest: rest}, nil
+	return h, nil
 }
 
-// prefixConn reads rest before the connection.
-type prefixConn struct {
+// handoffConn is an upstream socket taken off its event loop: it returns rest, the bytes the
+// loop read, before reading the socket itself, which it does only once ready is closed (the
+// loop has let go of the socket).
+type handoffConn struct {
 	net.Conn
-	rest []byte
+	rest      []byte // appended by the loop until ready is closed
+	ready     chan struct{}
+	done      chan struct{} // closed by Close
+	closeOnce sync.Once
 }
 
-func (p *prefixConn) Read(b []byte) (int, error) {
-	if len(p.rest) > 0 {
-		n := copy(b, p.rest)
-		p.rest = p.rest[n:]
+// took runs on the loop: bytes it read from the socket after the hand-off.
+func (h *handoffConn) took(p []byte) { h.rest = append(h.rest, p...) }
+
+// released runs on the loop once gnet has closed its copy of the socket.
+func (h *handoffConn) released() { close(h.ready) }
+
+func (h *handoffConn) Read(b []byte) (int, error) {
+	select {
+	case <-h.ready:
+	case <-h.done:
+		return 0, net.ErrClosed
+	}
+	if len(h.rest) > 0 {
+		n := copy(b, h.rest)
+		h.rest = h.rest[n:]
 		return n, nil
 	}
-	return p.Conn.Read(b)
+	return h.Conn.Read(b)
+}
+
+func (h *handoffConn) Close() error {
+	h.closeOnce.Do(func() { close(h.done) })
+	return h.Conn.Close()
 }
 
 // endLoop ends the loop's part of the request: the upstream connection goes back to the idle
@@ -592,6 +615,13 @@ func (gc *gconn) checkDeadline(now int64) {
 // upstream events, dispatched by the engine's handlers.
 
 func (e *GnetEngine) upTraffic(uc *upConn) gnet.Action {
+	if uc.detached {
+		// Read after the hand-off, before gnet's close ran: the worker gets it first.
+		if buf, _ := uc.c.Next(-1); len(buf) > 0 {
+			uc.handoff.took(buf)
+		}
+		return gnet.None
+	}
 	if uc.owner == nil || uc.owner.lxUp != uc {
 		// Idle: an upstream that sends unasked is not in step with its requests.
 		return gnet.Close
@@ -602,6 +632,7 @@ func (e *GnetEngine) upTraffic(uc *upConn) gnet.Action {
 
 func (e *GnetEngine) upClosed(uc *upConn, err error) {
 	if uc.detached {
+		uc.handoff.released()
 		return
 	}
 	uc.closed, uc.closeErr = true, err

@@ -117,3 +117,81 @@ func TestLoopBackpressureBoundsMemory(t *testing.T) {
 		t.Fatal("the upstream connection was not closed after the client left")
 	}
 }
+
+// A body handed from the loop to a worker mid-way (the client fell behind) arrives whole and
+// in order: the bytes the loop had read, and those it read while letting go of the socket,
+// come before the socket's.
+func TestLoopHandoffKeepsBodyIntact(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ln.Close() })
+	const size = 24 << 20
+	pattern := func(i int) byte { return byte(i*7 + i>>13) }
+	stalled := make(chan struct{})
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		if !readHead(bufio.NewReader(c)) {
+			return
+		}
+		_, _ = c.Write([]byte("HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Length: 25165824\r\n\r\n"))
+		buf := make([]byte, 64<<10)
+		once := false
+		for off := 0; off < size; {
+			n := min(len(buf), size-off)
+			for i := 0; i < n; i++ {
+				buf[i] = pattern(off + i)
+			}
+			_ = c.SetWriteDeadline(time.Now().Add(300 * time.Millisecond))
+			w, err := c.Write(buf[:n])
+			off += w
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				if !once {
+					once = true
+					close(stalled) // the client reads nothing yet: the gateway holds back
+				}
+				_ = c.SetWriteDeadline(time.Time{})
+				m, err := c.Write(buf[w:n])
+				off += m
+				if err != nil {
+					return
+				}
+				continue
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+
+	tr := startLoopEngine(t, ln.Addr().String())
+	c, err := net.Dial("tcp", tr.Addr())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	// The client's receive buffer keeps its default: one smaller than the loopback MSS never
+	// opens by a segment, so its window updates would wait on the sender's zero-window probes.
+	_, err = c.Write([]byte("GET /big HTTP/1.1\r\nHost: gw\r\n\r\n"))
+	require.NoError(t, err)
+	select {
+	case <-stalled:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the upstream never stalled")
+	}
+	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	r := bufio.NewReaderSize(c, 64<<10)
+	require.True(t, readHead(r), "response head")
+	got := make([]byte, 64<<10)
+	for off := 0; off < size; {
+		n, err := r.Read(got[:min(len(got), size-off)])
+		for i := 0; i < n; i++ {
+			if got[i] != pattern(off+i) {
+				t.Fatalf("byte %d: got %d, want %d", off+i, got[i], pattern(off+i))
+			}
+		}
+		off += n
+		require.NoError(t, err, "after %d bytes", off)
+	}
+}
