@@ -76,6 +76,9 @@ func (x *Exchange) ReadBody(buf []byte, raw bool) (n int, err error) {
 		if err == nil {
 			continue
 		}
+		if err == ErrWouldBlock {
+			return 0, err // a loop-driven conn with nothing more to read yet
+		}
 		if x.aborted.Load() {
 			return 0, x.fail(ErrAborted)
 		}

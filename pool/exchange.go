@@ -44,6 +44,8 @@ type Exchange struct {
 	broken bool  // conn must not be reused (until-close body, extra bytes, upgrade, error)
 	err    error // sticky error of RoundTrip/ReadBody
 	rerr   error // read error that arrived together with bytes, reported on the next read
+	got    bool  // a response byte arrived on the current conn (readHead resumes on a loop)
+	lc     conn  // the conn of a loop-driven exchange (AttachLoop), kept to save an allocation
 }
 
 var exchangePool = sync.Pool{New: func() any {
@@ -74,10 +76,15 @@ func ReleaseExchange(x *Exchange) {
 	x.dialCancel = nil
 	x.mu.Unlock()
 	if c != nil {
-		if !aborted && x.done && !x.broken && x.err == nil && x.rerr == nil &&
-			x.lo == x.hi && x.Resp.KeepAlive {
+		reusable := !aborted && x.done && !x.broken && x.err == nil && x.rerr == nil &&
+			x.lo == x.hi && x.Resp.KeepAlive
+		switch {
+		case c.release != nil:
+			c.release(reusable) // a loop-driven conn goes back to its loop
+			x.lc = conn{}
+		case reusable:
 			x.p.put(c)
-		} else {
+		default:
 			x.p.discard(c)
 		}
 	}
@@ -89,7 +96,7 @@ func ReleaseExchange(x *Exchange) {
 	x.armed = time.Time{}
 	x.dialed = 0
 	x.dec.Reset()
-	x.done, x.broken = false, false
+	x.done, x.broken, x.got = false, false, false
 	x.err, x.rerr = nil, nil
 	x.Idempotent = false
 	exchangePool.Put(x)
@@ -201,6 +208,12 @@ func (x *Exchange) RoundTrip(p *Pool, head, body []byte, isHEAD bool) error {
 	if err != nil {
 		return x.fail(err)
 	}
+	x.setMode(isHEAD)
+	return nil
+}
+
+// setMode records how the body of the response head just read is delimited.
+func (x *Exchange) setMode(isHEAD bool) {
 	x.mode = x.Resp.BodyMode(isHEAD)
 	switch {
 	case x.Resp.Status == 101:
@@ -218,7 +231,6 @@ func (x *Exchange) RoundTrip(p *Pool, head, body []byte, isHEAD bool) error {
 	case x.mode == http1.BodyUntilClose:
 		x.broken = true
 	}
-	return nil
 }
 
 func (x *Exchange) fail(err error) error {
@@ -250,6 +262,7 @@ func (x *Exchange) attach(p *Pool, fresh bool) (reused bool, err error) {
 	x.mu.Unlock()
 	x.lo, x.hi = 0, 0
 	x.rerr = nil
+	x.got = false
 	return reused, nil
 }
 
@@ -358,7 +371,6 @@ func (x *Exchange) write(c *conn, head, body []byte) error {
 func (x *Exchange) readHead(c *conn) (retry bool, err error) {
 	lim := x.p.o.Limits
 	maxBuf := x.p.o.maxHeadBuf()
-	got := false // any response byte received
 	interim := 0
 	// The scan resumes where it stopped when more bytes arrive; its offsets are relative to
 	// hbuf[lo:], which compaction and growth keep.
@@ -408,14 +420,17 @@ func (x *Exchange) readHead(c *conn) (retry bool, err error) {
 		n, rerr := c.nc.Read(x.hbuf[x.hi:])
 		x.hi += n
 		if n > 0 {
-			got = true
+			x.got = true
 			if rerr != nil {
 				x.rerr = rerr
 			}
 			continue
 		}
 		if rerr != nil {
-			return !got && x.Idempotent && isConnDrop(rerr), x.ioErr(rerr, "read response head")
+			if rerr == ErrWouldBlock {
+				return false, rerr // a loop-driven conn: the rest of the head has not arrived yet
+			}
+			return !x.got && x.Idempotent && isConnDrop(rerr), x.ioErr(rerr, "read response head")
 		}
 	}
 }

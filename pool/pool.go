@@ -16,6 +16,9 @@ type conn struct {
 	raw    net.Conn // the TCP socket: Abort closes this one, at once, without a TLS close_notify
 	idleAt int64    // monotonic ns when it was put in the idle stack
 	pk     peeker   // non-blocking liveness check of an idle conn (peek_*.go)
+	// release, when set, takes the conn back at the end of an exchange instead of the pool: a
+	// conn driven by an event loop returns to that loop's idle list (AttachLoop).
+	release func(reusable bool)
 }
 
 func (c *conn) close() { _ = c.raw.Close() }

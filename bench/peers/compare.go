@@ -116,8 +116,8 @@ func (o *CompareOptions) normalize() error {
 		o.Engines = []string{EngineGnet, EngineFasthttp}
 	}
 	for _, e := range o.Engines {
-		if e != EngineGnet && e != EngineFasthttp {
-			return fmt.Errorf("peers: unknown sluice engine %q (want gnet, fasthttp)", e)
+		if e != EngineGnet && e != EngineGnetLoop && e != EngineFasthttp {
+			return fmt.Errorf("peers: unknown sluice engine %q (want gnet, gnet-loop, fasthttp)", e)
 		}
 	}
 	if len(o.Workloads) == 0 {

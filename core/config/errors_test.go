@@ -421,6 +421,14 @@ func TestLoadErrorPositions(t *testing.T) {
 			},
 		},
 		{
+			name: "upstream_io unknown, and loop on fasthttp",
+			data: withMinimal(`[entrypoints.api]`, `address = ":9"`, `upstream_io = "epoll"`, `[entrypoints.b]`, `address = ":10"`, `engine = "fasthttp"`, `upstream_io = "loop"`),
+			want: []string{
+				`t.toml:9:15: entrypoints.api.upstream_io "epoll": want one of "worker", "loop"`,
+				`t.toml:13:15: entrypoints.b.upstream_io "loop" needs engine "gnet" (event loops); engine "fasthttp" does its upstream I/O on its own goroutines`,
+			},
+		},
+		{
 			name: "sizes out of range",
 			data: withMinimal(`[entrypoints.api]`, `address = ":9"`, `max_header_bytes = 100`, `max_body_bytes = 0`, `max_connections = -1`),
 			want: []string{

@@ -16,6 +16,9 @@ const (
 	EngineGnet Engine = "gnet"
 	// EngineFasthttp is valyala/fasthttp's Server; required for TLS.
 	EngineFasthttp Engine = "fasthttp"
+	// UpstreamIOWorker and UpstreamIOLoop are the values of entrypoints.<name>.upstream_io.
+	UpstreamIOWorker = "worker"
+	UpstreamIOLoop   = "loop"
 )
 
 // Load-balancing strategies accepted by [services.<name>.load_balancer] strategy.
@@ -44,6 +47,7 @@ const (
 // Defaults applied by Load to keys that are absent.
 const (
 	DefaultEngine                = EngineGnet
+	DefaultUpstreamIO            = UpstreamIOWorker
 	DefaultReadHeaderTimeout     = 10 * time.Second
 	DefaultIdleTimeout           = 60 * time.Second
 	DefaultClientStallTimeout    = 60 * time.Second
@@ -140,11 +144,17 @@ type Entrypoint struct {
 	// them would route /v1%2Fadmin as /v1/admin past a rule that excludes /v1/admin.
 	AllowEncodedSlash bool `toml:"allow_encoded_slash"`
 	// Multicore runs several gnet event loops (half the CPUs, at least one: the other half
-	// runs the proxy workers that do the upstream I/O) instead of one. Default true.
+	// runs the proxy workers that do the upstream I/O; one per CPU with UpstreamIO "loop")
+	// instead of one. Default true.
 	Multicore bool `toml:"multicore"`
 	// EventLoops sets the number of gnet event loops explicitly; 0 (the default) follows
 	// Multicore. Range 0..1024.
 	EventLoops int `toml:"event_loops"`
+	// UpstreamIO is where the gnet engine does a request's upstream I/O: "worker" (a worker
+	// goroutine per request, the default) or "loop" (the event loop that owns the client
+	// connection exchanges with plain-HTTP upstreams itself; requests it cannot serve there
+	// fall back to a worker). Engine "gnet" only.
+	UpstreamIO string `toml:"upstream_io"`
 	// DrainTimeout is how long in-flight requests may finish after SIGTERM
 	// before connections are closed. Default 30s.
 	DrainTimeout time.Duration `toml:"drain_timeout"`
@@ -426,6 +436,7 @@ func (e *Entrypoint) setDefaults() {
 	e.MaxBodyBytes = DefaultMaxBodyBytes
 	e.Multicore = true
 	e.DrainTimeout = DefaultDrainTimeout
+	e.UpstreamIO = DefaultUpstreamIO
 }
 
 func (lb *LoadBalancer) setDefaults() {

@@ -26,6 +26,7 @@ var middlewareTypes = map[string]bool{
 var (
 	strategies = []string{StrategyRoundRobin, StrategyWeighted, StrategyLeastConnections, StrategyRandom}
 	engines    = []string{EngineGnet, EngineFasthttp}
+	upstreamIO = []string{UpstreamIOWorker, UpstreamIOLoop}
 	logLevels  = []string{"debug", "info", "warn", "error"}
 	logFormats = []string{"text", "json"}
 )
@@ -297,6 +298,12 @@ func (c *Config) validate(e *errs, lookup func(string) (string, bool)) {
 		}
 		if ep.MaxBodyBytes < 1 {
 			e.add(c.ValuePos(append(path, "max_body_bytes")...), "entrypoints.%s.max_body_bytes %d: want at least 1 byte", name, ep.MaxBodyBytes)
+		}
+		switch {
+		case !oneOf(ep.UpstreamIO, upstreamIO):
+			e.add(c.ValuePos(append(path, "upstream_io")...), "entrypoints.%s.upstream_io %q: want one of %s", name, c.shown(ep.UpstreamIO, append(path, "upstream_io")...), quoteAll(upstreamIO))
+		case ep.UpstreamIO == UpstreamIOLoop && ep.Engine != EngineGnet:
+			e.add(c.ValuePos(append(path, "upstream_io")...), "entrypoints.%s.upstream_io \"loop\" needs engine \"gnet\" (event loops); engine %q does its upstream I/O on its own goroutines", name, ep.Engine)
 		}
 		if ep.EventLoops < 0 || ep.EventLoops > 1024 {
 			e.add(c.ValuePos(append(path, "event_loops")...), "entrypoints.%s.event_loops %d: want 0 (automatic) to 1024", name, ep.EventLoops)

@@ -22,7 +22,7 @@ func compressConfig(engine, upstream string) string {
 	return fmt.Sprintf(`
 [entrypoints.web]
 address = "127.0.0.1:0"
-engine = %q
+engine = %s
 [admin]
 address = ""
 [services.up.load_balancer]
@@ -34,7 +34,7 @@ middlewares = ["zip"]
 [middlewares.zip]
 type = "compress"
 min_size = 1024
-`, engine, upstream)
+`, engineTOML(engine), upstream)
 }
 
 // rawClient leaves Accept-Encoding and decoding to the test.

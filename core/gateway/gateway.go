@@ -97,6 +97,7 @@ func Settings(ep *config.Entrypoint) ingress.Settings {
 		MaxConnections:     ep.MaxConnections,
 		Multicore:          ep.Multicore,
 		EventLoops:         ep.EventLoops,
+		UpstreamLoop:       ep.UpstreamIO == config.UpstreamIOLoop,
 		TrustedIPs:         ep.TrustedNets,
 	}
 	if ep.TLS != nil {

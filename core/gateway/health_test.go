@@ -64,7 +64,7 @@ func healthConfig(engine, lb string, servers ...*healthServer) string {
 	return fmt.Sprintf(`
 [entrypoints.web]
 address = "127.0.0.1:0"
-engine = %q
+engine = %s
 [admin]
 address = ""
 [routers.api]
@@ -73,7 +73,7 @@ service = "up"
 [services.up.load_balancer]
 servers = [%s]
 %s
-`, engine, list, lb)
+`, engineTOML(engine), list, lb)
 }
 
 func startHealthGateway(t *testing.T, path, toml string) (*gateway.Gateway, string) {

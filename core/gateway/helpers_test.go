@@ -21,8 +21,18 @@ import (
 // deadUpstream is an address where nothing listens, for upstreams that refuse connections.
 const deadUpstream = "127.0.0.1:1"
 
-// engines are the two ingress engines; every gateway behaviour test runs on both.
-var engines = []string{"gnet", "fasthttp"}
+// engines are the two ingress engines, gnet with each place for its upstream I/O (worker
+// goroutines, or the event loop: "gnet-loop"); every gateway behaviour test runs on each.
+var engines = []string{"gnet", "gnet-loop", "fasthttp"}
+
+// engineTOML is the entrypoint's engine key for one of engines, quoted, with the upstream_io
+// line "gnet-loop" needs.
+func engineTOML(engine string) string {
+	if engine == "gnet-loop" {
+		return `"gnet"` + "\nupstream_io = \"loop\""
+	}
+	return strconv.Quote(engine)
+}
 
 // startGateway runs a gateway with one entrypoint of the given engine proxying every path to
 // upstream ("host:port"); extra is appended to the entrypoint's table. It returns the
@@ -49,7 +59,7 @@ func startGatewayTOML(t testing.TB, engine, rule, extra, lb string) (*gateway.Ga
 	toml := fmt.Sprintf(`
 [entrypoints.web]
 address = "127.0.0.1:0"
-engine = %q
+engine = %s
 %s
 
 [routers.api]
@@ -61,7 +71,7 @@ service = "up"
 
 [admin]
 address = ""
-`, engine, extra, rule, lb)
+`, engineTOML(engine), extra, rule, lb)
 	cfg, err := config.LoadBytes("test.toml", []byte(toml))
 	require.NoError(t, err)
 	g, err := gateway.New(cfg, "", nil)

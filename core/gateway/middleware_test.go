@@ -105,7 +105,7 @@ func TestRateLimitHoldsTheRate(t *testing.T) {
 			base := startGatewayConfig(t, fmt.Sprintf(`
 [entrypoints.web]
 address = "127.0.0.1:0"
-engine = %q
+engine = %s
 [routers.api]
 rule = "PathPrefix(`+"`/`"+`)"
 service = "up"
@@ -118,7 +118,7 @@ rate = 3000   # 50 a second
 burst = 5
 [admin]
 address = ""
-`, engine, up.addr()))
+`, engineTOML(engine), up.addr()))
 			// Four clients keep the bucket drained even when the machine is busy: a lone client
 			// that stalls longer than a token's 20 ms lets tokens pass unused (the bucket holds
 			// only its burst), which is the limiter working, not admitting less than its rate.
@@ -193,7 +193,7 @@ func TestBreakerKeepsAFailingBackendOut(t *testing.T) {
 			base := startGatewayConfig(t, fmt.Sprintf(`
 [entrypoints.web]
 address = "127.0.0.1:0"
-engine = %q
+engine = %s
 [routers.pair]
 rule = "PathPrefix(`+"`/pair`"+`)"
 service = "pair"
@@ -212,7 +212,7 @@ failure_threshold = 2
 cooldown_secs = 30
 [admin]
 address = ""
-`, engine, bad.addr(), good.addr(), lone.addr()))
+`, engineTOML(engine), bad.addr(), good.addr(), lone.addr()))
 			badURL, loneURL := "http://"+bad.addr(), "http://"+lone.addr()
 			require.Equal(t, 0, breakerState(t, "cb", badURL))
 			for bad.hits.Load() < 2 {
@@ -248,7 +248,7 @@ func TestBreakerHalfOpensAndCloses(t *testing.T) {
 			base := startGatewayConfig(t, fmt.Sprintf(`
 [entrypoints.web]
 address = "127.0.0.1:0"
-engine = %q
+engine = %s
 [routers.api]
 rule = "PathPrefix(`+"`/`"+`)"
 service = "up"
@@ -262,7 +262,7 @@ cooldown_secs = 0.2
 success_threshold = 2
 [admin]
 address = ""
-`, engine, up.addr()))
+`, engineTOML(engine), up.addr()))
 			url := "http://" + up.addr()
 			require.Equal(t, 502, get(t, base+"/").StatusCode)
 			waitFor(t, func() bool { return breakerState(t, "cb", url) != 0 })
@@ -300,7 +300,7 @@ func TestBreakerOnAModelRouterFallsBack(t *testing.T) {
 			base := startGatewayConfig(t, fmt.Sprintf(`
 [entrypoints.web]
 address = "127.0.0.1:0"
-engine = %q
+engine = %s
 [routers.openai]
 rule = "PathPrefix(`+"`/v1`"+`)"
 models = true
@@ -319,7 +319,7 @@ service = "backup"
 priority = 1
 [admin]
 address = ""
-`, engine, bad.addr(), good.addr()))
+`, engineTOML(engine), bad.addr(), good.addr()))
 			post := func() int {
 				resp, err := mwClient.Post(base+"/v1/chat/completions", "application/json", strings.NewReader(fmt.Sprintf(chatBody, "m")))
 				require.NoError(t, err)
@@ -366,7 +366,7 @@ func TestJWTAuthenticatesOnBothEngines(t *testing.T) {
 			base := startGatewayConfig(t, fmt.Sprintf(`
 [entrypoints.web]
 address = "127.0.0.1:0"
-engine = %q
+engine = %s
 [routers.hmac]
 rule = "PathPrefix(`+"`/hmac`"+`)"
 service = "up"
@@ -390,7 +390,7 @@ type = "jwt"
 public_key_file = %q
 [admin]
 address = ""
-`, engine, up.addr(), keyFile))
+`, engineTOML(engine), up.addr(), keyFile))
 			now := time.Now()
 			bearer := func(tok string) []string { return []string{"Authorization", "Bearer " + tok} }
 			valid := hs256(t, []byte(jwtSecret), now.Add(time.Hour))
@@ -451,7 +451,7 @@ func TestMiddlewaresRunInConfiguredOrder(t *testing.T) {
 			base := startGatewayConfig(t, fmt.Sprintf(`
 [entrypoints.web]
 address = "127.0.0.1:0"
-engine = %q
+engine = %s
 [routers.auth-first]
 rule = "PathPrefix(`+"`/a`"+`)"
 service = "up"
@@ -477,7 +477,7 @@ burst = 1
 type = "circuit-breaker"
 [admin]
 address = ""
-`, engine, up.addr()))
+`, engineTOML(engine), up.addr()))
 			tok := []string{"Authorization", "Bearer " + hs256(t, []byte(jwtSecret), time.Now().Add(time.Hour))}
 			require.Equal(t, 401, get(t, base+"/a").StatusCode)
 			require.Equal(t, 200, get(t, base+"/a", tok...).StatusCode, "the refused request spent no token")

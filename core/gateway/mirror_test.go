@@ -82,7 +82,7 @@ func TestMirrorCopiesItsShareWithIdenticalBodies(t *testing.T) {
 			_, addr, admin := startConfigGateway(t, fmt.Sprintf(`
 [entrypoints.web]
 address = "127.0.0.1:0"
-engine = %q
+engine = %s
 [admin]
 address = "127.0.0.1:0"
 [routers.api]
@@ -95,7 +95,7 @@ service = "shadow"
 percentage = 10
 [services.shadow.load_balancer]
 servers = [{ url = "http://%s" }]
-`, engine, svc, svc, sim, svc, sh.addr()))
+`, engineTOML(engine), svc, svc, sim, svc, sh.addr()))
 			var sent []string
 			for i := 0; i < 100; i++ {
 				body := fmt.Sprintf(`{"model":"m","messages":[{"role":"user","content":"request %d"}],"max_tokens":2}`, i)

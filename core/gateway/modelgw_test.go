@@ -57,7 +57,7 @@ func startModelGatewayAdmin(t *testing.T, engine, sim string) (string, string) {
 	toml := fmt.Sprintf(`
 [entrypoints.web]
 address = "127.0.0.1:0"
-engine = %q
+engine = %s
 [admin]
 address = "127.0.0.1:0"
 [routers.openai]
@@ -118,7 +118,7 @@ api_key_sha256 = [%q]
 [consumers.chat-only.grants]
 models = ["chat-model"]
 endpoints = ["/v1/chat/completions"]
-`, engine, sim, deadAddr, sha(teamAKey), sha(teamBKey), sha(teamCKey), sha(chatOnlyKey))
+`, engineTOML(engine), sim, deadAddr, sha(teamAKey), sha(teamBKey), sha(teamCKey), sha(chatOnlyKey))
 	cfg, err := config.LoadBytes("models.toml", []byte(toml))
 	require.NoError(t, err)
 	g, err := gateway.New(cfg, "", nil)
@@ -406,7 +406,7 @@ func TestModelRouterMovesOverloadRefusals(t *testing.T) {
 			toml := fmt.Sprintf(`
 [entrypoints.web]
 address = "127.0.0.1:0"
-engine = %q
+engine = %s
 [admin]
 address = ""
 [routers.openai]
@@ -420,7 +420,7 @@ servers = [{ url = "http://%s" }, { url = "http://%s" }]
 service = "mixed"
 [models.b.targets.t]
 service = "busy"
-`, engine, busy429.addr(), ok.addr(), busy429.addr(), busy503.addr())
+`, engineTOML(engine), busy429.addr(), ok.addr(), busy429.addr(), busy503.addr())
 			cfg, err := config.LoadBytes("overload.toml", []byte(toml))
 			require.NoError(t, err)
 			g, err := gateway.New(cfg, "", nil)

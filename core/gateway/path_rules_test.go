@@ -148,7 +148,7 @@ func startBusy(t *testing.T, address, engine, admin string) error {
 	cfg, err := config.LoadBytes("busy.toml", []byte(fmt.Sprintf(`
 [entrypoints.web]
 address = %q
-engine = %q
+engine = %s
 [routers.all]
 rule = "PathPrefix(`+"`/`"+`)"
 service = "up"
@@ -158,7 +158,7 @@ servers = [{ url = "http://127.0.0.1:1" }]
 
 [admin]
 address = %q
-`, address, engine, admin)))
+`, address, engineTOML(engine), admin)))
 	require.NoError(t, err)
 	g, err := gateway.New(cfg, "", nil)
 	require.NoError(t, err)

@@ -25,7 +25,7 @@ func TestPolicyMiddlewaresOnBothEngines(t *testing.T) {
 			base := startGatewayConfig(t, fmt.Sprintf(`
 [entrypoints.web]
 address = "127.0.0.1:0"
-engine = %q
+engine = %s
 [admin]
 address = ""
 [services.up.load_balancer]
@@ -58,7 +58,7 @@ max_bytes = 16
 [middlewares.office]
 type = "ip-allow"
 source_range = ["192.0.2.0/24"]
-`, engine, up.addr()))
+`, engineTOML(engine), up.addr()))
 			addr := strings.TrimPrefix(base, "http://")
 			c := dial(t, addr)
 			r := bufio.NewReader(c)

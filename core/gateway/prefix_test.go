@@ -58,7 +58,7 @@ func startPrefixGatewayAt(t *testing.T, engine string, addrs []string) (string, 
 	toml := fmt.Sprintf(`
 [entrypoints.web]
 address = "127.0.0.1:0"
-engine = %q
+engine = %s
 [admin]
 address = "127.0.0.1:0"
 [log]
@@ -113,7 +113,7 @@ generation = 1
 [consumers.staging-1.grants]
 models = ["*"]
 endpoints = ["*"]
-`, engine, logPath, strings.Join(servers, ", "), sha("k-prod-1"), sha("k-prod-1b"), sha("k-prod-2"), sha("k-staging-1"))
+`, engineTOML(engine), logPath, strings.Join(servers, ", "), sha("k-prod-1"), sha("k-prod-1b"), sha("k-prod-2"), sha("k-staging-1"))
 	cfg, err := config.LoadBytes("prefix.toml", []byte(toml))
 	require.NoError(t, err)
 	g, err := gateway.New(cfg, "", nil)

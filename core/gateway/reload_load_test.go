@@ -52,11 +52,11 @@ type loadState struct {
 
 func (s loadState) toml() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "[entrypoints.web]\naddress = \"127.0.0.1:0\"\nengine = %q\nidle_timeout = %q\n", s.engine, s.webIdle)
+	fmt.Fprintf(&b, "[entrypoints.web]\naddress = \"127.0.0.1:0\"\nengine = %s\nidle_timeout = %q\n", engineTOML(s.engine), s.webIdle)
 	fmt.Fprintf(&b, "[entrypoints.secure]\naddress = \"127.0.0.1:0\"\nengine = \"fasthttp\"\ntls = { cert_file = %q, key_file = %q }\n",
 		filepath.Join(s.cert, s.pair+".crt"), filepath.Join(s.cert, s.pair+".key"))
 	if s.extra {
-		fmt.Fprintf(&b, "[entrypoints.extra]\naddress = \"127.0.0.1:0\"\nengine = %q\n", s.engine)
+		fmt.Fprintf(&b, "[entrypoints.extra]\naddress = \"127.0.0.1:0\"\nengine = %s\n", engineTOML(s.engine))
 	}
 	plain := "js"
 	if s.bad == 2 {

@@ -30,7 +30,7 @@ func TestRetryMiddlewareOnBothEngines(t *testing.T) {
 			base := startGatewayConfig(t, fmt.Sprintf(`
 [entrypoints.web]
 address = "127.0.0.1:0"
-engine = %q
+engine = %s
 [admin]
 address = ""
 [services.up.load_balancer]
@@ -44,7 +44,7 @@ type = "retry"
 attempts = 3
 initial_backoff = "1ms"
 max_backoff = "5ms"
-`, engine, up.addr()))
+`, engineTOML(engine), up.addr()))
 			resp := get(t, base+"/v1/models")
 			require.Equal(t, 200, resp.StatusCode)
 			require.Equal(t, int32(3), n.Load())

@@ -28,7 +28,7 @@ func scaledConfigEngine(t *testing.T, engine, startup string, scaling string) st
 	return fmt.Sprintf(`
 [entrypoints.web]
 address = "127.0.0.1:0"
-engine = %q
+engine = %s
 [admin]
 address = "127.0.0.1:0"
 [routers.api]
@@ -42,7 +42,7 @@ executor = "exec"
 [services.llm.scaling.exec]
 command = [%q, "--listen", "127.0.0.1:{port}", "--startup-delay", %q, "--ttft", "20ms", "--itl", "2ms", "--tokens", "4"]
 stop_timeout = "2s"
-`, engine, scaling, llmsimBin, startup)
+`, engineTOML(engine), scaling, llmsimBin, startup)
 }
 
 type scalingView struct {

@@ -279,3 +279,31 @@ func TestUnrequestedUpgradeIs502(t *testing.T) {
 		})
 	}
 }
+
+// An upstream that goes silent mid-stream for longer than stream_idle_timeout ends the
+// client's stream with the SSE error event, as one that resets it does.
+func TestStalledUpstreamEndsStreamWithErrorEvent(t *testing.T) {
+	up := serveUpstreamU(t, func(u *upstream, c net.Conn, r *bufio.Reader, _ string, _ []byte) bool {
+		u.watchClose(r)
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+		ev := "data: {\"i\":0}\n\n"
+		fmt.Fprintf(c, "%x\r\n%s\r\n", len(ev), ev)
+		<-u.stop // silent until the gateway gives up (or cleanup)
+		return false
+	})
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			_, addr := startGatewayServers(t, engine, `servers = [{ url = "http://`+up.addr()+`" }]
+stream_idle_timeout = "300ms"`)
+			c := dial(t, addr)
+			_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			send(t, c, "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Length: 2\r\n\r\n{}")
+			resp := readResponse(t, bufio.NewReader(c), false)
+			require.Equal(t, 200, resp.status)
+			s := string(resp.body)
+			require.Contains(t, s, `data: {"i":0}`)
+			require.NotContains(t, s, "[DONE]")
+			require.Contains(t, s, "event: error")
+		})
+	}
+}

@@ -44,7 +44,7 @@ func TestWebSocketSurvivesReload(t *testing.T) {
 				require.NoError(t, os.WriteFile(path, []byte(fmt.Sprintf(`
 [entrypoints.web]
 address = "127.0.0.1:0"
-engine = %q
+engine = %s
 [routers.ws]
 rule = "PathPrefix(`+"`/`"+`)"
 service = "up"
@@ -53,7 +53,7 @@ servers = [{ url = "http://%s" }]
 max_idle_conns = %d
 [admin]
 address = ""
-`, engine, ln.Addr(), idleConns)), 0o600))
+`, engineTOML(engine), ln.Addr(), idleConns)), 0o600))
 			}
 			write(8)
 			cfg, err := config.Load(path)

@@ -127,7 +127,7 @@ func workerGatewayTOML(engine string, urls []string, extra string) string {
 	return fmt.Sprintf(`
 [entrypoints.web]
 address = "127.0.0.1:0"
-engine = %q
+engine = %s
 [admin]
 address = "127.0.0.1:0"
 [routers.openai]
@@ -152,7 +152,7 @@ deployment_generation = 3
 service = "fleet"
 priority = 1
 deployment_generation = 2
-`, engine, strings.Join(servers, ", "), extra)
+`, engineTOML(engine), strings.Join(servers, ", "), extra)
 }
 
 type workerRow struct {

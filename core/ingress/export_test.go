@@ -1,6 +1,11 @@
 package ingress
 
-import "time"
+import (
+	"context"
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+)
 
 // WithLinger returns set with the bounds of its lingering closes replaced, so that tests can
 // watch a bound end one quickly; a zero bound keeps its default.
@@ -8,3 +13,54 @@ func WithLinger(set Settings, total, idle time.Duration, maxBytes int64) Setting
 	set.linger = lingerLimits{total: total, idle: idle, bytes: maxBytes}
 	return set
 }
+
+// LoopServed returns how many requests the event loops of a gnet engine served on the loop
+// path (upstream_io = "loop").
+func LoopServed(tr Transport) int64 {
+	e := tr.(*GnetEngine)
+	var n int64
+	e.loops.Range(func(_, v any) bool {
+		ls := v.(*loopState)
+		ch := make(chan int64, 1)
+		if ls.el.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
+			ch <- ls.served
+			return nil
+		})) == nil {
+			n += <-ch
+		}
+		return true
+	})
+	return n
+}
+
+// ConnBuffered returns, for each open client connection of a gnet engine, the response bytes
+// the gateway holds for it: the loop's outbound buffer, the bytes a worker queued for it, and
+// what its upstream connection on the loop holds unread.
+func ConnBuffered(tr Transport) []int64 {
+	e := tr.(*GnetEngine)
+	e.mu.Lock()
+	conns := make([]*gconn, 0, len(e.live))
+	for gc := range e.live {
+		conns = append(conns, gc)
+	}
+	e.mu.Unlock()
+	var out []int64
+	for _, gc := range conns {
+		ch := make(chan int64, 1)
+		err := gc.c.Wake(func(c gnet.Conn, _ error) error {
+			n := int64(c.OutboundBuffered()) + gc.queued.Load()
+			if uc := gc.lxUp; uc != nil && uc.alive() {
+				n += int64(uc.c.InboundBuffered())
+			}
+			ch <- n
+			return nil
+		})
+		if err == nil {
+			out = append(out, <-ch)
+		}
+	}
+	return out
+}
+
+// LoopBufferBound is what a connection's exchange may hold in the gateway on either path.
+const LoopBufferBound = sendHighWaterBytes + 2*64<<10

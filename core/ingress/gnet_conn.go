@@ -56,6 +56,7 @@ type gconn struct {
 	continueSent bool
 	replyQueued  bool  // the last reply waits behind queued response writes: the FIN must too
 	lingerBytes  int64 // discarded while lingering
+	loopX              // the upstream exchange when the event loop drives it (gnet_loop.go)
 
 	// Shared with the worker goroutine and the deadline sweep.
 	busy         atomic.Bool  // a request is in flight
@@ -105,6 +106,7 @@ func newGconn(e *GnetEngine, c gnet.Conn) *gconn {
 	gc.onProbe = gc.probed
 	gc.onReplied = gc.replied
 	gc.onEnd = gc.endAfterResponse
+	gc.endFn = gc.endOnWorker
 	gc.idleSince.Store(time.Now().UnixNano())
 	gc.fresh.Store(true)
 	return gc
@@ -133,6 +135,9 @@ func (gc *gconn) onTraffic() gnet.Action {
 		case phaseLinger:
 			return gc.onLinger()
 		case phaseBusy:
+			if gc.onLoop {
+				gc.checkDeadline(time.Now().UnixNano())
+			}
 			if !gc.finished.Load() {
 				// Pipelined bytes wait until the response in flight is done, but not without bound.
 				if int64(c.InboundBuffered()) > int64(lim.HeaderBytes())+lim.BodyBytes() {
@@ -335,6 +340,9 @@ func (gc *gconn) dispatch() {
 	if gc.c.InboundBuffered() > 0 {
 		gc.inputWaiting.Store(true) // a pipelined request is already here
 	}
+	if gc.e.set.UpstreamLoop && gc.startLoop() {
+		return
+	}
 	gc.phase = phaseBusy
 	gc.headSince.Store(0)
 	gc.busy.Store(true)
@@ -349,7 +357,13 @@ func (gc *gconn) dispatch() {
 // serve proxies gc.req; it runs on its own goroutine and must not touch loop-owned state
 // other than the request.
 func (gc *gconn) serve() {
-	keepAlive := gc.proxy()
+	gc.finishServe(gc.proxy())
+}
+
+// finishServe ends the connection's request after its response: the connection waits for
+// the next request, or closes once the response has left. It may wait (for a slow client's
+// last bytes), except when keepAlive holds or the client is gone.
+func (gc *gconn) finishServe(keepAlive bool) {
 	gc.e.counters.active.Add(-1)
 	if cap(gc.rc.Req.Body) > maxKeptBodyBytes {
 		gc.rc.Req.Body = nil // an idle connection does not keep a large body's buffer
@@ -399,6 +413,20 @@ func (gc *gconn) proxy() bool {
 // (backpressure: the relay then stops reading the upstream), and closes a client that reads
 // nothing for ClientStallTimeout.
 func (gc *gconn) Send(bp *[]byte, lo, hi int) error {
+	if gc.onLoop {
+		if gc.closed.Load() {
+			pipeline.ReleaseBuf(bp)
+			return errClientGone
+		}
+		// On the event loop: gnet buffers what the socket does not take; the loop's relay
+		// bounds that (gnet_loop.go).
+		_, err := gc.c.Write((*bp)[lo:hi])
+		pipeline.ReleaseBuf(bp)
+		if err != nil {
+			return errClientGone
+		}
+		return nil
+	}
 	if gc.queued.Load() == 0 && gc.outbound.Load() == 0 {
 		n, err := gc.writeDirect((*bp)[lo:hi])
 		if err != nil {

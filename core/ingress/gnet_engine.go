@@ -67,6 +67,8 @@ type GnetEngine struct {
 	mu      sync.Mutex
 	live    map[*gconn]struct{}   // open connections, for the deadline sweep
 	tunnels map[net.Conn]struct{} // WebSocket tunnels, off the event loops (websocket.go)
+
+	loops sync.Map // gnet.EventLoop → *loopState: upstream connections per loop (gnet_loop.go)
 }
 
 // NewGnet returns an engine for the entrypoint described by set, routing with res.
@@ -318,6 +320,12 @@ func (e *GnetEngine) OnBoot(eng gnet.Engine) gnet.Action {
 // that opens while the engine drains was accepted before the listener closed: it is served
 // like the others (the sweep gives it freshDrainGrace to send its request).
 func (e *GnetEngine) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
+	if uc, ok := c.Context().(*upConn); ok {
+		// An upstream connection enrolled by the loop path: not a client, outside the client
+		// limits and the drain.
+		e.upOpened(uc, c)
+		return nil, gnet.None
+	}
 	if c.Context() != accepted {
 		return nil, gnet.Close // a connection to gnet's own listener, not one of acceptLoop's
 	}
@@ -335,9 +343,12 @@ func (e *GnetEngine) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 
 // OnClose cancels the connection's in-flight upstream exchange at once: this is the gateway's
 // fastest signal that a client left (0-1 ms measured on loopback).
-func (e *GnetEngine) OnClose(c gnet.Conn, _ error) gnet.Action {
+func (e *GnetEngine) OnClose(c gnet.Conn, err error) gnet.Action {
 	gc, ok := c.Context().(*gconn)
 	if !ok {
+		if uc, ok := c.Context().(*upConn); ok {
+			e.upClosed(uc, err)
+		}
 		return gnet.None
 	}
 	if gc.detaching.Load() {
@@ -347,6 +358,7 @@ func (e *GnetEngine) OnClose(c gnet.Conn, _ error) gnet.Action {
 		}
 	}
 	gc.markClosed()
+	gc.loopClosed()
 	e.mu.Lock()
 	delete(e.live, gc)
 	e.mu.Unlock()
@@ -358,6 +370,9 @@ func (e *GnetEngine) OnClose(c gnet.Conn, _ error) gnet.Action {
 func (e *GnetEngine) OnTraffic(c gnet.Conn) gnet.Action {
 	gc, ok := c.Context().(*gconn)
 	if !ok {
+		if uc, ok := c.Context().(*upConn); ok {
+			return e.upTraffic(uc)
+		}
 		return gnet.Close
 	}
 	return gc.onTraffic()
@@ -367,7 +382,11 @@ func (e *GnetEngine) OnTraffic(c gnet.Conn) gnet.Action {
 // which ticks at once, after the event loops: the first tick says they take connections.
 func (e *GnetEngine) OnTick() (time.Duration, gnet.Action) {
 	e.runOnce.Do(func() { close(e.running) })
-	e.sweep(time.Now().UnixNano())
+	now := time.Now().UnixNano()
+	e.sweep(now)
+	if e.set.UpstreamLoop {
+		e.sweepLoops(now)
+	}
 	return tickInterval, gnet.None
 }
 
@@ -393,6 +412,9 @@ func (e *GnetEngine) sweep(now int64) {
 			continue
 		}
 		if gc.busy.Load() {
+			if d := gc.upDeadline.Load(); d != 0 && now > d {
+				_ = gc.c.Wake(nil) // a loop-driven upstream is past its timeout
+			}
 			continue
 		}
 		if hs := gc.headSince.Load(); hs != 0 {

@@ -89,6 +89,9 @@ type Settings struct {
 	EventLoops         int // gnet event loops; 0: half the CPUs with Multicore, else 1
 	// TLS, when set, terminates TLS on the entrypoint (the fasthttp engine).
 	TLS *TLSSettings
+	// UpstreamLoop makes the gnet engine's event loops do the upstream I/O of the requests
+	// they can (upstream_io = "loop", gnet_loop.go); otherwise worker goroutines do it.
+	UpstreamLoop bool
 	// TrustedIPs are the peers whose forwarding headers are believed and extended; from any
 	// other peer they are replaced (pipeline.Entrypoint.TrustedIPs). nil: no peer is trusted.
 	TrustedIPs []netip.Prefix
@@ -127,6 +130,9 @@ func (s *Settings) eventLoops() int {
 	switch {
 	case s.EventLoops > 0:
 		return s.EventLoops
+	case s.Multicore && s.UpstreamLoop:
+		// No worker goroutines do the upstream I/O: the loops do, one per CPU.
+		return runtime.NumCPU()
 	case s.Multicore:
 		return max(1, runtime.NumCPU()/2)
 	default:

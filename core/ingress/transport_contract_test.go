@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -37,6 +38,11 @@ type contractEngine struct {
 var contractEngines = []contractEngine{
 	{"gnet", func(set ingress.Settings, res pipeline.Resolver) ingress.Transport {
 		set.EventLoops = 1
+		return ingress.NewGnet(set, res, nil)
+	}},
+	{"gnet-loop", func(set ingress.Settings, res pipeline.Resolver) ingress.Transport {
+		set.EventLoops = 1
+		set.UpstreamLoop = true
 		return ingress.NewGnet(set, res, nil)
 	}},
 	{"fasthttp", func(set ingress.Settings, res pipeline.Resolver) ingress.Transport {
@@ -434,6 +440,7 @@ type contractUpstream struct {
 	closed  chan struct{} // one value per connection the gateway closed
 	release chan struct{} // answerWhenReleased answers once this is closed
 	stop    chan struct{} // closed at cleanup
+	conns   atomic.Int64  // connections accepted
 	wg      sync.WaitGroup
 }
 
@@ -473,6 +480,7 @@ func newUpstream(t *testing.T, a answer) *contractUpstream {
 			if err != nil {
 				return
 			}
+			u.conns.Add(1)
 			u.wg.Add(1)
 			go func() {
 				defer u.wg.Done()

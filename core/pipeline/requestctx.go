@@ -33,14 +33,18 @@ type RequestCtx struct {
 	client      netip.Addr // ClientAddr, once computed for the request
 	clientKnown bool
 
-	ep      *Entrypoint
-	route   *Route
-	service *Service // where the request goes: the route's, or one a stage chose
-	hooks   *Chain
-	slots   [maxSlots]slot
-	backend *Backend // held (Acquire'd) until Finish
-	tried   *Backend // the last backend tried, for the outcome
-	start   time.Time
+	ep       *Entrypoint
+	route    *Route
+	service  *Service // where the request goes: the route's, or one a stage chose
+	hooks    *Chain
+	slots    [maxSlots]slot
+	backend  *Backend // held (Acquire'd) until Finish
+	tried    *Backend // the last backend tried, for the outcome
+	try      int      // tries on the current service (exchange)
+	hadX     bool     // the upstream exchange was released before Finish (ReleaseUpstream)
+	attempts int      // attempts that reached an upstream (exchange, the retry stages)
+	last     error    // the answer if no backend answers (exchange)
+	start    time.Time
 
 	x         *pool.Exchange
 	choice    balancer.Choice
@@ -173,7 +177,7 @@ func (rc *RequestCtx) reset(ep *Entrypoint) {
 	rc.route, rc.service, rc.hooks, rc.backend, rc.tried = nil, nil, nil, nil, nil
 	clear(rc.slots[:])
 	rc.start = time.Now()
-	rc.x = nil
+	rc.x, rc.hadX = nil, false
 	rc.choice.Reset()
 	rc.framing, rc.sse, rc.keepAlive, rc.isHEAD, rc.ended = relay.None, false, rc.Req.KeepAlive, false, false
 	rc.maxFwd = -1

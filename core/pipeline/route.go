@@ -43,6 +43,8 @@ type Route struct {
 	RetryOverload bool
 	// M holds the router's metrics.
 	M *metrics.Route
+
+	loop loopFlag // whether requests may run on an event loop (LoopRoute), worked out once
 }
 
 // Service is a compiled service: a balancer over its backends.

@@ -79,6 +79,12 @@ func (ep *Entrypoint) Begin(rc *RequestCtx) {
 			return
 		}
 	}
+	rc.responseHead()
+}
+
+// responseHead takes the upstream response head in rc.x: its response stages run and the
+// body is planned, or it is refused (or, for a WebSocket upgrade, the tunnel is next).
+func (rc *RequestCtx) responseHead() {
 	if rc.x.Resp.Status == 101 {
 		var err error = ErrUnexpectedUpgrade // no upgrade was asked for: a protocol error
 		if rc.websocket {
@@ -194,26 +200,41 @@ func (rc *RequestCtx) pick() (*Backend, error) {
 // at once. It returns the gateway error to answer with when no
 // backend answered.
 func (rc *RequestCtx) exchange() error {
-	var last error = ErrNoBackend
-	attempts := 0
-	for try := 0; ; try++ {
-		if err := rc.enterService(); err != nil {
+	rc.try, rc.attempts, rc.last = 0, 0, ErrNoBackend
+	for {
+		b, err := rc.nextBackend()
+		if b == nil {
 			return err
+		}
+		if again, err := rc.afterTry(b, rc.roundTrip(b)); !again {
+			return err
+		}
+	}
+}
+
+// nextBackend chooses the backend of the request's next try (the route's fallback stages may
+// move the request to another service when one is exhausted), or returns nil and the answer
+// when none is left.
+func (rc *RequestCtx) nextBackend() (*Backend, error) {
+	for {
+		if err := rc.enterService(); err != nil {
+			return nil, err
 		}
 		var b *Backend
 		var refused error
-		if try < MaxConnectTries {
+		if rc.try < MaxConnectTries {
 			b, refused = rc.pick()
 		}
+		rc.try++
 		if b == nil {
-			if refused != nil && last == ErrNoBackend {
-				last = refused // a pick stage kept the backends out, and says why
+			if refused != nil && rc.last == ErrNoBackend {
+				rc.last = refused // a pick stage kept the backends out, and says why
 			}
 			// This service is exhausted: a fallback stage may name another.
 			if !rc.route.Chain.onExhausted(rc) {
-				return last
+				return nil, rc.last
 			}
-			try = -1 // a new service gets its own tries
+			rc.try = 0 // a new service gets its own tries
 			continue
 		}
 		rc.backend, rc.tried = b, b
@@ -221,74 +242,81 @@ func (rc *RequestCtx) exchange() error {
 			rc.mirrored = true
 			m.Offer(rc)
 		}
-		err := rc.roundTrip(b)
-		if !errors.Is(err, pool.ErrDial) {
-			attempts++
+		return b, nil
+	}
+}
+
+// afterTry judges the round trip to b that ended with err: again reports that the request
+// goes to another backend (nextBackend); otherwise err is the answer, or nil when rc.x holds
+// the response head to relay.
+func (rc *RequestCtx) afterTry(b *Backend, err error) (again bool, _ error) {
+	if !errors.Is(err, pool.ErrDial) {
+		rc.attempts++
+	}
+	if err == nil && rc.route.Chain.retries() {
+		if retry, werr := rc.retryAfter(b, rc.attempts, rc.x.Resp.Status, nil); werr != nil {
+			return false, werr
+		} else if retry {
+			rc.try = 0 // each attempt gets its own connect tries
+			return true, nil
 		}
-		if err == nil && rc.route.Chain.retries() {
-			if retry, werr := rc.retryAfter(b, attempts, rc.x.Resp.Status, nil); werr != nil {
-				return werr
-			} else if retry {
-				try = -1 // each attempt gets its own connect tries
-				continue
-			}
-		}
-		if err == nil {
-			b.LB.ConnectSucceeded()
-			rc.outcome.UpstreamError = "" // an earlier connect failure was retried away
-			if ra, ok := rc.overloaded(); ok {
-				// The upstream refused the request for now and said for how long: it did not
-				// act on it, so another backend may take it.
-				b.LB.EjectFor(ra)
-				last = shorterRetry(last, rc.x.Resp.Status, ra)
-				rc.Exclude(b.LB.ID)
-				rc.dropUpstream()
-				b.Release()
-				rc.backend = nil
-				continue
-			}
-			return nil
-		}
-		if err == errClientGone {
-			return err
-		}
-		if !errors.Is(err, pool.ErrDial) {
-			if rc.route.Chain.retries() {
-				// The route's retry stage decides first: its budget and backoff bound what
-				// it sends again, to any backend (this one too, when it is the only one).
-				if retry, werr := rc.retryAfter(b, attempts, 0, err); werr != nil {
-					return werr
-				} else if retry {
-					try = -1 // each attempt gets its own connect tries
-					continue
-				}
-			}
-			if !rc.mayResend(err) {
-				return rc.upstreamFailed(b, err)
-			}
-			// The upstream took the request and left without a response byte: the request
-			// goes to another backend (the failure is counted in the metrics all the same).
-			last = rc.upstreamFailed(b, err)
-			rc.route.M.UpstreamError(rc.outcome.UpstreamError)
-			rc.countedReason = rc.outcome.UpstreamError
+	}
+	if err == nil {
+		b.LB.ConnectSucceeded()
+		rc.outcome.UpstreamError = "" // an earlier connect failure was retried away
+		if ra, ok := rc.overloaded(); ok {
+			// The upstream refused the request for now and said for how long: it did not
+			// act on it, so another backend may take it.
+			b.LB.EjectFor(ra)
+			rc.last = shorterRetry(rc.last, rc.x.Resp.Status, ra)
 			rc.Exclude(b.LB.ID)
 			rc.dropUpstream()
 			b.Release()
 			rc.backend = nil
-			continue
+			return true, nil
 		}
-		b.LB.ConnectFailed()
-		rc.ep.elog.upstreamFailed(rc.route.Name, b.URL, "connect", err)
-		// Each failed connect counts, also when a later backend answers; the outcome names the
-		// dial failure only while no backend did.
-		rc.route.M.UpstreamError(metrics.ReasonDial)
-		rc.outcome.UpstreamError, rc.countedReason = metrics.ReasonDial, metrics.ReasonDial
+		return false, nil
+	}
+	if err == errClientGone {
+		return false, err
+	}
+	if !errors.Is(err, pool.ErrDial) {
+		if rc.route.Chain.retries() {
+			// The route's retry stage decides first: its budget and backoff bound what
+			// it sends again, to any backend (this one too, when it is the only one).
+			if retry, werr := rc.retryAfter(b, rc.attempts, 0, err); werr != nil {
+				return false, werr
+			} else if retry {
+				rc.try = 0 // each attempt gets its own connect tries
+				return true, nil
+			}
+		}
+		if !rc.mayResend(err) {
+			return false, rc.upstreamFailed(b, err)
+		}
+		// The upstream took the request and left without a response byte: the request
+		// goes to another backend (the failure is counted in the metrics all the same).
+		rc.last = rc.upstreamFailed(b, err)
+		rc.route.M.UpstreamError(rc.outcome.UpstreamError)
+		rc.countedReason = rc.outcome.UpstreamError
 		rc.Exclude(b.LB.ID)
 		rc.dropUpstream()
 		b.Release()
 		rc.backend = nil
-		last = ErrUpstreamDial
+		return true, nil
 	}
+	b.LB.ConnectFailed()
+	rc.ep.elog.upstreamFailed(rc.route.Name, b.URL, "connect", err)
+	// Each failed connect counts, also when a later backend answers; the outcome names the
+	// dial failure only while no backend did.
+	rc.route.M.UpstreamError(metrics.ReasonDial)
+	rc.outcome.UpstreamError, rc.countedReason = metrics.ReasonDial, metrics.ReasonDial
+	rc.Exclude(b.LB.ID)
+	rc.dropUpstream()
+	b.Release()
+	rc.backend = nil
+	rc.last = ErrUpstreamDial
+	return true, nil
 }
 
 // enterService runs the hooks of the request's service the first time the request reaches
@@ -818,6 +846,24 @@ func (rc *RequestCtx) WriteResponse(ds Downstream) error {
 	if rc.held {
 		return rc.writeHeld(ds)
 	}
+	if err := rc.WriteHead(ds); err != nil || rc.BodyDone() {
+		return err
+	}
+	if rc.enc != nil {
+		return rc.relayEncoded(ds)
+	}
+	return rc.relayTo(ds)
+}
+
+// BodyDone reports whether nothing more of the response is to be relayed after WriteHead.
+func (rc *RequestCtx) BodyDone() bool { return rc.ended || rc.replied }
+
+// WriteHead writes the response head to ds, with the body bytes that arrived with the
+// upstream head when they are few; RelayStep relays the rest. An error means the client left.
+func (rc *RequestCtx) WriteHead(ds Downstream) error {
+	if rc.outcome.Canceled {
+		return errClientGone
+	}
 	hb := GetBuf()
 	*hb = rc.AppendHead((*hb)[:0])
 	var early int
@@ -843,46 +889,52 @@ func (rc *RequestCtx) WriteResponse(ds Downstream) error {
 	if err := ds.Send(hb, 0, len(*hb)); err != nil {
 		return rc.clientLeft()
 	}
-	if rc.ended || rc.replied {
-		return nil
-	}
-	if rc.enc != nil {
-		return rc.relayEncoded(ds)
-	}
-	return rc.relayTo(ds)
+	return nil
 }
 
 // relayTo relays the upstream body to ds, one Send per upstream read.
 func (rc *RequestCtx) relayTo(ds Downstream) error {
-	raw := rc.framing.Raw()
 	for {
-		bp := getRelayBuf()
-		b := *bp
-		n, err := rc.x.ReadBody(b[relay.Headroom:len(b)-relay.Tailroom], raw)
-		if n > 0 {
-			rc.route.Chain.onBody(rc, b[relay.Headroom:relay.Headroom+n])
-			lo, hi, o := rc.relay.Frame(b, n, time.Now())
-			rc.observe(o)
-			if ds.Send(bp, lo, hi) != nil {
-				return rc.clientLeft()
-			}
-		} else {
-			ReleaseBuf(bp)
-		}
-		switch {
-		case err == nil:
-		case errors.Is(err, io.EOF):
-			rc.ended = true
-			return rc.sendTail(ds, rc.relay.End)
-		default:
-			if rc.Canceled() {
-				return rc.clientLeft()
-			}
-			rc.bodyFailed(err)
-			ev := rc.streamFailure(err)
-			_ = rc.sendTail(ds, func(dst []byte) []byte { return rc.relay.Fail(dst, ev) })
+		if done, err := rc.RelayStep(ds); done {
 			return err
 		}
+	}
+}
+
+// RelayStep relays one upstream read to ds. done reports the end of the relay: err is then
+// nil after the whole body, pool.ErrWouldBlock when a loop-driven upstream has nothing more
+// yet (call again when it sends more), or the error that ends the connection (the client
+// left, or the upstream failed mid-body: an SSE client got the error event).
+func (rc *RequestCtx) RelayStep(ds Downstream) (done bool, _ error) {
+	bp := getRelayBuf()
+	b := *bp
+	n, err := rc.x.ReadBody(b[relay.Headroom:len(b)-relay.Tailroom], rc.framing.Raw())
+	if n > 0 {
+		rc.route.Chain.onBody(rc, b[relay.Headroom:relay.Headroom+n])
+		lo, hi, o := rc.relay.Frame(b, n, time.Now())
+		rc.observe(o)
+		if ds.Send(bp, lo, hi) != nil {
+			return true, rc.clientLeft()
+		}
+	} else {
+		ReleaseBuf(bp)
+	}
+	switch {
+	case err == nil:
+		return false, nil
+	case err == pool.ErrWouldBlock:
+		return true, err
+	case errors.Is(err, io.EOF):
+		rc.ended = true
+		return true, rc.sendTail(ds, rc.relay.End)
+	default:
+		if rc.Canceled() {
+			return true, rc.clientLeft()
+		}
+		rc.bodyFailed(err)
+		ev := rc.streamFailure(err)
+		_ = rc.sendTail(ds, func(dst []byte) []byte { return rc.relay.Fail(dst, ev) })
+		return true, err
 	}
 }
 
@@ -999,7 +1051,7 @@ func (rc *RequestCtx) Finish() {
 	o := &rc.outcome
 	if rc.upgraded {
 		o.BytesOut = rc.tunnelOut
-	} else if rc.x != nil {
+	} else if rc.x != nil || rc.hadX {
 		o.BytesOut = rc.relay.Bytes()
 		if !rc.relayComplete() && !o.Canceled && o.UpstreamError == "" && !rc.replied {
 			o.Canceled = true // the engine stopped before the end: the client left

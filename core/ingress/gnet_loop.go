@@ -1,0 +1,654 @@
+package ingress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+	"golang.org/x/sys/unix"
+
+	"github.com/sluice-gw/sluice/core/pipeline"
+	"github.com/sluice-gw/sluice/pool"
+)
+
+// The upstream exchange on the event loop (upstream_io = "loop"). The loop that owns a client
+// connection also owns the upstream connections its requests use: they are gnet connections
+// of the same loop (one epoll for both sides), kept in a per-loop, per-backend idle list, so a
+// request is routed, sent, answered and relayed by the loop with no goroutine woken. The
+// pipeline makes every decision as on a worker (pipeline.BeginLoop, LoopTried, RelayStep);
+// this file only does the waiting, without blocking:
+//
+//   - a dial runs on a worker goroutine (with the backend's dial timeout, cancelled when the
+//     client leaves), and the connected socket is enrolled on the client's loop;
+//   - the response-head and stream-idle timeouts are deadlines the engine's sweep checks;
+//   - a client that reads slower than the upstream sends would make the loop buffer without
+//     end (gnet cannot stop reading a socket), so once the client's pending bytes pass
+//     sendHighWaterBytes the exchange leaves the loop: the upstream socket is duplicated into
+//     a blocking connection and a worker relays the rest with the worker path's backpressure
+//     (it stops reading the upstream) and client_stall_timeout. What a connection's exchange
+//     buffers on the loop is thus at most sendHighWaterBytes plus one read of each side.
+//
+// Requests the loop does not serve go to a worker as before: routes with stages other than
+// completion stages (they may wait or cost CPU), TLS upstreams, request bodies over
+// loopBodyBytes.
+
+// loopBodyBytes is the largest request body sent from the event loop: a body that fits an
+// idle socket's send buffer is written at once; a larger one might wait on the upstream.
+const loopBodyBytes = 16 << 10
+
+// States of an exchange driven by the loop.
+const (
+	lxNone = iota // no exchange on the loop
+	lxDial        // waiting for a new upstream connection
+	lxHead        // the request is written; waiting for the response head
+	lxBody        // relaying the response body
+)
+
+// loopX is a client connection's exchange on its event loop. Loop-owned, except upDeadline.
+type loopX struct {
+	onLoop  bool // the request in flight is driven by the loop
+	lxState int
+	lxB     *pipeline.Backend
+	lxUp    *upConn
+	lxRaced bool              // the keep-alive race retry of this try was used
+	lxNext  *pipeline.Backend // the next backend, when a try ended at once (send)
+	endKeep bool              // endOnWorker: the connection stays open
+	endFn   func()
+	lxSeq   uint64             // bumped by every dial, so that a late one finds itself stale
+	lxStop  context.CancelFunc // cancels the dial in progress
+	ls      *loopState
+	// upDeadline is when the upstream must have sent something (unix ns; 0: no deadline): the
+	// sweep wakes the connection after it.
+	upDeadline atomic.Int64
+}
+
+// loopState is one event loop's upstream connections; only that loop touches it.
+type loopState struct {
+	el     gnet.EventLoop
+	idle   map[*pool.Pool][]*upConn // per backend, most recently used last
+	served int64                    // requests started on this loop (tests read it)
+}
+
+// loopOf returns the state of the loop c belongs to.
+func (e *GnetEngine) loopOf(c gnet.Conn) *loopState {
+	el := c.EventLoop()
+	if v, ok := e.loops.Load(el); ok {
+		return v.(*loopState)
+	}
+	v, _ := e.loops.LoadOrStore(el, &loopState{el: el, idle: make(map[*pool.Pool][]*upConn)})
+	return v.(*loopState)
+}
+
+// upConn is an upstream connection on an event loop: the context of its gnet connection and
+// the net.Conn a loop-driven pool.Exchange reads and writes (never blocking).
+type upConn struct {
+	c        gnet.Conn // set by OnOpen
+	ls       *loopState
+	p        *pool.Pool
+	owner    *gconn // the client connection whose exchange uses it; nil while idle
+	seq      uint64 // the owner's lxSeq when it was dialled
+	dialed   time.Duration
+	idleAt   int64 // unix ns when it went idle
+	closed   bool  // gnet closed it (OnClose): c must not be touched
+	closeErr error
+	detached bool         // handed to a worker: its gnet connection closes, the socket lives on
+	handoff  *handoffConn // the worker's connection to the socket, once detached
+	release  func(reusable bool)
+}
+
+var errUpstreamGone = errors.New("sluice: upstream connection closed")
+
+// Read implements net.Conn for pool.Exchange: what the loop has buffered, pool.ErrWouldBlock
+// when nothing is, io.EOF once the upstream closed.
+func (uc *upConn) Read(p []byte) (int, error) {
+	if uc.closed {
+		if uc.closeErr != nil && !errors.Is(uc.closeErr, io.EOF) {
+			return 0, uc.closeErr
+		}
+		return 0, io.EOF
+	}
+	if uc.c.InboundBuffered() == 0 {
+		return 0, pool.ErrWouldBlock
+	}
+	n, _ := uc.c.Read(p)
+	return n, nil
+}
+
+// Write implements net.Conn: gnet writes what the socket takes and buffers the rest.
+func (uc *upConn) Write(p []byte) (int, error) {
+	if uc.closed {
+		return 0, errUpstreamGone
+	}
+	return uc.c.Write(p)
+}
+
+// Close closes the gnet connection; safe from any goroutine (an abort).
+func (uc *upConn) Close() error {
+	if c := uc.c; c != nil {
+		return c.Close()
+	}
+	return nil
+}
+
+func (uc *upConn) LocalAddr() net.Addr                  { return nil }
+func (uc *upConn) RemoteAddr() net.Addr                 { return nil }
+func (uc *upConn) SetDeadline(time.Time) error          { return nil }
+func (uc *upConn) SetReadDeadline(time.Time) error      { return nil }
+func (uc *upConn) SetWriteDeadline(time.Time) error     { return nil }
+func (uc *upConn) bindRelease()                         { uc.release = uc.released }
+func (uc *upConn) alive() bool                          { return !uc.closed && !uc.detached }
+func (uc *upConn) stale(now int64, idle int64) bool     { return now-uc.idleAt >= idle }
+func (uc *upConn) hasUnread() bool                      { return uc.c.InboundBuffered() > 0 }
+func (uc *upConn) peekGone() bool                       { return peekClosed(uc.c.Fd()) }
+func (ls *loopState) list(p *pool.Pool) []*upConn       { return ls.idle[p] }
+func (ls *loopState) setList(p *pool.Pool, l []*upConn) { ls.idle[p] = l }
+
+// released takes the connection back at the end of an exchange (pool.ReleaseExchange, on the
+// loop: the loop releases its exchanges itself, ReleaseUpstream).
+func (uc *upConn) released(reusable bool) {
+	uc.owner = nil
+	if !reusable || !uc.alive() || uc.hasUnread() {
+		_ = uc.Close()
+		return
+	}
+	l := uc.ls.list(uc.p)
+	if len(l) >= uc.p.MaxIdle() {
+		_ = uc.Close()
+		return
+	}
+	uc.idleAt = time.Now().UnixNano()
+	uc.ls.setList(uc.p, append(l, uc))
+}
+
+// take returns the most recently used idle connection to p that is open, or nil. check: the
+// request must not be sent twice, so a connection the upstream may have closed meanwhile is
+// checked first (as the worker path does).
+func (ls *loopState) take(p *pool.Pool, check bool) *upConn {
+	l := ls.idle[p]
+	now := time.Now().UnixNano()
+	for len(l) > 0 {
+		uc := l[len(l)-1]
+		l[len(l)-1] = nil
+		l = l[:len(l)-1]
+		if !uc.alive() {
+			continue
+		}
+		if uc.stale(now, int64(p.IdleTimeout())) || (check && uc.peekGone()) {
+			_ = uc.Close()
+			continue
+		}
+		ls.idle[p] = l
+		return uc
+	}
+	ls.idle[p] = l
+	return nil
+}
+
+// sweepIdle closes idle connections past their pool's idle timeout, and those of pools no
+// longer in use (a reload retired them); on the loop.
+func (ls *loopState) sweepIdle(now int64) {
+	for p, l := range ls.idle {
+		keep := l[:0]
+		for _, uc := range l {
+			switch {
+			case !uc.alive():
+			case uc.stale(now, int64(p.IdleTimeout())) || p.Closed():
+				_ = uc.Close()
+			default:
+				keep = append(keep, uc)
+			}
+		}
+		clear(l[len(keep):])
+		if len(keep) == 0 {
+			delete(ls.idle, p)
+		} else {
+			ls.idle[p] = keep
+		}
+	}
+}
+
+// peekClosed reports whether the peer of socket fd closed it or sent bytes unasked (a
+// non-blocking MSG_PEEK): such a connection must not carry a request that cannot be resent.
+func peekClosed(fd int) bool {
+	var b [1]byte
+	n, _, err := unix.Recvfrom(fd, b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+	return n > 0 || (err == nil && n == 0) || (err != nil && err != unix.EAGAIN && err != unix.EINTR)
+}
+
+// startLoop runs the parsed request on the loop; it reports false (nothing done) when the
+// request must go to a worker.
+func (gc *gconn) startLoop() bool {
+	rc := &gc.rc
+	if len(rc.Req.Body) > loopBodyBytes || !gc.e.pipe.LoopRoute(&rc.Req) {
+		return false
+	}
+	if gc.ls == nil {
+		gc.ls = gc.e.loopOf(gc.c)
+	}
+	gc.phase = phaseBusy
+	gc.headSince.Store(0)
+	gc.busy.Store(true)
+	gc.e.counters.active.Add(1)
+	gc.onLoop = true
+	gc.ls.served++
+	gc.tryOn(gc.e.pipe.BeginLoop(rc))
+	return true
+}
+
+// tryOn sends the request to b, and on to the next backend the retry rules name, until one
+// is waited for or the response is ready.
+func (gc *gconn) tryOn(b *pipeline.Backend) {
+	rc := &gc.rc
+	for b != nil {
+		gc.lxB, gc.lxRaced, gc.lxUp = b, false, nil
+		x := rc.LoopExchange(b)
+		if x == nil {
+			b = rc.LoopTried(b, pipeline.ErrClientGone)
+			continue
+		}
+		uc := gc.ls.take(b.Pool, !x.Idempotent)
+		if uc == nil {
+			gc.dial(b)
+			return
+		}
+		if !gc.send(uc, x) {
+			return
+		}
+		b = gc.lxNext
+		gc.lxNext = nil
+	}
+	gc.respond()
+}
+
+// send writes the request on uc; it reports true when the try ended at once (its result is
+// in gc.lxNext: the next backend, or nil with the response ready).
+func (gc *gconn) send(uc *upConn, x *pool.Exchange) bool {
+	rc := &gc.rc
+	uc.owner = gc
+	gc.lxUp = uc
+	if err := x.AttachLoop(gc.lxB.Pool, uc, uc.dialed, uc.release); err != nil {
+		gc.lxUp = nil
+		gc.lxNext = rc.LoopTried(gc.lxB, err)
+		return true
+	}
+	uc.dialed = 0
+	if err := x.WriteRequest(rc.UpstreamHead(), rc.Req.Body); err != nil {
+		gc.lxUp = nil
+		gc.lxNext = rc.LoopTried(gc.lxB, err)
+		return true
+	}
+	gc.lxState = lxHead
+	gc.upDeadline.Store(time.Now().Add(rc.ResponseHeaderTimeout()).UnixNano())
+	return false
+}
+
+// dial opens a connection to b on a worker goroutine and enrolls it on this loop; the try
+// goes on in upOpened (or dialFailed).
+func (gc *gconn) dial(b *pipeline.Backend) {
+	gc.lxState = lxDial
+	gc.lxSeq++
+	uc := &upConn{ls: gc.ls, p: b.Pool, owner: gc, seq: gc.lxSeq}
+	uc.bindRelease()
+	ctx, cancel := context.WithCancel(context.Background())
+	gc.lxStop = cancel
+	el := gc.ls.el
+	e := gc.e
+	task := func() {
+		defer cancel()
+		nc, d, err := b.Pool.Dial(ctx)
+		if err == nil {
+			uc.dialed = d
+			ch, eerr := el.Enroll(gnet.NewContext(context.Background(), uc), nc)
+			if eerr == nil {
+				// gnet closes nc once it holds a duplicate of the socket.
+				res := <-ch
+				if res.Err == nil {
+					return // upOpened runs on the loop
+				}
+				eerr = res.Err
+			} else {
+				_ = nc.Close()
+			}
+			// Not on the loop: nothing was sent, so the request may try another backend.
+			err = fmt.Errorf("sluice: upstream %s: enroll: %w: %w", b.Pool.Addr(), pool.ErrDial, eerr)
+		}
+		_ = el.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
+			e.dialFailed(uc, err)
+			return nil
+		}))
+	}
+	if workers.Submit(task) != nil {
+		go task()
+	}
+}
+
+// upOpened runs on the loop when a dialled connection is enrolled.
+func (e *GnetEngine) upOpened(uc *upConn, c gnet.Conn) {
+	uc.c = c
+	gc := uc.owner
+	if gc == nil || gc.lxState != lxDial || gc.lxSeq != uc.seq || gc.closed.Load() {
+		uc.released(true) // the request went on without it: keep it for the next one
+		return
+	}
+	gc.lxStop = nil
+	x := gc.rc.Exchange()
+	if !gc.send(uc, x) {
+		return
+	}
+	b := gc.lxNext
+	gc.lxNext = nil
+	gc.tryOn(b)
+}
+
+// dialFailed runs on the loop when a dial failed.
+func (e *GnetEngine) dialFailed(uc *upConn, err error) {
+	gc := uc.owner
+	if gc == nil || gc.lxState != lxDial || gc.lxSeq != uc.seq || gc.closed.Load() {
+		return
+	}
+	gc.lxStop = nil
+	gc.lxState = lxNone
+	gc.tryOn(gc.rc.LoopTried(gc.lxB, err))
+}
+
+// onUpstream runs on the loop when the owner's upstream connection sent bytes or closed.
+func (gc *gconn) onUpstream() {
+	switch gc.lxState {
+	case lxHead:
+		gc.pollHead()
+	case lxBody:
+		gc.relay()
+	}
+}
+
+func (gc *gconn) pollHead() {
+	rc := &gc.rc
+	x := rc.Exchange()
+	retry, err := x.PollHead(rc.IsHEAD())
+	if err == pool.ErrWouldBlock {
+		return
+	}
+	gc.upDeadline.Store(0)
+	gc.lxState = lxNone
+	if err != nil {
+		gc.lxUp = nil
+	}
+	if err != nil && retry && !gc.lxRaced && x.ConnectTime() == 0 {
+		// The keep-alive race: a reused connection the upstream closed as the request went
+		// out. Once more on a fresh one, as pool.Exchange.RoundTrip does.
+		b := gc.lxB
+		if rc.LoopExchange(b) != nil {
+			gc.lxRaced = true
+			gc.dial(b)
+			return
+		}
+	}
+	gc.tryOn(rc.LoopTried(gc.lxB, err))
+}
+
+// respond writes the response head and relays what the upstream sent so far.
+func (gc *gconn) respond() {
+	rc := &gc.rc
+	if !gc.onLoop {
+		return // the client left meanwhile (loopClosed ended the request)
+	}
+	gc.lxState = lxNone
+	if rc.ClientGone() {
+		gc.endLoop(false)
+		return
+	}
+	if gc.e.draining.Load() {
+		rc.CloseAfter() // the drain closes the connection after this response: say so
+	}
+	if err := rc.WriteHead(gc); err != nil || rc.BodyDone() {
+		gc.endLoop(err == nil && rc.KeepAlive())
+		return
+	}
+	gc.lxState = lxBody
+	gc.relay()
+}
+
+// relay relays what the upstream sent; it hands the exchange to a worker when the client
+// falls behind.
+func (gc *gconn) relay() {
+	rc := &gc.rc
+	for gc.onLoop {
+		if gc.c.OutboundBuffered() > sendHighWaterBytes {
+			gc.handoff()
+			return
+		}
+		done, err := rc.RelayStep(gc)
+		if !done {
+			continue
+		}
+		if err == pool.ErrWouldBlock {
+			gc.upDeadline.Store(time.Now().Add(rc.StreamIdleTimeout()).UnixNano())
+			return
+		}
+		gc.upDeadline.Store(0)
+		gc.endLoop(err == nil && rc.KeepAlive())
+		return
+	}
+}
+
+// handoff moves the exchange to a worker goroutine, which relays the rest with the worker
+// path's backpressure: the upstream socket is duplicated into a blocking connection (with the
+// bytes the loop had read and not relayed in front) and its gnet connection closed.
+func (gc *gconn) handoff() {
+	rc := &gc.rc
+	uc := gc.lxUp
+	nc, err := detachSocket(uc)
+	if err != nil {
+		// No socket to hand over (out of descriptors): the exchange cannot go on within its
+		// bound, so the connection ends (loopClosed completes the request).
+		_ = gc.c.Close()
+		return
+	}
+	rc.Exchange().Handoff(nc)
+	gc.lxUp, gc.lxState = nil, lxNone
+	gc.upDeadline.Store(0)
+	gc.onLoop = false
+	gc.outbound.Store(int64(gc.c.OutboundBuffered()))
+	if workers.Submit(gc.relayRest) != nil {
+		go gc.relayRest()
+	}
+}
+
+// relayRest relays the rest of a handed-off exchange on a worker goroutine, then ends the
+// request as serve does.
+func (gc *gconn) relayRest() {
+	rc := &gc.rc
+	var err error
+	for {
+		var done bool
+		if done, err = rc.RelayStep(gc); done {
+			break
+		}
+	}
+	rc.Finish()
+	gc.finishServe(err == nil && rc.KeepAlive())
+}
+
+// detachSocket duplicates uc's socket into a blocking net.Conn for a worker and closes the gnet
+// connection. gnet's close is asynchronous: until it runs, the loop may still read the socket,
+// so the bytes it read and did not relay, and those it reads until then, go in front of the
+// socket's, and the worker reads the socket only once the loop no longer does (upClosed).
+func detachSocket(uc *upConn) (net.Conn, error) {
+	fd, err := uc.c.Dup()
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), "upstream")
+	nc, err := net.FileConn(f)
+	_ = f.Close()
+	if err != nil {
+		return nil, err
+	}
+	h := &handoffConn{Conn: nc, ready: make(chan struct{}), done: make(chan struct{})}
+	if n := uc.c.InboundBuffered(); n > 0 {
+		h.rest = make([]byte, n)
+		_, _ = uc.c.Read(h.rest)
+	}
+	uc.detached = true
+	uc.handoff = h
+	uc.owner = nil
+	_ = uc.c.Close()
+	return h, nil
+}
+
+// handoffConn is an upstream socket taken off its event loop: it returns rest, the bytes the
+// loop read, before reading the socket itself, which it does only once ready is closed (the
+// loop has let go of the socket).
+type handoffConn struct {
+	net.Conn
+	rest      []byte // appended by the loop until ready is closed
+	ready     chan struct{}
+	done      chan struct{} // closed by Close
+	closeOnce sync.Once
+}
+
+// took runs on the loop: bytes it read from the socket after the hand-off.
+func (h *handoffConn) took(p []byte) { h.rest = append(h.rest, p...) }
+
+// released runs on the loop once gnet has closed its copy of the socket.
+func (h *handoffConn) released() { close(h.ready) }
+
+func (h *handoffConn) Read(b []byte) (int, error) {
+	select {
+	case <-h.ready:
+	case <-h.done:
+		return 0, net.ErrClosed
+	}
+	if len(h.rest) > 0 {
+		n := copy(b, h.rest)
+		h.rest = h.rest[n:]
+		return n, nil
+	}
+	return h.Conn.Read(b)
+}
+
+func (h *handoffConn) Close() error {
+	h.closeOnce.Do(func() { close(h.done) })
+	return h.Conn.Close()
+}
+
+// endLoop ends the loop's part of the request: the upstream connection goes back to the idle
+// list (or closes), and the request completes, on a worker when completing may wait (the
+// access log) or the connection must close once a slow client has read the response.
+func (gc *gconn) endLoop(keepAlive bool) {
+	rc := &gc.rc
+	if !gc.onLoop {
+		return // ended already: a write that failed closed the client under the relay
+	}
+	rc.ReleaseUpstream()
+	gc.lxUp, gc.lxB, gc.lxState = nil, nil, lxNone
+	gc.upDeadline.Store(0)
+	gc.onLoop = false
+	if gc.e.draining.Load() {
+		keepAlive = false
+	}
+	if !rc.FinishWaits() && (keepAlive || gc.closed.Load()) {
+		rc.Finish()
+		gc.finishServe(keepAlive)
+		return
+	}
+	gc.outbound.Store(int64(gc.c.OutboundBuffered()))
+	gc.endKeep = keepAlive
+	if workers.Submit(gc.endFn) != nil {
+		go gc.endOnWorker()
+	}
+}
+
+func (gc *gconn) endOnWorker() {
+	gc.rc.Finish()
+	gc.finishServe(gc.endKeep)
+}
+
+// loopClosed runs on the loop when the client of a loop-driven exchange left: the request
+// ends as cancelled (Cancel already aborted the upstream connection or the dial's wait).
+func (gc *gconn) loopClosed() {
+	if !gc.onLoop {
+		return
+	}
+	rc := &gc.rc
+	if gc.lxStop != nil {
+		gc.lxStop()
+		gc.lxStop = nil
+	}
+	switch gc.lxState {
+	case lxDial, lxHead:
+		gc.lxState = lxNone
+		gc.lxUp = nil
+		// A client that left ends the request: no next backend comes back.
+		_ = rc.LoopTried(gc.lxB, pipeline.ErrClientGone)
+	}
+	gc.endLoop(false)
+}
+
+// checkDeadline runs on the loop when the sweep woke a loop-driven exchange: an upstream past
+// its response-head or stream-idle timeout fails as it would on a worker.
+func (gc *gconn) checkDeadline(now int64) {
+	d := gc.upDeadline.Load()
+	if d == 0 || now < d {
+		return
+	}
+	gc.upDeadline.Store(0)
+	x := gc.rc.Exchange()
+	switch gc.lxState {
+	case lxHead:
+		err := x.Timeout("read response head")
+		gc.lxState, gc.lxUp = lxNone, nil
+		gc.tryOn(gc.rc.LoopTried(gc.lxB, err))
+	case lxBody:
+		_ = x.Timeout("read response body")
+		gc.relay()
+	}
+}
+
+// upstream events, dispatched by the engine's handlers.
+
+func (e *GnetEngine) upTraffic(uc *upConn) gnet.Action {
+	if uc.detached {
+		// Read after the hand-off, before gnet's close ran: the worker gets it first.
+		if buf, _ := uc.c.Next(-1); len(buf) > 0 {
+			uc.handoff.took(buf)
+		}
+		return gnet.None
+	}
+	if uc.owner == nil || uc.owner.lxUp != uc {
+		// Idle: an upstream that sends unasked is not in step with its requests.
+		return gnet.Close
+	}
+	uc.owner.onUpstream()
+	return gnet.None
+}
+
+func (e *GnetEngine) upClosed(uc *upConn, err error) {
+	if uc.detached {
+		uc.handoff.released()
+		return
+	}
+	uc.closed, uc.closeErr = true, err
+	if gc := uc.owner; gc != nil && gc.lxUp == uc {
+		gc.onUpstream()
+	}
+}
+
+// sweepLoops asks each event loop to close its stale idle upstream connections.
+func (e *GnetEngine) sweepLoops(now int64) {
+	e.loops.Range(func(_, v any) bool {
+		ls := v.(*loopState)
+		_ = ls.el.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
+			ls.sweepIdle(now)
+			return nil
+		}))
+		return true
+	})
+}

@@ -1,0 +1,197 @@
+package ingress_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"net"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-gw/sluice/core/ingress"
+)
+
+// startLoopEngine runs a gnet engine with upstream_io = "loop" and one event loop in front of
+// upstream.
+func startLoopEngine(t *testing.T, upstream string) ingress.Transport {
+	t.Helper()
+	tr := ingress.NewGnet(ingress.Settings{Name: "web", Address: "127.0.0.1:0", EventLoops: 1, UpstreamLoop: true}, newResolver(t, upstream), nil)
+	require.NoError(t, tr.Start())
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = drainWithin(t, tr, ctx, time.Second+cutSlack)
+	})
+	return tr
+}
+
+// A request on a plain route runs on the event loop, and keep-alive requests on one client
+// connection reuse the loop's upstream connection.
+func TestLoopPathServesAndReuses(t *testing.T) {
+	up := newUpstream(t, answerNow)
+	tr := startLoopEngine(t, up.addr())
+	c := dialClient(t, tr.Addr())
+	for i := 0; i < 3; i++ {
+		resp, body := roundTrip(t, c, "/x")
+		require.Equal(t, 200, resp.StatusCode)
+		require.Equal(t, "hello", string(body))
+	}
+	require.EqualValues(t, 3, ingress.LoopServed(tr))
+	require.EqualValues(t, 1, up.conns.Load(), "one upstream connection for the three requests")
+}
+
+// Backpressure on the loop path: a client that reads nothing while its upstream streams as
+// fast as it can. gnet cannot stop reading the upstream socket, so the exchange must leave
+// the loop before the loop's buffers grow; the worker that takes it over stops reading the
+// upstream. The upstream's writes then stall, and what the gateway holds for the connection
+// stays within the bound whatever the upstream still has to send.
+func TestLoopBackpressureBoundsMemory(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ln.Close() })
+	const total = 512 << 20 // far more than any buffer on the way
+	var written atomic.Int64
+	stalled := make(chan struct{})
+	closed := make(chan struct{})
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		br := bufio.NewReader(c)
+		if !readHead(br) {
+			return
+		}
+		_, _ = c.Write([]byte("HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Length: 536870912\r\n\r\n"))
+		chunk := []byte(strings.Repeat("x", 64<<10))
+		once := false
+		for written.Load() < total {
+			// A write that cannot finish within the deadline: the gateway stopped reading.
+			_ = c.SetWriteDeadline(time.Now().Add(300 * time.Millisecond))
+			n, err := c.Write(chunk)
+			written.Add(int64(n))
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				if !once {
+					once = true
+					close(stalled)
+				}
+				continue
+			}
+			if err != nil {
+				close(closed)
+				return
+			}
+		}
+	}()
+
+	tr := startLoopEngine(t, ln.Addr().String())
+	c, err := net.Dial("tcp", tr.Addr())
+	require.NoError(t, err)
+	require.NoError(t, c.(*net.TCPConn).SetReadBuffer(4<<10))
+	_, err = c.Write([]byte("GET /stream HTTP/1.1\r\nHost: gw\r\n\r\n"))
+	require.NoError(t, err)
+
+	select {
+	case <-stalled:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the upstream never stalled: %d bytes written", written.Load())
+	}
+	require.EqualValues(t, 1, ingress.LoopServed(tr), "the request started on the loop")
+	held := ingress.ConnBuffered(tr)
+	require.Len(t, held, 1)
+	t.Logf("held %d bytes for the connection (bound %d); the upstream wrote %d", held[0], ingress.LoopBufferBound, written.Load())
+	require.LessOrEqual(t, held[0], int64(ingress.LoopBufferBound), "bytes held for the connection")
+	require.Less(t, written.Load(), int64(total), "the upstream was held back")
+
+	// The client leaves: the exchange, now on a worker, is cancelled and the upstream sees it.
+	require.NoError(t, c.Close())
+	select {
+	case <-closed:
+	case <-time.After(eventWait):
+		t.Fatal("the upstream connection was not closed after the client left")
+	}
+}
+
+// A body handed from the loop to a worker mid-way (the client fell behind) arrives whole and
+// in order: the bytes the loop had read, and those it read while letting go of the socket,
+// come before the socket's.
+func TestLoopHandoffKeepsBodyIntact(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ln.Close() })
+	const size = 24 << 20
+	pattern := func(i int) byte { return byte(i*7 + i>>13) }
+	stalled := make(chan struct{})
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		if !readHead(bufio.NewReader(c)) {
+			return
+		}
+		_, _ = c.Write([]byte("HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Length: 25165824\r\n\r\n"))
+		buf := make([]byte, 64<<10)
+		once := false
+		for off := 0; off < size; {
+			n := min(len(buf), size-off)
+			for i := 0; i < n; i++ {
+				buf[i] = pattern(off + i)
+			}
+			_ = c.SetWriteDeadline(time.Now().Add(300 * time.Millisecond))
+			w, err := c.Write(buf[:n])
+			off += w
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				if !once {
+					once = true
+					close(stalled) // the client reads nothing yet: the gateway holds back
+				}
+				_ = c.SetWriteDeadline(time.Time{})
+				m, err := c.Write(buf[w:n])
+				off += m
+				if err != nil {
+					return
+				}
+				continue
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+
+	tr := startLoopEngine(t, ln.Addr().String())
+	c, err := net.Dial("tcp", tr.Addr())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	// The client's receive buffer keeps its default: one smaller than the loopback MSS never
+	// opens by a segment, so its window updates would wait on the sender's zero-window probes.
+	_, err = c.Write([]byte("GET /big HTTP/1.1\r\nHost: gw\r\n\r\n"))
+	require.NoError(t, err)
+	select {
+	case <-stalled:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the upstream never stalled")
+	}
+	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	r := bufio.NewReaderSize(c, 64<<10)
+	require.True(t, readHead(r), "response head")
+	got := make([]byte, 64<<10)
+	for off := 0; off < size; {
+		n, err := r.Read(got[:min(len(got), size-off)])
+		for i := 0; i < n; i++ {
+			if got[i] != pattern(off+i) {
+				t.Fatalf("byte %d: got %d, want %d", off+i, got[i], pattern(off+i))
+			}
+		}
+		off += n
+		require.NoError(t, err, "after %d bytes", off)
+	}
+}

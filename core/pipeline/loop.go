@@ -1,0 +1,184 @@
+package pipeline
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-gw/sluice/core/http1"
+	"github.com/sluice-gw/sluice/pool"
+)
+
+// The upstream exchange driven by an event loop. An engine whose event loop owns both the
+// client connection and non-blocking upstream connections runs a request in steps instead of
+// Begin and WriteResponse, which block:
+//
+//	b := ep.BeginLoop(rc)            // nil: rc holds the answer (a gateway reply)
+//	for b != nil {
+//		x := rc.LoopExchange(b)      // attach an upstream connection to x (pool.AttachLoop),
+//		                             // write rc.UpstreamHead() and rc.Req.Body, poll the head
+//		b = rc.LoopTried(b, err)     // another backend, or nil: the response is ready
+//	}
+//	rc.WriteHead(ds); rc.RelayStep(ds) until done (pool.ErrWouldBlock: wait for bytes)
+//	rc.Finish()                      // on a worker when rc.FinishWaits()
+//
+// The decisions (routing, backend choice, the retry rules, response planning, the relay and
+// its SSE error event) are the same code as on a worker; only the waiting differs. Only
+// routes whose stages never wait or cost CPU run this way (LoopRoute).
+
+// LoopRoute reports whether the request may run on an event loop: its route (as the
+// configuration in force resolves it now) has a service of plain-HTTP backends and no stage
+// but completion stages, a service with no hooks, mirror or stream deadlines, and it is no
+// WebSocket upgrade. Stages may wait (admission queues) or cost CPU (JSON, signatures),
+// which an event loop must not; TLS upstreams handshake. Anything else runs on a worker.
+func (ep *Entrypoint) LoopRoute(req *http1.Request) bool {
+	if asksWebSocket(req) {
+		return false // the tunnel runs off the loop
+	}
+	rt, _ := ep.res.Resolve(ep.Name, req)
+	return rt != nil && rt.onLoop()
+}
+
+// Route.loop caches onLoop's answer: 0 unknown, 1 yes, 2 no. Routes are immutable.
+func (rt *Route) onLoop() bool {
+	switch atomic.LoadUint32(&rt.loop) {
+	case 1:
+		return true
+	case 2:
+		return false
+	}
+	// A service's own stages (revisions, scaling) may hold a request, a mirror copies its
+	// body, and stream deadlines run timers against the exchange: all stay on workers.
+	svc := rt.Service
+	ok := svc != nil && rt.Chain.onlyCompletes() && len(svc.Hooks) == 0 && svc.Mirror == nil &&
+		!svc.StreamTimeouts.Enabled()
+	if ok {
+		for _, b := range svc.Backends {
+			if b.Pool == nil || b.Pool.IsTLS() {
+				ok = false
+				break
+			}
+		}
+	}
+	v := uint32(2)
+	if ok {
+		v = 1
+	}
+	atomic.StoreUint32(&rt.loop, v)
+	return ok
+}
+
+// loopFlag is a Route's cached onLoop answer, read and written atomically (a plain integer, so
+// that a Route stays copyable).
+type loopFlag = uint32
+
+// onlyCompletes reports whether c has no stage but completion stages.
+func (c *Chain) onlyCompletes() bool {
+	return c == nil || len(c.request)+len(c.pick)+len(c.vet)+len(c.response)+len(c.fallback)+len(c.retry)+len(c.body) == 0
+}
+
+// BeginLoop starts a request on an event loop (see LoopRoute): request ID, routing and the
+// first backend choice. It returns the backend to send the request to, or nil when the
+// response is ready (a gateway answer).
+func (ep *Entrypoint) BeginLoop(rc *RequestCtx) *Backend {
+	if err := ep.route(rc); err != nil {
+		rc.answer(err)
+		return nil
+	}
+	if rc.maxFwd == 0 {
+		rc.answer(rc.answerAsFinalRecipient())
+		return nil
+	}
+	rc.try, rc.last = 0, ErrNoBackend
+	return rc.loopNext()
+}
+
+func (rc *RequestCtx) loopNext() *Backend {
+	b, err := rc.nextBackend()
+	if b == nil {
+		rc.answer(err)
+	}
+	return b
+}
+
+// LoopExchange returns the exchange of the try on b: the engine attaches an upstream
+// connection (pool.Exchange.AttachLoop), writes UpstreamHead and rc.Req.Body and polls the
+// response head, then calls LoopTried. It returns nil when the client already left (then
+// call LoopTried with ErrClientGone).
+func (rc *RequestCtx) LoopExchange(b *Backend) *pool.Exchange {
+	rc.dropUpstream() // a keep-alive race: the try goes on on a fresh connection
+	x := pool.AcquireExchange()
+	rc.x = x
+	if !rc.watch(x) {
+		return nil
+	}
+	x.Idempotent = rc.idempotent()
+	rc.sent = time.Now()
+	return x
+}
+
+// UpstreamHead returns the request head for the backend of the current try.
+func (rc *RequestCtx) UpstreamHead() []byte { return *rc.upHead }
+
+// LoopTried ends the try on b with the result of its round trip (nil: rc.x holds the response
+// head) and applies the retry rules: it returns the backend of the next try, or nil when the
+// response is ready (the upstream's, planned, or a gateway answer).
+func (rc *RequestCtx) LoopTried(b *Backend, err error) *Backend {
+	if rc.upHead != nil {
+		ReleaseBuf(rc.upHead)
+		rc.upHead = nil
+	}
+	if rc.x != nil {
+		if d := rc.x.ConnectTime(); d > 0 {
+			b.M.Connected(d)
+		}
+	}
+	if err != nil && rc.Canceled() {
+		err = errClientGone
+	}
+	again, ans := rc.afterTry(b, err)
+	if again {
+		return rc.loopNext()
+	}
+	if ans != nil {
+		rc.answer(ans)
+		return nil
+	}
+	rc.responseHead()
+	return nil
+}
+
+// ResponseHeaderTimeout and StreamIdleTimeout are the current try's upstream timeouts, which
+// an event loop enforces itself.
+func (rc *RequestCtx) ResponseHeaderTimeout() time.Duration {
+	return rc.backend.Pool.ResponseHeaderTimeout()
+}
+
+// StreamIdleTimeout: see ResponseHeaderTimeout.
+func (rc *RequestCtx) StreamIdleTimeout() time.Duration { return rc.backend.Pool.StreamIdleTimeout() }
+
+// FinishWaits reports whether Finish may wait (a completion stage writes the access log), so
+// that an event loop runs it on a worker.
+func (rc *RequestCtx) FinishWaits() bool {
+	return (rc.route != nil && len(rc.route.Chain.completes()) > 0) || len(rc.hooks.completes()) > 0
+}
+
+func (c *Chain) completes() []CompletionStage {
+	if c == nil {
+		return nil
+	}
+	return c.complete
+}
+
+// Exchange returns the upstream exchange of the current try (nil: none), for an engine that
+// drives it.
+func (rc *RequestCtx) Exchange() *pool.Exchange { return rc.x }
+
+// ReleaseUpstream releases the upstream exchange (its connection goes back to the loop that
+// drives it, or is closed) before Finish, which may then run elsewhere. The outcome keeps
+// what was relayed.
+func (rc *RequestCtx) ReleaseUpstream() {
+	if rc.x != nil {
+		rc.hadX = true
+		rc.dropUpstream()
+	}
+}
