@@ -96,7 +96,7 @@ func get(t *testing.T, url string, hdr ...string) *http.Response {
 	return resp
 }
 
-// Traffic far above the rate for two seconds gets burst + rate × time through, within 10%,
+// Traffic far above the rate for ten seconds gets burst + rate × time through, within 10%,
 // counted from the answers; refusals carry Retry-After and the RateLimit-* fields.
 func TestRateLimitHoldsTheRate(t *testing.T) {
 	up := serveCounting(t)
@@ -122,7 +122,12 @@ address = ""
 			// Four clients keep the bucket drained even when the machine is busy: a lone client
 			// that stalls longer than a token's 20 ms lets tokens pass unused (the bucket holds
 			// only its burst), which is the limiter working, not admitting less than its rate.
-			const span = 2 * time.Second
+			// Ten seconds on one engine, as an operator would judge a limiter; the others
+			// share the same stage, so two seconds check their wiring.
+			span := 2 * time.Second
+			if engine == engines[0] {
+				span = 10 * time.Second
+			}
 			var allowed, refused atomic.Int64
 			var mu sync.Mutex
 			var last429 *http.Response
