@@ -101,7 +101,7 @@ func (c *Config) validateHealth(e *errs, name string, lb *LoadBalancer) {
 		at := func(k string) Position { return c.ValuePos(append(append([]string(nil), hp...), k)...) }
 		where := "services." + name + ".load_balancer.health_check"
 		if !oneOf(h.Kind, health.Kinds) {
-			e.add(at("kind"), "%s.kind %q: want one of %s", where, h.Kind, quoteAll(health.Kinds))
+			e.add(at("kind"), "%s.kind %q: %s", where, h.Kind, wantOneOf(h.Kind, health.Kinds))
 		}
 		if h.Path == "" && c.missing(append(hp, "path")...) {
 			h.Path = health.DefaultPath(h.Kind)

@@ -123,6 +123,14 @@ func TestLoadErrorPositions(t *testing.T) {
 			},
 		},
 		{
+			name: "misspelt values",
+			data: withMinimal(`[entrypoints.api]`, `address = "127.0.0.1:8081"`, `engine = "gent"`, `[services.t.load_balancer]`, `servers = [{ url = "http://127.0.0.1:8001" }]`, `strategy = "round-robbin"`),
+			want: []string{
+				`t.toml:9:10: entrypoints.api.engine "gent": want one of "gnet", "fasthttp" (did you mean "gnet"?)`,
+				`t.toml:12:12: services.t.load_balancer.strategy "round-robbin": want one of "round-robin", "weighted", "least-connections", "random" (did you mean "round-robin"?)`,
+			},
+		},
+		{
 			name: "unset environment variable",
 			data: withMinimal(`[entrypoints.api]`, `address = "127.0.0.1:${SLUICE_TEST_UNSET_PORT}"`),
 			want: []string{`t.toml:8:11: entrypoints.api.address: environment variable SLUICE_TEST_UNSET_PORT is not set (referenced as ${SLUICE_TEST_UNSET_PORT})`},

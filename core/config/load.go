@@ -1,6 +1,7 @@
 package config
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -112,6 +113,8 @@ type source struct {
 }
 
 // load parses, merges, decodes and validates srcs (in merge order).
+var utf8BOM = []byte("\xef\xbb\xbf")
+
 func load(srcs []source, lookup func(string) (string, bool)) (*Config, error) {
 	e := &errs{}
 	cfg := &Config{index: map[string]keyPlace{}, expanded: map[string]expansion{}}
@@ -120,7 +123,9 @@ func load(srcs []source, lookup func(string) (string, bool)) (*Config, error) {
 	syntax := false
 	for _, s := range srcs {
 		cfg.files = append(cfg.files, s.name)
-		doc, ix, perr := parseFile(s.name, s.data)
+		// Editors on Windows start UTF-8 files with a byte order mark; it is not TOML, and
+		// nothing after it moves (positions count from the first byte after it).
+		doc, ix, perr := parseFile(s.name, bytes.TrimPrefix(s.data, utf8BOM))
 		if perr != nil {
 			e.list = append(e.list, perr)
 			syntax = true

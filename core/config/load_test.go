@@ -395,3 +395,15 @@ func TestDuplicateEntryDoesNotHideOtherErrors(t *testing.T) {
 		}
 	}
 }
+
+// A file that starts with a UTF-8 byte order mark (Windows editors write one) loads as
+// without it, and its errors point where the editor shows them.
+func TestByteOrderMarkIsSkipped(t *testing.T) {
+	if _, err := LoadBytes("bom.toml", append([]byte("\xef\xbb\xbf"), withMinimal()...)); err != nil {
+		t.Fatalf("a file with a BOM: %v", err)
+	}
+	_, err := LoadBytes("bom.toml", []byte("\xef\xbb\xbf[services.s.load_balancer]\nservers = 3\n"))
+	if err == nil || !strings.Contains(err.Error(), "bom.toml:2:") {
+		t.Fatalf("error of a file with a BOM: %v", err)
+	}
+}

@@ -286,7 +286,7 @@ func (c *Config) validate(e *errs, lookup func(string) (string, bool)) {
 		case ep.Engine == "":
 			ep.Engine = DefaultEngine
 		case !oneOf(ep.Engine, engines):
-			e.add(c.ValuePos(append(path, "engine")...), "entrypoints.%s.engine %q: want one of %s", name, c.shown(ep.Engine, append(path, "engine")...), quoteAll(engines))
+			e.add(c.ValuePos(append(path, "engine")...), "entrypoints.%s.engine %q: %s", name, c.shown(ep.Engine, append(path, "engine")...), wantOneOf(ep.Engine, engines))
 		case ep.Engine == EngineGnet && ep.TLS != nil:
 			e.add(c.Pos(append(path, "tls")...), "entrypoints.%s: engine \"gnet\" serves plaintext only and has no TLS; set engine = \"fasthttp\" to terminate TLS on this entrypoint", name)
 		}
@@ -301,7 +301,7 @@ func (c *Config) validate(e *errs, lookup func(string) (string, bool)) {
 		}
 		switch {
 		case !oneOf(ep.UpstreamIO, upstreamIO):
-			e.add(c.ValuePos(append(path, "upstream_io")...), "entrypoints.%s.upstream_io %q: want one of %s", name, c.shown(ep.UpstreamIO, append(path, "upstream_io")...), quoteAll(upstreamIO))
+			e.add(c.ValuePos(append(path, "upstream_io")...), "entrypoints.%s.upstream_io %q: %s", name, c.shown(ep.UpstreamIO, append(path, "upstream_io")...), wantOneOf(ep.UpstreamIO, upstreamIO))
 		case ep.UpstreamIO == UpstreamIOLoop && ep.Engine != EngineGnet:
 			e.add(c.ValuePos(append(path, "upstream_io")...), "entrypoints.%s.upstream_io \"loop\" needs engine \"gnet\" (event loops); engine %q does its upstream I/O on its own goroutines", name, ep.Engine)
 		}
@@ -403,7 +403,7 @@ func (c *Config) validate(e *errs, lookup func(string) (string, bool)) {
 		}
 		lp := append(path, "load_balancer")
 		if !oneOf(lb.Strategy, strategies) {
-			e.add(c.ValuePos(append(lp, "strategy")...), "services.%s.load_balancer.strategy %q: want one of %s", name, c.shown(lb.Strategy, append(lp, "strategy")...), quoteAll(strategies))
+			e.add(c.ValuePos(append(lp, "strategy")...), "services.%s.load_balancer.strategy %q: %s", name, c.shown(lb.Strategy, append(lp, "strategy")...), wantOneOf(lb.Strategy, strategies))
 		}
 		if len(lb.Servers) == 0 && len(s.Revisions) == 0 && s.Scaling == nil && !e.reported(c.ValuePos(append(lp, "servers")...)) {
 			e.add(c.Pos(append(lp, "servers")...), "services.%s.load_balancer.servers: list at least one server, e.g. servers = [{ url = \"http://127.0.0.1:8000\" }]", name)
@@ -444,7 +444,7 @@ func (c *Config) validate(e *errs, lookup func(string) (string, bool)) {
 		if m.Type == "" && c.missing(append(path, "type")...) {
 			e.add(c.Pos(path...), "middlewares.%s.type is required (one of %s)", name, quoteAll(sortedNames(middlewareTypes)))
 		} else if _, ok := middlewareTypes[m.Type]; !ok && m.Type != "" {
-			e.add(c.ValuePos(append(path, "type")...), "middlewares.%s.type %q: unknown middleware type (want one of %s)", name, c.shown(m.Type, append(path, "type")...), quoteAll(sortedNames(middlewareTypes)))
+			e.add(c.ValuePos(append(path, "type")...), "middlewares.%s.type %q: unknown middleware type (%s)", name, c.shown(m.Type, append(path, "type")...), wantOneOf(m.Type, sortedNames(middlewareTypes)))
 		}
 		switch m.Type {
 		case MiddlewareAPIKey:
@@ -492,14 +492,24 @@ func (c *Config) validate(e *errs, lookup func(string) (string, bool)) {
 	c.validateModels(e, lookup)
 	c.validateProviders(e)
 	if !oneOf(c.Log.Level, logLevels) {
-		e.add(c.ValuePos("log", "level"), "log.level %q: want one of %s", c.shown(c.Log.Level, "log", "level"), quoteAll(logLevels))
+		e.add(c.ValuePos("log", "level"), "log.level %q: %s", c.shown(c.Log.Level, "log", "level"), wantOneOf(c.Log.Level, logLevels))
 	}
 	if !oneOf(c.Log.Format, logFormats) {
-		e.add(c.ValuePos("log", "format"), "log.format %q: want one of %s", c.shown(c.Log.Format, "log", "format"), quoteAll(logFormats))
+		e.add(c.ValuePos("log", "format"), "log.format %q: %s", c.shown(c.Log.Format, "log", "format"), wantOneOf(c.Log.Format, logFormats))
 	}
 	if s := c.Log.AccessLogSample; !(s >= 0 && s <= 1) {
 		e.add(c.ValuePos("log", "access_log_sample"), "log.access_log_sample %v: want a fraction from 0 to 1", s)
 	}
+}
+
+// wantOneOf says which values a key takes, and the closest one to s when s looks like a
+// misspelling of it: `want one of "a", "b" (did you mean "a"?)`.
+func wantOneOf(s string, names []string) string {
+	msg := "want one of " + quoteAll(names)
+	if m := suggest(s, names); m != "" {
+		msg += " (did you mean " + strconv.Quote(m) + "?)"
+	}
+	return msg
 }
 
 func didYouMean(s string, names []string) string {
