@@ -57,11 +57,20 @@ bench-compare: build
 # fuzz: every fuzz target for FUZZTIME, after its committed corpus (testdata/fuzz/<Target>/).
 # An input that fails is written to that directory: commit it with a test for the fix.
 FUZZ_PKGS := ./fuzz ./pool ./bench/llmsim ./bench/harness
+# A run that fails with only "context deadline exceeded" and writes no failing input is the
+# race in Go 1.26's fuzz coordinator at the end of -fuzztime (fixed in Go 1.27), not a finding:
+# it is reported and the next target runs. Any other failure, or a new input, fails the target.
 fuzz:
-	@set -e; for p in $(FUZZ_PKGS); do \
+	@set -eo pipefail; out=$$(mktemp); trap 'rm -f $$out' EXIT; for p in $(FUZZ_PKGS); do \
 		for t in $$($(GO) test -list '^Fuzz' $$p | grep '^Fuzz'); do \
 			echo "== $$p $$t ($(FUZZTIME))"; \
-			$(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) $$p; \
+			dir=$$p/testdata/fuzz/$$t; before=$$( (ls $$dir 2>/dev/null || true) | wc -l); \
+			if ! $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) $$p 2>&1 | tee $$out; then \
+				after=$$( (ls $$dir 2>/dev/null || true) | wc -l); \
+				if [ "$$after" = "$$before" ] && grep -q '^    context deadline exceeded$$' $$out && ! grep -q 'Failing input written' $$out; then \
+					echo "fuzz: $$t stopped on the Go 1.26 coordinator race at the end of -fuzztime; no failing input"; \
+				else exit 1; fi; \
+			fi; \
 		done; \
 	done
 
