@@ -100,13 +100,15 @@ type canon struct {
 
 	bounds  []int // canonical offsets where a message (or the system prompt) ends
 	convEnd int   // canonical offset where the first user message ends, -1 until met
+	turnEnd int   // canonical offset where the message before the last assistant message ends, 0 until met
 	user    bool  // the message being written has role "user"
+	asst    bool  // the message being written has role "assistant"
 }
 
 func (c *canon) reset(ep openai.Endpoint, body []byte, limit int) {
 	c.d, c.ep, c.limit = body, ep, limit
 	c.out, c.keys, c.members, c.bounds = c.out[:0], c.keys[:0], c.members[:0], c.bounds[:0]
-	c.convEnd = -1
+	c.convEnd, c.turnEnd = -1, 0
 }
 
 // put appends b unless the stream would grow past its limit; then it appends what fits and
@@ -381,13 +383,16 @@ func (c *canon) list(i, lvl int, kind objKind, msgs bool) int {
 			return stopFull
 		}
 		if msgs {
-			c.user = false
+			c.user, c.asst = false, false
 		}
 		e := c.element(i, lvl+1, kind)
 		if e < 0 {
 			return e
 		}
 		if msgs {
+			if c.asst && len(c.bounds) > 0 {
+				c.turnEnd = c.bounds[len(c.bounds)-1]
+			}
 			c.bounds = append(c.bounds, len(c.out))
 			if c.user && c.convEnd < 0 {
 				c.convEnd = len(c.out)
@@ -659,6 +664,8 @@ func (c *canon) writeMembers(base, lvl int, kind objKind) int {
 				continue
 			case string(key) == "role" && c.isString(m.vs, "user"):
 				c.user = true
+			case string(key) == "role" && c.isString(m.vs, "assistant"):
+				c.asst = true
 			}
 		}
 		if !first && !c.putByte(',') {

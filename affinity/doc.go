@@ -39,13 +39,15 @@
 // Select, a pure function, applies the rules of prefix affinity: a match counts only when it
 // covers at least half of the scanned request; only targets at most LoadBand (1) operation
 // above the least loaded are eligible; the longest match wins, then the lower load, then the
-// most recently learned. Without a valid match it ranks the eligible targets by rendezvous
-// hashing of the conversation key, so that gateway replicas without shared state send a
-// conversation to the same backend. The conversation key and RendezvousWeight are fixed
-// functions: every replica must run the same canonical form. SelectPrint adds one rule for a
-// request's Print: a hint that ends before the conversation key does (a system prompt or tools
-// that conversations share) is not followed, so that it does not pull every new conversation
-// to the backends that served earlier ones.
+// most recently learned. Without a valid match it ranks the targets within a load bound (the
+// band, or 1.25× the mean load if wider) by rendezvous hashing of the conversation key, so
+// that gateway replicas without shared state send a conversation to the same backend. The
+// conversation key and RendezvousWeight are fixed functions: every replica must run the same
+// canonical form. SelectPrint adds two rules for a request's Print: a hint that ends before
+// the conversation key does (a system prompt or tools that conversations share) is not
+// followed, so that it does not pull every new conversation to the backends that served
+// earlier ones; nor is one that ends before the previous turn (another replica served the
+// turns since, so the hint is out of date).
 //
 // A request flows as: openai.Peek, Fingerprint, Index.Lookup over the candidate targets
 // with their loads, SelectPrint, then Index.Learn after the response (or Index.Forget when the

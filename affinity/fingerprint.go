@@ -72,6 +72,12 @@ type Print struct {
 	// ConversationPrefix is the length in canonical bytes of the prefix Conversation hashes:
 	// what precedes it (tools, system prompt) is what conversations may share.
 	ConversationPrefix int
+	// TurnPrefix is the length in canonical bytes of the conversation up to its last
+	// assistant message: the request of the previous turn, whose answer that message is
+	// (0 when no message before it is an assistant's). A follow-up turn only appends that
+	// answer and a new message, so a router that served the previous turn knows where a
+	// prefix at least this long went.
+	TurnPrefix int
 
 	c      canon
 	digest xxhash.Digest
@@ -82,7 +88,7 @@ type Print struct {
 func (p *Print) Canonical() []byte { return p.c.out[:p.Scanned] }
 
 func (p *Print) clear() {
-	p.Checkpoints, p.Scanned, p.Truncated, p.Conversation, p.ConversationPrefix = p.Checkpoints[:0], 0, false, 0, 0
+	p.Checkpoints, p.Scanned, p.Truncated, p.Conversation, p.ConversationPrefix, p.TurnPrefix = p.Checkpoints[:0], 0, false, 0, 0, 0
 	p.c.out = p.c.out[:0]
 }
 
@@ -185,6 +191,7 @@ func (p *Print) hash() {
 		conv = p.Scanned
 	}
 	p.ConversationPrefix = conv
+	p.TurnPrefix = p.c.turnEnd
 	d := &p.digest
 	d.Reset()
 	at, convDone := 0, false

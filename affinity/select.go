@@ -26,12 +26,16 @@ const (
 	// message (SelectPrint): they mark a prefix conversations share, not this conversation;
 	// rendezvous hashing chose.
 	OutcomeShared
+	// OutcomeBehind: the only hints that cover half of the request end before its previous
+	// turn does (SelectPrint): another router (a gateway replica) served the turns since,
+	// and where is not known here; rendezvous hashing chose, as the other router's would.
+	OutcomeBehind
 )
 
-var outcomeNames = [...]string{"none", "hit", "miss", "short", "busy", "shared"}
+var outcomeNames = [...]string{"none", "hit", "miss", "short", "busy", "shared", "behind"}
 
 // String returns the outcome's metric label ("hit", "miss", "short", "busy", "shared",
-// "none").
+// "behind", "none").
 func (o Outcome) String() string {
 	if int(o) < len(outcomeNames) {
 		return outcomeNames[o]
@@ -60,9 +64,11 @@ type Choice struct {
 //   - Of the eligible candidates with a valid hint, the longest Prefix wins; of equal ones
 //     the lower Load, then the most recently learned (larger Used), then the higher
 //     rendezvous weight.
-//   - Without one, the eligible candidate with the highest rendezvous weight for conv
-//     (RendezvousWeight) wins: every gateway replica, without shared state, sends a
-//     conversation to the same backend while the candidates and their loads agree.
+//   - Without one, the candidate with the highest rendezvous weight for conv
+//     (RendezvousWeight) among those whose Load is within homeLimit (the load band, or
+//     1.25× the mean load if that is more) wins: every gateway replica, without shared
+//     state, sends a conversation to the same backend while the candidates agree and none
+//     carries much more than its share.
 func Select(cands []Candidate, scanned int, conv uint64) Choice {
 	if len(cands) == 0 {
 		return Choice{Index: -1}
@@ -94,8 +100,9 @@ func Select(cands []Candidate, scanned int, conv uint64) Choice {
 		return Choice{Index: best, Prefix: cands[best].Prefix, Outcome: OutcomeHit}
 	}
 	var bw uint64
+	limit := homeLimit(cands, least)
 	for i := range cands {
-		if cands[i].Load > least+LoadBand {
+		if cands[i].Load > limit {
 			continue
 		}
 		if w := RendezvousWeight(conv, cands[i].Target); best < 0 || w > bw {
@@ -105,29 +112,67 @@ func Select(cands []Candidate, scanned int, conv uint64) Choice {
 	return Choice{Index: best, Outcome: out}
 }
 
-// SelectPrint is Select for the request whose fingerprint is p, with one more rule: a hint
-// that ends before p's conversation key does (Prefix < p.ConversationPrefix) covers only what
-// conversations share (tools, a system prompt) and is dropped from cands before Select.
+// SelectPrint is Select for the request whose fingerprint is p, with two more rules that
+// drop hints from cands before Select:
 //
-// Such a hint says which backends served other conversations under the same system prompt;
-// following it would send every new conversation to them (and each gateway replica to the
-// ones it happened to learn), where rendezvous hashing of the conversation key spreads new
-// conversations evenly and sends a conversation's turns to the same backend from every
-// replica. A shared prefix soon sits in every backend's cache anyway. When a dropped hint
-// was the only one that covered half of the request, the outcome is OutcomeShared.
+//   - A hint that ends before p's conversation key does (Prefix < p.ConversationPrefix)
+//     covers only what conversations share (tools, a system prompt). It says which backends
+//     served other conversations under the same system prompt; following it would send every
+//     new conversation to them (and each gateway replica to the ones it happened to learn),
+//     where rendezvous hashing of the conversation key spreads new conversations evenly and
+//     sends a conversation's turns to the same backend from every replica. A shared prefix
+//     soon sits in every backend's cache anyway. When a dropped hint was the only one that
+//     covered half of the request, the outcome is OutcomeShared.
+//   - A hint that ends before the last checkpoint of the previous turn's request
+//     (p.TurnPrefix) is out of date: the router that learned it did not serve that turn.
+//     Behind a load balancer that spreads one conversation's turns over several gateway
+//     replicas, each replica's index holds only its own turns; a replica that followed its
+//     older hint would keep the conversation on the backend it chose before while the other
+//     replicas send it elsewhere, and every turn would miss the turns the others served.
+//     Rendezvous hashing chooses instead, the same backend every replica's rendezvous choice
+//     names while their load bands agree. A router that served the previous turn itself
+//     holds a hint at least that long and follows it. When a dropped hint was the only one
+//     that covered half of the request, the outcome is OutcomeBehind.
 func SelectPrint(cands []Candidate, p *Print) Choice {
-	shared := false
+	current := p.turnCheckpoint()
+	shared, behind := false, false
 	for i := range cands {
-		if c := &cands[i]; c.Prefix > 0 && c.Prefix < p.ConversationPrefix {
+		c := &cands[i]
+		switch {
+		case c.Prefix <= 0:
+			continue
+		case c.Prefix < p.ConversationPrefix:
 			shared = shared || 2*c.Prefix >= p.Scanned
-			c.Prefix, c.Used = 0, 0
+		case c.Prefix < current:
+			behind = behind || 2*c.Prefix >= p.Scanned
+		default:
+			continue
 		}
+		c.Prefix, c.Used = 0, 0
 	}
 	ch := Select(cands, p.Scanned, p.Conversation)
-	if shared && ch.Outcome == OutcomeMiss {
-		ch.Outcome = OutcomeShared
+	if ch.Outcome == OutcomeMiss {
+		switch {
+		case behind:
+			ch.Outcome = OutcomeBehind
+		case shared:
+			ch.Outcome = OutcomeShared
+		}
 	}
 	return ch
+}
+
+// turnCheckpoint returns the prefix length of the last checkpoint within p.TurnPrefix (0:
+// none): the longest prefix the previous turn's request and this one both marked.
+func (p *Print) turnCheckpoint() int {
+	at := 0
+	for _, cp := range p.Checkpoints {
+		if cp.Prefix > p.TurnPrefix {
+			break
+		}
+		at = cp.Prefix
+	}
+	return at
 }
 
 // better reports whether a beats b among candidates with valid hints.
@@ -149,3 +194,30 @@ func better(a, b *Candidate, conv uint64) bool {
 func RendezvousWeight(conv uint64, t Target) uint64 {
 	return fmix64(conv ^ fmix64(uint64(t)+0x9e3779b97f4a7c15))
 }
+
+// homeLimit is the most load (operations in flight) a candidate may carry and still be a
+// conversation's rendezvous choice: the least load plus LoadBand, or 1.25 times the
+// mean load counting the request being placed, rounded up, whichever is larger. The mean
+// bound is consistent hashing with bounded loads (Mirrokni, Thorup and Zadimoghaddam,
+// "Consistent Hashing with Bounded Loads", SODA 2018, with 1+ε = 1.25): no backend
+// takes a new conversation turn once it carries that much more than its share.
+//
+// Why not the load band alone: every gateway replica sees only its own requests in flight,
+// a small and noisy share of each backend's load, and one operation above the least of such
+// counts is a band the replicas' views often disagree on; each disagreement sends a turn of
+// the conversation to a backend without its prefix. A bound relative to the mean moves far
+// less with that noise, so the replicas' rendezvous choices agree while still keeping any
+// backend within 1.25× the mean.
+func homeLimit(cands []Candidate, least int) int {
+	sum := 0
+	for _, c := range cands {
+		sum += c.Load
+	}
+	n := len(cands)
+	bound := (homeLoadPercent*(sum+1) + 100*n - 1) / (100 * n)
+	return max(least+LoadBand, bound)
+}
+
+// homeLoadPercent is how far above the mean load a conversation's rendezvous choice may be
+// and still take its turn (see homeLimit), in hundredths: 125 is 1.25× the mean.
+const homeLoadPercent = 125

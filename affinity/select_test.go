@@ -160,3 +160,28 @@ func TestSelectPrintDropsSharedHints(t *testing.T) {
 	cs = []Candidate{{Target: 1}, {Target: 2}}
 	require.Equal(t, OutcomeMiss, SelectPrint(cs, first).Outcome)
 }
+
+// TestSelectWithoutHintsBoundsTheLoad: without a hint, the conversation's rendezvous choice
+// takes the turn while its load is within the load band or 1.25× the mean load (counting the
+// request being placed), whichever is larger, and not beyond.
+func TestSelectWithoutHintsBoundsTheLoad(t *testing.T) {
+	// Find a conversation whose rendezvous choice among four targets is target 3.
+	cs := []Candidate{{Target: 0}, {Target: 1}, {Target: 2}, {Target: 3}}
+	var conv uint64
+	for rendezvousPick(cs, conv) != 3 {
+		conv++
+	}
+	pick := func(loads ...int) Target {
+		for i := range cs {
+			cs[i].Load = loads[i]
+		}
+		return cs[Select(cs, 0, conv).Index].Target
+	}
+	// Mean bound: (2+2+4+4+1)/4 = 3.25 in flight, 1.25× that rounds up to 5.
+	require.Equal(t, Target(3), pick(2, 2, 4, 4), "above the load band, within 1.25× the mean")
+	require.Equal(t, Target(3), pick(2, 2, 4, 5), "at the bound")
+	require.NotEqual(t, Target(3), pick(3, 3, 3, 6), "past 1.25× the mean (ceil(1.25·16/4) = 5)")
+	// Band bound: (0+0+0+1+1)/4 rounds up to 1 = the least plus the band.
+	require.Equal(t, Target(3), pick(0, 0, 0, 1))
+	require.NotEqual(t, Target(3), pick(0, 0, 0, 2))
+}

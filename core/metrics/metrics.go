@@ -450,13 +450,13 @@ func (r *RateLimit) Limited() { r.limited.Inc() }
 // Prefix holds the prefix-affinity metrics of one model alias. Its methods are safe for
 // concurrent use and allocation free.
 type Prefix struct {
-	outcomes    [6]*vm.Counter // by affinity.Outcome: none, hit, miss, short, busy, shared
+	outcomes    [7]*vm.Counter // by affinity.Outcome: none, hit, miss, short, busy, shared, behind
 	invalidated *vm.Counter
 }
 
 // PrefixOutcomes are the outcome labels of sluice_prefix_affinity_selections_total, by the
 // affinity package's Outcome value ("" for none, which is not counted).
-var PrefixOutcomes = [6]string{"", "hit", "miss", "short", "busy", "shared"}
+var PrefixOutcomes = [7]string{"", "hit", "miss", "short", "busy", "shared", "behind"}
 
 // ForPrefix returns the prefix-affinity metrics of model alias, creating them on first use;
 // the series survive reloads.
