@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -8,7 +9,9 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -259,4 +262,44 @@ func TestDockerBuild(t *testing.T) {
 	stdout, stderr, code = run(t, nil, "docker", "image", "inspect", "-f", "{{.Config.User}} {{.Config.Healthcheck.Test}}", tag)
 	require.Equal(t, 0, code, stderr)
 	require.Equal(t, "65532:65532 [CMD /usr/local/bin/sluice-healthcheck]\n", stdout)
+}
+
+// TestDockerBuildOCI builds the image from the Dockerfile, unchanged, with buildah and runs it:
+// deploy/docker/verify-oci.sh, which needs no Docker engine and no container registry (it
+// replaces the two base images by local stand-ins, under their names, and pulls nothing). It
+// takes minutes and root, so it runs only when asked: SLUICE_TEST_BUILDAH=1.
+func TestDockerBuildOCI(t *testing.T) {
+	if os.Getenv("SLUICE_TEST_BUILDAH") != "1" {
+		t.Skip("set SLUICE_TEST_BUILDAH=1 to build and run the image with buildah (slow, needs root)")
+	}
+	if _, err := exec.LookPath("buildah"); err != nil {
+		t.Skip("buildah is not on PATH")
+	}
+	// The script's own deadline is the test's, less time for it to remove its work directory.
+	deadline := time.Now().Add(20 * time.Minute)
+	if d, ok := t.Deadline(); ok && d.Add(-time.Minute).Before(deadline) {
+		deadline = d.Add(-time.Minute)
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", rootPath(t, "deploy", "docker", "verify-oci.sh"))
+	cmd.Dir = rootPath(t)
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 30 * time.Second
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "verify-oci.sh:\n%s", out)
+	// Each check prints its line when it passes; the script stops at the first that fails.
+	for _, check := range []string{
+		"ok: buildah build -f deploy/docker/Dockerfile, with nothing pulled",
+		"ok: image configuration: user 65532:65532, entry point sluice serve, ports 8080 9090",
+		"ok: binaries: /usr/local/bin/sluice and sluice-healthcheck, CGO_ENABLED=0 -trimpath; no shell, no C library",
+		"sluice version in the image (a static binary on a base with no C library): sluice verify-oci",
+		"ok: the gateway listens on 127.0.0.1:8080 and the admin API on 127.0.0.1:9090",
+		"ok: the gateway runs as uid 65532, gid 65532",
+		"ok: the health check (/usr/local/bin/sluice-healthcheck) exits 0",
+		"ok: SIGTERM stops the gateway with status 0",
+		"verify-oci: PASS",
+	} {
+		require.Contains(t, string(out), check, "verify-oci.sh:\n%s", out)
+	}
 }
