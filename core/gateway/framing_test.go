@@ -248,3 +248,79 @@ func nonInterim(line string) string {
 	}
 	return line
 }
+
+// A malformed request head or body is refused at once, with the same status on every engine
+// and the gateway's JSON error body; none waits for read_header_timeout (set far beyond the
+// time the answer is waited for, so that a wait shows as a failure). Lines ended by a bare LF
+// are refused (RFC 9112 §2.2 lets a server reject them), as is every other framing the gnet
+// engine's parser refuses; a request line over max_header_bytes gets 414 (RFC 9112 §3), a
+// head whose field lines go over it 431.
+func TestMalformedRequestIsRefusedAtOnce(t *testing.T) {
+	const limit = 2048
+	up := serveUpstream(t, echo)
+	cases := []struct {
+		name   string
+		raw    string
+		status int
+		code   string
+	}{
+		{"bare LF everywhere", "GET / HTTP/1.1\nHost: gw\n\n", 400, "bad_request"},
+		{"bare LF ends the request line", "GET / HTTP/1.1\nHost: gw\r\n\r\n", 400, "bad_request"},
+		{"bare LF ends a field line", "GET / HTTP/1.1\r\nHost: gw\nX: 1\r\n\r\n", 400, "bad_request"},
+		{"bare LF blank line", "GET / HTTP/1.1\r\nHost: gw\r\n\n", 400, "bad_request"},
+		{"bare LF after a body", "POST / HTTP/1.1\r\nHost: gw\r\nContent-Length: 2\r\n\r\n{}GET / HTTP/1.1\nHost: gw\n\n", 200, ""},
+		{"bare CR in a field line", "GET / HTTP/1.1\r\nHost: gw\rX: 1\r\n\r\n", 400, "bad_request"},
+		{"NUL in a field value", "GET / HTTP/1.1\r\nHost: gw\r\nX: a\x00b\r\n\r\n", 400, "bad_request"},
+		{"NUL in a field name", "GET / HTTP/1.1\r\nHost: gw\r\nX\x00Y: 1\r\n\r\n", 400, "bad_request"},
+		{"field line without colon", "GET / HTTP/1.1\r\nHost: gw\r\nno colon here\r\n\r\n", 400, "bad_request"},
+		{"obs-fold", "GET / HTTP/1.1\r\nHost: gw\r\nX: a\r\n b\r\n\r\n", 400, "bad_request"},
+		{"whitespace before the first field", "GET / HTTP/1.1\r\n Host: gw\r\n\r\n", 400, "bad_request"},
+		{"space before colon", "GET / HTTP/1.1\r\nHost : gw\r\n\r\n", 400, "bad_request"},
+		{"bad Content-Length", "POST / HTTP/1.1\r\nHost: gw\r\nContent-Length: 1x\r\n\r\n1x", 400, "bad_request"},
+		{"negative Content-Length", "POST / HTTP/1.1\r\nHost: gw\r\nContent-Length: -1\r\n\r\n", 400, "bad_request"},
+		{"bad chunk size", "POST / HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 400, "bad_request"},
+		{"chunk size line ended by bare LF", "POST / HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding: chunked\r\n\r\n2\n{}\r\n0\r\n\r\n", 400, "bad_request"},
+		{"chunk data without CRLF", "POST / HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}xx", 400, "bad_request"},
+		{"invalid method", "G(T / HTTP/1.1\r\nHost: gw\r\n\r\n", 400, "bad_request"},
+		{"missing Host", "GET / HTTP/1.1\r\nX: 1\r\n\r\n", 400, "bad_request"},
+		{"HTTP/2.0 version", "GET / HTTP/2.0\r\nHost: gw\r\n\r\n", 505, "http_version_not_supported"},
+		{"request line over the limit, unended", "GET /" + strings.Repeat("a", limit), 414, "uri_too_long"},
+		{"request line over the limit, whole", "GET /" + strings.Repeat("a", limit) + " HTTP/1.1\r\nHost: gw\r\n\r\n", 414, "uri_too_long"},
+		{"field lines over the limit", "GET / HTTP/1.1\r\nHost: gw\r\nX: " + strings.Repeat("a", limit) + "\r\n\r\n", 431, "request_header_fields_too_large"},
+	}
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			_, addr := startGateway(t, engine, up.addr(), fmt.Sprintf("max_header_bytes = %d\nread_header_timeout = \"60s\"", limit))
+			for _, tc := range cases {
+				for _, pieces := range []int{1, 2} {
+					t.Run(fmt.Sprintf("%s/%d writes", tc.name, pieces), func(t *testing.T) {
+						c := dial(t, addr)
+						require.NoError(t, c.SetReadDeadline(time.Now().Add(3*time.Second)))
+						// In two writes the engine may read the head in two pieces, and a parser
+						// that waits for more does so on the second.
+						cut := len(tc.raw) / pieces
+						send(t, c, tc.raw[:cut])
+						send(t, c, tc.raw[cut:])
+						r := bufio.NewReader(c)
+						resp := readResponse(t, r, false)
+						status, code := tc.status, tc.code
+						if code == "" { // a good request first: the refusal follows its answer
+							require.Equal(t, status, resp.status)
+							resp = readResponse(t, r, false)
+							status, code = 400, "bad_request"
+						}
+						require.Equal(t, status, resp.status, "body %s", resp.body)
+						require.Equal(t, "application/json", resp.headers["content-type"])
+						var body struct {
+							Error struct{ Type, Code, Message string }
+						}
+						require.NoError(t, json.Unmarshal(resp.body, &body), "%s", resp.body)
+						require.Equal(t, "invalid_request_error", body.Error.Type)
+						require.Equal(t, code, body.Error.Code)
+						require.NotEmpty(t, body.Error.Message)
+					})
+				}
+			}
+		})
+	}
+}
