@@ -56,3 +56,38 @@ func TestFramingCheckStopsAfterUpgrade(t *testing.T) {
 		t.Fatalf("after an upgrade request: err %v, off %v", err, fc.off)
 	}
 }
+
+// FuzzFramingCheck: the check runs on every byte a TLS client sends, so it must never panic
+// or spin, and its verdict must not depend on how the stream is cut into reads.
+func FuzzFramingCheck(f *testing.F) {
+	for _, s := range []string{
+		"POST /a HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\nabcGET / HTTP/1.1\r\nHost: h\r\n\r\n",
+		"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n2;x\r\nab\r\n0\r\nT: 1\r\n\r\n",
+		"GET / HTTP/1.1\nHost: h\n\n",
+		"\r\n\r\nGET / HTTP/1.1\r\nHost: h\r\nX: a\r\n b\r\n\r\n",
+		"GET /ws HTTP/1.1\r\nHost: h\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n\x81\x00",
+		"GET /" + strings.Repeat("a", 300) + " HTTP/1.1\r\n\r\n",
+	} {
+		f.Add([]byte(s), uint16(1), uint16(7))
+	}
+	lim := &http1.Limits{MaxHeaderBytes: 256, MaxHeaderCount: 8, MaxBodyBytes: 1 << 10}
+	f.Fuzz(func(t *testing.T, data []byte, cut1, cut2 uint16) {
+		whole := framingCheck{lim: lim}
+		werr := whole.feed(data)
+		a, b := min(int(cut1), len(data)), min(int(cut2), len(data))
+		if a > b {
+			a, b = b, a
+		}
+		split := framingCheck{lim: lim}
+		var serr error
+		for _, piece := range [][]byte{data[:a], data[a:b], data[b:]} {
+			if serr = split.feed(piece); serr != nil {
+				break
+			}
+		}
+		if werr != serr || whole.errMsg != split.errMsg || whole.msg != split.msg || whole.off != split.off {
+			t.Fatalf("whole: err %v of request %d, %d followed, off %v; in reads cut at %d and %d: err %v of request %d, %d followed, off %v",
+				werr, whole.errMsg, whole.msg, whole.off, a, b, serr, split.errMsg, split.msg, split.off)
+		}
+	})
+}
