@@ -24,7 +24,7 @@ import (
 type framingCheck struct {
 	lim *http1.Limits
 
-	off     bool   // not following the stream (no limits given, or after an upgrade request)
+	off     bool   // not following the stream: after an upgrade request
 	msg     uint64 // messages (head and body) followed to their end
 	err     error  // the refusal of request number errMsg; sticky
 	errMsg  uint64 // counted from 1 on the connection
