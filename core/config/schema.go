@@ -132,7 +132,8 @@ type Entrypoint struct {
 	// pending response for this long (a stalled reader). Default 60s.
 	ClientStallTimeout time.Duration `toml:"client_stall_timeout"`
 	// MaxHeaderBytes bounds a request head (request line + header fields), in
-	// bytes; larger gets 431. Default 16384, range 1024..1048576.
+	// bytes; larger gets 414 when the request line alone does not fit (RFC 9112
+	// §3), else 431. Default 16384, range 1024..1048576.
 	MaxHeaderBytes int `toml:"max_header_bytes"`
 	// MaxBodyBytes bounds a request body, in bytes; larger gets 413.
 	// Default 16777216 (16 MiB); must be >= 1.

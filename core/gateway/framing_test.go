@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"bufio"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -247,4 +248,104 @@ func nonInterim(line string) string {
 		return ""
 	}
 	return line
+}
+
+// A malformed request head or body is refused at once, with the same status on every engine
+// and the gateway's JSON error body; none waits for read_header_timeout (set far beyond the
+// time the answer is waited for, so that a wait shows as a failure). Lines ended by a bare LF
+// are refused (RFC 9112 §2.2 lets a server reject them), as is every other framing the gnet
+// engine's parser refuses; a request line over max_header_bytes gets 414 (RFC 9112 §3), a
+// head whose field lines go over it 431.
+func TestMalformedRequestIsRefusedAtOnce(t *testing.T) {
+	// keptAlive marks a case whose request goes on a connection that served keptAliveRequest
+	// (answered before the case's request is sent).
+	const keptAlive, keptAliveRequest = "\x00kept-alive\x00", "GET / HTTP/1.1\r\nHost: gw\r\n\r\n"
+	const limit = 2048
+	up := serveUpstream(t, echo)
+	cases := []struct {
+		name   string
+		raw    string
+		status int
+		code   string
+	}{
+		{"bare LF everywhere", "GET / HTTP/1.1\nHost: gw\n\n", 400, "bad_request"},
+		{"bare LF ends the request line", "GET / HTTP/1.1\nHost: gw\r\n\r\n", 400, "bad_request"},
+		{"bare LF ends a field line", "GET / HTTP/1.1\r\nHost: gw\nX: 1\r\n\r\n", 400, "bad_request"},
+		{"bare LF blank line", "GET / HTTP/1.1\r\nHost: gw\r\n\n", 400, "bad_request"},
+		{"bare LF pipelined after a body", "POST / HTTP/1.1\r\nHost: gw\r\nContent-Length: 2\r\n\r\n{}GET / HTTP/1.1\nHost: gw\n\n", 200, ""},
+		{"bare LF on a kept-alive connection", keptAlive + "GET / HTTP/1.1\nHost: gw\n\n", 200, ""},
+		{"chunk size line ended by bare LF on a kept-alive connection", keptAlive + "POST / HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding: chunked\r\n\r\n2\n{}\r\n0\r\n\r\n", 200, ""},
+		{"bare CR in a field line", "GET / HTTP/1.1\r\nHost: gw\rX: 1\r\n\r\n", 400, "bad_request"},
+		{"NUL in a field value", "GET / HTTP/1.1\r\nHost: gw\r\nX: a\x00b\r\n\r\n", 400, "bad_request"},
+		{"NUL in a field name", "GET / HTTP/1.1\r\nHost: gw\r\nX\x00Y: 1\r\n\r\n", 400, "bad_request"},
+		{"field line without colon", "GET / HTTP/1.1\r\nHost: gw\r\nno colon here\r\n\r\n", 400, "bad_request"},
+		{"obs-fold", "GET / HTTP/1.1\r\nHost: gw\r\nX: a\r\n b\r\n\r\n", 400, "bad_request"},
+		{"whitespace before the first field", "GET / HTTP/1.1\r\n Host: gw\r\n\r\n", 400, "bad_request"},
+		{"space before colon", "GET / HTTP/1.1\r\nHost : gw\r\n\r\n", 400, "bad_request"},
+		{"bad Content-Length", "POST / HTTP/1.1\r\nHost: gw\r\nContent-Length: 1x\r\n\r\n1x", 400, "bad_request"},
+		{"negative Content-Length", "POST / HTTP/1.1\r\nHost: gw\r\nContent-Length: -1\r\n\r\n", 400, "bad_request"},
+		{"bad chunk size", "POST / HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 400, "bad_request"},
+		{"chunk size line ended by bare LF", "POST / HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding: chunked\r\n\r\n2\n{}\r\n0\r\n\r\n", 400, "bad_request"},
+		{"chunk data without CRLF", "POST / HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}xx", 400, "bad_request"},
+		{"invalid method", "G(T / HTTP/1.1\r\nHost: gw\r\n\r\n", 400, "bad_request"},
+		{"missing Host", "GET / HTTP/1.1\r\nX: 1\r\n\r\n", 400, "bad_request"},
+		{"HTTP/2.0 version", "GET / HTTP/2.0\r\nHost: gw\r\n\r\n", 505, "http_version_not_supported"},
+		{"request line over the limit, unended", "GET /" + strings.Repeat("a", limit), 414, "uri_too_long"},
+		{"request line over the limit, whole", "GET /" + strings.Repeat("a", limit) + " HTTP/1.1\r\nHost: gw\r\n\r\n", 414, "uri_too_long"},
+		{"field lines over the limit", "GET / HTTP/1.1\r\nHost: gw\r\nX: " + strings.Repeat("a", limit) + "\r\n\r\n", 431, "request_header_fields_too_large"},
+	}
+	cert, key, roots := selfSigned(t, t.TempDir())
+	for _, engine := range append(engines, "fasthttp+tls") {
+		t.Run(engine, func(t *testing.T) {
+			settings := fmt.Sprintf("max_header_bytes = %d\nread_header_timeout = \"60s\"", limit)
+			useTLS := engine == "fasthttp+tls" // the TLS entrypoints' engine, as they run it
+			if useTLS {
+				engine, settings = "fasthttp", settings+fmt.Sprintf("\ntls = { cert_file = %q, key_file = %q }", cert, key)
+			}
+			_, addr := startGateway(t, engine, up.addr(), settings)
+			for _, tc := range cases {
+				for _, pieces := range []int{1, 2} {
+					t.Run(fmt.Sprintf("%s/%d writes", tc.name, pieces), func(t *testing.T) {
+						c := dial(t, addr)
+						if useTLS {
+							c = tls.Client(c, &tls.Config{RootCAs: roots, ServerName: "127.0.0.1"})
+						}
+						require.NoError(t, c.SetReadDeadline(time.Now().Add(3*time.Second)))
+						// In two writes the engine may read the head in two pieces, and a parser
+						// that waits for more does so on the second.
+						r := bufio.NewReader(c)
+						raw := tc.raw
+						if first, rest, ok := strings.Cut(raw, keptAlive); ok && first == "" {
+							// The good request is answered before the next arrives: the engine
+							// reads that one as a new request on an idle connection.
+							send(t, c, keptAliveRequest)
+							require.Equal(t, 200, readResponse(t, r, false).status)
+							raw = rest
+						}
+						cut := len(raw) / pieces
+						send(t, c, raw[:cut])
+						send(t, c, raw[cut:])
+						resp := readResponse(t, r, false)
+						status, code := tc.status, tc.code
+						if strings.HasPrefix(tc.raw, keptAlive) {
+							status, code = 400, "bad_request"
+						} else if code == "" { // a good request first: the refusal follows its answer
+							require.Equal(t, status, resp.status)
+							resp = readResponse(t, r, false)
+							status, code = 400, "bad_request"
+						}
+						require.Equal(t, status, resp.status, "body %s", resp.body)
+						require.Equal(t, "application/json", resp.headers["content-type"])
+						var body struct {
+							Error struct{ Type, Code, Message string }
+						}
+						require.NoError(t, json.Unmarshal(resp.body, &body), "%s", resp.body)
+						require.Equal(t, "invalid_request_error", body.Error.Type)
+						require.Equal(t, code, body.Error.Code)
+						require.NotEmpty(t, body.Error.Message)
+					})
+				}
+			}
+		})
+	}
 }

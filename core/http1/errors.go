@@ -3,8 +3,8 @@ package http1
 import "errors"
 
 // Error is a framing error together with the HTTP status the gateway answers with:
-// 400 (malformed message), 413 (body over Limits.MaxBodyBytes), 431 (head over
-// Limits.MaxHeaderBytes or Limits.MaxHeaderCount), 501 (unknown transfer coding),
+// 400 (malformed message), 413 (body over Limits.MaxBodyBytes), 414 (request line alone over
+// Limits.MaxHeaderBytes), 431 (head over Limits.MaxHeaderBytes or Limits.MaxHeaderCount), 501 (unknown transfer coding),
 // 505 (HTTP version other than 1.0/1.1) for requests, and 502 (Bad Gateway, RFC 9110 §15.6.3)
 // for any malformed upstream response head. After an *Error the connection must be closed:
 // the message framing can no longer be trusted (RFC 9112 §6.3).
@@ -51,6 +51,7 @@ var (
 	errNoColon          = newErr(400, "field line without colon (RFC 9112 §5)")
 	errFieldValue       = newErr(400, "invalid character in field value (NUL, CR, LF or CTL, RFC 9110 §5.5)")
 	errTrailingBytes    = newErr(400, "bytes after the blank line that ends the head")
+	errURITooLong       = newErr(414, "request line larger than the header size limit (RFC 9112 §3)")
 	errHeadTooLarge     = newErr(431, "request head larger than the header size limit")
 	errTooManyHeaders   = newErr(431, "too many header fields")
 	errBadCL            = newErr(400, "invalid Content-Length (RFC 9110 §8.6)")

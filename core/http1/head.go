@@ -16,7 +16,7 @@ import (
 //
 // A blank line ended by a bare LF also ends the head, so that the parser sees it and rejects the
 // bare LF with 400 at once (see the package doc). FindHeadEnd does not enforce limits: while
-// n == -1, call CheckPartialHead(len(b)-skip, lim).
+// n == -1, call CheckPartialHead(b[skip:], lim).
 //
 // A caller that looks for a head again each time more of it arrives should use a HeadScan,
 // which does not scan the same bytes twice.

@@ -1,5 +1,7 @@
 package http1
 
+import "bytes"
+
 // Default limits, used for zero fields of Limits.
 const (
 	// DefaultMaxHeaderBytes bounds the request line plus all header lines, in bytes.
@@ -11,8 +13,9 @@ const (
 )
 
 // Limits bound what a parser accepts. Zero fields take the Default* values; a nil *Limits means
-// all defaults. Exceeding MaxHeaderBytes or MaxHeaderCount gives *Error 431 for a request
-// (502 for an upstream response); a request Content-Length over MaxBodyBytes gives 413.
+// all defaults. Exceeding MaxHeaderBytes gives *Error 414 for a request whose request line
+// alone does not fit and 431 for one whose field lines do not (see HeadTooLarge); more than
+// MaxHeaderCount fields gives 431; an upstream response over either gets 502; a request Content-Length over MaxBodyBytes gives 413.
 // MaxBodyBytes does not apply to responses.
 type Limits struct {
 	MaxHeaderBytes int   // request line + all header lines, bytes; default 16384
@@ -52,11 +55,24 @@ func (l *Limits) BodyBytes() int64 {
 }
 
 // CheckPartialHead is for callers waiting on an incomplete head (FindHeadEnd returned n == -1):
-// it returns ErrNeedMore while the buffered head bytes (without the skipped leading CRLFs) are
-// within lim's header limit, and *Error 431 once they exceed it.
-func CheckPartialHead(buffered int, lim *Limits) error {
-	if buffered > lim.HeaderBytes() {
-		return errHeadTooLarge
+// head is the bytes buffered so far, without the skipped leading CRLFs. It returns ErrNeedMore
+// while they are within lim's header limit, and once they exceed it the *Error of
+// HeadTooLarge.
+func CheckPartialHead(head []byte, lim *Limits) error {
+	if len(head) > lim.HeaderBytes() {
+		return HeadTooLarge(head, lim)
 	}
 	return ErrNeedMore
+}
+
+// HeadTooLarge returns the *Error for a request head (without leading CRLFs) known to exceed
+// lim's header limit: 414 when the limit runs out inside the request line, that is when no LF
+// ends a line within the first HeaderBytes bytes, so that the request-target alone is what
+// does not fit (RFC 9112 §3, RFC 9110 §15.5.15); 431 when the request line fits and the field
+// lines do not (RFC 6585 §5).
+func HeadTooLarge(head []byte, lim *Limits) error {
+	if bytes.IndexByte(head[:min(len(head), lim.HeaderBytes())], '\n') < 0 {
+		return errURITooLong
+	}
+	return errHeadTooLarge
 }

@@ -25,7 +25,9 @@ func TestRequestLimits(t *testing.T) {
 		{"default bytes over", "GET / HTTP/1.1\r\nHost: h\r\nX: " + strings.Repeat("a", DefaultMaxHeaderBytes) + "\r\n\r\n", nil, 431},
 		{"small count ok", "GET / HTTP/1.1\r\nHost: h\r\n" + manyFields(4) + "\r\n", small, 0},
 		{"small count over", "GET / HTTP/1.1\r\nHost: h\r\n" + manyFields(5) + "\r\n", small, 431},
-		{"small bytes over", "GET /" + strings.Repeat("a", 200) + " HTTP/1.1\r\nHost: h\r\n\r\n", small, 431},
+		{"small bytes over in fields", "GET / HTTP/1.1\r\nHost: h\r\nX: " + strings.Repeat("a", 200) + "\r\n\r\n", small, 431},
+		{"small bytes over in target", "GET /" + strings.Repeat("a", 200) + " HTTP/1.1\r\nHost: h\r\n\r\n", small, 414},
+		{"default bytes over in target", "GET /" + strings.Repeat("a", DefaultMaxHeaderBytes) + " HTTP/1.1\r\nHost: h\r\n\r\n", nil, 414},
 		{"body at limit", "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 1000\r\n\r\n", small, 0},
 		{"body over limit", "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 1001\r\n\r\n", small, 413},
 		{"default body over", "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 16777217\r\n\r\n", nil, 413},
@@ -43,14 +45,41 @@ func TestRequestLimits(t *testing.T) {
 }
 
 func TestCheckPartialHead(t *testing.T) {
-	if err := CheckPartialHead(DefaultMaxHeaderBytes, nil); statusOf(err) != -1 {
+	field := "GET / HTTP/1.1\r\nX: "
+	if err := CheckPartialHead([]byte(field+strings.Repeat("a", DefaultMaxHeaderBytes-len(field))), nil); statusOf(err) != -1 {
 		t.Fatalf("at limit: %v", err)
 	}
-	if err := CheckPartialHead(DefaultMaxHeaderBytes+1, nil); statusOf(err) != 431 {
-		t.Fatalf("over limit: %v", err)
+	if err := CheckPartialHead([]byte(field+strings.Repeat("a", DefaultMaxHeaderBytes+1-len(field))), nil); statusOf(err) != 431 {
+		t.Fatalf("over limit in a field line: %v, want 431", err)
 	}
-	if err := CheckPartialHead(11, &Limits{MaxHeaderBytes: 10}); statusOf(err) != 431 {
+	if err := CheckPartialHead([]byte("GET /"+strings.Repeat("a", DefaultMaxHeaderBytes)), nil); statusOf(err) != 414 {
+		t.Fatalf("over limit in the request line: %v, want 414", err)
+	}
+	if err := CheckPartialHead([]byte("GET /aaaaaa"), &Limits{MaxHeaderBytes: 10}); statusOf(err) != 414 {
 		t.Fatalf("custom: %v", err)
+	}
+}
+
+// The limit that runs out decides the status: a request line whose LF is the limit's last
+// byte fits (the fields then overflow: 431); one byte longer and it does not (414).
+func TestHeadTooLargeRequestLineBoundary(t *testing.T) {
+	const limit = 64
+	lim := &Limits{MaxHeaderBytes: limit}
+	line := func(n int) string { // a request line of n bytes, CRLF included
+		return "GET /" + strings.Repeat("a", n-len("GET / HTTP/1.1\r\n")) + " HTTP/1.1\r\n"
+	}
+	for _, tc := range []struct {
+		lineBytes int
+		status    int
+	}{{limit, 431}, {limit + 1, 414}, {limit - 1, 431}} {
+		head := line(tc.lineBytes) + "Host: h\r\nX: " + strings.Repeat("b", limit) + "\r\n\r\n"
+		if _, err := parseReq(t, head, lim); statusOf(err) != tc.status {
+			t.Errorf("complete head, request line of %d bytes: %v, want %d", tc.lineBytes, err, tc.status)
+		}
+		partial := []byte(head[:limit+1])
+		if err := CheckPartialHead(partial, lim); statusOf(err) != tc.status {
+			t.Errorf("partial head, request line of %d bytes: %v, want %d", tc.lineBytes, err, tc.status)
+		}
 	}
 }
 

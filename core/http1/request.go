@@ -74,7 +74,8 @@ var slashPath = []byte("/")
 //     in HTTP/1.1 (RFC 9112 §2.2, §3, §5, §6.1, §6.3; RFC 9110 §5.5, §8.6), and a field named
 //     Content_Length or Transfer_Encoding (servers that map '_' to '-' would frame differently);
 //   - 413: Content-Length over lim.MaxBodyBytes;
-//   - 431: head over lim.MaxHeaderBytes or more than lim.MaxHeaderCount fields;
+//   - 414: head over lim.MaxHeaderBytes within its request line (see HeadTooLarge);
+//   - 431: head over lim.MaxHeaderBytes in its field lines, or more than lim.MaxHeaderCount fields;
 //   - 501: a transfer coding other than chunked, gzip, deflate, compress (and x- aliases), and
 //     any coding besides chunked in a request (gzip, chunked: the gateway does not decode it);
 //   - 501: the CONNECT method (tunnels are not proxied);
@@ -82,7 +83,7 @@ var slashPath = []byte("/")
 func (r *Request) ParseRequestHead(head []byte, lim *Limits) error {
 	r.Reset()
 	if len(head) > lim.HeaderBytes() {
-		return errHeadTooLarge
+		return HeadTooLarge(head, lim)
 	}
 	r.buf = append(r.buf, head...)
 	buf := r.buf

@@ -17,6 +17,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/sluice-gw/sluice/core/http1"
 	"github.com/sluice-gw/sluice/core/metrics"
 	"github.com/sluice-gw/sluice/core/pipeline"
 	"github.com/sluice-gw/sluice/core/relay"
@@ -131,7 +132,7 @@ func (e *FastEngine) Start() error {
 	if t := e.set.TLS; t != nil {
 		ln = tls.NewListener(ln, &tls.Config{GetCertificate: e.certs.GetCertificate, MinVersion: max(t.MinVersion, tls.VersionTLS12), NextProtos: []string{"http/1.1", "http/1.0"}})
 	}
-	sl := newServeListener(&countingListener{Listener: ln, n: &e.counters.conns}, e.set.linger)
+	sl := newServeListener(&countingListener{Listener: ln, n: &e.counters.conns}, e.set.linger, &e.set.Limits)
 	var serveErr error
 	go func() {
 		defer close(e.done)
@@ -204,13 +205,26 @@ func (e *FastEngine) Drain(ctx context.Context) error {
 func (e *FastEngine) onParseError(ctx *fasthttp.RequestCtx, err error) {
 	var ge *pipeline.GatewayError
 	var ne net.Error
+	var fe *http1.Error
+	var refused error
+	if sc := servedConnOf(ctx.Conn()); sc != nil {
+		refused = sc.refusal()
+	}
 	switch {
+	case refused != nil:
+		// The gateway's parser refused the request (fasthttp_framing.go): its status and
+		// message, as on the gnet engine.
+		ge = pipeline.FramingGatewayError(refused)
+	case errors.As(err, &fe):
+		ge = pipeline.FramingGatewayError(fe)
 	case errors.Is(err, fasthttp.ErrBodyTooLarge):
 		ge = &pipeline.GatewayError{Status: 413, Type: pipeline.InvalidRequest, Code: "request_too_large", Message: "request body larger than the limit"}
+	case isSmallBuffer(err) && headTooLarge(ctx.Conn()) != nil:
+		ge = pipeline.FramingGatewayError(headTooLarge(ctx.Conn()))
 	case isSmallBuffer(err):
 		ge = &pipeline.GatewayError{Status: 431, Type: pipeline.InvalidRequest, Code: "request_header_fields_too_large", Message: "request head larger than the limit"}
 	case errors.As(err, &ne) && ne.Timeout():
-		// fasthttp waits for CRLF CRLF: a head cut short, or ended with bare LFs, times out.
+		// A head cut short (one that is malformed is refused by the framing check at once).
 		ge = &pipeline.GatewayError{Status: 408, Type: pipeline.InvalidRequest, Code: "request_timeout",
 			Message: "request head not complete within read_header_timeout (lines must end in CRLF, RFC 9112 §2.2)"}
 	default:
@@ -310,7 +324,15 @@ func (fx *fastExchange) start(ctx *fasthttp.RequestCtx) bool {
 		fx.headBuf = append(fx.headBuf, "\r\n"...)
 	}
 	rc.SetClientAddr(peerAddr(ctx.RemoteAddr()))
-	if err := req.ParseRequestHead(fx.headBuf, &e.set.Limits); err != nil {
+	var err error
+	if sc := servedConnOf(ctx.Conn()); sc != nil {
+		err = sc.refusal()
+		sc.served++
+	}
+	if err == nil {
+		err = req.ParseRequestHead(fx.headBuf, &e.set.Limits)
+	}
+	if err != nil {
 		e.pipe.Reject(rc, pipeline.FramingGatewayError(err))
 		fx.begun = true
 		fx.writeReply(ctx, rc)

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluice-gw/sluice/core/http1"
 )
 
 // stopTimeout bounds how long a drain waits for an engine to stop once its connections are
@@ -24,6 +26,7 @@ type serveListener struct {
 	accepting chan struct{} // closed at the first Accept
 	once      sync.Once
 	linger    lingerLimits
+	limits    *http1.Limits // of the framing check of each connection (fasthttp_framing.go)
 
 	closed    chan struct{} // closed once the listening socket is
 	closeOnce sync.Once
@@ -34,8 +37,8 @@ type serveListener struct {
 	empty chan struct{} // closed when conns becomes empty; made by waitGone
 }
 
-func newServeListener(ln net.Listener, linger lingerLimits) *serveListener {
-	return &serveListener{Listener: ln, accepting: make(chan struct{}), closed: make(chan struct{}), conns: make(map[*servedConn]struct{}), linger: linger}
+func newServeListener(ln net.Listener, linger lingerLimits, limits *http1.Limits) *serveListener {
+	return &serveListener{Listener: ln, accepting: make(chan struct{}), closed: make(chan struct{}), conns: make(map[*servedConn]struct{}), linger: linger, limits: limits}
 }
 
 // Close implements net.Listener: fasthttp's Shutdown calls it first.
@@ -52,7 +55,7 @@ func (l *serveListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	sc := &servedConn{Conn: c, l: l}
+	sc := &servedConn{Conn: c, l: l, check: framingCheck{lim: l.limits}}
 	l.mu.Lock()
 	cut := l.cut
 	if !cut {
@@ -137,6 +140,61 @@ type servedConn struct {
 	isCut bool
 
 	lingers atomic.Bool // the last response ends the connection: Close lingers (linger.go)
+
+	// check follows the request stream with the gateway's parser; only fasthttp's goroutine
+	// of the connection (and, after an upgrade, the tunnel it hands the connection to) reads.
+	check  framingCheck
+	served uint64 // requests that reached the handler
+}
+
+// Read implements net.Conn: the bytes pass through the framing check first. Once the check
+// has refused a request, reads return its error (an *http1.Error), so that fasthttp stops
+// waiting for a head that will never end as it expects and hands the error to the
+// ErrorHandler.
+func (c *servedConn) Read(p []byte) (int, error) {
+	if c.check.err != nil {
+		return 0, c.check.err
+	}
+	n, err := c.Conn.Read(p)
+	if n > 0 && !c.check.off {
+		_ = c.check.feed(p[:n])
+	}
+	return n, err
+}
+
+// headTooLarge returns the refusal of the head fasthttp found over its read buffer on the
+// connection behind c: 414 or 431 by where the header size limit ran out; nil when the
+// framing check does not hold that head.
+func headTooLarge(c net.Conn) error {
+	if sc := servedConnOf(c); sc != nil && !sc.check.off && len(sc.check.head) > 0 {
+		return sc.check.tooLarge()
+	}
+	return nil
+}
+
+// servedConnOf finds the servedConn among c and the connections it wraps.
+func servedConnOf(c net.Conn) *servedConn {
+	for i := 0; i < maxWraps && c != nil; i++ {
+		if sc, ok := c.(*servedConn); ok {
+			return sc
+		}
+		u, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			return nil
+		}
+		c = u.NetConn()
+	}
+	return nil
+}
+
+// refusal returns the framing check's refusal of the request fasthttp reads next on the
+// connection (the one after the last that reached the handler), or nil. A refusal of a later
+// request, pipelined behind it, is not its.
+func (c *servedConn) refusal() error {
+	if c.check.err != nil && c.check.errMsg <= c.served+1 {
+		return c.check.err
+	}
+	return nil
 }
 
 // Close implements net.Conn; fasthttp calls it when it is done with the connection, from the

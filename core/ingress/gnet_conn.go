@@ -164,7 +164,7 @@ func (gc *gconn) onTraffic() gnet.Action {
 			}
 			skip, n := gc.head.Find(buf)
 			if n < 0 {
-				if err := http1.CheckPartialHead(len(buf)-skip, lim); err != nil && err != http1.ErrNeedMore {
+				if err := http1.CheckPartialHead(buf[skip:], lim); err != nil && err != http1.ErrNeedMore {
 					return gc.reject(err)
 				}
 				return gnet.None

@@ -158,9 +158,9 @@ type Entrypoint struct {
 }
 
 // gatewayErrorStatuses are the statuses the gateway answers with itself: framing errors and
-// limits (400, 408, 413, 431, 501, 505), no route (404), a failed stage (500) and upstream
+// limits (400, 408, 413, 414, 431, 501, 505), no route (404), a failed stage (500) and upstream
 // failures (502, 503, 504). A stage may answer with others; they count as status="other".
-var gatewayErrorStatuses = []int{400, 404, 408, 413, 431, 500, 501, 502, 503, 504, 505}
+var gatewayErrorStatuses = []int{400, 404, 408, 413, 414, 431, 500, 501, 502, 503, 504, 505}
 
 // ForEntrypoint returns the counters of entrypoint name.
 func ForEntrypoint(name string) *Entrypoint {

@@ -77,7 +77,7 @@ func UpstreamReason(err error) string {
 }
 
 // FramingGatewayError maps a request framing error from core/http1 to a gateway error with the
-// same status (400, 413, 431, 501, 505).
+// same status (400, 413, 414, 431, 501, 505).
 func FramingGatewayError(err error) *GatewayError {
 	var fe *http1.Error
 	if errors.As(err, &fe) {
@@ -85,6 +85,8 @@ func FramingGatewayError(err error) *GatewayError {
 		switch fe.Status {
 		case 413:
 			code = "request_too_large"
+		case 414:
+			code = "uri_too_long"
 		case 431:
 			code = "request_header_fields_too_large"
 		case 501:

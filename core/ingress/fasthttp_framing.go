@@ -1,0 +1,150 @@
+package ingress
+
+import (
+	"sync"
+
+	"github.com/sluice-gw/sluice/core/http1"
+)
+
+// framingCheck follows the request stream of one fasthttp connection with the gateway's own
+// parser (core/http1), as the gnet engine reads it, so that the fasthttp engine refuses a
+// malformed request at once and with the same status as the gnet engine.
+//
+// fasthttp waits for the CRLF CRLF that ends a head, so a head whose lines end in bare LF
+// (RFC 9112 §2.2) never ends for it: without this check the client would get 408 after
+// read_header_timeout instead of 400. And fasthttp repairs some heads it accepts (a bare-LF
+// request line, a bare-LF chunk size line), which the handler's parse of fasthttp's pieces
+// can no longer see. The check sees the bytes before fasthttp does: when it finds a head
+// (or a chunked body) the gateway refuses, it records the error; the connection's next read
+// returns that error, which ends fasthttp's wait and reaches the ErrorHandler, and a request
+// that fasthttp parses anyway meets the error in the handler (see servedConn.refusal).
+//
+// It stops following the stream after a request that asks for a protocol upgrade: the bytes
+// after it may be another protocol's.
+type framingCheck struct {
+	lim *http1.Limits
+
+	off     bool   // not following the stream: after an upgrade request
+	msg     uint64 // messages (head and body) followed to their end
+	err     error  // the refusal of request number errMsg; sticky
+	errMsg  uint64 // counted from 1 on the connection
+	scan    http1.HeadScan
+	head    []byte // the head so far, when it came in more than one read
+	inBody  bool
+	chunked bool
+	left    int64 // body bytes still to come (Content-Length)
+	dec     http1.ChunkedDecoder
+}
+
+// retainedHeadBytes bounds the head buffer a connection keeps between requests; a larger one
+// (a head near max_header_bytes that came in pieces) is let go.
+const retainedHeadBytes = 4096
+
+// tooLarge is the refusal of a head that fasthttp found over its read buffer, which is
+// max_header_bytes: 414 or 431 by where the limit ran out (http1.HeadTooLarge).
+func (fc *framingCheck) tooLarge() error {
+	return http1.HeadTooLarge(fc.head, fc.lim)
+}
+
+// checkRequests recycles the parsed heads of the check; a connection holds one only while a
+// head is parsed.
+var checkRequests = sync.Pool{New: func() any { return new(http1.Request) }}
+
+// feed follows b, the next bytes read from the client; once it returns an error (an
+// *http1.Error) it has stopped and returns that error again.
+func (fc *framingCheck) feed(b []byte) error {
+	for len(b) > 0 && !fc.off && fc.err == nil {
+		var k int
+		if fc.inBody {
+			k = fc.body(b)
+		} else {
+			k = fc.headBytes(b)
+		}
+		b = b[k:]
+	}
+	return fc.err
+}
+
+// fail records err as the refusal of the message being followed.
+func (fc *framingCheck) fail(err error) {
+	fc.err, fc.errMsg = err, fc.msg+1
+}
+
+// headBytes follows the bytes of a head and returns how many of b it consumed.
+func (fc *framingCheck) headBytes(b []byte) int {
+	buf := b
+	if len(fc.head) > 0 {
+		fc.head = append(fc.head, b...)
+		buf = fc.head
+	}
+	skip, n := fc.scan.Find(buf)
+	if n < 0 {
+		if err := http1.CheckPartialHead(buf[skip:], fc.lim); err != http1.ErrNeedMore {
+			fc.fail(err)
+			return len(b)
+		}
+		if len(fc.head) == 0 {
+			fc.head = append(fc.head, b...)
+		}
+		return len(b)
+	}
+	req := checkRequests.Get().(*http1.Request)
+	err := req.ParseRequestHead(buf[skip:skip+n], fc.lim)
+	upgrade, chunked, length := req.Upgrade, req.Chunked, req.ContentLength
+	checkRequests.Put(req)
+	// Consumed: the head's bytes in b (the part of it in earlier reads is already counted).
+	consumed := skip + n - (len(buf) - len(b))
+	fc.head = fc.head[:0]
+	if cap(fc.head) > retainedHeadBytes {
+		fc.head = nil
+	}
+	fc.scan.Reset()
+	switch {
+	case err != nil:
+		fc.fail(err)
+	case upgrade:
+		fc.off = true
+	case chunked:
+		fc.inBody, fc.chunked = true, true
+		fc.dec.Reset()
+		fc.dec.MaxBodyBytes = fc.lim.BodyBytes()
+	case length > 0:
+		fc.inBody, fc.chunked, fc.left = true, false, length
+	default:
+		fc.msg++
+	}
+	return consumed
+}
+
+// body follows the bytes of a body and returns how many of b it consumed.
+func (fc *framingCheck) body(b []byte) int {
+	if !fc.chunked {
+		k := int64(len(b))
+		if k > fc.left {
+			k = fc.left
+		}
+		fc.left -= k
+		if fc.left == 0 {
+			fc.inBody = false
+			fc.msg++
+		}
+		return int(k)
+	}
+	off := 0
+	for off < len(b) && !fc.dec.Done() {
+		_, k, err := fc.dec.Next(b[off:])
+		off += k
+		if err != nil {
+			fc.fail(err)
+			return len(b)
+		}
+		if k == 0 {
+			break
+		}
+	}
+	if fc.dec.Done() {
+		fc.inBody = false
+		fc.msg++
+	}
+	return off
+}

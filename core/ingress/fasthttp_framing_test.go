@@ -1,0 +1,93 @@
+package ingress
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/sluice-gw/sluice/core/http1"
+)
+
+// The framing check follows pipelined requests with Content-Length and chunked bodies to their
+// ends however the stream is cut into reads, and pins a refusal on the request it belongs to.
+func TestFramingCheckFollowsPipelinedRequests(t *testing.T) {
+	good := "POST /a HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\nabc" +
+		"\r\nGET /b HTTP/1.1\r\nHost: h\r\n\r\n" +
+		"POST /c HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n2;x=1\r\nde\r\n0\r\nT: 1\r\n\r\n"
+	for _, tc := range []struct {
+		name   string
+		tail   string
+		msg    uint64 // the refused request, counted from 1; 0: none
+		status int
+	}{
+		{"all good", "", 0, 0},
+		{"bare LF head fourth", "GET /d HTTP/1.1\nHost: h\n\n", 4, 400},
+		{"bad chunk fourth", "POST /d HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n2\nde\r\n", 4, 400},
+		{"request line over the limit fourth", "GET /" + strings.Repeat("x", 300), 4, 414},
+		{"fields over the limit fourth", "GET / HTTP/1.1\r\nX: " + strings.Repeat("x", 300), 4, 431},
+		{"body over the limit fourth", "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 1001\r\n\r\n", 4, 413},
+	} {
+		stream := []byte(good + tc.tail)
+		for _, piece := range []int{1, 7, len(stream)} {
+			fc := framingCheck{lim: &http1.Limits{MaxHeaderBytes: 256, MaxBodyBytes: 1000}}
+			var err error
+			for off := 0; off < len(stream) && err == nil; off += piece {
+				err = fc.feed(stream[off:min(off+piece, len(stream))])
+			}
+			var fe *http1.Error
+			switch {
+			case tc.msg == 0 && err != nil:
+				t.Errorf("%s, reads of %d: refused %v", tc.name, piece, err)
+			case tc.msg == 0 && fc.msg != 3:
+				t.Errorf("%s, reads of %d: followed %d messages, want 3", tc.name, piece, fc.msg)
+			case tc.msg != 0 && (!errors.As(err, &fe) || fe.Status != tc.status || fc.errMsg != tc.msg):
+				t.Errorf("%s, reads of %d: refusal %v of request %d, want %d of request %d", tc.name, piece, err, fc.errMsg, tc.status, tc.msg)
+			}
+		}
+	}
+}
+
+// After a request that asks for an upgrade the stream may be another protocol's: the check
+// lets it pass.
+func TestFramingCheckStopsAfterUpgrade(t *testing.T) {
+	fc := framingCheck{lim: &http1.Limits{}}
+	head := "GET /ws HTTP/1.1\r\nHost: h\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n"
+	if err := fc.feed([]byte(head + "\x81\x05hello\n\n")); err != nil || !fc.off {
+		t.Fatalf("after an upgrade request: err %v, off %v", err, fc.off)
+	}
+}
+
+// FuzzFramingCheck: the check runs on every byte a TLS client sends, so it must never panic
+// or spin, and its verdict must not depend on how the stream is cut into reads.
+func FuzzFramingCheck(f *testing.F) {
+	for _, s := range []string{
+		"POST /a HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\nabcGET / HTTP/1.1\r\nHost: h\r\n\r\n",
+		"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n2;x\r\nab\r\n0\r\nT: 1\r\n\r\n",
+		"GET / HTTP/1.1\nHost: h\n\n",
+		"\r\n\r\nGET / HTTP/1.1\r\nHost: h\r\nX: a\r\n b\r\n\r\n",
+		"GET /ws HTTP/1.1\r\nHost: h\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n\x81\x00",
+		"GET /" + strings.Repeat("a", 300) + " HTTP/1.1\r\n\r\n",
+	} {
+		f.Add([]byte(s), uint16(1), uint16(7))
+	}
+	lim := &http1.Limits{MaxHeaderBytes: 256, MaxHeaderCount: 8, MaxBodyBytes: 1 << 10}
+	f.Fuzz(func(t *testing.T, data []byte, cut1, cut2 uint16) {
+		whole := framingCheck{lim: lim}
+		werr := whole.feed(data)
+		a, b := min(int(cut1), len(data)), min(int(cut2), len(data))
+		if a > b {
+			a, b = b, a
+		}
+		split := framingCheck{lim: lim}
+		var serr error
+		for _, piece := range [][]byte{data[:a], data[a:b], data[b:]} {
+			if serr = split.feed(piece); serr != nil {
+				break
+			}
+		}
+		if werr != serr || whole.errMsg != split.errMsg || whole.msg != split.msg || whole.off != split.off {
+			t.Fatalf("whole: err %v of request %d, %d followed, off %v; in reads cut at %d and %d: err %v of request %d, %d followed, off %v",
+				werr, whole.errMsg, whole.msg, whole.off, a, b, serr, split.errMsg, split.msg, split.off)
+		}
+	})
+}
