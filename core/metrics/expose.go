@@ -25,6 +25,7 @@ type Family struct {
 // each (a test holds the two together).
 var Families = []Family{
 	{"sluice_requests_total", "counter", "Requests received by the entrypoint: complete request heads, and requests it refused before routing (malformed or over a limit)."},
+	{"sluice_loop_requests_total", "counter", "Requests the entrypoint ran on the event loop of their client connection (upstream_io = \"loop\"): routed, sent upstream and answered there with no worker goroutine; a part of sluice_requests_total."},
 	{"sluice_gateway_errors_total", "counter", "Responses the gateway made itself instead of an upstream answer, by status (framing errors, limits, no route, failed stage, upstream failures; other: a stage's own status)."},
 	{"sluice_open_connections", "gauge", "Open client connections of the entrypoint."},
 	{"sluice_active_requests", "gauge", "Requests of the entrypoint in progress, from the complete request to the end of its response."},
