@@ -153,7 +153,7 @@ func (b *Backend) Connected(d time.Duration) {
 // Entrypoint holds the per-entrypoint counters.
 type Entrypoint struct {
 	requests *vm.Counter
-	loop     *vm.Counter // requests run on an event loop
+	loop     *vm.Counter         // requests run on an event loop
 	rejected map[int]*vm.Counter // gateway errors by status
 	other    *vm.Counter         // gateway errors with a status not in rejected
 }
@@ -486,7 +486,13 @@ func (p *Prefix) Selected(outcome uint8) {
 // Invalidated counts a hint dropped after a full cache miss.
 func (p *Prefix) Invalidated() { p.invalidated.Inc() }
 
-var prefixEvictions = vm.NewCounter(`sluice_prefix_affinity_evictions_total`)
+var (
+	prefixEvictions  = vm.NewCounter(`sluice_prefix_affinity_evictions_total`)
+	accessLogDropped = vm.NewCounter(`sluice_access_log_dropped_total`)
+)
+
+// AccessLogDropped counts an access log line lost because its destination fell behind.
+func AccessLogDropped() { accessLogDropped.Inc() }
 
 // PrefixEvicted counts a live prefix-index entry displaced by a new one.
 func PrefixEvicted() { prefixEvictions.Inc() }
