@@ -49,7 +49,9 @@ value = "0123456789abcdef0123456789abcdef"
 `
 
 // loopSeries is the loop-served count of entrypoint ep.
-func loopSeries(ep string) string { return fmt.Sprintf(`sluice_loop_requests_total{entrypoint=%q}`, ep) }
+func loopSeries(ep string) string {
+	return fmt.Sprintf(`sluice_loop_requests_total{entrypoint=%q}`, ep)
+}
 
 // A route whose middlewares are all loop-safe, with an access log, is served whole on the
 // event loop with upstream_io = "loop" (counted in sluice_loop_requests_total), and its
