@@ -62,7 +62,7 @@ type loopX struct {
 	lxNext  *pipeline.Backend // the next backend, when a try ended at once (send)
 	endKeep bool              // endOnWorker: the connection stays open
 	endFn   func()
-	lxSeq   uint64             // bumped by every dial, so that a late one finds itself stale
+	lxSeq   uint64             // bumped by every dial and retry wait, so that a late one finds itself stale
 	lxStop  context.CancelFunc // cancels the dial in progress
 	ls      *loopState
 	// upDeadline is when the upstream must have sent something (unix ns; 0: no deadline): the
