@@ -1,6 +1,7 @@
 package accesslog
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"sync"
@@ -77,10 +78,33 @@ func (s *sink) run() {
 			out, s.buf, s.spare = s.buf, s.spare, nil
 			s.writing = true
 			s.mu.Unlock()
-			// A failed write loses its lines, as a synchronous log would: there is no one
-			// to tell but the log itself.
-			_, _ = s.w.Write(out)
+			writeLines(s.w, out)
 		}
+	}
+}
+
+// atomicWriteBytes is the most bytes one write to a pipe puts in whole, never interleaved
+// with another writer's (PIPE_BUF on Linux, POSIX's least is 512): the gateway's own log may
+// share a pipe with the access log ("stderr"), so batches go out in pieces of whole lines no
+// larger than this, and each line stays whole as when it was written alone.
+const atomicWriteBytes = 4096
+
+// writeLines writes p, whole lines, to w in writes of at most atomicWriteBytes that end at
+// line ends (a longer line goes alone). A failed write loses its lines, as a synchronous log
+// would: there is no one to tell but the log itself.
+func writeLines(w io.Writer, p []byte) {
+	for len(p) > 0 {
+		n := len(p)
+		if n > atomicWriteBytes {
+			n = bytes.LastIndexByte(p[:atomicWriteBytes], '\n') + 1
+			if n == 0 { // one line longer than a piece
+				if n = bytes.IndexByte(p, '\n') + 1; n == 0 {
+					n = len(p)
+				}
+			}
+		}
+		_, _ = w.Write(p[:n])
+		p = p[n:]
 	}
 }
 

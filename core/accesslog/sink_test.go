@@ -70,3 +70,29 @@ func TestFlushWaitsForTheWriter(t *testing.T) {
 	require.NoError(t, s.flush(ctx))
 	require.Equal(t, strings.Repeat("line\n", 100), b.String())
 }
+
+// recorder keeps each write apart.
+type recorder struct{ writes []string }
+
+func (r *recorder) Write(p []byte) (int, error) {
+	r.writes = append(r.writes, string(p))
+	return len(p), nil
+}
+
+// A batch goes out in writes of whole lines no larger than a pipe writes whole, so that a
+// line never interleaves with another writer's on a shared pipe; a longer line goes alone.
+func TestWriteLinesKeepsLinesWholeInPipeSizedWrites(t *testing.T) {
+	short := strings.Repeat("s", 299) + "\n"
+	long := strings.Repeat("l", 2*atomicWriteBytes) + "\n"
+	batch := strings.Repeat(short, 30) + long + strings.Repeat(short, 3)
+	var r recorder
+	writeLines(&r, []byte(batch))
+	require.Equal(t, batch, strings.Join(r.writes, ""), "every byte, in order")
+	for _, w := range r.writes {
+		require.True(t, strings.HasSuffix(w, "\n"), "a write ends at a line end")
+		if w != long {
+			require.LessOrEqual(t, len(w), atomicWriteBytes)
+		}
+	}
+	require.Contains(t, r.writes, long, "the long line goes alone")
+}
