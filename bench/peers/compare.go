@@ -79,6 +79,9 @@ type CompareOptions struct {
 	// carried one request) and its RSS is read (the "10,000 idle
 	// connections" bar).
 	IdleConns int
+	// SluiceExtra is TOML added to every sluice target's config (ProxyConfig.SluiceExtra):
+	// the catch-all router's middlewares and their tables, an access log. Peers run without.
+	SluiceExtra string
 	// Adversary, when set, adds to every run a second one under this adversary spec
 	// (harness.ParseAdversary), right after it on the same target: every proxy faces the
 	// same misbehaving clients in the same rounds, and the report sets its well-behaved
@@ -304,7 +307,7 @@ func Compare(ctx context.Context, o CompareOptions) (*report.Comparison, error) 
 				}
 				name := "sluice-" + eng
 				cfg := filepath.Join(dir, name+".toml")
-				if err := os.WriteFile(cfg, []byte(SluiceConfig(ProxyConfig{Listen: listen, Upstream: upAddr, Dir: dir}, eng)), 0o644); err != nil {
+				if err := os.WriteFile(cfg, []byte(SluiceConfig(ProxyConfig{Listen: listen, Upstream: upAddr, Dir: dir, SluiceExtra: o.SluiceExtra}, eng)), 0o644); err != nil {
 					return nil, fmt.Errorf("peers: %w", err)
 				}
 				start(name, bin, []string{"serve", "--config", cfg, listen})

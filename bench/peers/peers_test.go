@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/pelletier/go-toml/v2"
+
+	"github.com/sluice-gw/sluice/core/config"
 )
 
 var testProxy = ProxyConfig{Listen: "127.0.0.1:18080", Upstream: "127.0.0.1:18000", Dir: "/tmp/bench-x/", Workers: 2, MaxConns: 5000}
@@ -238,4 +240,23 @@ type testLog struct{ t *testing.T }
 func (l testLog) Write(p []byte) (int, error) {
 	l.t.Logf("%s %s", time.Now().Format("15:04:05.000"), strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+// The middlewares of bench/configs/loop-middlewares.toml fit the generated config: sluice
+// loads it with the catch-all router listing them.
+func TestSluiceExtraLoads(t *testing.T) {
+	extra, err := os.ReadFile("../configs/loop-middlewares.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := testProxy
+	c.SluiceExtra = string(extra)
+	src := SluiceConfig(c, EngineGnetLoop)
+	cfg, err := config.LoadBytes("bench.toml", []byte(src))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, src)
+	}
+	if got := cfg.Routers["all"].Middlewares; len(got) != 4 {
+		t.Errorf("router all has middlewares %v\n%s", got, src)
+	}
 }

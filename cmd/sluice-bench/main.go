@@ -186,6 +186,7 @@ func compareCmd(ctx context.Context, args []string) error {
 	fs.IntVar(&o.SimTokens, "sim-tokens", peers.DefaultSimTokens, "upstream tokens per response (llmsim --tokens)")
 	simArgs := fs.String("sim-args", "", "extra llmsim flags, space-separated")
 	fs.StringVar(&o.Adversary, "adversary", "", "repeat every run under this adversary, "+adversaryHelp)
+	sluiceExtra := fs.String("sluice-extra", "", "a TOML file added to each sluice config after the catch-all router's keys: its middlewares = [...] and their tables, [log] (peers run without)")
 	binDir := fs.String("bin", "./bin", "directory searched for sluice and llmsim before PATH")
 	fs.StringVar(&o.WorkDir, "workdir", "", "directory for generated configs and logs (default: temporary, removed)")
 	out := fs.String("out", "bench-compare.json", "JSON report file; the SVG chart goes beside it (.svg)")
@@ -198,6 +199,13 @@ func compareCmd(ctx context.Context, args []string) error {
 	}
 	o.Peers, o.Engines, o.Workloads = list(*peerList), list(*engines), list(*workloads)
 	o.SimArgs = strings.Fields(*simArgs)
+	if *sluiceExtra != "" {
+		b, err := os.ReadFile(*sluiceExtra)
+		if err != nil {
+			return fmt.Errorf("compare: --sluice-extra: %w", err)
+		}
+		o.SluiceExtra = string(b)
+	}
 	o.BinDirs = []string{*binDir}
 	o.KeepWorkDir = o.WorkDir != ""
 	o.Log = os.Stderr

@@ -23,14 +23,22 @@ type Logger struct {
 	// sample is the fraction of successful requests logged, 0..1; failed, cancelled and
 	// gateway-answered requests are always logged.
 	sample float64
+	// async: the lines go to a destination of Open, which never blocks.
+	async bool
 }
 
 // New returns a Logger writing JSON lines to w, logging the fraction sample (0..1) of the
 // requests that succeeded and every other request.
 func New(w io.Writer, sample float64) *Logger {
 	h := slog.NewJSONHandler(w, &slog.HandlerOptions{ReplaceAttr: dropLevel})
-	return &Logger{log: slog.New(h), sample: sample}
+	_, async := w.(*sink)
+	return &Logger{log: slog.New(h), sample: sample, async: async}
 }
+
+// LoopSafe implements pipeline.LoopSafe when l writes to a destination of Open: a line is
+// formatted (a few microseconds, no body) and appended to a bounded buffer, never written
+// to the destination by the request, so a request may complete on an event loop.
+func (l *Logger) LoopSafe() bool { return l.async }
 
 // dropLevel removes the level and message keys slog adds: every line is an access record.
 func dropLevel(groups []string, a slog.Attr) slog.Attr {
@@ -125,30 +133,36 @@ const (
 )
 
 var (
-	filesMu sync.Mutex
-	files   = map[string]*os.File{}
+	sinksMu sync.Mutex
+	sinks   = map[string]*sink{} // by destination
 )
 
 // Open returns the writer for an access_log destination: "stdout", "stderr" or a file path,
-// opened for appending (created with mode 0640 when missing). A path stays open for the life of
-// the process and is shared by every configuration that names it, so a reload neither loses
-// nor reorders lines.
+// opened for appending (created with mode 0640 when missing). Lines go out through a
+// writer goroutine of the destination, never blocking the request that completes (see
+// pendingMaxBytes for what happens to lines a destination cannot take). A destination stays
+// open for the life of the process and is shared by every configuration that names it, so a
+// reload neither loses nor reorders lines.
 func Open(dest string) (io.Writer, error) {
+	sinksMu.Lock()
+	defer sinksMu.Unlock()
+	if s := sinks[dest]; s != nil {
+		return s, nil
+	}
+	var w io.Writer
 	switch dest {
 	case Stdout:
-		return os.Stdout, nil
+		w = os.Stdout
 	case Stderr:
-		return os.Stderr, nil
+		w = os.Stderr
+	default:
+		f, err := os.OpenFile(dest, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+		if err != nil {
+			return nil, err
+		}
+		w = f
 	}
-	filesMu.Lock()
-	defer filesMu.Unlock()
-	if f := files[dest]; f != nil {
-		return f, nil
-	}
-	f, err := os.OpenFile(dest, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
-	if err != nil {
-		return nil, err
-	}
-	files[dest] = f
-	return f, nil
+	s := newSink(w)
+	sinks[dest] = s
+	return s, nil
 }

@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-gw/sluice/core/accesslog"
 	"github.com/sluice-gw/sluice/core/config"
 	"github.com/sluice-gw/sluice/core/http1"
 	"github.com/sluice-gw/sluice/core/ingress"
@@ -477,8 +478,17 @@ func (g *Gateway) Drain(ctx context.Context) error {
 		g.admin.close()
 	}
 	g.live.Load().Retire(nil)
+	// The access log's lines are written by a goroutine: the last ones go out before the
+	// process exits, even after a drain that ran out of time.
+	fctx, cancel := context.WithTimeout(context.Background(), accessLogFlushTimeout)
+	defer cancel()
+	_ = accesslog.Flush(fctx)
 	return errors.Join(errs...)
 }
+
+// accessLogFlushTimeout bounds how long Drain waits for the access log's last lines to reach
+// their destination (a disk or a pipe that takes nothing would hold the exit).
+const accessLogFlushTimeout = 5 * time.Second
 
 // DrainTimeout is the longest drain_timeout of the entrypoints.
 func (g *Gateway) DrainTimeout() (d int64) {

@@ -35,8 +35,8 @@ import (
 //     (it stops reading the upstream) and client_stall_timeout. What a connection's exchange
 //     buffers on the loop is thus at most sendHighWaterBytes plus one read of each side.
 //
-// Requests the loop does not serve go to a worker as before: routes with stages other than
-// completion stages (they may wait or cost CPU), TLS upstreams, request bodies over
+// Requests the loop does not serve go to a worker as before: routes with a stage that is not
+// loop-safe (it may wait or cost CPU: pipeline.LoopSafe), TLS upstreams, request bodies over
 // loopBodyBytes.
 
 // loopBodyBytes is the largest request body sent from the event loop: a body that fits an
@@ -49,6 +49,7 @@ const (
 	lxDial        // waiting for a new upstream connection
 	lxHead        // the request is written; waiting for the response head
 	lxBody        // relaying the response body
+	lxWait        // waiting out a retry's backoff (a timer)
 )
 
 // loopX is a client connection's exchange on its event loop. Loop-owned, except upDeadline.
@@ -61,7 +62,7 @@ type loopX struct {
 	lxNext  *pipeline.Backend // the next backend, when a try ended at once (send)
 	endKeep bool              // endOnWorker: the connection stays open
 	endFn   func()
-	lxSeq   uint64             // bumped by every dial, so that a late one finds itself stale
+	lxSeq   uint64             // bumped by every dial and retry wait, so that a late one finds itself stale
 	lxStop  context.CancelFunc // cancels the dial in progress
 	ls      *loopState
 	// upDeadline is when the upstream must have sent something (unix ns; 0: no deadline): the
@@ -264,7 +265,28 @@ func (gc *gconn) tryOn(b *pipeline.Backend) {
 		b = gc.lxNext
 		gc.lxNext = nil
 	}
+	if d := rc.LoopWait(); d > 0 {
+		gc.waitRetry(d)
+		return
+	}
 	gc.respond()
+}
+
+// waitRetry waits out a retry's backoff of d with a timer, then goes on with the next try on
+// the loop (or ends the request when its client left meanwhile: loopClosed).
+func (gc *gconn) waitRetry(d time.Duration) {
+	gc.lxState, gc.lxUp = lxWait, nil
+	gc.lxSeq++
+	seq, el := gc.lxSeq, gc.ls.el
+	time.AfterFunc(d, func() {
+		_ = el.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
+			if gc.onLoop && gc.lxState == lxWait && gc.lxSeq == seq {
+				gc.lxState = lxNone
+				gc.tryOn(gc.rc.LoopResume(false))
+			}
+			return nil
+		}))
+	})
 }
 
 // send writes the request on uc; it reports true when the try ended at once (its result is
@@ -588,6 +610,9 @@ func (gc *gconn) loopClosed() {
 		gc.lxUp = nil
 		// A client that left ends the request: no next backend comes back.
 		_ = rc.LoopTried(gc.lxB, pipeline.ErrClientGone)
+	case lxWait:
+		gc.lxState = lxNone
+		_ = rc.LoopResume(true)
 	}
 	gc.endLoop(false)
 }

@@ -25,6 +25,7 @@ type Family struct {
 // each (a test holds the two together).
 var Families = []Family{
 	{"sluice_requests_total", "counter", "Requests received by the entrypoint: complete request heads, and requests it refused before routing (malformed or over a limit)."},
+	{"sluice_loop_requests_total", "counter", "Requests the entrypoint ran on the event loop of their client connection (upstream_io = \"loop\"): routed, sent upstream and answered there with no worker goroutine; a part of sluice_requests_total."},
 	{"sluice_gateway_errors_total", "counter", "Responses the gateway made itself instead of an upstream answer, by status (framing errors, limits, no route, failed stage, upstream failures; other: a stage's own status)."},
 	{"sluice_open_connections", "gauge", "Open client connections of the entrypoint."},
 	{"sluice_active_requests", "gauge", "Requests of the entrypoint in progress, from the complete request to the end of its response."},
@@ -43,6 +44,7 @@ var Families = []Family{
 	{"sluice_upstream_active", "gauge", "Requests in flight to the backend."},
 	{"sluice_backend_up", "gauge", "1 when the backend is eligible for balancing, 0 while passive health keeps it out after a connect failure."},
 	{"sluice_upstream_idle_connections", "gauge", "Idle keep-alive connections pooled for the backend."},
+	{"sluice_access_log_dropped_total", "counter", "Access log lines lost because their destination fell behind by 1 MiB of lines (a full disk, a pipe nobody reads): requests never wait for the access log."},
 	{"sluice_config_reloads_total", "counter", "Configuration reloads by result: success (put in force) or failure (the running configuration stayed)."},
 	{"sluice_config_last_reload_success_timestamp_seconds", "gauge", "Unix time of the last configuration put in force (at start or by a reload), in seconds."},
 	{"sluice_model_active_requests", "gauge", "Requests of the model alias holding an admission slot (max_concurrent_requests bounds them)."},

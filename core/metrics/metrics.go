@@ -153,6 +153,7 @@ func (b *Backend) Connected(d time.Duration) {
 // Entrypoint holds the per-entrypoint counters.
 type Entrypoint struct {
 	requests *vm.Counter
+	loop     *vm.Counter         // requests run on an event loop
 	rejected map[int]*vm.Counter // gateway errors by status
 	other    *vm.Counter         // gateway errors with a status not in rejected
 }
@@ -167,6 +168,7 @@ func ForEntrypoint(name string) *Entrypoint {
 	l := labels("entrypoint", name)
 	e := &Entrypoint{
 		requests: vm.GetOrCreateCounter(`sluice_requests_total{` + l + `}`),
+		loop:     vm.GetOrCreateCounter(`sluice_loop_requests_total{` + l + `}`),
 		rejected: map[int]*vm.Counter{},
 		other:    vm.GetOrCreateCounter(`sluice_gateway_errors_total{` + l + `,status="other"}`),
 	}
@@ -178,6 +180,10 @@ func ForEntrypoint(name string) *Entrypoint {
 
 // Request counts a request received: a complete request head, or one refused before routing.
 func (e *Entrypoint) Request() { e.requests.Inc() }
+
+// LoopRequest counts a request run on the event loop that owns its client connection
+// (upstream_io = "loop"): routed, sent upstream and answered there with no worker goroutine.
+func (e *Entrypoint) LoopRequest() { e.loop.Inc() }
 
 // GatewayError counts a response the gateway produced itself (no upstream answer).
 func (e *Entrypoint) GatewayError(status int) {
@@ -480,7 +486,13 @@ func (p *Prefix) Selected(outcome uint8) {
 // Invalidated counts a hint dropped after a full cache miss.
 func (p *Prefix) Invalidated() { p.invalidated.Inc() }
 
-var prefixEvictions = vm.NewCounter(`sluice_prefix_affinity_evictions_total`)
+var (
+	prefixEvictions  = vm.NewCounter(`sluice_prefix_affinity_evictions_total`)
+	accessLogDropped = vm.NewCounter(`sluice_access_log_dropped_total`)
+)
+
+// AccessLogDropped counts an access log line lost because its destination fell behind.
+func AccessLogDropped() { accessLogDropped.Inc() }
 
 // PrefixEvicted counts a live prefix-index entry displaced by a new one.
 func PrefixEvicted() { prefixEvictions.Inc() }

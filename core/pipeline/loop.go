@@ -17,19 +17,27 @@ import (
 //		x := rc.LoopExchange(b)      // attach an upstream connection to x (pool.AttachLoop),
 //		                             // write rc.UpstreamHead() and rc.Req.Body, poll the head
 //		b = rc.LoopTried(b, err)     // another backend, or nil: the response is ready
+//		if d := rc.LoopWait(); b == nil && d > 0 {
+//			b = rc.LoopResume(gone)  // after d (a retry's backoff)
+//		}
 //	}
 //	rc.WriteHead(ds); rc.RelayStep(ds) until done (pool.ErrWouldBlock: wait for bytes)
 //	rc.Finish()                      // on a worker when rc.FinishWaits()
 //
-// The decisions (routing, backend choice, the retry rules, response planning, the relay and
-// its SSE error event) are the same code as on a worker; only the waiting differs. Only
-// routes whose stages never wait or cost CPU run this way (LoopRoute).
+// The decisions (routing, the route's stages, backend choice, the retry rules, response
+// planning, the relay and its SSE error event) are the same code as on a worker; only the
+// waiting differs: a retry's backoff is a timer the engine arms (LoopWait, LoopResume)
+// instead of a sleep. Only routes whose stages never wait and cost little CPU run this way
+// (LoopRoute, LoopSafe).
 
 // LoopRoute reports whether the request may run on an event loop: its route (as the
-// configuration in force resolves it now) has a service of plain-HTTP backends and no stage
-// but completion stages, a service with no hooks, mirror or stream deadlines, and it is no
-// WebSocket upgrade. Stages may wait (admission queues) or cost CPU (JSON, signatures),
-// which an event loop must not; TLS upstreams handshake. Anything else runs on a worker.
+// configuration in force resolves it now) has a service of plain-HTTP backends, every stage
+// of the route and every hook of the service is LoopSafe (a stage that answers only at
+// completion may be unsafe: then Finish runs on a worker, FinishWaits), no fallback stage
+// (it may move the request to a service not checked here), the service has no mirror or
+// stream deadlines, and the request is no WebSocket upgrade. Other stages may wait
+// (admission queues, cold starts, P/D legs) or cost CPU (JSON, signatures), which an event
+// loop must not; TLS upstreams handshake. Anything else runs on a worker.
 func (ep *Entrypoint) LoopRoute(req *http1.Request) bool {
 	if asksWebSocket(req) {
 		return false // the tunnel runs off the loop
@@ -46,11 +54,18 @@ func (rt *Route) onLoop() bool {
 	case 2:
 		return false
 	}
-	// A service's own stages (revisions, scaling) may hold a request, a mirror copies its
-	// body, and stream deadlines run timers against the exchange: all stay on workers.
+	// A mirror copies the request's body, and stream deadlines run timers against the
+	// exchange: both stay on workers.
 	svc := rt.Service
-	ok := svc != nil && rt.Chain.onlyCompletes() && len(svc.Hooks) == 0 && svc.Mirror == nil &&
-		!svc.StreamTimeouts.Enabled()
+	ok := svc != nil && !rt.Chain.unsafeRun && svc.Mirror == nil && !svc.StreamTimeouts.Enabled()
+	if ok {
+		for _, h := range svc.Hooks {
+			if !loopSafe(h) {
+				ok = false
+				break
+			}
+		}
+	}
 	if ok {
 		for _, b := range svc.Backends {
 			if b.Pool == nil || b.Pool.IsTLS() {
@@ -71,16 +86,14 @@ func (rt *Route) onLoop() bool {
 // that a Route stays copyable).
 type loopFlag = uint32
 
-// onlyCompletes reports whether c has no stage but completion stages.
-func (c *Chain) onlyCompletes() bool {
-	return c == nil || len(c.request)+len(c.pick)+len(c.vet)+len(c.response)+len(c.fallback)+len(c.retry)+len(c.body) == 0
-}
-
 // BeginLoop starts a request on an event loop (see LoopRoute): request ID, routing and the
 // first backend choice. It returns the backend to send the request to, or nil when the
 // response is ready (a gateway answer).
 func (ep *Entrypoint) BeginLoop(rc *RequestCtx) *Backend {
-	if err := ep.route(rc); err != nil {
+	err := ep.route(rc)
+	rc.onLoop = true
+	ep.m.LoopRequest()
+	if err != nil {
 		rc.answer(err)
 		return nil
 	}
@@ -89,6 +102,23 @@ func (ep *Entrypoint) BeginLoop(rc *RequestCtx) *Backend {
 		return nil
 	}
 	rc.try, rc.last = 0, ErrNoBackend
+	return rc.loopNext()
+}
+
+// LoopWait returns how long the request waits before its next try (a retry stage's backoff)
+// when LoopTried returned nil: the engine arms a timer and then calls LoopResume. 0: the
+// response is ready.
+func (rc *RequestCtx) LoopWait() time.Duration { return rc.loopWait }
+
+// LoopResume goes on after the wait LoopWait named: it returns the backend of the next try,
+// or nil when the response is ready. gone reports that the client left during the wait: the
+// request then ends there, as on a worker.
+func (rc *RequestCtx) LoopResume(gone bool) *Backend {
+	rc.loopWait = 0
+	if gone || rc.Canceled() {
+		rc.answer(errClientGone)
+		return nil
+	}
 	return rc.loopNext()
 }
 
@@ -137,6 +167,9 @@ func (rc *RequestCtx) LoopTried(b *Backend, err error) *Backend {
 	}
 	again, ans := rc.afterTry(b, err)
 	if again {
+		if rc.loopWait > 0 {
+			return nil // the engine waits, then LoopResume
+		}
 		return rc.loopNext()
 	}
 	if ans != nil {
@@ -156,18 +189,14 @@ func (rc *RequestCtx) ResponseHeaderTimeout() time.Duration {
 // StreamIdleTimeout: see ResponseHeaderTimeout.
 func (rc *RequestCtx) StreamIdleTimeout() time.Duration { return rc.backend.Pool.StreamIdleTimeout() }
 
-// FinishWaits reports whether Finish may wait (a completion stage writes the access log), so
-// that an event loop runs it on a worker.
+// FinishWaits reports whether Finish may wait or cost CPU (a completion stage of the route
+// or of the configuration is not LoopSafe), so that an event loop runs it on a worker. The
+// service's hooks are LoopSafe on a route LoopRoute let through.
 func (rc *RequestCtx) FinishWaits() bool {
-	return (rc.route != nil && len(rc.route.Chain.completes()) > 0) || len(rc.hooks.completes()) > 0
+	return (rc.route != nil && rc.route.Chain.endsUnsafe()) || rc.hooks.endsUnsafe()
 }
 
-func (c *Chain) completes() []CompletionStage {
-	if c == nil {
-		return nil
-	}
-	return c.complete
-}
+func (c *Chain) endsUnsafe() bool { return c != nil && c.unsafeEnd }
 
 // Exchange returns the upstream exchange of the current try (nil: none), for an engine that
 // drives it.

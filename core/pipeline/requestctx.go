@@ -82,6 +82,8 @@ type RequestCtx struct {
 	gaps          GapWatcher // sees the stream's gaps, when a service hook asked
 	held          bool       // a streaming caller held with keep-alives (hold.go)
 	hold          holdState
+	onLoop        bool          // run by an event loop (BeginLoop): waits are the engine's
+	loopWait      time.Duration // the wait before the next try on the loop (LoopWait)
 	dl            deadlineState
 
 	cancelMu  sync.Mutex
@@ -191,6 +193,7 @@ func (rc *RequestCtx) reset(ep *Entrypoint) {
 	rc.outcome, rc.countedReason, rc.mirrored, rc.sent = Outcome{}, "", false, time.Time{}
 	rc.entered, rc.gaps = rc.entered[:0], nil
 	rc.held, rc.hold = false, holdState{}
+	rc.onLoop, rc.loopWait = false, 0
 }
 
 // Route returns the matched route (nil before routing or when none matched).

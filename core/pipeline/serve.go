@@ -365,6 +365,10 @@ func (rc *RequestCtx) retryAfter(b *Backend, n, status int, err error) (bool, er
 	rc.dropUpstream()
 	b.Release()
 	rc.backend = nil
+	if d > 0 && rc.onLoop {
+		rc.loopWait = d // an event loop must not sleep: its engine arms a timer (LoopWait)
+		return true, nil
+	}
 	if d > 0 {
 		t := time.NewTimer(d)
 		defer t.Stop()

@@ -88,6 +88,24 @@ type CompletionStage interface {
 	OnComplete(rc *RequestCtx)
 }
 
+// LoopSafe is implemented by a stage (of any phase) or a ServiceHook that may run on an event
+// loop, which serves every connection of the loop one event at a time: LoopSafe reports true
+// when each of its phases returns at once (it never waits: no queue, no timer, no lock held
+// across I/O, no write that can block) and costs bounded CPU, of the order of a header
+// rewrite or a map lookup (no JSON parsing of bodies, no RSA or ECDSA signature check, no
+// body hashing). A route whose stages and service hooks all report true runs whole on the
+// loop with upstream_io = "loop" (Entrypoint.LoopRoute); any other runs on a worker
+// goroutine. A stage that does not implement LoopSafe is taken to be unsafe.
+type LoopSafe interface {
+	LoopSafe() bool
+}
+
+// loopSafe reports whether v implements LoopSafe and says yes.
+func loopSafe(v any) bool {
+	ls, ok := v.(LoopSafe)
+	return ok && ls.LoopSafe()
+}
+
 // Chain is the compiled list of stages of one router, by phase, in configuration order.
 // The zero Chain runs nothing.
 type Chain struct {
@@ -99,6 +117,9 @@ type Chain struct {
 	retry    []RetryStage
 	body     []BodyStage
 	complete []CompletionStage
+	// unsafeRun: a stage with a phase before completion is not LoopSafe; unsafeEnd: a
+	// completion stage is not (the request may run on a loop and complete on a worker).
+	unsafeRun, unsafeEnd bool
 }
 
 // NewChain sorts stages into their phases, keeping their order. It returns an error for a
@@ -133,6 +154,20 @@ func NewChain(stages ...any) (*Chain, error) {
 		}
 		if !ok {
 			return nil, fmt.Errorf("pipeline: stage %d (%T) implements no phase", i, s)
+		}
+		if _, moves := s.(FallbackStage); moves {
+			// It may send the request to another service, whose backends LoopRoute did
+			// not check (TLS, hooks).
+			c.unsafeRun = true
+		}
+		if !loopSafe(s) {
+			if _, completes := s.(CompletionStage); completes {
+				c.unsafeEnd = true
+			}
+			switch s.(type) {
+			case RequestStage, VetStage, ResponseStage, BodyStage, PickStage, RetryStage:
+				c.unsafeRun = true
+			}
 		}
 	}
 	return c, nil

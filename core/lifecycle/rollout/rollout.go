@@ -136,6 +136,11 @@ func (s *Split) OnService(rc *pipeline.RequestCtx) error {
 	return nil
 }
 
+// LoopSafe implements pipeline.LoopSafe for a fixed split: a weighted pick and a counter.
+// A split under a progressive rollout is not: its controller watches each stream's gaps and
+// samples every completion.
+func (s *Split) LoopSafe() bool { return s.ctl == nil }
+
 // OnServiceDone implements pipeline.ServiceHook: it counts the request for its revision and
 // gives the rollout its sample.
 func (s *Split) OnServiceDone(rc *pipeline.RequestCtx) {

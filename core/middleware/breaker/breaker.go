@@ -258,6 +258,10 @@ func (b *Breaker) Service() string { return b.service }
 // Backend returns the URL of b's backend as configured.
 func (b *Breaker) Backend() string { return b.backend }
 
+// LoopSafe implements pipeline.LoopSafe: a breaker's state is an atomic word, read at the
+// backend choice and updated at completion; only its rare transitions log a line.
+func (s *Stage) LoopSafe() bool { return true }
+
 // errOpen is the answer of a request that found every backend open: 503, which the OpenAI and
 // Anthropic SDKs retry after its Retry-After.
 var errOpen = consumer.NewAnswer(503, "server_error", "overloaded_error", "circuit_open",

@@ -15,6 +15,9 @@ type BodyLimit struct {
 // NewBodyLimit compiles a body-limit middleware.
 func NewBodyLimit(o config.BodyLimitOptions) *BodyLimit { return &BodyLimit{max: o.MaxBytes} }
 
+// LoopSafe implements pipeline.LoopSafe: it compares the length of the body in hand.
+func (s *BodyLimit) LoopSafe() bool { return true }
+
 // OnRequest implements pipeline.RequestStage.
 func (s *BodyLimit) OnRequest(rc *pipeline.RequestCtx) error {
 	if int64(len(rc.Req.Body)) > s.max {

@@ -66,6 +66,10 @@ func NewCORS(o config.CORSOptions) *CORS {
 	return c
 }
 
+// LoopSafe implements pipeline.LoopSafe: an origin compared with a short list, fields added,
+// a preflight answered at once.
+func (c *CORS) LoopSafe() bool { return true }
+
 func (c *CORS) allowed(origin []byte) bool {
 	if c.any {
 		return true

@@ -37,6 +37,9 @@ func NewHeaders(o config.HeadersOptions) *Headers {
 	return h
 }
 
+// LoopSafe implements pipeline.LoopSafe: field edits return at once.
+func (h *Headers) LoopSafe() bool { return true }
+
 // OnRequest implements pipeline.RequestStage.
 func (h *Headers) OnRequest(rc *pipeline.RequestCtx) error {
 	for _, n := range h.reqRemove {

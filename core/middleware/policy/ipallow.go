@@ -19,6 +19,9 @@ func NewIPAllow(o config.IPAllowOptions) *IPAllow {
 	return &IPAllow{nets: append([]netip.Prefix(nil), o.SourceRange...)}
 }
 
+// LoopSafe implements pipeline.LoopSafe: an address tested against its networks.
+func (s *IPAllow) LoopSafe() bool { return true }
+
 // OnRequest implements pipeline.RequestStage.
 func (s *IPAllow) OnRequest(rc *pipeline.RequestCtx) error {
 	a := rc.ClientAddr()

@@ -33,6 +33,9 @@ func NewStripPrefix(o config.StripPrefixOptions) *StripPrefix {
 	return s
 }
 
+// LoopSafe implements pipeline.LoopSafe: a prefix compared and the path resliced.
+func (s *StripPrefix) LoopSafe() bool { return true }
+
 // OnRequest implements pipeline.RequestStage. The new path is a part of the old one (or
 // "/"), so nothing is copied.
 func (s *StripPrefix) OnRequest(rc *pipeline.RequestCtx) error {

@@ -69,6 +69,10 @@ func New(name string, o config.RateLimitOptions, prev *Stage) *Stage {
 // Limiter returns the stage's buckets.
 func (s *Stage) Limiter() *Limiter { return s.l }
 
+// LoopSafe implements pipeline.LoopSafe: a token taken from a bucket under its shard's lock,
+// held for a map lookup; an empty bucket is answered 429 at once, never waited for.
+func (s *Stage) LoopSafe() bool { return true }
+
 // Response fields of draft-ietf-httpapi-ratelimit-headers (up to its -06 revision, which
 // clients and proxies implement): the bucket's size, its whole tokens left and the seconds
 // until it is full again.

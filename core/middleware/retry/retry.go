@@ -49,6 +49,11 @@ func New(o config.RetryOptions, prev *Stage) *Stage {
 	return s
 }
 
+// LoopSafe implements pipeline.LoopSafe: the budget is an atomic counter, and the backoff
+// is a duration the pipeline waits (on an event loop, a timer the engine arms; never a
+// sleep there).
+func (s *Stage) LoopSafe() bool { return true }
+
 // OnRequest implements pipeline.RequestStage: the request adds its share to the budget.
 func (s *Stage) OnRequest(*pipeline.RequestCtx) error {
 	if s.deposit == 0 {
