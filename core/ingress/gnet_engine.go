@@ -359,6 +359,11 @@ func (e *GnetEngine) OnClose(c gnet.Conn, err error) gnet.Action {
 	}
 	gc.markClosed()
 	gc.loopClosed()
+	if gc.phase == phaseHead || gc.phase == phaseBody {
+		// A request was being read: its RequestCtx is the loop's to give back. In the other
+		// phases it is with the goroutine that ends the request, or already back.
+		gc.releaseCtx()
+	}
 	e.mu.Lock()
 	delete(e.live, gc)
 	e.mu.Unlock()
