@@ -52,11 +52,8 @@ type gconn struct {
 	// Owned by the event loop (and by the worker while phase == phaseBusy). rc is the request
 	// in flight, nil between requests: the loop takes it from the pool to parse a head
 	// (takeCtx); it then belongs to whoever runs the request, and finishServe gives it back.
-	// cancel cancels that use of it when the client leaves; it is set and read on the loop
-	// only, so the loop never reads rc while a worker may be releasing it.
 	phase        int
 	rc           *pipeline.RequestCtx
-	cancel       pipeline.CancelHandle
 	peer         netip.Addr
 	bodyLeft     int64
 	head         http1.HeadScan // where the search for the end of the head resumes
@@ -103,6 +100,11 @@ type gconn struct {
 	writeMu  sync.Mutex
 	fdClosed bool
 	closedCh chan struct{}
+	// cancel cancels the request in flight when the client leaves (OnClose); guarded by
+	// writeMu. OnClose uses it rather than rc, which a worker may be giving back meanwhile;
+	// it is cleared when the request ends, so that an idle connection keeps no RequestCtx
+	// from the garbage collector.
+	cancel pipeline.CancelHandle
 }
 
 // sendQueue is what a connection needs once the worker queues response writes on the loop
@@ -134,7 +136,8 @@ func (gc *gconn) takeCtx() *pipeline.RequestCtx {
 	if gc.rc == nil {
 		rc := pipeline.AcquireRequestCtx()
 		rc.SetClientAddr(gc.peer)
-		gc.rc, gc.cancel = rc, rc.CancelHandle()
+		gc.rc = rc
+		gc.setCancel(rc.CancelHandle())
 	}
 	return gc.rc
 }
@@ -149,10 +152,17 @@ func (gc *gconn) releaseCtx() {
 		return
 	}
 	gc.rc = nil
+	gc.setCancel(pipeline.CancelHandle{})
 	if cap(rc.Req.Body) > maxKeptBodyBytes {
 		rc.Req.Body = nil // the pool does not keep a large body's buffer
 	}
 	pipeline.ReleaseRequestCtx(rc)
+}
+
+func (gc *gconn) setCancel(h pipeline.CancelHandle) {
+	gc.writeMu.Lock()
+	gc.cancel = h
+	gc.writeMu.Unlock()
 }
 
 // queue returns the connection's send queue, making it on first use.
@@ -193,10 +203,12 @@ func (gc *gconn) markClosed() {
 			close(gc.closedCh)
 		}
 	}
+	cancel := gc.cancel
 	gc.writeMu.Unlock()
 	if first && !gc.detaching.Load() {
-		// A no-op when that use of the RequestCtx is over: it may serve another connection now.
-		gc.cancel.Cancel()
+		// A no-op when that use of the RequestCtx ended meanwhile: it may serve another
+		// connection by now.
+		cancel.Cancel()
 	}
 }
 
@@ -227,7 +239,6 @@ func (gc *gconn) onTraffic() gnet.Action {
 			}
 			gc.inputWaiting.Store(false)
 			gc.finished.Store(false)
-			gc.cancel = pipeline.CancelHandle{} // that use of the RequestCtx is over
 			gc.phase = phaseHead
 		case phaseHead:
 			buf, _ := c.Peek(-1)
@@ -329,7 +340,8 @@ func (gc *gconn) reject(err error) gnet.Action {
 	resp := rc.AppendHead(nil)
 	// The request is over: its RequestCtx leaves the connection with the goroutine that
 	// completes it. Completion (the access log) writes a file: never on the event loop.
-	gc.rc, gc.cancel = nil, pipeline.CancelHandle{}
+	gc.rc = nil
+	gc.setCancel(pipeline.CancelHandle{})
 	finish := func() {
 		rc.Finish()
 		if cap(rc.Req.Body) > maxKeptBodyBytes {
