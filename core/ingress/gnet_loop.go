@@ -318,13 +318,28 @@ func (gc *gconn) dial(b *pipeline.Backend) {
 	gc.lxSeq++
 	uc := &upConn{ls: gc.ls, p: b.Pool, owner: gc, seq: gc.lxSeq}
 	uc.bindRelease()
-	ctx, cancel := context.WithCancel(context.Background())
-	gc.lxStop = cancel
-	el := gc.ls.el
 	e := gc.e
+	// Cancelled when the client leaves or the engine stops (OnShutdown), which waits for the
+	// dials it counted; one that starts after that fails at once.
+	ctx, cancel := context.WithCancel(e.dialCtx)
+	gc.lxStop = cancel
+	counted := e.dialBegin()
+	el := gc.ls.el
 	task := func() {
 		defer cancel()
+		if counted {
+			defer e.dials.Done()
+		}
 		nc, d, err := b.Pool.Dial(ctx)
+		if err == nil && dialedHook != nil {
+			dialedHook(ctx)
+		}
+		if err == nil && ctx.Err() != nil {
+			// The client left or the engine stops: nothing was sent, and the socket must not
+			// reach a loop that may be stopping (its registration would never run).
+			_ = nc.Close()
+			err = fmt.Errorf("sluice: upstream %s: %w: %w", b.Pool.Addr(), pool.ErrDial, ctx.Err())
+		}
 		if err == nil {
 			uc.dialed = d
 			ch, eerr := el.Enroll(gnet.NewContext(context.Background(), uc), nc)
@@ -349,6 +364,34 @@ func (gc *gconn) dial(b *pipeline.Backend) {
 	if workers.Submit(task) != nil {
 		go task()
 	}
+}
+
+// dialedHook, when set (by tests), runs on the dial's goroutine once the upstream connection
+// is established and before it is enrolled, with the dial's context.
+var dialedHook func(ctx context.Context)
+
+// dialBegin counts a dial of the loop path in flight; it reports false once the engine stops
+// (OnShutdown waits for the counted ones).
+func (e *GnetEngine) dialBegin() bool {
+	e.dialMu.Lock()
+	defer e.dialMu.Unlock()
+	if e.dialsStopped {
+		return false
+	}
+	e.dials.Add(1)
+	return true
+}
+
+// OnShutdown runs when gnet begins to stop, while the event loops still run: the loop path's
+// dials in flight are cancelled and waited for. gnet would otherwise take a socket enrolled
+// as a loop exits and never register it, and the socket and two goroutines (the dial's and
+// gnet's enrolment) would stay behind for good.
+func (e *GnetEngine) OnShutdown(gnet.Engine) {
+	e.dialMu.Lock()
+	e.dialsStopped = true
+	e.dialMu.Unlock()
+	e.stopDials()
+	e.dials.Wait()
 }
 
 // upOpened runs on the loop when a dialled connection is enrolled.
