@@ -14,7 +14,8 @@ import (
 )
 
 // The retry middleware on both engines: a GET that meets two 503s gets the third attempt's
-// 200; a POST is answered the first 503 and reached the upstream once.
+// 200, and so does the next one on the same connection; a POST is answered the first 503 and
+// reached the upstream once.
 func TestRetryMiddlewareOnBothEngines(t *testing.T) {
 	for _, engine := range engines {
 		t.Run(engine, func(t *testing.T) {
@@ -48,13 +49,17 @@ max_backoff = "5ms"
 			resp := get(t, base+"/v1/models")
 			require.Equal(t, 200, resp.StatusCode)
 			require.Equal(t, int32(3), n.Load())
+			// Again, on the kept-alive connection: the request counts its own attempts.
+			resp = get(t, base+"/v1/models")
+			require.Equal(t, 200, resp.StatusCode)
+			require.Equal(t, int32(6), n.Load())
 
 			r, err := mwClient.Post(base+"/v1/chat/completions", "application/json", strings.NewReader("{}"))
 			require.NoError(t, err)
 			_, _ = io.Copy(io.Discard, r.Body)
 			r.Body.Close()
 			require.Equal(t, http.StatusServiceUnavailable, r.StatusCode)
-			require.Equal(t, int32(4), n.Load(), "the POST reached the upstream once")
+			require.Equal(t, int32(7), n.Load(), "the POST reached the upstream once")
 		})
 	}
 }

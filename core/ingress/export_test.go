@@ -64,3 +64,11 @@ func ConnBuffered(tr Transport) []int64 {
 
 // LoopBufferBound is what a connection's exchange may hold in the gateway on either path.
 const LoopBufferBound = sendHighWaterBytes + 2*64<<10
+
+// SetDialedHook makes f run in every dial of the loop path once the upstream connection is
+// established and before the socket is enrolled on the loop, with the dial's context, until
+// the returned restore is called. Set it before starting an engine.
+func SetDialedHook(f func(ctx context.Context)) (restore func()) {
+	dialedHook = f
+	return func() { dialedHook = nil }
+}

@@ -2,6 +2,7 @@ package ingress
 
 import (
 	"errors"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,16 +41,20 @@ type sendItem struct {
 	n  int
 }
 
-// gconn is the state of one client connection on the gnet engine.
+// gconn is the state of one client connection on the gnet engine. Most connections are idle
+// most of the time, so it holds no request state between requests: the RequestCtx (with its
+// buffers) comes from a pool when a request head is complete and goes back when the request
+// ends, and what only a slow client needs (the queue of response writes) is made on first use.
 type gconn struct {
 	e *GnetEngine
 	c gnet.Conn
 
-	// Owned by the event loop (and by the worker while phase == phaseBusy). The request being
-	// parsed lives in rc.Req; rc is the connection's one RequestCtx, reused request after
-	// request (its cancellation is sticky: a closed connection serves no further request).
+	// Owned by the event loop (and by the worker while phase == phaseBusy). rc is the request
+	// in flight, nil between requests: the loop takes it from the pool to parse a head
+	// (takeCtx); it then belongs to whoever runs the request, and finishServe gives it back.
 	phase        int
-	rc           pipeline.RequestCtx
+	rc           *pipeline.RequestCtx
+	peer         netip.Addr
 	bodyLeft     int64
 	head         http1.HeadScan // where the search for the end of the head resumes
 	dec          http1.ChunkedDecoder
@@ -69,14 +74,12 @@ type gconn struct {
 	lingerLast   atomic.Int64 // unix ns when the lingering connection last received bytes
 	wrShut       atomic.Bool  // the sending side is closed (shutdown(SHUT_WR) done)
 	closed       atomic.Bool
-	closedCh     chan struct{}
-	closeOnce    sync.Once
 
 	// Response writes: buffers queued to AsyncWrite, released in order by the write callback.
-	sent      chan sendItem
+	// sq is made by the first write the socket does not take at once (sendQueue).
+	sq        atomic.Pointer[sendQueue]
 	queued    atomic.Int64 // bytes handed to AsyncWrite and not yet written to the socket or outbound buffer
 	outbound  atomic.Int64 // the loop's outbound buffer size at the last callback
-	drained   chan struct{}
 	onWritten gnet.AsyncCallback
 	onProbe   gnet.AsyncCallback
 	onReplied gnet.AsyncCallback
@@ -91,15 +94,31 @@ type gconn struct {
 
 	// Direct writes: while nothing is queued on the loop, the worker writes to the socket
 	// itself, saving the loop wake-up per write. writeMu keeps the fd open during such a write:
-	// gnet calls OnClose before it closes the fd, and OnClose takes writeMu.
+	// gnet calls OnClose before it closes the fd, and OnClose takes writeMu. writeMu also
+	// guards closedCh, made by the first goroutine that waits for the close (closedChan).
 	fd       int
 	writeMu  sync.Mutex
 	fdClosed bool
+	closedCh chan struct{}
+	// cancel cancels the request in flight when the client leaves (OnClose); guarded by
+	// writeMu. OnClose uses it rather than rc, which a worker may be giving back meanwhile;
+	// it is cleared when the request ends, so that an idle connection keeps no RequestCtx
+	// from the garbage collector.
+	cancel pipeline.CancelHandle
+}
+
+// sendQueue is what a connection needs once the worker queues response writes on the loop
+// (the client reads slower than the worker writes): the buffers in flight, in order, and the
+// signal that the loop wrote some. maxSendQueue items of 16 bytes make it ~1.2 KiB, which an
+// idle connection does not carry: it is made on first use and dropped when a request ends with
+// nothing queued.
+type sendQueue struct {
+	sent    chan sendItem
+	drained chan struct{}
 }
 
 func newGconn(e *GnetEngine, c gnet.Conn) *gconn {
-	gc := &gconn{e: e, c: c, closedCh: make(chan struct{}), sent: make(chan sendItem, maxSendQueue), drained: make(chan struct{}, 1)}
-	gc.rc.SetClientAddr(peerAddr(c.RemoteAddr()))
+	gc := &gconn{e: e, c: c, peer: peerAddr(c.RemoteAddr())}
 	gc.fd = c.Fd()
 	gc.serveFn = gc.serve
 	gc.onWritten = gc.written
@@ -112,17 +131,85 @@ func newGconn(e *GnetEngine, c gnet.Conn) *gconn {
 	return gc
 }
 
+// takeCtx gives the connection a RequestCtx for its next request; on the event loop.
+func (gc *gconn) takeCtx() *pipeline.RequestCtx {
+	if gc.rc == nil {
+		rc := pipeline.AcquireRequestCtx()
+		rc.SetClientAddr(gc.peer)
+		gc.rc = rc
+		gc.setCancel(rc.CancelHandle())
+	}
+	return gc.rc
+}
+
+// releaseCtx gives the request's RequestCtx back to the pool once the request is over (Finish
+// ran, or it never entered the pipeline). It runs on whichever goroutine owns rc; the loop
+// reads gc.rc again only after the owner published the end of the request (finished, or the
+// close).
+func (gc *gconn) releaseCtx() {
+	rc := gc.rc
+	if rc == nil {
+		return
+	}
+	gc.rc = nil
+	gc.setCancel(pipeline.CancelHandle{})
+	if cap(rc.Req.Body) > maxKeptBodyBytes {
+		rc.Req.Body = nil // the pool does not keep a large body's buffer
+	}
+	pipeline.ReleaseRequestCtx(rc)
+}
+
+func (gc *gconn) setCancel(h pipeline.CancelHandle) {
+	gc.writeMu.Lock()
+	gc.cancel = h
+	gc.writeMu.Unlock()
+}
+
+// queue returns the connection's send queue, making it on first use.
+func (gc *gconn) queue() *sendQueue {
+	if q := gc.sq.Load(); q != nil {
+		return q
+	}
+	q := &sendQueue{sent: make(chan sendItem, maxSendQueue), drained: make(chan struct{}, 1)}
+	if !gc.sq.CompareAndSwap(nil, q) {
+		return gc.sq.Load()
+	}
+	return q
+}
+
+// closedChan returns a channel closed when the connection is (OnClose), making it on first
+// use.
+func (gc *gconn) closedChan() <-chan struct{} {
+	gc.writeMu.Lock()
+	defer gc.writeMu.Unlock()
+	if gc.closedCh == nil {
+		gc.closedCh = make(chan struct{})
+		if gc.fdClosed {
+			close(gc.closedCh)
+		}
+	}
+	return gc.closedCh
+}
+
+// markClosed records the close (OnClose, on the loop) and cancels the request in flight, unless
+// the close is a WebSocket hand-over.
 func (gc *gconn) markClosed() {
 	gc.writeMu.Lock()
+	first := !gc.fdClosed
 	gc.fdClosed = true
-	gc.writeMu.Unlock()
-	gc.closeOnce.Do(func() {
+	if first {
 		gc.closed.Store(true)
-		close(gc.closedCh)
-		if !gc.detaching.Load() {
-			gc.rc.Cancel()
+		if gc.closedCh != nil {
+			close(gc.closedCh)
 		}
-	})
+	}
+	cancel := gc.cancel
+	gc.writeMu.Unlock()
+	if first && !gc.detaching.Load() {
+		// A no-op when that use of the RequestCtx ended meanwhile: it may serve another
+		// connection by now.
+		cancel.Cancel()
+	}
 }
 
 // onTraffic runs on the event loop: it advances the request parser over the buffered bytes
@@ -169,23 +256,24 @@ func (gc *gconn) onTraffic() gnet.Action {
 				}
 				return gnet.None
 			}
-			gc.rc.Req.Reset()
-			if err := gc.rc.Req.ParseRequestHead(buf[skip:skip+n], lim); err != nil {
+			req := &gc.takeCtx().Req
+			req.Reset()
+			if err := req.ParseRequestHead(buf[skip:skip+n], lim); err != nil {
 				return gc.reject(err)
 			}
 			_, _ = c.Discard(skip + n)
 			gc.head.Reset()
 			gc.continueSent = false
 			switch {
-			case gc.rc.Req.Chunked:
+			case req.Chunked:
 				gc.dec.Reset()
 				gc.dec.MaxBodyBytes = lim.BodyBytes()
 				gc.phase = phaseBody
-			case gc.rc.Req.ContentLength > 0:
-				if gc.rc.Req.ContentLength > lim.BodyBytes() {
+			case req.ContentLength > 0:
+				if req.ContentLength > lim.BodyBytes() {
 					return gc.reject(&http1.Error{Status: 413, Msg: "request body larger than the limit"})
 				}
-				gc.bodyLeft = gc.rc.Req.ContentLength
+				gc.bodyLeft = req.ContentLength
 				gc.phase = phaseBody
 			default:
 				gc.dispatch()
@@ -198,7 +286,7 @@ func (gc *gconn) onTraffic() gnet.Action {
 				return gc.reject(err)
 			}
 			if !done {
-				if gc.rc.Req.ExpectContinue && !gc.continueSent && gc.rc.Req.Minor >= 1 {
+				if req := &gc.rc.Req; req.ExpectContinue && !gc.continueSent && req.Minor >= 1 {
 					gc.continueSent = true
 					gc.loopWrite(continue100)
 				}
@@ -247,12 +335,22 @@ func (gc *gconn) readBody(buf []byte) (bool, error) {
 // (RFC 9112 §11.2: after a framing error the rest of the stream cannot be trusted). The client
 // may still be sending the request, so the connection lingers (linger.go).
 func (gc *gconn) reject(err error) gnet.Action {
-	rc := &gc.rc
+	rc := gc.takeCtx()
 	gc.e.pipe.Reject(rc, pipeline.FramingGatewayError(err))
 	resp := rc.AppendHead(nil)
-	// Completion (the access log) writes a file: never on the event loop.
-	if workers.Submit(rc.Finish) != nil {
-		go rc.Finish()
+	// The request is over: its RequestCtx leaves the connection with the goroutine that
+	// completes it. Completion (the access log) writes a file: never on the event loop.
+	gc.rc = nil
+	gc.setCancel(pipeline.CancelHandle{})
+	finish := func() {
+		rc.Finish()
+		if cap(rc.Req.Body) > maxKeptBodyBytes {
+			rc.Req.Body = nil
+		}
+		pipeline.ReleaseRequestCtx(rc)
+	}
+	if workers.Submit(finish) != nil {
+		go finish()
 	}
 	if gc.queued.Load() > 0 {
 		// The previous response is still queued for a slow client: the error goes behind it,
@@ -365,8 +463,11 @@ func (gc *gconn) serve() {
 // last bytes), except when keepAlive holds or the client is gone.
 func (gc *gconn) finishServe(keepAlive bool) {
 	gc.e.counters.active.Add(-1)
-	if cap(gc.rc.Req.Body) > maxKeptBodyBytes {
-		gc.rc.Req.Body = nil // an idle connection does not keep a large body's buffer
+	gc.releaseCtx()
+	if gc.queued.Load() == 0 {
+		// Nothing is in flight on the loop: an idle connection does not keep the send queue
+		// (a write callback that is still to run finds the queue empty either way).
+		gc.sq.Store(nil)
 	}
 	if gc.e.draining.Load() {
 		keepAlive = false
@@ -393,7 +494,7 @@ func (gc *gconn) finishServe(keepAlive bool) {
 // proxy runs the request through the pipeline and reports whether the client connection may
 // stay open.
 func (gc *gconn) proxy() bool {
-	rc := &gc.rc
+	rc := gc.rc
 	gc.e.pipe.Begin(rc)
 	if rc.Upgraded() {
 		gc.tunnel()
@@ -427,6 +528,11 @@ func (gc *gconn) Send(bp *[]byte, lo, hi int) error {
 		}
 		return nil
 	}
+	if lo == hi {
+		// Nothing to write; an empty item would also make the queue look empty too early.
+		pipeline.ReleaseBuf(bp)
+		return nil
+	}
 	if gc.queued.Load() == 0 && gc.outbound.Load() == 0 {
 		n, err := gc.writeDirect((*bp)[lo:hi])
 		if err != nil {
@@ -443,11 +549,17 @@ func (gc *gconn) Send(bp *[]byte, lo, hi int) error {
 		pipeline.ReleaseBuf(bp)
 		return err
 	}
+	q := gc.queue()
 	select {
-	case gc.sent <- sendItem{bp, hi - lo}:
-	case <-gc.closedCh:
-		pipeline.ReleaseBuf(bp)
-		return errClientGone
+	case q.sent <- sendItem{bp, hi - lo}:
+	default:
+		// maxSendQueue writes in flight: wait for the loop to take one.
+		select {
+		case q.sent <- sendItem{bp, hi - lo}:
+		case <-gc.closedChan():
+			pipeline.ReleaseBuf(bp)
+			return errClientGone
+		}
 	}
 	gc.queued.Add(int64(hi - lo))
 	if err := gc.c.AsyncWrite((*bp)[lo:hi], gc.onWritten); err != nil {
@@ -489,11 +601,13 @@ func (gc *gconn) writeDirect(p []byte) (int, error) {
 // written runs on the event loop after each AsyncWrite: the bytes are in the socket or in the
 // loop's outbound buffer, so the buffer can go back to its pool.
 func (gc *gconn) written(c gnet.Conn, _ error) error {
-	select {
-	case it := <-gc.sent:
-		gc.queued.Add(-int64(it.n))
-		pipeline.ReleaseBuf(it.bp)
-	default:
+	if q := gc.sq.Load(); q != nil {
+		select {
+		case it := <-q.sent:
+			gc.queued.Add(-int64(it.n))
+			pipeline.ReleaseBuf(it.bp)
+		default:
+		}
 	}
 	gc.noteOutbound(c)
 	return nil
@@ -508,9 +622,11 @@ func (gc *gconn) noteOutbound(c gnet.Conn) {
 	if c != nil {
 		gc.outbound.Store(int64(c.OutboundBuffered()))
 	}
-	select {
-	case gc.drained <- struct{}{}:
-	default:
+	if q := gc.sq.Load(); q != nil {
+		select {
+		case q.drained <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -528,14 +644,21 @@ func (gc *gconn) waitBelow(limit int64) error {
 	if gc.pending() < limit || (limit == 0 && gc.pending() == 0) {
 		return nil
 	}
+	// The loop signals on the queue's drained channel only once the queue exists: look again
+	// after making it, so that a signal sent before is not waited for.
+	q := gc.queue()
+	closed := gc.closedChan()
+	if p := gc.pending(); p < limit || (limit == 0 && p == 0) {
+		return nil
+	}
 	start := time.Now()
 	t := time.NewTimer(probeInterval)
 	defer t.Stop()
 	for {
 		select {
-		case <-gc.closedCh:
+		case <-closed:
 			return errClientGone
-		case <-gc.drained:
+		case <-q.drained:
 		case <-t.C:
 			_ = gc.c.Wake(gc.onProbe)
 			t.Reset(probeInterval)

@@ -69,6 +69,14 @@ type GnetEngine struct {
 	tunnels map[net.Conn]struct{} // WebSocket tunnels, off the event loops (websocket.go)
 
 	loops sync.Map // gnet.EventLoop → *loopState: upstream connections per loop (gnet_loop.go)
+
+	// The loop path's dials (gnet_loop.go): each one's context derives from dialCtx, which
+	// stopDials cancels when gnet stops; dials counts those in flight.
+	dialCtx      context.Context
+	stopDials    context.CancelFunc
+	dialMu       sync.Mutex
+	dialsStopped bool
+	dials        sync.WaitGroup
 }
 
 // NewGnet returns an engine for the entrypoint described by set, routing with res.
@@ -78,6 +86,7 @@ func NewGnet(set Settings, res pipeline.Resolver, log *slog.Logger) *GnetEngine 
 		log = slog.Default()
 	}
 	e := &GnetEngine{set: set, log: log, running: make(chan struct{}), stopped: make(chan struct{}), acceptDone: make(chan struct{}), closing: make(chan struct{}), live: make(map[*gconn]struct{}), tunnels: make(map[net.Conn]struct{})}
+	e.dialCtx, e.stopDials = context.WithCancel(context.Background())
 	e.m, e.release = newEntrypointMetrics(set.Name, &e.counters)
 	e.pipe = pipeline.NewEntrypoint(set.Name, false, res, e.m, log)
 	e.pipe.TrustedIPs = set.TrustedIPs
@@ -359,6 +368,11 @@ func (e *GnetEngine) OnClose(c gnet.Conn, err error) gnet.Action {
 	}
 	gc.markClosed()
 	gc.loopClosed()
+	if gc.phase == phaseHead || gc.phase == phaseBody {
+		// A request was being read: its RequestCtx is the loop's to give back. In the other
+		// phases it is with the goroutine that ends the request, or already back.
+		gc.releaseCtx()
+	}
 	e.mu.Lock()
 	delete(e.live, gc)
 	e.mu.Unlock()

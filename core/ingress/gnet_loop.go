@@ -226,7 +226,7 @@ func peekClosed(fd int) bool {
 // startLoop runs the parsed request on the loop; it reports false (nothing done) when the
 // request must go to a worker.
 func (gc *gconn) startLoop() bool {
-	rc := &gc.rc
+	rc := gc.rc
 	if len(rc.Req.Body) > loopBodyBytes || !gc.e.pipe.LoopRoute(&rc.Req) {
 		return false
 	}
@@ -246,7 +246,7 @@ func (gc *gconn) startLoop() bool {
 // tryOn sends the request to b, and on to the next backend the retry rules name, until one
 // is waited for or the response is ready.
 func (gc *gconn) tryOn(b *pipeline.Backend) {
-	rc := &gc.rc
+	rc := gc.rc
 	for b != nil {
 		gc.lxB, gc.lxRaced, gc.lxUp = b, false, nil
 		x := rc.LoopExchange(b)
@@ -292,7 +292,7 @@ func (gc *gconn) waitRetry(d time.Duration) {
 // send writes the request on uc; it reports true when the try ended at once (its result is
 // in gc.lxNext: the next backend, or nil with the response ready).
 func (gc *gconn) send(uc *upConn, x *pool.Exchange) bool {
-	rc := &gc.rc
+	rc := gc.rc
 	uc.owner = gc
 	gc.lxUp = uc
 	if err := x.AttachLoop(gc.lxB.Pool, uc, uc.dialed, uc.release); err != nil {
@@ -318,13 +318,28 @@ func (gc *gconn) dial(b *pipeline.Backend) {
 	gc.lxSeq++
 	uc := &upConn{ls: gc.ls, p: b.Pool, owner: gc, seq: gc.lxSeq}
 	uc.bindRelease()
-	ctx, cancel := context.WithCancel(context.Background())
-	gc.lxStop = cancel
-	el := gc.ls.el
 	e := gc.e
+	// Cancelled when the client leaves or the engine stops (OnShutdown), which waits for the
+	// dials it counted; one that starts after that fails at once.
+	ctx, cancel := context.WithCancel(e.dialCtx)
+	gc.lxStop = cancel
+	counted := e.dialBegin()
+	el := gc.ls.el
 	task := func() {
 		defer cancel()
+		if counted {
+			defer e.dials.Done()
+		}
 		nc, d, err := b.Pool.Dial(ctx)
+		if err == nil && dialedHook != nil {
+			dialedHook(ctx)
+		}
+		if err == nil && ctx.Err() != nil {
+			// The client left or the engine stops: nothing was sent, and the socket must not
+			// reach a loop that may be stopping (its registration would never run).
+			_ = nc.Close()
+			err = fmt.Errorf("sluice: upstream %s: %w: %w", b.Pool.Addr(), pool.ErrDial, ctx.Err())
+		}
 		if err == nil {
 			uc.dialed = d
 			ch, eerr := el.Enroll(gnet.NewContext(context.Background(), uc), nc)
@@ -349,6 +364,34 @@ func (gc *gconn) dial(b *pipeline.Backend) {
 	if workers.Submit(task) != nil {
 		go task()
 	}
+}
+
+// dialedHook, when set (by tests), runs on the dial's goroutine once the upstream connection
+// is established and before it is enrolled, with the dial's context.
+var dialedHook func(ctx context.Context)
+
+// dialBegin counts a dial of the loop path in flight; it reports false once the engine stops
+// (OnShutdown waits for the counted ones).
+func (e *GnetEngine) dialBegin() bool {
+	e.dialMu.Lock()
+	defer e.dialMu.Unlock()
+	if e.dialsStopped {
+		return false
+	}
+	e.dials.Add(1)
+	return true
+}
+
+// OnShutdown runs when gnet begins to stop, while the event loops still run: the loop path's
+// dials in flight are cancelled and waited for. gnet would otherwise take a socket enrolled
+// as a loop exits and never register it, and the socket and two goroutines (the dial's and
+// gnet's enrolment) would stay behind for good.
+func (e *GnetEngine) OnShutdown(gnet.Engine) {
+	e.dialMu.Lock()
+	e.dialsStopped = true
+	e.dialMu.Unlock()
+	e.stopDials()
+	e.dials.Wait()
 }
 
 // upOpened runs on the loop when a dialled connection is enrolled.
@@ -391,7 +434,7 @@ func (gc *gconn) onUpstream() {
 }
 
 func (gc *gconn) pollHead() {
-	rc := &gc.rc
+	rc := gc.rc
 	x := rc.Exchange()
 	retry, err := x.PollHead(rc.IsHEAD())
 	if err == pool.ErrWouldBlock {
@@ -417,7 +460,7 @@ func (gc *gconn) pollHead() {
 
 // respond writes the response head and relays what the upstream sent so far.
 func (gc *gconn) respond() {
-	rc := &gc.rc
+	rc := gc.rc
 	if !gc.onLoop {
 		return // the client left meanwhile (loopClosed ended the request)
 	}
@@ -440,7 +483,7 @@ func (gc *gconn) respond() {
 // relay relays what the upstream sent; it hands the exchange to a worker when the client
 // falls behind.
 func (gc *gconn) relay() {
-	rc := &gc.rc
+	rc := gc.rc
 	for gc.onLoop {
 		if gc.c.OutboundBuffered() > sendHighWaterBytes {
 			gc.handoff()
@@ -464,7 +507,7 @@ func (gc *gconn) relay() {
 // path's backpressure: the upstream socket is duplicated into a blocking connection (with the
 // bytes the loop had read and not relayed in front) and its gnet connection closed.
 func (gc *gconn) handoff() {
-	rc := &gc.rc
+	rc := gc.rc
 	uc := gc.lxUp
 	nc, err := detachSocket(uc)
 	if err != nil {
@@ -486,7 +529,7 @@ func (gc *gconn) handoff() {
 // relayRest relays the rest of a handed-off exchange on a worker goroutine, then ends the
 // request as serve does.
 func (gc *gconn) relayRest() {
-	rc := &gc.rc
+	rc := gc.rc
 	var err error
 	for {
 		var done bool
@@ -565,7 +608,7 @@ func (h *handoffConn) Close() error {
 // list (or closes), and the request completes, on a worker when completing may wait (the
 // access log) or the connection must close once a slow client has read the response.
 func (gc *gconn) endLoop(keepAlive bool) {
-	rc := &gc.rc
+	rc := gc.rc
 	if !gc.onLoop {
 		return // ended already: a write that failed closed the client under the relay
 	}
@@ -599,7 +642,7 @@ func (gc *gconn) loopClosed() {
 	if !gc.onLoop {
 		return
 	}
-	rc := &gc.rc
+	rc := gc.rc
 	if gc.lxStop != nil {
 		gc.lxStop()
 		gc.lxStop = nil

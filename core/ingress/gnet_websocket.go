@@ -16,7 +16,7 @@ import (
 // client (which waits for it before sending frames, RFC 6455 §4.1) sends nothing the loop
 // could read in between; whatever the loop had read already is passed on.
 func (gc *gconn) tunnel() {
-	rc := &gc.rc
+	rc := gc.rc
 	gc.flush() // responses before this one leave first
 	gc.detaching.Store(true)
 	gc.writeMu.Lock()
@@ -27,7 +27,7 @@ func (gc *gconn) tunnel() {
 	}
 	gc.writeMu.Unlock()
 	_ = gc.c.Close()
-	<-gc.closedCh
+	<-gc.closedChan()
 	if fd < 0 || err != nil {
 		rc.Cancel()
 		return

@@ -195,3 +195,57 @@ func TestLoopHandoffKeepsBodyIntact(t *testing.T) {
 		require.NoError(t, err, "after %d bytes", off)
 	}
 }
+
+// A dial of the loop path that connects just as the engine stops (a drain whose deadline
+// passed with the request still waiting for its upstream): the socket must not be enrolled
+// on an event loop that no longer runs, where its registration would never run, leaving the
+// socket open and goroutines waiting. Once Drain returns, the upstream sees its connection
+// closed and no engine goroutine is left.
+func TestLoopDialAtShutdownLeaksNothing(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ln.Close() })
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			accepted <- c
+		}
+	}()
+	// The dial connects, then finishes only when its context ends: when the client leaves or
+	// the engine stops, the moment the socket would be enrolled.
+	dialed := make(chan struct{})
+	restore := ingress.SetDialedHook(func(ctx context.Context) {
+		close(dialed)
+		<-ctx.Done()
+	})
+	t.Cleanup(restore)
+	tr := ingress.NewGnet(ingress.Settings{Name: "web", Address: "127.0.0.1:0", EventLoops: 1, UpstreamLoop: true}, newResolver(t, ln.Addr().String()), nil)
+	require.NoError(t, tr.Start())
+
+	c := dialClient(t, tr.Addr())
+	writeRequest(t, c, "/x")
+	var up net.Conn
+	select {
+	case up = <-accepted:
+		t.Cleanup(func() { _ = up.Close() })
+	case <-time.After(eventWait):
+		t.Fatal("the gateway did not connect to the upstream")
+	}
+	select {
+	case <-dialed:
+	case <-time.After(eventWait):
+		t.Fatal("the dial did not complete")
+	}
+
+	// The drain's deadline passes with the client still waiting: gnet stops mid-dial.
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, drainWithin(t, tr, ctx, drainPrompt+cutSlack), context.DeadlineExceeded)
+
+	require.NoError(t, up.SetReadDeadline(time.Now().Add(eventWait)))
+	_, err = up.Read(make([]byte, 1))
+	require.Error(t, err)
+	var ne net.Error
+	require.False(t, errors.As(err, &ne) && ne.Timeout(), "the gateway's upstream socket is still open after Drain: %v", err)
+	waitNoEngineGoroutines(t)
+}

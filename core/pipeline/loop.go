@@ -101,7 +101,7 @@ func (ep *Entrypoint) BeginLoop(rc *RequestCtx) *Backend {
 		rc.answer(rc.answerAsFinalRecipient())
 		return nil
 	}
-	rc.try, rc.last = 0, ErrNoBackend
+	rc.try, rc.attempts, rc.last = 0, 0, ErrNoBackend
 	return rc.loopNext()
 }
 

@@ -14,9 +14,9 @@ import (
 
 // RequestCtx is the state of one request through the pipeline: the parsed request the engine
 // filled in, what routing and the stages decided, the upstream exchange and the relay of its
-// body, and the outcome the completion stages observe. Engines own one per connection (gnet)
-// or take one from a pool per request (AcquireRequestCtx); a warm RequestCtx serves a request
-// without allocating.
+// body, and the outcome the completion stages observe. Engines take one from a pool per
+// request (AcquireRequestCtx), so that an idle connection holds none; a warm RequestCtx serves
+// a request without allocating.
 type RequestCtx struct {
 	// Req is the request, parsed and with its body read by the engine.
 	Req http1.Request
