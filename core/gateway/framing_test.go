@@ -277,6 +277,9 @@ func nonInterim(line string) string {
 // engine's parser refuses; a request line over max_header_bytes gets 414 (RFC 9112 §3), a
 // head whose field lines go over it 431.
 func TestMalformedRequestIsRefusedAtOnce(t *testing.T) {
+	// A client with prior knowledge of HTTP/2 (RFC 9113 §3.3) sends the connection preface
+	// and at once its SETTINGS frame (here an empty one: length 0, type 4, flags 0, stream 0).
+	const h2Preface, h2EmptySettings = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "\x00\x00\x00\x04\x00\x00\x00\x00\x00"
 	// keptAlive marks a case whose request goes on a connection that served keptAliveRequest
 	// (answered before the case's request is sent).
 	const keptAlive, keptAliveRequest = "\x00kept-alive\x00", "GET / HTTP/1.1\r\nHost: gw\r\n\r\n"
@@ -313,6 +316,8 @@ func TestMalformedRequestIsRefusedAtOnce(t *testing.T) {
 		{"Content-Length over the limit asking for 100 Continue", "POST / HTTP/1.1\r\nHost: gw\r\nContent-Length: 99999999999\r\nExpect: 100-continue\r\n\r\n", 413, "request_too_large"},
 		{"Content-Length over the limit", "POST / HTTP/1.1\r\nHost: gw\r\nContent-Length: 99999999999\r\n\r\n", 413, "request_too_large"},
 		{"HTTP/2.0 version", "GET / HTTP/2.0\r\nHost: gw\r\n\r\n", 505, "http_version_not_supported"},
+		{"HTTP/2 connection preface", h2Preface, 505, "http_version_not_supported"},
+		{"HTTP/2 connection preface and SETTINGS", h2Preface + h2EmptySettings, 505, "http_version_not_supported"},
 		{"request line over the limit, unended", "GET /" + strings.Repeat("a", limit), 414, "uri_too_long"},
 		{"request line over the limit, whole", "GET /" + strings.Repeat("a", limit) + " HTTP/1.1\r\nHost: gw\r\n\r\n", 414, "uri_too_long"},
 		{"field lines over the limit", "GET / HTTP/1.1\r\nHost: gw\r\nX: " + strings.Repeat("a", limit) + "\r\n\r\n", 431, "request_header_fields_too_large"},
