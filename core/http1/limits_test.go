@@ -69,7 +69,7 @@ func TestCheckPartialHead(t *testing.T) {
 		{"GET / HTTP/2.0\r\nHost: gw\r\n", 505},
 		{"GET / HTTP/1.1\r\n", -1},
 		{"GET / HTTP/1.1\r\nHost: gw\r\nX: 1\n", -1}, // a bare LF in a field line: the whole head judges it
-		{"GET / HTTP/1.1\nHost: gw\r\n", -1},          // a bare LF ends the request line: likewise
+		{"GET / HTTP/1.1\nHost: gw\r\n", -1},         // a bare LF ends the request line: likewise
 		{"G(T / HTTP/1.1\r\n", 400},
 		{"CONNECT gw:443 HTTP/1.1\r\n", 501},
 		{"GET / HTTP/1.1", -1},
