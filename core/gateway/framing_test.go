@@ -156,6 +156,7 @@ func TestLimits(t *testing.T) {
 				}
 				resp := readResponse(t, r, false)
 				require.Equal(t, 413, resp.status, "body %s", resp.body)
+				require.Equal(t, "Content Too Large", resp.reason) // RFC 9110 §15.5.14
 				require.Equal(t, "application/json", resp.headers["content-type"])
 				require.NotEmpty(t, resp.headers["x-request-id"])
 				var body struct {

@@ -437,6 +437,9 @@ func (fx *fastExchange) writeReply(ctx *fasthttp.RequestCtx, rc *pipeline.Reques
 	// answers to requests it could not read (RFC 9110 §9.3.2).
 	ctx.Response.SkipBody = ctx.IsHead()
 	rh := fx.startHead(ctx, rc)
+	// The reason phrase the gnet engine writes (RFC 9110 §15's names: "Content Too Large",
+	// where fasthttp still writes RFC 7231's "Request Entity Too Large").
+	rh.SetStatusMessage([]byte(http1.StatusText(rc.Status())))
 	if ct := rc.ReplyContentType(); ct != "" {
 		rh.SetContentType(ct)
 	}
