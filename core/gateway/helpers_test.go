@@ -210,7 +210,7 @@ func dial(t testing.TB, addr string) net.Conn {
 type response struct {
 	status  int
 	proto   string
-	reason  string // the status line's reason phrase
+	reason  string            // the status line's reason phrase
 	headers map[string]string // last value of each field, by lower-case name
 	fields  [][2]string       // every field line in order: name as received, value
 	body    []byte
