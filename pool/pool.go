@@ -30,8 +30,10 @@ func monoNow() int64 { return int64(time.Since(epoch)) }
 
 // Pool is the keep-alive pool of upstream connections for one backend. It is safe for
 // concurrent use; critical sections are a few instructions (a LIFO idle stack under a mutex).
-// Idle conns are checked for IdleTimeout when taken and by a lazy sweep run from Get/Put; no
-// goroutine runs per conn.
+// Idle conns are checked for IdleTimeout when taken, by a lazy sweep run from Get/Put, and by
+// the pool's janitor: one timer, armed while the idle stack is not empty, that fires when its
+// oldest conn reaches IdleTimeout (plus janitorSlack), so that a pool that sees no more
+// traffic still closes its idle conns. No goroutine runs per conn or while the stack is empty.
 type Pool struct {
 	o       Options
 	tls     *tls.Config
@@ -44,6 +46,9 @@ type Pool struct {
 	idle      []*conn // LIFO: idle[len-1] is the most recently used, idleAt ascends with index
 	nextSweep int64
 	closed    bool
+	janitor   *time.Timer // runs tidy; pending (or running) whenever armed
+	armed     bool        // invariant: idle not empty implies armed, unless closed
+	slackNs   int64       // janitorSlack
 
 	active     atomic.Int64
 	dials      atomic.Int64
@@ -66,6 +71,7 @@ func New(o Options) *Pool {
 	p := &Pool{o: o, now: monoNow}
 	p.idleNs = int64(o.IdleTimeout)
 	p.sweepNs = max(p.idleNs/2, int64(time.Millisecond))
+	p.slackNs = janitorSlack(p.idleNs)
 	p.dialer = net.Dialer{KeepAlive: 30 * time.Second}
 	if o.TLS != nil {
 		c := o.TLS.Clone()
@@ -108,6 +114,10 @@ func (p *Pool) Close() {
 	p.closed = true
 	idle := p.idle
 	p.idle = nil
+	if p.janitor != nil {
+		p.janitor.Stop()
+	}
+	p.armed = false
 	p.mu.Unlock()
 	for _, c := range idle {
 		c.close()
@@ -115,9 +125,48 @@ func (p *Pool) Close() {
 }
 
 // Sweep closes idle conns older than IdleTimeout now. Get and Put run it lazily (at most every
-// IdleTimeout/2); a process may also call it from one ticker for pools that see no traffic.
+// IdleTimeout/2), and the pool's janitor when the oldest idle conn expires; callers need not.
 func (p *Pool) Sweep() {
 	p.sweep(p.now(), true)
+}
+
+// janitorSlack is how late after an idle conn's IdleTimeout the janitor may close it: a
+// sixteenth of IdleTimeout, at most 100ms and at least 1ms. The slack lets one firing close
+// conns that went idle close together instead of one timer per conn.
+func janitorSlack(idleNs int64) int64 {
+	return min(max(idleNs/16, int64(time.Millisecond)), int64(100*time.Millisecond))
+}
+
+// JanitorArmed reports whether the pool's janitor timer is pending: true while idle conns wait
+// to expire, false once the stack is empty or the pool is closed.
+func (p *Pool) JanitorArmed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.armed
+}
+
+// armLocked schedules tidy in d ns (p.mu held).
+func (p *Pool) armLocked(d int64) {
+	p.armed = true
+	d = max(d, 0)
+	if p.janitor == nil {
+		p.janitor = time.AfterFunc(time.Duration(d), p.tidy)
+		return
+	}
+	p.janitor.Reset(time.Duration(d))
+}
+
+// tidy is the janitor: it closes the expired idle conns and, while some stay, arms itself
+// for the expiry of the oldest (the bottom of the stack).
+func (p *Pool) tidy() {
+	now := p.now()
+	p.sweep(now, true)
+	p.mu.Lock()
+	p.armed = false
+	if !p.closed && len(p.idle) > 0 {
+		p.armLocked(p.idle[0].idleAt + p.idleNs - now + p.slackNs)
+	}
+	p.mu.Unlock()
 }
 
 // sweepBatch is how many stale conns a sweep closes per lock hold.
@@ -205,6 +254,10 @@ func (p *Pool) put(c *conn) {
 		return
 	}
 	p.idle = append(p.idle, c)
+	if !p.armed {
+		// The stack was empty (the invariant): c is the oldest idle conn.
+		p.armLocked(p.idleNs + p.slackNs)
+	}
 	sweep := now >= p.nextSweep
 	p.mu.Unlock()
 	p.active.Add(-1)

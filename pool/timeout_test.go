@@ -128,3 +128,87 @@ func TestIdleSweep(t *testing.T) {
 		t.Fatalf("stats %+v, want the fresh conn reused", s)
 	}
 }
+
+// TestJanitorClosesIdleConnsWithoutTraffic: idle conns of a pool that sees no more requests
+// are closed by the pool's janitor within IdleTimeout plus its slack (waited for with a
+// generous deadline), none before IdleTimeout; with the stack empty the janitor is disarmed.
+func TestJanitorClosesIdleConnsWithoutTraffic(t *testing.T) {
+	const idle, conns = 300 * time.Millisecond, 4
+	closed := make(chan time.Time, conns)
+	u := startUpstream(t, func(c net.Conn, _ int) {
+		br := bufio.NewReader(c)
+		for {
+			if _, ok := readReq(br); !ok {
+				closed <- time.Now()
+				return
+			}
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		}
+	})
+	p := New(Options{Addr: u.addr(), IdleTimeout: idle, MaxIdleConns: conns})
+	defer p.Close()
+	// A burst of concurrent exchanges, so that the pool ends with conns idle conns.
+	xs := make([]*Exchange, conns)
+	for i := range xs {
+		xs[i] = AcquireExchange()
+		if err := xs[i].RoundTrip(p, []byte(getHead), nil, false); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := readAll(xs[i], false, 64); err != nil {
+			t.Fatal(err)
+		}
+	}
+	released := time.Now()
+	for _, x := range xs {
+		ReleaseExchange(x)
+	}
+	if s := p.Stats(); s.Idle != conns {
+		t.Fatalf("stats %+v, want %d idle", s, conns)
+	}
+	deadline := time.After(idle + time.Duration(janitorSlack(int64(idle))) + time.Second)
+	for i := 0; i < conns; i++ {
+		select {
+		case at := <-closed:
+			if d := at.Sub(released); d < idle {
+				t.Fatalf("idle conn closed after %v, before IdleTimeout %v", d, idle)
+			}
+		case <-deadline:
+			t.Fatalf("%d of %d idle conns still open well past IdleTimeout %v; stats %+v", conns-i, conns, idle, p.Stats())
+		}
+	}
+	// The janitor disarms once it finds the stack empty.
+	if !waitUntil(func() bool { return p.Stats().Idle == 0 && !p.JanitorArmed() }) {
+		t.Fatalf("stats %+v, janitor armed %v: want an empty, disarmed pool", p.Stats(), p.JanitorArmed())
+	}
+}
+
+// TestCloseDisarmsJanitor: a closed pool leaves no timer behind.
+func TestCloseDisarmsJanitor(t *testing.T) {
+	u := startUpstream(t, serveFixed("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"))
+	p := New(Options{Addr: u.addr(), IdleTimeout: time.Hour})
+	if _, _, err := roundTrip(t, p, getHead, false, 64); err != nil {
+		t.Fatal(err)
+	}
+	if !p.JanitorArmed() {
+		t.Fatal("an idle conn waits and the janitor is not armed")
+	}
+	p.Close()
+	if p.JanitorArmed() {
+		t.Fatal("janitor still armed after Close")
+	}
+}
+
+// waitUntil polls cond (on a short ticker) until it holds or waitFor passes.
+func waitUntil(cond func() bool) bool {
+	tk := time.NewTicker(5 * time.Millisecond)
+	defer tk.Stop()
+	end := time.After(waitFor)
+	for !cond() {
+		select {
+		case <-tk.C:
+		case <-end:
+			return false
+		}
+	}
+	return true
+}

@@ -140,13 +140,34 @@ func TestLimits(t *testing.T) {
 			resp := readResponse(t, bufio.NewReader(c), false)
 			require.Equal(t, 431, resp.status)
 		})
-		t.Run(engine+"/body 413", func(t *testing.T) {
-			_, addr := startGateway(t, engine, up.addr(), "max_body_bytes = 1024")
-			c := dial(t, addr)
-			send(t, c, "POST / HTTP/1.1\r\nHost: gw\r\nContent-Length: 4096\r\n\r\n"+strings.Repeat("a", 4096))
-			resp := readResponse(t, bufio.NewReader(c), false)
-			require.Equal(t, 413, resp.status)
-		})
+		// A body over max_body_bytes is refused by its Content-Length with the gateway's own
+		// answer on every engine: 413, the JSON error, a request id; and, asked for 100
+		// Continue, before any body is sent (RFC 9110 §10.1.1).
+		for _, expect := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/body 413/expect %v", engine, expect), func(t *testing.T) {
+				_, addr := startGateway(t, engine, up.addr(), "max_body_bytes = 1024")
+				c := dial(t, addr)
+				r := bufio.NewReader(c)
+				head := "POST / HTTP/1.1\r\nHost: gw\r\nContent-Length: 4096\r\n"
+				if expect {
+					send(t, c, head+"Expect: 100-continue\r\n\r\n")
+				} else {
+					send(t, c, head+"\r\n"+strings.Repeat("a", 4096))
+				}
+				resp := readResponse(t, r, false)
+				require.Equal(t, 413, resp.status, "body %s", resp.body)
+				require.Equal(t, "Content Too Large", resp.reason) // RFC 9110 §15.5.14
+				require.Equal(t, "application/json", resp.headers["content-type"])
+				require.NotEmpty(t, resp.headers["x-request-id"])
+				var body struct {
+					Error struct{ Type, Code, Message string }
+				}
+				require.NoError(t, json.Unmarshal(resp.body, &body), "%s", resp.body)
+				require.Equal(t, "invalid_request_error", body.Error.Type)
+				require.Equal(t, "request_too_large", body.Error.Code)
+				require.NotEmpty(t, body.Error.Message)
+			})
+		}
 	}
 }
 
@@ -257,6 +278,9 @@ func nonInterim(line string) string {
 // engine's parser refuses; a request line over max_header_bytes gets 414 (RFC 9112 §3), a
 // head whose field lines go over it 431.
 func TestMalformedRequestIsRefusedAtOnce(t *testing.T) {
+	// A client with prior knowledge of HTTP/2 (RFC 9113 §3.3) sends the connection preface
+	// and at once its SETTINGS frame (here an empty one: length 0, type 4, flags 0, stream 0).
+	const h2Preface, h2EmptySettings = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "\x00\x00\x00\x04\x00\x00\x00\x00\x00"
 	// keptAlive marks a case whose request goes on a connection that served keptAliveRequest
 	// (answered before the case's request is sent).
 	const keptAlive, keptAliveRequest = "\x00kept-alive\x00", "GET / HTTP/1.1\r\nHost: gw\r\n\r\n"
@@ -289,7 +313,12 @@ func TestMalformedRequestIsRefusedAtOnce(t *testing.T) {
 		{"chunk data without CRLF", "POST / HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}xx", 400, "bad_request"},
 		{"invalid method", "G(T / HTTP/1.1\r\nHost: gw\r\n\r\n", 400, "bad_request"},
 		{"missing Host", "GET / HTTP/1.1\r\nX: 1\r\n\r\n", 400, "bad_request"},
+		{"conflicting framing asking for 100 Continue", "POST / HTTP/1.1\r\nHost: gw\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\nExpect: 100-continue\r\n\r\n", 400, "bad_request"},
+		{"Content-Length over the limit asking for 100 Continue", "POST / HTTP/1.1\r\nHost: gw\r\nContent-Length: 99999999999\r\nExpect: 100-continue\r\n\r\n", 413, "request_too_large"},
+		{"Content-Length over the limit", "POST / HTTP/1.1\r\nHost: gw\r\nContent-Length: 99999999999\r\n\r\n", 413, "request_too_large"},
 		{"HTTP/2.0 version", "GET / HTTP/2.0\r\nHost: gw\r\n\r\n", 505, "http_version_not_supported"},
+		{"HTTP/2 connection preface", h2Preface, 505, "http_version_not_supported"},
+		{"HTTP/2 connection preface and SETTINGS", h2Preface + h2EmptySettings, 505, "http_version_not_supported"},
 		{"request line over the limit, unended", "GET /" + strings.Repeat("a", limit), 414, "uri_too_long"},
 		{"request line over the limit, whole", "GET /" + strings.Repeat("a", limit) + " HTTP/1.1\r\nHost: gw\r\n\r\n", 414, "uri_too_long"},
 		{"field lines over the limit", "GET / HTTP/1.1\r\nHost: gw\r\nX: " + strings.Repeat("a", limit) + "\r\n\r\n", 431, "request_header_fields_too_large"},

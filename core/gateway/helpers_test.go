@@ -210,6 +210,7 @@ func dial(t testing.TB, addr string) net.Conn {
 type response struct {
 	status  int
 	proto   string
+	reason  string            // the status line's reason phrase
 	headers map[string]string // last value of each field, by lower-case name
 	fields  [][2]string       // every field line in order: name as received, value
 	body    []byte
@@ -236,6 +237,9 @@ func readResponse(t testing.TB, r *bufio.Reader, head bool) *response {
 	st, err := strconv.Atoi(parts[1])
 	require.NoError(t, err)
 	resp := &response{status: st, proto: parts[0], headers: map[string]string{}}
+	if len(parts) == 3 {
+		resp.reason = parts[2]
+	}
 	for {
 		l, err := r.ReadString('\n')
 		require.NoError(t, err)

@@ -120,6 +120,7 @@ func TestMetricsRejectedRequestsCountAlikeOnBothEngines(t *testing.T) {
 				{"GET /v1/" + strings.Repeat("a", 4096) + " HTTP/1.1\r\nHost: gw\r\n\r\n", 414},
 				{"GET /v1/x HTTP/1.1\nHost: gw\n\n", 400},
 				{"POST /v1/x HTTP/1.1\r\nHost: gw\r\nContent-Length: 17\r\n\r\n01234567890123456", 413},
+				{"POST /v1/x HTTP/1.1\r\nHost: gw\r\nContent-Length: 17\r\nExpect: 100-continue\r\n\r\n", 413},
 				{"GET /nope HTTP/1.1\r\nHost: gw\r\n\r\n", 404},
 			} {
 				c := dial(t, m.addr)
@@ -132,7 +133,7 @@ func TestMetricsRejectedRequestsCountAlikeOnBothEngines(t *testing.T) {
 			c := dial(t, m.addr)
 			send(t, c, "GET /v1/x HTTP/1.1\r\nHost: gw\r\n")
 			r := bufio.NewReader(c)
-			want := 6.0
+			want := 7.0
 			if engine == "fasthttp" {
 				require.Equal(t, 408, readResponse(t, r, false).status)
 				m.waitValue(t, errSeries(408), base[errSeries(408)]+1)

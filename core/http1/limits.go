@@ -55,12 +55,22 @@ func (l *Limits) BodyBytes() int64 {
 }
 
 // CheckPartialHead is for callers waiting on an incomplete head (FindHeadEnd returned n == -1):
-// head is the bytes buffered so far, without the skipped leading CRLFs. It returns ErrNeedMore
-// while they are within lim's header limit, and once they exceed it the *Error of
-// HeadTooLarge.
+// head is the bytes buffered so far, without the skipped leading CRLFs. Once they exceed lim's
+// header limit it returns the *Error of HeadTooLarge; once they hold a whole request line
+// (ended by CRLF) that ParseRequestHead would refuse, that line's *Error (400, 501 or 505, as
+// RFC 9112 §3 and RFC 9110 §15.6.6 give them), so that a request refused by its first line is
+// answered without waiting for a blank line that may never come: the HTTP/2 connection
+// preface (RFC 9113 §3.4) is followed by binary frames, not by field lines. Otherwise it
+// returns ErrNeedMore.
 func CheckPartialHead(head []byte, lim *Limits) error {
 	if len(head) > lim.HeaderBytes() {
 		return HeadTooLarge(head, lim)
+	}
+	if i := bytes.IndexByte(head, '\n'); i > 0 && head[i-1] == '\r' {
+		var r Request
+		if err := r.parseRequestLine(head[: i-1 : i-1]); err != nil {
+			return err
+		}
 	}
 	return ErrNeedMore
 }

@@ -58,6 +58,29 @@ func TestCheckPartialHead(t *testing.T) {
 	if err := CheckPartialHead([]byte("GET /aaaaaa"), &Limits{MaxHeaderBytes: 10}); statusOf(err) != 414 {
 		t.Fatalf("custom: %v", err)
 	}
+	// A whole request line is judged before the head ends: the HTTP/2 connection preface's
+	// field block never comes (binary frames follow it, RFC 9113 §3.4).
+	for _, tc := range []struct {
+		head   string
+		status int
+	}{
+		{"PRI * HTTP/2.0\r\n", 505},
+		{"PRI * HTTP/2.0\r\n\r\nSM", 505},
+		{"GET / HTTP/2.0\r\nHost: gw\r\n", 505},
+		{"GET / HTTP/1.1\r\n", -1},
+		{"GET / HTTP/1.1\r\nHost: gw\r\nX: 1\n", -1}, // a bare LF in a field line: the whole head judges it
+		{"GET / HTTP/1.1\nHost: gw\r\n", -1},         // a bare LF ends the request line: likewise
+		{"G(T / HTTP/1.1\r\n", 400},
+		{"CONNECT gw:443 HTTP/1.1\r\n", 501},
+		{"GET / HTTP/1.1", -1},
+	} {
+		if err := CheckPartialHead([]byte(tc.head), nil); statusOf(err) != tc.status {
+			t.Errorf("%q: %v, want status %d", tc.head, err, tc.status)
+		}
+	}
+	if err := CheckPartialHead([]byte("PRI * HTTP/2.0\r\n"), nil); err != errH2Preface {
+		t.Errorf("preface: %v, want the preface's own message", err)
+	}
 }
 
 // The limit that runs out decides the status: a request line whose LF is the limit's last

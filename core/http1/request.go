@@ -272,6 +272,9 @@ func (r *Request) parseRequestLine(line []byte) error {
 	if !ok {
 		return errVersionSyntax
 	}
+	if major == 2 && minor == 0 && string(r.Method) == "PRI" && string(r.URI) == "*" {
+		return errH2Preface
+	}
 	if major != 1 || minor > 1 {
 		return errVersion
 	}

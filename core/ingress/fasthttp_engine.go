@@ -218,7 +218,7 @@ func (e *FastEngine) onParseError(ctx *fasthttp.RequestCtx, err error) {
 	case errors.As(err, &fe):
 		ge = pipeline.FramingGatewayError(fe)
 	case errors.Is(err, fasthttp.ErrBodyTooLarge):
-		ge = &pipeline.GatewayError{Status: 413, Type: pipeline.InvalidRequest, Code: "request_too_large", Message: "request body larger than the limit"}
+		ge = pipeline.FramingGatewayError(&http1.Error{Status: fasthttp.StatusRequestEntityTooLarge, Msg: "request body larger than the limit"})
 	case isSmallBuffer(err) && headTooLarge(ctx.Conn()) != nil:
 		ge = pipeline.FramingGatewayError(headTooLarge(ctx.Conn()))
 	case isSmallBuffer(err):
@@ -230,6 +230,13 @@ func (e *FastEngine) onParseError(ctx *fasthttp.RequestCtx, err error) {
 	default:
 		ge = &pipeline.GatewayError{Status: 400, Type: pipeline.InvalidRequest, Code: "bad_request", Message: "malformed request: " + parseCause(err)}
 	}
+	e.refuse(ctx, ge)
+}
+
+// refuse sets on ctx the gateway's own answer ge to a request that goes no further: the JSON
+// error body and an X-Request-Id, counted in the metrics and seen by the completion stages
+// like any refused request (pipeline.Entrypoint.Reject), on a connection that then closes.
+func (e *FastEngine) refuse(ctx *fasthttp.RequestCtx, ge *pipeline.GatewayError) {
 	rc := pipeline.AcquireRequestCtx()
 	rc.SetClientAddr(peerAddr(ctx.RemoteAddr()))
 	e.pipe.Reject(rc, ge)
@@ -239,16 +246,27 @@ func (e *FastEngine) onParseError(ctx *fasthttp.RequestCtx, err error) {
 	pipeline.ReleaseRequestCtx(rc)
 }
 
-// onExpectContinue refuses with 413 a request whose Content-Length is over the body limit
-// before fasthttp sends 100 Continue: the head alone decides it (RFC 9110 §10.1.1), and the
-// client then never starts sending a body that would be refused. fasthttp writes the status
-// without a body and closes the connection (an ExpectHandler must not touch the response).
+// onExpectContinue answers a request that asked for 100 Continue (RFC 9110 §10.1.1) and will
+// be refused whatever its body, before fasthttp sends 100 Continue, so that the client never
+// starts sending that body: a Content-Length over the body limit gets 413, a head the
+// framing check refused its refusal, both the gateway's own answer as the gnet engine gives
+// it. fasthttp then sets the returned status on the response as it stands, writes it (the
+// handler does not run) and closes the connection.
 func (e *FastEngine) onExpectContinue(ctx *fasthttp.RequestCtx) int {
-	if cl := ctx.Request.Header.ContentLength(); cl > 0 && int64(cl) > e.set.Limits.BodyBytes() {
-		e.m.GatewayError(fasthttp.StatusRequestEntityTooLarge)
-		return fasthttp.StatusRequestEntityTooLarge
+	var ge *pipeline.GatewayError
+	if sc := servedConnOf(ctx.Conn()); sc != nil {
+		if err := sc.refusal(); err != nil {
+			ge = pipeline.FramingGatewayError(err)
+		}
 	}
-	return fasthttp.StatusContinue
+	if cl := ctx.Request.Header.ContentLength(); ge == nil && cl > 0 && int64(cl) > e.set.Limits.BodyBytes() {
+		ge = pipeline.FramingGatewayError(&http1.Error{Status: fasthttp.StatusRequestEntityTooLarge, Msg: "request body larger than the limit"})
+	}
+	if ge == nil {
+		return fasthttp.StatusContinue
+	}
+	e.refuse(ctx, ge)
+	return ge.Status
 }
 
 // parseCause returns fasthttp's innermost parse error, without the buffer dump it may carry,
@@ -419,6 +437,9 @@ func (fx *fastExchange) writeReply(ctx *fasthttp.RequestCtx, rc *pipeline.Reques
 	// answers to requests it could not read (RFC 9110 §9.3.2).
 	ctx.Response.SkipBody = ctx.IsHead()
 	rh := fx.startHead(ctx, rc)
+	// The reason phrase the gnet engine writes (RFC 9110 §15's names: "Content Too Large",
+	// where fasthttp still writes RFC 7231's "Request Entity Too Large").
+	rh.SetStatusMessage([]byte(http1.StatusText(rc.Status())))
 	if ct := rc.ReplyContentType(); ct != "" {
 		rh.SetContentType(ct)
 	}
