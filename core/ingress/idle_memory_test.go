@@ -1,3 +1,8 @@
+//go:build linux
+
+// The clients here are raw sockets opened with Linux's socket flags, to hold thousands of
+// connections without a Go net.Conn each (whose memory would count against the gateway's).
+
 package ingress_test
 
 import (
