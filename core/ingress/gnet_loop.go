@@ -78,7 +78,7 @@ type loopState struct {
 	// path's idle stack share, so that max_idle_conns caps a server's idle connections
 	// however many loops keep some.
 	idle   map[*pool.Pool][]*upConn
-	served int64                    // requests started on this loop (tests read it)
+	served int64 // requests started on this loop (tests read it)
 }
 
 // loopOf returns the state of the loop c belongs to.
