@@ -288,11 +288,12 @@ wait:
 }
 
 // cutClients closes the client connections a drain that ran out of time leaves open, and
-// waits until each one's OnClose has run (or stop is closed, or gnet stopped). The cut is the gateway's decision, so it must reach every exchange as its client
-// leaving (a cancelled request) before gnet's stop closes the rest: gnet closes a loop's
-// connections in no set order, and an upstream connection of the loop path closed ahead of
-// its client would read as the upstream failing mid-stream (an SSE error event and a clean
-// end for the client, an upstream error counted against a backend that did nothing wrong).
+// waits until each one's OnClose has run (or stop is closed, or gnet stopped). The cut is the
+// gateway's decision, so it must reach every exchange as its client leaving (a cancelled
+// request) before gnet's stop closes the rest: gnet closes a loop's connections in no set
+// order, and an upstream connection of the loop path closed ahead of its client would read as
+// the upstream failing mid-stream (an SSE error event and a clean end for the client, an
+// upstream error counted against a backend that did nothing wrong).
 func (e *GnetEngine) cutClients(stop <-chan struct{}, t *time.Ticker) {
 	e.mu.Lock()
 	for gc := range e.live {
