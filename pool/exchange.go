@@ -82,6 +82,7 @@ func ReleaseExchange(x *Exchange) {
 		case c.release != nil:
 			c.release(reusable) // a loop-driven conn goes back to its loop
 			x.lc = conn{}
+			x.p.active.Add(-1)
 		case reusable:
 			x.p.put(c)
 		default:

@@ -359,3 +359,34 @@ func TestNonIdempotentRequestNotSentTwice(t *testing.T) {
 		t.Fatalf("the upstream saw %d POSTs, want 1", n)
 	}
 }
+
+// Event loops' idle connections (HoldIdle) and the idle stack share one MaxIdleConns: with the
+// only slot held by a loop, a conn a worker's exchange gives back is closed, and Stats counts
+// the loop's idle conn.
+func TestMaxIdleConnsSharedWithLoops(t *testing.T) {
+	u := startUpstream(t, serveFixed("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"))
+	p := New(Options{Addr: u.addr(), MaxIdleConns: 1})
+	defer p.Close()
+	if !p.HoldIdle() {
+		t.Fatal("the first idle slot is free")
+	}
+	if p.HoldIdle() {
+		t.Fatal("MaxIdleConns 1: a second slot was given")
+	}
+	if s := p.Stats(); s.Idle != 1 {
+		t.Fatalf("stats %+v, want the loop's idle conn counted", s)
+	}
+	if _, _, err := roundTrip(t, p, getHead, false, 64); err != nil {
+		t.Fatal(err)
+	}
+	if s := p.Stats(); s.Idle != 1 || s.Dials != 1 || s.Active != 0 {
+		t.Fatalf("stats %+v, want the exchange's conn closed (the slot is the loop's)", s)
+	}
+	p.DropIdle()
+	if _, _, err := roundTrip(t, p, getHead, false, 64); err != nil {
+		t.Fatal(err)
+	}
+	if s := p.Stats(); s.Idle != 1 || s.Dials != 2 {
+		t.Fatalf("stats %+v, want the slot the loop gave back used by the idle stack", s)
+	}
+}

@@ -36,6 +36,7 @@ func (x *Exchange) AttachLoop(p *Pool, nc net.Conn, dialed time.Duration, releas
 	}
 	x.c = &x.lc
 	x.mu.Unlock()
+	p.active.Add(1) // until ReleaseExchange hands it back
 	x.lo, x.hi = 0, 0
 	x.rerr = nil
 	x.got = false
@@ -161,8 +162,31 @@ func (p *Pool) Dial(ctx context.Context) (net.Conn, time.Duration, error) {
 // IdleTimeout returns how long an idle connection may be kept (Options.IdleTimeout).
 func (p *Pool) IdleTimeout() time.Duration { return p.o.IdleTimeout }
 
-// MaxIdle returns how many idle connections may be kept (Options.MaxIdleConns).
-func (p *Pool) MaxIdle() int { return p.o.MaxIdleConns }
+// HoldIdle takes one of the pool's MaxIdleConns idle slots for a connection about to go idle,
+// or reports false when they are all taken (the connection is then closed). The slots are
+// shared by the pool's idle stack and every event loop's idle list, so the cap holds per
+// server however many loops keep connections to it. Lock-free and allocation-free: an event
+// loop calls it; DropIdle gives the slot back when the connection leaves its idle list
+// (taken, swept, closed).
+func (p *Pool) HoldIdle() bool {
+	limit := int64(p.o.MaxIdleConns)
+	for {
+		n := p.idleN.Load()
+		if n >= limit {
+			return false
+		}
+		if p.idleN.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// DropIdle gives back a slot HoldIdle took.
+func (p *Pool) DropIdle() { p.idleN.Add(-1) }
+
+// Reused counts an exchange an event loop serves on one of its idle connections (Stats.Reuses),
+// as taking a conn from the idle stack does.
+func (p *Pool) Reused() { p.reuses.Add(1) }
 
 // Closed reports whether Close was called: the pool's configuration was retired.
 func (p *Pool) Closed() bool { return p.isClosed() }

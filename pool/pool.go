@@ -50,6 +50,9 @@ type Pool struct {
 	armed     bool        // invariant: idle not empty implies armed, unless closed
 	slackNs   int64       // janitorSlack
 
+	// idleN counts the idle conns of both paths: the idle stack's and those in event loops'
+	// idle lists (HoldIdle). MaxIdleConns caps it: one cap per server, however many loops.
+	idleN      atomic.Int64
 	active     atomic.Int64
 	dials      atomic.Int64
 	reuses     atomic.Int64
@@ -58,10 +61,10 @@ type Pool struct {
 
 // Stats is a snapshot of a Pool's counters.
 type Stats struct {
-	Idle       int // conns in the idle stack now
-	Active     int // conns checked out by Exchanges now
-	Dials      int // successful dials (TCP + TLS) since New
-	Reuses     int // exchanges served on a pooled (reused) conn since New
+	Idle       int // idle conns now: the idle stack's and the event loops' (HoldIdle)
+	Active     int // conns checked out by Exchanges now (RoundTrip or AttachLoop)
+	Dials      int // successful dials (TCP + TLS, RoundTrip or Dial) since New
+	Reuses     int // exchanges served on a pooled (reused) conn since New, on either path
 	DialErrors int // failed dials since New (aborted dials not counted)
 }
 
@@ -94,11 +97,8 @@ func (p *Pool) Options() Options { return p.o }
 
 // Stats returns a snapshot of the pool's counters.
 func (p *Pool) Stats() Stats {
-	p.mu.Lock()
-	idle := len(p.idle)
-	p.mu.Unlock()
 	return Stats{
-		Idle:       idle,
+		Idle:       int(p.idleN.Load()),
 		Active:     int(p.active.Load()),
 		Dials:      int(p.dials.Load()),
 		Reuses:     int(p.reuses.Load()),
@@ -118,6 +118,7 @@ func (p *Pool) Close() {
 		p.janitor.Stop()
 	}
 	p.armed = false
+	p.idleN.Add(-int64(len(idle)))
 	p.mu.Unlock()
 	for _, c := range idle {
 		c.close()
@@ -191,6 +192,7 @@ func (p *Pool) sweep(now int64, force bool) {
 			m := copy(p.idle, p.idle[n:])
 			clear(p.idle[m:])
 			p.idle = p.idle[:m]
+			p.idleN.Add(-int64(n))
 		}
 		p.mu.Unlock()
 		for i := 0; i < n; i++ {
@@ -225,6 +227,7 @@ func (p *Pool) getIdle(check bool) *conn {
 		}
 		p.idle[n-1] = nil
 		p.idle = p.idle[:n-1]
+		p.idleN.Add(-1)
 		sweep := now >= p.nextSweep
 		p.mu.Unlock()
 		if sweep {
@@ -247,7 +250,7 @@ func (p *Pool) put(c *conn) {
 	c.idleAt = now
 	_ = c.raw.SetReadDeadline(time.Time{}) // the liveness peek must not hit an old deadline
 	p.mu.Lock()
-	if p.closed || len(p.idle) >= p.o.MaxIdleConns {
+	if p.closed || !p.HoldIdle() {
 		p.mu.Unlock()
 		p.active.Add(-1)
 		c.close()

@@ -264,9 +264,10 @@ wait:
 		err = ctx.Err()
 	}
 	e.closeTunnels()
-	// gnet's Stop polls for completion every 500 ms; Run returning is the earlier signal.
 	stopCtx, cancel := context.WithTimeout(context.Background(), stopTimeout)
 	defer cancel()
+	e.cutClients(stopCtx.Done(), t)
+	// gnet's Stop polls for completion every 500 ms; Run returning is the earlier signal.
 	go func() { _ = e.eng.Stop(stopCtx) }()
 	select {
 	case <-e.stopped:
@@ -284,6 +285,31 @@ wait:
 		}
 	}
 	return err
+}
+
+// cutClients closes the client connections a drain that ran out of time leaves open, and
+// waits until each one's OnClose has run (or stop is closed, or gnet stopped). The cut is the
+// gateway's decision, so it must reach every exchange as its client leaving (a cancelled
+// request) before gnet's stop closes the rest: gnet closes a loop's connections in no set
+// order, and an upstream connection of the loop path closed ahead of its client would read as
+// the upstream failing mid-stream (an SSE error event and a clean end for the client, an
+// upstream error counted against a backend that did nothing wrong).
+func (e *GnetEngine) cutClients(stop <-chan struct{}, t *time.Ticker) {
+	e.mu.Lock()
+	for gc := range e.live {
+		_ = gc.c.Close() // queued on its loop, which runs OnClose
+	}
+	e.mu.Unlock()
+	t.Reset(time.Millisecond)
+	for e.liveCount() > 0 {
+		select {
+		case <-stop:
+			return
+		case <-e.stopped:
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // waitTunnels waits until no tunnel is open or stop is closed; it reports whether none is.

@@ -72,9 +72,13 @@ type loopX struct {
 
 // loopState is one event loop's upstream connections; only that loop touches it.
 type loopState struct {
-	el     gnet.EventLoop
-	idle   map[*pool.Pool][]*upConn // per backend, most recently used last
-	served int64                    // requests started on this loop (tests read it)
+	el gnet.EventLoop
+	// idle holds per backend the loop's idle connections, most recently used last; each one
+	// holds one of its pool's idle slots (pool.HoldIdle), which every loop and the worker
+	// path's idle stack share, so that max_idle_conns caps a server's idle connections
+	// however many loops keep some.
+	idle   map[*pool.Pool][]*upConn
+	served int64 // requests started on this loop (tests read it)
 }
 
 // loopOf returns the state of the loop c belongs to.
@@ -97,6 +101,7 @@ type upConn struct {
 	seq      uint64 // the owner's lxSeq when it was dialled
 	dialed   time.Duration
 	idleAt   int64 // unix ns when it went idle
+	inIdle   bool  // in its loop's idle list, holding one of its pool's idle slots (HoldIdle)
 	closed   bool  // gnet closed it (OnClose): c must not be touched
 	closeErr error
 	detached bool         // handed to a worker: its gnet connection closes, the socket lives on
@@ -159,13 +164,33 @@ func (uc *upConn) released(reusable bool) {
 		_ = uc.Close()
 		return
 	}
-	l := uc.ls.list(uc.p)
-	if len(l) >= uc.p.MaxIdle() {
-		_ = uc.Close()
+	if !uc.p.HoldIdle() {
+		_ = uc.Close() // the server has its max_idle_conns idle already, on this loop or others
 		return
 	}
 	uc.idleAt = time.Now().UnixNano()
-	uc.ls.setList(uc.p, append(l, uc))
+	uc.inIdle = true
+	uc.ls.setList(uc.p, append(uc.ls.list(uc.p), uc))
+}
+
+// unidle records that uc left its loop's idle list: its pool's idle slot is free again.
+func (uc *upConn) unidle() {
+	uc.inIdle = false
+	uc.p.DropIdle()
+}
+
+// dropIdle takes uc, which closed while idle, out of its loop's idle list.
+func (ls *loopState) dropIdle(uc *upConn) {
+	l := ls.idle[uc.p]
+	for i, v := range l {
+		if v == uc {
+			copy(l[i:], l[i+1:])
+			l[len(l)-1] = nil
+			ls.idle[uc.p] = l[:len(l)-1]
+			break
+		}
+	}
+	uc.unidle()
 }
 
 // take returns the most recently used idle connection to p that is open, or nil. check: the
@@ -178,6 +203,7 @@ func (ls *loopState) take(p *pool.Pool, check bool) *upConn {
 		uc := l[len(l)-1]
 		l[len(l)-1] = nil
 		l = l[:len(l)-1]
+		uc.unidle()
 		if !uc.alive() {
 			continue
 		}
@@ -186,6 +212,7 @@ func (ls *loopState) take(p *pool.Pool, check bool) *upConn {
 			continue
 		}
 		ls.idle[p] = l
+		p.Reused()
 		return uc
 	}
 	ls.idle[p] = l
@@ -200,7 +227,9 @@ func (ls *loopState) sweepIdle(now int64) {
 		for _, uc := range l {
 			switch {
 			case !uc.alive():
+				uc.unidle()
 			case uc.stale(now, int64(p.IdleTimeout())) || p.Closed():
+				uc.unidle()
 				_ = uc.Close()
 			default:
 				keep = append(keep, uc)
@@ -704,6 +733,10 @@ func (e *GnetEngine) upClosed(uc *upConn, err error) {
 		return
 	}
 	uc.closed, uc.closeErr = true, err
+	if uc.inIdle {
+		uc.ls.dropIdle(uc) // the upstream closed it, or the engine stops: it holds no idle slot
+		return
+	}
 	if gc := uc.owner; gc != nil && gc.lxUp == uc {
 		gc.onUpstream()
 	}
