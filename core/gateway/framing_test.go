@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -375,6 +376,39 @@ func TestMalformedRequestIsRefusedAtOnce(t *testing.T) {
 					})
 				}
 			}
+		})
+	}
+}
+
+// A request that asks for a protocol upgrade the gateway refuses (here 426, an unsupported
+// WebSocket version) does not leave the rest of the connection unchecked: a malformed request
+// behind it is refused (gnet) or never read (fasthttp closes after the refusal, since its
+// framing check stops following a stream at an upgrade request), and never reaches the
+// upstream.
+func TestRequestAfterRefusedUpgradeIsStillChecked(t *testing.T) {
+	var after atomic.Int32
+	up := serveUpstream(t, func(c net.Conn, r *bufio.Reader, head string, body []byte) bool {
+		if strings.Contains(head, "/after") {
+			after.Add(1)
+		}
+		return echo(c, r, head, body)
+	})
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			_, addr := startGateway(t, engine, up.addr(), "")
+			c := dial(t, addr)
+			send(t, c, "GET /ws HTTP/1.1\r\nHost: gw\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"+
+				"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 12\r\n\r\n"+
+				"GET /after HTTP/1.1\nHost: gw\r\n\r\n")
+			require.NoError(t, c.SetReadDeadline(time.Now().Add(5*time.Second)))
+			r := bufio.NewReader(c)
+			require.Equal(t, 426, readResponse(t, r, false).status)
+			if line, err := r.ReadString('\n'); err == nil {
+				require.Contains(t, line, " 400 ", "the bare-LF request behind the refused upgrade")
+			} else {
+				require.ErrorIs(t, err, io.EOF, "the connection ends after the refusal")
+			}
+			require.Zero(t, after.Load(), "the malformed request reached the upstream")
 		})
 	}
 }

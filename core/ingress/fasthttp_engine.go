@@ -420,7 +420,10 @@ func (fx *fastExchange) startHead(ctx *fasthttp.RequestCtx, rc *pipeline.Request
 	rh.SetNoDefaultContentType(true)
 	resp.SetStatusCode(rc.Status())
 	rc.VisitResponseFields(fx.addField)
-	if !rc.KeepAlive() {
+	// A request that asked for an upgrade and is answered without one ends the connection:
+	// the framing check stopped following the stream at it (what comes after may be another
+	// protocol's), so fasthttp's parser alone would read what follows.
+	if !rc.KeepAlive() || rc.Req.Upgrade {
 		// fasthttp closes the connection after this response, and the client may still be
 		// sending: a refused request's body, or a pipelined request.
 		resp.SetConnectionClose()
