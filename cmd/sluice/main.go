@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluice-gw/sluice/core/accesslog"
 	"github.com/sluice-gw/sluice/core/config"
 	"github.com/sluice-gw/sluice/core/gateway"
 	"github.com/sluice-gw/sluice/core/snapshot"
@@ -256,7 +257,14 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		printErrors(stderr, err)
 		return 1
 	}
-	log := newLogger(cfg, stderr)
+	logOut := stderr
+	if f, ok := stderr.(*os.File); ok && f == os.Stderr {
+		// Nothing that logs may wait on a standard error nobody reads (an event loop, the
+		// drain): the log goes through the access log's writer goroutine for "stderr".
+		logOut = accesslog.ProcessLog()
+		defer flushLog()
+	}
+	log := newLogger(cfg, logOut)
 	// Parts handed no logger of their own (passive health, scalers, mirror summaries, any
 	// library) write through slog's default: it is this one, so every line follows [log].
 	slog.SetDefault(log)
@@ -300,6 +308,14 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	return 0
+}
+
+// flushLog writes out the log lines still waiting for standard error, for at most 2 s (a
+// pipe nobody reads must not keep the process from exiting).
+func flushLog() {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_ = accesslog.Flush(ctx)
 }
 
 func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {

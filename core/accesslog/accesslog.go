@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-gw/sluice/core/metrics"
 	"github.com/sluice-gw/sluice/core/pipeline"
 )
 
@@ -144,6 +145,29 @@ var (
 // open for the life of the process and is shared by every configuration that names it, so a
 // reload neither loses nor reorders lines.
 func Open(dest string) (io.Writer, error) {
+	s, err := open(dest)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// ProcessLog returns the writer for the gateway's own log on standard error: the same
+// writer goroutine as the access_log destination "stderr", so that neither kind of line
+// waits on the other's pipe and their order is kept. A full standard error (a log pipe nobody
+// reads) would otherwise hold up whatever logs, an event loop or the drain included; lines it
+// cannot take past 1 MiB are dropped and counted in sluice_log_dropped_total. Flush writes
+// them out.
+func ProcessLog() io.Writer {
+	s, _ := open(Stderr) // standard error needs no opening: no error
+	return processLog{s}
+}
+
+type processLog struct{ s *sink }
+
+func (l processLog) Write(p []byte) (int, error) { return l.s.write(p, metrics.LogDropped) }
+
+func open(dest string) (*sink, error) {
 	sinksMu.Lock()
 	defer sinksMu.Unlock()
 	if s := sinks[dest]; s != nil {

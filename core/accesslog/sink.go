@@ -40,11 +40,14 @@ func newSink(w io.Writer) *sink {
 
 // Write implements io.Writer: p is one line. It never blocks on the destination and never
 // fails; a line that does not fit is dropped and counted.
-func (s *sink) Write(p []byte) (int, error) {
+func (s *sink) Write(p []byte) (int, error) { return s.write(p, metrics.AccessLogDropped) }
+
+// write is Write, counting a dropped line with dropped.
+func (s *sink) write(p []byte, dropped func()) (int, error) {
 	s.mu.Lock()
 	if len(s.buf)+len(p) > pendingMaxBytes {
 		s.mu.Unlock()
-		metrics.AccessLogDropped()
+		dropped()
 		return len(p), nil
 	}
 	s.buf = append(s.buf, p...)

@@ -44,6 +44,7 @@ var Families = []Family{
 	{"sluice_upstream_active", "gauge", "Requests in flight to the backend."},
 	{"sluice_backend_up", "gauge", "1 when the backend is eligible for balancing, 0 while passive health keeps it out after a connect failure."},
 	{"sluice_upstream_idle_connections", "gauge", "Idle keep-alive connections pooled for the backend."},
+	{"sluice_log_dropped_total", "counter", "Lines of the gateway's own log lost because standard error fell behind by 1 MiB of lines (a pipe nobody reads): nothing that logs waits for it."},
 	{"sluice_access_log_dropped_total", "counter", "Access log lines lost because their destination fell behind by 1 MiB of lines (a full disk, a pipe nobody reads): requests never wait for the access log."},
 	{"sluice_config_reloads_total", "counter", "Configuration reloads by result: success (put in force) or failure (the running configuration stayed)."},
 	{"sluice_config_last_reload_success_timestamp_seconds", "gauge", "Unix time of the last configuration put in force (at start or by a reload), in seconds."},

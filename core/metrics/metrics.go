@@ -494,6 +494,11 @@ var (
 // AccessLogDropped counts an access log line lost because its destination fell behind.
 func AccessLogDropped() { accessLogDropped.Inc() }
 
+var logDropped = vm.NewCounter(`sluice_log_dropped_total`)
+
+// LogDropped counts a line of the gateway's own log lost because standard error fell behind.
+func LogDropped() { logDropped.Inc() }
+
 // PrefixEvicted counts a live prefix-index entry displaced by a new one.
 func PrefixEvicted() { prefixEvictions.Inc() }
 
