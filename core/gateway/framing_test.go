@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -33,6 +34,101 @@ func TestPipelinedRequestsAnsweredInOrder(t *testing.T) {
 				require.Equal(t, 200, resp.status)
 				require.Equal(t, fmt.Sprintf(`{"i":%d}`, i), string(resp.body))
 			}
+		})
+	}
+}
+
+// Past max_header_bytes + max_body_bytes of pipelined bytes waiting behind a request in
+// flight, the gnet engine takes no further request on the connection: the response in flight
+// still arrives whole, then the connection ends with a FIN (not a reset), so that the client
+// can retry the unanswered requests on a new one (RFC 9112 §9.3.2). fasthttp does not read
+// while it serves, so it answers them all.
+func TestPipelinedOverflowEndsAfterResponseInFlight(t *testing.T) {
+	const (
+		posts    = 56
+		postBody = 300 << 10 // 56 × 300 KiB: past the bound and the socket buffers between client and gateway
+	)
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			arrived := make(chan struct{}, 1)
+			release := make(chan struct{})
+			var releaseOnce sync.Once
+			unblock := func() { releaseOnce.Do(func() { close(release) }) }
+			t.Cleanup(unblock)
+			up := serveUpstreamU(t, func(u *upstream, c net.Conn, _ *bufio.Reader, head string, body []byte) bool {
+				if strings.HasPrefix(head, "GET /slow ") {
+					arrived <- struct{}{}
+					select {
+					case <-release:
+					case <-u.stop:
+						return false
+					}
+					_, err := io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nslow")
+					return err == nil
+				}
+				reply := fmt.Sprintf(`{"n":%d}`, len(body))
+				_, err := fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(reply), reply)
+				return err == nil
+			})
+			_, addr := startGateway(t, engine, up.addr(), "max_header_bytes = 2048\nmax_body_bytes = 1048576")
+			c := dial(t, addr)
+			require.NoError(t, c.(*net.TCPConn).SetWriteBuffer(512<<10))
+			require.NoError(t, c.SetDeadline(time.Now().Add(30*time.Second)))
+
+			// The client writes everything before it reads, as a pipelining client may.
+			wrote := make(chan error, 1)
+			go func() {
+				w := bufio.NewWriterSize(c, 64<<10)
+				_, err := io.WriteString(w, "GET /slow HTTP/1.1\r\nHost: gw\r\n\r\n")
+				for i := 0; i < posts && err == nil; i++ {
+					if _, err = fmt.Fprintf(w, "POST /v1/x HTTP/1.1\r\nHost: gw\r\nContent-Length: %d\r\n\r\n", postBody); err == nil {
+						err = writeRaw(w, postBody)
+					}
+				}
+				if err == nil {
+					err = w.Flush()
+				}
+				wrote <- err
+			}()
+			waitFor := func(ch <-chan struct{}, what string) {
+				select {
+				case <-ch:
+				case <-time.After(20 * time.Second):
+					t.Fatal(what)
+				}
+			}
+			waitFor(arrived, "the slow request never reached the upstream")
+			var writeErr error
+			if engine == "fasthttp" {
+				unblock() // fasthttp reads the pipelined requests only after the response
+			} else {
+				// gnet reads on while the request is in flight: the client's write can only
+				// end once the gateway has taken (and discarded) far more than the bound.
+				select {
+				case writeErr = <-wrote:
+				case <-time.After(20 * time.Second):
+					t.Fatal("the client's pipelined writes never ended")
+				}
+				unblock()
+			}
+
+			r := bufio.NewReader(c)
+			resp := readResponse(t, r, false)
+			require.Equal(t, 200, resp.status)
+			require.Equal(t, "slow", string(resp.body), "the response in flight must arrive whole")
+			if engine == "fasthttp" {
+				for i := 0; i < posts; i++ {
+					resp := readResponse(t, r, false)
+					require.Equal(t, 200, resp.status)
+					require.Equal(t, fmt.Sprintf(`{"n":%d}`, postBody), string(resp.body))
+				}
+				require.NoError(t, <-wrote)
+				return
+			}
+			require.NoError(t, writeErr, "the client could not finish writing: the gateway reset the connection")
+			rest, err := io.ReadAll(r)
+			require.NoError(t, err, "the connection was reset after the response in flight")
+			require.Empty(t, string(rest), "no pipelined request past the bound is answered")
 		})
 	}
 }

@@ -67,6 +67,7 @@ type gconn struct {
 	busy         atomic.Bool  // a request is in flight
 	finished     atomic.Bool  // the worker is done; the loop may parse the next request
 	inputWaiting atomic.Bool  // the loop holds unparsed bytes that arrived while busy
+	overflow     atomic.Bool  // more pipelined bytes came than the bound: the connection ends after the response in flight
 	headSince    atomic.Int64 // unix ns when the current request's first byte arrived; 0 when idle or busy
 	idleSince    atomic.Int64 // unix ns when the connection last became idle
 	fresh        atomic.Bool  // no byte of a request has arrived yet (a drain gives it a grace)
@@ -226,9 +227,14 @@ func (gc *gconn) onTraffic() gnet.Action {
 				gc.checkDeadline(time.Now().UnixNano())
 			}
 			if !gc.finished.Load() {
-				// Pipelined bytes wait until the response in flight is done, but not without bound.
-				if int64(c.InboundBuffered()) > int64(lim.HeaderBytes())+lim.BodyBytes() {
-					return gnet.Close
+				// Pipelined bytes wait until the response in flight is done, but not without
+				// bound: past it the connection takes no further request and discards what the
+				// client sends (gnet cannot stop reading a socket); the response in flight still
+				// goes out whole, then the connection closes lingering, and the client retries
+				// the unanswered requests on a new one (RFC 9112 §9.3.2).
+				if gc.overflow.Load() || int64(c.InboundBuffered()) > int64(lim.HeaderBytes())+lim.BodyBytes() {
+					gc.overflow.Store(true)
+					_, _ = c.Discard(-1)
 				}
 				// Tell the worker there is input to parse when it finishes; re-check after
 				// publishing, so that one of the two sides always sees the other (finishServe).
@@ -239,6 +245,15 @@ func (gc *gconn) onTraffic() gnet.Action {
 			}
 			gc.inputWaiting.Store(false)
 			gc.finished.Store(false)
+			if gc.overflow.Load() {
+				// The worker kept the connection before it saw the overflow: the loop ends it,
+				// behind the response writes still queued.
+				if gc.queued.Load() > 0 {
+					_ = c.AsyncWrite(nil, gc.onReplied)
+					return gc.linger(true)
+				}
+				return gc.linger(false)
+			}
 			gc.phase = phaseHead
 		case phaseHead:
 			buf, _ := c.Peek(-1)
@@ -409,14 +424,15 @@ func (gc *gconn) replied(c gnet.Conn, err error) error {
 
 // endAfterResponse runs on the event loop when a worker ends the connection after its
 // response and the loop may hold more of the client's bytes: when it does (a pipelined
-// request), closing at once would reset the connection under the response, so it lingers.
-// The connection stays busy until here, so that the sweep never takes it for an idle one.
+// request), or discarded some past the bound on pipelined bytes (overflow), closing at once
+// would reset the connection under the response, so it lingers. The connection stays busy
+// until here, so that the sweep never takes it for an idle one.
 func (gc *gconn) endAfterResponse(c gnet.Conn, err error) error {
 	defer gc.busy.Store(false)
 	switch {
 	case gc.closed.Load():
 		return nil
-	case err != nil || c.InboundBuffered() == 0:
+	case err != nil || (c.InboundBuffered() == 0 && !gc.overflow.Load()):
 		return c.Close()
 	case gc.linger(false) == gnet.Close:
 		return c.Close()
@@ -469,7 +485,7 @@ func (gc *gconn) finishServe(keepAlive bool) {
 		// (a write callback that is still to run finds the queue empty either way).
 		gc.sq.Store(nil)
 	}
-	if gc.e.draining.Load() {
+	if gc.e.draining.Load() || gc.overflow.Load() {
 		keepAlive = false
 	}
 	if keepAlive && !gc.closed.Load() {

@@ -645,8 +645,8 @@ func (gc *gconn) endLoop(keepAlive bool) {
 	gc.lxUp, gc.lxB, gc.lxState = nil, nil, lxNone
 	gc.upDeadline.Store(0)
 	gc.onLoop = false
-	if gc.e.draining.Load() {
-		keepAlive = false
+	if gc.e.draining.Load() || gc.overflow.Load() {
+		keepAlive = false // the connection ends after this response: finishServe may wait for it
 	}
 	if !rc.FinishWaits() && (keepAlive || gc.closed.Load()) {
 		rc.Finish()
