@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -14,12 +15,15 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// accessLines waits until the access log at path holds n lines and returns them decoded.
+// accessLines waits until the access log at path holds n complete lines and returns them
+// decoded. A line without its newline is still being written: a reader of a regular file can
+// see part of a concurrent write, so only newline-terminated lines count.
 func accessLines(t *testing.T, path string, n int) []map[string]any {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		data, _ := os.ReadFile(path)
+		data = data[:bytes.LastIndexByte(data, '\n')+1]
 		lines := strings.Split(strings.TrimSpace(string(data)), "\n")
 		if len(data) > 0 && len(lines) >= n {
 			out := make([]map[string]any, len(lines))
