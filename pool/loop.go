@@ -162,6 +162,10 @@ func (p *Pool) Dial(ctx context.Context) (net.Conn, time.Duration, error) {
 // IdleTimeout returns how long an idle connection may be kept (Options.IdleTimeout).
 func (p *Pool) IdleTimeout() time.Duration { return p.o.IdleTimeout }
 
+// LivenessCheckAfter returns the idle time from which a connection is checked for an upstream
+// close before reuse (Options.LivenessCheckAfter; negative: every reuse).
+func (p *Pool) LivenessCheckAfter() time.Duration { return p.o.LivenessCheckAfter }
+
 // HoldIdle takes one of the pool's MaxIdleConns idle slots for a connection about to go idle,
 // or reports false when they are all taken (the connection is then closed). The slots are
 // shared by the pool's idle stack and every event loop's idle list, so the cap holds per

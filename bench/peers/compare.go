@@ -118,9 +118,13 @@ func (o *CompareOptions) normalize() error {
 	if o.Engines == nil {
 		o.Engines = []string{EngineGnet, EngineFasthttp}
 	}
-	for _, e := range o.Engines {
+	for _, spec := range o.Engines {
+		e, dir, _ := strings.Cut(spec, "@")
 		if e != EngineGnet && e != EngineGnetLoop && e != EngineFasthttp {
-			return fmt.Errorf("peers: unknown sluice engine %q (want gnet, gnet-loop, fasthttp)", e)
+			return fmt.Errorf("peers: unknown sluice engine %q (want gnet, gnet-loop, fasthttp, each optionally @DIR)", e)
+		}
+		if strings.Contains(spec, "@") && dir == "" {
+			return fmt.Errorf("peers: engine %q: want a directory after @", spec)
 		}
 	}
 	if len(o.Workloads) == 0 {
@@ -296,23 +300,28 @@ func Compare(ctx context.Context, o CompareOptions) (*report.Comparison, error) 
 	workers := runtime.NumCPU()
 
 	// sluice, one process per engine.
-	if len(o.Engines) > 0 {
-		if bin, err := FindBinary("sluice", o.BinDirs...); err != nil {
-			note("sluice not found in %v or PATH: build it with `go build -o bin/sluice ./cmd/sluice`", o.BinDirs)
-		} else {
-			for _, eng := range o.Engines {
-				listen, err := freeAddr()
-				if err != nil {
-					return nil, err
-				}
-				name := "sluice-" + eng
-				cfg := filepath.Join(dir, name+".toml")
-				if err := os.WriteFile(cfg, []byte(SluiceConfig(ProxyConfig{Listen: listen, Upstream: upAddr, Dir: dir, SluiceExtra: o.SluiceExtra}, eng)), 0o644); err != nil {
-					return nil, fmt.Errorf("peers: %w", err)
-				}
-				start(name, bin, []string{"serve", "--config", cfg, listen})
-			}
+	for _, spec := range o.Engines {
+		eng, binDir, alt := strings.Cut(spec, "@")
+		dirs, name := o.BinDirs, "sluice-"+eng
+		if alt {
+			// Another build side by side (a tag, a commit): named by its directory's base
+			// name, so the report holds no machine path.
+			dirs, name = []string{binDir}, name+"@"+filepath.Base(binDir)
 		}
+		bin, err := FindBinary("sluice", dirs...)
+		if err != nil {
+			note("sluice not found in %v or PATH: build it with `go build -o bin/sluice ./cmd/sluice`", dirs)
+			continue
+		}
+		listen, err := freeAddr()
+		if err != nil {
+			return nil, err
+		}
+		cfg := filepath.Join(dir, strings.ReplaceAll(name, "@", "-at-")+".toml")
+		if err := os.WriteFile(cfg, []byte(SluiceConfig(ProxyConfig{Listen: listen, Upstream: upAddr, Dir: dir, SluiceExtra: o.SluiceExtra}, eng)), 0o644); err != nil {
+			return nil, fmt.Errorf("peers: %w", err)
+		}
+		start(name, bin, []string{"serve", "--config", cfg, listen})
 	}
 	// Peers.
 	for _, peer := range o.Peers {

@@ -137,3 +137,37 @@ address = ""
 		}
 	}
 }
+
+// An upstream that closes every keep-alive connection right after its response, without
+// saying so (no "Connection: close"), loses no request that must not be sent twice: each
+// POST finds the closed connection gone and goes out on a fresh one, on every engine and
+// upstream I/O path.
+func TestUpstreamClosingAfterEachResponseFailsNoPOST(t *testing.T) {
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			var conns atomic.Int32
+			up := serveUpstream(t, func(c net.Conn, r *bufio.Reader, head string, body []byte) bool {
+				conns.Add(1)
+				echo(c, r, head, body)
+				return false
+			})
+			_, addr := startGateway(t, engine, up.addr(), "")
+			c := dial(t, addr)
+			br := bufio.NewReader(c)
+			const posts = 30
+			for i := 0; i < posts; i++ {
+				body := fmt.Sprintf(`{"n":%d}`, i)
+				_, err := fmt.Fprintf(c, "POST /v1/x HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+				require.NoError(t, err)
+				require.NoError(t, c.SetReadDeadline(time.Now().Add(5*time.Second)))
+				resp, err := http.ReadResponse(br, nil)
+				require.NoError(t, err, "POST %d", i)
+				got, err := io.ReadAll(resp.Body)
+				require.NoError(t, err)
+				require.Equal(t, 200, resp.StatusCode, "POST %d: %s", i, got)
+				require.Equal(t, body, string(got))
+			}
+			require.EqualValues(t, posts, conns.Load(), "one upstream connection per POST")
+		})
+	}
+}

@@ -195,7 +195,11 @@ func (ls *loopState) dropIdle(uc *upConn) {
 
 // take returns the most recently used idle connection to p that is open, or nil. check: the
 // request must not be sent twice, so a connection the upstream may have closed meanwhile is
-// checked first (as the worker path does).
+// checked first, once it has been idle for the pool's LivenessCheckAfter. Younger ones need no
+// system call: the loop's own poller watches its idle connections, so an upstream close is
+// seen by the event that reports it (uc.alive turns false), and only one that lands while the
+// loop works through its current events could slip past, which an upstream's keep-alive
+// timeout (seconds) does not do within the check's threshold.
 func (ls *loopState) take(p *pool.Pool, check bool) *upConn {
 	l := ls.idle[p]
 	now := time.Now().UnixNano()
@@ -207,7 +211,7 @@ func (ls *loopState) take(p *pool.Pool, check bool) *upConn {
 		if !uc.alive() {
 			continue
 		}
-		if uc.stale(now, int64(p.IdleTimeout())) || (check && uc.peekGone()) {
+		if uc.stale(now, int64(p.IdleTimeout())) || (check && uc.stale(now, int64(p.LivenessCheckAfter())) && uc.peekGone()) {
 			_ = uc.Close()
 			continue
 		}
