@@ -120,8 +120,8 @@ func (o *CompareOptions) normalize() error {
 	}
 	for _, spec := range o.Engines {
 		e, dir, _ := strings.Cut(spec, "@")
-		if e != EngineGnet && e != EngineGnetLoop && e != EngineFasthttp {
-			return fmt.Errorf("peers: unknown sluice engine %q (want gnet, gnet-loop, fasthttp, each optionally @DIR)", e)
+		if e != EngineGnet && e != EngineGnetLoop && e != EngineGnetWorker && e != EngineFasthttp {
+			return fmt.Errorf("peers: unknown sluice engine %q (want gnet, gnet-loop, gnet-worker, fasthttp, each optionally @DIR)", e)
 		}
 		if strings.Contains(spec, "@") && dir == "" {
 			return fmt.Errorf("peers: engine %q: want a directory after @", spec)

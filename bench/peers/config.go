@@ -156,16 +156,19 @@ backend be
 `, c.workers(), c.maxConns(), strings.TrimRight(c.Dir, "/"), proxyTimeoutSecs, proxyTimeoutSecs, c.maxConns(), c.Listen, c.Upstream)
 }
 
-// Sluice ingress engines (the entrypoint key `engine`); EngineGnetLoop is gnet with
-// upstream_io = "loop" (the upstream exchange on the event loop).
+// Sluice ingress engines (the entrypoint key `engine`). EngineGnet takes the engine's default
+// upstream_io ("loop": the upstream exchange on the event loop); EngineGnetLoop sets "loop"
+// explicitly and EngineGnetWorker sets "worker" (a worker goroutine per request).
 const (
-	EngineGnet     = "gnet"
-	EngineGnetLoop = "gnet-loop"
-	EngineFasthttp = "fasthttp"
+	EngineGnet       = "gnet"
+	EngineGnetLoop   = "gnet-loop"
+	EngineGnetWorker = "gnet-worker"
+	EngineFasthttp   = "fasthttp"
 )
 
 // SluiceConfig returns a sluice TOML config with one entrypoint
-// on c.Listen using engine ("gnet", "gnet-loop" or "fasthttp"; "" leaves the default), a
+// on c.Listen using engine ("gnet", "gnet-loop", "gnet-worker" or "fasthttp"; "" leaves the
+// default), a
 // catch-all router `PathPrefix(`+"`/`"+`)` to service "up" with the single
 // server c.Upstream (and c.SluiceExtra), and the admin listener disabled.
 func SluiceConfig(c ProxyConfig, engine string) string {
@@ -176,6 +179,8 @@ func SluiceConfig(c ProxyConfig, engine string) string {
 	case "":
 	case EngineGnetLoop:
 		b.WriteString("engine = \"gnet\"\nupstream_io = \"loop\"\n")
+	case EngineGnetWorker:
+		b.WriteString("engine = \"gnet\"\nupstream_io = \"worker\"\n")
 	default:
 		fmt.Fprintf(&b, "engine = %q\n", engine)
 	}

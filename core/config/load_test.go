@@ -19,13 +19,25 @@ func mustLoad(t *testing.T, data []byte) *Config {
 	return c
 }
 
+// upstream_io defaults by engine: the gnet engine exchanges on its event loops, fasthttp (a
+// TLS entrypoint's engine too) on its own goroutines; a value written stays.
+func TestUpstreamIODefaultFollowsTheEngine(t *testing.T) {
+	c := mustLoad(t, withMinimal(`[entrypoints.a]`, `address = ":9"`, `[entrypoints.b]`, `address = ":10"`, `engine = "fasthttp"`,
+		`[entrypoints.c]`, `address = ":11"`, `upstream_io = "worker"`))
+	for name, want := range map[string]string{"web": UpstreamIOLoop, "a": UpstreamIOLoop, "b": UpstreamIOWorker, "c": UpstreamIOWorker} {
+		if got := c.Entrypoints[name].UpstreamIO; got != want {
+			t.Errorf("entrypoints.%s.upstream_io = %q, want %q", name, got, want)
+		}
+	}
+}
+
 func TestDefaultsApplied(t *testing.T) {
 	c := mustLoad(t, withMinimal(`[entrypoints.api]`, `address = ":8081"`))
 	ep := c.Entrypoints["api"]
 	want := &Entrypoint{
 		Name: "api", Address: ":8081", Engine: EngineGnet,
 		ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 60 * time.Second, ClientStallTimeout: 60 * time.Second,
-		MaxHeaderBytes: 16384, MaxBodyBytes: 16 << 20, MaxConnections: 0, Multicore: true, UpstreamIO: UpstreamIOWorker, DrainTimeout: 30 * time.Second,
+		MaxHeaderBytes: 16384, MaxBodyBytes: 16 << 20, MaxConnections: 0, Multicore: true, UpstreamIO: UpstreamIOLoop, DrainTimeout: 30 * time.Second,
 	}
 	if !reflect.DeepEqual(ep, want) {
 		t.Errorf("entrypoint defaults:\n got %+v\nwant %+v", ep, want)

@@ -47,7 +47,6 @@ const (
 // Defaults applied by Load to keys that are absent.
 const (
 	DefaultEngine                = EngineGnet
-	DefaultUpstreamIO            = UpstreamIOWorker
 	DefaultReadHeaderTimeout     = 10 * time.Second
 	DefaultIdleTimeout           = 60 * time.Second
 	DefaultClientStallTimeout    = 60 * time.Second
@@ -144,17 +143,17 @@ type Entrypoint struct {
 	// rules match them so). Default false: such requests get 400, because an upstream that decodes
 	// them would route /v1%2Fadmin as /v1/admin past a rule that excludes /v1/admin.
 	AllowEncodedSlash bool `toml:"allow_encoded_slash"`
-	// Multicore runs several gnet event loops (half the CPUs, at least one: the other half
-	// runs the proxy workers that do the upstream I/O; one per CPU with UpstreamIO "loop")
-	// instead of one. Default true.
+	// Multicore runs several gnet event loops instead of one: one per CPU with UpstreamIO
+	// "loop" (the loops do the upstream I/O), half the CPUs (at least one) with "worker" (the
+	// other half runs the proxy workers that do it). Default true.
 	Multicore bool `toml:"multicore"`
 	// EventLoops sets the number of gnet event loops explicitly; 0 (the default) follows
 	// Multicore. Range 0..1024.
 	EventLoops int `toml:"event_loops"`
-	// UpstreamIO is where the gnet engine does a request's upstream I/O: "worker" (a worker
-	// goroutine per request, the default) or "loop" (the event loop that owns the client
-	// connection exchanges with plain-HTTP upstreams itself; requests it cannot serve there
-	// fall back to a worker). Engine "gnet" only.
+	// UpstreamIO is where the gnet engine does a request's upstream I/O: "loop" (the event
+	// loop that owns the client connection exchanges with plain-HTTP upstreams itself; requests
+	// it cannot serve there fall back to a worker) or "worker" (a worker goroutine per
+	// request). Default "loop" on engine "gnet", "worker" on "fasthttp" (its only value there).
 	UpstreamIO string `toml:"upstream_io"`
 	// DrainTimeout is how long in-flight requests may finish after SIGTERM
 	// before connections are closed. Default 30s.
@@ -437,7 +436,6 @@ func (e *Entrypoint) setDefaults() {
 	e.MaxBodyBytes = DefaultMaxBodyBytes
 	e.Multicore = true
 	e.DrainTimeout = DefaultDrainTimeout
-	e.UpstreamIO = DefaultUpstreamIO
 }
 
 func (lb *LoadBalancer) setDefaults() {

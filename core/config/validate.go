@@ -300,6 +300,10 @@ func (c *Config) validate(e *errs, lookup func(string) (string, bool)) {
 			e.add(c.ValuePos(append(path, "max_body_bytes")...), "entrypoints.%s.max_body_bytes %d: want at least 1 byte", name, ep.MaxBodyBytes)
 		}
 		switch {
+		case ep.UpstreamIO == "" && ep.Engine == EngineGnet:
+			ep.UpstreamIO = UpstreamIOLoop
+		case ep.UpstreamIO == "":
+			ep.UpstreamIO = UpstreamIOWorker
 		case !oneOf(ep.UpstreamIO, upstreamIO):
 			e.add(c.ValuePos(append(path, "upstream_io")...), "entrypoints.%s.upstream_io %q: %s", name, c.shown(ep.UpstreamIO, append(path, "upstream_io")...), wantOneOf(ep.UpstreamIO, upstreamIO))
 		case ep.UpstreamIO == UpstreamIOLoop && ep.Engine != EngineGnet:

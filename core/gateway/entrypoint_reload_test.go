@@ -298,7 +298,7 @@ func TestReloadWithTakenPortIsRefused(t *testing.T) {
 			bad := fmt.Sprintf("[entrypoints.busy]\naddress = %q\n", taken.Addr())
 			err := reloadWith(t, g, path, epReloadConfig(changed+bad, u, 2))
 			require.Error(t, err)
-			// The busy entrypoint's table starts on line 6, one further with gnet-loop's extra key.
+			// The busy entrypoint's table starts on line 6, one further with gnet-worker's extra key.
 			busyLine := 6 + strings.Count(engineTOML(engine), "\n")
 			require.Contains(t, err.Error(), fmt.Sprintf("%s:%d:1: entrypoints.busy.address: listen tcp %s", path, busyLine, taken.Addr()))
 			require.Contains(t, err.Error(), "address already in use")

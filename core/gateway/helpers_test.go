@@ -21,15 +21,16 @@ import (
 // deadUpstream is an address where nothing listens, for upstreams that refuse connections.
 const deadUpstream = "127.0.0.1:1"
 
-// engines are the two ingress engines, gnet with each place for its upstream I/O (worker
-// goroutines, or the event loop: "gnet-loop"); every gateway behaviour test runs on each.
-var engines = []string{"gnet", "gnet-loop", "fasthttp"}
+// engines are the two ingress engines, gnet with each place for its upstream I/O (the event
+// loop, its default, or worker goroutines: "gnet-worker"); every gateway behaviour test runs
+// on each.
+var engines = []string{"gnet", "gnet-worker", "fasthttp"}
 
 // engineTOML is the entrypoint's engine key for one of engines, quoted, with the upstream_io
-// line "gnet-loop" needs.
+// line "gnet-worker" needs.
 func engineTOML(engine string) string {
-	if engine == "gnet-loop" {
-		return `"gnet"` + "\nupstream_io = \"loop\""
+	if engine == "gnet-worker" {
+		return `"gnet"` + "\nupstream_io = \"worker\""
 	}
 	return strconv.Quote(engine)
 }

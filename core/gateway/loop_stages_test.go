@@ -122,7 +122,7 @@ access_log = %q
 			require.Len(t, heads, 0, "the preflight and the refused body never reached the upstream")
 
 			want := base
-			if engine == "gnet-loop" {
+			if engine == "gnet" {
 				want += n + 2
 			}
 			require.Equal(t, want, m.value(t, loopSeries(ep)), "requests served on the event loop")
@@ -175,7 +175,7 @@ middlewares = ["hdrs", "auth"]
 			require.NotContains(t, resp.headers, "content-encoding")
 
 			want := base
-			if engine == "gnet-loop" {
+			if engine == "gnet" {
 				want++ // the plain route's request only
 			}
 			require.Equal(t, want, m.value(t, loopSeries(ep)))
@@ -248,7 +248,7 @@ max_backoff = "1m"
 			require.EqualValues(t, 3, arrivals.Load(), "no attempt after the client left")
 
 			want := base
-			if engine == "gnet-loop" {
+			if engine == "gnet" {
 				want += 2
 			}
 			require.Equal(t, want, m.value(t, loopSeries(ep)))
