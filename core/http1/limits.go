@@ -55,22 +55,24 @@ func (l *Limits) BodyBytes() int64 {
 }
 
 // CheckPartialHead is for callers waiting on an incomplete head (FindHeadEnd returned n == -1):
-// head is the bytes buffered so far, without the skipped leading CRLFs. Once they exceed lim's
-// header limit it returns the *Error of HeadTooLarge; once they hold a whole request line
-// (ended by CRLF) that ParseRequestHead would refuse, that line's *Error (400, 501 or 505, as
-// RFC 9112 §3 and RFC 9110 §15.6.6 give them), so that a request refused by its first line is
-// answered without waiting for a blank line that may never come: the HTTP/2 connection
-// preface (RFC 9113 §3.4) is followed by binary frames, not by field lines. Otherwise it
-// returns ErrNeedMore.
+// head is the bytes buffered so far, without the skipped leading CRLFs. Once they hold a whole
+// request line (ended by CRLF within lim's header limit) that ParseRequestHead would refuse, it
+// returns that line's *Error (400, 501 or 505, as RFC 9112 §3 and RFC 9110 §15.6.6 give
+// them), so that a request refused by its first line is answered without waiting for a blank
+// line that may never come: the HTTP/2 connection preface (RFC 9113 §3.4) is followed by
+// binary frames, not by field lines. Else, once they exceed the header limit, the *Error of
+// HeadTooLarge. Otherwise it returns ErrNeedMore. The request line is judged first, so the
+// answer does not depend on how many bytes past it had arrived.
 func CheckPartialHead(head []byte, lim *Limits) error {
-	if len(head) > lim.HeaderBytes() {
-		return HeadTooLarge(head, lim)
-	}
-	if i := bytes.IndexByte(head, '\n'); i > 0 && head[i-1] == '\r' {
+	line := head[:min(len(head), lim.HeaderBytes())]
+	if i := bytes.IndexByte(line, '\n'); i > 0 && line[i-1] == '\r' {
 		var r Request
-		if err := r.parseRequestLine(head[: i-1 : i-1]); err != nil {
+		if err := r.parseRequestLine(line[: i-1 : i-1]); err != nil {
 			return err
 		}
+	}
+	if len(head) > lim.HeaderBytes() {
+		return HeadTooLarge(head, lim)
 	}
 	return ErrNeedMore
 }

@@ -58,6 +58,11 @@ func TestCheckPartialHead(t *testing.T) {
 	if err := CheckPartialHead([]byte("GET /aaaaaa"), &Limits{MaxHeaderBytes: 10}); statusOf(err) != 414 {
 		t.Fatalf("custom: %v", err)
 	}
+	// A refused request line wins over the size of what follows it: the answer must not depend
+	// on how much of the stream had arrived when the line was judged.
+	if err := CheckPartialHead([]byte("G(T / HTTP/1.1\r\n"+strings.Repeat("0", DefaultMaxHeaderBytes)), nil); statusOf(err) != 400 {
+		t.Fatalf("refused request line, then more than the limit: %v, want 400", err)
+	}
 	// A whole request line is judged before the head ends: the HTTP/2 connection preface's
 	// field block never comes (binary frames follow it, RFC 9113 §3.4).
 	for _, tc := range []struct {
