@@ -80,11 +80,30 @@ func CheckPartialHead(head []byte, lim *Limits) error {
 // HeadTooLarge returns the *Error for a request head (without leading CRLFs) known to exceed
 // lim's header limit: 414 when the limit runs out inside the request line, that is when no LF
 // ends a line within the first HeaderBytes bytes, so that the request-target alone is what
-// does not fit (RFC 9112 §3, RFC 9110 §15.5.15); 431 when the request line fits and the field
-// lines do not (RFC 6585 §5).
+// does not fit (RFC 9112 §3, RFC 9110 §15.5.15); the request line's own refusal when a CRLF
+// ends it within the limit and ParseRequestHead would refuse it; else 431, the field lines do
+// not fit (RFC 6585 §5). A refused request line comes first so that the answer does not depend
+// on how many bytes past it had arrived when the head was judged (CheckPartialHead judges the
+// line as soon as it is whole).
 func HeadTooLarge(head []byte, lim *Limits) error {
-	if bytes.IndexByte(head[:min(len(head), lim.HeaderBytes())], '\n') < 0 {
+	var r Request
+	return r.headTooLarge(head, lim)
+}
+
+// headTooLarge is HeadTooLarge with r as the scratch request: the request line is copied into
+// r.buf and parsed there, so that head does not leak into r (ParseRequestHead's callers keep
+// their buffers off the heap).
+func (r *Request) headTooLarge(head []byte, lim *Limits) error {
+	within := head[:min(len(head), lim.HeaderBytes())]
+	i := bytes.IndexByte(within, '\n')
+	if i < 0 {
 		return errURITooLong
+	}
+	if i > 0 && within[i-1] == '\r' {
+		r.buf = append(r.buf[:0], within[:i-1]...)
+		if err := r.parseRequestLine(r.buf[:len(r.buf):len(r.buf)]); err != nil {
+			return err
+		}
 	}
 	return errHeadTooLarge
 }

@@ -58,10 +58,16 @@ func TestCheckPartialHead(t *testing.T) {
 	if err := CheckPartialHead([]byte("GET /aaaaaa"), &Limits{MaxHeaderBytes: 10}); statusOf(err) != 414 {
 		t.Fatalf("custom: %v", err)
 	}
-	// A refused request line wins over the size of what follows it: the answer must not depend
-	// on how much of the stream had arrived when the line was judged.
-	if err := CheckPartialHead([]byte("G(T / HTTP/1.1\r\n"+strings.Repeat("0", DefaultMaxHeaderBytes)), nil); statusOf(err) != 400 {
+	// A refused request line wins over the size of what follows it, in a partial head and in a
+	// whole one: the answer must not depend on how much of the stream had arrived when the
+	// line was judged.
+	over := "G(T / HTTP/1.1\r\n" + strings.Repeat("0", DefaultMaxHeaderBytes)
+	if err := CheckPartialHead([]byte(over), nil); statusOf(err) != 400 {
 		t.Fatalf("refused request line, then more than the limit: %v, want 400", err)
+	}
+	var r Request
+	if err := r.ParseRequestHead([]byte(over+"\r\n\r\n"), nil); statusOf(err) != 400 {
+		t.Fatalf("whole head over the limit with a refused request line: %v, want 400", err)
 	}
 	// A whole request line is judged before the head ends: the HTTP/2 connection preface's
 	// field block never comes (binary frames follow it, RFC 9113 §3.4).

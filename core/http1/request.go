@@ -83,7 +83,7 @@ var slashPath = []byte("/")
 func (r *Request) ParseRequestHead(head []byte, lim *Limits) error {
 	r.Reset()
 	if len(head) > lim.HeaderBytes() {
-		return HeadTooLarge(head, lim)
+		return r.headTooLarge(head, lim)
 	}
 	r.buf = append(r.buf, head...)
 	buf := r.buf
