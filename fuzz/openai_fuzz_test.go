@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"reflect"
 	"strings"
 	"testing"
@@ -154,7 +156,7 @@ func checkPeek(t *testing.T, ep openai.Endpoint, body []byte, newModel string) {
 	}
 
 	var m map[string]any
-	if err := json.Unmarshal(body, &m); err != nil {
+	if err := decodeJSON(body, &m); err != nil {
 		t.Fatalf("Peek accepted a body encoding/json refuses: %v", err)
 	}
 	if model, ok := m["model"].(string); !ok || model != string(r.Model) {
@@ -181,7 +183,13 @@ func checkPeek(t *testing.T, ep openai.Endpoint, body []byte, newModel string) {
 		}
 	}
 	if ep != openai.Embeddings && ep != openai.Responses {
-		mt, _ := m["max_tokens"].(float64)
+		mt := 0.0
+		if n, ok := m["max_tokens"].(json.Number); ok {
+			var err error
+			if mt, err = n.Float64(); err != nil {
+				t.Fatalf("Peek accepted max_tokens %s: %v", n, err)
+			}
+		}
 		if mt != float64(r.MaxTokens) {
 			t.Fatalf("Peek read max_tokens %d, encoding/json %#v", r.MaxTokens, m["max_tokens"])
 		}
@@ -194,7 +202,7 @@ func checkPeek(t *testing.T, ep openai.Endpoint, body []byte, newModel string) {
 	want := m[promptParam(ep)]
 	if r.Prompt.Present() {
 		var got any
-		if err := json.Unmarshal(r.Prompt.Of(body), &got); err != nil || !reflect.DeepEqual(got, want) {
+		if err := decodeJSON(r.Prompt.Of(body), &got); err != nil || !reflect.DeepEqual(got, want) {
 			t.Fatalf("Prompt span %q is not %s %#v (%v)", r.Prompt.Of(body), promptParam(ep), want, err)
 		}
 	} else if want != nil {
@@ -207,7 +215,7 @@ func checkPeek(t *testing.T, ep openai.Endpoint, body []byte, newModel string) {
 		t.Fatalf("RewriteModel changed bytes outside the model: %q -> %q", body, out)
 	}
 	var m2 map[string]any
-	if err := json.Unmarshal(out, &m2); err != nil {
+	if err := decodeJSON(out, &m2); err != nil {
 		t.Fatalf("RewriteModel output %q does not decode: %v", out, err)
 	}
 	if m2["model"] != stdString(newModel) {
@@ -217,4 +225,19 @@ func checkPeek(t *testing.T, ep openai.Endpoint, body []byte, newModel string) {
 	if !reflect.DeepEqual(m, m2) {
 		t.Fatalf("RewriteModel changed more than the model: %q -> %q", body, out)
 	}
+}
+
+// decodeJSON is json.Unmarshal with numbers kept as json.Number: JSON (RFC 8259 §6) puts no
+// bound on a number's magnitude, and a value such as 1e400, which a float64 cannot hold, is
+// still valid JSON that the gateway passes through to the upstream.
+func decodeJSON(b []byte, v any) error {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	if err := d.Decode(v); err != nil {
+		return err
+	}
+	if _, err := d.Token(); err != io.EOF {
+		return fmt.Errorf("data after the top-level value (%v)", err)
+	}
+	return nil
 }
