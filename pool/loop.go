@@ -185,6 +185,13 @@ func (p *Pool) HoldIdle() bool {
 	}
 }
 
+// InFlight returns the number of exchanges on the pool's connections now, on every path.
+func (p *Pool) InFlight() int64 { return p.active.Load() }
+
+// IdleRoom reports whether an idle slot is free now (HoldIdle would succeed, unless another
+// connection takes it first).
+func (p *Pool) IdleRoom() bool { return p.idleN.Load() < int64(p.o.MaxIdleConns) }
+
 // DropIdle gives back a slot HoldIdle took.
 func (p *Pool) DropIdle() { p.idleN.Add(-1) }
 

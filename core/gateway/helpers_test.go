@@ -125,7 +125,10 @@ func serveUpstreamU(t testing.TB, script func(u *upstream, c net.Conn, r *bufio.
 				for {
 					head, body, err := readRequest(r)
 					if err != nil {
-						u.closed <- struct{}{}
+						select {
+						case u.closed <- struct{}{}:
+						case <-u.stop: // nobody counts closes any more
+						}
 						return
 					}
 					if !script(u, c, r, head, body) {

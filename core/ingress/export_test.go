@@ -72,3 +72,29 @@ func SetDialedHook(f func(ctx context.Context)) (restore func()) {
 	dialedHook = f
 	return func() { dialedHook = nil }
 }
+
+// LoopIdle returns how many idle upstream connections the event loops of a gnet engine hold.
+func LoopIdle(tr Transport) int {
+	e := tr.(*GnetEngine)
+	n := 0
+	e.loops.Range(func(_, v any) bool {
+		ls := v.(*loopState)
+		ch := make(chan int, 1)
+		if ls.el.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
+			k := 0
+			for _, l := range ls.idle {
+				k += len(l)
+			}
+			ch <- k
+			return nil
+		})) == nil {
+			n += <-ch
+		}
+		return true
+	})
+	return n
+}
+
+// SpareConns is how many idle connections per backend a loop keeps ready for concurrent
+// requests.
+const SpareConns = spareConns

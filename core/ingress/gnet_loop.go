@@ -79,7 +79,26 @@ type loopState struct {
 	// however many loops keep some.
 	idle   map[*pool.Pool][]*upConn
 	served int64 // requests started on this loop (tests read it)
+	// spares holds per backend the state of this loop's spare dial (see keepSpare).
+	spares map[*pool.Pool]*spareState
 }
+
+// spareState is one loop's spare dial to one backend.
+type spareState struct {
+	dialing  int   // spare dials in flight
+	failedAt int64 // unix ns of the last spare dial that failed (0: none)
+}
+
+// spareConns is how many idle connections per backend a loop keeps ready while concurrent
+// requests take them (keepSpare): two, because one spare dial at a time (a dial waits up to
+// the Go scheduler's 10 ms preemption when every CPU is busy) fell behind clients that reset
+// a few streams per 10 ms, each closing its upstream connection.
+const spareConns = 2
+
+// spareBackoff is how long a loop waits after a failed spare dial before it dials another
+// spare to that backend: requests that find no idle connection still dial themselves, so a
+// backend that refuses connections is not also dialled in the background at request rate.
+const spareBackoff = time.Second
 
 // loopOf returns the state of the loop c belongs to.
 func (e *GnetEngine) loopOf(c gnet.Conn) *loopState {
@@ -87,7 +106,7 @@ func (e *GnetEngine) loopOf(c gnet.Conn) *loopState {
 	if v, ok := e.loops.Load(el); ok {
 		return v.(*loopState)
 	}
-	v, _ := e.loops.LoadOrStore(el, &loopState{el: el, idle: make(map[*pool.Pool][]*upConn)})
+	v, _ := e.loops.LoadOrStore(el, &loopState{el: el, idle: make(map[*pool.Pool][]*upConn), spares: make(map[*pool.Pool]*spareState)})
 	return v.(*loopState)
 }
 
@@ -97,8 +116,9 @@ type upConn struct {
 	c        gnet.Conn // set by OnOpen
 	ls       *loopState
 	p        *pool.Pool
-	owner    *gconn // the client connection whose exchange uses it; nil while idle
-	seq      uint64 // the owner's lxSeq when it was dialled
+	owner    *gconn            // the client connection whose exchange uses it; nil while idle
+	spare    *pipeline.Backend // dialled by keepSpare for this backend, for no request
+	seq      uint64            // the owner's lxSeq when it was dialled
 	dialed   time.Duration
 	idleAt   int64 // unix ns when it went idle
 	inIdle   bool  // in its loop's idle list, holding one of its pool's idle slots (HoldIdle)
@@ -226,6 +246,11 @@ func (ls *loopState) take(p *pool.Pool, check bool) *upConn {
 // sweepIdle closes idle connections past their pool's idle timeout, and those of pools no
 // longer in use (a reload retired them); on the loop.
 func (ls *loopState) sweepIdle(now int64) {
+	for p, st := range ls.spares {
+		if p.Closed() && st.dialing == 0 {
+			delete(ls.spares, p) // a retired pool: no request takes it any more
+		}
+	}
 	for p, l := range ls.idle {
 		keep := l[:0]
 		for _, uc := range l {
@@ -290,8 +315,10 @@ func (gc *gconn) tryOn(b *pipeline.Backend) {
 		uc := gc.ls.take(b.Pool, !x.Idempotent)
 		if uc == nil {
 			gc.dial(b)
+			gc.e.keepSpare(gc.ls, b)
 			return
 		}
+		gc.e.keepSpare(gc.ls, b)
 		if !gc.send(uc, x) {
 			return
 		}
@@ -351,13 +378,70 @@ func (gc *gconn) dial(b *pipeline.Backend) {
 	gc.lxSeq++
 	uc := &upConn{ls: gc.ls, p: b.Pool, owner: gc, seq: gc.lxSeq}
 	uc.bindRelease()
-	e := gc.e
 	// Cancelled when the client leaves or the engine stops (OnShutdown), which waits for the
 	// dials it counted; one that starts after that fails at once.
-	ctx, cancel := context.WithCancel(e.dialCtx)
+	ctx, cancel := context.WithCancel(gc.e.dialCtx)
 	gc.lxStop = cancel
+	gc.e.dialOn(ctx, cancel, uc, b)
+}
+
+// keepSpare keeps up to spareConns idle connections to b ready on loop ls while concurrent
+// requests use them: when a request takes a connection from the loop's idle list for b, or
+// finds the list empty and dials its own, while another exchange with b is in flight, spares
+// are dialled in the background until the list and the spare dials in flight hold
+// spareConns; each lands in the list (upOpened). One request at a time needs no spare: its
+// connection comes back before the next request.
+//
+// A request that finds the list empty waits for a dial, which takes a worker goroutine, the
+// Go netpoller and an enrollment; when every CPU is busy (the loops hold the processors) those
+// wait for the Go scheduler's preemption, up to 10 ms, and that wait was the TTFT tail of
+// streams whose neighbours' resets kept closing upstream connections. Spares take it off the
+// requests' path. They are subject to idle_conn_timeout and max_idle_conns like any idle
+// connection; none is dialled when no idle slot is free (max_idle_conns), while the pool is
+// retired, or within spareBackoff of a spare dial that failed.
+func (e *GnetEngine) keepSpare(ls *loopState, b *pipeline.Backend) {
+	p := b.Pool
+	if p.InFlight() == 0 || p.Closed() {
+		return
+	}
+	st := ls.spares[p]
+	if st == nil {
+		st = &spareState{}
+		ls.spares[p] = st
+	}
+	if st.failedAt != 0 && time.Now().UnixNano()-st.failedAt < int64(spareBackoff) {
+		return
+	}
+	for len(ls.idle[p])+st.dialing < spareConns && p.IdleRoom() {
+		st.dialing++
+		uc := &upConn{ls: ls, p: p, spare: b}
+		uc.bindRelease()
+		ctx, cancel := context.WithCancel(e.dialCtx)
+		e.dialOn(ctx, cancel, uc, b)
+	}
+}
+
+// spareDone records on the loop that its spare dial to p ended (err nil: the connection is
+// idle now).
+func (ls *loopState) spareDone(p *pool.Pool, err error) {
+	st := ls.spares[p]
+	if st == nil {
+		return
+	}
+	st.dialing--
+	if err != nil {
+		st.failedAt = time.Now().UnixNano()
+	} else {
+		st.failedAt = 0
+	}
+}
+
+// dialOn dials b on a worker goroutine and enrolls the connection as uc on uc's loop: OnOpen
+// then runs upOpened there; a failure runs dialFailed on the loop. cancel is called once the
+// dial ended.
+func (e *GnetEngine) dialOn(ctx context.Context, cancel context.CancelFunc, uc *upConn, b *pipeline.Backend) {
 	counted := e.dialBegin()
-	el := gc.ls.el
+	el := uc.ls.el
 	task := func() {
 		defer cancel()
 		if counted {
@@ -430,6 +514,16 @@ func (e *GnetEngine) OnShutdown(gnet.Engine) {
 // upOpened runs on the loop when a dialled connection is enrolled.
 func (e *GnetEngine) upOpened(uc *upConn, c gnet.Conn) {
 	uc.c = c
+	if b := uc.spare; b != nil {
+		// The request that takes it waits for no dial: the connect time is the backend's,
+		// observed now, not that request's.
+		uc.spare = nil
+		b.M.Connected(uc.dialed)
+		uc.dialed = 0
+		uc.ls.spareDone(b.Pool, nil)
+		uc.released(true)
+		return
+	}
 	gc := uc.owner
 	if gc == nil || gc.lxState != lxDial || gc.lxSeq != uc.seq || gc.closed.Load() {
 		uc.released(true) // the request went on without it: keep it for the next one
@@ -447,6 +541,10 @@ func (e *GnetEngine) upOpened(uc *upConn, c gnet.Conn) {
 
 // dialFailed runs on the loop when a dial failed.
 func (e *GnetEngine) dialFailed(uc *upConn, err error) {
+	if uc.spare != nil {
+		uc.ls.spareDone(uc.p, err)
+		return
+	}
 	gc := uc.owner
 	if gc == nil || gc.lxState != lxDial || gc.lxSeq != uc.seq || gc.closed.Load() {
 		return

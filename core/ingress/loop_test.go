@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/http"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -248,4 +249,72 @@ func TestLoopDialAtShutdownLeaksNothing(t *testing.T) {
 	var ne net.Error
 	require.False(t, errors.As(err, &ne) && ne.Timeout(), "the gateway's upstream socket is still open after Drain: %v", err)
 	waitNoEngineGoroutines(t)
+}
+
+// Concurrent requests keep spare upstream connections on the loop: a request that dials while
+// another exchange is in flight leaves spares dialled in the background, and requests that
+// come while no dial can finish are served from them instead of waiting for one.
+func TestLoopKeepsSpareConnections(t *testing.T) {
+	var held atomic.Bool
+	up := newUpstream(t, func(u *contractUpstream, c net.Conn) bool {
+		if held.CompareAndSwap(false, true) { // the first request waits for release
+			select {
+			case <-u.release:
+			case <-u.stop:
+				return false
+			}
+		}
+		return answerNow(u, c)
+	})
+	var gated atomic.Bool
+	gate := make(chan struct{})
+	restore := ingress.SetDialedHook(func(ctx context.Context) {
+		if gated.Load() {
+			select {
+			case <-gate:
+			case <-ctx.Done():
+			}
+		}
+	})
+	t.Cleanup(restore)
+	tr := startLoopEngine(t, up.addr())
+	t.Cleanup(func() { close(gate) })
+
+	a := dialClient(t, tr.Addr())
+	writeRequest(t, a, "/held")
+	select {
+	case <-up.got:
+	case <-time.After(eventWait):
+		t.Fatal("the upstream did not get the first request")
+	}
+	// The second request dials while the first is in flight: spares follow it.
+	resp, _ := roundTrip(t, dialClient(t, tr.Addr()), "/x")
+	require.Equal(t, 200, resp.StatusCode)
+	require.Eventually(t, func() bool { return ingress.LoopIdle(tr) == ingress.SpareConns+1 }, eventWait, 5*time.Millisecond,
+		"the loop holds the second request's connection and %d spares", ingress.SpareConns)
+
+	// From now on no dial finishes; two requests at once are still served at once.
+	gated.Store(true)
+	done := make(chan int, 2)
+	for i := 0; i < 2; i++ {
+		c := dialClient(t, tr.Addr())
+		writeRequest(t, c, "/x")
+		go func() {
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				done <- 0
+				return
+			}
+			done <- resp.StatusCode
+		}()
+	}
+	for i := 0; i < 2; i++ {
+		select {
+		case code := <-done:
+			require.Equal(t, 200, code)
+		case <-time.After(eventWait):
+			t.Fatal("a request waited for a dial although spares were idle")
+		}
+	}
+	close(up.release)
 }

@@ -444,6 +444,15 @@ type contractUpstream struct {
 	wg      sync.WaitGroup
 }
 
+// signal sends one value on ch, unless cleanup stops the upstream first (nobody counts any
+// more).
+func (u *contractUpstream) signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	case <-u.stop:
+	}
+}
+
 type answer func(u *contractUpstream, c net.Conn) bool
 
 // answerNow answers "hello" at once and keeps the connection.
@@ -489,14 +498,14 @@ func newUpstream(t *testing.T, a answer) *contractUpstream {
 				r := bufio.NewReader(c)
 				for {
 					if !readHead(r) {
-						u.closed <- struct{}{}
+						u.signal(u.closed)
 						return
 					}
-					u.got <- struct{}{}
+					u.signal(u.got)
 					if !a(u, c) {
 						// Hold the connection until the gateway closes it (or cleanup).
 						_, _ = io.Copy(io.Discard, r)
-						u.closed <- struct{}{}
+						u.signal(u.closed)
 						return
 					}
 				}
