@@ -53,16 +53,26 @@ func main() {
 		err = compareCmd(ctx, os.Args[2:])
 	case "affinity":
 		err = affinityCmd(ctx, os.Args[2:])
-	case "-h", "-help", "--help", "help":
+	case "-h", "-help", "--help":
+		fmt.Print(usage)
+		return
+	case "help":
+		if len(os.Args) > 2 && os.Args[2] != "help" {
+			// "help compare" is "compare -h".
+			os.Args = append([]string{os.Args[0], os.Args[2], "-h"}, os.Args[3:]...)
+			main()
+			return
+		}
 		fmt.Print(usage)
 		return
 	default:
 		err = fmt.Errorf("unknown command %q\n%s", os.Args[1], usage)
 	}
+	if errors.Is(err, flag.ErrHelp) {
+		return // -h or --help on a subcommand: its flags were printed, as asked
+	}
 	if err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "sluice-bench:", err)
-		}
+		fmt.Fprintln(os.Stderr, "sluice-bench:", err)
 		os.Exit(1)
 	}
 }

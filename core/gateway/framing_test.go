@@ -409,6 +409,10 @@ func TestMalformedRequestIsRefusedAtOnce(t *testing.T) {
 		{"chunk size line ended by bare LF", "POST / HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding: chunked\r\n\r\n2\n{}\r\n0\r\n\r\n", 400, "bad_request"},
 		{"chunk data without CRLF", "POST / HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}xx", 400, "bad_request"},
 		{"invalid method", "G(T / HTTP/1.1\r\nHost: gw\r\n\r\n", 400, "bad_request"},
+		// A byte no method holds is refused before the line ends: a TLS ClientHello's record
+		// header sent to a plaintext port, then nothing more.
+		{"TLS ClientHello on a plaintext port", "\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03", 400, "bad_request"},
+		{"binary junk over the limit", "GET\x01" + strings.Repeat("Z", limit), 400, "bad_request"},
 		{"missing Host", "GET / HTTP/1.1\r\nX: 1\r\n\r\n", 400, "bad_request"},
 		{"conflicting framing asking for 100 Continue", "POST / HTTP/1.1\r\nHost: gw\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\nExpect: 100-continue\r\n\r\n", 400, "bad_request"},
 		{"Content-Length over the limit asking for 100 Continue", "POST / HTTP/1.1\r\nHost: gw\r\nContent-Length: 99999999999\r\nExpect: 100-continue\r\n\r\n", 413, "request_too_large"},

@@ -65,6 +65,9 @@ func (l *Limits) BodyBytes() int64 {
 // answer does not depend on how many bytes past it had arrived.
 func CheckPartialHead(head []byte, lim *Limits) error {
 	line := head[:min(len(head), lim.HeaderBytes())]
+	if err := methodRefusal(line); err != nil {
+		return err
+	}
 	if i := bytes.IndexByte(line, '\n'); i > 0 && line[i-1] == '\r' {
 		var r Request
 		if err := r.parseRequestLine(line[: i-1 : i-1]); err != nil {
@@ -95,6 +98,9 @@ func HeadTooLarge(head []byte, lim *Limits) error {
 // their buffers off the heap).
 func (r *Request) headTooLarge(head []byte, lim *Limits) error {
 	within := head[:min(len(head), lim.HeaderBytes())]
+	if err := methodRefusal(within); err != nil {
+		return err
+	}
 	i := bytes.IndexByte(within, '\n')
 	if i < 0 {
 		return errURITooLong
@@ -106,4 +112,30 @@ func (r *Request) headTooLarge(head []byte, lim *Limits) error {
 		}
 	}
 	return errHeadTooLarge
+}
+
+// methodRefusal returns the refusal of a request line that starts with b, as soon as b shows
+// it: a byte that no method token holds (RFC 9110 §9.1, tchar) before the space that ends the
+// method, or a line that starts with a space. Otherwise, while b may still begin a valid
+// request line, nil. It is judged before anything else about a head, whole or partial, so that
+// bytes that are not HTTP (a TLS ClientHello sent to a plaintext port, binary junk) get 400 at
+// once instead of waiting for a line end or the header limit, and the answer does not depend
+// on how the bytes arrived.
+func methodRefusal(b []byte) error {
+	for i, c := range b {
+		if tokenChar[c] {
+			continue
+		}
+		switch c {
+		case ' ':
+			if i == 0 {
+				return errReqLine
+			}
+			return nil
+		case '\r', '\n':
+			return nil // the line's end: the whole line is judged
+		}
+		return errMethod
+	}
+	return nil
 }

@@ -82,6 +82,11 @@ func TestCheckPartialHead(t *testing.T) {
 		{"GET / HTTP/1.1\r\nHost: gw\r\nX: 1\n", -1}, // a bare LF in a field line: the whole head judges it
 		{"GET / HTTP/1.1\nHost: gw\r\n", -1},         // a bare LF ends the request line: likewise
 		{"G(T / HTTP/1.1\r\n", 400},
+		{"\x16\x03\x01\x00\xa5", 400}, // a TLS ClientHello: refused before any line end
+		{"GET\x01", 400},
+		{" GET / HTTP/1.1", 400},
+		{"GET", -1},
+		{"GET\r", -1},
 		{"CONNECT gw:443 HTTP/1.1\r\n", 501},
 		{"GET / HTTP/1.1", -1},
 	} {

@@ -85,6 +85,9 @@ func (r *Request) ParseRequestHead(head []byte, lim *Limits) error {
 	if len(head) > lim.HeaderBytes() {
 		return r.headTooLarge(head, lim)
 	}
+	if err := methodRefusal(head); err != nil {
+		return err
+	}
 	r.buf = append(r.buf, head...)
 	buf := r.buf
 	e := &reqFieldErrors
