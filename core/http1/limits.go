@@ -64,18 +64,17 @@ func (l *Limits) BodyBytes() int64 {
 // HeadTooLarge. Otherwise it returns ErrNeedMore. The request line is judged first, so the
 // answer does not depend on how many bytes past it had arrived.
 func CheckPartialHead(head []byte, lim *Limits) error {
-	line := head[:min(len(head), lim.HeaderBytes())]
-	if err := methodRefusal(line); err != nil {
+	if len(head) > lim.HeaderBytes() {
+		return HeadTooLarge(head, lim) // judges the request line first
+	}
+	if err := methodRefusal(head); err != nil {
 		return err
 	}
-	if i := bytes.IndexByte(line, '\n'); i > 0 && line[i-1] == '\r' {
+	if i := bytes.IndexByte(head, '\n'); i > 0 && head[i-1] == '\r' {
 		var r Request
-		if err := r.parseRequestLine(line[: i-1 : i-1]); err != nil {
+		if err := r.parseRequestLine(head[: i-1 : i-1]); err != nil {
 			return err
 		}
-	}
-	if len(head) > lim.HeaderBytes() {
-		return HeadTooLarge(head, lim)
 	}
 	return ErrNeedMore
 }
