@@ -147,7 +147,7 @@ func (p *Pool) Dial(ctx context.Context) (net.Conn, time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.o.DialTimeout)
 	defer cancel()
 	start := time.Now()
-	nc, err := p.dialer.DialContext(ctx, "tcp", p.o.Addr)
+	nc, err := p.connect(ctx)
 	if err != nil {
 		p.dialErrors.Add(1)
 		return nil, 0, fmt.Errorf("sluice: upstream %s: %w: %w", p.o.Addr, ErrDial, err)

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,7 +39,8 @@ type Pool struct {
 	o       Options
 	tls     *tls.Config
 	dialer  net.Dialer
-	now     func() int64 // monotonic ns; replaced by tests
+	direct  netip.AddrPort // the upstream's address when it is an IP literal (connect)
+	now     func() int64   // monotonic ns; replaced by tests
 	idleNs  int64
 	sweepNs int64
 
@@ -75,7 +77,10 @@ func New(o Options) *Pool {
 	p.idleNs = int64(o.IdleTimeout)
 	p.sweepNs = max(p.idleNs/2, int64(time.Millisecond))
 	p.slackNs = janitorSlack(p.idleNs)
-	p.dialer = net.Dialer{KeepAlive: 30 * time.Second}
+	p.dialer = net.Dialer{KeepAlive: keepAliveIdle}
+	if ap, ok := literalAddr(o.Addr); ok {
+		p.direct = ap
+	}
 	if o.TLS != nil {
 		c := o.TLS.Clone()
 		if c.ServerName == "" {
@@ -277,7 +282,7 @@ func (p *Pool) discard(c *conn) {
 
 // dial opens a new conn (TCP_NODELAY, TLS handshake for https) within ctx.
 func (p *Pool) dial(ctx context.Context) (*conn, error) {
-	raw, err := p.dialer.DialContext(ctx, "tcp", p.o.Addr)
+	raw, err := p.connect(ctx)
 	if err != nil {
 		return nil, err
 	}

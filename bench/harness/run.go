@@ -91,6 +91,10 @@ type Options struct {
 	// Progress, when set and the run is longer than 3 s, receives a status
 	// line every second.
 	Progress io.Writer
+	// NewConnections sends every workload request on a connection of its own, as clients
+	// without keep-alive do: the request carries "Connection: close", and its latency and
+	// TTFT include the TCP connect and the target's accept.
+	NewConnections bool
 	// Adversary, when set, runs misbehaving connections beside the workload and makes a
 	// share of its requests carry upstream faults (ParseAdversary has the syntax). Only
 	// loopback targets accept it. The workload's latencies and errors exclude the requests
@@ -382,6 +386,9 @@ func (o *Options) normalize() error {
 	if o.Workload == "" {
 		o.Workload = WorkloadJSON
 	}
+	if o.NewConnections {
+		o.Headers = append(o.Headers[:len(o.Headers):len(o.Headers)], "Connection: close")
+	}
 	if err := CheckRate(o.Rate); err != nil {
 		return err
 	}
@@ -632,7 +639,7 @@ func (w *worker) one(intended int64) {
 	}
 	r.sent.Add(1)
 	r.written.Add(1)
-	if ex.kind != errNone || !ex.keepAlive {
+	if ex.kind != errNone || !ex.keepAlive || r.o.NewConnections {
 		c.close()
 	}
 	if fault != nil {

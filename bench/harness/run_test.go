@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 func startBasicUpstream(t testing.TB, o UpstreamOptions) string {
@@ -437,5 +439,43 @@ func TestHungTargetIsNotACleanClosedLoop(t *testing.T) {
 	}
 	if res.OK != 0 || res.Unfinished != 3 {
 		t.Errorf("ok %d unfinished %d, want 0 and the 3 stuck requests", res.OK, res.Unfinished)
+	}
+}
+
+// countingListener counts the connections it accepted.
+type countingListener struct {
+	net.Listener
+	n atomic.Int64
+}
+
+func (l *countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.n.Add(1)
+	}
+	return c, err
+}
+
+// With NewConnections every request opens a connection of its own and asks the target to
+// close it; without, a closed loop of 2 keeps its 2 connections.
+func TestNewConnectionsOpensOnePerRequest(t *testing.T) {
+	for _, fresh := range []bool{false, true} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		cl := &countingListener{Listener: ln}
+		u := StartUpstream(cl, UpstreamOptions{Tokens: 4})
+		res, err := Run(context.Background(), Options{
+			Target: "http://" + u.Addr(), Workload: WorkloadSSE, Concurrency: 2, NewConnections: fresh,
+			Duration: 200 * time.Millisecond, Seed: 1,
+		})
+		require.NoError(t, err)
+		require.NoError(t, u.Close())
+		require.Zero(t, res.Errors, "%v", res.ErrorsByKind)
+		require.GreaterOrEqual(t, res.OK, int64(10))
+		if fresh {
+			require.GreaterOrEqual(t, cl.n.Load(), res.OK, "a connection per request")
+		} else {
+			require.Equal(t, int64(2), cl.n.Load(), "keep-alive connections")
+		}
 	}
 }

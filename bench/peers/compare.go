@@ -64,6 +64,10 @@ type CompareOptions struct {
 	Rate        float64
 	Poisson     bool
 	Connections int
+	// NewConnections sends every request on a connection of its own
+	// (harness.Options.NewConnections): the clients' latencies include
+	// the connect and each proxy's accept.
+	NewConnections bool
 	// MaxTokens is passed to the harness (0: the upstream's length).
 	MaxTokens int
 	// SimTTFT, SimITL and SimTokens configure the upstream (llmsim --ttft,
@@ -362,6 +366,9 @@ func Compare(ctx context.Context, o CompareOptions) (*report.Comparison, error) 
 		}
 		mode = fmt.Sprintf("open loop, %.0f req/s %s", o.Rate, shape)
 	}
+	if o.NewConnections {
+		mode += ", a new connection per request"
+	}
 	cmp.Setup = fmt.Sprintf("workloads %s; %s; %v per run after %v warmup; %d round(s), targets alternating; upstream %s; proxies with %d workers/threads",
 		strings.Join(o.Workloads, ", "), mode, o.Duration, o.Warmup, o.Rounds, upstreamDesc, workers)
 	adversaries := []string{""}
@@ -471,7 +478,7 @@ func measure(ctx context.Context, o *CompareOptions, t target, wl, adv string, r
 	}
 	res, err := harness.Run(ctx, harness.Options{
 		Target: t.url, Workload: wl, Concurrency: o.Concurrency, Rate: o.Rate, Poisson: o.Poisson,
-		Connections: o.Connections, Duration: o.Duration, Warmup: o.Warmup, MaxTokens: o.MaxTokens,
+		Connections: o.Connections, NewConnections: o.NewConnections, Duration: o.Duration, Warmup: o.Warmup, MaxTokens: o.MaxTokens,
 		Seed: uint64(round), Progress: o.Progress, Adversary: adv,
 	})
 	run := report.Run{Round: round, Target: t.name, Workload: wl, Adversary: adv, Result: res}

@@ -1,0 +1,126 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/netip"
+	"os"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// connectDirect opens a TCP connection to ap with a non-blocking connect(2) and, when the
+// handshake finished within that system call (a loopback or same-host upstream: the peer's
+// SYN-ACK is processed before connect returns), returns it without waiting for the Go
+// netpoller. The net package's dialer always parks the dialling goroutine until the netpoller
+// reports the socket writable, and while every processor runs a busy event loop the netpoller
+// is polled only by the runtime's monitor thread, up to 10 ms later: that wait was the tail of
+// requests that had to dial. A connect still in progress waits for the netpoller as the dialer
+// does, within ctx (its deadline is the dial timeout; a cancel ends the wait at once).
+//
+// ok is false when the platform has no direct connect (the caller then dials); err, when not
+// nil, is a *net.OpError like the dialer's.
+func connectDirect(ctx context.Context, ap netip.AddrPort) (nc net.Conn, ok bool, err error) {
+	fd, sa, err := socketFor(ap)
+	if err != nil {
+		return nil, true, dialError(ap, err)
+	}
+	pending := false
+	switch cerr := unix.Connect(fd, sa); cerr {
+	case nil:
+	case unix.EINPROGRESS, unix.EALREADY, unix.EINTR:
+		done, serr := connectDone(fd)
+		if done && serr != nil {
+			_ = unix.Close(fd)
+			return nil, true, dialError(ap, os.NewSyscallError("connect", serr))
+		}
+		pending = !done
+	default:
+		_ = unix.Close(fd)
+		return nil, true, dialError(ap, os.NewSyscallError("connect", cerr))
+	}
+	f := os.NewFile(uintptr(fd), "")
+	nc, err = net.FileConn(f) // a duplicate of fd, in the netpoller
+	_ = f.Close()
+	if err != nil {
+		return nil, true, dialError(ap, err)
+	}
+	if pending {
+		if err := waitConnected(ctx, nc); err != nil {
+			_ = nc.Close()
+			return nil, true, dialError(ap, err)
+		}
+	}
+	tc := nc.(*net.TCPConn)
+	_ = tc.SetKeepAliveConfig(net.KeepAliveConfig{Enable: true, Idle: keepAliveIdle})
+	return nc, true, nil
+}
+
+// socketFor returns a non-blocking, close-on-exec TCP socket for ap's family, and ap as a
+// socket address. (net.FileConn then sets TCP_NODELAY, as the dialer does.)
+func socketFor(ap netip.AddrPort) (int, unix.Sockaddr, error) {
+	family := unix.AF_INET6
+	var sa unix.Sockaddr = &unix.SockaddrInet6{Port: int(ap.Port()), Addr: ap.Addr().As16()}
+	if ap.Addr().Is4() {
+		family = unix.AF_INET
+		sa = &unix.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()}
+	}
+	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_TCP)
+	if err != nil {
+		return -1, nil, os.NewSyscallError("socket", err)
+	}
+	return fd, sa, nil
+}
+
+// connectDone reports whether the connect in progress on fd ended, and its error (nil:
+// connected). It does not wait: poll(2) with a zero timeout.
+func connectDone(fd int) (bool, error) {
+	pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
+	if n, err := unix.Poll(pfd, 0); n <= 0 || err != nil {
+		return false, nil
+	}
+	soerr, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ERROR)
+	if err != nil {
+		return true, err
+	}
+	if soerr != 0 {
+		return true, syscall.Errno(soerr)
+	}
+	return true, nil
+}
+
+// waitConnected waits through the netpoller until the connect in progress on nc ends, ctx is
+// cancelled (ctx.Err()) or its deadline passes (os.ErrDeadlineExceeded).
+func waitConnected(ctx context.Context, nc net.Conn) error {
+	rc, err := nc.(syscall.Conn).SyscallConn()
+	if err != nil {
+		return err
+	}
+	if d, ok := ctx.Deadline(); ok {
+		_ = nc.SetWriteDeadline(d)
+	}
+	stop := context.AfterFunc(ctx, func() { _ = nc.SetWriteDeadline(time.Unix(1, 0)) })
+	defer stop()
+	var cerr error
+	werr := rc.Write(func(fd uintptr) bool {
+		done, err := connectDone(int(fd))
+		cerr = err
+		return done
+	})
+	if werr != nil {
+		if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return ctx.Err()
+		}
+		if errors.Is(werr, os.ErrDeadlineExceeded) {
+			return os.ErrDeadlineExceeded // the dial timeout, worded as the dialer words it
+		}
+		return werr
+	}
+	if cerr != nil {
+		return os.NewSyscallError("connect", cerr)
+	}
+	return nc.SetWriteDeadline(time.Time{})
+}
