@@ -98,3 +98,13 @@ func LoopIdle(tr Transport) int {
 // SpareConns is how many idle connections per backend a loop keeps ready for concurrent
 // requests.
 const SpareConns = spareConns
+
+// SetAcceptHook makes f run in the gnet engine's accept goroutine before each Accept, until
+// restore is called.
+func SetAcceptHook(f func()) (restore func()) {
+	acceptHook = f
+	return func() { acceptHook = nil }
+}
+
+// LoopAccepted returns how many connections the engine's event loops accepted themselves.
+func LoopAccepted(tr Transport) int64 { return tr.(*GnetEngine).loopAccepted.Load() }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
@@ -46,11 +47,13 @@ type GnetEngine struct {
 	pipe *pipeline.Entrypoint
 	log  *slog.Logger
 
-	ln         net.Listener // the entrypoint's listener, accepted by acceptLoop
-	lnOnce     sync.Once
-	closing    chan struct{}  // closed once the listener is
-	acceptDone chan struct{}  // closed when acceptLoop has returned
-	enrolling  sync.WaitGroup // connections handed to gnet and not yet opened by a loop
+	ln           net.Listener    // the entrypoint's listener, accepted by acceptLoop
+	lnRC         syscall.RawConn // ln's descriptor, accepted from by busy event loops too (acceptOnLoop); nil: not
+	loopAccepted atomic.Int64    // connections the event loops accepted (acceptOnLoop)
+	lnOnce       sync.Once
+	closing      chan struct{}  // closed once the listener is
+	acceptDone   chan struct{}  // closed when acceptLoop has returned
+	enrolling    sync.WaitGroup // connections handed to gnet and not yet opened by a loop
 
 	eng      gnet.Engine   // set by OnBoot, before running is closed
 	launched atomic.Bool   // Start got as far as running gnet
@@ -126,6 +129,9 @@ func (e *GnetEngine) Start() error {
 	if err := e.Listen(); err != nil {
 		return err
 	}
+	if e.set.UpstreamLoop {
+		e.lnRC = e.loopListener()
+	}
 	e.launched.Store(true)
 	go func() {
 		defer close(e.stopped)
@@ -159,6 +165,9 @@ func (e *GnetEngine) acceptLoop() {
 	defer close(e.acceptDone)
 	var delay time.Duration
 	for {
+		if acceptHook != nil {
+			acceptHook()
+		}
 		c, err := e.ln.Accept()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
@@ -178,19 +187,42 @@ func (e *GnetEngine) acceptLoop() {
 		if tc, ok := c.(*net.TCPConn); ok && e.inherited {
 			_ = tc.SetKeepAlive(false) // as the engine's own listener sets (Listen)
 		}
-		// gnet takes over a copy of the socket and closes c; OnOpen then runs on a loop.
-		ctx := gnet.NewContext(gnet.NewNetConnContext(context.Background(), c), accepted)
-		ch, err := e.eng.Register(ctx)
-		if err != nil {
-			_ = c.Close()
-			continue
-		}
-		e.enrolling.Add(1)
-		go func() {
-			defer e.enrolling.Done()
-			<-ch
-		}()
+		e.register(c)
 	}
+}
+
+// acceptHook, when set (by tests), runs in acceptLoop before each Accept.
+var acceptHook func()
+
+// register hands an accepted connection to gnet: gnet takes over a copy of the socket and
+// closes c; OnOpen then runs on a loop.
+func (e *GnetEngine) register(c net.Conn) {
+	ctx := gnet.NewContext(gnet.NewNetConnContext(context.Background(), c), accepted)
+	ch, err := e.eng.Register(ctx)
+	if err != nil {
+		_ = c.Close()
+		return
+	}
+	e.enrolling.Add(1)
+	go func() {
+		defer e.enrolling.Done()
+		<-ch
+	}()
+}
+
+// adopt registers a connection an event loop accepted (acceptOnLoop) as acceptLoop registers
+// its own, with TCP keep-alive off as the engine's listener sets it (Listen).
+func (e *GnetEngine) adopt(fd int) {
+	f := os.NewFile(uintptr(fd), "")
+	c, err := net.FileConn(f) // a duplicate of fd
+	_ = f.Close()
+	if err != nil {
+		return
+	}
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetKeepAlive(false)
+	}
+	e.register(c)
 }
 
 // closeListener closes the entrypoint's listening socket: from then on the kernel refuses new
@@ -411,9 +443,16 @@ func (e *GnetEngine) OnTraffic(c gnet.Conn) gnet.Action {
 	gc, ok := c.Context().(*gconn)
 	if !ok {
 		if uc, ok := c.Context().(*upConn); ok {
+			e.acceptOnLoop(uc.ls, time.Now().UnixNano())
 			return e.upTraffic(uc)
 		}
 		return gnet.Close
+	}
+	if e.lnRC != nil {
+		if gc.ls == nil {
+			gc.ls = e.loopOf(c)
+		}
+		e.acceptOnLoop(gc.ls, time.Now().UnixNano())
 	}
 	return gc.onTraffic()
 }

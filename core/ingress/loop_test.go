@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -317,4 +318,57 @@ func TestLoopKeepsSpareConnections(t *testing.T) {
 		}
 	}
 	close(up.release)
+}
+
+// A busy event loop accepts new connections itself: with the accept goroutine held, a client
+// that connects while another client's stream keeps the loop busy is still served.
+func TestBusyLoopAccepts(t *testing.T) {
+	gate := make(chan struct{})
+	var calls atomic.Int64
+	t.Cleanup(ingress.SetAcceptHook(func() {
+		if calls.Add(1) > 1 { // the first client gets through; then the accept goroutine waits
+			<-gate
+		}
+	}))
+	var first atomic.Bool
+	up := newUpstream(t, func(u *contractUpstream, c net.Conn) bool {
+		if !first.CompareAndSwap(false, true) {
+			return answerNow(u, c)
+		}
+		// The first request streams a chunk every 2 ms until cleanup: traffic on the loop.
+		if _, err := io.WriteString(c, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"); err != nil {
+			return false
+		}
+		tick := time.NewTicker(2 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-u.stop:
+				return false
+			case <-tick.C:
+				if _, err := io.WriteString(c, "1\r\nx\r\n"); err != nil {
+					return false
+				}
+			}
+		}
+	})
+	tr := startLoopEngine(t, up.addr())
+	t.Cleanup(func() { close(gate) })
+
+	a := dialClient(t, tr.Addr())
+	writeRequest(t, a, "/stream")
+	br := bufio.NewReader(a)
+	require.NoError(t, a.SetReadDeadline(time.Now().Add(eventWait)))
+	resp, err := http.ReadResponse(br, nil)
+	require.NoError(t, err, "the streaming request is answered")
+	require.Equal(t, 200, resp.StatusCode)
+	go func() { _, _ = io.Copy(io.Discard, br) }()
+
+	require.Eventually(t, func() bool { return calls.Load() > 1 }, eventWait, time.Millisecond,
+		"the accept goroutine is held")
+	b := dialClient(t, tr.Addr())
+	resp2, body := roundTrip(t, b, "/x")
+	require.Equal(t, 200, resp2.StatusCode)
+	require.Equal(t, "hello", string(body))
+	require.Positive(t, ingress.LoopAccepted(tr), "the loop accepted the second client")
 }
