@@ -47,24 +47,26 @@ func (e *GnetEngine) loopListener() syscall.RawConn {
 // acceptOnLoop accepts the connections waiting in the listener's queue, from event loop ls,
 // unless the loop looked within loopAcceptEvery (now is unix ns); each is registered with gnet
 // as acceptLoop registers its own. A listener that closes meanwhile is not touched:
-// RawConn.Control fails once it is closed, and holds the descriptor open while it runs.
+// RawConn.Control fails once it is closed, and the listener's Close waits for a Control in
+// progress.
 func (e *GnetEngine) acceptOnLoop(ls *loopState, now int64) {
 	if e.lnRC == nil || now < ls.nextAccept || e.draining.Load() {
 		return
 	}
 	ls.nextAccept = now + int64(loopAcceptEvery)
-	var fds [loopAcceptMax]int
 	n := 0
 	_ = e.lnRC.Control(func(fd uintptr) {
 		pfd := [1]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
 		if k, err := unix.Poll(pfd[:], 0); k <= 0 || err != nil {
 			return
 		}
-		for n < len(fds) {
+		for n < loopAcceptMax {
 			nfd, _, err := unix.Accept4(int(fd), unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
 			switch err {
 			case nil:
-				fds[n] = nfd
+				// Registered while Control holds the listener: a drain's close waits for it,
+				// and its wait for connections on their way to a loop then counts this one.
+				e.adopt(nfd)
 				n++
 			case unix.EINTR, unix.ECONNABORTED:
 			default:
@@ -72,8 +74,5 @@ func (e *GnetEngine) acceptOnLoop(ls *loopState, now int64) {
 			}
 		}
 	})
-	for _, fd := range fds[:n] {
-		e.adopt(fd)
-	}
 	e.loopAccepted.Add(int64(n))
 }
