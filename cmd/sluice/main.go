@@ -292,8 +292,9 @@ func serve(args []string, stdout, stderr io.Writer) int {
 			}
 			continue
 		}
-		log.Info("draining", "signal", sig.String())
+		log.Info("draining; send the signal again to close the remaining connections now", "signal", sig.String())
 		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(g.DrainTimeout()))
+		go cutOnSecondSignal(sigs, cancel, log)
 		start := time.Now()
 		err := g.Drain(ctx)
 		cancel()
@@ -302,12 +303,29 @@ func serve(args []string, stdout, stderr io.Writer) int {
 			log.Info("drained; exiting", "took", time.Since(start).Round(time.Millisecond).String())
 		case errors.Is(err, context.DeadlineExceeded):
 			log.Warn("drain timeout reached; closing the remaining connections and exiting", "drain_timeout", time.Duration(g.DrainTimeout()).String())
+		case errors.Is(err, context.Canceled):
+			log.Warn("drain cut short; closed the remaining connections", "took", time.Since(start).Round(time.Millisecond).String())
 		default:
 			log.Error("drain", "error", err.Error())
 		}
 		return 0
 	}
 	return 0
+}
+
+// cutOnSecondSignal ends a drain early: a second SIGTERM or SIGINT (an operator pressing
+// Ctrl-C again) cancels the drain's context, so the remaining connections are closed as at
+// drain_timeout. SIGHUP during a drain reloads nothing: the configuration is on its way out.
+func cutOnSecondSignal(sigs <-chan os.Signal, cancel context.CancelFunc, log *slog.Logger) {
+	for sig := range sigs {
+		if sig == syscall.SIGHUP {
+			log.Warn("reload ignored: draining", "signal", sig.String())
+			continue
+		}
+		log.Warn("second signal: closing the remaining connections", "signal", sig.String())
+		cancel()
+		return
+	}
 }
 
 // flushLog writes out the log lines still waiting for standard error, for at most 2 s (a

@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -79,4 +80,76 @@ address = "127.0.0.1:%d"
 	require.True(t, exited)
 	require.NoError(t, err, "exit status after SIGTERM: %s", p.Output())
 	require.Contains(t, p.Output(), "drained; exiting", "the last log line says the drain ended")
+}
+
+// A second SIGTERM during a drain closes what is left at once: the process exits long before
+// drain_timeout with the stream in flight cut, and says so.
+func TestSecondSignalCutsTheDrainShort(t *testing.T) {
+	bin := testenv.BuildBinary(t, "./cmd/sluice")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() { // an upstream that streams a chunk every 50 ms and never ends
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				buf := make([]byte, 4096)
+				_, _ = c.Read(buf)
+				fmt.Fprint(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+				for {
+					select {
+					case <-stop:
+						return
+					case <-time.After(50 * time.Millisecond):
+					}
+					if _, err := fmt.Fprint(c, "8\r\ndata: x\n\r\n"); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	port := testenv.FreePort(t)
+	cfg := filepath.Join(t.TempDir(), "sluice.toml")
+	require.NoError(t, os.WriteFile(cfg, []byte(fmt.Sprintf(`[entrypoints.web]
+address = "127.0.0.1:%d"
+drain_timeout = "60s"
+[routers.api]
+rule = "PathPrefix(`+"`/`"+`)"
+service = "up"
+[services.up.load_balancer]
+servers = [{ url = "http://%s" }]
+[admin]
+address = ""
+`, port, ln.Addr())), 0o644))
+	p := testenv.StartProcess(t, bin, "serve", "--config", cfg)
+	p.WaitOutput(t, "entrypoint listening", 10*time.Second)
+
+	c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = fmt.Fprint(c, "GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")
+	require.NoError(t, err)
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(10*time.Second)))
+	first := make([]byte, 256)
+	_, err = c.Read(first)
+	require.NoError(t, err, "the stream started")
+
+	require.NoError(t, p.Signal(syscall.SIGTERM))
+	p.WaitOutput(t, "send the signal again", 5*time.Second)
+	require.NoError(t, p.Signal(syscall.SIGTERM))
+	select {
+	case <-p.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("sluice went on draining after a second SIGTERM")
+	}
+	require.Contains(t, p.Output(), "drain cut short")
+	_, err = io.Copy(io.Discard, c)
+	require.NoError(t, err, "the stream ends with the connection (not a timeout)")
 }
