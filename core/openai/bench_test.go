@@ -75,8 +75,8 @@ func benchStruct(b *testing.B, size int, unmarshal func([]byte, any) error) {
 
 func BenchmarkGoccyStructChat1KiB(b *testing.B)  { benchStruct(b, 1<<10, gojson.Unmarshal) }
 func BenchmarkGoccyStructChat64KiB(b *testing.B) { benchStruct(b, 64<<10, gojson.Unmarshal) }
-func BenchmarkGoccyNoEscapeChat1KiB(b *testing.B) {
-	benchStruct(b, 1<<10, func(d []byte, v any) error { return gojson.UnmarshalNoEscape(d, v) })
+func BenchmarkGoccyUnmarshalOfChat1KiB(b *testing.B) {
+	benchStruct(b, 1<<10, func(d []byte, v any) error { return gojson.UnmarshalOf(d, v.(*fixedChat)) })
 }
 func BenchmarkStdStructChat1KiB(b *testing.B)  { benchStruct(b, 1<<10, json.Unmarshal) }
 func BenchmarkStdStructChat64KiB(b *testing.B) { benchStruct(b, 64<<10, json.Unmarshal) }
