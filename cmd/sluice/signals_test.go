@@ -5,8 +5,10 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -152,4 +154,49 @@ address = ""
 	require.Contains(t, p.Output(), "drain cut short")
 	_, err = io.Copy(io.Discard, c)
 	require.NoError(t, err, "the stream ends with the connection (not a timeout)")
+}
+
+// Out of file descriptors, the accept failures are logged once a second, not once per retry:
+// with connections piling up beyond the limit, accepts fail and succeed by turns and every
+// failure would otherwise be a line.
+func TestAcceptFailuresAreLoggedOnceASecond(t *testing.T) {
+	bin := testenv.BuildBinary(t, "./cmd/sluice")
+	port := testenv.FreePort(t)
+	cfg := filepath.Join(t.TempDir(), "sluice.toml")
+	require.NoError(t, os.WriteFile(cfg, []byte(fmt.Sprintf(`[entrypoints.web]
+address = "127.0.0.1:%d"
+[routers.api]
+rule = "PathPrefix(`+"`/`"+`)"
+service = "up"
+[services.up.load_balancer]
+servers = [{ url = "http://127.0.0.1:1" }]
+[admin]
+address = ""
+`, port)), 0o644))
+	cmd := exec.Command("sh", "-c", `ulimit -n 48 && exec "$0" serve --config "$1"`, bin, cfg)
+	p := testenv.StartProcessCmd(t, cmd)
+	p.WaitOutput(t, "entrypoint listening", 10*time.Second)
+
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}()
+	for i := 0; i < 80; i++ { // the kernel queues what the gateway cannot accept
+		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		require.NoError(t, err)
+		conns = append(conns, c)
+	}
+	p.WaitOutput(t, "accept failed", 10*time.Second)
+	start := time.Now()
+	// Closing connections frees descriptors, so accepts succeed and fail by turns.
+	for _, c := range conns[:20] {
+		_ = c.Close()
+		time.Sleep(20 * time.Millisecond) // pacing the closes, not a wait for an event
+	}
+	elapsed := time.Since(start)
+	lines := strings.Count(p.Output(), "accept failed")
+	require.LessOrEqual(t, lines, int(elapsed/time.Second)+2, "accept failure lines in %v", elapsed)
+	require.Contains(t, p.Output(), "suppressed_since_last=")
 }

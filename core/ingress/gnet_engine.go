@@ -163,7 +163,11 @@ var accepted = &struct{ byAcceptLoop bool }{true}
 // the listener is closed.
 func (e *GnetEngine) acceptLoop() {
 	defer close(e.acceptDone)
-	var delay time.Duration
+	var (
+		delay      time.Duration
+		loggedAt   time.Time // of the last "accept failed" line
+		suppressed int       // failures not logged since
+	)
 	for {
 		if acceptHook != nil {
 			acceptHook()
@@ -176,7 +180,14 @@ func (e *GnetEngine) acceptLoop() {
 			// Out of file descriptors and the like: wait a little and try again, as
 			// net/http's Server does, rather than spin.
 			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
-			e.log.Warn("accept failed; retrying", "entrypoint", e.set.Name, "error", err.Error(), "retry_in", delay.String())
+			// One line a second at most: out of descriptors, accepts fail and succeed by turns
+			// (each close frees one), and the delay starts again at 5 ms after every success.
+			if now := time.Now(); now.Sub(loggedAt) >= time.Second {
+				e.log.Warn("accept failed; retrying", "entrypoint", e.set.Name, "error", err.Error(), "retry_in", delay.String(), "suppressed_since_last", suppressed)
+				loggedAt, suppressed = now, 0
+			} else {
+				suppressed++
+			}
 			select {
 			case <-time.After(delay):
 			case <-e.closing:
