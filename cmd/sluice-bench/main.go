@@ -66,15 +66,45 @@ func main() {
 		fmt.Print(usage)
 		return
 	default:
-		err = fmt.Errorf("unknown command %q\n%s", os.Args[1], usage)
+		err = usageError{fmt.Errorf("unknown command %q\n%s", os.Args[1], usage)}
 	}
 	if errors.Is(err, flag.ErrHelp) {
 		return // -h or --help on a subcommand: its flags were printed, as asked
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "sluice-bench:", err)
+		var ue usageError
+		if errors.As(err, &ue) {
+			os.Exit(2)
+		}
 		os.Exit(1)
 	}
+}
+
+// usageError is a command line the tool does not understand (an unknown command, flag or
+// argument): exit status 2, as sluice's own; a run that fails exits 1.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// parseFlags parses a subcommand's flags. Asked for (-h, --help), the flags go to standard
+// output, as the top-level usage does; a flag the subcommand does not know is a usageError,
+// its message and the flags on standard error.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if a == "-h" || a == "-help" || a == "--help" {
+			fs.SetOutput(os.Stdout)
+		}
+	}
+	err := fs.Parse(args)
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		return usageError{err}
+	}
+	return err
 }
 
 // terminal returns os.Stderr when it is a terminal (for live progress), nil
@@ -113,11 +143,11 @@ func runCmd(ctx context.Context, args []string) error {
 	fs.Uint64Var(&o.Seed, "seed", 1, "seed of request mixes, Poisson gaps and the adversary")
 	fs.StringVar(&o.Adversary, "adversary", "", adversaryHelp)
 	out := fs.String("out", "", "write the JSON result to this file (default: stdout)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("run: unexpected argument %q (flags only)", fs.Arg(0))
+		return usageError{fmt.Errorf("run: unexpected argument %q (flags only)", fs.Arg(0))}
 	}
 	if o.Target == "" {
 		return errors.New("run: --target is required")
@@ -203,11 +233,11 @@ func compareCmd(ctx context.Context, args []string) error {
 	fs.StringVar(&o.WorkDir, "workdir", "", "directory for generated configs and logs (default: temporary, removed)")
 	out := fs.String("out", "bench-compare.json", "JSON report file; the SVG chart goes beside it (.svg)")
 	md := fs.String("md", "", "also write the Markdown table to this file")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("compare: unexpected argument %q (flags only)", fs.Arg(0))
+		return usageError{fmt.Errorf("compare: unexpected argument %q (flags only)", fs.Arg(0))}
 	}
 	o.Peers, o.Engines, o.Workloads = list(*peerList), list(*engines), list(*workloads)
 	o.SimArgs = strings.Fields(*simArgs)
@@ -280,11 +310,11 @@ func affinityCmd(ctx context.Context, args []string) error {
 	policies := fs.String("policies", strings.Join(peers.AffinityPolicies, ","), "policies to run, in order")
 	binDir := fs.String("bin", "./bin", "directory searched for sluice before PATH")
 	out := fs.String("out", "", "also write the JSON result to this file")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("affinity: unexpected argument %q (flags only)", fs.Arg(0))
+		return usageError{fmt.Errorf("affinity: unexpected argument %q (flags only)", fs.Arg(0))}
 	}
 	o.Policies, o.BinDirs, o.Log = list(*policies), []string{*binDir}, os.Stderr
 	res, err := peers.RunAffinity(ctx, o)
