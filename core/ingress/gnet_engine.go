@@ -50,10 +50,13 @@ type GnetEngine struct {
 	ln           net.Listener    // the entrypoint's listener, accepted by acceptLoop
 	lnRC         syscall.RawConn // ln's descriptor, accepted from by busy event loops too (acceptOnLoop); nil: not
 	loopAccepted atomic.Int64    // connections the event loops accepted (acceptOnLoop)
-	lnOnce       sync.Once
-	closing      chan struct{}  // closed once the listener is
-	acceptDone   chan struct{}  // closed when acceptLoop has returned
-	enrolling    sync.WaitGroup // connections handed to gnet and not yet opened by a loop
+	// acceptingSince is when (unix ns) acceptLoop last called Accept, 0 while it is not in
+	// Accept: the loops accept only what it has been waiting to be told of for a while.
+	acceptingSince atomic.Int64
+	lnOnce         sync.Once
+	closing        chan struct{}  // closed once the listener is
+	acceptDone     chan struct{}  // closed when acceptLoop has returned
+	enrolling      sync.WaitGroup // connections handed to gnet and not yet opened by a loop
 
 	eng      gnet.Engine   // set by OnBoot, before running is closed
 	launched atomic.Bool   // Start got as far as running gnet
@@ -169,10 +172,12 @@ func (e *GnetEngine) acceptLoop() {
 		suppressed int       // failures not logged since
 	)
 	for {
+		e.acceptingSince.Store(time.Now().UnixNano())
 		if acceptHook != nil {
 			acceptHook()
 		}
 		c, err := e.ln.Accept()
+		e.acceptingSince.Store(0)
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return

@@ -26,6 +26,13 @@ import (
 // loop's current work, while the loop is busy.
 const loopAcceptEvery = 500 * time.Microsecond
 
+// acceptLoopLate is how long acceptLoop may have been waiting in Accept, with a connection in
+// the queue, before a loop accepts in its place. A connection acceptLoop takes costs fewer
+// system calls (a loop's goes through net.FileConn and is duplicated again by gnet), so while
+// acceptLoop keeps up, as in a burst of connections it accepts one after the other, the loops
+// leave the queue to it; once the netpoller leaves it parked, they do not wait for it.
+const acceptLoopLate = 200 * time.Microsecond
+
 // loopAcceptMax is the most connections one attempt accepts: the rest wait for the next one
 // (or acceptLoop), so a burst of connections does not hold up the loop's own traffic.
 const loopAcceptMax = 16
@@ -59,6 +66,9 @@ func (e *GnetEngine) acceptOnLoop(ls *loopState, now int64) {
 		pfd := [1]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
 		if k, err := unix.Poll(pfd[:], 0); k <= 0 || err != nil {
 			return
+		}
+		if since := e.acceptingSince.Load(); since == 0 || now-since < int64(acceptLoopLate) {
+			return // acceptLoop runs, or has just looked: its own accept4 finds the connection
 		}
 		for n < loopAcceptMax {
 			nfd, _, err := unix.Accept4(int(fd), unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
