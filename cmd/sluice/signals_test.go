@@ -158,7 +158,8 @@ address = ""
 
 // Out of file descriptors, the accept failures are logged once a second, not once per retry:
 // with connections piling up beyond the limit, accepts fail and succeed by turns and every
-// failure would otherwise be a line.
+// failure would otherwise be a line. The accepted connections gnet could not take over are
+// logged too (once a second), since their clients only see a close.
 func TestAcceptFailuresAreLoggedOnceASecond(t *testing.T) {
 	bin := testenv.BuildBinary(t, "./cmd/sluice")
 	port := testenv.FreePort(t)
@@ -199,4 +200,6 @@ address = ""
 	lines := strings.Count(p.Output(), "accept failed")
 	require.LessOrEqual(t, lines, int(elapsed/time.Second)+2, "accept failure lines in %v", elapsed)
 	require.Contains(t, p.Output(), "suppressed_since_last=")
+	// Connections accepted while the loops could not take them were closed, and it says so.
+	require.Contains(t, p.Output(), "accepted connection dropped")
 }

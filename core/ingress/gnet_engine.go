@@ -53,10 +53,12 @@ type GnetEngine struct {
 	// acceptingSince is when (unix ns) acceptLoop last called Accept, 0 while it is not in
 	// Accept: the loops accept only what it has been waiting to be told of for a while.
 	acceptingSince atomic.Int64
-	lnOnce         sync.Once
-	closing        chan struct{}  // closed once the listener is
-	acceptDone     chan struct{}  // closed when acceptLoop has returned
-	enrolling      sync.WaitGroup // connections handed to gnet and not yet opened by a loop
+	// registerFailed's rate limit: unix ns of its last line, failures not logged since.
+	regLoggedAt, regSuppressed atomic.Int64
+	lnOnce                     sync.Once
+	closing                    chan struct{}  // closed once the listener is
+	acceptDone                 chan struct{}  // closed when acceptLoop has returned
+	enrolling                  sync.WaitGroup // connections handed to gnet and not yet opened by a loop
 
 	eng      gnet.Engine   // set by OnBoot, before running is closed
 	launched atomic.Bool   // Start got as far as running gnet
@@ -222,8 +224,23 @@ func (e *GnetEngine) register(c net.Conn) {
 	e.enrolling.Add(1)
 	go func() {
 		defer e.enrolling.Done()
-		<-ch
+		if res := <-ch; res.Err != nil {
+			e.registerFailed(res.Err)
+		}
 	}()
+}
+
+// registerFailed logs, once a second at most, that gnet could not take over an accepted
+// connection (out of descriptors, gnet's copy of the socket fails): the client sees its
+// connection closed, and the operator sees why.
+func (e *GnetEngine) registerFailed(err error) {
+	now := time.Now().UnixNano()
+	last := e.regLoggedAt.Load()
+	if now-last < int64(time.Second) || !e.regLoggedAt.CompareAndSwap(last, now) {
+		e.regSuppressed.Add(1)
+		return
+	}
+	e.log.Warn("accepted connection dropped: the event loop could not take it", "entrypoint", e.set.Name, "error", err.Error(), "suppressed_since_last", e.regSuppressed.Swap(0))
 }
 
 // adopt registers a connection an event loop accepted (acceptOnLoop) as acceptLoop registers
