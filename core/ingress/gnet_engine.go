@@ -52,13 +52,12 @@ type GnetEngine struct {
 	loopAccepted atomic.Int64    // connections the event loops accepted (acceptOnLoop)
 	// acceptingSince is when (unix ns) acceptLoop last called Accept, 0 while it is not in
 	// Accept: the loops accept only what it has been waiting to be told of for a while.
-	acceptingSince atomic.Int64
-	// registerFailed's rate limit: unix ns of its last line, failures not logged since.
-	regLoggedAt, regSuppressed atomic.Int64
-	lnOnce                     sync.Once
-	closing                    chan struct{}  // closed once the listener is
-	acceptDone                 chan struct{}  // closed when acceptLoop has returned
-	enrolling                  sync.WaitGroup // connections handed to gnet and not yet opened by a loop
+	acceptingSince         atomic.Int64
+	acceptLog, registerLog logLimit // "accept failed" and "accepted connection dropped" lines
+	lnOnce                 sync.Once
+	closing                chan struct{}  // closed once the listener is
+	acceptDone             chan struct{}  // closed when acceptLoop has returned
+	enrolling              sync.WaitGroup // connections handed to gnet and not yet opened by a loop
 
 	eng      gnet.Engine   // set by OnBoot, before running is closed
 	launched atomic.Bool   // Start got as far as running gnet
@@ -168,11 +167,7 @@ var accepted = &struct{ byAcceptLoop bool }{true}
 // the listener is closed.
 func (e *GnetEngine) acceptLoop() {
 	defer close(e.acceptDone)
-	var (
-		delay      time.Duration
-		loggedAt   time.Time // of the last "accept failed" line
-		suppressed int       // failures not logged since
-	)
+	var delay time.Duration
 	for {
 		e.acceptingSince.Store(time.Now().UnixNano())
 		if acceptHook != nil {
@@ -189,11 +184,8 @@ func (e *GnetEngine) acceptLoop() {
 			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
 			// One line a second at most: out of descriptors, accepts fail and succeed by turns
 			// (each close frees one), and the delay starts again at 5 ms after every success.
-			if now := time.Now(); now.Sub(loggedAt) >= time.Second {
-				e.log.Warn("accept failed; retrying", "entrypoint", e.set.Name, "error", err.Error(), "retry_in", delay.String(), "suppressed_since_last", suppressed)
-				loggedAt, suppressed = now, 0
-			} else {
-				suppressed++
+			if n, ok := e.acceptLog.allow(); ok {
+				e.log.Warn("accept failed; retrying", "entrypoint", e.set.Name, "error", err.Error(), "retry_in", delay.String(), "suppressed_since_last", n)
 			}
 			select {
 			case <-time.After(delay):
@@ -234,13 +226,27 @@ func (e *GnetEngine) register(c net.Conn) {
 // connection (out of descriptors, gnet's copy of the socket fails): the client sees its
 // connection closed, and the operator sees why.
 func (e *GnetEngine) registerFailed(err error) {
-	now := time.Now().UnixNano()
-	last := e.regLoggedAt.Load()
-	if now-last < int64(time.Second) || !e.regLoggedAt.CompareAndSwap(last, now) {
-		e.regSuppressed.Add(1)
-		return
+	if n, ok := e.registerLog.allow(); ok {
+		e.log.Warn("accepted connection dropped: the event loop could not take it", "entrypoint", e.set.Name, "error", err.Error(), "suppressed_since_last", n)
 	}
-	e.log.Warn("accepted connection dropped: the event loop could not take it", "entrypoint", e.set.Name, "error", err.Error(), "suppressed_since_last", e.regSuppressed.Swap(0))
+}
+
+// logLimit lets one log line a second through, safe for concurrent use.
+type logLimit struct {
+	last       atomic.Int64 // unix ns of the last line let through
+	suppressed atomic.Int64 // lines held back since
+}
+
+// allow reports whether a line may be written now and, if so, how many were held back since
+// the last one.
+func (l *logLimit) allow() (suppressed int64, ok bool) {
+	now := time.Now().UnixNano()
+	last := l.last.Load()
+	if now-last < int64(time.Second) || !l.last.CompareAndSwap(last, now) {
+		l.suppressed.Add(1)
+		return 0, false
+	}
+	return l.suppressed.Swap(0), true
 }
 
 // adopt registers a connection an event loop accepted (acceptOnLoop) as acceptLoop registers
@@ -476,7 +482,7 @@ func (e *GnetEngine) OnTraffic(c gnet.Conn) gnet.Action {
 	gc, ok := c.Context().(*gconn)
 	if !ok {
 		if uc, ok := c.Context().(*upConn); ok {
-			e.acceptOnLoop(uc.ls, time.Now().UnixNano())
+			e.acceptOnLoop(uc.ls)
 			return e.upTraffic(uc)
 		}
 		return gnet.Close
@@ -485,7 +491,7 @@ func (e *GnetEngine) OnTraffic(c gnet.Conn) gnet.Action {
 		if gc.ls == nil {
 			gc.ls = e.loopOf(c)
 		}
-		e.acceptOnLoop(gc.ls, time.Now().UnixNano())
+		e.acceptOnLoop(gc.ls)
 	}
 	return gc.onTraffic()
 }

@@ -52,12 +52,16 @@ func (e *GnetEngine) loopListener() syscall.RawConn {
 }
 
 // acceptOnLoop accepts the connections waiting in the listener's queue, from event loop ls,
-// unless the loop looked within loopAcceptEvery (now is unix ns); each is registered with gnet
+// unless the loop looked within loopAcceptEvery; each is registered with gnet
 // as acceptLoop registers its own. A listener that closes meanwhile is not touched:
 // RawConn.Control fails once it is closed, and the listener's Close waits for a Control in
 // progress.
-func (e *GnetEngine) acceptOnLoop(ls *loopState, now int64) {
-	if e.lnRC == nil || now < ls.nextAccept || e.draining.Load() {
+func (e *GnetEngine) acceptOnLoop(ls *loopState) {
+	if e.lnRC == nil {
+		return
+	}
+	now := time.Now().UnixNano()
+	if now < ls.nextAccept || e.draining.Load() {
 		return
 	}
 	ls.nextAccept = now + int64(loopAcceptEvery)
