@@ -25,20 +25,11 @@ func TestServeReloadsOnSIGHUPAndDrainsOnSIGTERM(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	defer ln.Close()
-	go func() { // a tiny upstream answering 200 "ok" on every connection's first request
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				buf := make([]byte, 4096)
-				_, _ = c.Read(buf)
-				fmt.Fprint(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
-			}()
-		}
-	}()
+	serveEach(ln, func(c net.Conn) { // a tiny upstream answering 200 "ok" on every connection's first request
+		buf := make([]byte, 4096)
+		_, _ = c.Read(buf)
+		fmt.Fprint(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+	})
 	port := testenv.FreePort(t)
 	admin := testenv.FreePort(t)
 	cfg := filepath.Join(t.TempDir(), "sluice.toml")
@@ -93,43 +84,23 @@ func TestSecondSignalCutsTheDrainShort(t *testing.T) {
 	defer ln.Close()
 	stop := make(chan struct{})
 	defer close(stop)
-	go func() { // an upstream that streams a chunk every 50 ms and never ends
+	serveEach(ln, func(c net.Conn) { // an upstream that streams a chunk every 50 ms and never ends
+		buf := make([]byte, 4096)
+		_, _ = c.Read(buf)
+		fmt.Fprint(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
 		for {
-			c, err := ln.Accept()
-			if err != nil {
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			if _, err := fmt.Fprint(c, "8\r\ndata: x\n\r\n"); err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				buf := make([]byte, 4096)
-				_, _ = c.Read(buf)
-				fmt.Fprint(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
-				for {
-					select {
-					case <-stop:
-						return
-					case <-time.After(50 * time.Millisecond):
-					}
-					if _, err := fmt.Fprint(c, "8\r\ndata: x\n\r\n"); err != nil {
-						return
-					}
-				}
-			}()
 		}
-	}()
+	})
 	port := testenv.FreePort(t)
-	cfg := filepath.Join(t.TempDir(), "sluice.toml")
-	require.NoError(t, os.WriteFile(cfg, []byte(fmt.Sprintf(`[entrypoints.web]
-address = "127.0.0.1:%d"
-drain_timeout = "60s"
-[routers.api]
-rule = "PathPrefix(`+"`/`"+`)"
-service = "up"
-[services.up.load_balancer]
-servers = [{ url = "http://%s" }]
-[admin]
-address = ""
-`, port, ln.Addr())), 0o644))
+	cfg := catchAllConfig(t, port, ln.Addr().String(), `drain_timeout = "60s"`)
 	p := testenv.StartProcess(t, bin, "serve", "--config", cfg)
 	p.WaitOutput(t, "entrypoint listening", 10*time.Second)
 
@@ -163,17 +134,7 @@ address = ""
 func TestAcceptFailuresAreLoggedOnceASecond(t *testing.T) {
 	bin := testenv.BuildBinary(t, "./cmd/sluice")
 	port := testenv.FreePort(t)
-	cfg := filepath.Join(t.TempDir(), "sluice.toml")
-	require.NoError(t, os.WriteFile(cfg, []byte(fmt.Sprintf(`[entrypoints.web]
-address = "127.0.0.1:%d"
-[routers.api]
-rule = "PathPrefix(`+"`/`"+`)"
-service = "up"
-[services.up.load_balancer]
-servers = [{ url = "http://127.0.0.1:1" }]
-[admin]
-address = ""
-`, port)), 0o644))
+	cfg := catchAllConfig(t, port, "127.0.0.1:1", "")
 	cmd := exec.Command("sh", "-c", `ulimit -n 48 && exec "$0" serve --config "$1"`, bin, cfg)
 	p := testenv.StartProcessCmd(t, cmd)
 	p.WaitOutput(t, "entrypoint listening", 10*time.Second)
@@ -202,4 +163,41 @@ address = ""
 	require.Contains(t, p.Output(), "suppressed_since_last=")
 	// Connections accepted while the loops could not take them were closed, and it says so.
 	require.Contains(t, p.Output(), "accepted connection dropped")
+}
+
+// serveEach runs handle on every connection ln accepts, each on a goroutine of its own that
+// closes the connection after handle, until ln is closed.
+func serveEach(ln net.Listener, handle func(c net.Conn)) {
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				handle(c)
+			}()
+		}
+	}()
+}
+
+// catchAllConfig writes a config whose entrypoint web on port routes every path to upstream
+// (host:port), with entrypointKeys added to the entrypoint's table and the admin API off, and
+// returns its path.
+func catchAllConfig(t *testing.T, port int, upstream, entrypointKeys string) string {
+	t.Helper()
+	cfg := filepath.Join(t.TempDir(), "sluice.toml")
+	require.NoError(t, os.WriteFile(cfg, []byte(fmt.Sprintf(`[entrypoints.web]
+address = "127.0.0.1:%d"
+%s
+[routers.api]
+rule = "PathPrefix(`+"`/`"+`)"
+service = "up"
+[services.up.load_balancer]
+servers = [{ url = "http://%s" }]
+[admin]
+address = ""
+`, port, entrypointKeys, upstream)), 0o644))
+	return cfg
 }
