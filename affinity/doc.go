@@ -47,7 +47,8 @@
 // the conversation key does (a system prompt or tools that conversations share) is not
 // followed, so that it does not pull every new conversation to the backends that served
 // earlier ones; nor is one that ends before the previous turn (another replica served the
-// turns since, so the hint is out of date).
+// turns since, so the hint is out of date). And it places a conversation's opening request
+// within the load band alone, since its later turns stay where it opens.
 //
 // A request flows as: openai.Peek, Fingerprint, Index.Lookup over the candidate targets
 // with their loads, SelectPrint, then Index.Learn after the response (or Index.Forget when the

@@ -70,6 +70,12 @@ type Choice struct {
 //     state, sends a conversation to the same backend while the candidates agree and none
 //     carries much more than its share.
 func Select(cands []Candidate, scanned int, conv uint64) Choice {
+	return choose(cands, scanned, conv, false)
+}
+
+// choose is Select; with opening set, a choice without a hint is made within the load band
+// alone (see SelectPrint).
+func choose(cands []Candidate, scanned int, conv uint64, opening bool) Choice {
 	if len(cands) == 0 {
 		return Choice{Index: -1}
 	}
@@ -100,7 +106,10 @@ func Select(cands []Candidate, scanned int, conv uint64) Choice {
 		return Choice{Index: best, Prefix: cands[best].Prefix, Outcome: OutcomeHit}
 	}
 	var bw uint64
-	limit := homeLimit(cands, least)
+	limit := least + LoadBand
+	if !opening {
+		limit = homeLimit(cands, least)
+	}
 	for i := range cands {
 		if cands[i].Load > limit {
 			continue
@@ -133,6 +142,15 @@ func Select(cands []Candidate, scanned int, conv uint64) Choice {
 //     names while their load bands agree. A router that served the previous turn itself
 //     holds a hint at least that long and follows it. When a dropped hint was the only one
 //     that covered half of the request, the outcome is OutcomeBehind.
+//
+// And one rule for the choice without a hint: a conversation's opening request (no
+// assistant message yet, TurnPrefix 0) is placed by rendezvous hashing within the load band
+// alone, not within the looser bound relative to the mean. Where a conversation opens decides
+// where its later turns stay (they follow their hints while the backend stays in the band),
+// so that bound would let backends keep up to a quarter more conversations than their share
+// for their whole length. A replica that did not see the opening and places the next turn by
+// the mean bound may choose another backend; that turn then misses only the opening's own
+// message, as the shared prefix before it is cached everywhere.
 func SelectPrint(cands []Candidate, p *Print) Choice {
 	current := p.turnCheckpoint()
 	shared, behind := false, false
@@ -150,7 +168,7 @@ func SelectPrint(cands []Candidate, p *Print) Choice {
 		}
 		c.Prefix, c.Used = 0, 0
 	}
-	ch := Select(cands, p.Scanned, p.Conversation)
+	ch := choose(cands, p.Scanned, p.Conversation, p.TurnPrefix == 0)
 	if ch.Outcome == OutcomeMiss {
 		switch {
 		case behind:

@@ -62,3 +62,36 @@ func checkpointAt(t *testing.T, p *Print, prefix int) Checkpoint {
 	t.Fatalf("no checkpoint at %d", prefix)
 	return Checkpoint{}
 }
+
+// TestSelectPrintPlacesOpeningsWithinTheBand: a conversation's opening request (no assistant
+// message yet) goes to its rendezvous choice only while that backend is within the load band;
+// a later turn without a current hint may go to it up to the bound relative to the mean.
+func TestSelectPrintPlacesOpeningsWithinTheBand(t *testing.T) {
+	sys, u1, a1, u2 := text("system", 1500), text("u1", 300), text("a1", 300), text("u2", 300)
+	opening := fingerprint(t, openai.ChatCompletions, chat(sys, u1))
+	next := fingerprint(t, openai.ChatCompletions, chat(sys, u1, a1, u2))
+	require.Zero(t, opening.TurnPrefix)
+	require.Positive(t, next.TurnPrefix)
+	require.Equal(t, opening.Conversation, next.Conversation)
+
+	// Loads 2, 2, 2, 4 (with the request, 11/4 in flight: 1.25× rounds up to 4): the
+	// conversation's rendezvous choice carries 4, above the band (least 2 + 1), within the
+	// mean bound.
+	cands := func() []Candidate {
+		cs := []Candidate{{Target: 10, Load: 2}, {Target: 11, Load: 2}, {Target: 12, Load: 2}, {Target: 13, Load: 4}}
+		home := rendezvousPick(cs, opening.Conversation)
+		cs[home].Load, cs[(home+1)%4].Load = 4, 2
+		return cs
+	}
+	cs := cands()
+	home := rendezvousPick(cs, opening.Conversation)
+
+	c := SelectPrint(cs, opening)
+	require.Equal(t, OutcomeMiss, c.Outcome)
+	require.NotEqual(t, home, c.Index, "an opening is placed within the band")
+	require.LessOrEqual(t, cs[c.Index].Load, 3)
+
+	cs = cands()
+	c = SelectPrint(cs, next)
+	require.Equal(t, Choice{Index: home, Outcome: OutcomeMiss}, c, "a later turn goes home within the mean bound")
+}
