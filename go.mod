@@ -41,3 +41,5 @@ require (
 	golang.org/x/text v0.43.0 // indirect
 	gopkg.in/natefinch/lumberjack.v2 v2.2.1 // indirect
 )
+
+replace github.com/panjf2000/gnet/v2 => ./internal/gnet
