@@ -218,16 +218,20 @@ func TestDockerignoreKeepsTheBuildInputs(t *testing.T) {
 	require.True(t, dockerignored(patterns, ".git/HEAD"), "the repository's history stays out of the context")
 	require.True(t, dockerignored(patterns, "bench/node/node_modules/x/index.js"))
 
-	// Every file the image's go build reads: go.mod, go.sum, and the packages' Go and
-	// embedded files.
+	// Every file the image's go build reads: go.mod, go.sum, and the Go and embedded files
+	// of the packages in the repository (the main module's, and those of a module that a
+	// replace directive takes from a directory of the repository, with its go.mod).
 	stdout, stderr, code := run(t, nil, "go", "list", "-deps",
-		"-f", `{{if .Module}}{{if .Module.Main}}{{.Dir}}{{range .GoFiles}} {{.}}{{end}}{{range .EmbedFiles}} {{.}}{{end}}{{end}}{{end}}`,
+		"-f", `{{if .Module}}{{if or .Module.Main .Module.Replace}}{{.Dir}}{{range .GoFiles}} {{.}}{{end}}{{range .EmbedFiles}} {{.}}{{end}}{{end}}{{end}}`,
 		"./cmd/sluice", "./deploy/docker/sluice-healthcheck")
 	require.Equal(t, 0, code, stderr)
-	inputs := []string{"go.mod", "go.sum"}
+	inputs := []string{"go.mod", "go.sum", "internal/gnet/go.mod"}
 	rootDir := rootPath(t)
 	for _, line := range strings.Split(strings.TrimSpace(stdout), "\n") {
 		fields := strings.Fields(line)
+		if !strings.HasPrefix(fields[0], rootDir+"/") && fields[0] != rootDir {
+			continue // a replacement from the module cache
+		}
 		dir := strings.TrimPrefix(strings.TrimPrefix(fields[0], rootDir), "/")
 		for _, f := range fields[1:] {
 			inputs = append(inputs, path.Join(dir, f))

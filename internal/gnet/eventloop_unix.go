@@ -260,7 +260,7 @@ func (el *eventloop) read(c *conn) error {
 	isET := el.engine.opts.EdgeTriggeredIO
 	chunk := el.engine.opts.EdgeTriggeredIOChunk
 loop:
-	n, err := unix.Read(c.fd, el.buffer)
+	n, err := gio.Read(c.fd, el.buffer)
 	if err != nil || n == 0 {
 		if err == unix.EAGAIN {
 			return nil
@@ -324,9 +324,9 @@ loop:
 		if len(iov) > iovMax {
 			iov = iov[:iovMax]
 		}
-		n, err = gio.Writev(c.fd, iov)
+		n, err = gio.RawWritev(c.fd, iov)
 	} else {
-		n, err = unix.Write(c.fd, iov[0])
+		n, err = gio.Write(c.fd, iov[0])
 	}
 	_, _ = c.outboundBuffer.Discard(n)
 	switch err {
@@ -373,7 +373,7 @@ func (el *eventloop) close(c *conn, err error) error {
 		if len(iov) > iovMax {
 			iov = iov[:iovMax]
 		}
-		n, err := gio.Writev(c.fd, iov)
+		n, err := gio.RawWritev(c.fd, iov)
 		if err != nil {
 			break
 		}

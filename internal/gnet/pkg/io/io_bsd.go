@@ -71,3 +71,12 @@ func bytes2iovec(bs [][]byte) []unix.Iovec {
 	}
 	return iovecs
 }
+
+// Read calls read(2). (The raw system calls of io_linux.go are measured on Linux only.)
+func Read(fd int, p []byte) (int, error) { return unix.Read(fd, p) }
+
+// Write calls write(2).
+func Write(fd int, p []byte) (int, error) { return unix.Write(fd, p) }
+
+// RawWritev is Writev, already a raw system call here.
+func RawWritev(fd int, iov [][]byte) (int, error) { return Writev(fd, iov) }
