@@ -43,7 +43,7 @@ func Readv(fd int, iov [][]byte) (int, error) {
 // state. An event loop's descriptors are non-blocking, so the call never waits; the
 // scheduler's bookkeeping for a call that might (entersyscall/exitsyscall, and sysmon taking
 // the loop's P away when it sees one last over 20 µs, which the loop must then win back) cost
-// the gateway about a tenth of its CPU on many slow streams. Shapes and errors are unix.Read's:
+// the gateway 6–12% of its CPU on many slow streams. Shapes and errors are unix.Read's:
 // n is -1 with a syscall.Errno on failure (unix.EAGAIN when nothing is ready).
 func Read(fd int, p []byte) (int, error) { return rawIO(unix.SYS_READ, fd, p) }
 
