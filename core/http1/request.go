@@ -273,6 +273,14 @@ func (r *Request) parseRequestLine(line []byte) error {
 	}
 	major, minor, ok := parseVersion(ver)
 	if !ok {
+		if k := bytes.LastIndexByte(ver, ' '); k >= 0 {
+			if _, _, ok := parseVersion(ver[k+1:]); ok {
+				// The line ends in a valid HTTP-version after more than two spaces: an
+				// unencoded space in the target, which a server must not guess around
+				// (RFC 9112 §3) but can name.
+				return errTargetSpace
+			}
+		}
 		return errVersionSyntax
 	}
 	if major == 2 && minor == 0 && string(r.Method) == "PRI" && string(r.URI) == "*" {

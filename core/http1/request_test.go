@@ -121,6 +121,7 @@ func TestRequestLine(t *testing.T) {
 		{"absolute-form userinfo", "GET http://u@example.com/ HTTP/1.1", 400, "", ""},
 		{"absolute-form empty authority", "GET http:///x HTTP/1.1", 400, "", ""},
 		{"bare CR in line", "GET /\r HTTP/1.1", 400, "", ""},
+		{"space in target", "GET /v1/mod els HTTP/1.1", 400, "", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -158,5 +159,23 @@ func TestAbsoluteFormStillNeedsHostHeader(t *testing.T) {
 	r, err := parseReq(t, "GET http://a:1/x HTTP/1.0\r\n\r\n", nil)
 	if err != nil || string(r.HostBytes()) != "a" {
 		t.Fatalf("1.0 absolute-form: %v host %q", err, r.HostBytes())
+	}
+}
+
+// TestSpaceInTargetIsNamed: a request line whose target holds an unencoded space is refused
+// with a message that says so, not as a malformed version; other extra spaces still read as
+// what they break.
+func TestSpaceInTargetIsNamed(t *testing.T) {
+	for line, want := range map[string]*Error{
+		"GET /v1/mod els HTTP/1.1":  errTargetSpace,
+		"GET /a b c HTTP/1.0":       errTargetSpace,
+		"GET / HTTP/1.1 ":           errVersionSyntax,
+		"GET /a b":                  errVersionSyntax,
+		"GET /a HTTP/1.1 HTTP/1.1x": errVersionSyntax,
+	} {
+		_, err := parseReq(t, line+"\r\nHost: example.com\r\n\r\n", nil)
+		if err != want {
+			t.Errorf("%q: got %v, want %v", line, err, want)
+		}
 	}
 }
