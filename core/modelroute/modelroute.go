@@ -370,9 +370,19 @@ func (s *Stage) OnPick(rc *pipeline.RequestCtx, c *balancer.Choice) {
 	case st.pfx.on:
 		st.pickPrefix(rc, c)
 	case st.target.Workers != nil:
-		st.target.Workers.Exclude(c, &st.target.Needs)
+		if st.target.Workers.Exclude(c, &st.target.Needs) {
+			rc.RefusePick(ErrAtCapacity)
+		}
 	}
 }
+
+// ErrAtCapacity answers a request whose targets had no server left because their workers
+// report max_active sequences running: 429 model_at_capacity with Retry-After, the answer of
+// a full admission queue, since the model is busy, not broken (a sequence slot frees in
+// about a request's time). A server left out for another reason (unhealthy, stale, another
+// generation) still gives 503 no_backend when none is at capacity.
+var ErrAtCapacity = &pipeline.GatewayError{Status: 429, Type: pipeline.RateLimit, Code: "model_at_capacity",
+	Message: "every server of the model is at capacity (its workers report their maximum of running sequences); retry shortly", RetryAfter: 1}
 
 // OnExhausted implements pipeline.FallbackStage: the current target's servers all failed
 // before answering, so the next target takes the request.

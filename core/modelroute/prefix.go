@@ -128,7 +128,7 @@ func (st *state) pickPrefix(rc *pipeline.RequestCtx, c *balancer.Choice) {
 	p, t := &st.pfx, st.target
 	svc := t.Service
 	p.cands, p.ids = p.cands[:0], p.ids[:0]
-	up := false
+	up, full := false, false
 	for i, b := range svc.Backends {
 		if c.Exclude.Has(i) {
 			continue
@@ -142,6 +142,7 @@ func (st *state) pickPrefix(rc *pipeline.RequestCtx, c *balancer.Choice) {
 			r, l := t.Workers.Judge(i, &t.Needs)
 			if r != workers.Eligible {
 				c.Exclude.Add(i)
+				full = full || r == workers.AtCapacity
 				continue
 			}
 			load = l
@@ -162,6 +163,9 @@ func (st *state) pickPrefix(rc *pipeline.RequestCtx, c *balancer.Choice) {
 		p.ids = append(p.ids, i)
 	}
 	if len(p.cands) == 0 {
+		if full {
+			rc.RefusePick(ErrAtCapacity)
+		}
 		return
 	}
 	prefixIdx.Lookup(p.scope, &p.print, p.cands)

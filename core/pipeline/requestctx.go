@@ -49,6 +49,7 @@ type RequestCtx struct {
 	x         *pool.Exchange
 	choice    balancer.Choice
 	pickC     balancer.Choice // the choice of one pick when pick stages add to it
+	pickWhy   error           // why the pick stages left no backend in this pick (RefusePick)
 	relay     relay.Relay
 	framing   relay.Framing
 	sse       bool

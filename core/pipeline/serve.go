@@ -111,6 +111,11 @@ func (rc *RequestCtx) responseHead() {
 	rc.planBody()
 }
 
+// RefusePick records, from a PickStage's OnPick, why the stage left the service no backend
+// in this pick: when the service then has none to give, err is what the request is answered
+// with (after the route's fallback stages had their turn) instead of ErrNoBackend.
+func (rc *RequestCtx) RefusePick(err error) { rc.pickWhy = err }
+
 // Reject answers a request the engine refused before routing (a framing error, a head or
 // body over its limit) with ge: the reply carries an X-Request-Id and closes the connection,
 // and the configuration's completion stages (access log) and metrics see it like any other
@@ -166,6 +171,7 @@ func (rc *RequestCtx) pick() (*Backend, error) {
 	var refused error
 	for {
 		c := &rc.choice
+		rc.pickWhy = nil
 		if rc.route.Chain.picks() {
 			rc.pickC.CopyFrom(c)
 			rc.route.Chain.onPick(rc, &rc.pickC)
@@ -173,6 +179,9 @@ func (rc *RequestCtx) pick() (*Backend, error) {
 		}
 		b := rc.service.Pick(c)
 		if b == nil {
+			if refused == nil {
+				refused = rc.pickWhy
+			}
 			return nil, refused
 		}
 		if err := rc.route.Chain.onVet(rc, b); err != nil {

@@ -132,8 +132,10 @@ func (g *Group) Judge(i int, n *Needs) (Reason, int64) { return g.judge(i, n, mo
 // Judge finds ineligible, then those more loaded than the least loaded eligible one, so that
 // the balancer only breaks ties. Servers c already excludes are not judged. Up servers are
 // preferred in finding the least loaded (one ejected by passive health is picked only when
-// every eligible server is). It does not allocate.
-func (g *Group) Exclude(c *balancer.Choice, n *Needs) {
+// every eligible server is). It reports full when it left no server and at least one was
+// left out for being at capacity: the target is busy rather than broken. It does
+// not allocate.
+func (g *Group) Exclude(c *balancer.Choice, n *Needs) (full bool) {
 	now := monoNow()
 	// The loads of the first servers are kept for the second pass (on the stack); those of
 	// the others are read again there.
@@ -148,6 +150,7 @@ func (g *Group) Exclude(c *balancer.Choice, n *Needs) {
 		if r != Eligible {
 			c.Exclude.Add(i)
 			g.excluded[r].Inc()
+			full = full || r == AtCapacity
 			continue
 		}
 		if i < len(loads) {
@@ -159,7 +162,7 @@ func (g *Group) Exclude(c *balancer.Choice, n *Needs) {
 		}
 	}
 	if best < 0 {
-		return
+		return full
 	}
 	for k := kept; k != 0; k &= k - 1 {
 		if i := bits.TrailingZeros64(k); loads[i] > bestLoad {
@@ -176,4 +179,5 @@ func (g *Group) Exclude(c *balancer.Choice, n *Needs) {
 			c.Exclude.Add(i)
 		}
 	}
+	return false
 }
