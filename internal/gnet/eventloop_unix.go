@@ -140,6 +140,16 @@ func (el *eventloop) enroll(c net.Conn, addr net.Addr, ctx any) (resCh chan Regi
 		var dupFD int
 		err1 := rc.Control(func(fd uintptr) {
 			dupFD, err = socket.Dup(int(fd))
+			if err != nil {
+				return
+			}
+			// The loop reads and writes with raw system calls (pkg/io), which must never
+			// wait: a descriptor put in blocking mode elsewhere (os.File.Fd does that) would
+			// hold its thread and P. O_NONBLOCK belongs to the file description the two
+			// descriptors share, as the original's own runtime poller expects it.
+			if err = unix.SetNonblock(dupFD, true); err != nil {
+				_ = unix.Close(dupFD)
+			}
 		})
 		if err != nil {
 			resCh <- RegisteredResult{Err: err}
