@@ -105,7 +105,17 @@ func waitIdleObserved(t *testing.T, f *fleet, admins ...string) {
 		require.True(t, time.Now().Before(deadline), "fleet not idle within 5s")
 		time.Sleep(2 * time.Millisecond) // polling for the condition, not asserting on time
 	}
+	// An observation received after the fleet went idle may still have been taken before:
+	// its poll was on the way. The poll after it was sent later, so wait for two.
 	idle := time.Now()
+	waitObservedSince(t, idle, deadline, admins)
+	waitObservedSince(t, time.Now(), deadline, admins)
+}
+
+// waitObservedSince waits until every gateway (by admin address) has received an observation
+// of every worker after since.
+func waitObservedSince(t *testing.T, since, deadline time.Time, admins []string) {
+	t.Helper()
 	for _, admin := range admins {
 		for {
 			resp, err := http.Get("http://" + admin + "/api/gateway/workers")
@@ -118,7 +128,7 @@ func waitIdleObserved(t *testing.T, f *fleet, admins ...string) {
 			require.NoError(t, err)
 			fresh := true
 			for _, r := range rows {
-				fresh = fresh && r.ReceivedAt.After(idle)
+				fresh = fresh && r.ReceivedAt.After(since)
 			}
 			if fresh {
 				break
