@@ -1,7 +1,6 @@
 package gateway_test
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -9,8 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-gw/sluice/bench/llmsim"
-	"github.com/sluice-gw/sluice/core/config"
-	"github.com/sluice-gw/sluice/core/gateway"
 )
 
 // TestWorkersAtCapacityAnswer429: when every server a model's targets may use is left out
@@ -62,16 +59,7 @@ service = "full"
 service = "sick"
 priority = 1
 `, engineTOML(engine), sim.Addrs()[0], sick.URL)
-			cfg, err := config.LoadBytes("capacity.toml", []byte(toml))
-			require.NoError(t, err)
-			g, err := gateway.New(cfg, "", nil)
-			require.NoError(t, err)
-			require.NoError(t, g.Start())
-			t.Cleanup(func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				defer cancel()
-				_ = g.Drain(ctx)
-			})
+			g := runGateway(t, "capacity.toml", toml)
 			base, admin := "http://"+g.Addr("web"), "http://"+g.AdminAddr()
 			waitWorkers(t, admin, func(rows []workerRow) bool {
 				return len(rows) == 2 && rows[0].Reason != nil && *rows[0].Reason == "at_capacity" &&

@@ -73,7 +73,15 @@ service = "up"
 [admin]
 address = ""
 `, engineTOML(engine), extra, rule, lb)
-	cfg, err := config.LoadBytes("test.toml", []byte(toml))
+	g := runGateway(t, "test.toml", toml)
+	return g, g.Addr("web")
+}
+
+// runGateway runs a gateway on the configuration text toml (named name in errors), drained
+// when the test ends.
+func runGateway(t testing.TB, name, toml string) *gateway.Gateway {
+	t.Helper()
+	cfg, err := config.LoadBytes(name, []byte(toml))
 	require.NoError(t, err)
 	g, err := gateway.New(cfg, "", nil)
 	require.NoError(t, err)
@@ -83,7 +91,7 @@ address = ""
 		defer cancel()
 		_ = g.Drain(ctx)
 	})
-	return g, g.Addr("web")
+	return g
 }
 
 // upstream is a scripted raw-TCP HTTP/1.1 server: each accepted connection's requests are

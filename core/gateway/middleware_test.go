@@ -3,7 +3,6 @@ package gateway_test
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
@@ -25,8 +24,6 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sluice-gw/sluice/core/config"
-	"github.com/sluice-gw/sluice/core/gateway"
 	"github.com/sluice-gw/sluice/core/metrics"
 )
 
@@ -34,17 +31,7 @@ import (
 // of its entrypoint "web".
 func startGatewayConfig(t *testing.T, toml string) string {
 	t.Helper()
-	cfg, err := config.LoadBytes("mw.toml", []byte(toml))
-	require.NoError(t, err)
-	g, err := gateway.New(cfg, "", nil)
-	require.NoError(t, err)
-	require.NoError(t, g.Start())
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = g.Drain(ctx)
-	})
-	return "http://" + g.Addr("web")
+	return "http://" + runGateway(t, "mw.toml", toml).Addr("web")
 }
 
 // countingUpstream answers 200 with the request's Authorization (or "-") in X-Saw-Auth, or
