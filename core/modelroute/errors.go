@@ -14,6 +14,8 @@ var (
 		Message: "this model router serves /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/responses, /v1/messages and /v1/models"}
 	errMethod = &pipeline.GatewayError{Status: 405, Type: pipeline.InvalidRequest, Code: "method_not_allowed",
 		Message: "this endpoint takes POST"}
+	errContentType = &pipeline.GatewayError{Status: 415, Type: pipeline.InvalidRequest, Code: "unsupported_media_type",
+		Message: "the request body must be JSON: send Content-Type: application/json"}
 )
 
 // replyError answers ge in the error shape of the endpoint's clients: Anthropic's on
@@ -42,7 +44,7 @@ func replyError(rc *pipeline.RequestCtx, ep openai.Endpoint, ge *pipeline.Gatewa
 // anthropicType is the Anthropic error type of a status (its API's documented mapping).
 func anthropicType(status int) string {
 	switch status {
-	case 400, 405, 413:
+	case 400, 405, 413, 415:
 		return "invalid_request_error"
 	case 401:
 		return "authentication_error"

@@ -228,6 +228,9 @@ func (s *Stage) OnRequest(rc *pipeline.RequestCtx) error {
 	if caller != nil && !caller.MayCall(ep.Path()) {
 		return consumer.EndpointForbidden(rc)
 	}
+	if ct, ok := rc.Req.HeaderValue("Content-Type"); !openai.JSONContentType(ct, ok) {
+		return replyError(rc, ep, errContentType)
+	}
 	st := states.Get().(*state)
 	st.ep, st.alias, st.target, st.tier, st.tried, st.orig = ep, nil, nil, 0, st.tried[:0], st.orig[:0]
 	st.use.reset()
