@@ -447,3 +447,46 @@ service = "busy"
 		})
 	}
 }
+
+// TestModelRouterRefusesNonJSONContentType: a browser may POST text/plain, a form type or a
+// typeless body to any origin without a CORS preflight, so a model router refuses every body
+// not typed JSON with 415 (in the endpoint's error shape) and never forwards it.
+func TestModelRouterRefusesNonJSONContentType(t *testing.T) {
+	sim := startSimulator(t)
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			base := startModelGateway(t, engine, sim)
+			post := func(path, ct string) apiResult {
+				t.Helper()
+				req, err := http.NewRequest("POST", base+path, strings.NewReader(fmt.Sprintf(chatBody, "chat-model")))
+				require.NoError(t, err)
+				req.Header.Set("Authorization", "Bearer "+teamAKey)
+				if ct != "" {
+					req.Header.Set("Content-Type", ct)
+				}
+				resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+				require.NoError(t, err)
+				defer resp.Body.Close()
+				raw, err := io.ReadAll(resp.Body)
+				require.NoError(t, err)
+				r := apiResult{status: resp.StatusCode, header: resp.Header, raw: string(raw)}
+				require.NoError(t, json.Unmarshal(raw, &r.body), "a JSON error body: %s", raw)
+				return r
+			}
+			for _, ct := range []string{"text/plain", "text/plain;charset=UTF-8", "application/x-www-form-urlencoded",
+				"multipart/form-data; boundary=x", "", "application/jsonx", "json", "application/+json"} {
+				r := post("/v1/chat/completions", ct)
+				require.Equal(t, 415, r.status, "%q: %s", ct, r.raw)
+				require.Equal(t, "unsupported_media_type", errField(r, "code"))
+				require.Contains(t, errField(r, "message"), "application/json")
+				r = post("/v1/messages", ct)
+				require.Equal(t, 415, r.status, "%q: %s", ct, r.raw)
+				require.Equal(t, "error", r.body["type"], "Anthropic's error shape on /v1/messages: %s", r.raw)
+			}
+			for _, ct := range []string{"application/json", "Application/JSON; charset=utf-8", " application/json ;charset=utf-8", "application/vnd.example+json"} {
+				r := post("/v1/chat/completions", ct)
+				require.Equal(t, 200, r.status, "%q: %s", ct, r.raw)
+			}
+		})
+	}
+}

@@ -23,20 +23,6 @@ func waitEOF(t *testing.T, c net.Conn, d time.Duration) {
 	}
 }
 
-// A client that starts a request head and never finishes it cannot pin a connection
-// (slowloris): it is closed after read_header_timeout.
-func TestSlowHeadIsClosedAfterReadHeaderTimeout(t *testing.T) {
-	up := serveUpstream(t, echo)
-	for _, engine := range engines {
-		t.Run(engine, func(t *testing.T) {
-			_, addr := startGateway(t, engine, up.addr(), `read_header_timeout = "300ms"`)
-			c := dial(t, addr)
-			send(t, c, "GET / HTTP/1.1\r\nHost: gw\r\nX-Slow: ")
-			waitEOF(t, c, 3*time.Second)
-		})
-	}
-}
-
 func TestIdleKeepAliveConnectionIsClosed(t *testing.T) {
 	up := serveUpstream(t, echo)
 	for _, engine := range engines {

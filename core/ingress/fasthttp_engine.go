@@ -132,7 +132,7 @@ func (e *FastEngine) Start() error {
 	if t := e.set.TLS; t != nil {
 		ln = tls.NewListener(ln, &tls.Config{GetCertificate: e.certs.GetCertificate, MinVersion: max(t.MinVersion, tls.VersionTLS12), NextProtos: []string{"http/1.1", "http/1.0"}})
 	}
-	sl := newServeListener(&countingListener{Listener: ln, n: &e.counters.conns}, e.set.linger, &e.set.Limits)
+	sl := newServeListener(&countingListener{Listener: ln, n: &e.counters.conns, max: int64(e.set.MaxConnections), m: e.m}, e.set.linger, &e.set.Limits, e.m)
 	var serveErr error
 	go func() {
 		defer close(e.done)
@@ -225,6 +225,7 @@ func (e *FastEngine) onParseError(ctx *fasthttp.RequestCtx, err error) {
 		ge = &pipeline.GatewayError{Status: 431, Type: pipeline.InvalidRequest, Code: "request_header_fields_too_large", Message: "request head larger than the limit"}
 	case errors.As(err, &ne) && ne.Timeout():
 		// A head cut short (one that is malformed is refused by the framing check at once).
+		e.m.Shed(metrics.ShedHeaderTimeout)
 		ge = &pipeline.GatewayError{Status: 408, Type: pipeline.InvalidRequest, Code: "request_timeout",
 			Message: "request head not complete within read_header_timeout (lines must end in CRLF, RFC 9112 §2.2)"}
 	default:
@@ -388,6 +389,7 @@ func (fx *fastExchange) start(ctx *fasthttp.RequestCtx) bool {
 	resp := &ctx.Response
 	rh := fx.startHead(ctx, rc)
 	fx.conn = ctx.Conn()
+	armStall(fx.conn, true)
 	fx.stall = e.set.ClientStallTimeout
 	switch rc.Framing() {
 	case relay.None:
@@ -531,6 +533,7 @@ func (fx *fastExchange) Close() error {
 
 func (fx *fastExchange) release() {
 	if fx.conn != nil {
+		armStall(fx.conn, false)
 		_ = fx.conn.SetWriteDeadline(time.Time{})
 		fx.conn = nil
 	}
@@ -558,18 +561,30 @@ type hijacked struct {
 func (h hijacked) Close() error { return h.raw.Close() }
 
 // countingListener counts open client connections.
+// countingListener counts open connections in n and closes at once, without an answer, one
+// accepted while max (when > 0) are open: the gnet engine's rule, ahead of fasthttp's own
+// Concurrency refusal (a plain-text 503).
 type countingListener struct {
 	net.Listener
-	n *atomic.Int64
+	n   *atomic.Int64
+	max int64
+	m   *metrics.Entrypoint
 }
 
 func (l *countingListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if l.max > 0 && l.n.Load() >= l.max {
+			l.m.Shed(metrics.ShedMaxConnections)
+			_ = c.Close()
+			continue
+		}
+		l.n.Add(1)
+		return &countedConn{Conn: c, n: l.n}, nil
 	}
-	l.n.Add(1)
-	return &countedConn{Conn: c, n: l.n}, nil
 }
 
 type countedConn struct {

@@ -1,12 +1,14 @@
 package ingress
 
 import (
+	"errors"
 	"net"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/sluice-gw/sluice/core/http1"
+	"github.com/sluice-gw/sluice/core/metrics"
 )
 
 // stopTimeout bounds how long a drain waits for an engine to stop once its connections are
@@ -27,6 +29,7 @@ type serveListener struct {
 	once      sync.Once
 	linger    lingerLimits
 	limits    *http1.Limits // of the framing check of each connection (fasthttp_framing.go)
+	m         *metrics.Entrypoint
 
 	closed    chan struct{} // closed once the listening socket is
 	closeOnce sync.Once
@@ -37,8 +40,8 @@ type serveListener struct {
 	empty chan struct{} // closed when conns becomes empty; made by waitGone
 }
 
-func newServeListener(ln net.Listener, linger lingerLimits, limits *http1.Limits) *serveListener {
-	return &serveListener{Listener: ln, accepting: make(chan struct{}), closed: make(chan struct{}), conns: make(map[*servedConn]struct{}), linger: linger, limits: limits}
+func newServeListener(ln net.Listener, linger lingerLimits, limits *http1.Limits, m *metrics.Entrypoint) *serveListener {
+	return &serveListener{Listener: ln, accepting: make(chan struct{}), closed: make(chan struct{}), conns: make(map[*servedConn]struct{}), linger: linger, limits: limits, m: m}
 }
 
 // Close implements net.Listener: fasthttp's Shutdown calls it first.
@@ -140,6 +143,9 @@ type servedConn struct {
 	isCut bool
 
 	lingers atomic.Bool // the last response ends the connection: Close lingers (linger.go)
+	// stallArmed: a response body is being written under the client_stall_timeout write
+	// deadline, so a write that times out is a stalled client (counted once).
+	stallArmed atomic.Bool
 
 	// check follows the request stream with the gateway's parser; only fasthttp's goroutine
 	// of the connection (and, after an upgrade, the tunnel it hands the connection to) reads.
@@ -195,6 +201,27 @@ func (c *servedConn) refusal() error {
 		return c.check.err
 	}
 	return nil
+}
+
+// Write implements net.Conn, counting a write that times out under the client_stall_timeout
+// deadline as a client shed for stalling.
+func (c *servedConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	if err != nil && c.stallArmed.Load() {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() && c.stallArmed.Swap(false) && c.l.m != nil {
+			c.l.m.Shed(metrics.ShedClientStall)
+		}
+	}
+	return n, err
+}
+
+// armStall marks whether c (a served connection) writes a response body under the
+// client_stall_timeout deadline.
+func armStall(c net.Conn, on bool) {
+	if sc, ok := c.(*servedConn); ok {
+		sc.stallArmed.Store(on)
+	}
 }
 
 // Close implements net.Conn; fasthttp calls it when it is done with the connection, from the

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sluice-gw/sluice/core/http1"
+	"github.com/sluice-gw/sluice/core/metrics"
 	"github.com/sluice-gw/sluice/core/pipeline"
 )
 
@@ -69,6 +70,7 @@ type gconn struct {
 	inputWaiting atomic.Bool  // the loop holds unparsed bytes that arrived while busy
 	overflow     atomic.Bool  // more pipelined bytes came than the bound: the connection ends after the response in flight
 	headSince    atomic.Int64 // unix ns when the current request's first byte arrived; 0 when idle or busy
+	headExpired  atomic.Bool  // the sweep found the request past read_header_timeout and woke the loop to answer 408
 	idleSince    atomic.Int64 // unix ns when the connection last became idle
 	fresh        atomic.Bool  // no byte of a request has arrived yet (a drain gives it a grace)
 	lingerSince  atomic.Int64 // unix ns when the lingering close began; 0 when not lingering
@@ -233,7 +235,9 @@ func (gc *gconn) onTraffic() gnet.Action {
 				// goes out whole, then the connection closes lingering, and the client retries
 				// the unanswered requests on a new one (RFC 9112 §9.3.2).
 				if gc.overflow.Load() || int64(c.InboundBuffered()) > int64(lim.HeaderBytes())+lim.BodyBytes() {
-					gc.overflow.Store(true)
+					if !gc.overflow.Swap(true) {
+						gc.e.m.Shed(metrics.ShedPipelineOverflow)
+					}
 					_, _ = c.Discard(-1)
 				}
 				// Tell the worker there is input to parse when it finishes; re-check after
@@ -261,6 +265,7 @@ func (gc *gconn) onTraffic() gnet.Action {
 				return gnet.None
 			}
 			if gc.headSince.Load() == 0 {
+				gc.headExpired.Store(false)
 				gc.headSince.Store(time.Now().UnixNano())
 				gc.fresh.Store(false)
 			}
@@ -268,6 +273,9 @@ func (gc *gconn) onTraffic() gnet.Action {
 			if n < 0 {
 				if err := http1.CheckPartialHead(buf[skip:], lim); err != nil && err != http1.ErrNeedMore {
 					return gc.reject(err)
+				}
+				if gc.headExpired.Load() {
+					return gc.shedHeadTimeout(errHeadTimeout)
 				}
 				return gnet.None
 			}
@@ -301,6 +309,9 @@ func (gc *gconn) onTraffic() gnet.Action {
 				return gc.reject(err)
 			}
 			if !done {
+				if gc.headExpired.Load() {
+					return gc.shedHeadTimeout(errBodyTimeout)
+				}
 				if req := &gc.rc.Req; req.ExpectContinue && !gc.continueSent && req.Minor >= 1 {
 					gc.continueSent = true
 					gc.loopWrite(continue100)
@@ -375,6 +386,19 @@ func (gc *gconn) reject(err error) gnet.Action {
 	}
 	_, _ = gc.c.Write(resp)
 	return gc.linger(false)
+}
+
+// Answers to a request that did not complete within read_header_timeout (RFC 9110 §15.5.9).
+var (
+	errHeadTimeout = &http1.Error{Status: 408, Msg: "request head not complete within read_header_timeout (lines must end in CRLF, RFC 9112 §2.2)"}
+	errBodyTimeout = &http1.Error{Status: 408, Msg: "request body not complete within read_header_timeout"}
+)
+
+// shedHeadTimeout answers 408 to a request the sweep found past read_header_timeout, counts
+// the shed, and closes the connection lingering.
+func (gc *gconn) shedHeadTimeout(err *http1.Error) gnet.Action {
+	gc.e.m.Shed(metrics.ShedHeaderTimeout)
+	return gc.reject(err)
 }
 
 // linger starts the lingering close on the event loop; replyQueued: the last response is still
@@ -684,6 +708,7 @@ func (gc *gconn) waitBelow(limit int64) error {
 			return nil
 		}
 		if time.Since(start) > gc.e.set.ClientStallTimeout {
+			gc.e.m.Shed(metrics.ShedClientStall)
 			_ = gc.c.Close()
 			return errClientGone
 		}

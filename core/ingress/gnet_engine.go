@@ -436,6 +436,7 @@ func (e *GnetEngine) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 		return nil, gnet.Close // a connection to gnet's own listener, not one of acceptLoop's
 	}
 	if e.set.MaxConnections > 0 && e.counters.conns.Load() >= int64(e.set.MaxConnections) {
+		e.m.Shed(metrics.ShedMaxConnections)
 		return nil, gnet.Close
 	}
 	gc := newGconn(e, c)
@@ -536,8 +537,14 @@ func (e *GnetEngine) sweep(now int64) {
 			continue
 		}
 		if hs := gc.headSince.Load(); hs != 0 {
+			// The loop answers 408 (it owns the parser state); a connection still waiting
+			// at the next tick is closed without it.
 			if now-hs > headLimit {
-				_ = gc.c.Close()
+				if gc.headExpired.Swap(true) {
+					_ = gc.c.Close()
+				} else {
+					_ = gc.c.Wake(nil)
+				}
 			}
 			continue
 		}

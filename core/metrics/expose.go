@@ -26,6 +26,7 @@ type Family struct {
 var Families = []Family{
 	{"sluice_requests_total", "counter", "Requests received by the entrypoint: complete request heads, and requests it refused before routing (malformed or over a limit)."},
 	{"sluice_loop_requests_total", "counter", "Requests the entrypoint ran on the event loop of their client connection (upstream_io = \"loop\"): routed, sent upstream and answered there with no worker goroutine; a part of sluice_requests_total."},
+	{"sluice_connections_shed_total", "counter", "Client connections the gateway closed to protect itself, by reason: header_timeout (request not complete within read_header_timeout, answered 408), client_stall (read nothing of a response for client_stall_timeout), pipeline_overflow (pipelined input past the limits), max_connections (over max_connections)."},
 	{"sluice_gateway_errors_total", "counter", "Responses the gateway made itself instead of an upstream answer, by status (framing errors, limits, no route, failed stage, upstream failures; other: a stage's own status)."},
 	{"sluice_open_connections", "gauge", "Open client connections of the entrypoint."},
 	{"sluice_active_requests", "gauge", "Requests of the entrypoint in progress, from the complete request to the end of its response."},

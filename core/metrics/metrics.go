@@ -156,7 +156,31 @@ type Entrypoint struct {
 	loop     *vm.Counter         // requests run on an event loop
 	rejected map[int]*vm.Counter // gateway errors by status
 	other    *vm.Counter         // gateway errors with a status not in rejected
+	shed     [shedReasons]*vm.Counter
 }
+
+// Shed is why the gateway closed a client connection to protect itself: the values of
+// sluice_connections_shed_total's reason label.
+type Shed uint8
+
+const (
+	// ShedHeaderTimeout: a request head (or its body) did not complete within the
+	// entrypoint's read_header_timeout (slowloris, trickled bodies); answered 408.
+	ShedHeaderTimeout Shed = iota
+	// ShedClientStall: the client read nothing of a pending response for client_stall_timeout.
+	ShedClientStall
+	// ShedPipelineOverflow: the client pipelined more than one request's limits of input
+	// behind a response in flight; the connection takes no further request.
+	ShedPipelineOverflow
+	// ShedMaxConnections: accepted over max_connections and closed at once.
+	ShedMaxConnections
+	shedReasons
+)
+
+var shedNames = [shedReasons]string{"header_timeout", "client_stall", "pipeline_overflow", "max_connections"}
+
+// String returns the reason label value ("header_timeout").
+func (s Shed) String() string { return shedNames[s] }
 
 // gatewayErrorStatuses are the statuses the gateway answers with itself: framing errors and
 // limits (400, 408, 413, 414, 431, 501, 505), no route (404), a failed stage (500) and upstream
@@ -175,8 +199,14 @@ func ForEntrypoint(name string) *Entrypoint {
 	for _, st := range gatewayErrorStatuses {
 		e.rejected[st] = vm.GetOrCreateCounter(`sluice_gateway_errors_total{` + l + `,status="` + strconv.Itoa(st) + `"}`)
 	}
+	for i, r := range shedNames {
+		e.shed[i] = vm.GetOrCreateCounter(`sluice_connections_shed_total{` + l + `,reason="` + r + `"}`)
+	}
 	return e
 }
+
+// Shed counts a client connection closed for reason r. Allocation free.
+func (e *Entrypoint) Shed(r Shed) { e.shed[r].Inc() }
 
 // Request counts a request received: a complete request head, or one refused before routing.
 func (e *Entrypoint) Request() { e.requests.Inc() }

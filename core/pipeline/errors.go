@@ -83,6 +83,8 @@ func FramingGatewayError(err error) *GatewayError {
 	if errors.As(err, &fe) {
 		code := "bad_request"
 		switch fe.Status {
+		case 408:
+			code = "request_timeout"
 		case 413:
 			code = "request_too_large"
 		case 414:
