@@ -71,6 +71,7 @@ func TestPipelinedOverflowEndsAfterResponseInFlight(t *testing.T) {
 				return err == nil
 			})
 			_, addr := startGateway(t, engine, up.addr(), "max_header_bytes = 2048\nmax_body_bytes = 1048576")
+			shedBefore := shedCount(t, "pipeline_overflow")
 			c := dial(t, addr)
 			require.NoError(t, c.(*net.TCPConn).SetWriteBuffer(512<<10))
 			require.NoError(t, c.SetDeadline(time.Now().Add(30*time.Second)))
@@ -123,12 +124,14 @@ func TestPipelinedOverflowEndsAfterResponseInFlight(t *testing.T) {
 					require.Equal(t, fmt.Sprintf(`{"n":%d}`, postBody), string(resp.body))
 				}
 				require.NoError(t, <-wrote)
+				require.Equal(t, shedBefore, shedCount(t, "pipeline_overflow"), "nothing was shed")
 				return
 			}
 			require.NoError(t, writeErr, "the client could not finish writing: the gateway reset the connection")
 			rest, err := io.ReadAll(r)
 			require.NoError(t, err, "the connection was reset after the response in flight")
 			require.Empty(t, string(rest), "no pipelined request past the bound is answered")
+			waitShed(t, "pipeline_overflow", shedBefore+1)
 		})
 	}
 }
