@@ -35,7 +35,7 @@ run: build
 	echo "sluice: gateway http://127.0.0.1:8080  admin http://127.0.0.1:9090/api/gateway/health"; \
 	echo "Stream tokens through the gateway:"; \
 	echo "  curl -N http://127.0.0.1:8080/v1/chat/completions -H 'Content-Type: application/json' \\"; \
-	echo "    -d '{\"model\":\"sim\",\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}]}'"; \
+	echo "    -d '{\"model\":\"llmsim\",\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}]}'"; \
 	echo; \
 	$(BIN)/sluice serve
 

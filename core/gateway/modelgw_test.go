@@ -490,3 +490,61 @@ func TestModelRouterRefusesNonJSONContentType(t *testing.T) {
 		})
 	}
 }
+
+// TestModelRouterRefusesBodiesItCannotRead: a content coding the router does not decode gets
+// 415 (it would otherwise fail as bad JSON, or pass plain JSON mislabelled upstream), and a
+// Content-Type given twice gets 400 (which one the upstream reads is anyone's guess).
+func TestModelRouterRefusesBodiesItCannotRead(t *testing.T) {
+	sim := startSimulator(t)
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			base := startModelGateway(t, engine, sim)
+			post := func(hdr http.Header) apiResult {
+				t.Helper()
+				req, err := http.NewRequest("POST", base+"/v1/chat/completions", strings.NewReader(fmt.Sprintf(chatBody, "chat-model")))
+				require.NoError(t, err)
+				req.Header = hdr
+				req.Header.Set("Authorization", "Bearer "+teamAKey)
+				resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+				require.NoError(t, err)
+				defer resp.Body.Close()
+				raw, err := io.ReadAll(resp.Body)
+				require.NoError(t, err)
+				r := apiResult{status: resp.StatusCode, header: resp.Header, raw: string(raw)}
+				require.NoError(t, json.Unmarshal(raw, &r.body), "a JSON error body: %s", raw)
+				return r
+			}
+			for _, ce := range []string{"gzip", "br", "deflate"} {
+				r := post(http.Header{"Content-Type": {"application/json"}, "Content-Encoding": {ce}})
+				require.Equal(t, 415, r.status, "%s: %s", ce, r.raw)
+				require.Contains(t, errField(r, "message"), "Content-Encoding")
+			}
+			r := post(http.Header{"Content-Type": {"application/json", "text/plain"}})
+			require.Equal(t, 400, r.status, r.raw)
+			require.Contains(t, errField(r, "message"), "Content-Type")
+			r = post(http.Header{"Content-Type": {"application/json"}, "Content-Encoding": {"identity"}})
+			require.Equal(t, 200, r.status, r.raw)
+		})
+	}
+}
+
+// TestModelsEndpointTakesGETAndHEAD: /v1/models and /v1/models/{alias} answer GET and HEAD;
+// any other method (methods are case-sensitive, RFC 9110 §9.1) gets 405 with Allow.
+func TestModelsEndpointTakesGETAndHEAD(t *testing.T) {
+	sim := startSimulator(t)
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			base := startModelGateway(t, engine, sim)
+			for _, path := range []string{"/v1/models", "/v1/models/chat-model"} {
+				for _, m := range []string{"POST", "DELETE", "PUT", "GeT"} {
+					r := call(t, m, base+path, teamAKey, "")
+					require.Equal(t, 405, r.status, "%s %s: %s", m, path, r.raw)
+					require.Equal(t, "GET, HEAD", r.header.Get("Allow"))
+					require.Equal(t, "method_not_allowed", errField(r, "code"))
+				}
+				require.Equal(t, 200, call(t, "GET", base+path, teamAKey, "").status)
+				require.Equal(t, 200, call(t, "HEAD", base+path, teamAKey, "").status)
+			}
+		})
+	}
+}

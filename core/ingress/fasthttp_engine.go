@@ -227,7 +227,7 @@ func (e *FastEngine) onParseError(ctx *fasthttp.RequestCtx, err error) {
 		// A head cut short (one that is malformed is refused by the framing check at once).
 		e.m.Shed(metrics.ShedHeaderTimeout)
 		ge = &pipeline.GatewayError{Status: 408, Type: pipeline.InvalidRequest, Code: "request_timeout",
-			Message: "request head not complete within read_header_timeout (lines must end in CRLF, RFC 9112 §2.2)"}
+			Message: "request not complete within read_header_timeout"}
 	default:
 		ge = &pipeline.GatewayError{Status: 400, Type: pipeline.InvalidRequest, Code: "bad_request", Message: "malformed request: " + parseCause(err)}
 	}

@@ -390,7 +390,7 @@ func (gc *gconn) reject(err error) gnet.Action {
 
 // Answers to a request that did not complete within read_header_timeout (RFC 9110 §15.5.9).
 var (
-	errHeadTimeout = &http1.Error{Status: 408, Msg: "request head not complete within read_header_timeout (lines must end in CRLF, RFC 9112 §2.2)"}
+	errHeadTimeout = &http1.Error{Status: 408, Msg: "request head not complete within read_header_timeout"}
 	errBodyTimeout = &http1.Error{Status: 408, Msg: "request body not complete within read_header_timeout"}
 )
 

@@ -5,6 +5,7 @@ import (
 
 	"github.com/sluice-gw/sluice/core/admission"
 	"github.com/sluice-gw/sluice/core/consumer"
+	"github.com/sluice-gw/sluice/core/http1"
 	"github.com/sluice-gw/sluice/core/openai"
 	"github.com/sluice-gw/sluice/core/pipeline"
 )
@@ -14,9 +15,61 @@ var (
 		Message: "this model router serves /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/responses, /v1/messages and /v1/models"}
 	errMethod = &pipeline.GatewayError{Status: 405, Type: pipeline.InvalidRequest, Code: "method_not_allowed",
 		Message: "this endpoint takes POST"}
+	errModelsMethod = &pipeline.GatewayError{Status: 405, Type: pipeline.InvalidRequest, Code: "method_not_allowed",
+		Message: "this endpoint takes GET or HEAD"}
 	errContentType = &pipeline.GatewayError{Status: 415, Type: pipeline.InvalidRequest, Code: "unsupported_media_type",
 		Message: "the request body must be JSON: send Content-Type: application/json"}
+	errContentTypeTwice = &pipeline.GatewayError{Status: 400, Type: pipeline.InvalidRequest, Code: "bad_request",
+		Message: "Content-Type given more than once"}
+	errContentEncoding = &pipeline.GatewayError{Status: 415, Type: pipeline.InvalidRequest, Code: "unsupported_media_type",
+		Message: "the request body must not be encoded: Content-Encoding is not supported here (send it as plain JSON)"}
 )
+
+// checkBodyType refuses a body the router would not read as the client meant: one not typed
+// JSON (415; see openai.JSONContentType for why that matters), typed twice (400, RFC 9110
+// §8.3 allows one), or with a content coding (415, RFC 9110 §15.5.16), which the router
+// does not decode and an inference server would not either.
+func checkBodyType(req *http1.Request) *pipeline.GatewayError {
+	var ct []byte
+	n := 0
+	for i := range req.Headers {
+		h := &req.Headers[i]
+		switch {
+		case equalFold(h.Key, "Content-Type"):
+			ct = h.Value
+			n++
+		case equalFold(h.Key, "Content-Encoding") && !equalFold(h.Value, "identity"):
+			return errContentEncoding
+		}
+	}
+	switch {
+	case n > 1:
+		return errContentTypeTwice
+	case !openai.JSONContentType(ct, n == 1):
+		return errContentType
+	}
+	return nil
+}
+
+// equalFold reports whether b equals s, ASCII case-insensitively.
+func equalFold(b []byte, s string) bool {
+	if len(b) != len(s) {
+		return false
+	}
+	for i := range b {
+		c, d := b[i], s[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if 'A' <= d && d <= 'Z' {
+			d += 'a' - 'A'
+		}
+		if c != d {
+			return false
+		}
+	}
+	return true
+}
 
 // replyError answers ge in the error shape of the endpoint's clients: Anthropic's on
 // /v1/messages, OpenAI's elsewhere (the pipeline writes those).

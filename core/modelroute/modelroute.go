@@ -210,11 +210,16 @@ var stateSlot pipeline.Slot
 // OnRequest implements pipeline.RequestStage.
 func (s *Stage) OnRequest(rc *pipeline.RequestCtx) error {
 	path := rc.Req.Path
-	if string(path) == config.EndpointModels {
+	id, one := strings.CutPrefix(string(path), config.EndpointModels+"/")
+	if one || string(path) == config.EndpointModels {
+		if m := string(rc.Req.Method); m != "GET" && m != "HEAD" {
+			rc.AddResponseHeader([]byte("Allow"), []byte("GET, HEAD"))
+			return errModelsMethod
+		}
+		if one {
+			return s.retrieveModel(rc, id)
+		}
 		return s.listModels(rc)
-	}
-	if id, ok := strings.CutPrefix(string(path), config.EndpointModels+"/"); ok {
-		return s.retrieveModel(rc, id)
 	}
 	ep, ok := openai.EndpointForPath(path)
 	if !ok {
@@ -228,8 +233,8 @@ func (s *Stage) OnRequest(rc *pipeline.RequestCtx) error {
 	if caller != nil && !caller.MayCall(ep.Path()) {
 		return consumer.EndpointForbidden(rc)
 	}
-	if ct, ok := rc.Req.HeaderValue("Content-Type"); !openai.JSONContentType(ct, ok) {
-		return replyError(rc, ep, errContentType)
+	if err := checkBodyType(&rc.Req); err != nil {
+		return replyError(rc, ep, err)
 	}
 	st := states.Get().(*state)
 	st.ep, st.alias, st.target, st.tier, st.tried, st.orig = ep, nil, nil, 0, st.tried[:0], st.orig[:0]
