@@ -9,10 +9,10 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
+	"golang.org/x/sys/unix"
 
 	"github.com/sluice-gw/sluice/core/metrics"
 	"github.com/sluice-gw/sluice/core/pipeline"
@@ -47,17 +47,18 @@ type GnetEngine struct {
 	pipe *pipeline.Entrypoint
 	log  *slog.Logger
 
-	ln           net.Listener    // the entrypoint's listener, accepted by acceptLoop
-	lnRC         syscall.RawConn // ln's descriptor, accepted from by busy event loops too (acceptOnLoop); nil: not
-	loopAccepted atomic.Int64    // connections the event loops accepted (acceptOnLoop)
-	// acceptingSince is when (unix ns) acceptLoop last called Accept, 0 while it is not in
-	// Accept: the loops accept only what it has been waiting to be told of for a while.
-	acceptingSince         atomic.Int64
-	acceptLog, registerLog logLimit // "accept failed" and "accepted connection dropped" lines
+	ln                     net.Listener // the entrypoint's listener, accepted by acceptLoop
+	loopAccepted           atomic.Int64 // connections the event loops accepted (shareListener)
+	acceptLog, registerLog logLimit     // "accept failed" and "accepted connection dropped" lines
 	lnOnce                 sync.Once
-	closing                chan struct{}  // closed once the listener is
-	acceptDone             chan struct{}  // closed when acceptLoop has returned
-	enrolling              sync.WaitGroup // connections handed to gnet and not yet opened by a loop
+	// shareMu guards sharedFD (a duplicate of ln's descriptor that every event loop accepts
+	// from, shareListener; -1: none) and lnClosed against a close that races the sharing.
+	shareMu    sync.Mutex
+	sharedFD   int
+	lnClosed   bool
+	closing    chan struct{}  // closed once the listener is
+	acceptDone chan struct{}  // closed when acceptLoop has returned
+	enrolling  sync.WaitGroup // connections handed to gnet and not yet opened by a loop
 
 	eng      gnet.Engine   // set by OnBoot, before running is closed
 	launched atomic.Bool   // Start got as far as running gnet
@@ -92,7 +93,7 @@ func NewGnet(set Settings, res pipeline.Resolver, log *slog.Logger) *GnetEngine 
 	if log == nil {
 		log = slog.Default()
 	}
-	e := &GnetEngine{set: set, log: log, running: make(chan struct{}), stopped: make(chan struct{}), acceptDone: make(chan struct{}), closing: make(chan struct{}), live: make(map[*gconn]struct{}), tunnels: make(map[net.Conn]struct{})}
+	e := &GnetEngine{set: set, log: log, running: make(chan struct{}), stopped: make(chan struct{}), acceptDone: make(chan struct{}), closing: make(chan struct{}), sharedFD: -1, live: make(map[*gconn]struct{}), tunnels: make(map[net.Conn]struct{})}
 	e.dialCtx, e.stopDials = context.WithCancel(context.Background())
 	e.m, e.release = newEntrypointMetrics(set.Name, &e.counters)
 	e.pipe = pipeline.NewEntrypoint(set.Name, false, res, e.m, log)
@@ -133,9 +134,6 @@ func (e *GnetEngine) Start() error {
 	if err := e.Listen(); err != nil {
 		return err
 	}
-	if e.set.UpstreamLoop {
-		e.lnRC = e.loopListener()
-	}
 	e.launched.Store(true)
 	go func() {
 		defer close(e.stopped)
@@ -153,15 +151,64 @@ func (e *GnetEngine) Start() error {
 	}()
 	select {
 	case <-e.running:
-		go e.acceptLoop()
+		if e.shareListener() {
+			close(e.acceptDone)
+		} else {
+			go e.acceptLoop()
+		}
 		return nil
 	case <-e.stopped:
 		return fmt.Errorf("sluice: entrypoint %s on %s: %w", e.set.Name, e.set.Address, e.runErr)
 	}
 }
 
-// accepted is the context acceptLoop gives the connections it hands to gnet.
-var accepted = &struct{ byAcceptLoop bool }{true}
+// accepted is the context acceptLoop gives the connections it hands to gnet, and
+// acceptedOnLoop the one of the connections an event loop accepted itself (shareListener).
+var (
+	accepted       = &struct{ byAcceptLoop bool }{true}
+	acceptedOnLoop = &struct{ byAcceptLoop bool }{false}
+)
+
+// shareListener has every event loop accept from the entrypoint's listener itself, on a
+// duplicate of its descriptor (gnet's ShareListener, a patch: internal/gnet/PATCHES.md): a new
+// connection then costs one accept4 on the loop that will serve it (on Linux the one an
+// EPOLLEXCLUSIVE wake-up chose, an idle one when there is one) instead of a wait for the Go
+// netpoller, a hand-off from acceptLoop and two more duplicates of its socket. It reports
+// false when the listener has no descriptor or a loop refused it: acceptLoop accepts then.
+func (e *GnetEngine) shareListener() bool {
+	rc := e.loopListener()
+	if rc == nil {
+		return false
+	}
+	e.shareMu.Lock()
+	defer e.shareMu.Unlock()
+	if e.lnClosed {
+		return false
+	}
+	fd := -1
+	var dupErr error
+	if err := rc.Control(func(lfd uintptr) {
+		if fd, dupErr = unix.FcntlInt(lfd, unix.F_DUPFD_CLOEXEC, 0); dupErr != nil {
+			return
+		}
+		// Go sets TCP_NODELAY on each connection it accepts; a connection the kernel accepts
+		// for a loop inherits it from the listener instead.
+		dupErr = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+	}); err != nil || dupErr != nil {
+		if fd >= 0 {
+			_ = unix.Close(fd)
+		}
+		return false
+	}
+	if err := e.eng.ShareListener(fd, acceptedOnLoop, e.loopAcceptFailed); err != nil {
+		_ = e.eng.UnshareListener(fd)
+		_ = unix.Close(fd)
+		e.log.Warn("event loops cannot accept from the listener; an accept goroutine will", "entrypoint", e.set.Name, "error", err.Error())
+		return false
+	}
+	e.sharedFD = fd
+	return true
+}
 
 // acceptLoop accepts the entrypoint's connections and hands each to gnet's event loops, until
 // the listener is closed.
@@ -169,12 +216,10 @@ func (e *GnetEngine) acceptLoop() {
 	defer close(e.acceptDone)
 	var delay time.Duration
 	for {
-		e.acceptingSince.Store(time.Now().UnixNano())
 		if acceptHook != nil {
 			acceptHook()
 		}
 		c, err := e.ln.Accept()
-		e.acceptingSince.Store(0)
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
@@ -222,6 +267,19 @@ func (e *GnetEngine) register(c net.Conn) {
 	}()
 }
 
+// loopAcceptFailed logs, as acceptLoop and registerFailed do, that an event loop could not
+// accept from the shared listener (out of descriptors: it tries again in 100 ms) or could not
+// open a connection it accepted. It runs on the loop.
+func (e *GnetEngine) loopAcceptFailed(err error, dropped bool) {
+	if dropped {
+		e.registerFailed(err)
+		return
+	}
+	if n, ok := e.acceptLog.allow(); ok {
+		e.log.Warn("accept failed; retrying", "entrypoint", e.set.Name, "error", err.Error(), "retry_in", "100ms", "suppressed_since_last", n)
+	}
+}
+
 // registerFailed logs, once a second at most, that gnet could not take over an accepted
 // connection (out of descriptors, gnet's copy of the socket fails): the client sees its
 // connection closed, and the operator sees why.
@@ -249,25 +307,19 @@ func (l *logLimit) allow() (suppressed int64, ok bool) {
 	return l.suppressed.Swap(0), true
 }
 
-// adopt registers a connection an event loop accepted (acceptOnLoop) as acceptLoop registers
-// its own, with TCP keep-alive off as the engine's listener sets it (Listen).
-func (e *GnetEngine) adopt(fd int) {
-	f := os.NewFile(uintptr(fd), "")
-	c, err := net.FileConn(f) // a duplicate of fd
-	_ = f.Close()
-	if err != nil {
-		return
-	}
-	if tc, ok := c.(*net.TCPConn); ok {
-		_ = tc.SetKeepAlive(false)
-	}
-	e.register(c)
-}
-
 // closeListener closes the entrypoint's listening socket: from then on the kernel refuses new
 // connections.
 func (e *GnetEngine) closeListener() {
 	e.lnOnce.Do(func() {
+		e.shareMu.Lock()
+		e.lnClosed = true
+		if e.sharedFD >= 0 {
+			// Once no loop holds the duplicate, none accepts from it: it may close.
+			_ = e.eng.UnshareListener(e.sharedFD)
+			_ = unix.Close(e.sharedFD)
+			e.sharedFD = -1
+		}
+		e.shareMu.Unlock()
 		_ = e.ln.Close()
 		close(e.closing)
 	})
@@ -432,8 +484,12 @@ func (e *GnetEngine) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 		e.upOpened(uc, c)
 		return nil, gnet.None
 	}
-	if c.Context() != accepted {
-		return nil, gnet.Close // a connection to gnet's own listener, not one of acceptLoop's
+	switch c.Context() {
+	case accepted:
+	case acceptedOnLoop:
+		e.loopAccepted.Add(1)
+	default:
+		return nil, gnet.Close // a connection to gnet's own listener, not one of the entrypoint's
 	}
 	if e.set.MaxConnections > 0 && e.counters.conns.Load() >= int64(e.set.MaxConnections) {
 		e.m.Shed(metrics.ShedMaxConnections)
@@ -483,16 +539,9 @@ func (e *GnetEngine) OnTraffic(c gnet.Conn) gnet.Action {
 	gc, ok := c.Context().(*gconn)
 	if !ok {
 		if uc, ok := c.Context().(*upConn); ok {
-			e.acceptOnLoop(uc.ls)
 			return e.upTraffic(uc)
 		}
 		return gnet.Close
-	}
-	if e.lnRC != nil {
-		if gc.ls == nil {
-			gc.ls = e.loopOf(c)
-		}
-		e.acceptOnLoop(gc.ls)
 	}
 	return gc.onTraffic()
 }

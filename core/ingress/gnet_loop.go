@@ -81,8 +81,6 @@ type loopState struct {
 	served int64 // requests started on this loop (tests read it)
 	// spares holds per backend the state of this loop's spare dial (see keepSpare).
 	spares map[*pool.Pool]*spareState
-	// nextAccept is when (unix ns) the loop may next look at the listener (acceptOnLoop).
-	nextAccept int64
 }
 
 // spareState is one loop's spare dial to one backend.

@@ -47,6 +47,8 @@ type eventloop struct {
 	buffer       []byte            // read packet buffer whose capacity is set by user, default value is 64KB
 	connections  connMatrix        // loop connections storage
 	eventHandler EventHandler      // user eventHandler
+
+	shared map[int]*sharedListener // sluice patch (listener_shared_unix.go): listening sockets every loop accepts from
 }
 
 func (el *eventloop) Register(ctx context.Context, addr net.Addr) (<-chan RegisteredResult, error) {

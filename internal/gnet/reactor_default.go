@@ -52,6 +52,9 @@ func (el *eventloop) orbit() error {
 	err := el.poller.Polling(func(fd int, ev netpoll.IOEvent, flags netpoll.IOFlags) error {
 		c := el.connections.getConn(fd)
 		if c == nil {
+			if sl := el.shared[fd]; sl != nil { // sluice patch: listener_shared_unix.go
+				return el.acceptShared(sl)
+			}
 			// For kqueue, this might happen when the connection has already been closed,
 			// the file descriptor will be deleted from kqueue automatically as documented
 			// in the manual pages.

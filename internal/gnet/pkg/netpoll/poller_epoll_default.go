@@ -205,6 +205,14 @@ func (p *Poller) AddRead(pa *PollAttachment, edgeTriggered bool) error {
 		unix.EpollCtl(p.fd, unix.EPOLL_CTL_ADD, pa.FD, &unix.EpollEvent{Fd: int32(pa.FD), Events: ev}))
 }
 
+// AddReadExclusive (sluice patch) registers a listening socket level-triggered for reading
+// with EPOLLEXCLUSIVE: of the pollers that hold it so, one wakes per connection (an idle one
+// when there is one).
+func (p *Poller) AddReadExclusive(pa *PollAttachment) error {
+	return os.NewSyscallError("epoll_ctl add",
+		unix.EpollCtl(p.fd, unix.EPOLL_CTL_ADD, pa.FD, &unix.EpollEvent{Fd: int32(pa.FD), Events: unix.EPOLLIN | unix.EPOLLEXCLUSIVE}))
+}
+
 // AddWrite registers the given file descriptor with writable event to the poller.
 func (p *Poller) AddWrite(pa *PollAttachment, edgeTriggered bool) error {
 	var ev uint32 = WriteEvents

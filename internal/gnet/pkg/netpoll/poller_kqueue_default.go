@@ -186,6 +186,10 @@ func (p *Poller) AddRead(pa *PollAttachment, edgeTriggered bool) error {
 	return os.NewSyscallError("kevent add", err)
 }
 
+// AddReadExclusive (sluice patch) registers a listening socket level-triggered for reading;
+// this poller has no exclusive wake-up, so every poller holding it wakes.
+func (p *Poller) AddReadExclusive(pa *PollAttachment) error { return p.AddRead(pa, false) }
+
 // AddWrite registers the given file descriptor with writable event to the poller.
 func (p *Poller) AddWrite(pa *PollAttachment, edgeTriggered bool) error {
 	var flags IOFlags = unix.EV_ADD
