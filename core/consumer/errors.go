@@ -2,7 +2,6 @@ package consumer
 
 import (
 	"github.com/sluice-gw/sluice/core/pipeline"
-	"github.com/sluice-gw/sluice/sse"
 )
 
 // Answers of the api-key middleware and the grant checks, in the error shape each API's
@@ -39,11 +38,7 @@ func NewAnswer(status int, openaiType, anthropicType, code, msg string) *Answer 
 // AppendAnthropicError appends an error body in the Anthropic Messages API's shape:
 // {"type":"error","error":{"type":typ,"message":msg}}.
 func AppendAnthropicError(dst []byte, typ, msg string) []byte {
-	dst = append(dst, `{"type":"error","error":{"type":`...)
-	dst = sse.AppendJSONString(dst, typ)
-	dst = append(dst, `,"message":`...)
-	dst = sse.AppendJSONString(dst, msg)
-	return append(dst, "}}\n"...)
+	return pipeline.AppendAnthropicErrorBody(dst, typ, msg)
 }
 
 // Reply answers rc with a in the shape its endpoint's clients expect: Anthropic's on

@@ -82,6 +82,8 @@ priority = 0
 service = "sim"
 priority = 1
 upstream_model = "second-choice"
+[models.dead-model.targets.t]
+service = "dead"
 [models.narrow-model.targets.t]
 service = "sim"
 [models.narrow-model.scheduling]
@@ -545,6 +547,39 @@ func TestModelsEndpointTakesGETAndHEAD(t *testing.T) {
 				require.Equal(t, 200, call(t, "GET", base+path, teamAKey, "").status)
 				require.Equal(t, 200, call(t, "HEAD", base+path, teamAKey, "").status)
 			}
+		})
+	}
+}
+
+// TestMessagesErrorsInAnthropicShape: on /v1/messages the errors the gateway writes after
+// routing (no backend, an upstream that fails, the SSE event that ends a cut stream) are in
+// Anthropic's shape, as the router's own refusals are, so that Anthropic's SDKs read them;
+// the same failures on /v1/chat/completions stay in OpenAI's.
+func TestMessagesErrorsInAnthropicShape(t *testing.T) {
+	sim := startSimulator(t)
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			base := startModelGateway(t, engine, sim)
+			msg := `{"model":%q,"max_tokens":16,"stream":%v,"messages":[{"role":"user","content":"hi"}]}`
+
+			r := call(t, "POST", base+"/v1/messages", teamBKey, fmt.Sprintf(msg, "dead-model", false))
+			require.GreaterOrEqual(t, r.status, 500, r.raw)
+			require.Equal(t, "error", r.body["type"], "Anthropic's shape: %s", r.raw)
+			e, _ := r.body["error"].(map[string]any)
+			require.NotEmpty(t, e["type"], r.raw)
+			require.NotEmpty(t, e["message"], r.raw)
+			r = call(t, "POST", base+"/v1/chat/completions", teamBKey, fmt.Sprintf(chatBody, "dead-model"))
+			require.GreaterOrEqual(t, r.status, 500, r.raw)
+			require.NotEmpty(t, errField(r, "code"), "OpenAI's shape: %s", r.raw)
+
+			// The gateway closes a connection whose upstream failed mid-stream: no request
+			// may follow on it.
+			cut := call(t, "POST", base+"/v1/messages", teamBKey, fmt.Sprintf(msg, "chat-model", true), "X-Llmsim-Fault", "reset-after=3", "Connection", "close")
+			require.Equal(t, 200, cut.status, cut.raw)
+			require.Contains(t, cut.raw, "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"api_error\"", "Anthropic's stream error event")
+			cut = call(t, "POST", base+"/v1/chat/completions", teamBKey, `{"model":"chat-model","stream":true,"max_tokens":16,"messages":[{"role":"user","content":"hi"}]}`, "X-Llmsim-Fault", "reset-after=3", "Connection", "close")
+			require.Equal(t, 200, cut.status, cut.raw)
+			require.Contains(t, cut.raw, "event: error\ndata: {\"error\":", "OpenAI's stream error event")
 		})
 	}
 }

@@ -85,32 +85,13 @@ func replyError(rc *pipeline.RequestCtx, ep openai.Endpoint, ge *pipeline.Gatewa
 	if st != nil {
 		buf = st.buf[:0]
 	}
-	buf = consumer.AppendAnthropicError(buf, anthropicType(ge.Status), ge.Message)
+	buf = consumer.AppendAnthropicError(buf, pipeline.AnthropicErrorType(ge.Status), ge.Message)
 	if st != nil {
 		st.buf = buf
 	}
 	r := rc.Reply(ge.Status, "application/json", buf)
 	r.RetryAfter = ge.RetryAfter
 	return r
-}
-
-// anthropicType is the Anthropic error type of a status (its API's documented mapping).
-func anthropicType(status int) string {
-	switch status {
-	case 400, 405, 413, 415:
-		return "invalid_request_error"
-	case 401:
-		return "authentication_error"
-	case 403:
-		return "permission_error"
-	case 404:
-		return "not_found_error"
-	case 429:
-		return "rate_limit_error"
-	case 503, 529:
-		return "overloaded_error"
-	}
-	return "api_error"
 }
 
 // invalid answers a body Peek refused: 400 naming the parameter, in the endpoint's shape.

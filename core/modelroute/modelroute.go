@@ -225,6 +225,9 @@ func (s *Stage) OnRequest(rc *pipeline.RequestCtx) error {
 	if !ok {
 		return errUnknownEndpoint
 	}
+	if ep.AnthropicErrors() {
+		rc.SetErrorShape(pipeline.AnthropicErrors)
+	}
 	if string(rc.Req.Method) != "POST" {
 		rc.AddResponseHeader([]byte("Allow"), []byte("POST"))
 		return replyError(rc, ep, errMethod)

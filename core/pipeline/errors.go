@@ -112,6 +112,78 @@ func AppendErrorBody(dst []byte, e *GatewayError) []byte {
 	return append(dst, "}}\n"...)
 }
 
+// ErrorShape is the JSON shape of the error bodies and SSE error events the gateway writes for
+// a request: OpenAI's by default, Anthropic's for Anthropic Messages API clients.
+type ErrorShape uint8
+
+// The error shapes.
+const (
+	OpenAIErrors    ErrorShape = iota // {"error":{"message","type","param","code"}}
+	AnthropicErrors                   // {"type":"error","error":{"type","message"}}
+)
+
+// AppendAnthropicErrorBody appends an error body in the Anthropic Messages API's shape:
+// {"type":"error","error":{"type":typ,"message":msg}} and a newline.
+func AppendAnthropicErrorBody(dst []byte, typ, msg string) []byte {
+	dst = append(dst, `{"type":"error","error":{"type":`...)
+	dst = sse.AppendJSONString(dst, typ)
+	dst = append(dst, `,"message":`...)
+	dst = sse.AppendJSONString(dst, msg)
+	return append(dst, "}}\n"...)
+}
+
+// AnthropicErrorType is the Anthropic error type of an HTTP status, after the mapping the
+// Anthropic API documents (its "Errors" page): 529 and 503 overloaded, anything unlisted
+// api_error.
+func AnthropicErrorType(status int) string {
+	switch status {
+	case 400, 405, 408, 413, 415:
+		return "invalid_request_error"
+	case 401:
+		return "authentication_error"
+	case 403:
+		return "permission_error"
+	case 404:
+		return "not_found_error"
+	case 429:
+		return "rate_limit_error"
+	case 503, 529:
+		return "overloaded_error"
+	}
+	return "api_error"
+}
+
+// appendErrorBodyShaped appends e's body in shape s.
+func appendErrorBodyShaped(dst []byte, e *GatewayError, s ErrorShape) []byte {
+	if s == AnthropicErrors {
+		return AppendAnthropicErrorBody(dst, AnthropicErrorType(e.Status), e.Message)
+	}
+	return AppendErrorBody(dst, e)
+}
+
+// appendSSEErrorShaped appends the SSE error event of e in shape s; Anthropic's streaming
+// error is "event: error" with the error body as data, as OpenAI's is.
+func appendSSEErrorShaped(dst []byte, e *GatewayError, s ErrorShape) []byte {
+	if s == AnthropicErrors {
+		dst = append(dst, "event: error\ndata: "...)
+		dst = AppendAnthropicErrorBody(dst, AnthropicErrorType(e.Status), e.Message)
+		return append(dst, '\n')
+	}
+	return AppendSSEError(dst, e)
+}
+
+// sseErrorEvents holds e's SSE error event in each shape, made once.
+type sseErrorEvents [2][]byte
+
+func newSSEErrorEvents(e *GatewayError) sseErrorEvents {
+	return sseErrorEvents{appendSSEErrorShaped(nil, e, OpenAIErrors), appendSSEErrorShaped(nil, e, AnthropicErrors)}
+}
+
+// SetErrorShape sets the shape of the error bodies and SSE error events the gateway writes
+// for this request from now on (a model router sets Anthropic's on /v1/messages). Errors
+// written before it, such as the entrypoint's refusals of malformed requests, are OpenAI's.
+func (rc *RequestCtx) SetErrorShape(s ErrorShape) { rc.errShape = s }
+
 // AppendErrorResponse appends a complete HTTP/1.1 error response (status line, Date and the
 // other headers, JSON body) for e to dst. keepAlive false adds "Connection: close". The answer
 // to a HEAD request (head) has the body's length but not the body (RFC 9110 §9.3.2).

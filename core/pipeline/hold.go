@@ -177,14 +177,14 @@ func (rc *RequestCtx) afterHold(err error) (event []byte, gone bool) {
 			rc.outcome.UpstreamError = metrics.ReasonTimeout
 		}
 		rc.ended, rc.keepAlive = true, false
-		return AppendSSEError(nil, ge), false
+		return appendSSEErrorShaped(nil, ge, rc.errShape), false
 	}
 	resp := &rc.x.Resp
 	if resp.Status >= 200 && resp.Status < 300 && relay.IsEventStream(resp) {
 		if err := rc.route.Chain.onResponse(rc); err != nil {
 			rc.dropUpstream()
 			rc.ended, rc.keepAlive = true, false
-			return AppendSSEError(nil, ErrInternal), false
+			return appendSSEErrorShaped(nil, ErrInternal, rc.errShape), false
 		}
 		rc.armStreamDeadlines()
 		return nil, false
@@ -210,7 +210,7 @@ func (rc *RequestCtx) afterHold(err error) (event []byte, gone bool) {
 		return append(ev, "\n\n"...), false
 	}
 	ge := &GatewayError{Status: status, Type: UpstreamError, Code: "upstream_error", Message: "the upstream answered " + http1.StatusText(status)}
-	return AppendSSEError(nil, ge), false
+	return appendSSEErrorShaped(nil, ge, rc.errShape), false
 }
 
 // writeHeld writes a held stream to ds: its head, keep-alives while it waits, then the

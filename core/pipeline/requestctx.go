@@ -63,8 +63,9 @@ type RequestCtx struct {
 	upgraded  bool   // the upstream accepted it (101): the engine runs Tunnel
 	tunnelOut int64  // bytes the upstream sent through the tunnel
 
-	reply   Reply
-	replied bool
+	reply    Reply
+	replied  bool
+	errShape ErrorShape // of the gateway's own error bodies and SSE error events
 
 	requestID []byte
 	kv        []byte // backing store of added header fields
@@ -195,6 +196,7 @@ func (rc *RequestCtx) reset(ep *Entrypoint) {
 	rc.entered, rc.gaps = rc.entered[:0], nil
 	rc.held, rc.hold = false, holdState{}
 	rc.onLoop, rc.loopWait = false, 0
+	rc.errShape = OpenAIErrors
 }
 
 // Route returns the matched route (nil before routing or when none matched).

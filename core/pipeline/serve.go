@@ -766,7 +766,7 @@ func (rc *RequestCtx) appendReply(dst []byte) []byte {
 	if r.err != nil {
 		// The error body is built behind the head, then the length goes in front of it.
 		mark := len(dst)
-		dst = AppendErrorBody(dst, r.err)
+		dst = appendErrorBodyShaped(dst, r.err, rc.errShape)
 		n := len(dst) - mark
 		var hdr [48]byte
 		h := appendContentLength(hdr[:0], int64(n))
@@ -795,7 +795,7 @@ func (rc *RequestCtx) appendReply(dst []byte) []byte {
 // rather than write raw bytes).
 func (rc *RequestCtx) ReplyBody(dst []byte) []byte {
 	if rc.reply.err != nil {
-		return AppendErrorBody(dst, rc.reply.err)
+		return appendErrorBodyShaped(dst, rc.reply.err, rc.errShape)
 	}
 	return append(dst, rc.reply.Body...)
 }
@@ -982,7 +982,7 @@ func (rc *RequestCtx) bodyFailed(err error) {
 
 // sseErrorEvent is the event that ends an SSE stream whose upstream failed, so that a client
 // never takes a cut stream for a finished one.
-var sseErrorEvent = AppendSSEError(nil, ErrUpstreamStream)
+var sseErrorEvent = newSSEErrorEvents(ErrUpstreamStream)
 
 // ReadBody reads the next piece of the upstream body as the client gets it (payload for
 // Payload framing, wire bytes for Length), one upstream read per call, for engines that pull

@@ -34,9 +34,9 @@ var (
 	ErrStreamTimeout     = &GatewayError{Status: 504, Type: UpstreamError, Code: "stream_timeout", Message: "the stream lasted longer than the service's stream_timeout"}
 	ErrStreamIdle        = &GatewayError{Status: 504, Type: UpstreamError, Code: "stream_idle_timeout", Message: "the upstream sent nothing within the service's stream_idle_timeout"}
 
-	sseFirstTokenTimeout = AppendSSEError(nil, ErrFirstTokenTimeout)
-	sseStreamTimeout     = AppendSSEError(nil, ErrStreamTimeout)
-	sseStreamIdle        = AppendSSEError(nil, ErrStreamIdle)
+	sseFirstTokenTimeout = newSSEErrorEvents(ErrFirstTokenTimeout)
+	sseStreamTimeout     = newSSEErrorEvents(ErrStreamTimeout)
+	sseStreamIdle        = newSSEErrorEvents(ErrStreamIdle)
 )
 
 // Which deadline cut a stream (RequestCtx.cut).
@@ -170,12 +170,12 @@ func (rc *RequestCtx) deadlineCut() uint8 {
 func (rc *RequestCtx) streamFailure(err error) []byte {
 	switch rc.deadlineCut() {
 	case cutFirstToken:
-		return sseFirstTokenTimeout
+		return sseFirstTokenTimeout[rc.errShape]
 	case cutTotal:
-		return sseStreamTimeout
+		return sseStreamTimeout[rc.errShape]
 	}
 	if errors.Is(err, pool.ErrTimeout) {
-		return sseStreamIdle
+		return sseStreamIdle[rc.errShape]
 	}
-	return sseErrorEvent
+	return sseErrorEvent[rc.errShape]
 }
