@@ -39,7 +39,7 @@ var Families = []Family{
 	{"sluice_ttft_seconds", "histogram", "Streamed responses: time from the complete request to the first response body byte relayed (time to first token as the client sees it), in seconds."},
 	{"sluice_inter_token_latency_seconds", "histogram", "Streamed responses: time between consecutive upstream body reads relayed (inter-token latency; tokens read together count once), in seconds."},
 	{"sluice_response_bytes_total", "counter", "Response body bytes relayed from upstreams to clients."},
-	{"sluice_upstream_errors_total", "counter", "Upstream failures by reason: dial, timeout, protocol, closed (before the response started) and stream (after it started)."},
+	{"sluice_upstream_errors_total", "counter", "Upstream failures by reason: dial, timeout (no response head in time, or a stream deadline or idle timeout), protocol, closed (before the response started) and stream (any other failure after it started)."},
 	{"sluice_client_canceled_total", "counter", "Requests whose client left before the response was complete (the upstream exchange was aborted)."},
 	{"sluice_upstream_connect_seconds", "histogram", "Time to open a new upstream connection (TCP connect, plus the TLS handshake for https backends), in seconds; reused connections are not observed."},
 	{"sluice_upstream_active", "gauge", "Requests in flight to the backend."},
