@@ -450,6 +450,24 @@ service = "busy"
 	}
 }
 
+// postChatHeaders posts a chat-model completion to url as team A with exactly the header
+// fields hdr (and the key), and returns the answer, whose body must be JSON.
+func postChatHeaders(t *testing.T, url string, hdr http.Header) apiResult {
+	t.Helper()
+	req, err := http.NewRequest("POST", url, strings.NewReader(fmt.Sprintf(chatBody, "chat-model")))
+	require.NoError(t, err)
+	req.Header = hdr
+	req.Header.Set("Authorization", "Bearer "+teamAKey)
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	r := apiResult{status: resp.StatusCode, header: resp.Header, raw: string(raw)}
+	require.NoError(t, json.Unmarshal(raw, &r.body), "a JSON body: %s", raw)
+	return r
+}
+
 // TestModelRouterRefusesNonJSONContentType: a browser may POST text/plain, a form type or a
 // typeless body to any origin without a CORS preflight, so a model router refuses every body
 // not typed JSON with 415 (in the endpoint's error shape) and never forwards it.
@@ -460,20 +478,11 @@ func TestModelRouterRefusesNonJSONContentType(t *testing.T) {
 			base := startModelGateway(t, engine, sim)
 			post := func(path, ct string) apiResult {
 				t.Helper()
-				req, err := http.NewRequest("POST", base+path, strings.NewReader(fmt.Sprintf(chatBody, "chat-model")))
-				require.NoError(t, err)
-				req.Header.Set("Authorization", "Bearer "+teamAKey)
+				hdr := http.Header{}
 				if ct != "" {
-					req.Header.Set("Content-Type", ct)
+					hdr.Set("Content-Type", ct)
 				}
-				resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
-				require.NoError(t, err)
-				defer resp.Body.Close()
-				raw, err := io.ReadAll(resp.Body)
-				require.NoError(t, err)
-				r := apiResult{status: resp.StatusCode, header: resp.Header, raw: string(raw)}
-				require.NoError(t, json.Unmarshal(raw, &r.body), "a JSON error body: %s", raw)
-				return r
+				return postChatHeaders(t, base+path, hdr)
 			}
 			for _, ct := range []string{"text/plain", "text/plain;charset=UTF-8", "application/x-www-form-urlencoded",
 				"multipart/form-data; boundary=x", "", "application/jsonx", "json", "application/+json"} {
@@ -503,18 +512,7 @@ func TestModelRouterRefusesBodiesItCannotRead(t *testing.T) {
 			base := startModelGateway(t, engine, sim)
 			post := func(hdr http.Header) apiResult {
 				t.Helper()
-				req, err := http.NewRequest("POST", base+"/v1/chat/completions", strings.NewReader(fmt.Sprintf(chatBody, "chat-model")))
-				require.NoError(t, err)
-				req.Header = hdr
-				req.Header.Set("Authorization", "Bearer "+teamAKey)
-				resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
-				require.NoError(t, err)
-				defer resp.Body.Close()
-				raw, err := io.ReadAll(resp.Body)
-				require.NoError(t, err)
-				r := apiResult{status: resp.StatusCode, header: resp.Header, raw: string(raw)}
-				require.NoError(t, json.Unmarshal(raw, &r.body), "a JSON error body: %s", raw)
-				return r
+				return postChatHeaders(t, base+"/v1/chat/completions", hdr)
 			}
 			for _, ce := range []string{"gzip", "br", "deflate"} {
 				r := post(http.Header{"Content-Type": {"application/json"}, "Content-Encoding": {ce}})
