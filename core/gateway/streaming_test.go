@@ -307,3 +307,47 @@ stream_idle_timeout = "300ms"`)
 		})
 	}
 }
+
+// A stream whose upstream failed at an event boundary ends in good framing (the error event,
+// then the last chunk), so the client's connection carries its next request, as on a stream
+// that completed: a client that pools connections would otherwise send it on a connection
+// the gateway is closing. An HTTP/1.0 client's stream ends at the close, which stays.
+func TestConnectionOutlivesACutStream(t *testing.T) {
+	up := serveUpstream(t, func(c net.Conn, _ *bufio.Reader, head string, _ []byte) bool {
+		if !strings.HasPrefix(head, "POST /cut ") {
+			_, err := io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+			return err == nil
+		}
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+		ev := "data: {\"i\":0}\n\n"
+		fmt.Fprintf(c, "%x\r\n%s\r\n", len(ev), ev)
+		if tc, ok := c.(*net.TCPConn); ok {
+			_ = tc.SetLinger(0) // RST, not FIN
+		}
+		return false
+	})
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			_, addr := startGateway(t, engine, up.addr(), "")
+			c := dial(t, addr)
+			_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			r := bufio.NewReader(c)
+			send(t, c, "POST /cut HTTP/1.1\r\nHost: gw\r\nContent-Length: 2\r\n\r\n{}")
+			resp := readResponse(t, r, false)
+			require.Equal(t, 200, resp.status)
+			require.Contains(t, string(resp.body), "event: error")
+			require.NotEqual(t, "close", strings.ToLower(resp.headers["connection"]))
+			send(t, c, "GET /ok HTTP/1.1\r\nHost: gw\r\n\r\n")
+			next := readResponse(t, r, false)
+			require.Equal(t, 200, next.status, "the next request on the same connection")
+			require.Equal(t, "ok", string(next.body))
+
+			old := dial(t, addr)
+			_ = old.SetReadDeadline(time.Now().Add(10 * time.Second))
+			send(t, old, "POST /cut HTTP/1.0\r\nHost: gw\r\nContent-Length: 2\r\n\r\n{}")
+			rest, err := io.ReadAll(old)
+			require.NoError(t, err, "an HTTP/1.0 stream ends at the close")
+			require.Contains(t, string(rest), "event: error")
+		})
+	}
+}

@@ -944,9 +944,23 @@ func (rc *RequestCtx) RelayStep(ds Downstream) (done bool, _ error) {
 		if rc.Canceled() {
 			return true, rc.clientLeft()
 		}
+		keep := rc.keepAlive
 		rc.bodyFailed(err)
 		ev := rc.streamFailure(err)
-		_ = rc.sendTail(ds, func(dst []byte) []byte { return rc.relay.Fail(dst, ev) })
+		ended := false
+		if rc.sendTail(ds, func(dst []byte) []byte {
+			n := len(dst)
+			dst = rc.relay.Fail(dst, ev)
+			ended = len(dst) > n && rc.framing == relay.Chunk
+			return dst
+		}) == nil && ended {
+			// The client's response ended in good framing (the error event, then the last
+			// chunk): its connection may carry the next request, as the client asked. Closing
+			// it instead, which the head sent can no longer announce, fails the next request
+			// of a client that pools connections and sends before it sees the close.
+			rc.keepAlive = keep
+			return true, nil
+		}
 		return true, err
 	}
 }

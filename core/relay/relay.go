@@ -213,7 +213,7 @@ func (r *Relay) End(dst []byte) []byte {
 // gateway's error event) framed for the client and, for Chunk framing, the last chunk, so the
 // client reads an error instead of a silent cut (the stream still gets no "[DONE]"). Anything
 // else gets nothing: the caller closes the connection and the client sees the truncation.
-// Either way the connection is not reused afterwards.
+// After a Chunk tail the client's response is complete and its connection may be reused.
 func (r *Relay) Fail(dst, event []byte) []byte {
 	if r.ended || !r.sse || !r.ev.atBoundary() {
 		return dst
