@@ -216,8 +216,12 @@ func validate(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// check loads and compiles the config at path, as serve would.
+// check loads and compiles the config at path, as serve would. What compiling starts and logs
+// (a rollout's first step) is the running gateway's to report: validate prints its verdict
+// alone, so the log goes nowhere meanwhile.
 func check(path string) (*config.Config, error) {
+	defer slog.SetDefault(slog.Default())
+	slog.SetDefault(slog.New(slog.DiscardHandler))
 	cfg, err := gateway.LoadConfig(path)
 	if err != nil {
 		return nil, err

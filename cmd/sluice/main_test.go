@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -208,4 +209,16 @@ func TestValidateTypeErrorSaysWhatToWrite(t *testing.T) {
 	var out, errb bytes.Buffer
 	require.Equal(t, 1, run([]string{"validate", f}, &out, &errb))
 	require.Equal(t, f+`:3:17: entrypoints.web.drain_timeout must be a duration string such as "30s", not an integer`+"\n", errb.String())
+}
+
+// Validating a config that starts a rollout logs nothing: validate's output is its verdict.
+func TestValidateLogsNothing(t *testing.T) {
+	var logs bytes.Buffer
+	defer slog.SetDefault(slog.Default())
+	slog.SetDefault(slog.New(slog.NewTextHandler(&logs, nil)))
+	var out, errb bytes.Buffer
+	require.Equal(t, 0, run([]string{"validate", "../../configs/examples/lifecycle.toml"}, &out, &errb), errb.String())
+	require.Empty(t, logs.String(), "log lines while validating")
+	require.Empty(t, errb.String())
+	require.Contains(t, out.String(), ": ok")
 }
