@@ -144,17 +144,23 @@ func TestClientDisconnectMidStreamClosesUpstream(t *testing.T) {
 	}
 }
 
+// cutAfterOneEvent answers a streamed response of one event on c, then resets the connection
+// (the upstream dies mid-stream); it returns false, which ends the script's connection.
+func cutAfterOneEvent(c net.Conn) bool {
+	io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+	ev := "data: {\"i\":0}\n\n"
+	fmt.Fprintf(c, "%x\r\n%s\r\n", len(ev), ev)
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0) // RST, not FIN
+	}
+	return false
+}
+
 // An upstream that dies mid-stream must never look like a finished stream to the client:
 // no [DONE], an SSE error event instead, and the stream ends promptly.
 func TestUpstreamResetMidStreamEndsClientStreamWithoutDone(t *testing.T) {
 	up := serveUpstream(t, func(c net.Conn, _ *bufio.Reader, _ string, _ []byte) bool {
-		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
-		ev := "data: {\"i\":0}\n\n"
-		fmt.Fprintf(c, "%x\r\n%s\r\n", len(ev), ev)
-		if tc, ok := c.(*net.TCPConn); ok {
-			_ = tc.SetLinger(0) // RST, not FIN
-		}
-		return false
+		return cutAfterOneEvent(c)
 	})
 	for _, engine := range engines {
 		t.Run(engine, func(t *testing.T) {
@@ -318,13 +324,7 @@ func TestConnectionOutlivesACutStream(t *testing.T) {
 			_, err := io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 			return err == nil
 		}
-		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
-		ev := "data: {\"i\":0}\n\n"
-		fmt.Fprintf(c, "%x\r\n%s\r\n", len(ev), ev)
-		if tc, ok := c.(*net.TCPConn); ok {
-			_ = tc.SetLinger(0) // RST, not FIN
-		}
-		return false
+		return cutAfterOneEvent(c)
 	})
 	for _, engine := range engines {
 		t.Run(engine, func(t *testing.T) {
