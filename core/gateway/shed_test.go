@@ -7,7 +7,6 @@ import (
 	"net"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -44,25 +43,6 @@ func waitShed(t *testing.T, reason string, want float64) {
 		time.Sleep(10 * time.Millisecond) // polling interval, not an assertion
 	}
 	require.Equal(t, want, shedCount(t, reason), "counted once")
-}
-
-// A client that reads nothing of a streamed response is shed after client_stall_timeout, and
-// counted as client_stall on every engine.
-func TestStalledClientIsCountedAsShed(t *testing.T) {
-	for _, engine := range engines {
-		t.Run(engine, func(t *testing.T) {
-			var written atomic.Int64
-			full := make(chan struct{}, 1)
-			up := bigUpstream(t, &written, full)
-			_, addr := startGateway(t, engine, up.addr(), `client_stall_timeout = "300ms"`)
-			before := shedCount(t, "client_stall")
-			c := dial(t, addr)
-			require.NoError(t, c.(*net.TCPConn).SetReadBuffer(4<<10))
-			send(t, c, "GET /big HTTP/1.1\r\nHost: gw\r\n\r\n")
-			up.waitConnClosed(t, 10*time.Second)
-			waitShed(t, "client_stall", before+1)
-		})
-	}
 }
 
 // A connection over max_connections is closed at once without an answer on every engine, and

@@ -86,7 +86,8 @@ func TestSlowReaderStopsUpstreamReads(t *testing.T) {
 	}
 }
 
-// A client that reads nothing for client_stall_timeout is closed, and so is its upstream.
+// A client that reads nothing for client_stall_timeout is closed, and so is its upstream; the
+// connection counts once as shed for client_stall.
 func TestStalledClientIsClosedWithItsUpstream(t *testing.T) {
 	for _, engine := range engines {
 		t.Run(engine, func(t *testing.T) {
@@ -94,9 +95,11 @@ func TestStalledClientIsClosedWithItsUpstream(t *testing.T) {
 			full := make(chan struct{}, 1)
 			up := bigUpstream(t, &written, full)
 			_, addr := startGateway(t, engine, up.addr(), `client_stall_timeout = "500ms"`)
+			before := shedCount(t, "client_stall")
 			c := dial(t, addr)
 			send(t, c, "GET /big HTTP/1.1\r\nHost: gw\r\n\r\n")
 			up.waitConnClosed(t, 10*time.Second)
+			waitShed(t, "client_stall", before+1)
 		})
 	}
 }
