@@ -115,6 +115,9 @@ func (x *Exchange) fill(buf []byte) (int, error) {
 		return 0, err
 	}
 	c := x.c
+	if c.ownerTimed {
+		return x.readInto(c, buf)
+	}
 	// Re-arm the idle deadline only when a noticeable part of it has passed: a stream reads
 	// every few milliseconds, and a timer update per read costs more than the read's own work.
 	// The deadline then fires between 15/16 of StreamIdleTimeout and all of it after the last
@@ -126,6 +129,12 @@ func (x *Exchange) fill(buf []byte) (int, error) {
 		}
 		x.armed = now
 	}
+	return x.readInto(c, buf)
+}
+
+// readInto makes the one socket read of fill. An error that comes with bytes is kept for the
+// next call, so that the bytes are relayed first.
+func (x *Exchange) readInto(c *conn, buf []byte) (int, error) {
 	n, err := c.nc.Read(buf)
 	if n > 0 && err != nil {
 		x.rerr = err

@@ -26,7 +26,7 @@ func (x *Exchange) AttachLoop(p *Pool, nc net.Conn, dialed time.Duration, releas
 		return errRoundTripTwice
 	}
 	x.p = p
-	x.lc = conn{nc: nc, raw: nc, release: release}
+	x.lc = conn{nc: nc, raw: nc, release: release, ownerTimed: true}
 	x.mu.Lock()
 	if x.aborted.Load() {
 		x.mu.Unlock()
@@ -120,6 +120,7 @@ func (x *Exchange) Handoff(nc net.Conn) {
 	}
 	x.lc.nc, x.lc.raw = nc, nc
 	x.lc.release = func(bool) { _ = nc.Close() }
+	x.lc.ownerTimed = false
 	x.broken = true
 	x.armed = time.Time{}
 	if x.aborted.Load() {

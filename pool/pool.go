@@ -20,6 +20,9 @@ type conn struct {
 	// release, when set, takes the conn back at the end of an exchange instead of the pool: a
 	// conn driven by an event loop returns to that loop's idle list (AttachLoop).
 	release func(reusable bool)
+	// ownerTimed: the conn's deadlines are its owner's (an event loop's connection ignores
+	// them), so reads skip arming them and the clock read that costs.
+	ownerTimed bool
 }
 
 func (c *conn) close() { _ = c.raw.Close() }

@@ -919,12 +919,22 @@ func (rc *RequestCtx) relayTo(ds Downstream) error {
 // yet (call again when it sends more), or the error that ends the connection (the client
 // left, or the upstream failed mid-body: an SSE client got the error event).
 func (rc *RequestCtx) RelayStep(ds Downstream) (done bool, _ error) {
+	return rc.RelayStepAt(ds, time.Time{})
+}
+
+// RelayStepAt is RelayStep for an engine that read the clock when the upstream's bytes
+// arrived (an event loop, once per readiness event): now stamps the read's TTFT or ITL
+// observation instead of a clock read per step. A zero now reads the clock after the read.
+func (rc *RequestCtx) RelayStepAt(ds Downstream, now time.Time) (done bool, _ error) {
 	bp := getRelayBuf()
 	b := *bp
 	n, err := rc.x.ReadBody(b[relay.Headroom:len(b)-relay.Tailroom], rc.framing.Raw())
 	if n > 0 {
 		rc.route.Chain.onBody(rc, b[relay.Headroom:relay.Headroom+n])
-		lo, hi, o := rc.relay.Frame(b, n, time.Now())
+		if now.IsZero() {
+			now = time.Now()
+		}
+		lo, hi, o := rc.relay.Frame(b, n, now)
 		rc.observe(o)
 		if ds.Send(bp, lo, hi) != nil {
 			return true, rc.clientLeft()
