@@ -85,3 +85,32 @@ func TestRawWritevCapsItsVectors(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, want.String(), string(got[:m]))
 }
+
+// TestRawWriteToAGonePeer: a socket is written with sendto and MSG_NOSIGNAL, so a peer that
+// left is the EPIPE the loops branch on, with no SIGPIPE raised for it.
+func TestRawWriteToAGonePeer(t *testing.T) {
+	a, b := socketPair(t)
+	require.NoError(t, unix.Close(b))
+	n, err := gio.Write(a, []byte("more"))
+	require.Equal(t, -1, n)
+	require.Equal(t, unix.EPIPE, err)
+}
+
+// TestRawIOFallsBackOnNonSockets: a descriptor that is not a socket (a pipe here) is read and
+// written with read(2) and write(2), where recvfrom and sendto fail with ENOTSOCK.
+func TestRawIOFallsBackOnNonSockets(t *testing.T) {
+	var p [2]int
+	require.NoError(t, unix.Pipe2(p[:], unix.O_NONBLOCK|unix.O_CLOEXEC))
+	t.Cleanup(func() { _ = unix.Close(p[0]); _ = unix.Close(p[1]) })
+
+	n, err := gio.Write(p[1], []byte("piped"))
+	require.NoError(t, err)
+	require.Equal(t, 5, n)
+	buf := make([]byte, 16)
+	n, err = gio.Read(p[0], buf)
+	require.NoError(t, err)
+	require.Equal(t, "piped", string(buf[:n]))
+	n, err = gio.Read(p[0], buf)
+	require.Equal(t, -1, n)
+	require.Equal(t, unix.EAGAIN, err)
+}

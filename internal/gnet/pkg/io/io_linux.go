@@ -39,25 +39,43 @@ func Readv(fd int, iov [][]byte) (int, error) {
 	return unix.Readv(fd, iov)
 }
 
-// Read calls read(2) as a raw system call, without entering the Go scheduler's system call
-// state. An event loop's descriptors are non-blocking, so the call never waits; the
-// scheduler's bookkeeping for a call that might (entersyscall/exitsyscall, and sysmon taking
-// the loop's P away when it sees one last over 20 µs, which the loop must then win back) cost
-// the gateway 6–12% of its CPU on many slow streams. Shapes and errors are unix.Read's:
-// n is -1 with a syscall.Errno on failure (unix.EAGAIN when nothing is ready).
-func Read(fd int, p []byte) (int, error) { return rawIO(unix.SYS_READ, fd, p) }
+// Read reads a socket with recvfrom(2) as a raw system call, without entering the Go
+// scheduler's system call state. An event loop's descriptors are non-blocking, so the call
+// never waits; the scheduler's bookkeeping for a call that might (entersyscall/exitsyscall,
+// and sysmon taking the loop's P away when it sees one last over 20 µs, which the loop must
+// then win back) cost the gateway 6–12% of its CPU on many slow streams. recvfrom rather
+// than read(2): on a socket the kernel's read path adds the file layer's work (position
+// lock lookup, access checks, fsnotify) to the same socket receive. A descriptor that is
+// not a socket is read with read(2). Shapes and errors are unix.Read's: n is -1 with a
+// syscall.Errno on failure (unix.EAGAIN when nothing is ready).
+func Read(fd int, p []byte) (int, error) {
+	n, err := rawIO(unix.SYS_RECVFROM, fd, p, 0)
+	if err == unix.ENOTSOCK || err == unix.ENOSYS {
+		return rawIO(unix.SYS_READ, fd, p, 0)
+	}
+	return n, err
+}
 
-// Write calls write(2) as a raw system call, for the reason Read gives; shapes and errors
-// are unix.Write's.
-func Write(fd int, p []byte) (int, error) { return rawIO(unix.SYS_WRITE, fd, p) }
+// Write writes a socket with sendto(2) as a raw system call, for the reasons Read gives,
+// with MSG_NOSIGNAL: a peer that left is reported as EPIPE without a SIGPIPE to deliver. A
+// descriptor that is not a socket is written with write(2). Shapes and errors are
+// unix.Write's.
+func Write(fd int, p []byte) (int, error) {
+	n, err := rawIO(unix.SYS_SENDTO, fd, p, unix.MSG_NOSIGNAL)
+	if err == unix.ENOTSOCK || err == unix.ENOSYS {
+		return rawIO(unix.SYS_WRITE, fd, p, 0)
+	}
+	return n, err
+}
 
-// rawIO makes the read(2) or write(2) system call trap on fd and p as a raw system call.
-func rawIO(trap uintptr, fd int, p []byte) (int, error) {
+// rawIO makes the system call trap (read, write, recvfrom or sendto) on fd, p and flags as a
+// raw system call; read and write ignore flags, recvfrom and sendto get no address.
+func rawIO(trap uintptr, fd int, p []byte, flags int) (int, error) {
 	var ptr unsafe.Pointer
 	if len(p) > 0 {
 		ptr = unsafe.Pointer(&p[0])
 	}
-	r, _, e := unix.RawSyscall(trap, uintptr(fd), uintptr(ptr), uintptr(len(p)))
+	r, _, e := unix.RawSyscall6(trap, uintptr(fd), uintptr(ptr), uintptr(len(p)), uintptr(flags), 0, 0)
 	if e != 0 {
 		return int(r), e
 	}
