@@ -2,34 +2,97 @@ package pool
 
 import (
 	"errors"
-	"fmt"
 	"io"
+	"net"
 	"os"
+	"strings"
 	"syscall"
 )
 
 // Sentinel errors. RoundTrip and ReadBody return errors that wrap exactly one of them (test with
 // errors.Is); the comment names the status the gateway answers a client with (RFC 9110 §15.6).
+// Alone, each reads "sluice: upstream <what>"; inside an *UpstreamError, which already names
+// the upstream, only its <what>.
 var (
 	// ErrDial: the TCP connect or TLS handshake to the upstream failed or timed out
 	// (Options.DialTimeout), or the Pool was closed. 502 Bad Gateway.
-	ErrDial = errors.New("sluice: upstream dial failed")
+	ErrDial error = &kindError{"dial failed"}
 	// ErrTimeout: no complete response head within Options.ResponseHeaderTimeout after the
 	// request was written, a body read silent for Options.StreamIdleTimeout, or a request write
 	// stalled for Options.StreamIdleTimeout. 504 Gateway Timeout.
-	ErrTimeout = errors.New("sluice: upstream timeout")
+	ErrTimeout error = &kindError{"timeout"}
 	// ErrUpstreamProto: the upstream sent a malformed response head or body framing
 	// (RFC 9112), or a head larger than the limits. 502 Bad Gateway.
-	ErrUpstreamProto = errors.New("sluice: malformed upstream response")
+	ErrUpstreamProto error = &kindError{"malformed response"}
 	// ErrAborted: Abort was called (the client left); the upstream connection is closed.
 	// Not an upstream failure: count it as a client cancellation.
-	ErrAborted = errors.New("sluice: upstream exchange aborted")
+	ErrAborted error = &kindError{"exchange aborted"}
 	// ErrUpstreamClosed: the upstream closed or reset the connection before the response
 	// (or its body) was complete. 502 Bad Gateway.
-	ErrUpstreamClosed = errors.New("sluice: upstream closed connection")
+	ErrUpstreamClosed error = &kindError{"closed connection"}
 	// ErrPoolClosed is wrapped together with ErrDial when RoundTrip runs on a closed Pool.
-	ErrPoolClosed = errors.New("sluice: upstream pool closed")
+	ErrPoolClosed error = &kindError{"pool closed"}
 )
+
+// kindError is a sentinel: what went wrong with an upstream, without saying which one.
+type kindError struct{ what string }
+
+func (k *kindError) Error() string { return "sluice: upstream " + k.what }
+
+// UpstreamError is a failure of an exchange with the upstream at Addr: while doing Op (empty
+// for the dial itself), of the kind Kind (one of the sentinel errors above), caused by Err
+// (nil when there is no more to say). errors.Is finds both Kind and Err. It reads
+// "sluice: upstream 127.0.0.1:9: dial failed: connect: connection refused": the upstream, the
+// kind and the cause once each, so a log line carrying it does not repeat itself.
+type UpstreamError struct {
+	Addr string
+	Op   string
+	Kind error
+	Err  error
+}
+
+// Error returns "sluice: upstream ADDR: [OP: ]KIND[: CAUSE]". A cause that is a net.OpError on
+// Addr itself ("dial tcp ADDR: ...") is given without that prefix, which would name the upstream
+// a second time; on another address (the one a host name resolved to) it is kept.
+func (e *UpstreamError) Error() string {
+	var b strings.Builder
+	b.WriteString("sluice: upstream ")
+	b.WriteString(e.Addr)
+	if e.Op != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Op)
+	}
+	b.WriteString(": ")
+	b.WriteString(what(e.Kind))
+	if e.Err != nil {
+		b.WriteString(": ")
+		cause := e.Err
+		if oe, ok := cause.(*net.OpError); ok && oe.Err != nil && oe.Addr != nil && oe.Addr.String() == e.Addr {
+			cause = oe.Err
+		}
+		b.WriteString(what(cause))
+	}
+	return b.String()
+}
+
+// Unwrap returns Kind and Err, for errors.Is and errors.As.
+func (e *UpstreamError) Unwrap() []error {
+	if e.Err == nil {
+		return []error{e.Kind}
+	}
+	return []error{e.Kind, e.Err}
+}
+
+// what is err's text inside an UpstreamError: a sentinel's without its "sluice: upstream".
+func what(err error) string {
+	if k, ok := err.(*kindError); ok {
+		return k.what
+	}
+	if err == nil {
+		return "<nil>"
+	}
+	return err.Error()
+}
 
 // isTimeout reports whether err is a socket deadline expiry.
 func isTimeout(err error) bool {
@@ -54,12 +117,11 @@ func (x *Exchange) ioErr(err error, op string) error {
 	if x.p != nil {
 		addr = x.p.o.Addr
 	}
-	switch {
-	case isTimeout(err):
-		return fmt.Errorf("sluice: upstream %s: %s: %w (%w)", addr, op, ErrTimeout, err)
-	default:
-		return fmt.Errorf("sluice: upstream %s: %s: %w (%w)", addr, op, ErrUpstreamClosed, err)
+	kind := ErrUpstreamClosed
+	if isTimeout(err) {
+		kind = ErrTimeout
 	}
+	return &UpstreamError{Addr: addr, Op: op, Kind: kind, Err: err}
 }
 
 // protoErr wraps a framing error from core/http1 (or a local one) as ErrUpstreamProto.
@@ -68,10 +130,7 @@ func (x *Exchange) protoErr(err error, op string) error {
 	if x.p != nil {
 		addr = x.p.o.Addr
 	}
-	if err == nil {
-		return fmt.Errorf("sluice: upstream %s: %s: %w", addr, op, ErrUpstreamProto)
-	}
-	return fmt.Errorf("sluice: upstream %s: %s: %w (%w)", addr, op, ErrUpstreamProto, err)
+	return &UpstreamError{Addr: addr, Op: op, Kind: ErrUpstreamProto, Err: err}
 }
 
 // Misuse errors (programming errors in the caller).

@@ -280,7 +280,7 @@ func (x *Exchange) detach() {
 
 func (x *Exchange) dial(p *Pool) (*conn, error) {
 	if p.isClosed() {
-		return nil, fmt.Errorf("sluice: upstream %s: %w: %w", p.o.Addr, ErrDial, ErrPoolClosed)
+		return nil, &UpstreamError{Addr: p.o.Addr, Kind: ErrDial, Err: ErrPoolClosed}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), p.o.DialTimeout)
 	defer cancel()
@@ -301,7 +301,7 @@ func (x *Exchange) dial(p *Pool) (*conn, error) {
 			return nil, ErrAborted
 		}
 		p.dialErrors.Add(1)
-		return nil, fmt.Errorf("sluice: upstream %s: %w: %w", p.o.Addr, ErrDial, err)
+		return nil, &UpstreamError{Addr: p.o.Addr, Kind: ErrDial, Err: err}
 	}
 	x.dialed = time.Since(start)
 	return c, nil

@@ -3,7 +3,6 @@ package pool
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"os"
 	"time"
@@ -143,7 +142,7 @@ func (p *Pool) IsTLS() bool { return p.tls != nil }
 // caller enrolls the socket on its event loop.
 func (p *Pool) Dial(ctx context.Context) (net.Conn, time.Duration, error) {
 	if p.isClosed() {
-		return nil, 0, fmt.Errorf("sluice: upstream %s: %w: %w", p.o.Addr, ErrDial, ErrPoolClosed)
+		return nil, 0, &UpstreamError{Addr: p.o.Addr, Kind: ErrDial, Err: ErrPoolClosed}
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.o.DialTimeout)
 	defer cancel()
@@ -151,7 +150,7 @@ func (p *Pool) Dial(ctx context.Context) (net.Conn, time.Duration, error) {
 	nc, err := p.connect(ctx)
 	if err != nil {
 		p.dialErrors.Add(1)
-		return nil, 0, fmt.Errorf("sluice: upstream %s: %w: %w", p.o.Addr, ErrDial, err)
+		return nil, 0, &UpstreamError{Addr: p.o.Addr, Kind: ErrDial, Err: err}
 	}
 	if tc, ok := nc.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)

@@ -3,7 +3,6 @@ package ingress
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"os"
@@ -129,7 +128,10 @@ type upConn struct {
 	release  func(reusable bool)
 }
 
-var errUpstreamGone = errors.New("sluice: upstream connection closed")
+// errUpstreamGone is what a write to an upstream connection gnet already closed returns. It
+// only ever reaches a log as the cause inside a pool.UpstreamError, which names the upstream
+// and the failure: its own text says only what is left to say.
+var errUpstreamGone = errors.New("socket already closed")
 
 // Read implements net.Conn for pool.Exchange: what the loop has buffered, pool.ErrWouldBlock
 // when nothing is, io.EOF once the upstream closed.
@@ -455,7 +457,7 @@ func (e *GnetEngine) dialOn(ctx context.Context, cancel context.CancelFunc, uc *
 			// The client left or the engine stops: nothing was sent, and the socket must not
 			// reach a loop that may be stopping (its registration would never run).
 			_ = nc.Close()
-			err = fmt.Errorf("sluice: upstream %s: %w: %w", b.Pool.Addr(), pool.ErrDial, ctx.Err())
+			err = &pool.UpstreamError{Addr: b.Pool.Addr(), Kind: pool.ErrDial, Err: ctx.Err()}
 		}
 		if err == nil {
 			uc.dialed = d
@@ -471,7 +473,7 @@ func (e *GnetEngine) dialOn(ctx context.Context, cancel context.CancelFunc, uc *
 				_ = nc.Close()
 			}
 			// Not on the loop: nothing was sent, so the request may try another backend.
-			err = fmt.Errorf("sluice: upstream %s: enroll: %w: %w", b.Pool.Addr(), pool.ErrDial, eerr)
+			err = &pool.UpstreamError{Addr: b.Pool.Addr(), Op: "enroll", Kind: pool.ErrDial, Err: eerr}
 		}
 		_ = el.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
 			e.dialFailed(uc, err)
