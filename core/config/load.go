@@ -75,8 +75,9 @@ func LoadBytes(name string, data []byte) (*Config, error) {
 	return load([]source{{name: name, data: data}}, os.LookupEnv)
 }
 
-// DefaultName is the file name the embedded default configuration is
-// reported under.
+// DefaultName is the name the embedded default configuration is reported under
+// in positions and errors, and in Files: "embedded configs/default.toml", not a
+// path, since no such file need exist where sluice runs.
 const DefaultName = configs.DefaultName
 
 // LoadDefault loads the embedded default configuration (configs/default.toml).
