@@ -3,6 +3,8 @@ package gateway_test
 import (
 	"bufio"
 	"bytes"
+	"crypto/tls"
+	"fmt"
 	"io"
 	"net"
 	"strconv"
@@ -97,5 +99,93 @@ func TestSlowHeadGets408AndIsCountedAsShed(t *testing.T) {
 				waitShed(t, "header_timeout", before+float64(i+1))
 			}
 		})
+	}
+}
+
+// stalledHeads are the ways a request head (or the body behind it) can stop arriving; each
+// must get 408 after read_header_timeout. keepAlive: a complete request is answered on the
+// connection first.
+var stalledHeads = []struct {
+	name      string
+	keepAlive bool
+	partial   string
+}{
+	{"blank lines", false, "\r\n\r\n"},
+	{"one blank line", false, "\r\n"},
+	{"half a blank line", false, "\r"},
+	{"blank lines then part of a request line", false, "\r\n\r\nGET / HT"},
+	{"blank lines then part of the fields", false, "\r\nGET / HTTP/1.1\r\nHost: gw\r\n"},
+	{"inside the request line", false, "GET /slow HTTP/1"},
+	{"at the end of the request line", false, "GET /slow HTTP/1.1\r\n"},
+	{"inside a field line", false, "GET / HTTP/1.1\r\nHost: gw\r\nX-Slow: "},
+	{"inside the body", false, "POST / HTTP/1.1\r\nHost: gw\r\nContent-Length: 10\r\n\r\nab"},
+	{"blank lines after a request", true, "\r\n\r\n"},
+	{"inside the next request line", true, "GET /slow HTTP/1"},
+	{"blank lines after a request, then a field", true, "\r\nGET / HTTP/1.1\r\nHost: gw\r\n"},
+}
+
+// Every way a request head can stall gets the same answer on every engine: 408 with a JSON
+// error after read_header_timeout, counted as shed for header_timeout. That includes a head
+// of nothing but the empty lines a client may send before a request line (RFC 9112 §2.2),
+// which a server could mistake for a client that left, and a stall on a keep-alive
+// connection after an answered request.
+func TestStalledHeadGets408OnEveryEngine(t *testing.T) {
+	up := serveUpstream(t, echo)
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			_, addr := startGateway(t, engine, up.addr(), `read_header_timeout = "300ms"`)
+			requireStalledHeads408(t, func() net.Conn { return dial(t, addr) })
+		})
+	}
+}
+
+// The same over TLS, where the fasthttp engine is the only engine.
+func TestStalledHeadGets408OverTLS(t *testing.T) {
+	up := serveUpstream(t, echo)
+	cert, key, roots := selfSigned(t, t.TempDir())
+	_, addr := startGateway(t, "fasthttp", up.addr(),
+		fmt.Sprintf("read_header_timeout = \"300ms\"\ntls = { cert_file = %q, key_file = %q }", cert, key))
+	requireStalledHeads408(t, func() net.Conn {
+		c, err := tls.DialWithDialer(&net.Dialer{Timeout: 2 * time.Second}, "tcp", addr, &tls.Config{RootCAs: roots})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = c.Close() })
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		return c
+	})
+}
+
+// requireStalledHeads408 sends each of stalledHeads on its own connection from dial, all at
+// once so that they share one read_header_timeout, and requires each answer to be a 408 JSON
+// error followed by the close, and each connection to be counted as shed for header_timeout.
+func requireStalledHeads408(t *testing.T, dial func() net.Conn) {
+	t.Helper()
+	before := shedCount(t, "header_timeout")
+	conns := make([]net.Conn, len(stalledHeads))
+	readers := make([]*bufio.Reader, len(stalledHeads))
+	for i, tc := range stalledHeads {
+		c := dial()
+		r := bufio.NewReader(c)
+		if tc.keepAlive {
+			send(t, c, "GET /first HTTP/1.1\r\nHost: gw\r\n\r\n")
+			require.Equal(t, 200, readResponse(t, r, false).status, tc.name)
+		}
+		send(t, c, tc.partial)
+		conns[i], readers[i] = c, r
+	}
+	for i, tc := range stalledHeads {
+		_ = conns[i].SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := readers[i].Peek(1); err != nil {
+			t.Errorf("%s (%q): no answer, the connection ended with %v", tc.name, tc.partial, err)
+			continue
+		}
+		resp := readResponse(t, readers[i], false)
+		require.Equal(t, 408, resp.status, tc.name)
+		require.Equal(t, "application/json", resp.headers["content-type"], tc.name)
+		require.Contains(t, string(resp.body), `"code":"request_timeout"`, tc.name)
+		require.Equal(t, "close", strings.ToLower(resp.headers["connection"]), tc.name)
+		waitEOF(t, conns[i], 5*time.Second)
+	}
+	if !t.Failed() {
+		waitShed(t, "header_timeout", before+float64(len(stalledHeads)))
 	}
 }

@@ -46,6 +46,20 @@ func (fc *framingCheck) tooLarge() error {
 	return http1.HeadTooLarge(fc.head, fc.lim)
 }
 
+// blankHead reports whether the head being followed has begun and holds only CR and LF bytes
+// so far: the empty lines a client may send before a request line (RFC 9112 §2.2).
+func (fc *framingCheck) blankHead() bool {
+	if fc.off || fc.inBody || fc.err != nil || len(fc.head) == 0 {
+		return false
+	}
+	for _, b := range fc.head {
+		if b != '\r' && b != '\n' {
+			return false
+		}
+	}
+	return true
+}
+
 // checkRequests recycles the parsed heads of the check; a connection holds one only while a
 // head is parsed.
 var checkRequests = sync.Pool{New: func() any { return new(http1.Request) }}

@@ -57,6 +57,38 @@ func TestFramingCheckStopsAfterUpgrade(t *testing.T) {
 	}
 }
 
+// blankHead holds exactly when the head being followed has begun with empty lines and nothing
+// else yet, before the first request or after one, however the stream is cut into reads.
+func TestFramingCheckBlankHead(t *testing.T) {
+	get := "GET /a HTTP/1.1\r\nHost: h\r\n\r\n"
+	for _, tc := range []struct {
+		stream string
+		want   bool
+	}{
+		{"", false},
+		{"\r", true},
+		{"\r\n\r\n", true},
+		{"\n", false}, // a bare LF is refused at once
+		{"\r\nG", false},
+		{"GET / HT", false},
+		{get, false},
+		{get + "\r\n", true},
+		{get + "\r\nGET", false},
+		{"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 4\r\n\r\n\r\n", false}, // in a body
+		{"GET / HTTP/1.1\nHost: h\n\n\r\n", false},                             // refused
+	} {
+		for _, piece := range []int{1, max(len(tc.stream), 1)} {
+			fc := framingCheck{lim: &http1.Limits{}}
+			for off := 0; off < len(tc.stream); off += piece {
+				_ = fc.feed([]byte(tc.stream[off:min(off+piece, len(tc.stream))]))
+			}
+			if got := fc.blankHead(); got != tc.want {
+				t.Errorf("%q in reads of %d: blankHead %v, want %v", tc.stream, piece, got, tc.want)
+			}
+		}
+	}
+}
+
 // FuzzFramingCheck: the check runs on every byte a TLS client sends, so it must never panic
 // or spin, and its verdict must not depend on how the stream is cut into reads.
 func FuzzFramingCheck(f *testing.F) {

@@ -157,6 +157,14 @@ type servedConn struct {
 // has refused a request, reads return its error (an *http1.Error), so that fasthttp stops
 // waiting for a head that will never end as it expects and hands the error to the
 // ErrorHandler.
+//
+// A read that times out while the head so far is only the empty lines a client may send
+// before a request line (RFC 9112 §2.2) returns stallMark with the timeout. fasthttp takes a
+// failed head read whose bytes are all CR and LF for a peer that closed after a message (it
+// tolerates the CRLFs some peers leave behind a body) and closes the connection without an
+// answer; with the mark in its buffer the timeout reaches the ErrorHandler, which answers 408
+// and counts the shed, as for any other head that stalls and as the gnet engine does. The
+// mark comes with the error, so no head that holds it can ever complete.
 func (c *servedConn) Read(p []byte) (int, error) {
 	if c.check.err != nil {
 		return 0, c.check.err
@@ -165,7 +173,21 @@ func (c *servedConn) Read(p []byte) (int, error) {
 	if n > 0 && !c.check.off {
 		_ = c.check.feed(p[:n])
 	}
+	if n == 0 && len(p) > 0 && err != nil && c.check.blankHead() && isTimeout(err) {
+		p[0] = stallMark
+		return 1, err
+	}
 	return n, err
+}
+
+// stallMark is the byte servedConn.Read adds to a head of empty lines that timed out: a NUL,
+// which neither ends a line nor starts a request line.
+const stallMark = 0
+
+// isTimeout reports whether err is a timeout, such as a read past the connection's deadline.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // headTooLarge returns the refusal of the head fasthttp found over its read buffer on the
