@@ -445,6 +445,14 @@ func TestLoadErrorPositions(t *testing.T) {
 				`t.toml:11:19: entrypoints.api.max_connections -1: want 0 (unlimited) or more`,
 			},
 		},
+		{
+			name: "send_buffer_bytes negative or past what setsockopt takes",
+			data: withMinimal(`[entrypoints.api]`, `address = ":9"`, `send_buffer_bytes = -1`, `[entrypoints.b]`, `address = ":10"`, `send_buffer_bytes = 4294967297`),
+			want: []string{
+				`t.toml:9:21: entrypoints.api.send_buffer_bytes -1: want 0 (the kernel's default) to 2147483647 bytes`,
+				`t.toml:12:21: entrypoints.b.send_buffer_bytes 4294967297: want 0 (the kernel's default) to 2147483647 bytes`,
+			},
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -75,6 +75,9 @@ const (
 	MinMaxHeaderBytes = 1 << 10 // 1 KiB: smaller cannot hold an ordinary request head
 	MaxMaxHeaderBytes = 1 << 20 // 1 MiB
 	MaxWeight         = 1_000_000
+	// MaxSendBufferBytes bounds entrypoints.<name>.send_buffer_bytes: setsockopt takes a
+	// 32-bit int, and a larger value would wrap.
+	MaxSendBufferBytes = 1<<31 - 1
 	// MinObserveInterval and MaxObserveInterval bound services.<name>.workers.observe_interval.
 	MinObserveInterval = 10 * time.Millisecond
 	MaxObserveInterval = time.Hour
@@ -139,6 +142,12 @@ type Entrypoint struct {
 	MaxBodyBytes int64 `toml:"max_body_bytes"`
 	// MaxConnections bounds open client connections; 0 (the default) is unlimited.
 	MaxConnections int `toml:"max_connections"`
+	// SendBufferBytes caps the kernel send buffer (SO_SNDBUF) of every client connection
+	// accepted, in bytes; 0 (the default) leaves the kernel's default and its autotuning
+	// (up to the third value of net.ipv4.tcp_wmem on Linux). Linux doubles the value for its
+	// bookkeeping, raises it to its minimum (4608 bytes of buffer) and caps it at
+	// net.core.wmem_max. Range 0..2147483647.
+	SendBufferBytes int `toml:"send_buffer_bytes"`
 	// AllowEncodedSlash accepts %2F, %5C and a raw '\' in request paths (kept as sent, so
 	// rules match them so). Default false: such requests get 400, because an upstream that decodes
 	// them would route /v1%2Fadmin as /v1/admin past a rule that excludes /v1/admin.

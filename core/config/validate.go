@@ -315,6 +315,9 @@ func (c *Config) validate(e *errs, lookup func(string) (string, bool)) {
 		if ep.MaxConnections < 0 {
 			e.add(c.ValuePos(append(path, "max_connections")...), "entrypoints.%s.max_connections %d: want 0 (unlimited) or more", name, ep.MaxConnections)
 		}
+		if ep.SendBufferBytes < 0 || ep.SendBufferBytes > MaxSendBufferBytes {
+			e.add(c.ValuePos(append(path, "send_buffer_bytes")...), "entrypoints.%s.send_buffer_bytes %d: want 0 (the kernel's default) to %d bytes", name, ep.SendBufferBytes, MaxSendBufferBytes)
+		}
 		for i, s := range ep.TrustedIPs {
 			ip := append(path, "trusted_ips", strconv.Itoa(i))
 			switch p, msg := parseTrustedIP(s); {

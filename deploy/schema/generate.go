@@ -82,6 +82,7 @@ var constraints = map[string]constraint{
 	"entrypoints.*.max_body_bytes":              {min: "1"},
 	"entrypoints.*.max_connections":             {min: "0"},
 	"entrypoints.*.event_loops":                 {min: "0", max: "1024"},
+	"entrypoints.*.send_buffer_bytes":           {min: "0", max: itoa(config.MaxSendBufferBytes)},
 	"entrypoints.*.tls.min_version":             {enum: []string{config.TLSVersion12, config.TLSVersion13}},
 	"routers.*.entrypoints":                     {minItems: 1},
 	"routers.*.priority":                        {min: "0"},
