@@ -96,6 +96,7 @@ func Settings(ep *config.Entrypoint) ingress.Settings {
 		IdleTimeout:        ep.IdleTimeout,
 		ClientStallTimeout: ep.ClientStallTimeout,
 		MaxConnections:     ep.MaxConnections,
+		SendBufferBytes:    ep.SendBufferBytes,
 		Multicore:          ep.Multicore,
 		EventLoops:         ep.EventLoops,
 		UpstreamLoop:       ep.UpstreamIO == config.UpstreamIOLoop,

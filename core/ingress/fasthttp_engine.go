@@ -132,7 +132,7 @@ func (e *FastEngine) Start() error {
 	if t := e.set.TLS; t != nil {
 		ln = tls.NewListener(ln, &tls.Config{GetCertificate: e.certs.GetCertificate, MinVersion: max(t.MinVersion, tls.VersionTLS12), NextProtos: []string{"http/1.1", "http/1.0"}})
 	}
-	sl := newServeListener(&countingListener{Listener: ln, n: &e.counters.conns, max: int64(e.set.MaxConnections), m: e.m}, e.set.linger, &e.set.Limits, e.m)
+	sl := newServeListener(&countingListener{Listener: ln, n: &e.counters.conns, max: int64(e.set.MaxConnections), sndbuf: e.set.SendBufferBytes, m: e.m}, e.set.linger, &e.set.Limits, e.m)
 	var serveErr error
 	go func() {
 		defer close(e.done)
@@ -560,15 +560,16 @@ type hijacked struct {
 
 func (h hijacked) Close() error { return h.raw.Close() }
 
-// countingListener counts open client connections.
 // countingListener counts open connections in n and closes at once, without an answer, one
 // accepted while max (when > 0) are open: the gnet engine's rule, ahead of fasthttp's own
-// Concurrency refusal (a plain-text 503).
+// Concurrency refusal (a plain-text 503). It caps the send buffer of the connections it
+// keeps at sndbuf bytes (when > 0, sendbuf.go).
 type countingListener struct {
 	net.Listener
-	n   *atomic.Int64
-	max int64
-	m   *metrics.Entrypoint
+	n      *atomic.Int64
+	max    int64
+	sndbuf int
+	m      *metrics.Entrypoint
 }
 
 func (l *countingListener) Accept() (net.Conn, error) {
@@ -581,6 +582,9 @@ func (l *countingListener) Accept() (net.Conn, error) {
 			l.m.Shed(metrics.ShedMaxConnections)
 			_ = c.Close()
 			continue
+		}
+		if tc := unwrapTCP(c); tc != nil {
+			capSendBuffer(tc, l.sndbuf)
 		}
 		l.n.Add(1)
 		return &countedConn{Conn: c, n: l.n}, nil

@@ -495,6 +495,7 @@ func (e *GnetEngine) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 		e.m.Shed(metrics.ShedMaxConnections)
 		return nil, gnet.Close
 	}
+	capSendBuffer(c, e.set.SendBufferBytes)
 	gc := newGconn(e, c)
 	c.SetContext(gc)
 	e.mu.Lock()

@@ -85,8 +85,11 @@ type Settings struct {
 	IdleTimeout        time.Duration // keep-alive connection with no request in progress
 	ClientStallTimeout time.Duration // a client that reads nothing of a pending response for this long is closed
 	MaxConnections     int           // 0: unlimited
-	Multicore          bool
-	EventLoops         int // gnet event loops; 0: half the CPUs with Multicore, else 1
+	// SendBufferBytes caps the kernel send buffer (SO_SNDBUF) of each client connection the
+	// entrypoint accepts, in bytes (sendbuf.go); 0: the kernel's default and autotuning.
+	SendBufferBytes int
+	Multicore       bool
+	EventLoops      int // gnet event loops; 0: half the CPUs with Multicore, else 1
 	// TLS, when set, terminates TLS on the entrypoint (the fasthttp engine).
 	TLS *TLSSettings
 	// UpstreamLoop makes the gnet engine's event loops do the upstream I/O of the requests
