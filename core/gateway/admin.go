@@ -462,7 +462,8 @@ func isSecretKey(k string) bool {
 
 func (g *Gateway) adminReload(w http.ResponseWriter, _ *http.Request) {
 	if err := g.Reload(); err != nil {
-		// Config errors quote values as written (config.Config.Written, MaskEnv).
+		// Reload has logged the refusal. Config errors quote values as written
+		// (config.Config.Written, MaskEnv).
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "reload_failed", err.Error())
 		return
 	}

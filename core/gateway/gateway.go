@@ -224,7 +224,9 @@ func (g *Gateway) Snapshot() *snapshot.Snapshot { return g.live.Load() }
 // (a new transport, which takes over the socket when the address stays, and the old one
 // drains). On any error the running config stays in force and the error (a config.ErrorList
 // with positions: a port already taken is reported at the entrypoint's address; or a
-// *RestartError for [admin]) is returned. Either way the reload is counted in the metrics.
+// *RestartError for [admin]) is returned, and logged as "reload refused" with its problems
+// joined by "; ", so that a refusal reads the same in the log whatever asked for the reload
+// (SIGHUP, the admin API, a file change). Either way the reload is counted in the metrics.
 func (g *Gateway) Reload() error {
 	g.reloadMu.Lock()
 	defer g.reloadMu.Unlock()
@@ -234,8 +236,15 @@ func (g *Gateway) Reload() error {
 		g.reloadsOK.Add(1)
 	} else {
 		g.reloadsFailed.Add(1)
+		g.Log.Error("reload refused; the running config stays in force", "error", oneLine(err))
 	}
 	return err
+}
+
+// oneLine renders err on one line: a config.ErrorList's problems, one a line in its text,
+// joined by "; ", since a log value with embedded newlines is hard to read in the text format.
+func oneLine(err error) string {
+	return strings.Join(strings.Split(err.Error(), "\n"), "; ")
 }
 
 // Reloads returns the reloads tried since New: put in force (ok) and refused (failed),

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -100,4 +101,34 @@ func TestReloadNeedingRestartNamesTheKey(t *testing.T) {
 	require.NoError(t, os.WriteFile(path, []byte(fmt.Sprintf(base, "", "")), 0o644))
 	t.Setenv("SLUICE_TEST_RESTART_TOKEN", "two")
 	require.EqualError(t, g.Reload(), path+`:11:1: admin.token_env changed (its variable holds another token): restart sluice to change [admin] (a reload does not rebind the admin listener)`)
+}
+
+// A refused reload is logged the same way whatever asked for it: the admin API answers the
+// caller and the log gets the refusal too, with every problem on the one line.
+func TestReloadRefusalIsLoggedOnEveryPath(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sluice.toml")
+	require.NoError(t, os.WriteFile(path, []byte(adminTOML("")), 0o644))
+	cfg, err := config.Load(path)
+	require.NoError(t, err)
+	var logs syncBuffer
+	g, err := gateway.New(cfg, path, slog.New(slog.NewTextHandler(&logs, nil)))
+	require.NoError(t, err)
+	require.NoError(t, g.Start())
+	t.Cleanup(func() { _ = g.Drain(t.Context()) })
+
+	bad := strings.Replace(adminTOML(""), `service = "up"`, `service = "missing"`, 1)
+	bad = strings.Replace(bad, `[services.up.load_balancer]`, "[services.up.load_balancer]\nstrategy = \"nope\"", 1)
+	require.NoError(t, os.WriteFile(path, []byte(bad), 0o644))
+	a := adminDo(t, "POST", "http://"+g.AdminAddr()+"/api/gateway/reload", map[string]string{"Content-Type": "application/json"})
+	requireAdminError(t, a, 400, "reload_failed")
+	line := `level=ERROR msg="reload refused; the running config stays in force" error="` + path + `:5:11: routers.api.service: no service named `
+	require.Contains(t, logs.String(), line, "the admin path logs the refusal")
+	refusal := logs.String()[strings.Index(logs.String(), line):]
+	refusal = refusal[:strings.IndexByte(refusal, '\n')]
+	require.Contains(t, refusal, "; "+path+":7:12: services.up.load_balancer.strategy", "both problems, joined on one line: %s", refusal)
+	require.NotContains(t, refusal, `\n`)
+
+	// The direct call (SIGHUP's path) logs the same line.
+	require.Error(t, g.Reload())
+	require.Equal(t, 2, strings.Count(logs.String(), refusal+"\n"), logs.String())
 }
