@@ -60,7 +60,7 @@ func (x *Exchange) ReadBody(buf []byte, raw bool) (n int, err error) {
 			case http1.BodyChunked:
 				out, cerr := x.chunked(buf[:n], raw)
 				if cerr != nil {
-					return 0, x.fail(x.protoErr(cerr, "chunked body"))
+					return 0, x.fail(x.protoErr(cerr, opChunked))
 				}
 				if out > 0 {
 					return out, nil
@@ -90,7 +90,7 @@ func (x *Exchange) ReadBody(buf []byte, raw bool) (n int, err error) {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
-		return 0, x.fail(x.ioErr(err, "read response body"))
+		return 0, x.fail(x.ioErr(err, OpReadBody))
 	}
 }
 

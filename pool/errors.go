@@ -7,6 +7,8 @@ import (
 	"os"
 	"strings"
 	"syscall"
+
+	"github.com/sluice-gw/sluice/core/http1"
 )
 
 // Sentinel errors. RoundTrip and ReadBody return errors that wrap exactly one of them (test with
@@ -42,8 +44,8 @@ func (k *kindError) Error() string { return "sluice: upstream " + k.what }
 // UpstreamError is a failure of an exchange with the upstream at Addr: while doing Op (empty
 // for the dial itself), of the kind Kind (one of the sentinel errors above), caused by Err
 // (nil when there is no more to say). errors.Is finds both Kind and Err. It reads
-// "sluice: upstream 127.0.0.1:9: dial failed: connect: connection refused": the upstream, the
-// kind and the cause once each, so a log line carrying it does not repeat itself.
+// "sluice: upstream 127.0.0.1:9: dial failed: connect: connection refused": the upstream once,
+// then its Failure, so a log line carrying it does not repeat itself.
 type UpstreamError struct {
 	Addr string
 	Op   string
@@ -51,18 +53,58 @@ type UpstreamError struct {
 	Err  error
 }
 
-// Error returns "sluice: upstream ADDR: [OP: ]KIND[: CAUSE]". A cause that is a net.OpError on
-// Addr itself ("dial tcp ADDR: ...") is given without that prefix, which would name the upstream
-// a second time; on another address (the one a host name resolved to) it is kept.
+// Error returns "sluice: upstream ADDR: " and the Failure.
 func (e *UpstreamError) Error() string {
-	var b strings.Builder
-	b.WriteString("sluice: upstream ")
-	b.WriteString(e.Addr)
-	if e.Op != "" {
-		b.WriteString(": ")
-		b.WriteString(e.Op)
+	return "sluice: upstream " + e.Addr + ": " + e.Failure()
+}
+
+// Failure says what went wrong without naming the upstream, each fact once, for a log record
+// that carries the backend apart:
+//
+//	dial failed: connect: connection refused
+//	malformed response head: malformed status line (RFC 9112 §4)
+//	connection reset by peer
+//	closed the connection before the response was complete
+//	no response head within response_header_timeout
+//	nothing read within stream_idle_timeout
+//
+// The timeouts are named by the service keys that set Options.ResponseHeaderTimeout and
+// Options.StreamIdleTimeout. A cause that is a net.OpError on Addr itself ("dial tcp ADDR: ...")
+// is given without that prefix, which would name the upstream a second time; on another
+// address (the one a host name resolved to) it is kept.
+func (e *UpstreamError) Failure() string {
+	switch e.Kind {
+	case ErrTimeout:
+		if e.Op == OpReadHead {
+			return "no response head within response_header_timeout"
+		}
+		return "nothing " + pastTense(e.Op) + " within stream_idle_timeout"
+	case ErrUpstreamClosed:
+		var errno syscall.Errno
+		switch {
+		case errors.Is(e.Err, io.EOF) || errors.Is(e.Err, io.ErrUnexpectedEOF):
+			if e.Op == opWriteRequest {
+				return "closed the connection before the request was sent"
+			}
+			return "closed the connection before the response was complete"
+		case errors.As(e.Err, &errno):
+			return errno.Error() // "connection reset by peer", "broken pipe"
+		}
+	case ErrUpstreamProto:
+		// The op says what was malformed; an http1.Error says how, without its status.
+		var fe *http1.Error
+		if errors.As(e.Err, &fe) {
+			return e.Op + ": " + fe.Msg
+		}
+		if e.Op != "" {
+			return join(e.Op, e.Err)
+		}
 	}
-	b.WriteString(": ")
+	var b strings.Builder
+	if e.Op != "" {
+		b.WriteString(e.Op)
+		b.WriteString(": ")
+	}
 	b.WriteString(what(e.Kind))
 	if e.Err != nil {
 		b.WriteString(": ")
@@ -73,6 +115,37 @@ func (e *UpstreamError) Error() string {
 		b.WriteString(what(cause))
 	}
 	return b.String()
+}
+
+// Ops of an exchange that Exchange.Timeout takes: the response head or body was awaited.
+const (
+	OpReadHead = "read response head"
+	OpReadBody = "read response body"
+)
+
+// Other ops, as UpstreamError.Op. The proto ones say what was malformed.
+const (
+	opWriteRequest = "write request"
+	opParseHead    = "malformed response head"
+	opChunked      = "malformed chunked body"
+)
+
+// pastTense is what a timed-out op did not do, for "nothing ... within".
+func pastTense(op string) string {
+	switch op {
+	case opWriteRequest:
+		return "written"
+	default:
+		return "read"
+	}
+}
+
+// join is "op: err", or op alone when err is nil.
+func join(op string, err error) string {
+	if err == nil {
+		return op
+	}
+	return op + ": " + what(err)
 }
 
 // Unwrap returns Kind and Err, for errors.Is and errors.As.

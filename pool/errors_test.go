@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -50,15 +49,15 @@ func TestErrorTextNamesEachPartOnce(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		pool  func(t *testing.T) *Pool
-		text  string // after "sluice: upstream ADDR: "
+		text  string // after "sluice: upstream ADDR: ", and the Failure
 		kind  error
 		cause error
 	}{
 		{"refused", refused, "dial failed: connect: connection refused", ErrDial, syscall.ECONNREFUSED},
 		{"pool closed", closed, "dial failed: pool closed", ErrDial, ErrPoolClosed},
-		{"closed before the head", answering(""), "read response head: closed connection: EOF", ErrUpstreamClosed, io.EOF},
-		{"malformed head", answering("HTTP/1.1 abc OK\r\n\r\n"), "parse response head: malformed response: http1: 502: ", ErrUpstreamProto, nil},
-		{"no head in time", silent, "read response head: timeout: i/o timeout", ErrTimeout, os.ErrDeadlineExceeded},
+		{"closed before the head", answering(""), "closed the connection before the response was complete", ErrUpstreamClosed, io.EOF},
+		{"malformed head", answering("HTTP/1.1 abc OK\r\n\r\n"), "malformed response head: invalid status code (RFC 9110 §15)", ErrUpstreamProto, nil},
+		{"no head in time", silent, "no response head within response_header_timeout", ErrTimeout, os.ErrDeadlineExceeded},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := tc.pool(t)
@@ -67,8 +66,12 @@ func TestErrorTextNamesEachPartOnce(t *testing.T) {
 			if err == nil {
 				t.Fatal("round trip succeeded")
 			}
-			if want := "sluice: upstream " + p.Addr() + ": " + tc.text; !strings.HasPrefix(err.Error(), want) {
-				t.Fatalf("error %q, want it to start %q", err, want)
+			if want := "sluice: upstream " + p.Addr() + ": " + tc.text; err.Error() != want {
+				t.Fatalf("error %q, want %q", err, want)
+			}
+			var ue *UpstreamError
+			if !errors.As(err, &ue) || ue.Failure() != tc.text {
+				t.Fatalf("error %q: Failure should be %q", err, tc.text)
 			}
 			if !errors.Is(err, tc.kind) {
 				t.Fatalf("error %q is not %v", err, tc.kind)

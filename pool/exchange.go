@@ -329,7 +329,7 @@ func (x *Exchange) send(head, body []byte) (retry bool, err error) {
 	}
 	if werr != nil {
 		if isTimeout(werr) || x.aborted.Load() {
-			return false, x.ioErr(werr, "write request")
+			return false, x.ioErr(werr, opWriteRequest)
 		}
 		// The upstream may have answered early and closed without reading the whole body
 		// (a 413 or 401 before a large body, RFC 9112 §9.6): relay that response if it is there.
@@ -338,7 +338,7 @@ func (x *Exchange) send(head, body []byte) (retry bool, err error) {
 			x.broken = true // the request was not fully sent: never reuse the conn
 			return false, nil
 		}
-		return true, x.ioErr(werr, "write request")
+		return true, x.ioErr(werr, opWriteRequest)
 	}
 	if err := c.nc.SetReadDeadline(time.Now().Add(x.p.o.ResponseHeaderTimeout)); err != nil {
 		return false, x.ioErr(err, "set read deadline")
@@ -384,7 +384,7 @@ func (x *Exchange) readHead(c *conn) (retry bool, err error) {
 				start := x.lo + skip
 				x.Resp.Reset()
 				if perr := x.Resp.ParseResponseHead(x.hbuf[start:start+n], lim); perr != nil {
-					return false, x.protoErr(perr, "parse response head")
+					return false, x.protoErr(perr, opParseHead)
 				}
 				x.lo = start + n
 				if x.lo == x.hi {
@@ -416,7 +416,7 @@ func (x *Exchange) readHead(c *conn) (retry bool, err error) {
 		if x.rerr != nil {
 			rerr := x.rerr
 			x.rerr = nil
-			return false, x.ioErr(rerr, "read response head")
+			return false, x.ioErr(rerr, OpReadHead)
 		}
 		n, rerr := c.nc.Read(x.hbuf[x.hi:])
 		x.hi += n
@@ -431,7 +431,7 @@ func (x *Exchange) readHead(c *conn) (retry bool, err error) {
 			if rerr == ErrWouldBlock {
 				return false, rerr // a loop-driven conn: the rest of the head has not arrived yet
 			}
-			return !x.got && x.Idempotent && isConnDrop(rerr), x.ioErr(rerr, "read response head")
+			return !x.got && x.Idempotent && isConnDrop(rerr), x.ioErr(rerr, OpReadHead)
 		}
 	}
 }

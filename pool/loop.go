@@ -49,7 +49,7 @@ func (x *Exchange) WriteRequest(head, body []byte) error {
 		return errNoRoundTrip
 	}
 	if err := x.write(x.c, head, body); err != nil {
-		return x.fail(x.ioErr(err, "write request"))
+		return x.fail(x.ioErr(err, opWriteRequest))
 	}
 	return nil
 }

@@ -4,7 +4,10 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,12 +17,48 @@ import (
 	"github.com/sluice-gw/sluice/core/gateway"
 )
 
-// The warning for a backend that refuses connections names the upstream, the failure and its
-// cause once each, on every engine.
+// The warning for a failed upstream names the backend and the stage in their attributes and
+// says in error= only what went wrong, each fact once, on every engine: a refused connect, a
+// garbage response head, a reset, a body cut short, and each timeout by its setting.
 func TestUpstreamRefusedLogLineSaysEachThingOnce(t *testing.T) {
-	for _, engine := range engines {
-		t.Run(engine, func(t *testing.T) {
-			cfg, err := config.LoadBytes("test.toml", []byte(fmt.Sprintf(`
+	hold := func(c net.Conn, _ *bufio.Reader, _ string, _ []byte) bool {
+		_, _ = io.Copy(io.Discard, c) // until the gateway gives up and closes
+		return false
+	}
+	for _, tc := range []struct {
+		name   string
+		script func(c net.Conn, r *bufio.Reader, head string, body []byte) bool // nil: nothing listens
+		extra  string                                                           // service keys
+		want   string                                                           // after backend=http://ADDR
+	}{
+		{"refused", nil, "",
+			` stage=connect error="dial failed: connect: connection refused"`},
+		{"garbage head", func(c net.Conn, _ *bufio.Reader, _ string, _ []byte) bool {
+			_, _ = io.WriteString(c, "garbage\r\n\r\n")
+			return false
+		}, "", ` stage="response head" error="malformed response head: malformed status line (RFC 9112 §4)"`},
+		{"reset", func(c net.Conn, _ *bufio.Reader, _ string, _ []byte) bool {
+			_ = c.(*net.TCPConn).SetLinger(0) // the close sends RST
+			return false
+		}, "", ` stage="response head" error="connection reset by peer"`},
+		{"eof mid-body", func(c net.Conn, _ *bufio.Reader, _ string, _ []byte) bool {
+			_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc")
+			return false
+		}, "", ` stage=body error="closed the connection before the response was complete"`},
+		{"head timeout", hold, `response_header_timeout = "50ms"`,
+			` stage="response head" error="no response head within response_header_timeout"`},
+		{"body idle", func(c net.Conn, r *bufio.Reader, head string, body []byte) bool {
+			_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc")
+			return hold(c, r, head, body)
+		}, `stream_idle_timeout = "50ms"`, ` stage=body error="nothing read within stream_idle_timeout"`},
+	} {
+		for _, engine := range engines {
+			t.Run(tc.name+"/"+engine, func(t *testing.T) {
+				addr := deadUpstream
+				if tc.script != nil {
+					addr = serveUpstream(t, tc.script).addr()
+				}
+				cfg, err := config.LoadBytes("test.toml", []byte(fmt.Sprintf(`
 [entrypoints.web]
 address = "127.0.0.1:0"
 engine = %s
@@ -30,27 +69,28 @@ service = "up"
 
 [services.up.load_balancer]
 servers = [{ url = "http://%s" }]
+%s
 
 [admin]
 address = ""
-`, engineTOML(engine), deadUpstream)))
-			require.NoError(t, err)
-			var logs syncBuffer
-			g, err := gateway.New(cfg, "", slog.New(slog.NewTextHandler(&logs, nil)))
-			require.NoError(t, err)
-			require.NoError(t, g.Start())
-			t.Cleanup(func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				defer cancel()
-				_ = g.Drain(ctx)
-			})
+`, engineTOML(engine), addr, tc.extra)))
+				require.NoError(t, err)
+				var logs syncBuffer
+				g, err := gateway.New(cfg, "", slog.New(slog.NewTextHandler(&logs, nil)))
+				require.NoError(t, err)
+				require.NoError(t, g.Start())
+				t.Cleanup(func() {
+					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+					defer cancel()
+					_ = g.Drain(ctx)
+				})
 
-			c := dial(t, g.Addr("web"))
-			send(t, c, "GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n")
-			require.Equal(t, 502, readResponse(t, bufio.NewReader(c), false).status)
-			// The line is written before the 502 is.
-			require.Contains(t, logs.String(), `msg="upstream failed" router=api backend=http://`+deadUpstream+` stage=connect `+
-				`error="sluice: upstream `+deadUpstream+`: dial failed: connect: connection refused"`)
-		})
+				c := dial(t, g.Addr("web"))
+				send(t, c, "GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n")
+				want := `msg="upstream failed" router=api backend=http://` + addr + tc.want + " suppressed_since_last=0\n"
+				require.Eventually(t, func() bool { return strings.Contains(logs.String(), want) }, 5*time.Second, 5*time.Millisecond,
+					"want %s\nin\n%s", want, &logs)
+			})
+		}
 	}
 }

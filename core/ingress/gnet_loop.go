@@ -806,11 +806,11 @@ func (gc *gconn) checkDeadline(now int64) {
 	x := gc.rc.Exchange()
 	switch gc.lxState {
 	case lxHead:
-		err := x.Timeout("read response head")
+		err := x.Timeout(pool.OpReadHead)
 		gc.lxState, gc.lxUp = lxNone, nil
 		gc.tryOn(gc.rc.LoopTried(gc.lxB, err))
 	case lxBody:
-		_ = x.Timeout("read response body")
+		_ = x.Timeout(pool.OpReadBody)
 		gc.relay()
 	}
 }

@@ -1,9 +1,12 @@
 package pipeline
 
 import (
+	"errors"
 	"log/slog"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluice-gw/sluice/pool"
 )
 
 // errLogInterval bounds upstream-failure log lines: at most one per interval per engine, with
@@ -18,7 +21,9 @@ type errLog struct {
 }
 
 // upstreamFailed logs that the exchange for router with backend failed at stage ("connect",
-// "stream") with err, unless a line was written less than errLogInterval ago.
+// "body") with err, unless a line was written less than errLogInterval ago. The record names
+// the backend and the stage in their own attributes, so error= says only what went wrong
+// (pool.UpstreamError.Failure), not the upstream again.
 func (l *errLog) upstreamFailed(router, backend, stage string, err error) {
 	now := time.Now().UnixNano()
 	last := l.last.Load()
@@ -26,7 +31,12 @@ func (l *errLog) upstreamFailed(router, backend, stage string, err error) {
 		l.suppressed.Add(1)
 		return
 	}
-	l.log.Warn("upstream failed", "router", router, "backend", backend, "stage", stage, "error", err.Error(), "suppressed_since_last", l.suppressed.Swap(0))
+	text := err.Error()
+	var ue *pool.UpstreamError
+	if errors.As(err, &ue) {
+		text = ue.Failure()
+	}
+	l.log.Warn("upstream failed", "router", router, "backend", backend, "stage", stage, "error", text, "suppressed_since_last", l.suppressed.Swap(0))
 }
 
 // stageFailed logs a stage that failed with an unexpected error (answered 500), under the
