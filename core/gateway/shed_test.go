@@ -94,6 +94,7 @@ func TestSlowHeadGets408AndIsCountedAsShed(t *testing.T) {
 				require.Equal(t, 408, resp.status, partial)
 				require.Equal(t, "application/json", resp.headers["content-type"])
 				require.Contains(t, string(resp.body), `"code":"request_timeout"`)
+				require.Contains(t, string(resp.body), `"message":"`+[]string{"request head", "request body"}[i]+` not complete within read_header_timeout"`, "every engine says what stalled")
 				require.Equal(t, "close", strings.ToLower(resp.headers["connection"]), "the connection ends after a 408")
 				waitEOF(t, c, 5*time.Second)
 				waitShed(t, "header_timeout", before+float64(i+1))
@@ -103,8 +104,8 @@ func TestSlowHeadGets408AndIsCountedAsShed(t *testing.T) {
 }
 
 // stalledHeads are the ways a request head (or the body behind it) can stop arriving; each
-// must get 408 after read_header_timeout. keepAlive: a complete request is answered on the
-// connection first.
+// must get 408 after read_header_timeout, whose message names the part that stalled ("head"
+// or "body"). keepAlive: a complete request is answered on the connection first.
 var stalledHeads = []struct {
 	name      string
 	keepAlive bool
@@ -119,6 +120,7 @@ var stalledHeads = []struct {
 	{"at the end of the request line", false, "GET /slow HTTP/1.1\r\n"},
 	{"inside a field line", false, "GET / HTTP/1.1\r\nHost: gw\r\nX-Slow: "},
 	{"inside the body", false, "POST / HTTP/1.1\r\nHost: gw\r\nContent-Length: 10\r\n\r\nab"},
+	{"inside a chunked body", false, "POST / HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab"},
 	{"blank lines after a request", true, "\r\n\r\n"},
 	{"inside the next request line", true, "GET /slow HTTP/1"},
 	{"blank lines after a request, then a field", true, "\r\nGET / HTTP/1.1\r\nHost: gw\r\n"},
@@ -182,6 +184,11 @@ func requireStalledHeads408(t *testing.T, dial func() net.Conn) {
 		require.Equal(t, 408, resp.status, tc.name)
 		require.Equal(t, "application/json", resp.headers["content-type"], tc.name)
 		require.Contains(t, string(resp.body), `"code":"request_timeout"`, tc.name)
+		part := "head"
+		if strings.Contains(tc.name, "body") {
+			part = "body"
+		}
+		require.Contains(t, string(resp.body), `"message":"request `+part+` not complete within read_header_timeout"`, tc.name)
 		require.Equal(t, "close", strings.ToLower(resp.headers["connection"]), tc.name)
 		waitEOF(t, conns[i], 5*time.Second)
 	}

@@ -226,8 +226,11 @@ func (e *FastEngine) onParseError(ctx *fasthttp.RequestCtx, err error) {
 	case errors.As(err, &ne) && ne.Timeout():
 		// A head cut short (one that is malformed is refused by the framing check at once).
 		e.m.Shed(metrics.ShedHeaderTimeout)
-		ge = &pipeline.GatewayError{Status: 408, Type: pipeline.InvalidRequest, Code: "request_timeout",
-			Message: "request not complete within read_header_timeout"}
+		stalled := errHeadTimeout
+		if stalledInBody(ctx.Conn()) {
+			stalled = errBodyTimeout
+		}
+		ge = pipeline.FramingGatewayError(stalled)
 	default:
 		ge = &pipeline.GatewayError{Status: 400, Type: pipeline.InvalidRequest, Code: "bad_request", Message: "malformed request: " + parseCause(err)}
 	}

@@ -200,6 +200,14 @@ func headTooLarge(c net.Conn) error {
 	return nil
 }
 
+// stalledInBody reports whether the framing check of the connection behind c was inside a
+// request body when the stream stopped: a timeout then says the body did not complete, not
+// the head. False when the check does not follow the stream.
+func stalledInBody(c net.Conn) bool {
+	sc := servedConnOf(c)
+	return sc != nil && !sc.check.off && sc.check.inBody
+}
+
 // servedConnOf finds the servedConn among c and the connections it wraps.
 func servedConnOf(c net.Conn) *servedConn {
 	for i := 0; i < maxWraps && c != nil; i++ {

@@ -388,7 +388,8 @@ func (gc *gconn) reject(err error) gnet.Action {
 	return gc.linger(false)
 }
 
-// Answers to a request that did not complete within read_header_timeout (RFC 9110 §15.5.9).
+// Answers to a request that did not complete within read_header_timeout (RFC 9110 §15.5.9),
+// on both engines: each says whether the head or the body stalled.
 var (
 	errHeadTimeout = &http1.Error{Status: 408, Msg: "request head not complete within read_header_timeout"}
 	errBodyTimeout = &http1.Error{Status: 408, Msg: "request body not complete within read_header_timeout"}
