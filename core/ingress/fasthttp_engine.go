@@ -300,8 +300,7 @@ type fastExchange struct {
 	e       *FastEngine
 	rc      *pipeline.RequestCtx
 	headBuf []byte
-	conn    net.Conn      // the client connection, for the stall deadline of streamed bodies
-	stall   time.Duration // client_stall_timeout
+	conn    net.Conn // the client connection, for the stall deadline of streamed bodies
 	// The disconnect watch starts watchDelay after the request enters the pipeline: a response
 	// that comes sooner never pays for it (a goroutine, a peek and a deadline dance per request).
 	watchMu    sync.Mutex
@@ -392,8 +391,7 @@ func (fx *fastExchange) start(ctx *fasthttp.RequestCtx) bool {
 	resp := &ctx.Response
 	rh := fx.startHead(ctx, rc)
 	fx.conn = ctx.Conn()
-	armStall(fx.conn, true)
-	fx.stall = e.set.ClientStallTimeout
+	armStall(fx.conn, e.set.ClientStallTimeout)
 	switch rc.Framing() {
 	case relay.None:
 		if cl := rc.ContentLength(); rc.IsHEAD() && cl >= 0 {
@@ -463,15 +461,10 @@ func (fx *fastExchange) writeReply(ctx *fasthttp.RequestCtx, rc *pipeline.Reques
 func (fx *fastExchange) addField(k, v []byte) { fx.addTo.AddBytesKV(k, v) }
 
 // Read implements io.Reader for fasthttp's body stream: one upstream read per call, which
-// fasthttp flushes to the client at once.
-func (fx *fastExchange) Read(p []byte) (int, error) {
-	// fasthttp writes what Read returns right away: a client that takes none of it for
-	// client_stall_timeout fails that write and ends the exchange, upstream included.
-	if fx.conn != nil {
-		_ = fx.conn.SetWriteDeadline(time.Now().Add(fx.stall))
-	}
-	return fx.rc.ReadBody(p)
-}
+// fasthttp flushes to the client at once; a client that takes none of it for
+// client_stall_timeout fails that write (servedConn.Write) and ends the exchange, upstream
+// included.
+func (fx *fastExchange) Read(p []byte) (int, error) { return fx.rc.ReadBody(p) }
 
 // watchDelay is how long a request may wait for its upstream before the client's socket is
 // watched for a disconnect. The cancellation bound is 50 ms; most JSON answers come sooner.
@@ -536,7 +529,7 @@ func (fx *fastExchange) Close() error {
 
 func (fx *fastExchange) release() {
 	if fx.conn != nil {
-		armStall(fx.conn, false)
+		armStall(fx.conn, 0)
 		_ = fx.conn.SetWriteDeadline(time.Time{})
 		fx.conn = nil
 	}

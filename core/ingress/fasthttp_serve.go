@@ -143,9 +143,10 @@ type servedConn struct {
 	isCut bool
 
 	lingers atomic.Bool // the last response ends the connection: Close lingers (linger.go)
-	// stallArmed: a response body is being written under the client_stall_timeout write
-	// deadline, so a write that times out is a stalled client (counted once).
-	stallArmed atomic.Bool
+	// stall is client_stall_timeout in ns while a response body is written under it (0 when
+	// not): each write gets that long, and one that times out is a stalled client (counted
+	// once).
+	stall atomic.Int64
 
 	// check follows the request stream with the gateway's parser; only fasthttp's goroutine
 	// of the connection (and, after an upgrade, the tunnel it hands the connection to) reads.
@@ -233,24 +234,30 @@ func (c *servedConn) refusal() error {
 	return nil
 }
 
-// Write implements net.Conn, counting a write that times out under the client_stall_timeout
-// deadline as a client shed for stalling.
+// Write implements net.Conn. While a response body is written, each write must finish within
+// client_stall_timeout from its own start, so that time the stream spent waiting for the
+// upstream is not counted against the client; a write that times out counts the client as
+// shed for stalling.
 func (c *servedConn) Write(p []byte) (int, error) {
+	stall := c.stall.Load()
+	if stall > 0 {
+		_ = c.Conn.SetWriteDeadline(time.Now().Add(time.Duration(stall)))
+	}
 	n, err := c.Conn.Write(p)
-	if err != nil && c.stallArmed.Load() {
+	if err != nil && stall > 0 {
 		var ne net.Error
-		if errors.As(err, &ne) && ne.Timeout() && c.stallArmed.Swap(false) && c.l.m != nil {
+		if errors.As(err, &ne) && ne.Timeout() && c.stall.Swap(0) != 0 && c.l.m != nil {
 			c.l.m.Shed(metrics.ShedClientStall)
 		}
 	}
 	return n, err
 }
 
-// armStall marks whether c (a served connection) writes a response body under the
-// client_stall_timeout deadline.
-func armStall(c net.Conn, on bool) {
+// armStall puts the writes of c (a served connection) under client_stall_timeout d, or takes
+// them from under it (d = 0).
+func armStall(c net.Conn, d time.Duration) {
 	if sc, ok := c.(*servedConn); ok {
-		sc.stallArmed.Store(on)
+		sc.stall.Store(int64(d))
 	}
 }
 

@@ -71,8 +71,8 @@ type gconn struct {
 	overflow     atomic.Bool  // more pipelined bytes came than the bound: the connection ends after the response in flight
 	headSince    atomic.Int64 // unix ns when the current request's first byte arrived; 0 when idle or busy
 	headExpired  atomic.Bool  // the sweep found the request past read_header_timeout and woke the loop to answer 408
-	idleSince    atomic.Int64 // unix ns when the connection last became idle
 	fresh        atomic.Bool  // no byte of a request has arrived yet (a drain gives it a grace)
+	idleSince    atomic.Int64 // unix ns when the connection last became idle
 	lingerSince  atomic.Int64 // unix ns when the lingering close began; 0 when not lingering
 	lingerLast   atomic.Int64 // unix ns when the lingering connection last received bytes
 	wrShut       atomic.Bool  // the sending side is closed (shutdown(SHUT_WR) done)
@@ -88,6 +88,13 @@ type gconn struct {
 	onReplied gnet.AsyncCallback
 	onEnd     gnet.AsyncCallback
 	serveFn   func()
+
+	// The client-stall clock (stall.go): stallSince is when the loop last saw the client take
+	// nothing while gnet held response bytes for it (0: it takes what is sent); stallAcked and
+	// stallOut are what the loop saw then (owned by the loop).
+	stallSince atomic.Int64
+	stallAcked uint64
+	stallOut   int32 // bytes; the loop's outbound buffer stays far below 2 GiB (sendHighWaterBytes)
 
 	// A WebSocket tunnel takes the socket off the event loop (websocket.go): detaching tells
 	// OnClose that the close is the hand-over, not the client leaving, and leftover holds the
@@ -552,8 +559,8 @@ func (gc *gconn) proxy() bool {
 
 // Send implements pipeline.Downstream: it queues (*bp)[lo:hi] for writing to the client and
 // takes ownership of bp. It blocks while the client has more than sendHighWaterBytes pending
-// (backpressure: the relay then stops reading the upstream), and closes a client that reads
-// nothing for ClientStallTimeout.
+// (backpressure: the relay then stops reading the upstream); a client that reads nothing for
+// ClientStallTimeout is closed meanwhile (stall.go).
 func (gc *gconn) Send(bp *[]byte, lo, hi int) error {
 	if gc.onLoop {
 		if gc.closed.Load() {
@@ -567,6 +574,7 @@ func (gc *gconn) Send(bp *[]byte, lo, hi int) error {
 		if err != nil {
 			return errClientGone
 		}
+		gc.noteStall(gc.c.OutboundBuffered())
 		return nil
 	}
 	if lo == hi {
@@ -661,7 +669,9 @@ func (gc *gconn) probed(c gnet.Conn, _ error) error {
 
 func (gc *gconn) noteOutbound(c gnet.Conn) {
 	if c != nil {
-		gc.outbound.Store(int64(c.OutboundBuffered()))
+		out := c.OutboundBuffered()
+		gc.outbound.Store(int64(out))
+		gc.noteStall(out)
 	}
 	if q := gc.sq.Load(); q != nil {
 		select {
@@ -677,7 +687,8 @@ const probeInterval = 5 * time.Millisecond
 
 func (gc *gconn) pending() int64 { return gc.queued.Load() + gc.outbound.Load() }
 
-// waitBelow blocks until fewer than limit bytes are pending for the client.
+// waitBelow blocks until fewer than limit bytes are pending for the client, or the client is
+// gone (a client that takes nothing is closed by the stall clock, stall.go).
 func (gc *gconn) waitBelow(limit int64) error {
 	if gc.closed.Load() {
 		return errClientGone
@@ -692,7 +703,6 @@ func (gc *gconn) waitBelow(limit int64) error {
 	if p := gc.pending(); p < limit || (limit == 0 && p == 0) {
 		return nil
 	}
-	start := time.Now()
 	t := time.NewTimer(probeInterval)
 	defer t.Stop()
 	for {
@@ -707,11 +717,6 @@ func (gc *gconn) waitBelow(limit int64) error {
 		p := gc.pending()
 		if p < limit || (limit == 0 && p == 0) {
 			return nil
-		}
-		if time.Since(start) > gc.e.set.ClientStallTimeout {
-			gc.e.m.Shed(metrics.ShedClientStall)
-			_ = gc.c.Close()
-			return errClientGone
 		}
 	}
 }

@@ -563,6 +563,7 @@ func (e *GnetEngine) sweep(now int64) {
 	headLimit := e.set.ReadHeaderTimeout.Nanoseconds()
 	idleLimit := e.set.IdleTimeout.Nanoseconds()
 	lingerLimit, lingerIdle := e.set.linger.total.Nanoseconds(), e.set.linger.idle.Nanoseconds()
+	stallLimit := e.set.ClientStallTimeout.Nanoseconds()
 	draining := e.draining.Load()
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -579,6 +580,9 @@ func (e *GnetEngine) sweep(now int64) {
 				_ = gc.c.Wake(nil)
 			}
 			continue
+		}
+		if gc.stallDue(now, stallLimit) {
+			_ = gc.c.Wake(checkStall)
 		}
 		if gc.busy.Load() {
 			if d := gc.upDeadline.Load(); d != 0 && now > d {

@@ -53,17 +53,17 @@ const (
 
 // loopX is a client connection's exchange on its event loop. Loop-owned, except upDeadline.
 type loopX struct {
-	onLoop  bool // the request in flight is driven by the loop
 	lxState int
 	lxB     *pipeline.Backend
 	lxUp    *upConn
-	lxRaced bool              // the keep-alive race retry of this try was used
 	lxNext  *pipeline.Backend // the next backend, when a try ended at once (send)
-	endKeep bool              // endOnWorker: the connection stays open
 	endFn   func()
 	lxSeq   uint64             // bumped by every dial and retry wait, so that a late one finds itself stale
 	lxStop  context.CancelFunc // cancels the dial in progress
 	ls      *loopState
+	onLoop  bool // the request in flight is driven by the loop
+	lxRaced bool // the keep-alive race retry of this try was used
+	endKeep bool // endOnWorker: the connection stays open
 	// upDeadline is when the upstream must have sent something (unix ns; 0: no deadline): the
 	// sweep wakes the connection after it.
 	upDeadline atomic.Int64

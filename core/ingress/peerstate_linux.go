@@ -31,3 +31,14 @@ func peerState(fd int) int {
 	}
 	return peerUnknown
 }
+
+// bytesAcked returns how many bytes of what the gateway sent on socket fd the client's TCP
+// has acknowledged (tcpi_bytes_acked, Linux 4.1+), the count that stops growing once a client
+// that reads nothing has a full receive window; ok is false when it cannot be read.
+func bytesAcked(fd int) (n uint64, ok bool) {
+	ti, err := unix.GetsockoptTCPInfo(fd, unix.IPPROTO_TCP, unix.TCP_INFO)
+	if err != nil {
+		return 0, false
+	}
+	return ti.Bytes_acked, true
+}
