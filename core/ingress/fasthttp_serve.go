@@ -246,8 +246,13 @@ func (c *servedConn) Write(p []byte) (int, error) {
 	n, err := c.Conn.Write(p)
 	if err != nil && stall > 0 {
 		var ne net.Error
-		if errors.As(err, &ne) && ne.Timeout() && c.stall.Swap(0) != 0 && c.l.m != nil {
-			c.l.m.Shed(metrics.ShedClientStall)
+		if errors.As(err, &ne) && ne.Timeout() && c.stall.Swap(0) != 0 {
+			if tc := unwrapTCP(c.Conn); tc != nil {
+				_ = tc.SetLinger(0) // reset, not closed: resetOnClose says why
+			}
+			if c.l.m != nil {
+				c.l.m.Shed(metrics.ShedClientStall)
+			}
 		}
 	}
 	return n, err

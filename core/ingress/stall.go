@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
+	"golang.org/x/sys/unix"
 
 	"github.com/sluice-gw/sluice/core/metrics"
 )
@@ -19,6 +20,14 @@ import (
 // acknowledged more (tcpi_bytes_acked) or the outbound buffer shrank; otherwise it is closed
 // and counted as a client_stall shed. The relay's own bound (sendHighWaterBytes, then
 // backpressure on the upstream) limits what the gateway buffers while the clock runs.
+
+// A connection closed for stalling is reset (SO_LINGER 0), as nginx's
+// reset_timedout_connection does: a plain close would leave its socket in FIN-WAIT-1 holding
+// the unsent response, up to the whole send buffer of kernel memory, for as long as the client
+// keeps its window shut.
+func resetOnClose(fd int) {
+	_ = unix.SetsockoptLinger(fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 0})
+}
 
 // noteStall runs on the loop after a write to the client, out being the bytes gnet holds
 // for it: it arms the clock when the socket stopped taking bytes and disarms it once gnet
@@ -73,6 +82,7 @@ func (gc *gconn) checkStall(c gnet.Conn) {
 		gc.stallSince.Store(now)
 	case now-since >= gc.e.set.ClientStallTimeout.Nanoseconds():
 		gc.e.m.Shed(metrics.ShedClientStall)
+		resetOnClose(gc.fd)
 		_ = c.Close()
 	}
 }
