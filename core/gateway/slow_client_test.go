@@ -146,6 +146,22 @@ func dialSmallWindow(t *testing.T, addr string) net.Conn {
 	return c
 }
 
+// startPacedStream starts a gateway on engine with client_stall_timeout = 1s and a 16 KiB
+// send buffer in front of pacedUpstream, and a request for its stream from a client with a
+// small window. It returns the upstream, its written byte count, the client connection and the
+// client_stall shed count from before the request.
+func startPacedStream(t *testing.T, engine string) (*upstream, *atomic.Int64, net.Conn, float64) {
+	t.Helper()
+	written := new(atomic.Int64)
+	up := pacedUpstream(t, written)
+	_, addr := startGateway(t, engine, up.addr(), `client_stall_timeout = "1s"
+send_buffer_bytes = 16384`)
+	before := shedCount(t, "client_stall")
+	c := dialSmallWindow(t, addr)
+	send(t, c, "GET /v1/stream HTTP/1.1\r\nHost: gw\r\n\r\n")
+	return up, written, c, before
+}
+
 // client_stall_timeout counts from when the client's socket stops taking the response (the
 // kernel's send buffer is full), not from when the gateway has buffered its own limit of a
 // slow stream: a client that reads nothing of a token-paced stream is cut one timeout after
@@ -153,13 +169,7 @@ func dialSmallWindow(t *testing.T, addr string) net.Conn {
 func TestStallClockStartsWhenTheSocketIsFull(t *testing.T) {
 	for _, engine := range engines {
 		t.Run(engine, func(t *testing.T) {
-			var written atomic.Int64
-			up := pacedUpstream(t, &written)
-			_, addr := startGateway(t, engine, up.addr(), `client_stall_timeout = "1s"
-send_buffer_bytes = 16384`)
-			before := shedCount(t, "client_stall")
-			c := dialSmallWindow(t, addr)
-			send(t, c, "GET /v1/stream HTTP/1.1\r\nHost: gw\r\n\r\n")
+			up, written, c, before := startPacedStream(t, engine)
 			up.waitConnClosed(t, 30*time.Second)
 			waitShed(t, "client_stall", before+1)
 			// The socket buffers fill in about a second at this pace and the cut comes a
@@ -184,13 +194,7 @@ send_buffer_bytes = 16384`)
 func TestSlowReadingClientIsNotCut(t *testing.T) {
 	for _, engine := range []string{"gnet", "gnet-worker"} {
 		t.Run(engine, func(t *testing.T) {
-			var written atomic.Int64
-			up := pacedUpstream(t, &written)
-			_, addr := startGateway(t, engine, up.addr(), `client_stall_timeout = "1s"
-send_buffer_bytes = 16384`)
-			before := shedCount(t, "client_stall")
-			c := dialSmallWindow(t, addr)
-			send(t, c, "GET /v1/stream HTTP/1.1\r\nHost: gw\r\n\r\n")
+			_, _, c, before := startPacedStream(t, engine)
 			// 1 KiB every 100 ms, a fifth of the stream's pace, for four stall timeouts. The
 			// client's TCP acknowledges in bursts (a window update once enough of its 4 KiB
 			// buffer is free), some hundreds of ms apart: well within the timeout.
