@@ -18,7 +18,8 @@ import (
 	"github.com/sluice-gw/sluice/bench/report"
 )
 
-// Target names used by Compare, in the order each round runs them.
+// Target names used by Compare, in the order the first round runs them;
+// each later round starts one target further on (see roundOrder).
 const (
 	TargetDirect         = report.TargetDirect
 	TargetSluiceGnet     = "sluice-gnet"
@@ -369,7 +370,7 @@ func Compare(ctx context.Context, o CompareOptions) (*report.Comparison, error) 
 	if o.NewConnections {
 		mode += ", a new connection per request"
 	}
-	cmp.Setup = fmt.Sprintf("workloads %s; %s; %v per run after %v warmup; %d round(s), targets alternating; upstream %s; proxies with %d workers/threads",
+	cmp.Setup = fmt.Sprintf("workloads %s; %s; %v per run after %v warmup; %d round(s), targets alternating, each round starting one target later; upstream %s; proxies with %d workers/threads",
 		strings.Join(o.Workloads, ", "), mode, o.Duration, o.Warmup, o.Rounds, upstreamDesc, workers)
 	adversaries := []string{""}
 	if o.Adversary != "" {
@@ -379,7 +380,7 @@ func Compare(ctx context.Context, o CompareOptions) (*report.Comparison, error) 
 
 	for round := 1; round <= o.Rounds; round++ {
 		for _, wl := range o.Workloads {
-			for _, t := range targets {
+			for _, t := range roundOrder(targets, round) {
 				if t.proc != nil {
 					select {
 					case <-t.proc.Exited():
@@ -467,6 +468,23 @@ func measureIdle(ctx context.Context, t target, n int) (report.IdleRun, error) {
 
 // measure runs one workload against one target, under the adversary adv when it is not
 // empty, reading the proxy's CPU time before and after and sampling its RSS during the run.
+// roundOrder is the order round (1-based) runs the targets in: the list
+// rotated by round-1, so over len(targets) rounds each target runs once in
+// every position. A fixed order measures position as well as target: a
+// target that always runs right after another finds the upstream (a Go
+// server whose heap, goroutines and connection state carry over) in the
+// state that one left.
+func roundOrder[T any](targets []T, round int) []T {
+	n := len(targets)
+	if n == 0 {
+		return nil
+	}
+	k := (round - 1) % n
+	out := make([]T, 0, n)
+	out = append(out, targets[k:]...)
+	return append(out, targets[:k]...)
+}
+
 func measure(ctx context.Context, o *CompareOptions, t target, wl, adv string, round int) (report.Run, error) {
 	var (
 		before  Usage

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pelletier/go-toml/v2"
+	"github.com/stretchr/testify/assert"
 
 	"github.com/sluice-gw/sluice/core/config"
 )
@@ -259,4 +260,25 @@ func TestSluiceExtraLoads(t *testing.T) {
 	if got := cfg.Routers["all"].Middlewares; len(got) != 4 {
 		t.Errorf("router all has middlewares %v\n%s", got, src)
 	}
+}
+
+func TestRoundOrderPutsEveryTargetInEveryPosition(t *testing.T) {
+	targets := []string{"direct", "gnet", "nginx", "haproxy"}
+	assert.Equal(t, targets, roundOrder(targets, 1))
+	assert.Equal(t, []string{"gnet", "nginx", "haproxy", "direct"}, roundOrder(targets, 2))
+	assert.Equal(t, targets, roundOrder(targets, 5))
+	seen := map[string]map[int]bool{}
+	for round := 1; round <= len(targets); round++ {
+		for pos, name := range roundOrder(targets, round) {
+			if seen[name] == nil {
+				seen[name] = map[int]bool{}
+			}
+			seen[name][pos] = true
+		}
+	}
+	for _, name := range targets {
+		assert.Len(t, seen[name], len(targets), "%s did not run in every position", name)
+	}
+	assert.Equal(t, []string{"direct", "gnet", "nginx", "haproxy"}, targets, "the caller's slice is left as it was")
+	assert.Nil(t, roundOrder([]string(nil), 3))
 }
