@@ -11,10 +11,17 @@ import (
 
 // sseRecorder copies every event (the scanner's slices are only valid during
 // OnEvent) and exercises the per-event helpers.
-type sseRecorder struct{ events []string }
+type sseRecorder struct {
+	events   []string
+	typeData bool // record type and data only
+}
 
 func (r *sseRecorder) OnEvent(ev sse.Event) {
-	r.events = append(r.events, fmt.Sprintf("%q|%q|%q", ev.Type, ev.ID, ev.Data))
+	if r.typeData {
+		r.events = append(r.events, fmt.Sprintf("%q|%q", ev.Type, ev.Data))
+	} else {
+		r.events = append(r.events, fmt.Sprintf("%q|%q|%q", ev.Type, ev.ID, ev.Data))
+	}
 	sse.IsDone(ev.Data)
 	sse.ParseUsage(ev.Data)
 }
@@ -23,15 +30,18 @@ func (r *sseRecorder) OnEvent(ev sse.Event) {
 // each a fresh buffer that is scribbled over afterwards, so that a scanner
 // keeping a reference into the caller's slice shows up as a difference.
 func feedSSE(stream []byte, max, step int) ([]string, error) {
-	s := sse.Scanner{MaxEventBytes: max}
-	var r sseRecorder
+	return feedSSEWith(sse.Scanner{MaxEventBytes: max}, &sseRecorder{}, stream, step)
+}
+
+// feedSSEWith is feedSSE with a scanner and a recorder of the caller's.
+func feedSSEWith(s sse.Scanner, r *sseRecorder, stream []byte, step int) ([]string, error) {
 	if step <= 0 {
 		step = len(stream) + 1
 	}
 	for len(stream) > 0 {
 		n := min(step, len(stream))
 		buf := bytes.Clone(stream[:n])
-		err := s.Feed(buf, &r)
+		err := s.Feed(buf, r)
 		for i := range buf {
 			buf[i] = 0xAA
 		}
@@ -50,7 +60,10 @@ var sseCost = linearCost{PerByte: 48, Fixed: 64}
 // FuzzSSE checks that the SSE scanner never panics, that feeding a
 // stream whole, byte by byte, or in slices of a fuzzed size gives the same
 // events and the same error, with the default limit and with a small one,
-// and that its work grows linearly with the stream.
+// and that its work grows linearly with the stream. With SkipOversized and a
+// small limit it never fails, and its events are those of an unbounded
+// scanner in order with some left out (an id read after an oversized line
+// is skipped with the event, so only types and data are compared).
 func FuzzSSE(f *testing.F) {
 	for _, s := range []string{
 		"data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}],\"usage\":null}\n\ndata: [DONE]\n\n",
@@ -70,7 +83,25 @@ func FuzzSSE(f *testing.F) {
 				_, _ = feedSSE(stream, max, 0)
 				_, _ = feedSSE(stream, max, 1)
 			}
+			_, _ = feedSSEWith(sse.Scanner{MaxEventBytes: 32, SkipOversized: true}, &sseRecorder{}, stream, 1)
 		})
+		all, _ := feedSSEWith(sse.Scanner{MaxEventBytes: len(stream) + 1}, &sseRecorder{typeData: true}, stream, 0)
+		for _, st := range []int{0, 1, int(step)} {
+			kept, err := feedSSEWith(sse.Scanner{MaxEventBytes: 32, SkipOversized: true}, &sseRecorder{typeData: true}, stream, st)
+			if err != nil {
+				t.Fatalf("skipping oversized events, step %d: %v", st, err)
+			}
+			i := 0
+			for _, ev := range kept {
+				for i < len(all) && all[i] != ev {
+					i++
+				}
+				if i == len(all) {
+					t.Fatalf("step %d: event %s is not among the unbounded scanner's, in order: %v", st, ev, all)
+				}
+				i++
+			}
+		}
 		for _, max := range []int{0, 32} {
 			whole, errWhole := feedSSE(stream, max, 0)
 			for _, st := range []int{1, int(step)} {

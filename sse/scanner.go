@@ -58,11 +58,20 @@ type Scanner struct {
 	// MaxEventBytes bounds the length of one line and of the joined data
 	// of one event, in bytes; 0 means DefaultMaxEventBytes.
 	MaxEventBytes int
+	// SkipOversized drops an event that exceeds MaxEventBytes instead of
+	// failing: the rest of that event is consumed without being kept, up to
+	// its blank line, and scanning goes on with the next event (Dropped
+	// counts them). A reader that wants a few small events of a stream (the
+	// usage at its end) then still finds them after an enormous one.
+	SkipOversized bool
 
 	err      error
-	started  bool // past the optional byte order mark
-	bomN     int  // bytes of the byte order mark matched so far
-	skipLF   bool // the previous slice ended with CR: ignore a leading LF
+	skipping bool  // dropping the rest of an oversized event
+	atLine   bool  // while skipping: the last byte consumed ended a line
+	dropped  int64 // events dropped for their size
+	started  bool  // past the optional byte order mark
+	bomN     int   // bytes of the byte order mark matched so far
+	skipLF   bool  // the previous slice ended with CR: ignore a leading LF
 	line     []byte
 	retryMs  int64
 	retrySet bool
@@ -97,6 +106,7 @@ func (s *Scanner) max() int {
 func (s *Scanner) Reset() {
 	*s = Scanner{
 		MaxEventBytes: s.MaxEventBytes,
+		SkipOversized: s.SkipOversized,
 		line:          s.line[:0],
 		dataBuf:       s.dataBuf[:0],
 		typeBuf:       s.typeBuf[:0],
@@ -112,9 +122,10 @@ func (s *Scanner) Retry() (ms int64, ok bool) { return s.retryMs, s.retrySet }
 // Feed scans the next slice p of the stream and calls h.OnEvent for each
 // event completed by a blank line. Feed does not keep p. It returns
 // ErrEventTooLarge when a line or an event's data exceeds MaxEventBytes
-// (events before that point are delivered); after an error every call
-// returns the same error until Reset. Feed does not allocate once its
-// buffers have grown to the stream's largest split event.
+// (events before that point are delivered; with SkipOversized the event is
+// dropped instead and Feed goes on); after an error every call returns the
+// same error until Reset. Feed does not allocate once its buffers have grown
+// to the stream's largest split event.
 func (s *Scanner) Feed(p []byte, h Handler) error {
 	if s.err != nil {
 		return s.err
@@ -140,6 +151,30 @@ func (s *Scanner) Feed(p []byte, h Handler) error {
 			p = p[1:]
 		}
 	}
+	for {
+		if s.skipping {
+			if p = s.skipEvent(p); s.skipping {
+				return nil
+			}
+		}
+		rest, oversized := s.scan(p, h)
+		if !oversized {
+			return nil
+		}
+		if !s.SkipOversized {
+			s.err = ErrEventTooLarge
+			return s.err
+		}
+		s.drop()
+		p = rest
+	}
+}
+
+// scan is Feed past the byte order mark and a pending LF. When a line or an
+// event's data exceeds MaxEventBytes it stops and reports it, with the bytes
+// after that line's terminator (nil when the line is not terminated in p),
+// and sets atLine accordingly for skipEvent.
+func (s *Scanner) scan(p []byte, h Handler) (rest []byte, oversized bool) {
 	max := s.max()
 	ends := lineEnds{p: p, lf: -1, cr: -1}
 
@@ -147,15 +182,15 @@ func (s *Scanner) Feed(p []byte, h Handler) error {
 	if len(s.line) > 0 {
 		i := ends.next(0)
 		if i < 0 {
-			return s.keepPartial(p, max)
+			return nil, !s.keepPartial(p, max)
 		}
 		if len(s.line)+i > max {
-			return s.fail()
+			return s.pastLine(p, i), true
 		}
 		steps.Add(i)
 		s.line = append(s.line, p[:i]...)
-		if err := s.processLine(s.line, true, h, max); err != nil {
-			return err
+		if !s.processLine(s.line, true, h, max) {
+			return s.pastLine(p, i), true
 		}
 		s.line = s.line[:0]
 		p = s.skipTerminator(p, i)
@@ -165,36 +200,77 @@ func (s *Scanner) Feed(p []byte, h Handler) error {
 		off := len(ends.p) - len(p)
 		i := ends.next(off)
 		if i < 0 {
-			return s.keepPartial(p, max)
+			return nil, !s.keepPartial(p, max)
 		}
 		i -= off
-		if i > max {
-			return s.fail()
-		}
-		if err := s.processLine(p[:i], false, h, max); err != nil {
-			return err
+		if i > max || !s.processLine(p[:i], false, h, max) {
+			return s.pastLine(p, i), true
 		}
 		p = s.skipTerminator(p, i)
 	}
 	s.own()
-	return nil
+	return nil, false
 }
+
+// pastLine returns what follows the terminator of the oversized line that
+// ends at p[i], for skipEvent to go on from a line start.
+func (s *Scanner) pastLine(p []byte, i int) []byte {
+	s.atLine = true
+	return s.skipTerminator(p, i)
+}
+
+// drop discards the pending event and what was kept of its current line,
+// and starts skipping the rest of it.
+func (s *Scanner) drop() {
+	s.dropped++
+	s.skipping = true
+	s.line = s.line[:0]
+	s.dataLines, s.dataLen = 0, 0
+	s.dataView, s.dataOwned = nil, false
+	s.typeView, s.typeOwned = nil, false
+	s.own() // an id line already read stays the last event ID, as for any event (WHATWG)
+}
+
+// skipEvent consumes p up to the blank line that ends the event being
+// dropped and returns what follows it (skipping ends), or nil with skipping
+// still on when p ends first. It keeps none of the bytes.
+func (s *Scanner) skipEvent(p []byte) []byte {
+	for len(p) > 0 {
+		i := bytes.IndexAny(p, "\r\n")
+		if i < 0 {
+			steps.Add(len(p) + 1)
+			s.atLine = false
+			return nil
+		}
+		steps.Add(i + 1)
+		blank := i == 0 && s.atLine
+		p = s.skipTerminator(p, i)
+		s.atLine = true
+		if blank {
+			s.skipping = false
+			return p
+		}
+	}
+	return p
+}
+
+// Dropped returns how many events SkipOversized dropped since the last
+// Reset.
+func (s *Scanner) Dropped() int64 { return s.dropped }
 
 // keepPartial stores an unterminated line for the next Feed and copies the
 // pending event's views out of the caller's slice.
-func (s *Scanner) keepPartial(p []byte, max int) error {
+// It reports false, keeping nothing, when the line would exceed max; the
+// line is then not terminated in p (skipEvent goes on from mid-line).
+func (s *Scanner) keepPartial(p []byte, max int) bool {
 	if len(s.line)+len(p) > max {
-		return s.fail()
+		s.atLine = false
+		return false
 	}
 	steps.Add(len(p) + 1)
 	s.line = append(s.line, p...)
 	s.own()
-	return nil
-}
-
-func (s *Scanner) fail() error {
-	s.err = ErrEventTooLarge
-	return s.err
+	return true
 }
 
 // lineEnds finds the line ends of one slice passed to Feed from left to right. It keeps the
@@ -276,15 +352,16 @@ func (s *Scanner) own() {
 }
 
 // processLine interprets one line (without terminator). ephemeral means the
-// line lives in s.line, which is reused: values are copied at once.
-func (s *Scanner) processLine(line []byte, ephemeral bool, h Handler, max int) error {
+// line lives in s.line, which is reused: values are copied at once. It
+// reports false when the line makes the event's data exceed max.
+func (s *Scanner) processLine(line []byte, ephemeral bool, h Handler, max int) bool {
 	steps.Add(len(line) + 1)
 	if len(line) == 0 {
 		s.dispatch(h)
-		return nil
+		return true
 	}
 	if line[0] == ':' {
-		return nil // comment
+		return true // comment
 	}
 	field, value := line, line[len(line):]
 	if c := bytes.IndexByte(line, ':'); c >= 0 {
@@ -300,7 +377,7 @@ func (s *Scanner) processLine(line []byte, ephemeral bool, h Handler, max int) e
 			n++ // the "\n" joining it to the previous line
 		}
 		if n > max {
-			return s.fail()
+			return false
 		}
 		switch {
 		case s.dataLines == 0 && !ephemeral:
@@ -328,7 +405,7 @@ func (s *Scanner) processLine(line []byte, ephemeral bool, h Handler, max int) e
 		}
 	case "id":
 		if bytes.IndexByte(value, 0) >= 0 {
-			return nil
+			return true
 		}
 		if ephemeral {
 			s.idBuf = append(s.idBuf[:0], value...)
@@ -341,7 +418,7 @@ func (s *Scanner) processLine(line []byte, ephemeral bool, h Handler, max int) e
 			s.retryMs, s.retrySet = ms, true
 		}
 	}
-	return nil
+	return true
 }
 
 // dispatch delivers the pending event if it has data (WHATWG: an event with

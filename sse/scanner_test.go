@@ -249,3 +249,73 @@ func TestScannerCRLinesWorkIsLinear(t *testing.T) {
 		}
 	}
 }
+
+// TestScannerSkipOversizedDropsOnlyThatEvent: with SkipOversized an event over the limit is
+// dropped, whichever line makes it so and however the stream is split, for every line ending,
+// and the events around it come through whole.
+func TestScannerSkipOversizedDropsOnlyThatEvent(t *testing.T) {
+	const max = 16
+	big := strings.Repeat("x", 40)
+	cases := []struct {
+		name, stream string
+		want         []string
+	}{
+		{"long data line", "data: a\n\ndata: " + big + "\n\ndata: b\n\n", []string{"||a", "||b"}},
+		{"long line after a short one", "data: a\n\nevent: t\ndata: s\ndata: " + big + "\ndata: more\n\ndata: b\n\n", []string{"||a", "||b"}},
+		{"long comment", "data: a\n\n: " + big + "\ndata: c\n\ndata: b\n\n", []string{"||a", "||b"}},
+		{"long joined data", "data: a\n\n" + strings.Repeat("data: 1234567\n", 3) + "\ndata: b\n\n", []string{"||a", "||b"}},
+		{"two oversized in a row", "data: " + big + "\n\ndata: " + big + "\n\ndata: b\n\n", []string{"||b"}},
+		{"id before the long line stays the last id", "id: 5\ndata: " + big + "\n\ndata: b\n\n", []string{"|5|b"}},
+		{"long unterminated line at the end", "data: a\n\ndata: " + big, []string{"||a"}},
+	}
+	for _, c := range cases {
+		for _, eol := range []string{"\n", "\r\n", "\r"} {
+			stream := strings.ReplaceAll(c.stream, "\n", eol)
+			t.Run(fmt.Sprintf("%s/%q", c.name, eol), func(t *testing.T) {
+				for cut := 0; cut <= len(stream); cut++ {
+					for cut2 := cut; cut2 <= len(stream); cut2 += 7 {
+						s := Scanner{MaxEventBytes: max, SkipOversized: true}
+						var col collector
+						prev := 0
+						for _, end := range []int{cut, cut2, len(stream)} {
+							buf := []byte(stream[prev:end])
+							require.NoError(t, s.Feed(buf, &col))
+							for i := range buf {
+								buf[i] = '#' // the scanner keeps no reference into a fed slice
+							}
+							prev = end
+						}
+						require.Equal(t, c.want, col.events, "cuts %d, %d", cut, cut2)
+						require.Positive(t, s.Dropped(), "cuts %d, %d", cut, cut2)
+					}
+				}
+			})
+		}
+	}
+	s := Scanner{MaxEventBytes: max, SkipOversized: true}
+	var col collector
+	require.NoError(t, s.Feed([]byte("data: "+big+"\n\ndata: "+big+"\n\n"), &col))
+	require.EqualValues(t, 2, s.Dropped())
+	s.Reset()
+	require.Zero(t, s.Dropped())
+	require.True(t, s.SkipOversized, "Reset keeps the setting")
+}
+
+// TestScannerSkipOversizedIsLinear: dropping an enormous event costs steps in proportion to
+// its length, split into many slices or not.
+func TestScannerSkipOversizedIsLinear(t *testing.T) {
+	for _, n := range []int{1 << 16, 1 << 20} {
+		stream := []byte("data: " + strings.Repeat("x", n) + "\n\ndata: b\n\n")
+		s := Scanner{MaxEventBytes: 1024, SkipOversized: true}
+		var col collector
+		cost := steps.Count(func() {
+			for p := stream; len(p) > 0; {
+				k := min(len(p), 4096)
+				require.NoError(t, s.Feed(p[:k], &col))
+				p = p[k:]
+			}
+		})
+		require.Equal(t, []string{"||b"}, col.events)
+		require.Less(t, cost, int64(4*len(stream)), "steps for %d bytes", len(stream))
+	}
+}

@@ -24,6 +24,7 @@ const (
 	AdvUpTrickle = "up-trickle"
 	AdvUpStall   = "up-stall"
 	AdvUpReset   = "up-reset"
+	AdvUpBigLine = "up-bigline"
 )
 
 // AdversaryMixed is the spec that runs every kind at once, at the counts of mixedSpec.
@@ -33,17 +34,17 @@ const AdversaryMixed = "mixed"
 // upstream kind on a small share of the requests, light enough for the load generator, the
 // upstream and a proxy sharing two cores.
 const mixedSpec = "slowloris=64,slowbody=16,noread=16,reset=8,pipeline=2,bigheader=8,segment=8," +
-	"up-trickle=1%,up-stall=0.2%,up-reset=0.5%"
+	"up-trickle=1%,up-stall=0.2%,up-reset=0.5%,up-bigline=0.5%"
 
 // clientKinds and upstreamKinds list the kinds in report order.
 var (
 	clientKinds   = []string{AdvSlowloris, AdvSlowBody, AdvNoRead, AdvReset, AdvPipeline, AdvBigHeader, AdvSegment}
-	upstreamKinds = []string{AdvUpTrickle, AdvUpStall, AdvUpReset}
+	upstreamKinds = [...]string{AdvUpTrickle, AdvUpStall, AdvUpReset, AdvUpBigLine}
 )
 
 // AdversaryKinds lists every kind an adversary spec accepts, in report order.
 func AdversaryKinds() []string {
-	return append(append([]string(nil), clientKinds...), upstreamKinds...)
+	return append(append([]string(nil), clientKinds...), upstreamKinds[:]...)
 }
 
 // Bounds of an adversary spec.
@@ -57,6 +58,9 @@ var upstreamFault = map[string]string{
 	AdvUpTrickle: "trickle",
 	AdvUpStall:   "stall-after=3",
 	AdvUpReset:   "reset-after=3",
+	// Half a MiB: enormous for one SSE line, yet under the load generator's own bound on an
+	// event (maxSSELineBytes), so that the adversary's requests are still checked whole.
+	AdvUpBigLine: "big-line=524288",
 }
 
 // Adversary is a parsed adversary spec: per client kind, how many connections misbehave at
@@ -102,7 +106,7 @@ func ParseAdversary(spec string) (*Adversary, error) {
 				return nil, fmt.Errorf("harness: adversary %q: want a number of connections 0..%d", item, MaxAdversaryConns)
 			}
 			a.conns[kind] = n
-		case contains(upstreamKinds, kind):
+		case contains(upstreamKinds[:], kind):
 			p, err := strconv.ParseFloat(strings.TrimSuffix(val, "%"), 64)
 			if err != nil || math.IsNaN(p) || p < 0 || p > 100 {
 				return nil, fmt.Errorf("harness: adversary %q: want a percentage of the requests 0..100", item)

@@ -119,7 +119,7 @@ type advRun struct {
 	burst           []byte // pipelineBurst json requests back to back
 
 	// Upstream kinds: a draw below cum[i] (per 10^6) picks upstreamKinds[i].
-	cum [3]int
+	cum [len(upstreamKinds)]int
 
 	ctx    context.Context
 	cancel context.CancelFunc

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -165,7 +166,8 @@ func TestAdversaryReportsTheTargetsRefusals(t *testing.T) {
 }
 
 // faultUpstream is an SSE upstream that acts on llmsim's fault header: trickle answers
-// normally, stall-after holds the response open, reset-after resets the connection.
+// normally, stall-after holds the response open, reset-after resets the connection, big-line
+// sends its first event with that much content.
 func faultUpstream(t *testing.T) string {
 	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -180,7 +182,12 @@ func faultUpstream(t *testing.T) string {
 			return
 		}
 		w.Header().Set("Content-Type", "text/event-stream")
-		_, _ = io.WriteString(w, "data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\n")
+		content := "x"
+		if strings.HasPrefix(fault, "big-line=") {
+			n, _ := strconv.Atoi(strings.TrimPrefix(fault, "big-line="))
+			content = strings.Repeat("x", n)
+		}
+		_, _ = io.WriteString(w, "data: {\"choices\":[{\"delta\":{\"content\":\""+content+"\"}}]}\n\n")
 		if strings.HasPrefix(fault, "stall-after") {
 			http.NewResponseController(w).Flush()
 			<-r.Context().Done()
@@ -198,7 +205,7 @@ func faultUpstream(t *testing.T) string {
 func TestAdversaryUpstreamFaultsStayOutOfTheWorkloadsFigures(t *testing.T) {
 	target := faultUpstream(t)
 	res, err := Run(context.Background(), Options{Target: target, Workload: WorkloadSSE, Concurrency: 4,
-		Duration: 300 * time.Millisecond, Seed: 5, Adversary: "up-trickle=10,up-stall=2,up-reset=10"})
+		Duration: 300 * time.Millisecond, Seed: 5, Adversary: "up-trickle=10,up-stall=2,up-reset=10,up-bigline=10"})
 	require.NoError(t, err)
 	require.Zero(t, res.Errors, "workload errors %v", res.ErrorsByKind)
 	require.Equal(t, res.OK, res.Latency.Count)
@@ -207,6 +214,9 @@ func TestAdversaryUpstreamFaultsStayOutOfTheWorkloadsFigures(t *testing.T) {
 	require.Equal(t, map[string]int64{outTimeout: stall.Attempts}, stall.Outcomes)
 	require.Positive(t, trickle.Attempts)
 	require.Positive(t, reset.Attempts)
+	big := kindStat(t, res, AdvUpBigLine)
+	require.Positive(t, big.Attempts)
+	require.Equal(t, map[string]int64{outOK: big.Attempts}, big.Outcomes, "the enormous line is read, and the stream after it")
 	for o := range reset.Outcomes {
 		require.Contains(t, []string{outReset, outClosed}, o)
 	}

@@ -38,6 +38,7 @@ const maxSSELineBytes = 1 << 20
 
 func (s *sseScanner) reset() {
 	s.sc.Reset()
+	s.sc.MaxEventBytes, s.sc.SkipOversized = maxSSELineBytes, true
 	s.done, s.sseErr = false, false
 	s.events, s.firstNs, s.lastNs = 0, 0, 0
 	s.text = s.text[:0]
@@ -45,11 +46,9 @@ func (s *sseScanner) reset() {
 
 // feed scans p, which arrived at time now (ns on the run's clock).
 func (s *sseScanner) feed(p []byte, now int64) {
-	s.sc.MaxEventBytes = maxSSELineBytes
+	s.sc.MaxEventBytes, s.sc.SkipOversized = maxSSELineBytes, true
 	s.now = now
-	if err := s.sc.Feed(p, s); err != nil {
-		s.sc.Reset() // an oversized event: drop it and resynchronise on later bytes
-	}
+	_ = s.sc.Feed(p, s) // never fails: an oversized event is skipped
 }
 
 var (

@@ -33,6 +33,10 @@ type Fault struct {
 	// HTTP/1.1 chunk, per byte), TrickleGap apart: what a proxy's per-read cost meets.
 	Trickle    bool
 	TrickleGap time.Duration
+	// BigLine, when > 0, adds that many bytes of text (the letter x) to the first streamed
+	// delta: one SSE data line of more than BigLine bytes, as a tool call's arguments or an
+	// inline image make; what a proxy that parses or buffers lines meets.
+	BigLine int
 }
 
 // noFault is the zero spec with the counters off.
@@ -44,12 +48,13 @@ var noFault = Fault{ResetAfter: -1, StallAfter: -1}
 const (
 	maxFaultSlow  = 10 * time.Minute
 	maxTrickleGap = time.Second
+	maxBigLine    = 64 << 20 // bytes: a line this long already takes the whole stream's budget of any real server
 )
 
 // ParseFault parses an x-llmsim-fault value: items separated by ";" or ",", each one of
 // status=CODE (400..599), reset-after=N, stall-after=N (N events, 0..1e6), slow=DUR (a Go
 // duration up to 10m), repeat, drop-done, close-idle, trickle or trickle=DUR (a pause of up to
-// 1s between bytes). Blank items are ignored. It returns an error naming the first bad item.
+// 1s between bytes), big-line=BYTES (1..64 MiB). Blank items are ignored. It returns an error naming the first bad item.
 func ParseFault(s string) (Fault, error) {
 	f := noFault
 	for len(s) > 0 {
@@ -99,6 +104,12 @@ func ParseFault(s string) (Fault, error) {
 				}
 				f.TrickleGap = d
 			}
+		case "big-line":
+			n, err := strconv.Atoi(val)
+			if err != nil || n < 1 || n > maxBigLine {
+				return noFault, fmt.Errorf("llmsim: fault %q: want a number of bytes 1..%d", item, maxBigLine)
+			}
+			f.BigLine = n
 		case "repeat", "drop-done", "close-idle":
 			if hasVal {
 				return noFault, fmt.Errorf("llmsim: fault %q takes no value", item)
@@ -112,7 +123,7 @@ func ParseFault(s string) (Fault, error) {
 				f.CloseIdle = true
 			}
 		default:
-			return noFault, fmt.Errorf("llmsim: unknown fault %q (want status=, reset-after=, stall-after=, slow=, trickle, repeat, drop-done, close-idle)", item)
+			return noFault, fmt.Errorf("llmsim: unknown fault %q (want status=, reset-after=, stall-after=, slow=, trickle, big-line=, repeat, drop-done, close-idle)", item)
 		}
 	}
 	return f, nil

@@ -3,6 +3,7 @@ package llmsim
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -30,6 +31,10 @@ func TestParseFault(t *testing.T) {
 		{in: "trickle=2ms;slow=1ms", want: Fault{ResetAfter: -1, StallAfter: -1, Trickle: true, TrickleGap: 2 * time.Millisecond, Slow: time.Millisecond}},
 		{in: "trickle=2s", bad: true},
 		{in: "trickle=x", bad: true},
+		{in: "big-line=1048576", want: Fault{ResetAfter: -1, StallAfter: -1, BigLine: 1 << 20}},
+		{in: "big-line=0", bad: true},
+		{in: "big-line=67108865", bad: true},
+		{in: "big-line", bad: true},
 		{in: "status=200", bad: true},
 		{in: "status=abc", bad: true},
 		{in: "reset-after=-1", bad: true},
@@ -297,4 +302,30 @@ func TestFaultTrickleWholeResponse(t *testing.T) {
 	require.Equal(t, 200, resp.StatusCode)
 	require.EqualValues(t, len(b), resp.ContentLength)
 	require.Contains(t, string(b), `"chat.completion"`)
+}
+
+// TestFaultBigLineSendsOneEnormousDataLine: the first delta of a big-line stream is one SSE
+// data line longer than the fault's size, still a complete JSON chunk, and the stream goes on
+// to its end.
+func TestFaultBigLineSendsOneEnormousDataLine(t *testing.T) {
+	const size = 300_000
+	_, url := startOne(t, nil)
+	resp := post(t, context.Background(), newClient(), url+"/v1/chat/completions", chatBody("x", true, ""), faultHdr("big-line="+strconv.Itoa(size)))
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	lines := strings.Split(string(body), "\n")
+	long := 0
+	for _, l := range lines {
+		if len(l) > size {
+			long++
+			require.True(t, strings.HasPrefix(l, "data: {"), "the long line is a data line")
+			var chunk map[string]any
+			require.NoError(t, json.Unmarshal([]byte(strings.TrimPrefix(l, "data: ")), &chunk), "the long line is one JSON chunk")
+		} else {
+			require.Less(t, len(l), 1000, "only one line is enormous")
+		}
+	}
+	require.Equal(t, 1, long, "one enormous line")
+	require.Contains(t, string(body), "data: [DONE]")
 }

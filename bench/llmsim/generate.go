@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -336,6 +337,9 @@ func safeEnd(b []byte, end int) int {
 
 // delta writes one streamed text delta in the API's format.
 func (g *job) delta(text string) bool {
+	if g.deltas == 0 && g.p.fault.BigLine > 0 {
+		text += strings.Repeat("x", g.p.fault.BigLine) // what the client gets, not the output the stop sequences see
+	}
 	g.buf = g.p.enc.appendDelta(g.buf[:0], g, text)
 	g.deltas++
 	return g.emit()

@@ -29,7 +29,7 @@ import (
 // adversaryHelp is the --adversary flag's help, shared by run and compare.
 const adversaryHelp = "misbehaving clients beside the workload, loopback only: kind=N,... " +
 	"(slowloris, slowbody, noread, reset, pipeline, bigheader, segment: N connections; " +
-	"up-trickle, up-stall, up-reset: N% of the requests carry an llmsim fault) or mixed; see BENCHMARKS.md"
+	"up-trickle, up-stall, up-reset, up-bigline: N% of the requests carry an llmsim fault) or mixed; see BENCHMARKS.md"
 
 const usage = `usage:
   sluice-bench run --target URL --workload json|sse|chat-multiturn|mixed (--concurrency N | --rate R [--poisson]) --duration D [--adversary SPEC] [--out FILE.json]

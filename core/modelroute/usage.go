@@ -40,6 +40,9 @@ func (u *usageState) reset() {
 	u.mode, u.want, u.body, u.over, u.gotUse, u.usage = usageNone, false, u.body[:0], false, false, pipeline.Usage{}
 	u.cachedKnown = false
 	u.sc.Reset()
+	// An event over the scanner's bound (a tool call's arguments, an inline image) is passed
+	// over, not the end of the reading: the usage comes in a small event after it.
+	u.sc.SkipOversized = true
 }
 
 // OnEvent implements sse.Handler: the events of a stream that carry usage. OpenAI's chat and
@@ -115,7 +118,7 @@ func (s *Stage) OnBody(rc *pipeline.RequestCtx, p []byte) {
 	u := &st.use
 	switch u.mode {
 	case usageStream:
-		_ = u.sc.Feed(p, u) // an oversized event only stops the reading, not the relay
+		_ = u.sc.Feed(p, u) // never fails: oversized events are skipped
 	case usageJSON:
 		if len(u.body)+len(p) > maxUsageBodyBytes {
 			u.over, u.body = true, u.body[:0]
