@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net"
@@ -105,12 +106,15 @@ func TestSlowHeadGets408AndIsCountedAsShed(t *testing.T) {
 
 // stalledHeads are the ways a request head (or the body behind it) can stop arriving; each
 // must get 408 after read_header_timeout, whose message names the part that stalled ("head"
-// or "body"). keepAlive: a complete request is answered on the connection first.
+// or "body"). keepAlive: a complete request is answered on the connection first. A connection
+// that sends nothing at all is among them: the first request's head is due read_header_timeout
+// after the connection opened.
 var stalledHeads = []struct {
 	name      string
 	keepAlive bool
 	partial   string
 }{
+	{"nothing at all", false, ""},
 	{"blank lines", false, "\r\n\r\n"},
 	{"one blank line", false, "\r\n"},
 	{"half a blank line", false, "\r"},
@@ -127,9 +131,10 @@ var stalledHeads = []struct {
 }
 
 // Every way a request head can stall gets the same answer on every engine: 408 with a JSON
-// error after read_header_timeout, counted as shed for header_timeout. That includes a head
-// of nothing but the empty lines a client may send before a request line (RFC 9112 §2.2),
-// which a server could mistake for a client that left, and a stall on a keep-alive
+// error after read_header_timeout, counted as shed for header_timeout. That includes a
+// connection that sends no byte (which would otherwise hold its place until idle_timeout), a
+// head of nothing but the empty lines a client may send before a request line (RFC 9112
+// §2.2), which a server could mistake for a client that left, and a stall on a keep-alive
 // connection after an answered request.
 func TestStalledHeadGets408OnEveryEngine(t *testing.T) {
 	up := serveUpstream(t, echo)
@@ -141,19 +146,71 @@ func TestStalledHeadGets408OnEveryEngine(t *testing.T) {
 	}
 }
 
+// Between two requests on a keep-alive connection idle_timeout governs, not
+// read_header_timeout: the clock of a later request's head starts at its first byte, so a
+// connection idle for longer than read_header_timeout carries its next request. A connection
+// that opens once the first one is idle and sends nothing marks the time: its 408 comes
+// read_header_timeout after it opened, when the idle one has waited longer than that.
+func TestIdleKeepAliveOutlastsReadHeaderTimeout(t *testing.T) {
+	up := serveUpstream(t, echo)
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			_, addr := startGateway(t, engine, up.addr(), "read_header_timeout = \"300ms\"\nidle_timeout = \"30s\"")
+			requireIdleKeepAliveServed(t, func() net.Conn { return dial(t, addr) })
+		})
+	}
+}
+
+// The same over TLS.
+func TestIdleKeepAliveOutlastsReadHeaderTimeoutOverTLS(t *testing.T) {
+	up := serveUpstream(t, echo)
+	cert, key, roots := selfSigned(t, t.TempDir())
+	_, addr := startGateway(t, "fasthttp", up.addr(),
+		fmt.Sprintf("read_header_timeout = \"300ms\"\nidle_timeout = \"30s\"\ntls = { cert_file = %q, key_file = %q }", cert, key))
+	requireIdleKeepAliveServed(t, func() net.Conn { return dialTLS(t, addr, roots) })
+}
+
+// requireIdleKeepAliveServed answers a request on one connection from dial, waits for the 408
+// of a second one that opens after it and sends nothing, and requires the first connection,
+// idle all that time, to carry its next request.
+func requireIdleKeepAliveServed(t *testing.T, dial func() net.Conn) {
+	t.Helper()
+	before := shedCount(t, "header_timeout")
+	idle := dial()
+	r := bufio.NewReader(idle)
+	send(t, idle, "GET /first HTTP/1.1\r\nHost: gw\r\n\r\n")
+	require.Equal(t, 200, readResponse(t, r, false).status)
+
+	silent := dial()
+	_ = silent.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp := readResponse(t, bufio.NewReader(silent), false)
+	require.Equal(t, 408, resp.status, "a connection that sends nothing")
+	require.Contains(t, string(resp.body), `"message":"request head not complete within read_header_timeout"`)
+	waitEOF(t, silent, 5*time.Second)
+
+	send(t, idle, "GET /second HTTP/1.1\r\nHost: gw\r\n\r\n")
+	_ = idle.SetReadDeadline(time.Now().Add(10 * time.Second))
+	require.Equal(t, 200, readResponse(t, r, false).status, "the keep-alive connection, idle past read_header_timeout")
+	require.Equal(t, before+1, shedCount(t, "header_timeout"), "only the silent connection is shed")
+}
+
+// dialTLS opens a TLS client connection to addr trusting roots.
+func dialTLS(t *testing.T, addr string, roots *x509.CertPool) net.Conn {
+	t.Helper()
+	c, err := tls.DialWithDialer(&net.Dialer{Timeout: 2 * time.Second}, "tcp", addr, &tls.Config{RootCAs: roots})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	return c
+}
+
 // The same over TLS, where the fasthttp engine is the only engine.
 func TestStalledHeadGets408OverTLS(t *testing.T) {
 	up := serveUpstream(t, echo)
 	cert, key, roots := selfSigned(t, t.TempDir())
 	_, addr := startGateway(t, "fasthttp", up.addr(),
 		fmt.Sprintf("read_header_timeout = \"300ms\"\ntls = { cert_file = %q, key_file = %q }", cert, key))
-	requireStalledHeads408(t, func() net.Conn {
-		c, err := tls.DialWithDialer(&net.Dialer{Timeout: 2 * time.Second}, "tcp", addr, &tls.Config{RootCAs: roots})
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = c.Close() })
-		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-		return c
-	})
+	requireStalledHeads408(t, func() net.Conn { return dialTLS(t, addr, roots) })
 }
 
 // requireStalledHeads408 sends each of stalledHeads on its own connection from dial, all at
@@ -171,7 +228,9 @@ func requireStalledHeads408(t *testing.T, dial func() net.Conn) {
 			send(t, c, "GET /first HTTP/1.1\r\nHost: gw\r\n\r\n")
 			require.Equal(t, 200, readResponse(t, r, false).status, tc.name)
 		}
-		send(t, c, tc.partial)
+		if tc.partial != "" {
+			send(t, c, tc.partial)
+		}
 		conns[i], readers[i] = c, r
 	}
 	for i, tc := range stalledHeads {

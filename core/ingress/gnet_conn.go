@@ -69,9 +69,9 @@ type gconn struct {
 	finished     atomic.Bool  // the worker is done; the loop may parse the next request
 	inputWaiting atomic.Bool  // the loop holds unparsed bytes that arrived while busy
 	overflow     atomic.Bool  // more pipelined bytes came than the bound: the connection ends after the response in flight
-	headSince    atomic.Int64 // unix ns when the current request's first byte arrived; 0 when idle or busy
+	headSince    atomic.Int64 // unix ns when the current request's head clock started: the opening for the first request, the first byte for a later one; 0 when idle or busy
 	headExpired  atomic.Bool  // the sweep found the request past read_header_timeout and woke the loop to answer 408
-	fresh        atomic.Bool  // no byte of a request has arrived yet (a drain gives it a grace)
+	fresh        atomic.Bool  // no byte has arrived on the connection yet (a drain gives it a grace)
 	idleSince    atomic.Int64 // unix ns when the connection last became idle
 	lingerSince  atomic.Int64 // unix ns when the lingering close began; 0 when not lingering
 	lingerLast   atomic.Int64 // unix ns when the lingering connection last received bytes
@@ -136,7 +136,14 @@ func newGconn(e *GnetEngine, c gnet.Conn) *gconn {
 	gc.onReplied = gc.replied
 	gc.onEnd = gc.endAfterResponse
 	gc.endFn = gc.endOnWorker
-	gc.idleSince.Store(time.Now().UnixNano())
+	// The first request's head is due read_header_timeout after the connection opened, as
+	// nginx's client_header_timeout: a connection that sends nothing is a stalled head, not an
+	// idle keep-alive connection, or a client could hold connections open until idle_timeout
+	// without sending a byte. A later request's clock starts at its first byte: between
+	// requests idle_timeout governs.
+	now := time.Now().UnixNano()
+	gc.idleSince.Store(now)
+	gc.headSince.Store(now)
 	gc.fresh.Store(true)
 	return gc
 }
@@ -269,11 +276,19 @@ func (gc *gconn) onTraffic() gnet.Action {
 		case phaseHead:
 			buf, _ := c.Peek(-1)
 			if len(buf) == 0 {
+				// Nothing yet of the connection's first request, past its time: a head of no
+				// bytes stalled. (headSince is 0 on an idle keep-alive connection, whatever
+				// the sweep last found.)
+				if gc.headExpired.Load() && gc.headSince.Load() != 0 {
+					return gc.shedHeadTimeout(errHeadTimeout)
+				}
 				return gnet.None
 			}
 			if gc.headSince.Load() == 0 {
 				gc.headExpired.Store(false)
 				gc.headSince.Store(time.Now().UnixNano())
+			}
+			if gc.fresh.Load() {
 				gc.fresh.Store(false)
 			}
 			skip, n := gc.head.Find(buf)

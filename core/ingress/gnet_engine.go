@@ -591,6 +591,14 @@ func (e *GnetEngine) sweep(now int64) {
 			continue
 		}
 		if hs := gc.headSince.Load(); hs != 0 {
+			// A drain spares a connection that has sent nothing yet for a moment: accepted
+			// just before the listener closed, its request is on the way (net/http and
+			// fasthttp wait 5 s before they count a new connection as idle). Its head clock
+			// started when it opened.
+			if draining && gc.fresh.Load() && now-hs > freshDrainGrace.Nanoseconds() {
+				_ = gc.c.Close()
+				continue
+			}
 			// The loop answers 408 (it owns the parser state); a connection still waiting
 			// at the next tick is closed without it.
 			if now-hs > headLimit {
@@ -602,11 +610,8 @@ func (e *GnetEngine) sweep(now int64) {
 			}
 			continue
 		}
-		idle := now - gc.idleSince.Load()
-		// A drain spares a connection that has not sent its first request yet for a moment:
-		// accepted just before the listener closed, its request is on the way (net/http and
-		// fasthttp wait 5 s before they count a new connection as idle).
-		if (draining && (!gc.fresh.Load() || idle > freshDrainGrace.Nanoseconds())) || idle > idleLimit {
+		// Idle between requests: idle_timeout governs until the next request's first byte.
+		if draining || now-gc.idleSince.Load() > idleLimit {
 			_ = gc.c.Close()
 		}
 	}
