@@ -71,6 +71,7 @@ func TestTransportContract(t *testing.T) {
 			t.Run("DrainDeadlineCutsStuckRequest", func(t *testing.T) { testDrainDeadline(t, ce) })
 			t.Run("DrainLetsRequestFinish", func(t *testing.T) { testDrainLetsRequestFinish(t, ce) })
 			t.Run("DrainRefusesNewConnectionsAtOnce", func(t *testing.T) { testDrainRefusesAtOnce(t, ce) })
+			t.Run("DrainClosesSilentConnection", func(t *testing.T) { testDrainClosesSilentConnection(t, ce) })
 			t.Run("StatsCountConnectionsAndRequests", func(t *testing.T) { testStats(t, ce) })
 		})
 	}
@@ -244,6 +245,23 @@ func testDrainRefusesAtOnce(t *testing.T, ce contractEngine) {
 	case <-time.After(drainPrompt):
 		t.Fatal("Drain did not return after the last request finished")
 	}
+}
+
+// A drain does not wait read_header_timeout for a connection that has sent nothing: it closes
+// it without an answer (a request that never came cannot be answered), after a short grace
+// for a request that was on its way when the listener closed. The grace is the engine's:
+// fasthttp counts a new connection as idle 5 s after it opened, the gnet engine 1 s; both are
+// well within the default read_header_timeout of 10 s.
+func testDrainClosesSilentConnection(t *testing.T, ce contractEngine) {
+	up := newUpstream(t, answerNow)
+	tr := startTransport(t, ce, up.addr())
+	c := dialClient(t, tr.Addr())
+	waitStats(t, tr, ingress.Stats{Connections: 1})
+	require.NoError(t, drainWithin(t, tr, context.Background(), 5*time.Second+cutSlack))
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(eventWait)))
+	got, err := io.ReadAll(c)
+	require.NoError(t, err, "the silent connection must be closed")
+	require.Empty(t, string(got), "no answer to a request that never came")
 }
 
 func testStats(t *testing.T, ce contractEngine) {
