@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"strconv"
 	"strings"
@@ -57,7 +58,23 @@ func startGatewayServers(t testing.TB, engine, lb string) (*gateway.Gateway, str
 
 func startGatewayTOML(t testing.TB, engine, rule, extra, lb string) (*gateway.Gateway, string) {
 	t.Helper()
-	toml := fmt.Sprintf(`
+	g := runGateway(t, "test.toml", gatewayTOML(engine, rule, extra, lb))
+	return g, g.Addr("web")
+}
+
+// startGatewayLogged is startGateway whose gateway writes its log, in the text format, to the
+// returned buffer.
+func startGatewayLogged(t testing.TB, engine, upstream, extra string) (string, *syncBuffer) {
+	t.Helper()
+	logs := new(syncBuffer)
+	g := runGatewayLog(t, "test.toml", gatewayTOML(engine, "PathPrefix(`/`)", extra, fmt.Sprintf(`servers = [{ url = "http://%s" }]`, upstream)),
+		slog.New(slog.NewTextHandler(logs, nil)))
+	return g.Addr("web"), logs
+}
+
+// gatewayTOML is the configuration of startGatewayTOML.
+func gatewayTOML(engine, rule, extra, lb string) string {
+	return fmt.Sprintf(`
 [entrypoints.web]
 address = "127.0.0.1:0"
 engine = %s
@@ -73,17 +90,21 @@ service = "up"
 [admin]
 address = ""
 `, engineTOML(engine), extra, rule, lb)
-	g := runGateway(t, "test.toml", toml)
-	return g, g.Addr("web")
 }
 
 // runGateway runs a gateway on the configuration text toml (named name in errors), drained
 // when the test ends.
 func runGateway(t testing.TB, name, toml string) *gateway.Gateway {
 	t.Helper()
+	return runGatewayLog(t, name, toml, nil)
+}
+
+// runGatewayLog is runGateway logging to log (nil: the default logger).
+func runGatewayLog(t testing.TB, name, toml string, log *slog.Logger) *gateway.Gateway {
+	t.Helper()
 	cfg, err := config.LoadBytes(name, []byte(toml))
 	require.NoError(t, err)
-	g, err := gateway.New(cfg, "", nil)
+	g, err := gateway.New(cfg, "", log)
 	require.NoError(t, err)
 	require.NoError(t, g.Start())
 	t.Cleanup(func() {
