@@ -40,7 +40,8 @@ type FastEngine struct {
 	certs    *tlscert.Store // TLS entrypoints: the certificates, reloaded when their files change
 	counters
 	m       *metrics.Entrypoint
-	release func() // of the entrypoint's gauges
+	release func()  // of the entrypoint's gauges
+	shed    shedLog // "client connection shed" lines
 }
 
 // NewFast returns a fasthttp engine for the entrypoint described by set.
@@ -50,6 +51,7 @@ func NewFast(set Settings, res pipeline.Resolver, log *slog.Logger) *FastEngine 
 		log = slog.Default()
 	}
 	e := &FastEngine{set: set, log: log, done: make(chan struct{})}
+	e.shed.log, e.shed.entrypoint = log, set.Name
 	e.m, e.release = newEntrypointMetrics(set.Name, &e.counters)
 	e.pipe = pipeline.NewEntrypoint(set.Name, set.TLS != nil, res, e.m, log)
 	e.pipe.TrustedIPs = set.TrustedIPs
@@ -132,7 +134,7 @@ func (e *FastEngine) Start() error {
 	if t := e.set.TLS; t != nil {
 		ln = tls.NewListener(ln, &tls.Config{GetCertificate: e.certs.GetCertificate, MinVersion: max(t.MinVersion, tls.VersionTLS12), NextProtos: []string{"http/1.1", "http/1.0"}})
 	}
-	sl := newServeListener(&countingListener{Listener: ln, n: &e.counters.conns, max: int64(e.set.MaxConnections), sndbuf: e.set.SendBufferBytes, m: e.m}, e.set.linger, &e.set.Limits, e.m)
+	sl := newServeListener(&countingListener{Listener: ln, n: &e.counters.conns, max: int64(e.set.MaxConnections), sndbuf: e.set.SendBufferBytes, m: e.m}, e.set.linger, &e.set.Limits, e.m, &e.shed)
 	var serveErr error
 	go func() {
 		defer close(e.done)
@@ -230,6 +232,7 @@ func (e *FastEngine) onParseError(ctx *fasthttp.RequestCtx, err error) {
 		if stalledInBody(ctx.Conn()) {
 			stalled = errBodyTimeout
 		}
+		e.shed.headTimeout(ctx.RemoteAddr(), stalled)
 		ge = pipeline.FramingGatewayError(stalled)
 	default:
 		ge = &pipeline.GatewayError{Status: 400, Type: pipeline.InvalidRequest, Code: "bad_request", Message: "malformed request: " + parseCause(err)}

@@ -30,6 +30,7 @@ type serveListener struct {
 	linger    lingerLimits
 	limits    *http1.Limits // of the framing check of each connection (fasthttp_framing.go)
 	m         *metrics.Entrypoint
+	shed      *shedLog // the engine's log of shed connections
 
 	closed    chan struct{} // closed once the listening socket is
 	closeOnce sync.Once
@@ -40,8 +41,8 @@ type serveListener struct {
 	empty chan struct{} // closed when conns becomes empty; made by waitGone
 }
 
-func newServeListener(ln net.Listener, linger lingerLimits, limits *http1.Limits, m *metrics.Entrypoint) *serveListener {
-	return &serveListener{Listener: ln, accepting: make(chan struct{}), closed: make(chan struct{}), conns: make(map[*servedConn]struct{}), linger: linger, limits: limits, m: m}
+func newServeListener(ln net.Listener, linger lingerLimits, limits *http1.Limits, m *metrics.Entrypoint, shed *shedLog) *serveListener {
+	return &serveListener{Listener: ln, accepting: make(chan struct{}), closed: make(chan struct{}), conns: make(map[*servedConn]struct{}), linger: linger, limits: limits, m: m, shed: shed}
 }
 
 // Close implements net.Listener: fasthttp's Shutdown calls it first.
@@ -236,12 +237,14 @@ func (c *servedConn) refusal() error {
 
 // Write implements net.Conn. While a response body is written, each write must finish within
 // client_stall_timeout from its own start, so that time the stream spent waiting for the
-// upstream is not counted against the client; a write that times out counts the client as
-// shed for stalling.
+// upstream is not counted against the client; a write that times out counts and logs the
+// client as shed for stalling.
 func (c *servedConn) Write(p []byte) (int, error) {
 	stall := c.stall.Load()
+	var start time.Time
 	if stall > 0 {
-		_ = c.Conn.SetWriteDeadline(time.Now().Add(time.Duration(stall)))
+		start = time.Now()
+		_ = c.Conn.SetWriteDeadline(start.Add(time.Duration(stall)))
 	}
 	n, err := c.Conn.Write(p)
 	if err != nil && stall > 0 {
@@ -252,6 +255,9 @@ func (c *servedConn) Write(p []byte) (int, error) {
 			}
 			if c.l.m != nil {
 				c.l.m.Shed(metrics.ShedClientStall)
+			}
+			if c.l.shed != nil {
+				c.l.shed.clientStall(c.RemoteAddr(), int64(len(p)-n), time.Since(start))
 			}
 		}
 	}

@@ -418,9 +418,10 @@ var (
 )
 
 // shedHeadTimeout answers 408 to a request the sweep found past read_header_timeout, counts
-// the shed, and closes the connection lingering.
+// and logs the shed, and closes the connection lingering.
 func (gc *gconn) shedHeadTimeout(err *http1.Error) gnet.Action {
 	gc.e.m.Shed(metrics.ShedHeaderTimeout)
+	gc.e.shed.headTimeout(gc.c.RemoteAddr(), err)
 	return gc.reject(err)
 }
 

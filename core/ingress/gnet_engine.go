@@ -50,6 +50,7 @@ type GnetEngine struct {
 	ln                     net.Listener // the entrypoint's listener, accepted by acceptLoop
 	loopAccepted           atomic.Int64 // connections the event loops accepted (shareListener)
 	acceptLog, registerLog logLimit     // "accept failed" and "accepted connection dropped" lines
+	shed                   shedLog      // "client connection shed" lines
 	lnOnce                 sync.Once
 	// shareMu guards sharedFD (a duplicate of ln's descriptor that every event loop accepts
 	// from, shareListener; -1: none) and lnClosed against a close that races the sharing.
@@ -94,6 +95,7 @@ func NewGnet(set Settings, res pipeline.Resolver, log *slog.Logger) *GnetEngine 
 		log = slog.Default()
 	}
 	e := &GnetEngine{set: set, log: log, running: make(chan struct{}), stopped: make(chan struct{}), acceptDone: make(chan struct{}), closing: make(chan struct{}), sharedFD: -1, live: make(map[*gconn]struct{}), tunnels: make(map[net.Conn]struct{})}
+	e.shed.log, e.shed.entrypoint = log, set.Name
 	e.dialCtx, e.stopDials = context.WithCancel(context.Background())
 	e.m, e.release = newEntrypointMetrics(set.Name, &e.counters)
 	e.pipe = pipeline.NewEntrypoint(set.Name, false, res, e.m, log)

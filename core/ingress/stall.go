@@ -19,7 +19,8 @@ import (
 // timeout, has the loop look again (checkStall). The client took bytes meanwhile when its TCP
 // acknowledged more (tcpi_bytes_acked) or the outbound buffer shrank; otherwise it is closed
 // and counted as a client_stall shed. The relay's own bound (sendHighWaterBytes, then
-// backpressure on the upstream) limits what the gateway buffers while the clock runs.
+// backpressure on the upstream) limits what the gateway buffers while the clock runs. The cut
+// is logged (shedlog.go) with the bytes the gateway still held for the client.
 
 // A connection closed for stalling is reset (SO_LINGER 0), as nginx's
 // reset_timedout_connection does: a plain close would leave its socket in FIN-WAIT-1 holding
@@ -82,6 +83,7 @@ func (gc *gconn) checkStall(c gnet.Conn) {
 		gc.stallSince.Store(now)
 	case now-since >= gc.e.set.ClientStallTimeout.Nanoseconds():
 		gc.e.m.Shed(metrics.ShedClientStall)
+		gc.e.shed.clientStall(c.RemoteAddr(), int64(out)+gc.queued.Load(), time.Duration(now-since))
 		resetOnClose(gc.fd)
 		_ = c.Close()
 	}
