@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -313,6 +314,7 @@ type fastExchange struct {
 	watchTimer *time.Timer
 	addTo      *fasthttp.ResponseHeader // target of addField while the head is built
 	begun      bool                     // the request entered the pipeline: Finish it
+	direct     bool                     // the body stream is written to the connection by WriteTo
 }
 
 var fastExchanges = sync.Pool{New: func() any { return &fastExchange{} }}
@@ -370,6 +372,9 @@ func (fx *fastExchange) start(ctx *fasthttp.RequestCtx) bool {
 	fx.armWatch(ctx.Conn())
 	fx.begun = true
 	e.pipe.Begin(rc)
+	// A short body that began with the head is read whole before the response starts, so
+	// that a cut in it is answered as the gateway's error (the pipeline says why).
+	_ = rc.CollectBody()
 	if rc.ClientGone() {
 		// The client left: answer nothing (a default empty 200 would be a lie).
 		ctx.HijackSetNoResponse(true)
@@ -403,6 +408,14 @@ func (fx *fastExchange) start(ctx *fasthttp.RequestCtx) bool {
 		}
 		return false
 	case relay.Length:
+		if body, ok := rc.TakeWholeBody(); ok {
+			resp.SetBody(body) // written with the head, in one write
+			return false
+		}
+		// The head goes out at once, as on the gnet engine, and the body straight after it
+		// as it comes (WriteTo).
+		resp.ImmediateHeaderFlush = true
+		fx.direct = true
 		resp.SetBodyStream(fx, int(rc.ContentLength()))
 	case relay.Close:
 		// An HTTP/1.0 client cannot take chunked coding, and fasthttp streams bodies of unknown
@@ -464,10 +477,35 @@ func (fx *fastExchange) writeReply(ctx *fasthttp.RequestCtx, rc *pipeline.Reques
 func (fx *fastExchange) addField(k, v []byte) { fx.addTo.AddBytesKV(k, v) }
 
 // Read implements io.Reader for fasthttp's body stream: one upstream read per call, which
-// fasthttp flushes to the client at once; a client that takes none of it for
-// client_stall_timeout fails that write (servedConn.Write) and ends the exchange, upstream
-// included.
+// fasthttp flushes to the client at once when it frames the body as chunks; a client that
+// takes none of it for client_stall_timeout fails that write (servedConn.Write) and ends the
+// exchange, upstream included.
 func (fx *fastExchange) Read(p []byte) (int, error) { return fx.rc.ReadBody(p) }
+
+// SupportsBodyWriteTo implements fasthttp.BodyWriterTo: fasthttp calls WriteTo instead of
+// Read for a Content-Length body (direct).
+func (fx *fastExchange) SupportsBodyWriteTo() bool { return fx.direct }
+
+// WriteTo implements io.WriterTo for fasthttp's body stream of a Content-Length body: it
+// relays the body to the client connection itself, one write per upstream read, rather than
+// into w, fasthttp's buffered writer. fasthttp copies such a body into that buffer and writes
+// it out only when the buffer is full, and drops what it holds when the stream fails: a body
+// cut short would reach the client without the bytes the upstream did send, where the gnet
+// engine relays each of them as it comes. The buffer is empty when WriteTo runs (the head was
+// flushed, ImmediateHeaderFlush), so the bytes written here follow the head in order, and
+// fasthttp, told that all of the body was written, adds nothing of its own.
+func (fx *fastExchange) WriteTo(io.Writer) (int64, error) {
+	rc := fx.rc
+	ds := connDownstream{fx.conn}
+	for {
+		if done, err := rc.RelayStep(ds); done {
+			if err != nil {
+				return 0, err
+			}
+			return rc.ContentLength(), nil
+		}
+	}
+}
 
 // watchDelay is how long a request may wait for its upstream before the client's socket is
 // watched for a disconnect. The cancellation bound is 50 ms; most JSON answers come sooner.
@@ -531,6 +569,7 @@ func (fx *fastExchange) Close() error {
 }
 
 func (fx *fastExchange) release() {
+	fx.direct = false
 	if fx.conn != nil {
 		armStall(fx.conn, 0)
 		_ = fx.conn.SetWriteDeadline(time.Time{})

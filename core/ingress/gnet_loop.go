@@ -47,6 +47,7 @@ const (
 	lxNone = iota // no exchange on the loop
 	lxDial        // waiting for a new upstream connection
 	lxHead        // the request is written; waiting for the response head
+	lxRest        // reading a short body whole before the head is written (pipeline.RequestCtx.CollectBody)
 	lxBody        // relaying the response body
 	lxWait        // waiting out a retry's backoff (a timer)
 )
@@ -561,6 +562,8 @@ func (gc *gconn) onUpstream() {
 	switch gc.lxState {
 	case lxHead:
 		gc.pollHead()
+	case lxRest:
+		gc.respond()
 	case lxBody:
 		gc.relay()
 	}
@@ -591,7 +594,8 @@ func (gc *gconn) pollHead() {
 	gc.tryOn(rc.LoopTried(gc.lxB, err))
 }
 
-// respond writes the response head and relays what the upstream sent so far.
+// respond writes the response head and relays what the upstream sent so far; it runs again
+// on each upstream event while the head waits for a short body to arrive whole.
 func (gc *gconn) respond() {
 	rc := gc.rc
 	if !gc.onLoop {
@@ -605,7 +609,14 @@ func (gc *gconn) respond() {
 	if gc.e.draining.Load() {
 		rc.CloseAfter() // the drain closes the connection after this response: say so
 	}
-	if err := rc.WriteHead(gc); err != nil || rc.BodyDone() {
+	err := rc.WriteHead(gc)
+	if err == pool.ErrWouldBlock {
+		gc.lxState = lxRest
+		gc.upDeadline.Store(time.Now().Add(rc.StreamIdleTimeout()).UnixNano())
+		return
+	}
+	gc.upDeadline.Store(0)
+	if err != nil || rc.BodyDone() {
 		gc.endLoop(err == nil && rc.KeepAlive())
 		return
 	}
@@ -809,6 +820,9 @@ func (gc *gconn) checkDeadline(now int64) {
 		err := x.Timeout(pool.OpReadHead)
 		gc.lxState, gc.lxUp = lxNone, nil
 		gc.tryOn(gc.rc.LoopTried(gc.lxB, err))
+	case lxRest:
+		_ = x.Timeout(pool.OpReadBody)
+		gc.respond()
 	case lxBody:
 		_ = x.Timeout(pool.OpReadBody)
 		gc.relay()

@@ -21,7 +21,7 @@ import (
 //			b = rc.LoopResume(gone)  // after d (a retry's backoff)
 //		}
 //	}
-//	rc.WriteHead(ds); rc.RelayStep(ds) until done (pool.ErrWouldBlock: wait for bytes)
+//	rc.WriteHead(ds); rc.RelayStep(ds) until done (pool.ErrWouldBlock from either: wait for bytes)
 //	rc.Finish()                      // on a worker when rc.FinishWaits()
 //
 // The decisions (routing, the route's stages, backend choice, the retry rules, response

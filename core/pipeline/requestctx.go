@@ -75,6 +75,7 @@ type RequestCtx struct {
 
 	enc   Encoder // codes the response body (a compress stage), nil for none
 	encIn *[]byte // the upstream payload read before it is coded
+	whole *[]byte // the body read whole before its head is written (CollectBody)
 
 	outcome       Outcome
 	countedReason string     // the upstream failure reason last counted as it happened (connect failures, resent requests)
@@ -187,6 +188,7 @@ func (rc *RequestCtx) reset(ep *Entrypoint) {
 	rc.maxFwd = -1
 	rc.websocket, rc.upgraded, rc.tunnelOut = false, false, 0
 	rc.pending = rc.pending[:0]
+	rc.releaseWhole()
 	rc.reply, rc.replied = Reply{}, false
 	rc.requestID = rc.requestID[:0]
 	rc.kv = rc.kv[:0]

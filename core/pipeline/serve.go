@@ -872,15 +872,24 @@ func (rc *RequestCtx) WriteResponse(ds Downstream) error {
 func (rc *RequestCtx) BodyDone() bool { return rc.ended || rc.replied }
 
 // WriteHead writes the response head to ds, with the body bytes that arrived with the
-// upstream head when they are few; RelayStep relays the rest. An error means the client left.
+// upstream head when they are few, or the whole body when it is short and began with the
+// head (CollectBody); RelayStep relays the rest. On an event loop it returns pool.ErrWouldBlock
+// while such a body is still arriving: call it again when the upstream sends more. Any other
+// error means the client left.
 func (rc *RequestCtx) WriteHead(ds Downstream) error {
 	if rc.outcome.Canceled {
 		return errClientGone
 	}
+	if err := rc.CollectBody(); err != nil {
+		return err
+	}
 	hb := GetBuf()
 	*hb = rc.AppendHead((*hb)[:0])
 	var early int
-	if !rc.replied && !rc.ended && rc.framing.Raw() && rc.enc == nil {
+	if body, ok := rc.TakeWholeBody(); ok {
+		*hb = append(*hb, body...)
+		rc.releaseWhole()
+	} else if !rc.replied && !rc.ended && rc.framing.Raw() && rc.enc == nil {
 		if k := rc.x.Buffered(); k > 0 && k <= earlyBodyBytes {
 			h := len(*hb)
 			*hb = slices.Grow(*hb, k)[:h+k]
@@ -891,6 +900,9 @@ func (rc *RequestCtx) WriteHead(ds Downstream) error {
 			case errors.Is(err, io.EOF):
 				rc.ended = true
 			case err != nil:
+				// Malformed chunk framing: the head goes out alone and the relay's next step
+				// meets the same error and cuts the transfer, as it does on fasthttp, which
+				// writes a chunked head before it reads any of the body.
 				*hb, early = (*hb)[:h], 0
 			}
 			if early > 0 {
@@ -1106,6 +1118,7 @@ func (rc *RequestCtx) Finish() {
 	}
 	rc.hooks.onComplete(rc)
 	rc.releaseEncoder()
+	rc.releaseWhole()
 	rc.dropUpstream()
 	if rc.backend != nil {
 		rc.backend.Release()
