@@ -97,7 +97,11 @@ func NewPassive(spec PassiveSpec, service string, members []Member, log *slog.Lo
 
 // Observe records the outcome of one request to the member with balancer ID id: failed for a
 // 5xx, a timeout, a reset or a stream cut after its head. It may eject the member.
-func (p *Passive) Observe(id int, failed bool) {
+func (p *Passive) Observe(id int, failed bool) { p.ObserveAt(id, failed, time.Now()) }
+
+// ObserveAt is Observe for a caller that read the clock already: now is when the request
+// ended, which places it in the failure-rate window.
+func (p *Passive) ObserveAt(id int, failed bool, now time.Time) {
 	if p == nil || id < 0 || id >= len(p.states) {
 		return
 	}
@@ -105,7 +109,6 @@ func (p *Passive) Observe(id int, failed bool) {
 	if failed && m.LB.Ejected() {
 		return // a request that was sent before the ejection: the same failure
 	}
-	now := time.Now()
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	rate := st.count(now, p.bucket, failed)

@@ -519,13 +519,14 @@ func (gc *gconn) dispatch() {
 // serve proxies gc.req; it runs on its own goroutine and must not touch loop-owned state
 // other than the request.
 func (gc *gconn) serve() {
-	gc.finishServe(gc.proxy())
+	gc.finishServe(gc.proxy(), 0)
 }
 
 // finishServe ends the connection's request after its response: the connection waits for
 // the next request, or closes once the response has left. It may wait (for a slow client's
-// last bytes), except when keepAlive holds or the client is gone.
-func (gc *gconn) finishServe(keepAlive bool) {
+// last bytes), except when keepAlive holds or the client is gone. now is the clock reading
+// (unix ns) of the event that ended the response on an event loop; 0 reads the clock.
+func (gc *gconn) finishServe(keepAlive bool, now int64) {
 	gc.e.counters.active.Add(-1)
 	gc.releaseCtx()
 	if gc.queued.Load() == 0 {
@@ -537,7 +538,10 @@ func (gc *gconn) finishServe(keepAlive bool) {
 		keepAlive = false
 	}
 	if keepAlive && !gc.closed.Load() {
-		gc.idleSince.Store(time.Now().UnixNano())
+		if now == 0 {
+			now = time.Now().UnixNano()
+		}
+		gc.idleSince.Store(now)
 		gc.busy.Store(false)
 		gc.finished.Store(true)
 		if gc.inputWaiting.Load() {

@@ -79,6 +79,9 @@ type loopState struct {
 	// however many loops keep some.
 	idle   map[*pool.Pool][]*upConn
 	served int64 // requests started on this loop (tests read it)
+	// releaseAt is the clock reading of the event whose request releases its upstream
+	// connection now (endLoop), for upConn.released; 0 outside that call.
+	releaseAt int64
 	// spares holds per backend the state of this loop's spare dial (see keepSpare).
 	spares map[*pool.Pool]*spareState
 }
@@ -191,7 +194,10 @@ func (uc *upConn) released(reusable bool) {
 		_ = uc.Close() // the server has its max_idle_conns idle already, on this loop or others
 		return
 	}
-	uc.idleAt = time.Now().UnixNano()
+	uc.idleAt = uc.ls.releaseAt
+	if uc.idleAt == 0 {
+		uc.idleAt = time.Now().UnixNano()
+	}
 	uc.inIdle = true
 	uc.ls.setList(uc.p, append(uc.ls.list(uc.p), uc))
 }
@@ -223,9 +229,8 @@ func (ls *loopState) dropIdle(uc *upConn) {
 // seen by the event that reports it (uc.alive turns false), and only one that lands while the
 // loop works through its current events could slip past, which an upstream's keep-alive
 // timeout (seconds) does not do within the check's threshold.
-func (ls *loopState) take(p *pool.Pool, check bool) *upConn {
+func (ls *loopState) take(p *pool.Pool, check bool, now int64) *upConn {
 	l := ls.idle[p]
-	now := time.Now().UnixNano()
 	for len(l) > 0 {
 		uc := l[len(l)-1]
 		l[len(l)-1] = nil
@@ -300,29 +305,31 @@ func (gc *gconn) startLoop() bool {
 	gc.e.counters.active.Add(1)
 	gc.onLoop = true
 	gc.ls.served++
-	gc.tryOn(gc.e.pipe.BeginLoop(rc))
+	// One clock read for the request's start and its first try: they happen together.
+	now := time.Now()
+	gc.tryOn(gc.e.pipe.BeginLoop(rc, now), now)
 	return true
 }
 
 // tryOn sends the request to b, and on to the next backend the retry rules name, until one
-// is waited for or the response is ready.
-func (gc *gconn) tryOn(b *pipeline.Backend) {
+// is waited for or the response is ready; now is the clock reading of the event it runs in.
+func (gc *gconn) tryOn(b *pipeline.Backend, now time.Time) {
 	rc := gc.rc
 	for b != nil {
 		gc.lxB, gc.lxRaced, gc.lxUp = b, false, nil
-		x := rc.LoopExchange(b)
+		x := rc.LoopExchange(b, now)
 		if x == nil {
 			b = rc.LoopTried(b, pipeline.ErrClientGone)
 			continue
 		}
-		uc := gc.ls.take(b.Pool, !x.Idempotent)
+		uc := gc.ls.take(b.Pool, !x.Idempotent, now.UnixNano())
 		if uc == nil {
 			gc.dial(b)
 			gc.e.keepSpare(gc.ls, b)
 			return
 		}
 		gc.e.keepSpare(gc.ls, b)
-		if !gc.send(uc, x) {
+		if !gc.send(uc, x, now) {
 			return
 		}
 		b = gc.lxNext
@@ -332,7 +339,7 @@ func (gc *gconn) tryOn(b *pipeline.Backend) {
 		gc.waitRetry(d)
 		return
 	}
-	gc.respond()
+	gc.respond(now)
 }
 
 // waitRetry waits out a retry's backoff of d with a timer, then goes on with the next try on
@@ -345,7 +352,7 @@ func (gc *gconn) waitRetry(d time.Duration) {
 		_ = el.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
 			if gc.onLoop && gc.lxState == lxWait && gc.lxSeq == seq {
 				gc.lxState = lxNone
-				gc.tryOn(gc.rc.LoopResume(false))
+				gc.tryOn(gc.rc.LoopResume(false), time.Now())
 			}
 			return nil
 		}))
@@ -353,8 +360,8 @@ func (gc *gconn) waitRetry(d time.Duration) {
 }
 
 // send writes the request on uc; it reports true when the try ended at once (its result is
-// in gc.lxNext: the next backend, or nil with the response ready).
-func (gc *gconn) send(uc *upConn, x *pool.Exchange) bool {
+// in gc.lxNext: the next backend, or nil with the response ready). now: as for tryOn.
+func (gc *gconn) send(uc *upConn, x *pool.Exchange, now time.Time) bool {
 	rc := gc.rc
 	uc.owner = gc
 	gc.lxUp = uc
@@ -370,7 +377,7 @@ func (gc *gconn) send(uc *upConn, x *pool.Exchange) bool {
 		return true
 	}
 	gc.lxState = lxHead
-	gc.upDeadline.Store(time.Now().Add(rc.ResponseHeaderTimeout()).UnixNano())
+	gc.upDeadline.Store(now.Add(rc.ResponseHeaderTimeout()).UnixNano())
 	return false
 }
 
@@ -534,12 +541,13 @@ func (e *GnetEngine) upOpened(uc *upConn, c gnet.Conn) {
 	}
 	gc.lxStop = nil
 	x := gc.rc.Exchange()
-	if !gc.send(uc, x) {
+	now := time.Now()
+	if !gc.send(uc, x, now) {
 		return
 	}
 	b := gc.lxNext
 	gc.lxNext = nil
-	gc.tryOn(b)
+	gc.tryOn(b, now)
 }
 
 // dialFailed runs on the loop when a dial failed.
@@ -554,22 +562,23 @@ func (e *GnetEngine) dialFailed(uc *upConn, err error) {
 	}
 	gc.lxStop = nil
 	gc.lxState = lxNone
-	gc.tryOn(gc.rc.LoopTried(gc.lxB, err))
+	gc.tryOn(gc.rc.LoopTried(gc.lxB, err), time.Now())
 }
 
 // onUpstream runs on the loop when the owner's upstream connection sent bytes or closed.
-func (gc *gconn) onUpstream() {
+// now is the clock reading of the event: every step it runs uses it.
+func (gc *gconn) onUpstream(now time.Time) {
 	switch gc.lxState {
 	case lxHead:
-		gc.pollHead()
+		gc.pollHead(now)
 	case lxRest:
-		gc.respond()
+		gc.respond(now)
 	case lxBody:
-		gc.relay()
+		gc.relay(now)
 	}
 }
 
-func (gc *gconn) pollHead() {
+func (gc *gconn) pollHead(now time.Time) {
 	rc := gc.rc
 	x := rc.Exchange()
 	retry, err := x.PollHead(rc.IsHEAD())
@@ -585,51 +594,49 @@ func (gc *gconn) pollHead() {
 		// The keep-alive race: a reused connection the upstream closed as the request went
 		// out. Once more on a fresh one, as pool.Exchange.RoundTrip does.
 		b := gc.lxB
-		if rc.LoopExchange(b) != nil {
+		if rc.LoopExchange(b, now) != nil {
 			gc.lxRaced = true
 			gc.dial(b)
 			return
 		}
 	}
-	gc.tryOn(rc.LoopTried(gc.lxB, err))
+	gc.tryOn(rc.LoopTried(gc.lxB, err), now)
 }
 
 // respond writes the response head and relays what the upstream sent so far; it runs again
 // on each upstream event while the head waits for a short body to arrive whole.
-func (gc *gconn) respond() {
+func (gc *gconn) respond(now time.Time) {
 	rc := gc.rc
 	if !gc.onLoop {
 		return // the client left meanwhile (loopClosed ended the request)
 	}
 	gc.lxState = lxNone
 	if rc.ClientGone() {
-		gc.endLoop(false)
+		gc.endLoop(false, now)
 		return
 	}
 	if gc.e.draining.Load() {
 		rc.CloseAfter() // the drain closes the connection after this response: say so
 	}
-	err := rc.WriteHead(gc)
+	err := rc.WriteHeadAt(gc, now)
 	if err == pool.ErrWouldBlock {
 		gc.lxState = lxRest
-		gc.upDeadline.Store(time.Now().Add(rc.StreamIdleTimeout()).UnixNano())
+		gc.upDeadline.Store(now.Add(rc.StreamIdleTimeout()).UnixNano())
 		return
 	}
 	gc.upDeadline.Store(0)
 	if err != nil || rc.BodyDone() {
-		gc.endLoop(err == nil && rc.KeepAlive())
+		gc.endLoop(err == nil && rc.KeepAlive(), now)
 		return
 	}
 	gc.lxState = lxBody
-	gc.relay()
+	gc.relay(now)
 }
 
 // relay relays what the upstream sent; it hands the exchange to a worker when the client
-// falls behind.
-func (gc *gconn) relay() {
+// falls behind. now is the event's clock reading: the bytes its steps relay arrived together.
+func (gc *gconn) relay(now time.Time) {
 	rc := gc.rc
-	// One clock read for every step of this event: the bytes they relay arrived together.
-	now := time.Now()
 	for gc.onLoop {
 		if gc.c.OutboundBuffered() > sendHighWaterBytes {
 			gc.handoff()
@@ -644,7 +651,7 @@ func (gc *gconn) relay() {
 			return
 		}
 		gc.upDeadline.Store(0)
-		gc.endLoop(err == nil && rc.KeepAlive())
+		gc.endLoop(err == nil && rc.KeepAlive(), now)
 		return
 	}
 }
@@ -684,7 +691,7 @@ func (gc *gconn) relayRest() {
 		}
 	}
 	rc.Finish()
-	gc.finishServe(err == nil && rc.KeepAlive())
+	gc.finishServe(err == nil && rc.KeepAlive(), 0)
 }
 
 // detachSocket duplicates uc's socket into a blocking net.Conn for a worker and closes the gnet
@@ -753,12 +760,14 @@ func (h *handoffConn) Close() error {
 // endLoop ends the loop's part of the request: the upstream connection goes back to the idle
 // list (or closes), and the request completes, on a worker when completing may wait (the
 // access log) or the connection must close once a slow client has read the response.
-func (gc *gconn) endLoop(keepAlive bool) {
+func (gc *gconn) endLoop(keepAlive bool, now time.Time) {
 	rc := gc.rc
 	if !gc.onLoop {
 		return // ended already: a write that failed closed the client under the relay
 	}
+	gc.ls.releaseAt = now.UnixNano()
 	rc.ReleaseUpstream()
+	gc.ls.releaseAt = 0
 	gc.lxUp, gc.lxB, gc.lxState = nil, nil, lxNone
 	gc.upDeadline.Store(0)
 	gc.onLoop = false
@@ -766,8 +775,8 @@ func (gc *gconn) endLoop(keepAlive bool) {
 		keepAlive = false // the connection ends after this response: finishServe may wait for it
 	}
 	if !rc.FinishWaits() && (keepAlive || gc.closed.Load()) {
-		rc.Finish()
-		gc.finishServe(keepAlive)
+		rc.FinishAt(now)
+		gc.finishServe(keepAlive, now.UnixNano())
 		return
 	}
 	gc.outbound.Store(int64(gc.c.OutboundBuffered()))
@@ -779,7 +788,7 @@ func (gc *gconn) endLoop(keepAlive bool) {
 
 func (gc *gconn) endOnWorker() {
 	gc.rc.Finish()
-	gc.finishServe(gc.endKeep)
+	gc.finishServe(gc.endKeep, 0)
 }
 
 // loopClosed runs on the loop when the client of a loop-driven exchange left: the request
@@ -803,7 +812,7 @@ func (gc *gconn) loopClosed() {
 		gc.lxState = lxNone
 		_ = rc.LoopResume(true)
 	}
-	gc.endLoop(false)
+	gc.endLoop(false, time.Now())
 }
 
 // checkDeadline runs on the loop when the sweep woke a loop-driven exchange: an upstream past
@@ -815,17 +824,18 @@ func (gc *gconn) checkDeadline(now int64) {
 	}
 	gc.upDeadline.Store(0)
 	x := gc.rc.Exchange()
+	t := time.Now() // now is wall-clock nanoseconds: stamps need the monotonic reading
 	switch gc.lxState {
 	case lxHead:
 		err := x.Timeout(pool.OpReadHead)
 		gc.lxState, gc.lxUp = lxNone, nil
-		gc.tryOn(gc.rc.LoopTried(gc.lxB, err))
+		gc.tryOn(gc.rc.LoopTried(gc.lxB, err), t)
 	case lxRest:
 		_ = x.Timeout(pool.OpReadBody)
-		gc.respond()
+		gc.respond(t)
 	case lxBody:
 		_ = x.Timeout(pool.OpReadBody)
-		gc.relay()
+		gc.relay(t)
 	}
 }
 
@@ -843,7 +853,7 @@ func (e *GnetEngine) upTraffic(uc *upConn) gnet.Action {
 		// Idle: an upstream that sends unasked is not in step with its requests.
 		return gnet.Close
 	}
-	uc.owner.onUpstream()
+	uc.owner.onUpstream(time.Now()) // the one clock read of this event
 	return gnet.None
 }
 
@@ -858,7 +868,7 @@ func (e *GnetEngine) upClosed(uc *upConn, err error) {
 		return
 	}
 	if gc := uc.owner; gc != nil && gc.lxUp == uc {
-		gc.onUpstream()
+		gc.onUpstream(time.Now())
 	}
 }
 

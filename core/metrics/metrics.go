@@ -80,15 +80,15 @@ func ForRoute(router, service string) *Route {
 	return r
 }
 
-// Response counts a response with status to the client, the time since start (the request
-// was complete) and the response body bytes relayed.
-func (r *Route) Response(status int, start time.Time, bytes int64) {
+// Response counts a response with status to the client, d the time it took (from the
+// request's start to the response's end) and the response body bytes relayed.
+func (r *Route) Response(status int, d time.Duration, bytes int64) {
 	c := status / 100
 	if c < 1 || c > 5 {
 		c = 0
 	}
 	r.responses[c].Inc()
-	r.duration.UpdateDuration(start)
+	r.duration.Update(d.Seconds())
 	if bytes > 0 {
 		r.bytesOut.Add(int(bytes))
 	}

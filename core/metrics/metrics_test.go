@@ -18,7 +18,7 @@ import (
 func populate(t *testing.T) {
 	t.Helper()
 	r := ForRoute("api", "up")
-	r.Response(200, time.Now().Add(-time.Second), 10)
+	r.Response(200, time.Second, 10)
 	r.FirstByte(30 * time.Millisecond)
 	r.Gap(20 * time.Millisecond)
 	e := ForEntrypoint("web")
@@ -210,7 +210,7 @@ func TestUpdatesDoNotAllocate(t *testing.T) {
 		r.FirstByte(time.Millisecond)
 		r.Gap(time.Millisecond)
 		r.UpstreamError(ReasonStream)
-		r.Response(200, start, 100)
+		r.Response(200, time.Since(start), 100)
 		r.StreamEnded()
 		r.Canceled()
 		e.GatewayError(502)

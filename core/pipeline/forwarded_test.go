@@ -1,6 +1,8 @@
 package pipeline
 
 import (
+	"time"
+
 	"net/netip"
 	"strings"
 	"testing"
@@ -23,7 +25,7 @@ func upstreamHead(t *testing.T, tls bool, trusted []string, peer, head string) [
 	var rc RequestCtx
 	rc.SetClientAddr(netip.MustParseAddr(peer))
 	require.NoError(t, rc.Req.ParseRequestHead([]byte(head), nil))
-	require.NoError(t, ep.route(&rc))
+	require.NoError(t, ep.route(&rc, time.Now()))
 	up := string(appendUpstreamHead(nil, &rc, &Backend{Host: []byte("backend:8000")}))
 	return strings.Split(strings.ToLower(strings.TrimSuffix(up, "\r\n\r\n")), "\r\n")
 }

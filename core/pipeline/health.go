@@ -1,13 +1,17 @@
 package pipeline
 
-import "github.com/sluice-gw/sluice/core/metrics"
+import (
+	"time"
+
+	"github.com/sluice-gw/sluice/core/metrics"
+)
 
 // observeHealth tells the passive health of the request's service how its backend did: a
 // failure is a 5xx from the upstream, or an upstream failure other than a connect failure (a
 // timeout, a reset before the head, a stream cut after its 200), which the choice counts
 // itself. A client that left judges nobody, nor does an answer the gateway gave for its own
-// reasons.
-func (rc *RequestCtx) observeHealth() {
+// reasons. now is when the request ended.
+func (rc *RequestCtx) observeHealth(now time.Time) {
 	b, svc := rc.tried, rc.service
 	o := &rc.outcome
 	if b == nil || svc == nil || svc.Health == nil || o.Canceled || o.UpstreamError == metrics.ReasonDial {
@@ -18,8 +22,8 @@ func (rc *RequestCtx) observeHealth() {
 	}
 	switch {
 	case o.UpstreamError != "":
-		svc.Health.Observe(b.LB.ID, true)
+		svc.Health.ObserveAt(b.LB.ID, true, now)
 	case !o.GatewayReply && o.Status > 0:
-		svc.Health.Observe(b.LB.ID, o.Status >= 500)
+		svc.Health.ObserveAt(b.LB.ID, o.Status >= 500, now)
 	}
 }

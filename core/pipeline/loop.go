@@ -12,18 +12,21 @@ import (
 // client connection and non-blocking upstream connections runs a request in steps instead of
 // Begin and WriteResponse, which block:
 //
-//	b := ep.BeginLoop(rc)            // nil: rc holds the answer (a gateway reply)
+//	b := ep.BeginLoop(rc, now)       // nil: rc holds the answer (a gateway reply)
 //	for b != nil {
-//		x := rc.LoopExchange(b)      // attach an upstream connection to x (pool.AttachLoop),
+//		x := rc.LoopExchange(b, now) // attach an upstream connection to x (pool.AttachLoop),
 //		                             // write rc.UpstreamHead() and rc.Req.Body, poll the head
 //		b = rc.LoopTried(b, err)     // another backend, or nil: the response is ready
 //		if d := rc.LoopWait(); b == nil && d > 0 {
 //			b = rc.LoopResume(gone)  // after d (a retry's backoff)
 //		}
 //	}
-//	rc.WriteHead(ds); rc.RelayStep(ds) until done (pool.ErrWouldBlock from either: wait for bytes)
-//	rc.Finish()                      // on a worker when rc.FinishWaits()
+//	rc.WriteHeadAt(ds, now); rc.RelayStepAt(ds, now) until done (pool.ErrWouldBlock from
+//	                                 // either: wait for bytes)
+//	rc.FinishAt(now)                 // rc.Finish on a worker when rc.FinishWaits()
 //
+// now is the engine's one clock reading for the event that runs the step: every stamp and
+// deadline of the step uses it, since what the step handles arrived together.
 // The decisions (routing, the route's stages, backend choice, the retry rules, response
 // planning, the relay and its SSE error event) are the same code as on a worker; only the
 // waiting differs: a retry's backoff is a timer the engine arms (LoopWait, LoopResume)
@@ -87,10 +90,11 @@ func (rt *Route) onLoop() bool {
 type loopFlag = uint32
 
 // BeginLoop starts a request on an event loop (see LoopRoute): request ID, routing and the
-// first backend choice. It returns the backend to send the request to, or nil when the
-// response is ready (a gateway answer).
-func (ep *Entrypoint) BeginLoop(rc *RequestCtx) *Backend {
-	err := ep.route(rc)
+// first backend choice. now is when the request's head completed (the request's start). It
+// returns the backend to send the request to, or nil when the response is ready (a gateway
+// answer).
+func (ep *Entrypoint) BeginLoop(rc *RequestCtx, now time.Time) *Backend {
+	err := ep.route(rc, now)
 	rc.onLoop = true
 	ep.m.LoopRequest()
 	if err != nil {
@@ -132,9 +136,9 @@ func (rc *RequestCtx) loopNext() *Backend {
 
 // LoopExchange returns the exchange of the try on b: the engine attaches an upstream
 // connection (pool.Exchange.AttachLoop), writes UpstreamHead and rc.Req.Body and polls the
-// response head, then calls LoopTried. It returns nil when the client already left (then
-// call LoopTried with ErrClientGone).
-func (rc *RequestCtx) LoopExchange(b *Backend) *pool.Exchange {
+// response head, then calls LoopTried; now is when the try begins (its request goes out). It
+// returns nil when the client already left (then call LoopTried with ErrClientGone).
+func (rc *RequestCtx) LoopExchange(b *Backend, now time.Time) *pool.Exchange {
 	rc.dropUpstream() // a keep-alive race: the try goes on on a fresh connection
 	x := pool.AcquireExchange()
 	rc.x = x
@@ -142,7 +146,7 @@ func (rc *RequestCtx) LoopExchange(b *Backend) *pool.Exchange {
 		return nil
 	}
 	x.Idempotent = rc.idempotent()
-	rc.sent = time.Now()
+	rc.sent = now
 	return x
 }
 

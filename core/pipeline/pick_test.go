@@ -1,6 +1,8 @@
 package pipeline
 
 import (
+	"time"
+
 	"net/netip"
 	"testing"
 
@@ -38,7 +40,7 @@ func TestPickStageJudgesEachPick(t *testing.T) {
 	var rc RequestCtx
 	rc.SetClientAddr(netip.MustParseAddr("127.0.0.1"))
 	require.NoError(t, rc.Req.ParseRequestHead([]byte(benchChatHead), nil))
-	require.NoError(t, ep.route(&rc))
+	require.NoError(t, ep.route(&rc, time.Now()))
 
 	for range 6 {
 		b, _ := rc.pick()

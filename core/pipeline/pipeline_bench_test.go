@@ -1,6 +1,8 @@
 package pipeline
 
 import (
+	"time"
+
 	"net/netip"
 	"testing"
 
@@ -61,7 +63,7 @@ func benchRouteToUpstreamHead(b *testing.B, trusted []netip.Prefix) {
 	rc.Req.Body = append(rc.Req.Body, "{}"...)
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := ep.route(&rc); err != nil {
+		if err := ep.route(&rc, time.Now()); err != nil {
 			b.Fatal(err)
 		}
 		bk, _ := rc.pick()

@@ -175,13 +175,13 @@ func (rc *RequestCtx) SetClientAddr(a netip.Addr) {
 }
 
 // reset clears the per-request state before a request (not the request itself, the client
-// address or the cancellation state, which the engine manages).
-func (rc *RequestCtx) reset(ep *Entrypoint) {
+// address or the cancellation state, which the engine manages); now is when it started.
+func (rc *RequestCtx) reset(ep *Entrypoint, now time.Time) {
 	rc.ep = ep
 	rc.client, rc.clientKnown = netip.Addr{}, false
 	rc.route, rc.service, rc.hooks, rc.backend, rc.tried = nil, nil, nil, nil, nil
 	clear(rc.slots[:])
-	rc.start = time.Now()
+	rc.start = now
 	rc.x, rc.hadX = nil, false
 	rc.choice.Reset()
 	rc.framing, rc.sse, rc.keepAlive, rc.isHEAD, rc.ended = relay.None, false, rc.Req.KeepAlive, false, false

@@ -55,7 +55,7 @@ func NewEntrypoint(name string, tls bool, res Resolver, m *metrics.Entrypoint, l
 // to write is ready: a gateway reply, or an upstream response whose body follows (RelayTo or
 // ReadBody). The engine then writes it and calls Finish, whatever happened.
 func (ep *Entrypoint) Begin(rc *RequestCtx) {
-	if err := ep.route(rc); err != nil {
+	if err := ep.route(rc, time.Now()); err != nil {
 		rc.answer(err)
 		return
 	}
@@ -122,7 +122,7 @@ func (rc *RequestCtx) RefusePick(err error) { rc.pickWhy = err }
 // request. The engine writes the reply (AppendHead, or the reply accessors) and calls Finish.
 // rc.Req holds whatever the engine parsed of the request, possibly nothing.
 func (ep *Entrypoint) Reject(rc *RequestCtx, ge *GatewayError) {
-	rc.reset(ep)
+	rc.reset(ep, time.Now())
 	ep.m.Request()
 	rc.keepAlive = false
 	rc.isHEAD = len(rc.Req.Method) == 4 && string(rc.Req.Method) == "HEAD"
@@ -131,10 +131,11 @@ func (ep *Entrypoint) Reject(rc *RequestCtx, ge *GatewayError) {
 	rc.fail(ge)
 }
 
-// route resets rc for its request, takes its request ID, resolves its route and runs the
-// route's request stages; it returns the answer when the request goes no further.
-func (ep *Entrypoint) route(rc *RequestCtx) error {
-	rc.reset(ep)
+// route resets rc for its request (which started at now), takes its request ID, resolves its
+// route and runs the route's request stages; it returns the answer when the request goes no
+// further.
+func (ep *Entrypoint) route(rc *RequestCtx, now time.Time) error {
+	rc.reset(ep, now)
 	ep.m.Request()
 	rc.isHEAD = len(rc.Req.Method) == 4 && string(rc.Req.Method) == "HEAD"
 	rc.trusted = ep.trusts(rc.peer)
@@ -876,7 +877,12 @@ func (rc *RequestCtx) BodyDone() bool { return rc.ended || rc.replied }
 // head (CollectBody); RelayStep relays the rest. On an event loop it returns pool.ErrWouldBlock
 // while such a body is still arriving: call it again when the upstream sends more. Any other
 // error means the client left.
-func (rc *RequestCtx) WriteHead(ds Downstream) error {
+func (rc *RequestCtx) WriteHead(ds Downstream) error { return rc.WriteHeadAt(ds, time.Time{}) }
+
+// WriteHeadAt is WriteHead for an engine that read the clock when the upstream's bytes
+// arrived (an event loop, once per readiness event): now stamps the time to the first body
+// bytes written with the head. A zero now reads the clock when the stamp is needed.
+func (rc *RequestCtx) WriteHeadAt(ds Downstream, now time.Time) error {
 	if rc.outcome.Canceled {
 		return errClientGone
 	}
@@ -886,7 +892,7 @@ func (rc *RequestCtx) WriteHead(ds Downstream) error {
 	hb := GetBuf()
 	*hb = rc.AppendHead((*hb)[:0])
 	var early int
-	if body, ok := rc.TakeWholeBody(); ok {
+	if body, ok := rc.takeWholeBody(now); ok {
 		*hb = append(*hb, body...)
 		rc.releaseWhole()
 	} else if !rc.replied && !rc.ended && rc.framing.Raw() && rc.enc == nil {
@@ -906,7 +912,7 @@ func (rc *RequestCtx) WriteHead(ds Downstream) error {
 				*hb, early = (*hb)[:h], 0
 			}
 			if early > 0 {
-				rc.relay.Pass((*hb)[h:h+early], time.Now())
+				rc.relay.Pass((*hb)[h:h+early], rc.stamp(now))
 				rc.route.Chain.onBody(rc, (*hb)[h:h+early])
 			}
 		}
@@ -1066,6 +1072,15 @@ func (rc *RequestCtx) ReadBody(p []byte) (int, error) {
 	return n, err
 }
 
+// stamp returns now, or the clock when now is zero and the relay times this response's
+// framing (a Content-Length body is not timed, so it needs no clock read).
+func (rc *RequestCtx) stamp(now time.Time) time.Time {
+	if now.IsZero() && rc.relay.Timed() {
+		return time.Now()
+	}
+	return now
+}
+
 func (rc *RequestCtx) relayComplete() bool { return rc.ended && len(rc.pending) == 0 }
 
 func (rc *RequestCtx) observe(o relay.Obs) {
@@ -1088,7 +1103,11 @@ func (rc *RequestCtx) observe(o relay.Obs) {
 // of the route and of the configuration (the access log), and releases the backend and the
 // upstream exchange. Engines call it exactly once per Begin, after the response was written
 // or abandoned.
-func (rc *RequestCtx) Finish() {
+func (rc *RequestCtx) Finish() { rc.FinishAt(time.Now()) }
+
+// FinishAt is Finish for an engine that read the clock for the event that ends the request
+// (an event loop): now is when the response ended, for its duration and the passive health.
+func (rc *RequestCtx) FinishAt(now time.Time) {
 	rc.disarmStreamDeadlines()
 	if t := rc.hold.ticker; t != nil {
 		t.Stop()
@@ -1106,13 +1125,13 @@ func (rc *RequestCtx) Finish() {
 			o.Canceled = true // the engine stopped before the end: the client left
 		}
 	}
-	rc.count()
+	rc.count(now)
 	for _, s := range rc.entered {
 		for _, h := range s.Hooks {
 			h.OnServiceDone(rc)
 		}
 	}
-	rc.observeHealth()
+	rc.observeHealth(now)
 	if rt := rc.route; rt != nil {
 		rt.Chain.onComplete(rc)
 	}
@@ -1126,7 +1145,7 @@ func (rc *RequestCtx) Finish() {
 	}
 }
 
-func (rc *RequestCtx) count() {
+func (rc *RequestCtx) count(now time.Time) {
 	o := &rc.outcome
 	if o.GatewayReply && rc.reply.err != nil {
 		rc.ep.m.GatewayError(o.Status)
@@ -1142,5 +1161,5 @@ func (rc *RequestCtx) count() {
 	if o.UpstreamError != "" && o.UpstreamError != rc.countedReason {
 		rt.M.UpstreamError(o.UpstreamError)
 	}
-	rt.M.Response(o.Status, rc.start, o.BytesOut)
+	rt.M.Response(o.Status, now.Sub(rc.start), o.BytesOut)
 }

@@ -85,13 +85,17 @@ func (rc *RequestCtx) collectFailed(err error) error {
 // TakeWholeBody returns the body CollectBody read whole, valid until Finish, and counts it as
 // relayed to the client (call it once); false when there is none (the body is relayed as it
 // comes).
-func (rc *RequestCtx) TakeWholeBody() ([]byte, bool) {
+func (rc *RequestCtx) TakeWholeBody() ([]byte, bool) { return rc.takeWholeBody(time.Time{}) }
+
+// takeWholeBody is TakeWholeBody with the clock reading of the event that completed the body
+// (zero: read the clock if the relay times this framing).
+func (rc *RequestCtx) takeWholeBody(now time.Time) ([]byte, bool) {
 	if rc.whole == nil || rc.replied {
 		return nil, false
 	}
 	b := *rc.whole
 	if len(b) > 0 {
-		rc.observe(rc.relay.Pass(b, time.Now()))
+		rc.observe(rc.relay.Pass(b, rc.stamp(now)))
 		rc.route.Chain.onBody(rc, b)
 	}
 	return b, true

@@ -144,6 +144,10 @@ func (r *Relay) Reset(f Framing, sse bool, started time.Time) {
 	r.ev.reset()
 }
 
+// Timed reports whether Pass and Frame time this response's reads (every framing but
+// Length, whose body is not a stream): a caller may skip the clock read otherwise.
+func (r *Relay) Timed() bool { return r.framing != Length }
+
 // Framing returns the framing r was reset with.
 func (r *Relay) Framing() Framing { return r.framing }
 
