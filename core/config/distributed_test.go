@@ -73,10 +73,10 @@ func TestDistributedServingRefusals(t *testing.T) {
 		{"unobserved workers", pdModel(`[services.s.workers]`, `observe = false`),
 			`t.toml:8:11: models.chat.targets.t: phase = "decode" needs worker observations (roles prefill and decode), but services.s.workers.observe is false`},
 		{"cache affinity without decode", withMinimal(`[models.chat.targets.t]`, `service = "s"`, `[models.chat.scheduling]`, `prompt_cache_affinity = true`),
-			`t.toml:10:1: models.chat.scheduling.prompt_cache_affinity chooses prefill workers: it needs phase = "decode" (use prefix_affinity for phase "aggregated")`},
+			`t.toml:10:25: models.chat.scheduling.prompt_cache_affinity chooses prefill workers: it needs phase = "decode" (use prefix_affinity for phase "aggregated")`},
 		{"prefix affinity with decode", withMinimal(`[models.chat.targets.t]`, `service = "s"`, `[models.chat.scheduling]`, `phase = "decode"`, `prefix_affinity = true`,
 			`[models.chat.scheduling.distributed_serving]`, `api_key_env = "SLUICE_TEST_PD_WORKERS_KEY"`),
-			`t.toml:11:1: models.chat.scheduling.prefix_affinity chooses among the servers of aggregated targets: with phase = "decode" use prompt_cache_affinity`},
+			`t.toml:11:19: models.chat.scheduling.prefix_affinity chooses among the servers of aggregated targets: with phase = "decode" use prompt_cache_affinity`},
 		{"distributed_serving on aggregated", withMinimal(`[models.chat.targets.t]`, `service = "s"`, `[models.chat.scheduling.distributed_serving]`, `api_key_env = "SLUICE_TEST_PD_WORKERS_KEY"`),
 			`t.toml:9:25: models.chat.scheduling.distributed_serving is only for phase = "decode"`},
 	}

@@ -114,6 +114,32 @@ func TestLoadErrorPositions(t *testing.T) {
 			},
 		},
 		{
+			name: "type errors point at the value of every kind",
+			data: withMinimal(
+				`[entrypoints.api]`,
+				`address = ["127.0.0.1:8081"]`,
+				`send_buffer_bytes = true`,
+				`max_connections =  1979-05-27`,
+				`multicore = [true]`,
+				`trusted_ips = [ "10.0.0.0/8", false, [ "x" ], { a = 1 } ]`,
+				`tls = { cert_file = false, key_file = "k.pem", min_version = 1.2 }`,
+				`[services.t.load_balancer]`,
+				`servers = [ { url = "http://127.0.0.1:8001" }, { url = "http://127.0.0.1:8002", weight = 07:32:00 } ]`,
+			),
+			want: []string{
+				`t.toml:8:11: entrypoints.api.address must be a string, not an array`,
+				`t.toml:9:21: entrypoints.api.send_buffer_bytes must be an integer, not a boolean`,
+				`t.toml:10:20: entrypoints.api.max_connections must be an integer, not a date/time`,
+				`t.toml:11:13: entrypoints.api.multicore must be a boolean (true or false), not an array`,
+				`t.toml:12:31: entrypoints.api.trusted_ips[1] must be a string such as "false", not a boolean`,
+				`t.toml:12:38: entrypoints.api.trusted_ips[2] must be a string, not an array`,
+				`t.toml:12:47: entrypoints.api.trusted_ips[3] must be a string, not a table`,
+				`t.toml:13:21: entrypoints.api.tls.cert_file must be a string such as "false", not a boolean`,
+				`t.toml:13:62: entrypoints.api.tls.min_version must be a string such as "1.2", not a float`,
+				`t.toml:15:90: services.t.load_balancer.servers[1].weight must be an integer, not a date/time`,
+			},
+		},
+		{
 			name: "bad durations",
 			data: withMinimal(`[entrypoints.api]`, `address = "127.0.0.1:8081"`, `idle_timeout = "10"`, `drain_timeout = "-5s"`, `read_header_timeout = 10`),
 			want: []string{
@@ -272,7 +298,7 @@ func TestLoadErrorPositions(t *testing.T) {
 			want: []string{
 				`t.toml:7:10: routers.y.rule is required, e.g. rule = "PathPrefix(` + "`/v1`" + `)"`,
 				`t.toml:7:10: routers.y.service is required (the name of a [services.<name>] table), or models = true for a model router`,
-				`t.toml:8:1: routers.y.entrypoints is empty: list at least one entrypoint, or remove the key to serve on all`,
+				`t.toml:8:15: routers.y.entrypoints is empty: list at least one entrypoint, or remove the key to serve on all`,
 				`t.toml:9:12: routers.y.priority -1: want 0 (order by rule length) or more`,
 			},
 		},

@@ -69,7 +69,8 @@ type indexer struct {
 	arrays map[string]int // resolved [[array table]] path -> elements so far
 	table  []string       // resolved path of the current [table]
 	dup    *Error
-	deep   *Error // the first key path deeper than MaxKeyDepth
+	deep   *Error           // the first key path deeper than MaxKeyDepth
+	p      *unstable.Parser // the parser of data, while run walks its AST
 }
 
 func newIndexer(file string, data []byte) *indexer {
@@ -105,6 +106,8 @@ func (ix *indexer) rangePos(r unstable.Range, fallback Position) Position {
 func (ix *indexer) run() error {
 	var p unstable.Parser
 	p.Reset(ix.data)
+	ix.p = &p
+	defer func() { ix.p = nil }()
 	for p.NextExpression() {
 		e := p.Expression()
 		switch e.Kind {
@@ -138,18 +141,24 @@ func (ix *indexer) conflict(path []string, at Position, first keyPlace) {
 	ix.dup = &Error{Pos: at, Msg: what + " is already defined at " + first.key.String()}
 }
 
-// keyValue records `k1.k2.k3 = value` inside the table at base.
-func (ix *indexer) keyValue(base []string, e *unstable.Node, leafOrigin origin) {
+// keyValue records `k1.k2.k3 = value` inside the table at base. It returns the offset just
+// past the value, or -1 when that is not known.
+func (ix *indexer) keyValue(base []string, e *unstable.Node, leafOrigin origin) int {
 	path := append([]string(nil), base...)
 	it := e.Key()
 	var keyPos Position
+	keyEnd := -1
 	for it.Next() {
 		k := it.Node()
 		keyPos = ix.rangePos(k.Raw, Position{File: ix.file, Line: 1, Col: 1})
+		keyEnd = -1
+		if k.Raw.Length > 0 {
+			keyEnd = int(k.Raw.Offset + k.Raw.Length)
+		}
 		path = append(path, string(k.Data))
 		if len(path) > MaxKeyDepth {
 			ix.tooDeep(keyPos)
-			return
+			return -1
 		}
 		if it.IsLast() {
 			break
@@ -167,30 +176,46 @@ func (ix *indexer) keyValue(base []string, e *unstable.Node, leafOrigin origin) 
 	id := joinPath(path)
 	if old, ok := ix.places[id]; ok {
 		ix.conflict(path, keyPos, old)
-		return
+		return -1
 	}
 	o := leafOrigin
 	if v.Kind == unstable.InlineTable {
 		o = originInline
 	}
-	ix.places[id] = keyPlace{key: keyPos, val: ix.rangePos(v.Raw, keyPos), origin: o, mapped: ix.verbatim(v)}
-	ix.value(path, v, keyPos)
+	start := ix.valueStart(v, ix.afterEquals(keyEnd))
+	valPos := keyPos
+	if start >= 0 {
+		valPos = ix.pos(start)
+	}
+	ix.places[id] = keyPlace{key: keyPos, val: valPos, origin: o, mapped: ix.verbatim(v)}
+	return ix.value(path, v, start, valPos)
 }
 
-// value records the contents of inline tables and arrays at path.
-func (ix *indexer) value(path []string, v *unstable.Node, at Position) {
+// value records the contents of inline tables and arrays at path; v starts at offset start
+// (-1: not known) and at is its position. It returns the offset just past v, or -1 when that
+// is not known.
+func (ix *indexer) value(path []string, v *unstable.Node, start int, at Position) int {
 	switch v.Kind {
 	case unstable.InlineTable:
+		end := -1
+		if start >= 0 {
+			end = start + 1
+		}
 		it := v.Children()
 		for it.Next() {
 			if c := it.Node(); c.Kind == unstable.KeyValue {
-				ix.keyValue(path, c, originValue)
+				end = ix.keyValue(path, c, originValue)
 			}
 		}
+		return ix.closedBy(end, '}')
 	case unstable.Array:
 		if len(path) >= MaxKeyDepth {
 			ix.tooDeep(at)
-			return
+			return -1
+		}
+		end := -1
+		if start >= 0 {
+			end = start + 1
 		}
 		it := v.Children()
 		i := 0
@@ -201,11 +226,102 @@ func (ix *indexer) value(path []string, v *unstable.Node, at Position) {
 			}
 			ep := append(append([]string(nil), path...), strconv.Itoa(i))
 			i++
-			vp := ix.rangePos(c.Raw, at)
+			cs := ix.valueStart(c, end)
+			vp := at // an element whose start is not known is reported at its array
+			if cs >= 0 {
+				vp = ix.pos(cs)
+			}
 			ix.places[joinPath(ep)] = keyPlace{key: vp, val: vp, origin: originElement}
-			ix.value(ep, c, vp)
+			end = ix.value(ep, c, cs, vp)
 		}
+		return ix.closedBy(end, ']')
 	}
+	if v.Raw.Length > 0 {
+		return int(v.Raw.Offset + v.Raw.Length)
+	}
+	if inData(v.Kind) {
+		r := ix.p.Range(v.Data)
+		return int(r.Offset + r.Length)
+	}
+	return -1
+}
+
+// inData reports whether go-toml's parser gives a value of kind k no Raw range but keeps its
+// text as Data, a slice of the document: booleans and dates and times.
+func inData(k unstable.Kind) bool {
+	switch k {
+	case unstable.Bool, unstable.DateTime, unstable.LocalDateTime, unstable.LocalDate, unstable.LocalTime:
+		return true
+	}
+	return false
+}
+
+// valueStart returns the offset of v's first byte, or -1 when it is not known. go-toml's
+// parser records where strings, numbers and inline tables start (Raw), and booleans and dates
+// are slices of the document (Data); an array has neither, and starts at its '[', the first
+// byte at or after from (-1: not known) that is not whitespace, a newline, a comment or a
+// comma.
+func (ix *indexer) valueStart(v *unstable.Node, from int) int {
+	switch {
+	case v.Raw.Length > 0:
+		return int(v.Raw.Offset)
+	case inData(v.Kind) && len(v.Data) > 0:
+		return int(ix.p.Range(v.Data).Offset)
+	case v.Kind != unstable.Array || from < 0:
+		return -1
+	}
+	if off := ix.skipFill(from); off < len(ix.data) && ix.data[off] == '[' {
+		return off
+	}
+	return -1
+}
+
+// afterEquals returns the offset just past the "=" that follows a key ending at off (TOML
+// 1.0.0, "Keys": whitespace around it is ignored), or -1.
+func (ix *indexer) afterEquals(off int) int {
+	if off < 0 {
+		return -1
+	}
+	for off < len(ix.data) && (ix.data[off] == ' ' || ix.data[off] == '\t') {
+		off++
+	}
+	if off >= len(ix.data) || ix.data[off] != '=' {
+		return -1
+	}
+	return off + 1
+}
+
+// closedBy returns the offset just past the closing byte (']' or '}') of an array or inline
+// table whose last element or key/value ends at off (-1: not known), or -1.
+func (ix *indexer) closedBy(off int, closing byte) int {
+	if off < 0 {
+		return -1
+	}
+	if off = ix.skipFill(off); off < len(ix.data) && ix.data[off] == closing {
+		return off + 1
+	}
+	return -1
+}
+
+// skipFill returns the offset of the first byte at or after off that is not whitespace, a
+// newline, a comment or a comma: what may separate the values of an array or inline table.
+func (ix *indexer) skipFill(off int) int {
+	from := off
+	for off < len(ix.data) {
+		switch ix.data[off] {
+		case ' ', '\t', '\r', '\n', ',':
+			off++
+			continue
+		case '#':
+			for off < len(ix.data) && ix.data[off] != '\n' {
+				off++
+			}
+			continue
+		}
+		break
+	}
+	steps.Add(off - from + 1)
+	return off
 }
 
 // verbatim reports whether v is a one-line basic or literal string whose

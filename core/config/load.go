@@ -220,10 +220,11 @@ func (c *Config) Pos(keyPath ...string) Position {
 	return Position{}
 }
 
-// ValuePos is like Pos but returns the position of the key's value: for a
-// string, its opening quote, so that byte i of a single-line basic string
-// without escapes is at column ValuePos(...).Col+1+i. For tables and
-// arrays it is the position of the key.
+// ValuePos is like Pos but returns the position of the key's value, its first
+// byte whatever its type: for a string, its opening quote, so that byte i of a
+// single-line basic string without escapes is at column ValuePos(...).Col+1+i;
+// for an array its '[', for an inline table its '{'. For a table written as
+// [header] it is the position of the key.
 func (c *Config) ValuePos(keyPath ...string) Position {
 	if p, ok := c.index[joinPath(keyPath)]; ok {
 		return p.val
