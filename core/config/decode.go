@@ -390,7 +390,10 @@ func (d *decoder) decodeValue(path []string, v any, rv reflect.Value) {
 	case reflect.Int, reflect.Int64:
 		n, ok := v.(int64)
 		if !ok {
-			d.typeError(path, "an integer", intExample(v), v)
+			// The key's range, so that 1e12 for a key that takes 1024..1048576 says so rather
+			// than suggesting 1000000000000, which would be refused in turn.
+			r := rangeOf(path)
+			d.typeError(path, r.want(), r.example(v), v)
 			return
 		}
 		if t.Kind() == reflect.Int && (n > math.MaxInt || n < math.MinInt) {

@@ -173,7 +173,12 @@ func (o *optionChecker) integer(k string, def, lo, hi int) int {
 	}
 	n, isInt := v.(int64)
 	if !isInt {
-		o.typeError(k, "an integer", v)
+		r := intRange{min: int64(lo), max: int64(hi)}
+		if ex := r.example(v); ex != "" {
+			o.typeError(k, r.want()+" such as "+ex, v)
+		} else {
+			o.typeError(k, r.want(), v)
+		}
 		return def
 	}
 	if n < int64(lo) || n > int64(hi) {
