@@ -31,6 +31,8 @@ var configSeeds = []string{
 	"[services.s.mirror]\npercentage = 3\n[models.m]\n[consumers.c]\n[providers.file]\n",
 	"[\"entrypoints\".\"we b\"]\naddress = '0.0.0.0:80'\n[admin]\naddress = \"0.0.0.0:80\"\ntoken_env = \"UNSET_SLUICE_FUZZ\"\n",
 	"entrypoints = 5\nrouters = [1]\n[log]\nlevel = 3\n",
+	"# caf\xe9\n[entrypoints.web]\naddress = \"127.0.0.1:80\xc3\"\n\xff = 1\n",
+	"a = [ [ true, 1979-05-27 ], # c\n [], { b = [false] } ]\nc = { d = [ [ [ 1 ] ] ] }\n",
 	"[entrypoints.web]\naddress = \":1\"\n[routers.r]\nrule = \"PathPrefix(`/`)\"\nservice = \"s\"\nmiddlewares = [\"rl\", \"cb\", \"j\"]\n[services.s.load_balancer]\nservers = [{ url = \"http://h:1\" }]\n[middlewares.rl]\ntype = \"rate-limit\"\nrate = 0.5\nburst = 10\nkey = \"api_key\"\n[middlewares.cb]\ntype = \"circuit-breaker\"\ncooldown_secs = 2.5\n[middlewares.j]\ntype = \"jwt\"\npublic_key_file = \"k.pem\"\naudience = [\"a\", 1, { x = 1 }]\nleeway = \"-1s\"\n",
 }
 

@@ -211,6 +211,16 @@ func TestValidateTypeErrorSaysWhatToWrite(t *testing.T) {
 	require.Equal(t, f+`:3:17: entrypoints.web.drain_timeout must be a duration string such as "30s", not an integer`+"\n", errb.String())
 }
 
+// A file saved in another encoding than UTF-8 is refused as such, at its first byte that is
+// not UTF-8, rather than with whatever the parser makes of the byte.
+func TestValidateRefusesAFileThatIsNotUTF8(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "t.toml")
+	require.NoError(t, os.WriteFile(f, []byte("[entrypoints.web]\naddress = \"127.0.0.1:8080\"\n\xff = 1\n"), 0o644))
+	var out, errb bytes.Buffer
+	require.Equal(t, 1, run([]string{"validate", f}, &out, &errb))
+	require.Equal(t, f+`:3:1: the file is not valid UTF-8: byte 0xFF (TOML 1.0.0: a TOML file must be a valid UTF-8 encoded Unicode document; save it as UTF-8)`+"\n", errb.String())
+}
+
 // Validating a config that starts a rollout logs nothing: validate's output is its verdict.
 func TestValidateLogsNothing(t *testing.T) {
 	var logs bytes.Buffer

@@ -42,6 +42,21 @@ func TestLoadErrorPositions(t *testing.T) {
 			want: []string{`t.toml:2:26: entrypoints.web.address: basic strings cannot have new lines`},
 		},
 		{
+			name: "not UTF-8: a Latin-1 byte where a key starts",
+			data: doc(`[entrypoints.web]`, `address = "127.0.0.1:8080"`, "\xff = 1"),
+			want: []string{`t.toml:3:1: the file is not valid UTF-8: byte 0xFF (TOML 1.0.0: a TOML file must be a valid UTF-8 encoded Unicode document; save it as UTF-8)`},
+		},
+		{
+			name: "not UTF-8: in a comment, and a sequence cut short in a string",
+			data: doc("# caf\xe9", `[entrypoints.web]`, "address = \"127.0.0.1:80\xc3\""),
+			want: []string{`t.toml:1:6: the file is not valid UTF-8: byte 0xE9 (TOML 1.0.0: a TOML file must be a valid UTF-8 encoded Unicode document; save it as UTF-8)`},
+		},
+		{
+			name: "not UTF-8 after a byte order mark: columns count from after it",
+			data: []byte("\xef\xbb\xbf[entrypoints.web]\naddress = \"x\xc3\"\n"),
+			want: []string{`t.toml:2:13: the file is not valid UTF-8: byte 0xC3 (TOML 1.0.0: a TOML file must be a valid UTF-8 encoded Unicode document; save it as UTF-8)`},
+		},
+		{
 			name: "duplicate key",
 			data: doc(`[entrypoints.web]`, `address = "127.0.0.1:8080"`, `address = "127.0.0.1:8081"`),
 			want: []string{`t.toml:3:1: key entrypoints.web.address is already defined at t.toml:2:1`},

@@ -1,12 +1,14 @@
 package config
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/pelletier/go-toml/v2"
 	"github.com/pelletier/go-toml/v2/unstable"
@@ -426,6 +428,12 @@ func isBareKey(s string) bool {
 // errors that go-toml reports without one (a key or table defined twice) are
 // located by the indexer, or failing that by bisecting the document by lines.
 func parseFile(file string, data []byte) (map[string]any, *indexer, *Error) {
+	if off := invalidUTF8(data); off >= 0 {
+		// Checked first, so that a file in another encoding (Latin-1, Windows-1252) is
+		// reported as such, not as whatever go-toml makes of the byte where it stops.
+		return nil, nil, &Error{Pos: bytePos(file, data, off), Msg: fmt.Sprintf("the file is not valid UTF-8: byte 0x%02X "+
+			"(TOML 1.0.0: a TOML file must be a valid UTF-8 encoded Unicode document; save it as UTF-8)", data[off])}
+	}
 	var doc map[string]any
 	err := toml.Unmarshal(data, &doc)
 	var de *toml.DecodeError
@@ -452,6 +460,34 @@ func parseFile(file string, data []byte) (map[string]any, *indexer, *Error) {
 		err = perr
 	}
 	return nil, nil, &Error{Pos: bisect(file, data), Msg: strings.TrimPrefix(err.Error(), "toml: ")}
+}
+
+// invalidUTF8 returns the offset of the first byte of data that is not part of a valid UTF-8
+// sequence, or -1.
+func invalidUTF8(data []byte) int {
+	steps.Add(len(data))
+	if utf8.Valid(data) {
+		return -1
+	}
+	for i := 0; i < len(data); {
+		if data[i] < utf8.RuneSelf {
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRune(data[i:])
+		if r == utf8.RuneError && n <= 1 {
+			return i
+		}
+		i += n
+	}
+	return -1
+}
+
+// bytePos is the position of byte off of data; columns count bytes.
+func bytePos(file string, data []byte, off int) Position {
+	steps.Add(off)
+	line := 1 + bytes.Count(data[:off], []byte{'\n'})
+	return Position{File: file, Line: line, Col: off - bytes.LastIndexByte(data[:off], '\n')}
 }
 
 // bisect finds the first line whose inclusion makes go-toml fail with an
