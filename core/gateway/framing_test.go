@@ -239,6 +239,9 @@ func TestLimits(t *testing.T) {
 			send(t, c, "GET / HTTP/1.1\r\nHost: gw\r\nX-Big: "+strings.Repeat("a", 4096)+"\r\n\r\n")
 			resp := readResponse(t, bufio.NewReader(c), false)
 			require.Equal(t, 431, resp.status)
+			// The OpenAI-style error names the setting and its value.
+			require.JSONEq(t, `{"error":{"message":"request head larger than the entrypoint's max_header_bytes (2048 bytes)",`+
+				`"type":"invalid_request_error","param":null,"code":"request_header_fields_too_large"}}`, string(resp.body))
 		})
 		// A body over max_body_bytes is refused by its Content-Length with the gateway's own
 		// answer on every engine: 413, the JSON error, a request id; and, asked for 100
@@ -385,6 +388,12 @@ func TestMalformedRequestIsRefusedAtOnce(t *testing.T) {
 	// (answered before the case's request is sent).
 	const keptAlive, keptAliveRequest = "\x00kept-alive\x00", "GET / HTTP/1.1\r\nHost: gw\r\n\r\n"
 	const limit = 2048
+	// The answers to a head over the limit name the setting and its value, for the client's
+	// operator to find.
+	messages := map[int]string{
+		414: "request line larger than the entrypoint's max_header_bytes (2048 bytes; RFC 9112 §3)",
+		431: "request head larger than the entrypoint's max_header_bytes (2048 bytes)",
+	}
 	up := serveUpstream(t, echo)
 	cases := []struct {
 		name   string
@@ -476,6 +485,9 @@ func TestMalformedRequestIsRefusedAtOnce(t *testing.T) {
 						require.Equal(t, "invalid_request_error", body.Error.Type)
 						require.Equal(t, code, body.Error.Code)
 						require.NotEmpty(t, body.Error.Message)
+						if msg, ok := messages[status]; ok {
+							require.Equal(t, msg, body.Error.Message)
+						}
 					})
 				}
 			}

@@ -1,6 +1,9 @@
 package http1
 
-import "bytes"
+import (
+	"bytes"
+	"errors"
+)
 
 // Default limits, used for zero fields of Limits.
 const (
@@ -90,6 +93,15 @@ func CheckPartialHead(head []byte, lim *Limits) error {
 func HeadTooLarge(head []byte, lim *Limits) error {
 	var r Request
 	return r.headTooLarge(head, lim)
+}
+
+// OverHeaderBytes reports whether err refuses a request because its head, or its request line
+// alone, is larger than the header size limit (the 431 or 414 of HeadTooLarge,
+// CheckPartialHead and ParseRequestHead), so that a server can name its own setting in the
+// answer.
+func OverHeaderBytes(err error) bool {
+	var fe *Error
+	return errors.As(err, &fe) && (fe == errHeadTooLarge || fe == errURITooLong)
 }
 
 // headTooLarge is HeadTooLarge with r as the scratch request: the request line is copied into

@@ -217,15 +217,15 @@ func (e *FastEngine) onParseError(ctx *fasthttp.RequestCtx, err error) {
 	case refused != nil:
 		// The gateway's parser refused the request (fasthttp_framing.go): its status and
 		// message, as on the gnet engine.
-		ge = pipeline.FramingGatewayError(refused)
+		ge = framingError(refused, &e.set.Limits)
 	case errors.As(err, &fe):
-		ge = pipeline.FramingGatewayError(fe)
+		ge = framingError(fe, &e.set.Limits)
 	case errors.Is(err, fasthttp.ErrBodyTooLarge):
 		ge = pipeline.FramingGatewayError(&http1.Error{Status: fasthttp.StatusRequestEntityTooLarge, Msg: "request body larger than the limit"})
 	case isSmallBuffer(err) && headTooLarge(ctx.Conn()) != nil:
-		ge = pipeline.FramingGatewayError(headTooLarge(ctx.Conn()))
+		ge = framingError(headTooLarge(ctx.Conn()), &e.set.Limits)
 	case isSmallBuffer(err):
-		ge = &pipeline.GatewayError{Status: 431, Type: pipeline.InvalidRequest, Code: "request_header_fields_too_large", Message: "request head larger than the limit"}
+		ge = &pipeline.GatewayError{Status: 431, Type: pipeline.InvalidRequest, Code: "request_header_fields_too_large", Message: overHeaderBytes(431, &e.set.Limits)}
 	case errors.As(err, &ne) && ne.Timeout():
 		// A head cut short (one that is malformed is refused by the framing check at once).
 		e.m.Shed(metrics.ShedHeaderTimeout)
@@ -264,7 +264,7 @@ func (e *FastEngine) onExpectContinue(ctx *fasthttp.RequestCtx) int {
 	var ge *pipeline.GatewayError
 	if sc := servedConnOf(ctx.Conn()); sc != nil {
 		if err := sc.refusal(); err != nil {
-			ge = pipeline.FramingGatewayError(err)
+			ge = framingError(err, &e.set.Limits)
 		}
 	}
 	if cl := ctx.Request.Header.ContentLength(); ge == nil && cl > 0 && int64(cl) > e.set.Limits.BodyBytes() {
@@ -359,7 +359,7 @@ func (fx *fastExchange) start(ctx *fasthttp.RequestCtx) bool {
 		err = req.ParseRequestHead(fx.headBuf, &e.set.Limits)
 	}
 	if err != nil {
-		e.pipe.Reject(rc, pipeline.FramingGatewayError(err))
+		e.pipe.Reject(rc, framingError(err, &e.set.Limits))
 		fx.begun = true
 		fx.writeReply(ctx, rc)
 		return false

@@ -384,7 +384,7 @@ func (gc *gconn) readBody(buf []byte) (bool, error) {
 // may still be sending the request, so the connection lingers (linger.go).
 func (gc *gconn) reject(err error) gnet.Action {
 	rc := gc.takeCtx()
-	gc.e.pipe.Reject(rc, pipeline.FramingGatewayError(err))
+	gc.e.pipe.Reject(rc, framingError(err, &gc.e.set.Limits))
 	resp := rc.AppendHead(nil)
 	// The request is over: its RequestCtx leaves the connection with the goroutine that
 	// completes it. Completion (the access log) writes a file: never on the event loop.
