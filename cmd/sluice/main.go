@@ -128,7 +128,7 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (rest
 			return nil, 0, true
 		}
 		if err != nil {
-			fmt.Fprintf(stderr, "sluice %s: %s\n%s", fs.Name(), flagError(err, args), help)
+			fmt.Fprintf(stderr, "sluice %s: %s\n%s", fs.Name(), flagError(err, args, fs), help)
 			return nil, 2, true
 		}
 		left := fs.Args()
@@ -145,26 +145,72 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (rest
 }
 
 // flagError is the flag package's error as the user typed the flag: Go's messages spell
-// every flag with one dash, which reads wrong for --config.
-func flagError(err error, args []string) string {
+// every flag with one dash, which reads wrong for --config. An unknown flag within two edits
+// of one that fs defines (or of help) gets "did you mean" that one.
+func flagError(err error, args []string, fs *flag.FlagSet) string {
 	msg := err.Error()
-	for _, p := range []struct{ prefix, format string }{
-		{"flag provided but not defined: -", "unknown flag %s"},
-		{"flag needs an argument: -", "flag %s needs a value"},
+	for _, p := range []struct {
+		prefix, format string
+		suggest        bool
+	}{
+		{"flag provided but not defined: -", "unknown flag %s", true},
+		{"flag needs an argument: -", "flag %s needs a value", false},
 	} {
 		name, ok := strings.CutPrefix(msg, p.prefix)
 		if !ok {
 			continue
 		}
+		typed := "--" + name
 		for _, a := range args {
 			if n, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "="); n == name && strings.HasPrefix(a, "-") {
-				a, _, _ = strings.Cut(a, "=")
-				return fmt.Sprintf(p.format, a)
+				typed, _, _ = strings.Cut(a, "=")
+				break
 			}
 		}
-		return fmt.Sprintf(p.format, "--"+name)
+		out := fmt.Sprintf(p.format, typed)
+		if near := nearestFlag(name, fs); p.suggest && near != "" {
+			dashes := typed[:len(typed)-len(strings.TrimLeft(typed, "-"))]
+			out += " (did you mean " + dashes + near + "?)"
+		}
+		return out
 	}
 	return msg
+}
+
+// nearestFlag returns the flag of fs, or help, closest to name by edit distance, when it is
+// within two edits and nearer than the length of either (so that "c" is not taken for
+// "config"); else "".
+func nearestFlag(name string, fs *flag.FlagSet) string {
+	best, bestD := "", 3
+	consider := func(f string) {
+		if d := editDistance(name, f); d < bestD && d < len(f) && d < len(name) {
+			best, bestD = f, d
+		}
+	}
+	fs.VisitAll(func(f *flag.Flag) { consider(f.Name) })
+	consider("help")
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b, counted in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 func versionCmd(args []string, stdout, stderr io.Writer) int {

@@ -145,6 +145,30 @@ func TestUnknownFlagOrCommandExits2WithUsage(t *testing.T) {
 	}
 }
 
+// An unknown flag that is a near miss of one the command has gets a suggestion, spelt with the
+// dashes the user typed; one that is not keeps the plain message.
+func TestUnknownFlagSuggestsTheNearestOne(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		line string // the first line on stderr
+	}{
+		{[]string{"serve", "--confg", "x.toml"}, "sluice serve: unknown flag --confg (did you mean --config?)"},
+		{[]string{"serve", "--Config=x.toml"}, "sluice serve: unknown flag --Config (did you mean --config?)"},
+		{[]string{"validate", "-confg=x.toml"}, "sluice validate: unknown flag -confg (did you mean -config?)"},
+		{[]string{"validate", "x.toml", "--hepl"}, "sluice validate: unknown flag --hepl (did you mean --help?)"},
+		{[]string{"version", "--hlp"}, "sluice version: unknown flag --hlp (did you mean --help?)"},
+		{[]string{"serve", "--frob"}, "sluice serve: unknown flag --frob"},
+		{[]string{"serve", "--c"}, "sluice serve: unknown flag --c"},
+		{[]string{"version", "--config"}, "sluice version: unknown flag --config"},
+	} {
+		var out, errb bytes.Buffer
+		require.Equal(t, 2, run(c.args, &out, &errb), "%v", c.args)
+		line, _, _ := strings.Cut(errb.String(), "\n")
+		require.Equal(t, c.line, line, "%v", c.args)
+		require.Contains(t, errb.String(), "usage: sluice", "%v", c.args)
+	}
+}
+
 const goodConfig = "[entrypoints.web]\naddress = \"127.0.0.1:8080\"\n\n[routers.api]\nrule = \"PathPrefix(`/`)\"\nservice = \"up\"\n\n[services.up.load_balancer]\nservers = [{ url = \"http://127.0.0.1:9\" }]\n"
 
 // validate takes the config as --config PATH as well as PATH, as serve does.
