@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -44,8 +45,9 @@ func (k *kindError) Error() string { return "sluice: upstream " + k.what }
 // UpstreamError is a failure of an exchange with the upstream at Addr: while doing Op (empty
 // for the dial itself), of the kind Kind (one of the sentinel errors above), caused by Err
 // (nil when there is no more to say). errors.Is finds both Kind and Err. It reads
-// "sluice: upstream 127.0.0.1:9: dial failed: connect: connection refused": the upstream once,
-// then its Failure, so a log line carrying it does not repeat itself.
+// "sluice: upstream 127.0.0.1:9: dial failed: connection refused": the upstream once, then
+// for a dial that it failed, then its Failure, so a log line carrying it does not repeat
+// itself.
 type UpstreamError struct {
 	Addr string
 	Op   string
@@ -53,27 +55,37 @@ type UpstreamError struct {
 	Err  error
 }
 
-// Error returns "sluice: upstream ADDR: " and the Failure.
+// Error returns "sluice: upstream ADDR: ", "dial failed: " for a dial, and the Failure.
 func (e *UpstreamError) Error() string {
+	if e.Kind == ErrDial {
+		return "sluice: upstream " + e.Addr + ": " + what(ErrDial) + ": " + e.Failure()
+	}
 	return "sluice: upstream " + e.Addr + ": " + e.Failure()
 }
 
 // Failure says what went wrong without naming the upstream, each fact once, for a log record
-// that carries the backend apart:
+// that carries the backend and the stage (connect, response head, body) apart:
 //
-//	dial failed: connect: connection refused
+//	connection refused
+//	no connection within dial_timeout
 //	malformed response head: malformed status line (RFC 9112 §4)
 //	connection reset by peer
+//	closed the connection before answering
 //	closed the connection before the response was complete
 //	no response head within response_header_timeout
 //	nothing read within stream_idle_timeout
 //
-// The timeouts are named by the service keys that set Options.ResponseHeaderTimeout and
-// Options.StreamIdleTimeout. A cause that is a net.OpError on Addr itself ("dial tcp ADDR: ...")
-// is given without that prefix, which would name the upstream a second time; on another
-// address (the one a host name resolved to) it is kept.
+// A dial's failure is its cause alone: the record's stage says it was the connect, which the
+// net package's "dial tcp ADDR: connect:" would say twice more. The timeouts are named by the
+// service keys that set Options.DialTimeout, Options.ResponseHeaderTimeout and
+// Options.StreamIdleTimeout. An upstream that closes before the response head "closed the
+// connection before answering", in the words of the 502 the client gets
+// (core/pipeline.ErrUpstreamClosed). A cause that is a net.OpError on another address than
+// Addr (the one a host name resolved to) keeps that address.
 func (e *UpstreamError) Failure() string {
 	switch e.Kind {
+	case ErrDial:
+		return e.dialFailure()
 	case ErrTimeout:
 		if e.Op == OpReadHead {
 			return "no response head within response_header_timeout"
@@ -83,8 +95,11 @@ func (e *UpstreamError) Failure() string {
 		var errno syscall.Errno
 		switch {
 		case errors.Is(e.Err, io.EOF) || errors.Is(e.Err, io.ErrUnexpectedEOF):
-			if e.Op == opWriteRequest {
+			switch e.Op {
+			case opWriteRequest:
 				return "closed the connection before the request was sent"
+			case OpReadHead:
+				return "closed the connection before answering"
 			}
 			return "closed the connection before the response was complete"
 		case errors.As(e.Err, &errno):
@@ -115,6 +130,30 @@ func (e *UpstreamError) Failure() string {
 		b.WriteString(what(cause))
 	}
 	return b.String()
+}
+
+// dialFailure is the Failure of a dial: its cause, without the net package's "dial tcp ADDR:"
+// and "connect:" around the errno; the address a host name resolved to is kept.
+func (e *UpstreamError) dialFailure() string {
+	cause, at := e.Err, ""
+	if oe, ok := cause.(*net.OpError); ok && oe.Err != nil {
+		cause = oe.Err
+		if oe.Addr != nil && oe.Addr.String() != e.Addr {
+			at = oe.Addr.String() + ": "
+		}
+	}
+	var errno syscall.Errno
+	switch {
+	case cause == nil:
+		return what(ErrDial)
+	case errors.Is(cause, os.ErrDeadlineExceeded) || errors.Is(cause, context.DeadlineExceeded):
+		return at + "no connection within dial_timeout"
+	case errors.As(cause, &errno):
+		if se, ok := cause.(*os.SyscallError); ok && se.Err == errno {
+			return at + errno.Error() // "connection refused", "no route to host"
+		}
+	}
+	return at + what(cause)
 }
 
 // Ops of an exchange that Exchange.Timeout takes: the response head or body was awaited.

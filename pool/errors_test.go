@@ -11,8 +11,9 @@ import (
 	"time"
 )
 
-// An upstream failure reads "sluice: upstream ADDR: [OP: ]KIND: CAUSE", each part once, and
-// errors.Is still finds both the sentinel the caller branches on and the cause.
+// An upstream failure reads "sluice: upstream ADDR: " and its Failure, each part once (a
+// dial's Failure is its cause, after "dial failed: "), and errors.Is still finds both the
+// sentinel the caller branches on and the cause.
 func TestErrorTextNamesEachPartOnce(t *testing.T) {
 	refused := func(t *testing.T) *Pool {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -22,6 +23,17 @@ func TestErrorTextNamesEachPartOnce(t *testing.T) {
 		addr := ln.Addr().String()
 		ln.Close()
 		return New(Options{Addr: addr})
+	}
+	// A name, so that the dial goes through the resolver and the dialer, which see the
+	// timeout run out before they start.
+	dialTimeout := func(t *testing.T) *Pool {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		_, port, _ := net.SplitHostPort(ln.Addr().String())
+		return New(Options{Addr: "localhost:" + port, DialTimeout: time.Nanosecond})
 	}
 	closed := func(t *testing.T) *Pool {
 		p := refused(t)
@@ -49,13 +61,16 @@ func TestErrorTextNamesEachPartOnce(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		pool  func(t *testing.T) *Pool
-		text  string // after "sluice: upstream ADDR: ", and the Failure
+		text  string // the Failure, and after "sluice: upstream ADDR: " (and "dial failed: " for a dial)
 		kind  error
 		cause error
 	}{
-		{"refused", refused, "dial failed: connect: connection refused", ErrDial, syscall.ECONNREFUSED},
-		{"pool closed", closed, "dial failed: pool closed", ErrDial, ErrPoolClosed},
-		{"closed before the head", answering(""), "closed the connection before the response was complete", ErrUpstreamClosed, io.EOF},
+		{"refused", refused, "connection refused", ErrDial, syscall.ECONNREFUSED},
+		{"pool closed", closed, "pool closed", ErrDial, ErrPoolClosed},
+		{"dial timeout", dialTimeout, "no connection within dial_timeout", ErrDial, nil},
+		{"closed before the head", answering(""), "closed the connection before answering", ErrUpstreamClosed, io.EOF},
+		{"closed in the head", answering("HTTP/1.1 200 OK\r\n"), "closed the connection before answering", ErrUpstreamClosed, io.EOF},
+		{"closed in the body", answering("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc"), "closed the connection before the response was complete", ErrUpstreamClosed, io.ErrUnexpectedEOF},
 		{"malformed head", answering("HTTP/1.1 abc OK\r\n\r\n"), "malformed response head: invalid status code (RFC 9110 §15)", ErrUpstreamProto, nil},
 		{"no head in time", silent, "no response head within response_header_timeout", ErrTimeout, os.ErrDeadlineExceeded},
 	} {
@@ -66,7 +81,11 @@ func TestErrorTextNamesEachPartOnce(t *testing.T) {
 			if err == nil {
 				t.Fatal("round trip succeeded")
 			}
-			if want := "sluice: upstream " + p.Addr() + ": " + tc.text; err.Error() != want {
+			want := "sluice: upstream " + p.Addr() + ": " + tc.text
+			if tc.kind == ErrDial {
+				want = "sluice: upstream " + p.Addr() + ": dial failed: " + tc.text
+			}
+			if err.Error() != want {
 				t.Fatalf("error %q, want %q", err, want)
 			}
 			var ue *UpstreamError
