@@ -48,6 +48,18 @@ func (k ErrorKind) String() string {
 	return "unknown"
 }
 
+// statusKind is the error kind of a response with a status other than 2xx.
+func statusKind(status int) ErrorKind {
+	switch {
+	case status >= 400 && status < 500:
+		return ErrStatus4xx
+	case status >= 500 && status < 600:
+		return ErrStatus5xx
+	default:
+		return ErrStatusOther
+	}
+}
+
 // readBufBytes is the size of each connection's read buffer; a response
 // head (status line plus headers) must fit in it.
 const readBufBytes = 16 << 10
@@ -265,16 +277,8 @@ func (h *httpConn) readResponse(stream bool) exchange {
 		}
 		ex.bodyBytes = n
 	}
-	switch {
-	case status >= 200 && status < 300:
-	case status >= 400 && status < 500:
-		ex.kind = ErrStatus4xx
-		return ex
-	case status >= 500 && status < 600:
-		ex.kind = ErrStatus5xx
-		return ex
-	default:
-		ex.kind = ErrStatusOther
+	if status < 200 || status >= 300 {
+		ex.kind = statusKind(status)
 		return ex
 	}
 	if stream {

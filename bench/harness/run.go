@@ -17,6 +17,7 @@ import (
 	"net/url"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -122,6 +123,11 @@ type Result struct {
 	OK           int64            `json:"ok"`
 	Errors       int64            `json:"errors"`
 	ErrorsByKind map[string]int64 `json:"errors_by_kind"`
+	// ErrorsByStatus counts the responses of ErrorsByKind's status_4xx, status_5xx and
+	// status_other by their status code ("408", "429", "431", "502"), so that a model router's
+	// 429 (model_at_capacity) is told apart from a 431 or a 408; each response is counted in
+	// both maps.
+	ErrorsByStatus map[string]int64 `json:"errors_by_status,omitempty"`
 	// Unfinished counts requests of the window (or of the warmup) still in
 	// flight when the drain time ended, and (open loop) requests scheduled in the window
 	// that could not be sent before it ended because every connection was
@@ -178,6 +184,7 @@ type runState struct {
 	sent                          atomic.Int64 // all finished attempts, warmup included (progress)
 	written                       atomic.Int64 // requests written to a connection (TotalSent)
 	errs                          [errKindCount]atomic.Int64
+	statusErrs                    [1000]atomic.Int64 // status errors by code (three digits), for ErrorsByStatus
 
 	pacers *pacerPool // open loop: precise sleeps (nil: time.Sleep only)
 	adv    *advRun    // nil without an adversary
@@ -490,6 +497,14 @@ func (r *runState) result() *Result {
 			res.Errors += n
 		}
 	}
+	for code := range r.statusErrs {
+		if n := r.statusErrs[code].Load(); n > 0 {
+			if res.ErrorsByStatus == nil {
+				res.ErrorsByStatus = map[string]int64{}
+			}
+			res.ErrorsByStatus[strconv.Itoa(code)] = n
+		}
+	}
 	res.Requests = res.OK + res.Errors
 	res.Unfinished = r.unfinished.Load()
 	// Responses completed inside the window, per second: an overloaded target answers the
@@ -521,6 +536,37 @@ func (res *Result) ErrorKinds() []string {
 	}
 	sort.Strings(ks)
 	return ks
+}
+
+// ErrorSummary writes the errors by kind in name order, each status kind followed by its
+// status codes: "status_4xx 12 (408 1, 429 10, 431 1), timeout 3"; "" without errors.
+func (res *Result) ErrorSummary() string {
+	var b strings.Builder
+	for i, k := range res.ErrorKinds() {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s %d", k, res.ErrorsByKind[k])
+		var codes []string
+		for c := range res.ErrorsByStatus {
+			if n, err := strconv.Atoi(c); err == nil && statusKind(n).String() == k {
+				codes = append(codes, c)
+			}
+		}
+		sort.Strings(codes) // three digits each: numeric order
+		for j, c := range codes {
+			if j == 0 {
+				b.WriteString(" (")
+			} else {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "%s %d", c, res.ErrorsByStatus[c])
+			if j == len(codes)-1 {
+				b.WriteString(")")
+			}
+		}
+	}
+	return b.String()
 }
 
 // worker owns one connection and sends requests on it one at a time.
@@ -674,6 +720,9 @@ func (w *worker) one(intended int64) {
 		return
 	}
 	r.errs[ex.kind].Add(1)
+	if ex.kind >= ErrStatus4xx && ex.kind <= ErrStatusOther && ex.status > 0 && ex.status < len(r.statusErrs) {
+		r.statusErrs[ex.status].Add(1)
+	}
 }
 
 // withHeader returns req with the header line added after its request line.

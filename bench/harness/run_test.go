@@ -2,11 +2,13 @@ package harness
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -224,6 +226,51 @@ func TestResponseChecksCountErrorsByKind(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A status error is also counted by its code, so that a model router's 429 (at capacity)
+// is told apart from a 431 or a timeout: each code's count adds up to its kind's.
+func TestStatusErrorsAreCountedByCode(t *testing.T) {
+	codes := []int{408, 429, 431, 499, 503}
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(codes[int(n.Add(1)-1)%len(codes)])
+	}))
+	defer srv.Close()
+	res, err := Run(context.Background(), Options{Target: srv.URL, Concurrency: 1, Duration: 200 * time.Millisecond})
+	require.NoError(t, err)
+	require.Zero(t, res.OK)
+	var by4xx, by5xx int64
+	for _, c := range codes {
+		k := strconv.Itoa(c)
+		require.Positive(t, res.ErrorsByStatus[k], "status %s in %v", k, res.ErrorsByStatus)
+		if c < 500 {
+			by4xx += res.ErrorsByStatus[k]
+		} else {
+			by5xx += res.ErrorsByStatus[k]
+		}
+	}
+	require.Len(t, res.ErrorsByStatus, len(codes), "%v", res.ErrorsByStatus)
+	require.Equal(t, res.ErrorsByKind["status_4xx"], by4xx)
+	require.Equal(t, res.ErrorsByKind["status_5xx"], by5xx)
+
+	// The JSON result carries the breakdown beside the kinds, whose meaning is unchanged.
+	b, err := json.Marshal(res)
+	require.NoError(t, err)
+	var doc map[string]any
+	require.NoError(t, json.Unmarshal(b, &doc))
+	require.Contains(t, doc, "errors_by_status")
+	require.Equal(t, float64(by4xx), doc["errors_by_kind"].(map[string]any)["status_4xx"])
+}
+
+// The printed summary of errors gives each status kind's codes after it.
+func TestErrorSummaryBreaksStatusKindsDownByCode(t *testing.T) {
+	res := &Result{
+		ErrorsByKind:   map[string]int64{"status_4xx": 12, "status_5xx": 1, "timeout": 3},
+		ErrorsByStatus: map[string]int64{"408": 1, "429": 10, "431": 1, "503": 1},
+	}
+	require.Equal(t, "status_4xx 12 (408 1, 429 10, 431 1), status_5xx 1 (503 1), timeout 3", res.ErrorSummary())
+	require.Empty(t, (&Result{}).ErrorSummary())
 }
 
 func TestHungUpstreamEndsAfterDrain(t *testing.T) {

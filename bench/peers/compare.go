@@ -400,8 +400,12 @@ func Compare(ctx context.Context, o CompareOptions) (*report.Comparison, error) 
 					if adv != "" {
 						label += "+adv"
 					}
-					fmt.Fprintf(o.Log, "round %d/%d %-10s %-16s %8.0f req/s  p50 %8.1f µs  p99 %8.1f µs  errors %d\n",
-						round, o.Rounds, label, t.name, r.RPS, r.Latency.P50Us, r.Latency.P99Us, r.Errors)
+					errs := ""
+					if r.Errors > 0 {
+						errs = " (" + r.ErrorSummary() + ")"
+					}
+					fmt.Fprintf(o.Log, "round %d/%d %-10s %-16s %8.0f req/s  p50 %8.1f µs  p99 %8.1f µs  errors %d%s\n",
+						round, o.Rounds, label, t.name, r.RPS, r.Latency.P50Us, r.Latency.P99Us, r.Errors, errs)
 				}
 			}
 		}

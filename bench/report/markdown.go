@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"io"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -81,6 +82,9 @@ func MarkdownTable(rows []Row) string {
 		if r.Requests > 0 && r.Errors > 0 {
 			errs += fmt.Sprintf(" (%.2f%%)", 100*float64(r.Errors)/float64(r.Requests))
 		}
+		if len(r.ErrorsByStatus) > 0 {
+			errs += " " + byStatus(r.ErrorsByStatus)
+		}
 		if r.Unfinished > 0 {
 			errs += fmt.Sprintf(" +%d unfinished", r.Unfinished)
 		}
@@ -95,6 +99,20 @@ func MarkdownTable(rows []Row) string {
 			ttft, x(r.TTFTP50Nginx), itl, addedITL, errs, cpu, x(r.CPUPer1kNginx), rss)
 	}
 	return b.String()
+}
+
+// byStatus writes error counts by status code in code order: "429×10 431×2".
+func byStatus(m map[string]int64) string {
+	codes := make([]string, 0, len(m))
+	for c := range m {
+		codes = append(codes, c)
+	}
+	sort.Strings(codes) // three digits each: numeric order
+	parts := make([]string, len(codes))
+	for i, c := range codes {
+		parts[i] = fmt.Sprintf("%s×%d", c, m[c])
+	}
+	return strings.Join(parts, " ")
 }
 
 // AdversaryTables returns, when rows hold runs under an adversary, two tables: each target's

@@ -69,6 +69,9 @@ type Row struct {
 	Requests   int64 `json:"requests"`
 	Errors     int64 `json:"errors"`
 	Unfinished int64 `json:"unfinished"`
+	// ErrorsByStatus counts the errors that were responses with a status other than 2xx by
+	// their status code ("429", "502"), summed over rounds (harness.Result.ErrorsByStatus).
+	ErrorsByStatus map[string]int64 `json:"errors_by_status,omitempty"`
 	// CPUPer1k is proxy CPU seconds per 1,000 requests (median over rounds).
 	CPUPer1k float64 `json:"cpu_seconds_per_1k_requests"`
 	// PeakRSSMiB is the largest proxy peak RSS over rounds, in MiB.
@@ -197,6 +200,12 @@ func Summarize(runs []Run) []Row {
 			}
 			row.Requests += res.Requests
 			row.Errors += res.Errors
+			for code, n := range res.ErrorsByStatus {
+				if row.ErrorsByStatus == nil {
+					row.ErrorsByStatus = map[string]int64{}
+				}
+				row.ErrorsByStatus[code] += n
+			}
 			row.Unfinished += res.Unfinished
 			if r.ProxyRequests > 0 {
 				cpu = append(cpu, r.ProxyCPUSeconds/float64(r.ProxyRequests)*1000)

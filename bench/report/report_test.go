@@ -276,3 +276,29 @@ func TestSummarizeKeepsAdversaryRunsApart(t *testing.T) {
 	require.NoError(t, (&Comparison{Rows: rows}).Markdown(&b))
 	require.Contains(t, b.String(), "| sse under adversary | sluice-gnet |")
 }
+
+// A row sums its rounds' errors by status code, and its errors cell lists them by code, so
+// that a model router's 429 shows apart from other refusals.
+func TestRowBreaksErrorsDownByStatus(t *testing.T) {
+	var runs []Run
+	for round, by := range []map[string]int64{{"429": 3, "431": 1}, {"429": 2}} {
+		res := result(1000, 100, 200)
+		res.Requests, res.Errors = 1000, 0
+		for _, n := range by {
+			res.Errors += n
+		}
+		res.OK = res.Requests - res.Errors
+		res.ErrorsByKind = map[string]int64{"status_4xx": res.Errors}
+		res.ErrorsByStatus = by
+		runs = append(runs, Run{Round: round + 1, Target: "sluice-gnet", Workload: "json", Result: res})
+	}
+	rows := Summarize(runs)
+	require.Len(t, rows, 1)
+	require.Equal(t, int64(6), rows[0].Errors)
+	require.Equal(t, map[string]int64{"429": 5, "431": 1}, rows[0].ErrorsByStatus)
+	require.Contains(t, MarkdownTable(rows), "| 6 (0.30%) 429×5 431×1 |")
+
+	var b bytes.Buffer
+	require.NoError(t, (&Comparison{Rows: rows}).WriteJSON(&b))
+	require.Contains(t, b.String(), `"errors_by_status": {`)
+}

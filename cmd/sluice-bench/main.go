@@ -18,6 +18,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -159,8 +160,12 @@ func runCmd(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "%s %s %s: %d ok, %d errors %v, %d unfinished, %.0f req/s; latency µs p50 %.1f p90 %.1f p99 %.1f p99.9 %.1f max %.1f",
-		res.Target, res.Workload, res.Mode, res.OK, res.Errors, res.ErrorsByKind, res.Unfinished, res.RPS,
+	errs := strconv.FormatInt(res.Errors, 10)
+	if res.Errors > 0 {
+		errs += " (" + res.ErrorSummary() + ")"
+	}
+	fmt.Fprintf(os.Stderr, "%s %s %s: %d ok, %s errors, %d unfinished, %.0f req/s; latency µs p50 %.1f p90 %.1f p99 %.1f p99.9 %.1f max %.1f",
+		res.Target, res.Workload, res.Mode, res.OK, errs, res.Unfinished, res.RPS,
 		res.Latency.P50Us, res.Latency.P90Us, res.Latency.P99Us, res.Latency.P999Us, res.Latency.MaxUs)
 	if res.TTFT.Count > 0 {
 		fmt.Fprintf(os.Stderr, "; TTFT p50 %.1f p99 %.1f; ITL p50 %.1f p99 %.1f", res.TTFT.P50Us, res.TTFT.P99Us, res.ITL.P50Us, res.ITL.P99Us)
