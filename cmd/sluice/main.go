@@ -183,34 +183,13 @@ func flagError(err error, args []string, fs *flag.FlagSet) string {
 func nearestFlag(name string, fs *flag.FlagSet) string {
 	best, bestD := "", 3
 	consider := func(f string) {
-		if d := editDistance(name, f); d < bestD && d < len(f) && d < len(name) {
+		if d := config.EditDistance(name, f); d < bestD && d < len(f) && d < len(name) {
 			best, bestD = f, d
 		}
 	}
 	fs.VisitAll(func(f *flag.Flag) { consider(f.Name) })
 	consider("help")
 	return best
-}
-
-// editDistance is the Levenshtein distance between a and b, counted in bytes.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 func versionCmd(args []string, stdout, stderr io.Writer) int {

@@ -149,14 +149,17 @@ func (d *decoder) unknown(path []string, names []string) {
 func suggest(k string, names []string) string {
 	best, bestD := "", 3
 	for _, n := range names {
-		if dd := editDistance(k, n); dd < bestD {
+		if dd := EditDistance(k, n); dd < bestD {
 			best, bestD = n, dd
 		}
 	}
 	return best
 }
 
-func editDistance(a, b string) int {
+// EditDistance is the Levenshtein distance between a and b, counted in bytes, for
+// did-you-mean suggestions: names longer than 64 bytes count as far from everything (99),
+// which bounds the work a hostile name can cause.
+func EditDistance(a, b string) int {
 	if len(a) > 64 || len(b) > 64 {
 		return 99
 	}
