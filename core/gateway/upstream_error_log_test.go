@@ -2,7 +2,6 @@ package gateway_test
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,9 +12,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/sluice-gw/sluice/core/config"
-	"github.com/sluice-gw/sluice/core/gateway"
 )
 
 // The warning for a failed upstream names the backend and the stage in their attributes and
@@ -65,38 +61,15 @@ func TestUpstreamRefusedLogLineSaysEachThingOnce(t *testing.T) {
 				if tc.script != nil {
 					addr = serveUpstream(t, tc.script).addr()
 				}
-				cfg, err := config.LoadBytes("test.toml", []byte(fmt.Sprintf(`
-[entrypoints.web]
-address = "127.0.0.1:0"
-engine = %s
-
-[routers.api]
-rule = "PathPrefix(`+"`/`"+`)"
-service = "up"
-
-[services.up.load_balancer]
-servers = [{ url = "http://%s" }]
-%s
-
-[admin]
-address = ""
-`, engineTOML(engine), addr, tc.extra)))
-				require.NoError(t, err)
-				var logs syncBuffer
-				g, err := gateway.New(cfg, "", slog.New(slog.NewTextHandler(&logs, nil)))
-				require.NoError(t, err)
-				require.NoError(t, g.Start())
-				t.Cleanup(func() {
-					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-					defer cancel()
-					_ = g.Drain(ctx)
-				})
+				logs := new(syncBuffer)
+				lb := fmt.Sprintf("servers = [{ url = %q }]\n%s", "http://"+addr, tc.extra)
+				g := runGatewayLog(t, "test.toml", gatewayTOML(engine, "PathPrefix(`/`)", "", lb), slog.New(slog.NewTextHandler(logs, nil)))
 
 				c := dial(t, g.Addr("web"))
 				send(t, c, "GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n")
 				want := `msg="upstream failed" router=api backend=http://` + addr + tc.want + " suppressed_since_last=0\n"
 				require.Eventually(t, func() bool { return strings.Contains(logs.String(), want) }, 5*time.Second, 5*time.Millisecond,
-					"want %s\nin\n%s", want, &logs)
+					"want %s\nin\n%s", want, logs)
 				if tc.client != "" {
 					resp := readResponse(t, bufio.NewReader(c), false)
 					var body struct{ Error struct{ Message string } }
