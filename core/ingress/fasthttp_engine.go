@@ -136,6 +136,7 @@ func (e *FastEngine) Start() error {
 		ln = tls.NewListener(ln, &tls.Config{GetCertificate: e.certs.GetCertificate, MinVersion: max(t.MinVersion, tls.VersionTLS12), NextProtos: []string{"http/1.1", "http/1.0"}})
 	}
 	sl := newServeListener(&countingListener{Listener: ln, n: &e.counters.conns, max: int64(e.set.MaxConnections), sndbuf: e.set.SendBufferBytes, m: e.m}, e.set.linger, &e.set.Limits, e.m, &e.shed)
+	sl.bodyIdle = e.set.ReadHeaderTimeout
 	var serveErr error
 	go func() {
 		defer close(e.done)

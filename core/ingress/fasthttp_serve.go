@@ -29,6 +29,7 @@ type serveListener struct {
 	once      sync.Once
 	linger    lingerLimits
 	limits    *http1.Limits // of the framing check of each connection (fasthttp_framing.go)
+	bodyIdle  time.Duration // read_header_timeout: how long a request body may pause
 	m         *metrics.Entrypoint
 	shed      *shedLog // the engine's log of shed connections
 
@@ -174,6 +175,12 @@ func (c *servedConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if n > 0 && !c.check.off {
 		_ = c.check.feed(p[:n])
+		if c.check.inBody && c.l.bodyIdle > 0 {
+			// The body is still arriving: read_header_timeout bounds a pause in it, not the
+			// whole upload (fasthttp's ReadTimeout runs from the request's first byte), as
+			// nginx's client_body_timeout does.
+			_ = c.Conn.SetReadDeadline(time.Now().Add(c.l.bodyIdle))
+		}
 	}
 	if n == 0 && len(p) > 0 && err != nil && c.check.blankHead() && isTimeout(err) {
 		p[0] = stallMark

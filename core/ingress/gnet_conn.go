@@ -334,6 +334,11 @@ func (gc *gconn) onTraffic() gnet.Action {
 				if gc.headExpired.Load() {
 					return gc.shedHeadTimeout(errBodyTimeout)
 				}
+				if len(buf) > 0 {
+					// The body is still arriving: read_header_timeout bounds a pause in it,
+					// not the whole upload, as nginx's client_body_timeout does.
+					gc.headSince.Store(time.Now().UnixNano())
+				}
 				if req := &gc.rc.Req; req.ExpectContinue && !gc.continueSent && req.Minor >= 1 {
 					gc.continueSent = true
 					gc.loopWrite(continue100)
