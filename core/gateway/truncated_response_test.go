@@ -52,6 +52,8 @@ func TestBodyCutBeforeItsHeadWentOutIs502(t *testing.T) {
 			require.Equal(t, "application/json", resp.headers["content-type"])
 			require.Contains(t, string(resp.body), `"type":"upstream_error"`)
 			require.Contains(t, string(resp.body), `"code":"upstream_closed"`)
+			require.Contains(t, string(resp.body), `"message":"the upstream closed the connection before the response was complete"`,
+				"the words of the log line: the upstream did answer, and cut its body short")
 			require.NotContains(t, string(resp.body), cutBody, "no byte of the cut body reaches the client")
 
 			send(t, c, "GET /v1/ok HTTP/1.1\r\nHost: gw\r\n\r\n")

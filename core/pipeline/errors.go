@@ -44,6 +44,7 @@ var (
 	ErrUpstreamProto     = &GatewayError{Status: 502, Type: UpstreamError, Code: "upstream_protocol_error", Message: "the upstream sent a malformed response"}
 	ErrUnexpectedUpgrade = &GatewayError{Status: 502, Type: UpstreamError, Code: "upstream_protocol_error", Message: "the upstream switched protocols without an upgrade request"}
 	ErrUpstreamClosed    = &GatewayError{Status: 502, Type: UpstreamError, Code: "upstream_closed", Message: "the upstream closed the connection before answering"}
+	ErrUpstreamCut       = &GatewayError{Status: 502, Type: UpstreamError, Code: "upstream_closed", Message: "the upstream closed the connection before the response was complete"}
 	ErrInternal          = &GatewayError{Status: 500, Type: ServerError, Code: "internal_error", Message: "the gateway failed to handle the request"}
 )
 

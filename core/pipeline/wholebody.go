@@ -78,7 +78,11 @@ func (rc *RequestCtx) collectFailed(err error) error {
 	rc.outcome.UpstreamError = UpstreamReason(err)
 	rc.ep.elog.upstreamFailed(rc.route.Name, rc.backend.URL, "body", err)
 	rc.dropUpstream() // none of its bytes went to the client
-	rc.fail(UpstreamGatewayError(err))
+	ge := UpstreamGatewayError(err)
+	if ge == ErrUpstreamClosed {
+		ge = ErrUpstreamCut // it did answer: the body is what it cut short
+	}
+	rc.fail(ge)
 	return nil
 }
 
