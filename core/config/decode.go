@@ -320,7 +320,13 @@ func arrayExample(v any) string {
 func (d *decoder) str(path []string, v any) (string, bool) {
 	s, ok := v.(string)
 	if !ok {
-		d.typeError(path, "a string", stringExample(v), v)
+		if q := stringExample(v); q != "" {
+			// The value quoted is how to write it as a string, not a value the key takes
+			// (address = 8080 quoted is still no address): say which of the two it is.
+			d.errs.add(d.valPos(path), "%s must be a string, not %s (a TOML string is quoted: %s)", dotted(path), tomlType(v), q)
+			return "", false
+		}
+		d.typeError(path, "a string", "", v)
 		return "", false
 	}
 	if !strings.Contains(s, "${") {

@@ -123,7 +123,7 @@ func TestLoadErrorPositions(t *testing.T) {
 			name: "type errors say what was expected",
 			data: withMinimal(`[entrypoints.api]`, `address = 8081`, `multicore = "yes"`, `max_connections = 1.5`),
 			want: []string{
-				`t.toml:8:11: entrypoints.api.address must be a string such as "8081", not an integer`,
+				`t.toml:8:11: entrypoints.api.address must be a string, not an integer (a TOML string is quoted: "8081")`,
 				`t.toml:9:13: entrypoints.api.multicore must be a boolean such as true, not a string`,
 				`t.toml:10:19: entrypoints.api.max_connections must be an integer of 0 or more, not a float`,
 			},
@@ -146,11 +146,11 @@ func TestLoadErrorPositions(t *testing.T) {
 				`t.toml:9:21: entrypoints.api.send_buffer_bytes must be an integer from 0 to 2147483647, not a boolean`,
 				`t.toml:10:20: entrypoints.api.max_connections must be an integer of 0 or more, not a date/time`,
 				`t.toml:11:13: entrypoints.api.multicore must be a boolean (true or false), not an array`,
-				`t.toml:12:31: entrypoints.api.trusted_ips[1] must be a string such as "false", not a boolean`,
+				`t.toml:12:31: entrypoints.api.trusted_ips[1] must be a string, not a boolean (a TOML string is quoted: "false")`,
 				`t.toml:12:38: entrypoints.api.trusted_ips[2] must be a string, not an array`,
 				`t.toml:12:47: entrypoints.api.trusted_ips[3] must be a string, not a table`,
-				`t.toml:13:21: entrypoints.api.tls.cert_file must be a string such as "false", not a boolean`,
-				`t.toml:13:62: entrypoints.api.tls.min_version must be a string such as "1.2", not a float`,
+				`t.toml:13:21: entrypoints.api.tls.cert_file must be a string, not a boolean (a TOML string is quoted: "false")`,
+				`t.toml:13:62: entrypoints.api.tls.min_version must be a string, not a float (a TOML string is quoted: "1.2")`,
 				`t.toml:15:90: services.t.load_balancer.servers[1].weight must be an integer from 1 to 1000000, not a date/time`,
 			},
 		},
@@ -494,7 +494,7 @@ func TestLoadErrorPositions(t *testing.T) {
 			data: withMinimal(`[entrypoints.api]`, `address = ":9"`, `trusted_ips = "10.0.0.0/8"`, `[entrypoints.b]`, `address = ":10"`, `trusted_ips = [10]`),
 			want: []string{
 				`t.toml:9:15: entrypoints.api.trusted_ips must be an array such as ["10.0.0.0/8"], not a string`,
-				`t.toml:12:16: entrypoints.b.trusted_ips[0] must be a string such as "10", not an integer`,
+				`t.toml:12:16: entrypoints.b.trusted_ips[0] must be a string, not an integer (a TOML string is quoted: "10")`,
 			},
 		},
 		{
