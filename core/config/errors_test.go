@@ -57,6 +57,16 @@ func TestLoadErrorPositions(t *testing.T) {
 			want: []string{`t.toml:2:13: the file is not valid UTF-8: byte 0xC3 (TOML 1.0.0: a TOML file must be a valid UTF-8 encoded Unicode document; save it as UTF-8)`},
 		},
 		{
+			name: "a number too large for TOML names what the key wants",
+			data: doc(`[entrypoints.web]`, `address = "127.0.0.1:8080"`, `max_connections = 99999999999999999999999`),
+			want: []string{`t.toml:3:19: entrypoints.web.max_connections: the number is too large for TOML (64-bit integers, double-precision floats); the key wants an integer of 0 or more`},
+		},
+		{
+			name: "a float too large for TOML",
+			data: doc(`[entrypoints.web]`, `address = "127.0.0.1:8080"`, `max_header_bytes = 1e400`),
+			want: []string{`t.toml:3:20: entrypoints.web.max_header_bytes: the number is too large for TOML (64-bit integers, double-precision floats); the key wants an integer from 1024 to 1048576`},
+		},
+		{
 			name: "duplicate key",
 			data: doc(`[entrypoints.web]`, `address = "127.0.0.1:8080"`, `address = "127.0.0.1:8081"`),
 			want: []string{`t.toml:3:1: key entrypoints.web.address is already defined at t.toml:2:1`},

@@ -442,6 +442,11 @@ func parseFile(file string, data []byte) (map[string]any, *indexer, *Error) {
 		msg := strings.TrimPrefix(de.Error(), "toml: ")
 		if key, hint := syntaxHint(data, line); key != "" {
 			msg = key + ": " + msg + hint
+			if strings.HasSuffix(de.Error(), "value out of range") {
+				// A number go-toml cannot hold: its strconv error is noise, and quoting the
+				// number (syntaxHint's advice for a bad bare value) helps no integer key.
+				msg = key + ": " + outOfRange(key)
+			}
 		}
 		return nil, nil, &Error{Pos: Position{File: file, Line: max(line, 1), Col: max(col, 1)}, Msg: msg}
 	}
@@ -570,4 +575,15 @@ func syntaxHint(data []byte, line int) (key, hint string) {
 		return key, fmt.Sprintf(" (a duration is a string: write %s = %q)", local, value)
 	}
 	return key, fmt.Sprintf(" (a string is quoted: write %s = %q)", local, value)
+}
+
+// outOfRange is the message for a number too large for TOML (a 64-bit integer, or a float
+// past ±1.8e308) at the dotted key: what the key takes, when it is an integer key the loader
+// bounds.
+func outOfRange(key string) string {
+	msg := "the number is too large for TOML (64-bit integers, double-precision floats)"
+	if r := rangeOf(strings.Split(key, ".")); r != anyInt {
+		msg += "; the key wants " + r.want()
+	}
+	return msg
 }
