@@ -62,6 +62,11 @@ func TestLoadErrorPositions(t *testing.T) {
 			want: []string{`t.toml:3:19: entrypoints.web.max_connections: the number is too large for TOML (64-bit integers, double-precision floats); the key wants an integer of 0 or more`},
 		},
 		{
+			name: "a control character in a string is named as one, not as bad UTF-8",
+			data: doc(`[entrypoints.web]`, "address = \"127.0.0.1:80\x0080\""),
+			want: []string{`t.toml:2:24: entrypoints.web.address: control character 0x00 in a string (TOML 1.0.0: control characters other than tab must be escaped, as \u0000)`},
+		},
+		{
 			name: "a float too large for TOML",
 			data: doc(`[entrypoints.web]`, `address = "127.0.0.1:8080"`, `max_header_bytes = 1e400`),
 			want: []string{`t.toml:3:20: entrypoints.web.max_header_bytes: the number is too large for TOML (64-bit integers, double-precision floats); the key wants an integer from 1024 to 1048576`},

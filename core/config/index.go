@@ -442,6 +442,11 @@ func parseFile(file string, data []byte) (map[string]any, *indexer, *Error) {
 		msg := strings.TrimPrefix(de.Error(), "toml: ")
 		if key, hint := syntaxHint(data, line); key != "" {
 			msg = key + ": " + msg + hint
+			if c, ok := controlChar(data, line); ok && strings.HasSuffix(de.Error(), "invalid UTF-8") {
+				// The file is UTF-8 (checked above): go-toml says "invalid UTF-8" of a
+				// control character in a string, which TOML allows only escaped.
+				msg = key + fmt.Sprintf(": control character 0x%02X in a string (TOML 1.0.0: control characters other than tab must be escaped, as \\u%04X)", c, c)
+			}
 			if strings.HasSuffix(de.Error(), "value out of range") {
 				// A number go-toml cannot hold: its strconv error is noise, and quoting the
 				// number (syntaxHint's advice for a bad bare value) helps no integer key.
@@ -575,6 +580,21 @@ func syntaxHint(data []byte, line int) (key, hint string) {
 		return key, fmt.Sprintf(" (a duration is a string: write %s = %q)", local, value)
 	}
 	return key, fmt.Sprintf(" (a string is quoted: write %s = %q)", local, value)
+}
+
+// controlChar returns the first control character TOML forbids unescaped in a string (all
+// below 0x20 but tab, and DEL) on line (1-based) of data.
+func controlChar(data []byte, line int) (byte, bool) {
+	lines := bytes.Split(data, []byte("\n"))
+	if line < 1 || line > len(lines) {
+		return 0, false
+	}
+	for _, c := range bytes.TrimSuffix(lines[line-1], []byte("\r")) {
+		if (c < 0x20 && c != '\t') || c == 0x7F {
+			return c, true
+		}
+	}
+	return 0, false
 }
 
 // outOfRange is the message for a number too large for TOML (a 64-bit integer, or a float
