@@ -97,7 +97,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 				fmt.Fprint(stdout, u)
 				return 0
 			}
-			fmt.Fprintf(stderr, "sluice help: unknown command %q\n%s", args[1], usage)
+			fmt.Fprintf(stderr, "sluice help: unknown command %q%s\n%s", args[1], nearestCommand(args[1]), usage)
 			return 2
 		}
 		fmt.Fprint(stdout, usage)
@@ -107,9 +107,24 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if strings.HasPrefix(args[0], "-") {
 			what = "flag"
 		}
-		fmt.Fprintf(stderr, "sluice: unknown %s %q\n%s", what, args[0], usage)
+		fmt.Fprintf(stderr, "sluice: unknown %s %q%s\n%s", what, args[0], nearestCommand(args[0]), usage)
 		return 2
 	}
+}
+
+// nearestCommand returns " (did you mean NAME?)" for the command within two edits of name
+// (serv, valdate), or "".
+func nearestCommand(name string) string {
+	best, bestD := "", 3
+	for _, c := range []string{"serve", "validate", "version", "help"} {
+		if d := config.EditDistance(name, c); d < bestD && d < len(c) {
+			best, bestD = c, d
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return " (did you mean " + best + "?)"
 }
 
 // parseFlags parses a command's flags, which may come before, between and after its

@@ -147,7 +147,7 @@ func TestUnknownFlagOrCommandExits2WithUsage(t *testing.T) {
 
 // An unknown flag that is a near miss of one the command has gets a suggestion, spelt with the
 // dashes the user typed; one that is not keeps the plain message.
-func TestUnknownFlagSuggestsTheNearestOne(t *testing.T) {
+func TestUnknownFlagOrCommandSuggestsTheNearestOne(t *testing.T) {
 	for _, c := range []struct {
 		args []string
 		line string // the first line on stderr
@@ -160,6 +160,10 @@ func TestUnknownFlagSuggestsTheNearestOne(t *testing.T) {
 		{[]string{"serve", "--frob"}, "sluice serve: unknown flag --frob"},
 		{[]string{"serve", "--c"}, "sluice serve: unknown flag --c"},
 		{[]string{"version", "--config"}, "sluice version: unknown flag --config"},
+		{[]string{"serv"}, `sluice: unknown command "serv" (did you mean serve?)`},
+		{[]string{"valdate", "x.toml"}, `sluice: unknown command "valdate" (did you mean validate?)`},
+		{[]string{"frobnicate"}, `sluice: unknown command "frobnicate"`},
+		{[]string{"help", "vresion"}, `sluice help: unknown command "vresion" (did you mean version?)`},
 	} {
 		var out, errb bytes.Buffer
 		require.Equal(t, 2, run(c.args, &out, &errb), "%v", c.args)
