@@ -188,10 +188,10 @@ func EditDistance(a, b string) int {
 // to write instead.
 func (d *decoder) typeError(path []string, want, example string, v any) {
 	if example != "" {
-		d.errs.add(d.valPos(path), "%s must be %s such as %s, not %s", dotted(path), want, example, tomlType(v))
+		d.errs.addType(d.valPos(path), "%s must be %s such as %s, not %s", dotted(path), want, example, tomlType(v))
 		return
 	}
-	d.errs.add(d.valPos(path), "%s must be %s, not %s", dotted(path), want, tomlType(v))
+	d.errs.addType(d.valPos(path), "%s must be %s, not %s", dotted(path), want, tomlType(v))
 }
 
 // tomlLiteral writes a scalar as a TOML value, or "" for an array, a table or a date/time.
@@ -323,7 +323,7 @@ func (d *decoder) str(path []string, v any) (string, bool) {
 		if q := stringExample(v); q != "" {
 			// The value quoted is how to write it as a string, not a value the key takes
 			// (address = 8080 quoted is still no address): say which of the two it is.
-			d.errs.add(d.valPos(path), "%s must be a string, not %s (a TOML string is quoted: %s)", dotted(path), tomlType(v), q)
+			d.errs.addType(d.valPos(path), "%s must be a string, not %s (a TOML string is quoted: %s)", dotted(path), tomlType(v), q)
 			return "", false
 		}
 		d.typeError(path, "a string", "", v)

@@ -90,12 +90,27 @@ func (l ErrorList) sort() {
 
 // errs collects errors while loading.
 type errs struct {
-	list ErrorList
-	at   map[Position]bool // the positions in list, for reported
+	list  ErrorList
+	at    map[Position]bool // the positions in list, for reported
+	typed map[Position]bool // the positions of values of the wrong type (addType)
+}
+
+// addType records that the value at p has the wrong type. It is the one error reported at
+// p: a check that runs later on the zero value left in its place would only add a false
+// one (no entrypoint named "", health_check.path "" not absolute).
+func (e *errs) addType(p Position, format string, args ...any) {
+	e.add(p, format, args...)
+	if e.typed == nil {
+		e.typed = map[Position]bool{}
+	}
+	e.typed[p] = true
 }
 
 func (e *errs) add(p Position, format string, args ...any) {
 	steps.Add(1)
+	if e.typed[p] {
+		return
+	}
 	e.list = append(e.list, &Error{Pos: p, Msg: fmt.Sprintf(format, args...)})
 	if e.at == nil {
 		e.at = map[Position]bool{}

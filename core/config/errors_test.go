@@ -62,6 +62,17 @@ func TestLoadErrorPositions(t *testing.T) {
 			want: []string{`t.toml:3:19: entrypoints.web.max_connections: the number is too large for TOML (64-bit integers, double-precision floats); the key wants an integer of 0 or more`},
 		},
 		{
+			name: "a value of the wrong type is reported once, not again as the empty value left in its place",
+			data: doc(`[entrypoints.web]`, `address = "127.0.0.1:8080"`, `[routers.r]`, "rule = \"PathPrefix(`/`)\"", `service = "up"`,
+				`entrypoints = [5]`, `middlewares = [true]`, `[services.up.load_balancer]`, `servers = [{ url = "http://127.0.0.1:9" }]`,
+				`health_check = { path = 7 }`),
+			want: []string{
+				`t.toml:6:16: routers.r.entrypoints[0] must be a string, not an integer (a TOML string is quoted: "5")`,
+				`t.toml:7:16: routers.r.middlewares[0] must be a string, not a boolean (a TOML string is quoted: "true")`,
+				`t.toml:10:25: services.up.load_balancer.health_check.path must be a string, not an integer (a TOML string is quoted: "7")`,
+			},
+		},
+		{
 			name: "a control character in a string is named as one, not as bad UTF-8",
 			data: doc(`[entrypoints.web]`, "address = \"127.0.0.1:80\x0080\""),
 			want: []string{`t.toml:2:24: entrypoints.web.address: control character 0x00 in a string (TOML 1.0.0: control characters other than tab must be escaped, as \u0000)`},
