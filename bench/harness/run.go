@@ -334,7 +334,7 @@ func parseTarget(target string) (*url.URL, string, error) {
 		return nil, "", fmt.Errorf("harness: target %q: want http://host:port", target)
 	}
 	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil {
-		return nil, "", fmt.Errorf("harness: target %q: want only http://host:port (the request path is set with Path)", target)
+		return nil, "", fmt.Errorf("harness: target %q: want only http://host:port (the request path is set apart: --path, or Options.Path)", target)
 	}
 	if p := u.Port(); p != "" {
 		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
