@@ -73,6 +73,11 @@ func TestLoadErrorPositions(t *testing.T) {
 			},
 		},
 		{
+			name: "a certificate file of the wrong type is not also missing",
+			data: doc(`[entrypoints.web]`, `address = "127.0.0.1:8443"`, `tls = { certificates = [{ cert_file = 5, key_file = "/k.pem" }] }`),
+			want: []string{`t.toml:3:39: entrypoints.web.tls.certificates[0].cert_file must be a string, not an integer (a TOML string is quoted: "5")`},
+		},
+		{
 			name: "a control character in a string is named as one, not as bad UTF-8",
 			data: doc(`[entrypoints.web]`, "address = \"127.0.0.1:80\x0080\""),
 			want: []string{`t.toml:2:24: entrypoints.web.address: control character 0x00 in a string (TOML 1.0.0: control characters other than tab must be escaped, as \u0000)`},

@@ -555,10 +555,11 @@ func (c *Config) validateTLS(e *errs, name string, t *TLS) {
 	}
 	for i, cf := range t.Certificates {
 		cp := append(append([]string{}, path...), "certificates", strconv.Itoa(i))
-		if cf.CertFile == "" {
+		// A file name of the wrong type was reported where it stands; it is not missing too.
+		if cf.CertFile == "" && !e.reported(c.ValuePos(append(cp, "cert_file")...)) {
 			e.add(c.Pos(cp...), "entrypoints.%s.tls.certificates[%d].cert_file is required (PEM certificate chain)", name, i)
 		}
-		if cf.KeyFile == "" {
+		if cf.KeyFile == "" && !e.reported(c.ValuePos(append(cp, "key_file")...)) {
 			e.add(c.Pos(cp...), "entrypoints.%s.tls.certificates[%d].key_file is required (PEM private key)", name, i)
 		}
 	}
