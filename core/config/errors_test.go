@@ -73,6 +73,11 @@ func TestLoadErrorPositions(t *testing.T) {
 			},
 		},
 		{
+			name: "a models key of the wrong type does not also ask for a service",
+			data: doc(`[entrypoints.web]`, `address = "127.0.0.1:8080"`, `[routers.m]`, "rule = \"PathPrefix(`/v1`)\"", `models = "yes"`),
+			want: []string{`t.toml:5:10: routers.m.models must be a boolean such as true, not a string`},
+		},
+		{
 			name: "a certificate file of the wrong type is not also missing",
 			data: doc(`[entrypoints.web]`, `address = "127.0.0.1:8443"`, `tls = { certificates = [{ cert_file = 5, key_file = "/k.pem" }] }`),
 			want: []string{`t.toml:3:39: entrypoints.web.tls.certificates[0].cert_file must be a string, not an integer (a TOML string is quoted: "5")`},

@@ -350,7 +350,10 @@ func (c *Config) validate(e *errs, lookup func(string) (string, bool)) {
 			e.add(c.ValuePos(append(path, "models")...), "routers.%s: models = true and service are exclusive (a model router's targets name the services)", name)
 		} else if r.Models {
 			// The body's model picks the service.
-		} else if r.Service == "" && c.missing(append(path, "service")...) {
+		} else if r.Service == "" && c.missing(append(path, "service")...) &&
+			(c.missing(append(path, "models")...) || !e.reported(c.ValuePos(append(path, "models")...))) {
+			// A models key of the wrong type was reported where it stands: it may have meant
+			// a model router, which needs no service.
 			e.add(c.Pos(append(path, "service")...), "routers.%s.service is required (the name of a [services.<name>] table), or models = true for a model router", name)
 		} else if _, ok := c.Services[r.Service]; !ok && r.Service != "" {
 			e.add(c.ValuePos(append(path, "service")...), "routers.%s.service: no service named %q%s", name, c.shown(r.Service, append(path, "service")...), didYouMean(r.Service, sortedNames(c.Services)))
