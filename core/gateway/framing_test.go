@@ -393,6 +393,7 @@ func TestMalformedRequestIsRefusedAtOnce(t *testing.T) {
 	messages := map[int]string{
 		414: "request line larger than the entrypoint's max_header_bytes (2048 bytes; RFC 9112 §3)",
 		431: "request head larger than the entrypoint's max_header_bytes (2048 bytes)",
+		413: "request body larger than the entrypoint's max_body_bytes (16777216 bytes)",
 	}
 	up := serveUpstream(t, echo)
 	cases := []struct {

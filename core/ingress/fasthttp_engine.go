@@ -222,7 +222,7 @@ func (e *FastEngine) onParseError(ctx *fasthttp.RequestCtx, err error) {
 	case errors.As(err, &fe):
 		ge = framingError(fe, &e.set.Limits)
 	case errors.Is(err, fasthttp.ErrBodyTooLarge):
-		ge = pipeline.FramingGatewayError(&http1.Error{Status: fasthttp.StatusRequestEntityTooLarge, Msg: "request body larger than the limit"})
+		ge = framingError(bodyTooLarge, &e.set.Limits)
 	case isSmallBuffer(err) && headTooLarge(ctx.Conn()) != nil:
 		ge = framingError(headTooLarge(ctx.Conn()), &e.set.Limits)
 	case isSmallBuffer(err):
@@ -269,7 +269,7 @@ func (e *FastEngine) onExpectContinue(ctx *fasthttp.RequestCtx) int {
 		}
 	}
 	if cl := ctx.Request.Header.ContentLength(); ge == nil && cl > 0 && int64(cl) > e.set.Limits.BodyBytes() {
-		ge = pipeline.FramingGatewayError(&http1.Error{Status: fasthttp.StatusRequestEntityTooLarge, Msg: "request body larger than the limit"})
+		ge = framingError(bodyTooLarge, &e.set.Limits)
 	}
 	if ge == nil {
 		return fasthttp.StatusContinue

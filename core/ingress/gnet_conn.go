@@ -316,7 +316,7 @@ func (gc *gconn) onTraffic() gnet.Action {
 				gc.phase = phaseBody
 			case req.ContentLength > 0:
 				if req.ContentLength > lim.BodyBytes() {
-					return gc.reject(&http1.Error{Status: 413, Msg: "request body larger than the limit"})
+					return gc.reject(bodyTooLarge)
 				}
 				gc.bodyLeft = req.ContentLength
 				gc.phase = phaseBody
@@ -373,7 +373,7 @@ func (gc *gconn) readBody(buf []byte) (bool, error) {
 		}
 		req.Body = append(req.Body, data...)
 		if int64(len(req.Body)) > gc.e.set.Limits.BodyBytes() {
-			return false, &http1.Error{Status: 413, Msg: "request body larger than the limit"}
+			return false, bodyTooLarge
 		}
 		off += k
 		if k == 0 {
