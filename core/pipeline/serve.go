@@ -912,7 +912,7 @@ func (rc *RequestCtx) WriteHeadAt(ds Downstream, now time.Time) error {
 				*hb, early = (*hb)[:h], 0
 			}
 			if early > 0 {
-				rc.relay.Pass((*hb)[h:h+early], rc.stamp(now))
+				rc.observe(rc.relay.Pass((*hb)[h:h+early], rc.stamp(now))) // a stream's first token
 				rc.route.Chain.onBody(rc, (*hb)[h:h+early])
 			}
 		}
