@@ -25,7 +25,7 @@ const (
 	TargetSluiceGnet     = "sluice-gnet"
 	TargetSluiceFasthttp = "sluice-fasthttp"
 	TargetNginx          = report.TargetNginx
-	TargetHAProxy        = "haproxy"
+	TargetHAProxy        = report.TargetHAProxy
 )
 
 // Compare defaults; Quick replaces them with a ~20 s smoke run.
@@ -411,6 +411,7 @@ func Compare(ctx context.Context, o CompareOptions) (*report.Comparison, error) 
 		}
 	}
 	cmp.Rows = report.Summarize(cmp.Runs)
+	cmp.Paired = report.PairRounds(cmp.Runs)
 	if o.Rate > 0 {
 		note("%s", sendLagNote(cmp.Runs))
 	}

@@ -32,6 +32,7 @@ func (c *Comparison) Markdown(w io.Writer) error {
 	}
 	b.WriteString("\n")
 	b.WriteString(MarkdownTable(c.Rows))
+	b.WriteString(PairedTable(c.Paired))
 	b.WriteString(AdversaryTables(c.Rows))
 	if len(c.Idle) > 0 {
 		b.WriteString("\nIdle keep-alive client connections (proxy RSS, MiB):\n\n")

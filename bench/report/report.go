@@ -110,7 +110,9 @@ type Comparison struct {
 	Setup string   `json:"setup"`
 	Notes []string `json:"notes,omitempty"`
 	Rows  []Row    `json:"rows"`
-	Runs  []Run    `json:"runs"`
+	// Paired sets each sluice target against the peers round by round (PairRounds).
+	Paired []Pair `json:"paired,omitempty"`
+	Runs   []Run  `json:"runs"`
 	// Idle holds the idle keep-alive connection memory runs, if any.
 	Idle []IdleRun `json:"idle,omitempty"`
 }

@@ -1,0 +1,173 @@
+package report
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+)
+
+// TargetHAProxy is the second peer proxy, a reference of the paired comparison as nginx is.
+const TargetHAProxy = "haproxy"
+
+// Spread is one figure of a target against a reference, taken round by round: the figure of
+// each round where both ran, set against the reference's of that same round. A round-to-round
+// swing of the machine moves both runs of a round, so these per-round figures vary less than
+// the figures of either target alone, and the count of rounds the target did better in says
+// how steady a lead is (a sign test: ahead in 5 of 5 rounds happens by chance one time in 32).
+type Spread struct {
+	Median float64 `json:"median"`
+	Min    float64 `json:"min"`
+	Max    float64 `json:"max"`
+	// Better counts the rounds where the target did better than the reference.
+	Better int `json:"better"`
+	// Rounds counts the rounds where both had the figure; 0 when the figure does not apply.
+	Rounds int `json:"rounds"`
+}
+
+// Pair is a target against a reference proxy (nginx, haproxy) on one workload, round by round.
+type Pair struct {
+	Workload  string `json:"workload"`
+	Adversary string `json:"adversary,omitempty"`
+	Target    string `json:"target"`
+	Reference string `json:"reference"`
+	// RPS is the target's RPS over the reference's (better above 1).
+	RPS Spread `json:"rps_ratio"`
+	// CPU is the target's CPU seconds per request over the reference's (better below 1).
+	CPU Spread `json:"cpu_ratio"`
+	// P50Us is the target's latency p50 minus the reference's, in µs (better below 0).
+	P50Us Spread `json:"p50_diff_us"`
+	// TTFTP99 is the target's TTFT p99 over the reference's (better below 1).
+	TTFTP99 Spread `json:"ttft_p99_ratio"`
+	// ITLP99Us is the target's ITL p99 minus the reference's, in µs (better below 0).
+	ITLP99Us Spread `json:"itl_p99_diff_us"`
+}
+
+// PairRounds sets every proxy target of runs against nginx and haproxy, where they ran, round
+// by round (see Spread). Targets are in the order they first appear; the peers are not set
+// against themselves or each other, nor is the direct target against anything.
+func PairRounds(runs []Run) []Pair {
+	type key struct {
+		w, a, t string
+		round   int
+	}
+	byKey := map[key]Run{}
+	type group struct{ w, a, t string }
+	var groups []group
+	seen := map[group]bool{}
+	present := map[string]bool{}
+	for _, r := range runs {
+		if r.Result == nil {
+			continue
+		}
+		byKey[key{r.Workload, r.Adversary, r.Target, r.Round}] = r
+		present[r.Target] = true
+		g := group{r.Workload, r.Adversary, r.Target}
+		if !seen[g] {
+			seen[g] = true
+			groups = append(groups, g)
+		}
+	}
+	var pairs []Pair
+	for _, ref := range []string{TargetNginx, TargetHAProxy} {
+		if !present[ref] {
+			continue
+		}
+		for _, g := range groups {
+			if g.t == TargetDirect || g.t == TargetNginx || g.t == TargetHAProxy {
+				continue
+			}
+			var rps, cpu, p50, ttft, itl []float64
+			for _, r := range runs {
+				if r.Workload != g.w || r.Adversary != g.a || r.Target != g.t || r.Result == nil {
+					continue
+				}
+				o, ok := byKey[key{g.w, g.a, ref, r.Round}]
+				if !ok {
+					continue
+				}
+				a, b := r.Result, o.Result
+				if b.RPS > 0 {
+					rps = append(rps, a.RPS/b.RPS)
+				}
+				if r.ProxyRequests > 0 && o.ProxyRequests > 0 && o.ProxyCPUSeconds > 0 {
+					cpu = append(cpu, (r.ProxyCPUSeconds/float64(r.ProxyRequests))/(o.ProxyCPUSeconds/float64(o.ProxyRequests)))
+				}
+				if a.Latency.Count > 0 && b.Latency.Count > 0 {
+					p50 = append(p50, a.Latency.P50Us-b.Latency.P50Us)
+				}
+				if a.TTFT.Count > 0 && b.TTFT.Count > 0 && b.TTFT.P99Us > 0 {
+					ttft = append(ttft, a.TTFT.P99Us/b.TTFT.P99Us)
+				}
+				if a.ITL.Count > 0 && b.ITL.Count > 0 {
+					itl = append(itl, a.ITL.P99Us-b.ITL.P99Us)
+				}
+			}
+			if len(rps) == 0 {
+				continue
+			}
+			pairs = append(pairs, Pair{
+				Workload: g.w, Adversary: g.a, Target: g.t, Reference: ref,
+				RPS:      spread(rps, func(v float64) bool { return v > 1 }),
+				CPU:      spread(cpu, func(v float64) bool { return v < 1 }),
+				P50Us:    spread(p50, func(v float64) bool { return v < 0 }),
+				TTFTP99:  spread(ttft, func(v float64) bool { return v < 1 }),
+				ITLP99Us: spread(itl, func(v float64) bool { return v < 0 }),
+			})
+		}
+	}
+	return pairs
+}
+
+// spread summarises per-round figures; better says whether one round's figure favours the target.
+func spread(xs []float64, better func(float64) bool) Spread {
+	if len(xs) == 0 {
+		return Spread{}
+	}
+	s := Spread{Median: median(xs), Min: math.Inf(1), Max: math.Inf(-1), Rounds: len(xs)}
+	for _, v := range xs {
+		s.Min, s.Max = math.Min(s.Min, v), math.Max(s.Max, v)
+		if better(v) {
+			s.Better++
+		}
+	}
+	return s
+}
+
+// PairedTable returns pairs as a Markdown table, "" for none. A ratio reads "0.97× (0.92–1.03)
+// 4/5": the median over rounds, the lowest and highest round, and the rounds the target did
+// better in; a difference reads the same in µs with a sign.
+func PairedTable(pairs []Pair) string {
+	if len(pairs) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("\nRound by round: each target against a peer's run of the same round (median over rounds, lowest–highest round, rounds where the target did better; CPU is per request):\n\n")
+	b.WriteString("| workload | target | against | RPS × | CPU × | p50 − µs | TTFT p99 × | ITL p99 − µs |\n")
+	b.WriteString("|---|---|---|--:|--:|--:|--:|--:|\n")
+	rows := append([]Pair(nil), pairs...)
+	sort.SliceStable(rows, func(i, j int) bool { return rows[i].Reference == TargetNginx && rows[j].Reference != TargetNginx })
+	for _, p := range rows {
+		label := p.Workload
+		if p.Adversary != "" {
+			label += " under adversary"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", label, p.Target, p.Reference,
+			p.RPS.ratio(), p.CPU.ratio(), p.P50Us.diff(), p.TTFTP99.ratio(), p.ITLP99Us.diff())
+	}
+	return b.String()
+}
+
+func (s Spread) ratio() string {
+	if s.Rounds == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f× (%.2f–%.2f) %d/%d", s.Median, s.Min, s.Max, s.Better, s.Rounds)
+}
+
+func (s Spread) diff() string {
+	if s.Rounds == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%+.1f (%+.1f…%+.1f) %d/%d", s.Median, s.Min, s.Max, s.Better, s.Rounds)
+}

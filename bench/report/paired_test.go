@@ -1,0 +1,90 @@
+package report
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/sluice-gw/sluice/bench/harness"
+	"github.com/stretchr/testify/require"
+)
+
+// pairedRuns: five rounds in which the machine's speed swings by a factor of six, moving
+// every target of a round alike; sluice's figures against nginx's are the same each round but
+// the fourth, where it did worse.
+func pairedRuns() []Run {
+	var runs []Run
+	for i, f := range []float64{1, 3, 1.5, 0.5, 2} {
+		round := i + 1
+		lag := 1.0 // sluice's share of nginx's cost this round
+		if round == 4 {
+			lag = 1.2
+		}
+		stream := func(rps, p50, ttft99, itl99 float64) *harness.Result {
+			r := result(rps, p50, 2*p50)
+			r.TTFT = harness.Summary{Count: 100, P50Us: ttft99 / 2, P99Us: ttft99}
+			r.ITL = harness.Summary{Count: 1000, P50Us: itl99 / 2, P99Us: itl99}
+			return r
+		}
+		runs = append(runs,
+			Run{Round: round, Target: TargetDirect, Workload: "sse", Result: stream(1000/f, 90*f, 900*f, 5000+10*f)},
+			Run{Round: round, Target: "sluice-gnet", Workload: "sse", Result: stream(990/f/lag, 100*f*lag, 950*f*lag, 5100+10*f*lag),
+				ProxyCPUSeconds: 0.9 * f * lag, ProxyRequests: 10000},
+			Run{Round: round, Target: TargetNginx, Workload: "sse", Result: stream(900/f, 110*f, 1000*f, 5150+10*f),
+				ProxyCPUSeconds: 1.0 * f, ProxyRequests: 10000},
+		)
+		if round <= 2 { // haproxy ran in two rounds only
+			runs = append(runs, Run{Round: round, Target: TargetHAProxy, Workload: "sse", Result: stream(1000/f, 100*f, 1000*f, 5100+10*f),
+				ProxyCPUSeconds: 0.9 * f, ProxyRequests: 10000})
+		}
+		// A workload without nginx or haproxy has nothing to pair.
+		runs = append(runs, Run{Round: round, Target: "sluice-gnet", Workload: "json", Result: result(5000, 50, 90),
+			ProxyCPUSeconds: 1, ProxyRequests: 5000})
+	}
+	return runs
+}
+
+func TestPairRoundsSetsEachRoundAgainstThePeerOfThatRound(t *testing.T) {
+	pairs := PairRounds(pairedRuns())
+	require.Len(t, pairs, 2, "sluice against nginx and against haproxy; peers and direct are not paired")
+	n, h := pairs[0], pairs[1]
+	require.Equal(t, [4]string{"sse", "", "sluice-gnet", TargetNginx}, [4]string{n.Workload, n.Adversary, n.Target, n.Reference})
+	require.Equal(t, TargetHAProxy, h.Reference)
+
+	// RPS: 990/900 = 1.1 in four rounds, 1.1/1.2 in the fourth; all five ahead of nginx.
+	require.Equal(t, 5, n.RPS.Rounds)
+	require.InDelta(t, 1.1, n.RPS.Median, 1e-9)
+	require.InDelta(t, 1.1/1.2, n.RPS.Min, 1e-9)
+	require.InDelta(t, 1.1, n.RPS.Max, 1e-9)
+	require.Equal(t, 4, n.RPS.Better)
+	// CPU per request: 0.9× nginx's, 1.08× in the fourth round.
+	require.InDelta(t, 0.9, n.CPU.Median, 1e-9)
+	require.InDelta(t, 1.08, n.CPU.Max, 1e-9)
+	require.Equal(t, 4, n.CPU.Better)
+	// p50: (100 − 110)·f µs each round but the fourth, (120 − 110)·0.5 there.
+	require.InDelta(t, -15, n.P50Us.Median, 1e-9, "rounds: −10, −30, −15, +5, −20")
+	require.InDelta(t, -30, n.P50Us.Min, 1e-9)
+	require.InDelta(t, 5, n.P50Us.Max, 1e-9)
+	require.Equal(t, 4, n.P50Us.Better)
+	require.InDelta(t, 0.95, n.TTFTP99.Median, 1e-9)
+	require.Equal(t, 4, n.TTFTP99.Better)
+	require.InDelta(t, -50, n.ITLP99Us.Median, 1e-9, "5100 − 5150, the swing term cancels")
+	require.Equal(t, 5, n.ITLP99Us.Better, "the fourth round's ITL p99 is still 49 µs under nginx's")
+
+	require.Equal(t, 2, h.RPS.Rounds, "only the rounds haproxy ran in")
+	require.InDelta(t, 0.99, h.RPS.Median, 1e-9)
+	require.Equal(t, 0, h.RPS.Better)
+	require.InDelta(t, 1.0, h.CPU.Median, 1e-9)
+	require.Equal(t, 0, h.CPU.Better, "equal is not better")
+}
+
+func TestPairedTableReadsMedianRangeAndRoundsAhead(t *testing.T) {
+	runs := pairedRuns()
+	c := &Comparison{Rows: Summarize(runs), Paired: PairRounds(runs)}
+	var b strings.Builder
+	require.NoError(t, c.Markdown(&b))
+	out := b.String()
+	require.Contains(t, out, "| sse | sluice-gnet | nginx | 1.10× (0.92–1.10) 4/5 | 0.90× (0.90–1.08) 4/5 | -15.0 (-30.0…+5.0) 4/5 | 0.95× (0.95–1.14) 4/5 | -50.0 (-50.0…-49.0) 5/5 |")
+	require.Contains(t, out, "| sse | sluice-gnet | haproxy | 0.99× (0.99–0.99) 0/2 |")
+	require.Empty(t, PairedTable(nil))
+	require.Empty(t, PairRounds(sampleRuns()[:1]), "direct alone pairs nothing")
+}
