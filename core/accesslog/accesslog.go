@@ -52,7 +52,8 @@ func dropLevel(groups []string, a slog.Attr) slog.Attr {
 // OnComplete implements pipeline.CompletionStage: it writes the line for rc.
 //
 // Fields: time (RFC 3339, when the request was complete), request_id, entrypoint, router,
-// service, backend (the server's URL), method, path (without the query), status, bytes_in
+// service, backend (the server's URL), method, path (the client's, without the query: before
+// a strip-prefix stage rewrote it), status, bytes_in
 // (request body), bytes_out (response body relayed), duration_ms, ttft_ms (streamed
 // responses), upstream_error (a failure reason), canceled (the client left), gateway_reply
 // (the gateway answered itself), client_ip; on model routers also model (the alias),
@@ -91,7 +92,7 @@ func (l *Logger) OnComplete(rc *pipeline.RequestCtx) {
 		slog.String("service", service),
 		slog.String("backend", backend),
 		slog.String("method", string(req.Method)),
-		slog.String("path", string(req.Path)),
+		slog.String("path", string(rc.ClientPath())),
 		slog.Int("status", o.Status),
 		slog.Int("bytes_in", len(req.Body)),
 		slog.Int64("bytes_out", o.BytesOut),

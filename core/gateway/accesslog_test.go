@@ -203,3 +203,46 @@ func TestRejectedRequestIsLoggedWithRequestID(t *testing.T) {
 		})
 	}
 }
+
+// The access log's path is the one the client asked for and the router matched, not the one a
+// strip-prefix stage sent upstream: a log reader matches lines to client requests.
+func TestAccessLogPathIsTheClientsAfterStripPrefix(t *testing.T) {
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			upPaths := make(chan string, 2)
+			up := serveUpstream(t, func(c net.Conn, _ *bufio.Reader, head string, _ []byte) bool {
+				upPaths <- strings.Fields(head)[1]
+				_, err := c.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"))
+				return err == nil
+			})
+			logPath := filepath.Join(t.TempDir(), "access.log")
+			extra := fmt.Sprintf(`
+[routers.stripped]
+rule = "PathPrefix(`+"`/api`"+`)"
+service = "up"
+middlewares = ["strip"]
+[middlewares.strip]
+type = "strip-prefix"
+prefixes = ["/api"]
+[log]
+access_log = %q
+`, logPath)
+			_, addr := startGateway(t, engine, up.addr(), extra)
+			c := dial(t, addr)
+			r := bufio.NewReader(c)
+			for i, target := range []string{"/api/v1/models?x=1", "/api"} {
+				send(t, c, fmt.Sprintf("GET %s HTTP/1.1\r\nHost: gw\r\nX-Request-Id: r%d\r\n\r\n", target, i))
+				require.Equal(t, 200, readResponse(t, r, false).status)
+			}
+			require.Equal(t, "/v1/models?x=1", <-upPaths, "the upstream gets the stripped path")
+			require.Equal(t, "/", <-upPaths)
+
+			byID := map[string]any{}
+			for _, l := range accessLines(t, logPath, 2) {
+				byID[l["request_id"].(string)] = l["path"]
+				require.Equal(t, "stripped", l["router"])
+			}
+			require.Equal(t, map[string]any{"r0": "/api/v1/models", "r1": "/api"}, byID)
+		})
+	}
+}

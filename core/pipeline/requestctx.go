@@ -33,18 +33,19 @@ type RequestCtx struct {
 	client      netip.Addr // ClientAddr, once computed for the request
 	clientKnown bool
 
-	ep       *Entrypoint
-	route    *Route
-	service  *Service // where the request goes: the route's, or one a stage chose
-	hooks    *Chain
-	slots    [maxSlots]slot
-	backend  *Backend // held (Acquire'd) until Finish
-	tried    *Backend // the last backend tried, for the outcome
-	try      int      // tries on the current service (exchange)
-	hadX     bool     // the upstream exchange was released before Finish (ReleaseUpstream)
-	attempts int      // attempts that reached an upstream (exchange, the retry stages)
-	last     error    // the answer if no backend answers (exchange)
-	start    time.Time
+	ep         *Entrypoint
+	clientPath []byte // Req.Path as the request arrived, before a stage rewrote it
+	route      *Route
+	service    *Service // where the request goes: the route's, or one a stage chose
+	hooks      *Chain
+	slots      [maxSlots]slot
+	backend    *Backend // held (Acquire'd) until Finish
+	tried      *Backend // the last backend tried, for the outcome
+	try        int      // tries on the current service (exchange)
+	hadX       bool     // the upstream exchange was released before Finish (ReleaseUpstream)
+	attempts   int      // attempts that reached an upstream (exchange, the retry stages)
+	last       error    // the answer if no backend answers (exchange)
+	start      time.Time
 
 	x         *pool.Exchange
 	choice    balancer.Choice
@@ -178,6 +179,7 @@ func (rc *RequestCtx) SetClientAddr(a netip.Addr) {
 // address or the cancellation state, which the engine manages); now is when it started.
 func (rc *RequestCtx) reset(ep *Entrypoint, now time.Time) {
 	rc.ep = ep
+	rc.clientPath = rc.Req.Path
 	rc.client, rc.clientKnown = netip.Addr{}, false
 	rc.route, rc.service, rc.hooks, rc.backend, rc.tried = nil, nil, nil, nil, nil
 	clear(rc.slots[:])
@@ -207,6 +209,11 @@ func (rc *RequestCtx) Route() *Route { return rc.route }
 // Backend returns the backend the request went to, or the last one it tried (nil when none
 // was picked).
 func (rc *RequestCtx) Backend() *Backend { return rc.tried }
+
+// ClientPath returns the request's path as the client sent it (in normal form, without the
+// query), what the router matched: a stage that rewrites Req.Path (strip-prefix) changes what
+// goes upstream, not this. It shares the request's buffer: valid until the request ends.
+func (rc *RequestCtx) ClientPath() []byte { return rc.clientPath }
 
 // Entrypoint returns the name of the entrypoint the request came in on.
 func (rc *RequestCtx) Entrypoint() string { return rc.ep.Name }
