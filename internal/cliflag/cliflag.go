@@ -1,0 +1,169 @@
+// Package cliflag is what the sluice and sluice-bench command lines add to the flag package,
+// so that both answer a mistyped command line the same way:
+//
+//   - flags may come before, between and after a command's arguments, and "--" ends them;
+//   - an error names the flag as the user typed it (--config, where Go's messages say
+//     -config), and an unknown flag that is a near miss of a defined one gets
+//     "(did you mean --config?)";
+//   - a single-valued flag given twice with different values is refused, where the flag
+//     package would silently keep the last: whoever repeats one has almost always made a
+//     mistake. A flag meant to repeat is defined with Repeatable.
+//
+// Parse prints nothing: each command prints the error, or its help, its own way.
+package cliflag
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/sluice-gw/sluice/core/config"
+)
+
+// Parse parses the flags of fs in args and returns the arguments among them, in order. It
+// returns flag.ErrHelp for -h, -help or --help (when fs defines no such flag), and for a
+// command line fs does not accept an error whose message is one line such as
+//
+//	unknown flag --confg (did you mean --config?)
+//	flag --config needs a value
+//	flag --config given twice ("a.toml" and "b.toml"); give it once
+//
+// Other errors (a value the flag refuses) are the flag package's. fs's output and Usage are
+// not used, and fs must have been made with flag.ContinueOnError.
+func Parse(fs *flag.FlagSet, args []string) (rest []string, err error) {
+	out, usage := fs.Output(), fs.Usage
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	var twice *repeat
+	// The flags' values are wrapped only while parsing: fs.PrintDefaults names a flag's type
+	// and leaves out a zero default by looking at the value's own type.
+	var wrapped []*flag.Flag
+	fs.VisitAll(func(f *flag.Flag) {
+		if _, ok := f.Value.(*repeatable); !ok {
+			f.Value = &once{Value: f.Value, twice: &twice, name: f.Name}
+			wrapped = append(wrapped, f)
+		}
+	})
+	defer func() {
+		for _, f := range wrapped {
+			f.Value = f.Value.(*once).Value
+		}
+		fs.SetOutput(out)
+		fs.Usage = usage
+	}()
+
+	all := args
+	for {
+		err := fs.Parse(args)
+		if twice != nil {
+			return nil, fmt.Errorf("flag %s given twice (%q and %q); give it once", typed(twice.name, all), twice.first, twice.second)
+		}
+		if err != nil {
+			return nil, describe(err, all, fs)
+		}
+		left := fs.Args()
+		if len(left) == 0 {
+			return rest, nil
+		}
+		// Parse stops at the first argument, or just after a "--", which it consumes.
+		if used := len(args) - len(left); used > 0 && args[used-1] == "--" {
+			return append(rest, left...), nil
+		}
+		rest = append(rest, left[0])
+		args = left[1:]
+	}
+}
+
+// describe rewrites the flag package's error about an undefined flag, or one missing its
+// value, as the user typed the flag; an undefined flag within two edits of one fs defines (or
+// of help) gets "did you mean" that one, spelt with the dashes the user typed.
+func describe(err error, args []string, fs *flag.FlagSet) error {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
+		return fmt.Errorf("flag %s needs a value", typed(name, args))
+	}
+	name, ok := strings.CutPrefix(msg, "flag provided but not defined: -")
+	if !ok {
+		return err
+	}
+	t := typed(name, args)
+	var names []string
+	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+	if near := Nearest(name, append(names, "help")...); near != "" {
+		dashes := t[:len(t)-len(name)]
+		return fmt.Errorf("unknown flag %s (did you mean %s%s?)", t, dashes, near)
+	}
+	return fmt.Errorf("unknown flag %s", t)
+}
+
+// typed returns flag name as args spell it first (-config or --config), or as --name.
+func typed(name string, args []string) string {
+	for _, a := range args {
+		if !strings.HasPrefix(a, "-") {
+			continue
+		}
+		if spelt, _, _ := strings.Cut(a, "="); strings.TrimLeft(spelt, "-") == name {
+			return spelt
+		}
+	}
+	return "--" + name
+}
+
+// Nearest returns the one of names closest to name by edit distance, when it is within two
+// edits and fewer edits than the length of either (so that "c" is not taken for "config");
+// else "". Of names equally close, the first wins.
+func Nearest(name string, names ...string) string {
+	best, bestD := "", 3
+	for _, n := range names {
+		if d := config.EditDistance(name, n); d < bestD && d < len(n) && d < len(name) {
+			best, bestD = n, d
+		}
+	}
+	return best
+}
+
+// Repeatable defines a flag that may be given any number of times, as fs.Func does: set is
+// called with each value in turn.
+func Repeatable(fs *flag.FlagSet, name, usage string, set func(string) error) {
+	fs.Var(&repeatable{set: set}, name, usage)
+}
+
+type repeatable struct{ set func(string) error }
+
+func (r *repeatable) Set(v string) error { return r.set(v) }
+
+// String is "" for the zero value too: fs.PrintDefaults calls it on one.
+func (r *repeatable) String() string { return "" }
+
+// once is a single-valued flag's value while Parse runs: a second value that differs from
+// the first is recorded in *twice and refused. The same value again changes nothing and
+// passes.
+type once struct {
+	flag.Value
+	twice **repeat
+	name  string
+	set   bool
+	first string
+}
+
+type repeat struct{ name, first, second string }
+
+var errTwice = errors.New("given twice")
+
+func (o *once) Set(v string) error {
+	if o.set && v != o.first {
+		*o.twice = &repeat{name: o.name, first: o.first, second: v}
+		return errTwice
+	}
+	o.set, o.first = true, v
+	return o.Value.Set(v)
+}
+
+// IsBoolFlag keeps a boolean flag's value optional (--quick, not --quick=true): the flag
+// package asks the value.
+func (o *once) IsBoolFlag() bool {
+	b, ok := o.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
+}

@@ -1,0 +1,128 @@
+package cliflag
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// newSet is a command's flags: one of each kind the commands use, and --header, which
+// repeats.
+func newSet(headers *[]string) *flag.FlagSet {
+	fs := flag.NewFlagSet("cmd", flag.ContinueOnError)
+	fs.String("config", "", "the config")
+	fs.Int("concurrency", 0, "connections")
+	fs.Duration("duration", 10*time.Second, "window")
+	fs.Bool("quick", false, "smoke run")
+	Repeatable(fs, "header", "a request header, repeatable", func(v string) error {
+		*headers = append(*headers, v)
+		return nil
+	})
+	return fs
+}
+
+func TestParseTakesFlagsAmongTheArguments(t *testing.T) {
+	var headers []string
+	fs := newSet(&headers)
+	rest, err := Parse(fs, []string{"a", "--config", "x.toml", "b", "-quick", "--header", "A: 1", "--concurrency=4", "--", "--header", "c"})
+	require.NoError(t, err)
+	require.Equal(t, []string{"a", "b", "--header", "c"}, rest)
+	require.Equal(t, "x.toml", fs.Lookup("config").Value.String())
+	require.Equal(t, "4", fs.Lookup("concurrency").Value.String())
+	require.Equal(t, "true", fs.Lookup("quick").Value.String())
+	require.Equal(t, []string{"A: 1"}, headers)
+}
+
+// A single-valued flag given twice with different values is refused, however it is spelt
+// and wherever the two are among the arguments; the error names the flag as it was typed
+// first, and both values.
+func TestParseRefusesASingleValuedFlagGivenTwice(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"--config", "a.toml", "--config", "b.toml"}, `flag --config given twice ("a.toml" and "b.toml"); give it once`},
+		{[]string{"-config=a.toml", "arg", "--config", "b.toml"}, `flag -config given twice ("a.toml" and "b.toml"); give it once`},
+		{[]string{"--concurrency", "4", "--concurrency=8"}, `flag --concurrency given twice ("4" and "8"); give it once`},
+		{[]string{"--duration", "1s", "--duration", "1000ms"}, `flag --duration given twice ("1s" and "1000ms"); give it once`},
+		{[]string{"--quick", "--quick=false"}, `flag --quick given twice ("true" and "false"); give it once`},
+		{[]string{"--config", "a", "--config", "a", "--config", "b"}, `flag --config given twice ("a" and "b"); give it once`},
+	} {
+		var headers []string
+		_, err := Parse(newSet(&headers), c.args)
+		require.EqualError(t, err, c.msg, "%v", c.args)
+	}
+}
+
+// The same value twice leaves nothing in doubt, and a Repeatable flag takes every value.
+func TestParseAcceptsTheSameValueAgainAndRepeatableFlags(t *testing.T) {
+	var headers []string
+	fs := newSet(&headers)
+	_, err := Parse(fs, []string{"--config", "a.toml", "--quick", "--header", "A: 1", "--config=a.toml", "--quick", "--header", "B: 2", "--header", "A: 1"})
+	require.NoError(t, err)
+	require.Equal(t, "a.toml", fs.Lookup("config").Value.String())
+	require.Equal(t, []string{"A: 1", "B: 2", "A: 1"}, headers)
+}
+
+func TestParseErrorsNameTheFlagAsTyped(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"--confg", "x.toml"}, "unknown flag --confg (did you mean --config?)"},
+		{[]string{"x.toml", "-Config=x.toml"}, "unknown flag -Config (did you mean -config?)"},
+		{[]string{"--concurency", "4"}, "unknown flag --concurency (did you mean --concurrency?)"},
+		{[]string{"--heder", "A: 1"}, "unknown flag --heder (did you mean --header?)"},
+		{[]string{"--hepl"}, "unknown flag --hepl (did you mean --help?)"},
+		{[]string{"--c"}, "unknown flag --c"},
+		{[]string{"--frob=1"}, "unknown flag --frob"},
+		{[]string{"x.toml", "--config"}, "flag --config needs a value"},
+		{[]string{"-duration"}, "flag -duration needs a value"},
+	} {
+		var headers []string
+		_, err := Parse(newSet(&headers), c.args)
+		require.EqualError(t, err, c.msg, "%v", c.args)
+	}
+	var headers []string
+	_, err := Parse(newSet(&headers), []string{"--concurrency", "many"})
+	require.ErrorContains(t, err, `invalid value "many"`, "the flag package's own error")
+}
+
+// Parse prints nothing, help included, and leaves fs as it found it: its help still names
+// each flag's type and leaves out zero defaults.
+func TestParsePrintsNothingAndLeavesTheHelpAlone(t *testing.T) {
+	var headers []string
+	fs := newSet(&headers)
+	var before bytes.Buffer
+	fs.SetOutput(&before)
+	fs.PrintDefaults()
+	for _, args := range [][]string{{"--help"}, {"x", "-h"}, {"--frob"}, {"--config", "a", "--config", "b"}} {
+		var out bytes.Buffer
+		fs.SetOutput(&out)
+		_, err := Parse(fs, args)
+		require.Error(t, err, "%v", args)
+		if args[len(args)-1] == "--help" || args[len(args)-1] == "-h" {
+			require.True(t, errors.Is(err, flag.ErrHelp), "%v: %v", args, err)
+		}
+		require.Empty(t, out.String(), "%v", args)
+		fs.PrintDefaults()
+		require.Equal(t, before.String(), out.String(), "%v", args)
+	}
+	require.Contains(t, before.String(), "-concurrency int")
+	require.Contains(t, before.String(), "-header value")
+	require.NotContains(t, before.String(), "(default 0)")
+}
+
+func TestNearest(t *testing.T) {
+	names := []string{"serve", "validate", "version", "help"}
+	for name, want := range map[string]string{
+		"serv": "serve", "valdate": "validate", "vresion": "version", "hlp": "help",
+		"frobnicate": "", "s": "", "he": "", "": "", "--serve": "serve",
+	} {
+		require.Equal(t, want, Nearest(name, names...), "%q", name)
+	}
+}
