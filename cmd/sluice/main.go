@@ -19,6 +19,7 @@ import (
 	"github.com/sluice-gw/sluice/core/config"
 	"github.com/sluice-gw/sluice/core/gateway"
 	"github.com/sluice-gw/sluice/core/snapshot"
+	"github.com/sluice-gw/sluice/internal/cliflag"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -115,96 +116,29 @@ func run(args []string, stdout, stderr io.Writer) int {
 // nearestCommand returns " (did you mean NAME?)" for the command within two edits of name
 // (serv, valdate), or "".
 func nearestCommand(name string) string {
-	best, bestD := "", 3
-	for _, c := range []string{"serve", "validate", "version", "help"} {
-		if d := config.EditDistance(name, c); d < bestD && d < len(c) {
-			best, bestD = c, d
-		}
+	if best := cliflag.Nearest(name, "serve", "validate", "version", "help"); best != "" {
+		return " (did you mean " + best + "?)"
 	}
-	if best == "" {
-		return ""
-	}
-	return " (did you mean " + best + "?)"
+	return ""
 }
 
 // parseFlags parses a command's flags, which may come before, between and after its
 // arguments (`sluice validate conf.toml --help`), and returns the arguments. A "--" ends the
 // flags. On -h or --help it prints the command's help on stdout and returns done with exit
-// code 0; on a bad flag it prints the problem and the help on stderr and returns done with
-// exit code 2.
+// code 0; on a bad flag (unknown, missing its value, or a single-valued one given twice) it
+// prints the problem and the help on stderr and returns done with exit code 2.
 func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (rest []string, code int, done bool) {
-	fs.SetOutput(io.Discard) // the messages are printed here, with the command's own help
-	fs.Usage = func() {}
 	help := commandUsage[fs.Name()]
-	for {
-		err := fs.Parse(args)
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, help)
-			return nil, 0, true
-		}
-		if err != nil {
-			fmt.Fprintf(stderr, "sluice %s: %s\n%s", fs.Name(), flagError(err, args, fs), help)
-			return nil, 2, true
-		}
-		left := fs.Args()
-		if len(left) == 0 {
-			return rest, 0, false
-		}
-		// Parse stops at the first argument, or just after a "--", which it consumes.
-		if used := len(args) - len(left); used > 0 && args[used-1] == "--" {
-			return append(rest, left...), 0, false
-		}
-		rest = append(rest, left[0])
-		args = left[1:]
+	rest, err := cliflag.Parse(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, help)
+		return nil, 0, true
 	}
-}
-
-// flagError is the flag package's error as the user typed the flag: Go's messages spell
-// every flag with one dash, which reads wrong for --config. An unknown flag within two edits
-// of one that fs defines (or of help) gets "did you mean" that one.
-func flagError(err error, args []string, fs *flag.FlagSet) string {
-	msg := err.Error()
-	for _, p := range []struct {
-		prefix, format string
-		suggest        bool
-	}{
-		{"flag provided but not defined: -", "unknown flag %s", true},
-		{"flag needs an argument: -", "flag %s needs a value", false},
-	} {
-		name, ok := strings.CutPrefix(msg, p.prefix)
-		if !ok {
-			continue
-		}
-		typed := "--" + name
-		for _, a := range args {
-			if n, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "="); n == name && strings.HasPrefix(a, "-") {
-				typed, _, _ = strings.Cut(a, "=")
-				break
-			}
-		}
-		out := fmt.Sprintf(p.format, typed)
-		if near := nearestFlag(name, fs); p.suggest && near != "" {
-			dashes := typed[:len(typed)-len(strings.TrimLeft(typed, "-"))]
-			out += " (did you mean " + dashes + near + "?)"
-		}
-		return out
+	if err != nil {
+		fmt.Fprintf(stderr, "sluice %s: %s\n%s", fs.Name(), err, help)
+		return nil, 2, true
 	}
-	return msg
-}
-
-// nearestFlag returns the flag of fs, or help, closest to name by edit distance, when it is
-// within two edits and nearer than the length of either (so that "c" is not taken for
-// "config"); else "".
-func nearestFlag(name string, fs *flag.FlagSet) string {
-	best, bestD := "", 3
-	consider := func(f string) {
-		if d := config.EditDistance(name, f); d < bestD && d < len(f) && d < len(name) {
-			best, bestD = f, d
-		}
-	}
-	fs.VisitAll(func(f *flag.Flag) { consider(f.Name) })
-	consider("help")
-	return best
+	return rest, 0, false
 }
 
 func versionCmd(args []string, stdout, stderr io.Writer) int {

@@ -173,6 +173,32 @@ func TestUnknownFlagOrCommandSuggestsTheNearestOne(t *testing.T) {
 	}
 }
 
+// A flag that takes one value, given twice with different values, is refused rather than
+// the last one silently winning; the same value again is harmless and passes.
+func TestSingleValuedFlagGivenTwiceExits2(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		line string // the first line on stderr
+	}{
+		{[]string{"serve", "--config", "a.toml", "--config", "b.toml"}, `sluice serve: flag --config given twice ("a.toml" and "b.toml"); give it once`},
+		{[]string{"serve", "-config=a.toml", "--config=b.toml"}, `sluice serve: flag -config given twice ("a.toml" and "b.toml"); give it once`},
+		{[]string{"validate", "--config", "a.toml", "--config", "b.toml"}, `sluice validate: flag --config given twice ("a.toml" and "b.toml"); give it once`},
+		{[]string{"validate", "--config", "a.toml", "x.toml", "--config", "b.toml"}, `sluice validate: flag --config given twice ("a.toml" and "b.toml"); give it once`},
+	} {
+		var out, errb bytes.Buffer
+		require.Equal(t, 2, run(c.args, &out, &errb), "%v", c.args)
+		require.Empty(t, out.String(), "%v", c.args)
+		line, _, _ := strings.Cut(errb.String(), "\n")
+		require.Equal(t, c.line, line, "%v", c.args)
+		require.Contains(t, errb.String(), "usage: sluice "+c.args[0], "%v", c.args)
+	}
+	good := filepath.Join(t.TempDir(), "good.toml")
+	require.NoError(t, os.WriteFile(good, []byte(goodConfig), 0o644))
+	var out, errb bytes.Buffer
+	require.Equal(t, 0, run([]string{"validate", "--config", good, "--config=" + good}, &out, &errb), errb.String())
+	require.Equal(t, good+": ok\n", out.String())
+}
+
 const goodConfig = "[entrypoints.web]\naddress = \"127.0.0.1:8080\"\n\n[routers.api]\nrule = \"PathPrefix(`/`)\"\nservice = \"up\"\n\n[services.up.load_balancer]\nservers = [{ url = \"http://127.0.0.1:9\" }]\n"
 
 // validate takes the config as --config PATH as well as PATH, as serve does.
