@@ -25,6 +25,7 @@ import (
 
 	"github.com/sluice-gw/sluice/bench/harness"
 	"github.com/sluice-gw/sluice/bench/peers"
+	"github.com/sluice-gw/sluice/internal/cliflag"
 )
 
 // adversaryHelp is the --adversary flag's help, shared by run and compare.
@@ -47,7 +48,8 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var err error
-	switch os.Args[1] {
+	cmd := os.Args[1]
+	switch cmd {
 	case "run":
 		err = runCmd(ctx, os.Args[2:])
 	case "compare":
@@ -67,15 +69,29 @@ func main() {
 		fmt.Print(usage)
 		return
 	default:
-		err = usageError{fmt.Errorf("unknown command %q\n%s", os.Args[1], usage)}
+		what := "command"
+		if strings.HasPrefix(cmd, "-") {
+			what = "flag"
+		}
+		msg := fmt.Sprintf("unknown %s %q", what, cmd)
+		if near := cliflag.Nearest(cmd, "run", "compare", "affinity", "help"); near != "" {
+			msg += " (did you mean " + near + "?)"
+		}
+		err, cmd = usageError{err: errors.New(msg), usage: usage}, ""
 	}
 	if errors.Is(err, flag.ErrHelp) {
 		return // -h or --help on a subcommand: its flags were printed, as asked
 	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "sluice-bench:", err)
+		// "sluice-bench run: ...", as sluice names the command an error comes from.
+		prefix := "sluice-bench"
+		if cmd != "" {
+			prefix += " " + cmd
+		}
+		fmt.Fprintf(os.Stderr, "%s: %v\n", prefix, err)
 		var ue usageError
 		if errors.As(err, &ue) {
+			fmt.Fprint(os.Stderr, ue.usage)
 			os.Exit(2)
 		}
 		os.Exit(1)
@@ -83,29 +99,44 @@ func main() {
 }
 
 // usageError is a command line the tool does not understand (an unknown command, flag or
-// argument): exit status 2, as sluice's own; a run that fails exits 1.
-type usageError struct{ err error }
+// argument): exit status 2, as sluice's own; a run that fails exits 1. usage, when not "",
+// is printed after the message.
+type usageError struct {
+	err   error
+	usage string
+}
 
 func (e usageError) Error() string { return e.err.Error() }
 func (e usageError) Unwrap() error { return e.err }
 
-// parseFlags parses a subcommand's flags. Asked for (-h, --help), the flags go to standard
-// output, as the top-level usage does; a flag the subcommand does not know is a usageError,
-// its message and the flags on standard error.
+// parseFlags parses a subcommand's flags, which are all it takes. Asked for (-h, --help), the
+// flags go to standard output, as the top-level usage does; a command line the subcommand
+// does not accept (an unknown flag, a single-valued one given twice, an argument) is a
+// usageError, printed with the flags on standard error.
 func parseFlags(fs *flag.FlagSet, args []string) error {
-	for _, a := range args {
-		if a == "--" {
-			break
-		}
-		if a == "-h" || a == "-help" || a == "--help" {
-			fs.SetOutput(os.Stdout)
-		}
+	rest, err := cliflag.Parse(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		printFlags(os.Stdout, fs)
+		return err
 	}
-	err := fs.Parse(args)
-	if err != nil && !errors.Is(err, flag.ErrHelp) {
-		return usageError{err}
+	if err != nil {
+		var b strings.Builder
+		printFlags(&b, fs)
+		return usageError{err: err, usage: b.String()}
 	}
-	return err
+	if len(rest) > 0 {
+		return usageError{err: fmt.Errorf("unexpected argument %q (flags only)", rest[0])}
+	}
+	return nil
+}
+
+// printFlags writes fs's flags as the flag package's own usage does.
+func printFlags(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprintf(w, "Usage of %s:\n", fs.Name())
+	out := fs.Output()
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+	fs.SetOutput(out)
 }
 
 // terminal returns os.Stderr when it is a terminal (for live progress), nil
@@ -123,7 +154,7 @@ func runCmd(ctx context.Context, args []string) error {
 	fs.StringVar(&o.Target, "target", "", "base URL of the target, http://host:port (required)")
 	fs.StringVar(&o.Workload, "workload", harness.WorkloadJSON, "json, sse, chat-multiturn or mixed")
 	fs.StringVar(&o.Path, "path", harness.DefaultPath, "request path")
-	fs.Func("header", `extra request header "Name: value", repeatable (an API key: --header "Authorization: Bearer KEY")`, func(v string) error {
+	cliflag.Repeatable(fs, "header", `extra request header "Name: value", repeatable (an API key: --header "Authorization: Bearer KEY")`, func(v string) error {
 		o.Headers = append(o.Headers, v)
 		return nil
 	})
@@ -147,11 +178,8 @@ func runCmd(ctx context.Context, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Errorf("run: unexpected argument %q (flags only)", fs.Arg(0))}
-	}
 	if o.Target == "" {
-		return errors.New("run: --target is required")
+		return errors.New("--target is required")
 	}
 	if t := terminal(); t != nil {
 		o.Progress = t
@@ -194,9 +222,9 @@ func runCmd(ctx context.Context, args []string) error {
 	switch {
 	case err != nil:
 	case res.OK == 0 && res.Requests+res.Unfinished > 0:
-		err = errors.New("run: no request succeeded (the result above says why)")
+		err = errors.New("no request succeeded (the result above says why)")
 	case res.OK == 0:
-		err = errors.New("run: the window held no request: lengthen --duration or raise --rate")
+		err = errors.New("the window held no request: lengthen --duration or raise --rate")
 	}
 	return err
 }
@@ -241,15 +269,12 @@ func compareCmd(ctx context.Context, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Errorf("compare: unexpected argument %q (flags only)", fs.Arg(0))}
-	}
 	o.Peers, o.Engines, o.Workloads = list(*peerList), list(*engines), list(*workloads)
 	o.SimArgs = strings.Fields(*simArgs)
 	if *sluiceExtra != "" {
 		b, err := os.ReadFile(*sluiceExtra)
 		if err != nil {
-			return fmt.Errorf("compare: --sluice-extra: %w", err)
+			return fmt.Errorf("--sluice-extra: %w", err)
 		}
 		o.SluiceExtra = string(b)
 	}
@@ -317,9 +342,6 @@ func affinityCmd(ctx context.Context, args []string) error {
 	out := fs.String("out", "", "also write the JSON result to this file")
 	if err := parseFlags(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Errorf("affinity: unexpected argument %q (flags only)", fs.Arg(0))}
 	}
 	o.Policies, o.BinDirs, o.Log = list(*policies), []string{*binDir}, os.Stderr
 	res, err := peers.RunAffinity(ctx, o)

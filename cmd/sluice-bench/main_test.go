@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"os/exec"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -38,5 +39,44 @@ func TestHelpAndUsageErrors(t *testing.T) {
 		_, errOut, code := run(args...)
 		require.Equal(t, 2, code, "%v", args)
 		require.NotEmpty(t, errOut, "%v: the error on standard error", args)
+	}
+}
+
+// What the tool does not understand is named on the first line of standard error as sluice
+// names it, a near miss with what was meant; a single-valued flag given twice with different
+// values is refused, while --header repeats.
+func TestUsageErrorsNameTheMistake(t *testing.T) {
+	bin := testenv.BuildBinary(t, "./cmd/sluice-bench")
+	for _, c := range []struct {
+		args []string
+		line string // the first line on standard error
+		code int
+	}{
+		{[]string{"run", "--targt", "http://127.0.0.1:9"}, "sluice-bench run: unknown flag --targt (did you mean --target?)", 2},
+		{[]string{"compare", "-quik"}, "sluice-bench compare: unknown flag -quik (did you mean -quick?)", 2},
+		{[]string{"affinity", "--instnces=2"}, "sluice-bench affinity: unknown flag --instnces (did you mean --instances?)", 2},
+		{[]string{"run", "--hepl"}, "sluice-bench run: unknown flag --hepl (did you mean --help?)", 2},
+		{[]string{"compare", "--bogus"}, "sluice-bench compare: unknown flag --bogus", 2},
+		{[]string{"run", "--duration"}, "sluice-bench run: flag --duration needs a value", 2},
+		{[]string{"run", "--target", "http://a", "--target", "http://b"}, `sluice-bench run: flag --target given twice ("http://a" and "http://b"); give it once`, 2},
+		{[]string{"compare", "--rounds", "1", "--rounds=3"}, `sluice-bench compare: flag --rounds given twice ("1" and "3"); give it once`, 2},
+		{[]string{"affinity", "--out", "a.json", "--out", "b.json"}, `sluice-bench affinity: flag --out given twice ("a.json" and "b.json"); give it once`, 2},
+		{[]string{"run", "extra"}, `sluice-bench run: unexpected argument "extra" (flags only)`, 2},
+		{[]string{"compar"}, `sluice-bench: unknown command "compar" (did you mean compare?)`, 2},
+		{[]string{"frobnicate"}, `sluice-bench: unknown command "frobnicate"`, 2},
+		{[]string{"--frob"}, `sluice-bench: unknown flag "--frob"`, 2},
+		// Parsed: --header takes every value, and the same value twice is harmless.
+		{[]string{"run", "--header", "A: 1", "--header", "B: 2", "--seed", "2", "--seed=2"}, "sluice-bench run: --target is required", 1},
+	} {
+		var o, e bytes.Buffer
+		cmd := exec.Command(bin, c.args...)
+		cmd.Stdout, cmd.Stderr = &o, &e
+		err := cmd.Run()
+		var ee *exec.ExitError
+		require.True(t, errors.As(err, &ee), "%v: %v", c.args, err)
+		require.Equal(t, c.code, ee.ExitCode(), "%v: %s", c.args, e.String())
+		line, _, _ := strings.Cut(e.String(), "\n")
+		require.Equal(t, c.line, line, "%v", c.args)
+		require.Empty(t, o.String(), "%v", c.args)
 	}
 }
