@@ -115,7 +115,7 @@ access_log = %q
 			}
 			for _, l := range lines[:n] {
 				require.EqualValues(t, 200, l["status"])
-				require.Equal(t, "/v1/models", l["path"])
+				require.Equal(t, "/api/v1/models", l["path"], "the client's path, before strip-prefix")
 			}
 			require.EqualValues(t, 204, lines[n]["status"])
 			require.EqualValues(t, 413, lines[n+1]["status"])
