@@ -116,18 +116,14 @@ func (p *Poller) Polling(callback PollEventHandler) error {
 	el := newEventList(InitPollEventsCap)
 	var doChores bool
 
-	msec := -1
 	for {
-		n, err := unix.EpollWait(p.fd, el.events, msec)
+		n, err := unix.EpollWait(p.fd, el.events, -1)
 		if n == 0 || (n < 0 && err == unix.EINTR) {
-			msec = -1
-			runtime.Gosched()
 			continue
 		} else if err != nil {
 			logging.Errorf("error occurs in epoll: %v", os.NewSyscallError("epoll_wait", err))
 			return err
 		}
-		msec = 0
 
 		for i := 0; i < n; i++ {
 			ev := &el.events[i]
@@ -182,6 +178,10 @@ func (p *Poller) Polling(callback PollEventHandler) error {
 		} else if n < el.size>>1 {
 			el.shrink()
 		}
+		// Yield before the wait, so that goroutines this batch made ready run on this
+		// processor now; a wait that finds events ready returns at once, so no poll that does
+		// not wait comes first (internal/gnet/PATCHES.md).
+		runtime.Gosched()
 	}
 }
 
