@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -44,7 +45,9 @@ type Pair struct {
 }
 
 // PairRounds sets every proxy target of runs against nginx and haproxy, where they ran, round
-// by round (see Spread). Targets are in the order they first appear; the peers are not set
+// by round (see Spread), and each build of a sluice engine against the first build of that
+// engine in the runs, when more than one ran ("sluice-gnet@old" and "sluice-gnet": the second
+// against the first). Targets are in the order they first appear; the peers are not set
 // against themselves or each other, nor is the direct target against anything.
 func PairRounds(runs []Run) []Pair {
 	type key struct {
@@ -69,13 +72,35 @@ func PairRounds(runs []Run) []Pair {
 		}
 	}
 	var pairs []Pair
-	for _, ref := range []string{TargetNginx, TargetHAProxy} {
+	peer := func(t string) bool { return t == TargetDirect || t == TargetNginx || t == TargetHAProxy }
+	// The first build of each engine, when another build of it ran too.
+	firstBuild, builds := map[string]string{}, map[string]int{}
+	for _, g := range groups {
+		if engine := engineOf(g.t); !peer(g.t) {
+			if _, ok := firstBuild[engine]; !ok {
+				firstBuild[engine] = g.t
+			}
+			if firstBuild[engine] != g.t {
+				builds[engine]++
+			}
+		}
+	}
+	refs := []string{TargetNginx, TargetHAProxy}
+	for _, g := range groups {
+		if e := engineOf(g.t); builds[e] > 0 && firstBuild[e] == g.t && !slices.Contains(refs, g.t) {
+			refs = append(refs, g.t)
+		}
+	}
+	for _, ref := range refs {
 		if !present[ref] {
 			continue
 		}
 		for _, g := range groups {
-			if g.t == TargetDirect || g.t == TargetNginx || g.t == TargetHAProxy {
+			if peer(g.t) || g.t == ref {
 				continue
+			}
+			if !peer(ref) && engineOf(ref) != engineOf(g.t) {
+				continue // a build is set against the first build of its own engine only
 			}
 			var rps, cpu, p50, ttft, itl []float64
 			for _, r := range runs {
@@ -119,6 +144,12 @@ func PairRounds(runs []Run) []Pair {
 	return pairs
 }
 
+// engineOf is a target's name without the build it ran ("sluice-gnet@old": "sluice-gnet").
+func engineOf(target string) string {
+	engine, _, _ := strings.Cut(target, "@")
+	return engine
+}
+
 // spread summarises per-round figures; better says whether one round's figure favours the target.
 func spread(xs []float64, better func(float64) bool) Spread {
 	if len(xs) == 0 {
@@ -142,7 +173,7 @@ func PairedTable(pairs []Pair) string {
 		return ""
 	}
 	var b strings.Builder
-	b.WriteString("\nRound by round: each target against a peer's run of the same round (median over rounds, lowest–highest round, rounds where the target did better; CPU is per request):\n\n")
+	b.WriteString("\nRound by round: each target against a peer's run, or its engine's first build's, in the same round (median over rounds, lowest–highest round, rounds where the target did better; CPU is per request):\n\n")
 	b.WriteString("| workload | target | against | RPS × | CPU × | p50 − µs | TTFT p99 × | ITL p99 − µs |\n")
 	b.WriteString("|---|---|---|--:|--:|--:|--:|--:|\n")
 	rows := append([]Pair(nil), pairs...)

@@ -88,3 +88,32 @@ func TestPairedTableReadsMedianRangeAndRoundsAhead(t *testing.T) {
 	require.Empty(t, PairedTable(nil))
 	require.Empty(t, PairRounds(sampleRuns()[:1]), "direct alone pairs nothing")
 }
+
+// Two builds of one engine in a run: the later is set against the first, besides the peers;
+// another engine is not set against either.
+func TestPairRoundsSetsABuildAgainstTheFirstBuildOfItsEngine(t *testing.T) {
+	var runs []Run
+	for round, f := range []float64{1, 2, 0.5} {
+		targets := []string{"sluice-gnet@old", "sluice-gnet", "sluice-fasthttp", TargetNginx}
+		cpu := []float64{1.0, 0.9, 1.2, 1.0}
+		if round > 0 { // compare rotates the order: the first build is the first seen in round 1
+			targets, cpu = append(targets[1:], targets[0]), append(cpu[1:], cpu[0])
+		}
+		for i, target := range targets {
+			runs = append(runs, Run{Round: round + 1, Target: target, Workload: "json", Result: result(1000, 100*f, 200*f),
+				ProxyCPUSeconds: cpu[i] * f, ProxyRequests: 1000})
+		}
+	}
+	var got []string
+	for _, p := range PairRounds(runs) {
+		got = append(got, p.Target+" against "+p.Reference)
+		if p.Target == "sluice-gnet" && p.Reference == "sluice-gnet@old" {
+			require.InDelta(t, 0.9, p.CPU.Median, 1e-9)
+			require.Equal(t, 3, p.CPU.Better)
+		}
+	}
+	require.ElementsMatch(t, []string{
+		"sluice-gnet@old against nginx", "sluice-gnet against nginx", "sluice-fasthttp against nginx",
+		"sluice-gnet against sluice-gnet@old",
+	}, got)
+}
