@@ -176,11 +176,11 @@ func (s *Scanner) Feed(p []byte, h Handler) error {
 // and sets atLine accordingly for skipEvent.
 func (s *Scanner) scan(p []byte, h Handler) (rest []byte, oversized bool) {
 	max := s.max()
-	ends := lineEnds{p: p, lf: -1, cr: -1}
+	ends := NewLineEnds(p)
 
 	// Finish a line started in an earlier slice.
 	if len(s.line) > 0 {
-		i := ends.next(0)
+		i := ends.Next(0)
 		if i < 0 {
 			return nil, !s.keepPartial(p, max)
 		}
@@ -198,7 +198,7 @@ func (s *Scanner) scan(p []byte, h Handler) (rest []byte, oversized bool) {
 
 	for len(p) > 0 {
 		off := len(ends.p) - len(p)
-		i := ends.next(off)
+		i := ends.Next(off)
 		if i < 0 {
 			return nil, !s.keepPartial(p, max)
 		}
@@ -235,14 +235,15 @@ func (s *Scanner) drop() {
 // dropped and returns what follows it (skipping ends), or nil with skipping
 // still on when p ends first. It keeps none of the bytes.
 func (s *Scanner) skipEvent(p []byte) []byte {
+	ends := NewLineEnds(p)
 	for len(p) > 0 {
-		i := bytes.IndexAny(p, "\r\n")
+		off := len(ends.p) - len(p)
+		i := ends.Next(off)
 		if i < 0 {
-			steps.Add(len(p) + 1)
 			s.atLine = false
 			return nil
 		}
-		steps.Add(i + 1)
+		i -= off
 		blank := i == 0 && s.atLine
 		p = s.skipTerminator(p, i)
 		s.atLine = true
@@ -273,21 +274,26 @@ func (s *Scanner) keepPartial(p []byte, max int) bool {
 	return true
 }
 
-// lineEnds finds the line ends of one slice passed to Feed from left to right. It keeps the
+// LineEnds finds the line ends of an SSE stream (CR or LF: WHATWG HTML, "event stream
+// interpretation") in one slice, from left to right, with the vectorised single-byte search
+// (bytes.IndexByte) where bytes.IndexAny would test each byte against the set. It keeps the
 // positions of the next LF and of the next CR before it, so that each byte is searched at
 // most once for each: looking for the first CR or LF afresh from every line start would
 // search the rest of the slice for an LF at every line of a stream whose lines end in CR
-// alone, quadratic in the slice's length.
-type lineEnds struct {
+// alone, quadratic in the slice's length. The zero value is not ready: use NewLineEnds.
+type LineEnds struct {
 	p []byte
 	// lf is the index of the first LF at or after the last search start (len(p): none); cr
 	// the index of the first CR before lf (lf: none). -1: not searched yet.
 	lf, cr int
 }
 
-// next returns the index in p of the first CR or LF at or after from, or -1. Calls must not
-// go back: from never decreases.
-func (e *lineEnds) next(from int) int {
+// NewLineEnds returns a LineEnds over p.
+func NewLineEnds(p []byte) LineEnds { return LineEnds{p: p, lf: -1, cr: -1} }
+
+// Next returns the index in p of the first CR or LF at or after from, or -1 when there is
+// none. Calls must not go back: from never decreases. Its work is counted in internal/steps.
+func (e *LineEnds) Next(from int) int {
 	if e.lf < from {
 		i := bytes.IndexByte(e.p[from:], '\n')
 		if i < 0 {

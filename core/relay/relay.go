@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluice-gw/sluice/core/http1"
 	"github.com/sluice-gw/sluice/internal/steps"
+	"github.com/sluice-gw/sluice/sse"
 )
 
 // Framing is how the body bytes are delimited towards the client (RFC 9112 §6.3, §7).
@@ -265,6 +266,7 @@ func (s *eventState) atBoundary() bool { return s.lineStart && s.blank }
 
 func (s *eventState) feed(p []byte) {
 	steps.Add(len(p) + 1)
+	ends := sse.NewLineEnds(p)
 	for i := 0; i < len(p); i++ {
 		c := p[i]
 		if s.afterCR {
@@ -280,12 +282,12 @@ func (s *eventState) feed(p []byte) {
 			s.afterCR = c == '\r'
 		default:
 			// A run of ordinary bytes: skip to the next line ending at once.
-			j := bytes.IndexAny(p[i:], "\r\n")
+			j := ends.Next(i)
 			s.lineStart, s.blank = false, false
 			if j < 0 {
 				return
 			}
-			i += j - 1
+			i = j - 1
 		}
 	}
 }
