@@ -116,9 +116,14 @@ func (p *Poller) Polling(callback PollEventHandler) error {
 	el := newEventList(InitPollEventsCap)
 	var doChores bool
 
+	msec := -1
 	for {
-		n, err := unix.EpollWait(p.fd, el.events, -1)
+		n, err := unix.EpollWait(p.fd, el.events, msec)
 		if n == 0 || (n < 0 && err == unix.EINTR) {
+			if msec == 0 {
+				runtime.Gosched()
+			}
+			msec = -1
 			continue
 		} else if err != nil {
 			logging.Errorf("error occurs in epoll: %v", os.NewSyscallError("epoll_wait", err))
@@ -178,10 +183,15 @@ func (p *Poller) Polling(callback PollEventHandler) error {
 		} else if n < el.size>>1 {
 			el.shrink()
 		}
-		// Yield before the wait, so that goroutines this batch made ready run on this
-		// processor now; a wait that finds events ready returns at once, so no poll that does
-		// not wait comes first (internal/gnet/PATCHES.md).
-		runtime.Gosched()
+		// After a batch of one event the loop is likely idle: it yields, so that goroutines
+		// the batch made ready run on this processor now, and waits, without a poll that does
+		// not wait first (it would mostly find nothing). After a larger batch it polls again
+		// without yielding, as upstream does after every batch (internal/gnet/PATCHES.md).
+		if n > 1 {
+			msec = 0
+		} else {
+			runtime.Gosched()
+		}
 	}
 }
 
