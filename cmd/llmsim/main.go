@@ -3,6 +3,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/sluice-gw/sluice/bench/llmsim"
+	"github.com/sluice-gw/sluice/internal/cliflag"
 )
 
 func main() {
@@ -58,14 +60,17 @@ func run(args []string) error {
 	fs.StringVar(&d.Fault, "fault", "", "fault spec applied at --fault-rate (x-llmsim-fault grammar)")
 	durVar(fs, &d.CrashEvery, "crash-every", "crash each instance this often (0: never)")
 	durVar(fs, &d.CrashDowntime, "crash-downtime", "how long a crashed instance stays down")
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return nil
-		}
-		return err
+	rest, err := cliflag.Parse(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		fs.SetOutput(os.Stdout)
+		fs.Usage()
+		return nil
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("llmsim: unexpected argument %q", fs.Arg(0))
+	if err != nil {
+		return fmt.Errorf("llmsim: %w (llmsim -h lists the flags)", err)
+	}
+	if len(rest) > 0 {
+		return fmt.Errorf("llmsim: unexpected argument %q (flags only)", rest[0])
 	}
 	if *file != "" {
 		other := ""
@@ -77,7 +82,6 @@ func run(args []string) error {
 		if other != "" {
 			return fmt.Errorf("llmsim: --%s cannot be combined with --config (put it in the fleet file)", other)
 		}
-		var err error
 		if cfg, err = llmsim.LoadFile(*file); err != nil {
 			return err
 		}

@@ -1,0 +1,26 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// A command line llmsim does not accept is refused before any instance starts, with the
+// mistake named as in sluice's and sluice-bench's messages.
+func TestUsageErrorsNameTheMistake(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--itll", "5ms"}, "llmsim: unknown flag --itll (did you mean --itl?) (llmsim -h lists the flags)"},
+		{[]string{"--listen", "127.0.0.1:1", "--listen", "127.0.0.1:2"}, `llmsim: flag --listen given twice ("127.0.0.1:1" and "127.0.0.1:2"); give it once (llmsim -h lists the flags)`},
+		{[]string{"--tokens"}, "llmsim: flag --tokens needs a value (llmsim -h lists the flags)"},
+		{[]string{"serve"}, `llmsim: unexpected argument "serve" (flags only)`},
+		{[]string{"--config", "fleet.toml", "--itl", "5ms"}, "llmsim: --itl cannot be combined with --config (put it in the fleet file)"},
+	} {
+		err := run(c.args)
+		require.Error(t, err, "%q", c.args)
+		require.Equal(t, c.want, err.Error(), "%q", c.args)
+	}
+}
