@@ -75,7 +75,8 @@ type CompareOptions struct {
 	// --itl, --tokens; default 0, 0, 16: a zero-delay upstream).
 	SimTTFT, SimITL time.Duration
 	SimTokens       int
-	// SimArgs are extra llmsim flags, after Compare's own (so they win):
+	// SimArgs are extra llmsim flags; one of Compare's own that they give too is left out
+	// (theirs wins: llmsim refuses a flag given twice):
 	// Compare runs llmsim with --per-uncached-token 0s --itl-per-running 0s
 	// --max-running 100000 --max-waiting 100000, a pure timing model.
 	SimArgs []string
@@ -256,15 +257,7 @@ func Compare(ctx context.Context, o CompareOptions) (*report.Comparison, error) 
 	}
 	upstreamDesc := ""
 	if bin, err := FindBinary("llmsim", o.BinDirs...); err == nil {
-		args := append([]string{
-			"--listen", upAddr, "--ttft", o.SimTTFT.String(), "--itl", o.SimITL.String(),
-			"--tokens", fmt.Sprint(o.SimTokens),
-			// A pure timing model: no prefill cost per prompt token, no
-			// batch slowdown, no queueing (flags).
-			"--per-uncached-token", "0s", "--itl-per-running", "0s",
-			"--max-running", "100000", "--max-waiting", "100000",
-		}, o.SimArgs...)
-		p, err := StartProcess("llmsim", bin, args, dir)
+		p, err := StartProcess("llmsim", bin, llmsimArgs(o, upAddr), dir)
 		if err != nil {
 			return nil, err
 		}
@@ -603,4 +596,31 @@ func machine() string {
 		system = "Linux"
 	}
 	return fmt.Sprintf("%s, %d CPUs, %s %s, %s", model, runtime.NumCPU(), system, kernel, runtime.Version())
+}
+
+// llmsimArgs is the upstream's command line: Compare's flags, less those o.SimArgs give,
+// then o.SimArgs.
+func llmsimArgs(o CompareOptions, upAddr string) []string {
+	own := [][2]string{
+		{"listen", upAddr}, {"ttft", o.SimTTFT.String()}, {"itl", o.SimITL.String()},
+		{"tokens", fmt.Sprint(o.SimTokens)},
+		// A pure timing model: no prefill cost per prompt token, no batch slowdown, no
+		// queueing (flags).
+		{"per-uncached-token", "0s"}, {"itl-per-running", "0s"},
+		{"max-running", "100000"}, {"max-waiting", "100000"},
+	}
+	given := map[string]bool{}
+	for _, a := range o.SimArgs {
+		if name, ok := strings.CutPrefix(a, "-"); ok {
+			name, _, _ = strings.Cut(strings.TrimPrefix(name, "-"), "=")
+			given[name] = true
+		}
+	}
+	var args []string
+	for _, f := range own {
+		if !given[f[0]] {
+			args = append(args, "--"+f[0], f[1])
+		}
+	}
+	return append(args, o.SimArgs...)
 }
