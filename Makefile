@@ -29,7 +29,7 @@ build:
 run: build
 	@set -m; $(BIN)/llmsim --listen $(LLMSIM_ADDR) --ttft 300ms --itl 60ms --tokens 48 & sim=$$!; set +m; \
 	trap 'kill $$sim 2>/dev/null' EXIT INT TERM; \
-	for i in $$(seq 50); do curl -fsS http://$(LLMSIM_ADDR)/health >/dev/null 2>&1 && break; sleep 0.1; done; \
+	for i in $$(seq 50); do kill -0 $$sim 2>/dev/null || break; curl -fsS -m 1 http://$(LLMSIM_ADDR)/health >/dev/null 2>&1 && break; sleep 0.1; done; \
 	kill -0 $$sim 2>/dev/null || { echo "make run: llmsim did not start: is $(LLMSIM_ADDR) taken? The embedded default config expects the simulator there; free the port, or run bin/llmsim --listen ADDR and bin/sluice serve --config FILE with your own addresses (docs/config.md)."; exit 1; }; \
 	echo; \
 	echo "sluice: gateway http://127.0.0.1:8080  admin http://127.0.0.1:9090/api/gateway/health"; \

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluice-gw/sluice/bench/harness"
 	"github.com/sluice-gw/sluice/bench/report"
+	"github.com/sluice-gw/sluice/internal/cliflag"
 )
 
 // Target names used by Compare, in the order the first round runs them;
@@ -112,13 +113,31 @@ type CompareOptions struct {
 	Command string
 }
 
+// OptionError is a CompareOptions value that Compare refuses, named by its sluice-bench
+// compare flag ("--peers: unknown peer ...").
+type OptionError struct{ Flag, Msg string }
+
+func (e *OptionError) Error() string { return "--" + e.Flag + ": " + e.Msg }
+
+func optionError(flag, format string, a ...any) error {
+	return &OptionError{Flag: flag, Msg: fmt.Sprintf(format, a...)}
+}
+
+// nearest is " (did you mean NAME?)" for the one of names within two edits of v, else "".
+func nearest(v string, names ...string) string {
+	if n := cliflag.Nearest(v, names...); n != "" {
+		return " (did you mean " + n + "?)"
+	}
+	return ""
+}
+
 func (o *CompareOptions) normalize() error {
 	if o.Peers == nil {
 		o.Peers = []string{TargetNginx, TargetHAProxy}
 	}
 	for _, p := range o.Peers {
 		if p != TargetNginx && p != TargetHAProxy {
-			return fmt.Errorf("peers: unknown peer %q (want nginx, haproxy)", p)
+			return optionError("peers", "unknown peer %q%s (want nginx, haproxy)", p, nearest(p, TargetNginx, TargetHAProxy))
 		}
 	}
 	if o.Engines == nil {
@@ -127,10 +146,11 @@ func (o *CompareOptions) normalize() error {
 	for _, spec := range o.Engines {
 		e, dir, _ := strings.Cut(spec, "@")
 		if e != EngineGnet && e != EngineGnetLoop && e != EngineGnetWorker && e != EngineFasthttp {
-			return fmt.Errorf("peers: unknown sluice engine %q (want gnet, gnet-loop, gnet-worker, fasthttp, each optionally @DIR)", e)
+			return optionError("engines", "unknown sluice engine %q%s (want gnet, gnet-loop, gnet-worker, fasthttp, each optionally @DIR)", e,
+				nearest(e, EngineGnet, EngineGnetLoop, EngineGnetWorker, EngineFasthttp))
 		}
 		if strings.Contains(spec, "@") && dir == "" {
-			return fmt.Errorf("peers: engine %q: want a directory after @", spec)
+			return optionError("engines", "%q: want a directory after @", spec)
 		}
 	}
 	if len(o.Workloads) == 0 {
@@ -142,7 +162,7 @@ func (o *CompareOptions) normalize() error {
 			ok = ok || k == w
 		}
 		if !ok {
-			return fmt.Errorf("peers: unknown workload %q (want one of %s)", w, strings.Join(harness.Workloads, ", "))
+			return optionError("workload", "unknown workload %q%s (want one of %s)", w, nearest(w, harness.Workloads...), strings.Join(harness.Workloads, ", "))
 		}
 	}
 	pick := func(v, normal, quick time.Duration) time.Duration {
@@ -166,13 +186,13 @@ func (o *CompareOptions) normalize() error {
 	}
 	switch {
 	case o.Rounds < 0:
-		return fmt.Errorf("peers: rounds %d: want at least 1 (0: the default)", o.Rounds)
+		return optionError("rounds", "%d: want at least 1 (0: the default)", o.Rounds)
 	case o.Concurrency < 0:
-		return fmt.Errorf("peers: concurrency %d: want at least 1 (0: the default)", o.Concurrency)
+		return optionError("concurrency", "%d: want at least 1 (0: the default)", o.Concurrency)
 	case o.Connections < 0:
-		return fmt.Errorf("peers: connections %d: want at least 1 (0: the default)", o.Connections)
+		return optionError("connections", "%d: want at least 1 (0: the default)", o.Connections)
 	case o.Duration < 0 || o.Warmup < 0:
-		return errors.New("peers: duration and warmup must not be negative (0: the default)")
+		return optionError("duration", "duration and warmup must not be negative (0: the default)")
 	}
 	o.Duration = pick(o.Duration, DefaultDuration, quickDuration)
 	o.Warmup = pick(o.Warmup, DefaultWarmup, quickWarmup)

@@ -246,7 +246,7 @@ func compareCmd(ctx context.Context, args []string) error {
 	engines := fs.String("engines", "gnet,fasthttp", "sluice ingress engines to run: gnet (its default upstream_io, \"loop\"), gnet-loop (upstream_io = \"loop\" set), gnet-worker (upstream_io = \"worker\"), fasthttp (\"none\" for none); ENGINE@DIR runs the sluice binary in DIR, to compare two builds in one run")
 	workloads := fs.String("workload", "json,sse", "comma-separated workloads: json, sse, chat-multiturn, mixed")
 	fs.BoolVar(&o.Quick, "quick", false, "~20 s smoke run: 1 round, 1.2 s per run after a 300 ms warmup, 16 connections")
-	fs.IntVar(&o.Rounds, "rounds", 0, "rounds, targets alternating within each (default 3)")
+	fs.IntVar(&o.Rounds, "rounds", 0, "rounds, targets alternating within each (0: the default, 3)")
 	fs.DurationVar(&o.Duration, "duration", 0, "measured window per run (default 10s)")
 	fs.DurationVar(&o.Warmup, "warmup", 0, "warmup per run (default 2s; 300ms with --quick)")
 	fs.IntVar(&o.Concurrency, "concurrency", 0, "closed-loop connections (default 64)")
@@ -286,6 +286,9 @@ func compareCmd(ctx context.Context, args []string) error {
 	}
 	o.Command = "sluice-bench compare " + strings.Join(args, " ")
 	cmp, err := peers.Compare(ctx, o)
+	if oe := (*peers.OptionError)(nil); errors.As(err, &oe) {
+		return usageError{err: err} // a flag's value, refused as a flag is
+	}
 	if err != nil {
 		return err
 	}

@@ -65,6 +65,11 @@ func TestUsageErrorsNameTheMistake(t *testing.T) {
 		{[]string{"compar"}, `sluice-bench: unknown command "compar" (did you mean compare?)`, 2},
 		{[]string{"frobnicate"}, `sluice-bench: unknown command "frobnicate"`, 2},
 		{[]string{"--frob"}, `sluice-bench: unknown flag "--frob"`, 2},
+		// Values compare refuses are named by their flag, near misses suggested.
+		{[]string{"compare", "--peers", "nginxx"}, `sluice-bench compare: --peers: unknown peer "nginxx" (did you mean nginx?) (want nginx, haproxy)`, 2},
+		{[]string{"compare", "--engines", "gnett"}, `sluice-bench compare: --engines: unknown sluice engine "gnett" (did you mean gnet?) (want gnet, gnet-loop, gnet-worker, fasthttp, each optionally @DIR)`, 2},
+		{[]string{"compare", "--workload", "jsn"}, `sluice-bench compare: --workload: unknown workload "jsn" (did you mean json?) (want one of json, sse, chat-multiturn, mixed)`, 2},
+		{[]string{"compare", "--rounds", "-2"}, "sluice-bench compare: --rounds: -2: want at least 1 (0: the default)", 2},
 		// Parsed: --header takes every value, and the same value twice is harmless.
 		{[]string{"run", "--header", "A: 1", "--header", "B: 2", "--seed", "2", "--seed=2"}, "sluice-bench run: --target is required", 1},
 	} {
