@@ -16,7 +16,7 @@ import (
 
 	"github.com/sluice-gw/sluice/bench/harness"
 	"github.com/sluice-gw/sluice/bench/report"
-	"github.com/sluice-gw/sluice/internal/cliflag"
+	"github.com/sluice-gw/sluice/internal/suggest"
 )
 
 // Target names used by Compare, in the order the first round runs them;
@@ -125,7 +125,7 @@ func optionError(flag, format string, a ...any) error {
 
 // nearest is " (did you mean NAME?)" for the one of names within two edits of v, else "".
 func nearest(v string, names ...string) string {
-	if n := cliflag.Nearest(v, names...); n != "" {
+	if n := suggest.Nearest(v, names...); n != "" {
 		return " (did you mean " + n + "?)"
 	}
 	return ""

@@ -26,6 +26,7 @@ import (
 	"github.com/sluice-gw/sluice/bench/harness"
 	"github.com/sluice-gw/sluice/bench/peers"
 	"github.com/sluice-gw/sluice/internal/cliflag"
+	"github.com/sluice-gw/sluice/internal/suggest"
 )
 
 // adversaryHelp is the --adversary flag's help, shared by run and compare.
@@ -74,7 +75,7 @@ func main() {
 			what = "flag"
 		}
 		msg := fmt.Sprintf("unknown %s %q", what, cmd)
-		if near := cliflag.Nearest(cmd, "run", "compare", "affinity", "help"); near != "" {
+		if near := suggest.Nearest(cmd, "run", "compare", "affinity", "help"); near != "" {
 			msg += " (did you mean " + near + "?)"
 		}
 		err, cmd = usageError{err: errors.New(msg), usage: usage}, ""

@@ -20,6 +20,7 @@ import (
 	"github.com/sluice-gw/sluice/core/gateway"
 	"github.com/sluice-gw/sluice/core/snapshot"
 	"github.com/sluice-gw/sluice/internal/cliflag"
+	"github.com/sluice-gw/sluice/internal/suggest"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -116,7 +117,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 // nearestCommand returns " (did you mean NAME?)" for the command within two edits of name
 // (serv, valdate), or "".
 func nearestCommand(name string) string {
-	if best := cliflag.Nearest(name, "serve", "validate", "version", "help"); best != "" {
+	if best := suggest.Nearest(name, "serve", "validate", "version", "help"); best != "" {
 		return " (did you mean " + best + "?)"
 	}
 	return ""

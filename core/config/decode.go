@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluice-gw/sluice/internal/steps"
+	"github.com/sluice-gw/sluice/internal/suggest"
 )
 
 // decoder turns go-toml's generic values into the Config structs, checking
@@ -137,7 +138,7 @@ func (d *decoder) unknown(path []string, names []string) {
 		return
 	}
 	msg := fmt.Sprintf("unknown key %q in %s", k, where)
-	if s := suggest(k, names); s != "" {
+	if s := nearestName(k, names); s != "" {
 		msg += fmt.Sprintf(" (did you mean %q?)", s)
 	} else if len(names) > 0 {
 		msg += " (known keys: " + strings.Join(names, ", ") + ")"
@@ -145,42 +146,15 @@ func (d *decoder) unknown(path []string, names []string) {
 	d.errs.add(d.keyPos(path), "%s", msg)
 }
 
-// suggest returns the known name closest to k by edit distance (at most 2), or "".
-func suggest(k string, names []string) string {
+// nearestName returns the known name closest to k by edit distance (at most 2), or "".
+func nearestName(k string, names []string) string {
 	best, bestD := "", 3
 	for _, n := range names {
-		if dd := EditDistance(k, n); dd < bestD {
+		if dd := suggest.Distance(k, n); dd < bestD {
 			best, bestD = n, dd
 		}
 	}
 	return best
-}
-
-// EditDistance is the Levenshtein distance between a and b, counted in bytes, for
-// did-you-mean suggestions: names longer than 64 bytes count as far from everything (99),
-// which bounds the work a hostile name can cause.
-func EditDistance(a, b string) int {
-	if len(a) > 64 || len(b) > 64 {
-		return 99
-	}
-	steps.Add(len(a)*len(b) + 1)
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // typeError reports a value of the wrong TOML type. example, when not "", is the value

@@ -144,7 +144,7 @@ func (o *optionChecker) unknownKeys() {
 			continue
 		}
 		hint := ""
-		if s := suggest(k, known); s != "" {
+		if s := nearestName(k, known); s != "" {
 			hint = "did you mean " + strconv.Quote(s) + "? "
 		}
 		o.e.add(o.c.Pos(o.path(k)...), "middlewares.%s: unknown key %q for a %s middleware (%sknown keys: %s)", o.name, k, o.m.Type, hint, strings.Join(known, ", "))

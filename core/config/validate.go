@@ -516,14 +516,14 @@ func (c *Config) validate(e *errs, lookup func(string) (string, bool)) {
 // misspelling of it: `want one of "a", "b" (did you mean "a"?)`.
 func wantOneOf(s string, names []string) string {
 	msg := "want one of " + quoteAll(names)
-	if m := suggest(s, names); m != "" {
+	if m := nearestName(s, names); m != "" {
 		msg += " (did you mean " + strconv.Quote(m) + "?)"
 	}
 	return msg
 }
 
 func didYouMean(s string, names []string) string {
-	if m := suggest(s, names); m != "" {
+	if m := nearestName(s, names); m != "" {
 		return " (did you mean " + strconv.Quote(m) + "?)"
 	}
 	if len(names) == 0 {

@@ -3,9 +3,11 @@ package router
 import (
 	"bytes"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/sluice-gw/sluice/internal/steps"
+	"github.com/sluice-gw/sluice/internal/suggest"
 )
 
 // matcherKind identifies one matcher function of the rule language.
@@ -54,6 +56,19 @@ func lookupMatcher(name string) *matcherSpec {
 		}
 	}
 	return nil
+}
+
+// nearestMatcher is " (did you mean NAME?)" for the matcher within two edits of name (case
+// aside, as matcher names are matched), else "".
+func nearestMatcher(name string) string {
+	names := make([]string, len(matcherSpecs))
+	for i := range matcherSpecs {
+		names[i] = strings.ToLower(matcherSpecs[i].name)
+	}
+	if i := slices.Index(names, suggest.Nearest(strings.ToLower(name), names...)); i >= 0 {
+		return " (did you mean " + matcherSpecs[i].name + "?)"
+	}
+	return ""
 }
 
 func matcherNames() string {

@@ -138,7 +138,7 @@ func (p *parser) parseMatcher() (*node, *SyntaxError) {
 	nameTok := p.tok
 	spec := lookupMatcher(nameTok.val)
 	if spec == nil {
-		return nil, p.errorf(nameTok.pos, "unknown matcher "+strconv.Quote(nameTok.val)+" (valid: "+matcherNames()+")")
+		return nil, p.errorf(nameTok.pos, "unknown matcher "+strconv.Quote(nameTok.val)+nearestMatcher(nameTok.val)+" (valid: "+matcherNames()+")")
 	}
 	p.matchers++
 	if p.matchers > MaxMatchers {

@@ -19,7 +19,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/sluice-gw/sluice/core/config"
+	"github.com/sluice-gw/sluice/internal/suggest"
 )
 
 // Parse parses the flags of fs in args and returns the arguments among them, in order. It
@@ -91,7 +91,7 @@ func describe(err error, args []string, fs *flag.FlagSet) error {
 	t := typed(name, args)
 	var names []string
 	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
-	if near := Nearest(name, append(names, "help")...); near != "" {
+	if near := suggest.Nearest(name, append(names, "help")...); near != "" {
 		dashes := t[:len(t)-len(name)]
 		return fmt.Errorf("unknown flag %s (did you mean %s%s?)", t, dashes, near)
 	}
@@ -109,19 +109,6 @@ func typed(name string, args []string) string {
 		}
 	}
 	return "--" + name
-}
-
-// Nearest returns the one of names closest to name by edit distance, when it is within two
-// edits and fewer edits than the length of either (so that "c" is not taken for "config");
-// else "". Of names equally close, the first wins.
-func Nearest(name string, names ...string) string {
-	best, bestD := "", 3
-	for _, n := range names {
-		if d := config.EditDistance(name, n); d < bestD && d < len(n) && d < len(name) {
-			best, bestD = n, d
-		}
-	}
-	return best
 }
 
 // Repeatable defines a flag that may be given any number of times, as fs.Func does: set is

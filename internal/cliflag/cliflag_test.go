@@ -116,13 +116,3 @@ func TestParsePrintsNothingAndLeavesTheHelpAlone(t *testing.T) {
 	require.Contains(t, before.String(), "-header value")
 	require.NotContains(t, before.String(), "(default 0)")
 }
-
-func TestNearest(t *testing.T) {
-	names := []string{"serve", "validate", "version", "help"}
-	for name, want := range map[string]string{
-		"serv": "serve", "valdate": "validate", "vresion": "version", "hlp": "help",
-		"frobnicate": "", "s": "", "he": "", "": "", "--serve": "serve",
-	} {
-		require.Equal(t, want, Nearest(name, names...), "%q", name)
-	}
-}
