@@ -19,7 +19,7 @@ func TestFirstChunkWithTheHeadCountsItsTTFT(t *testing.T) {
 	up := serveUpstream(t, func(c net.Conn, _ *bufio.Reader, _ string, _ []byte) bool {
 		l := `{"response":"t0","done":false}` + "\n"
 		_, _ = io.WriteString(c, fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n", len(l), l))
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // the upstream's pace: the second chunk comes apart, the behaviour under test
 		l = `{"response":"t1","done":true}` + "\n"
 		_, err := io.WriteString(c, fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(l), l))
 		return err == nil

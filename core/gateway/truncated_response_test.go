@@ -74,7 +74,7 @@ func TestShortBodyInPiecesReachesTheClientWhole(t *testing.T) {
 	up := serveUpstream(t, func(c net.Conn, _ *bufio.Reader, _ string, _ []byte) bool {
 		_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n"+cutBody)
 		// Most likely read apart from the first piece; the answer is the same either way.
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // the upstream's pace: the body in two pieces, the behaviour under test
 		_, err := io.WriteString(c, rest)
 		return err == nil
 	})
