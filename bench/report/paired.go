@@ -59,12 +59,16 @@ func PairRounds(runs []Run) []Pair {
 	var groups []group
 	seen := map[group]bool{}
 	present := map[string]bool{}
+	var rounds []int // in the order they first appear
 	for _, r := range runs {
 		if r.Result == nil {
 			continue
 		}
 		byKey[key{r.Workload, r.Adversary, r.Target, r.Round}] = r
 		present[r.Target] = true
+		if !slices.Contains(rounds, r.Round) {
+			rounds = append(rounds, r.Round)
+		}
 		g := group{r.Workload, r.Adversary, r.Target}
 		if !seen[g] {
 			seen[g] = true
@@ -103,12 +107,10 @@ func PairRounds(runs []Run) []Pair {
 				continue // a build is set against the first build of its own engine only
 			}
 			var rps, cpu, p50, ttft, itl []float64
-			for _, r := range runs {
-				if r.Workload != g.w || r.Adversary != g.a || r.Target != g.t || r.Result == nil {
-					continue
-				}
-				o, ok := byKey[key{g.w, g.a, ref, r.Round}]
-				if !ok {
+			for _, round := range rounds {
+				r, ok := byKey[key{g.w, g.a, g.t, round}]
+				o, okRef := byKey[key{g.w, g.a, ref, round}]
+				if !ok || !okRef {
 					continue
 				}
 				a, b := r.Result, o.Result
