@@ -79,6 +79,6 @@ token_file = %q
 	require.Equal(t, 3, slices.Max(scales), "scaled up to the formula's 3 (through 1 when the first request came alone)")
 	require.Equal(t, 0, scales[len(scales)-1])
 	require.Equal(t, 1, conflicts, "the write that lost the race was read again and retried")
-	s := scalingOf(t, admin)
-	require.Equal(t, 0, s.Ready)
+	// The gateway learns of the replicas' end from its next look at the Deployment: wait for it.
+	waitScaling(t, admin, 10*time.Second, "no replica ready", func(s scalingView) bool { return s.Ready == 0 })
 }
