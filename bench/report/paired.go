@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/sluice-gw/sluice/bench/harness"
 )
 
 // TargetHAProxy is the second peer proxy, a reference of the paired comparison as nginx is.
@@ -42,6 +44,12 @@ type Pair struct {
 	TTFTP99 Spread `json:"ttft_p99_ratio"`
 	// ITLP99Us is the target's ITL p99 minus the reference's, in µs (better below 0).
 	ITLP99Us Spread `json:"itl_p99_diff_us"`
+	// TTFTRise and ITLRise, under an adversary only, set the rise the attack caused against
+	// the reference's rise in the same round: the target's p99 attacked over its clean run of
+	// that round, over the reference's p99 attacked over its clean run (better below 1: the
+	// attack moved the target's well-behaved clients less).
+	TTFTRise Spread `json:"ttft_p99_rise_ratio"`
+	ITLRise  Spread `json:"itl_p99_rise_ratio"`
 }
 
 // PairRounds sets every proxy target of runs against nginx and haproxy, where they ran, round
@@ -106,7 +114,7 @@ func PairRounds(runs []Run) []Pair {
 			if !peer(ref) && engineOf(ref) != engineOf(g.t) {
 				continue // a build is set against the first build of its own engine only
 			}
-			var rps, cpu, p50, ttft, itl []float64
+			var rps, cpu, p50, ttft, itl, ttftRise, itlRise []float64
 			for _, round := range rounds {
 				r, ok := byKey[key{g.w, g.a, g.t, round}]
 				o, okRef := byKey[key{g.w, g.a, ref, round}]
@@ -129,6 +137,20 @@ func PairRounds(runs []Run) []Pair {
 				if a.ITL.Count > 0 && b.ITL.Count > 0 {
 					itl = append(itl, a.ITL.P99Us-b.ITL.P99Us)
 				}
+				if g.a == "" {
+					continue
+				}
+				rc, okC := byKey[key{g.w, "", g.t, round}]
+				oc, okRefC := byKey[key{g.w, "", ref, round}]
+				if !okC || !okRefC {
+					continue
+				}
+				if v, ok := riseRatio(a.TTFT, rc.Result.TTFT, b.TTFT, oc.Result.TTFT); ok {
+					ttftRise = append(ttftRise, v)
+				}
+				if v, ok := riseRatio(a.ITL, rc.Result.ITL, b.ITL, oc.Result.ITL); ok {
+					itlRise = append(itlRise, v)
+				}
 			}
 			if len(rps) == 0 {
 				continue
@@ -140,10 +162,22 @@ func PairRounds(runs []Run) []Pair {
 				P50Us:    spread(p50, func(v float64) bool { return v < 0 }),
 				TTFTP99:  spread(ttft, func(v float64) bool { return v < 1 }),
 				ITLP99Us: spread(itl, func(v float64) bool { return v < 0 }),
+				TTFTRise: spread(ttftRise, func(v float64) bool { return v < 1 }),
+				ITLRise:  spread(itlRise, func(v float64) bool { return v < 1 }),
 			})
 		}
 	}
 	return pairs
+}
+
+// riseRatio is the target's p99 rise under attack (attacked over clean) over the reference's;
+// ok is false when a run lacks the figure.
+func riseRatio(attacked, clean, refAttacked, refClean harness.Summary) (float64, bool) {
+	if attacked.Count == 0 || clean.Count == 0 || refAttacked.Count == 0 || refClean.Count == 0 ||
+		clean.P99Us <= 0 || refClean.P99Us <= 0 || refAttacked.P99Us <= 0 {
+		return 0, false
+	}
+	return (attacked.P99Us / clean.P99Us) / (refAttacked.P99Us / refClean.P99Us), true
 }
 
 // engineOf is a target's name without the build it ran ("sluice-gnet@old": "sluice-gnet").
@@ -187,6 +221,26 @@ func PairedTable(pairs []Pair) string {
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", label, p.Target, p.Reference,
 			p.RPS.ratio(), p.CPU.ratio(), p.P50Us.diff(), p.TTFTP99.ratio(), p.ITLP99Us.diff())
+	}
+	b.WriteString(riseTable(rows))
+	return b.String()
+}
+
+// riseTable returns the rises under attack of pairs (TTFTRise, ITLRise) as a Markdown table,
+// "" when no pair has them.
+func riseTable(pairs []Pair) string {
+	var b strings.Builder
+	for _, p := range pairs {
+		if p.TTFTRise.Rounds == 0 && p.ITLRise.Rounds == 0 {
+			continue
+		}
+		if b.Len() == 0 {
+			b.WriteString("\nUnder attack, round by round: each target's p99 rise (attacked over its clean run of the round) over the peer's rise in the same round (below 1×: the attack moved the target's well-behaved clients less):\n\n")
+			b.WriteString("| workload | adversary | target | against | TTFT p99 rise × | ITL p99 rise × |\n")
+			b.WriteString("|---|---|---|---|--:|--:|\n")
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", p.Workload, p.Adversary, p.Target, p.Reference,
+			p.TTFTRise.ratio(), p.ITLRise.ratio())
 	}
 	return b.String()
 }

@@ -117,3 +117,47 @@ func TestPairRoundsSetsABuildAgainstTheFirstBuildOfItsEngine(t *testing.T) {
 		"sluice-gnet against sluice-gnet@old",
 	}, got)
 }
+
+// Under an adversary, each round's rise (attacked over clean) is set against the peer's rise of
+// that round: a machine that swings from round to round moves both runs of both targets alike.
+func TestPairRoundsSetsTheRiseUnderAttackAgainstThePeersOfTheRound(t *testing.T) {
+	const adv = "slowloris=64"
+	var runs []Run
+	for i, f := range []float64{1, 2, 0.5} {
+		round := i + 1
+		sluiceRise := 1.1
+		if round == 3 {
+			sluiceRise = 1.5
+		}
+		stream := func(ttft99, itl99 float64) *harness.Result {
+			r := result(400, 75000, 77000)
+			r.TTFT = harness.Summary{Count: 100, P50Us: ttft99 / 2, P99Us: ttft99}
+			r.ITL = harness.Summary{Count: 1000, P50Us: itl99 / 2, P99Us: itl99}
+			return r
+		}
+		runs = append(runs,
+			Run{Round: round, Target: "sluice-gnet", Workload: "sse", Result: stream(1000*f, 6000*f)},
+			Run{Round: round, Target: "sluice-gnet", Workload: "sse", Adversary: adv, Result: stream(1000*f*sluiceRise, 6600*f)},
+			Run{Round: round, Target: TargetNginx, Workload: "sse", Result: stream(900*f, 6000*f)},
+			Run{Round: round, Target: TargetNginx, Workload: "sse", Adversary: adv, Result: stream(1200*f, 6600*f)},
+		)
+	}
+	pairs := PairRounds(runs)
+	require.Len(t, pairs, 2, "the clean workload and the attacked one, each against nginx")
+	clean, attacked := pairs[0], pairs[1]
+	require.Equal(t, "", clean.Adversary)
+	require.Zero(t, clean.TTFTRise.Rounds, "a clean run has no rise")
+	require.Equal(t, adv, attacked.Adversary)
+
+	// nginx rose 1200/900 = 4/3 each round; sluice 1.1, and 1.5 in the third.
+	require.Equal(t, 3, attacked.TTFTRise.Rounds)
+	require.InDelta(t, 1.1*0.75, attacked.TTFTRise.Median, 1e-9)
+	require.InDelta(t, 1.5*0.75, attacked.TTFTRise.Max, 1e-9)
+	require.Equal(t, 2, attacked.TTFTRise.Better)
+	require.InDelta(t, 1.0, attacked.ITLRise.Median, 1e-9, "both ITL p99 rose 1.1×")
+	require.Equal(t, 0, attacked.ITLRise.Better, "equal is not better")
+
+	out := PairedTable(pairs)
+	require.Contains(t, out, "| sse | slowloris=64 | sluice-gnet | nginx | 0.83× (0.83–1.12) 2/3 | 1.00× (1.00–1.00) 0/3 |")
+	require.NotContains(t, PairedTable(pairs[:1]), "Under attack", "no rise table without an adversary")
+}
