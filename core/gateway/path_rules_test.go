@@ -167,8 +167,8 @@ address = %q
 	return err
 }
 
-// TestTunnelsAndAsteriskAreNotForwarded: CONNECT is refused (no tunnels), and asterisk-form is
-// only for OPTIONS (neither is forwarded). Both engines.
+// TestTunnelsAndAsteriskAreNotForwarded: CONNECT is refused (no tunnels), asterisk-form is
+// only for OPTIONS, and OPTIONS * is answered by the gateway (none is forwarded). Both engines.
 func TestTunnelsAndAsteriskAreNotForwarded(t *testing.T) {
 	for _, engine := range engines {
 		t.Run(engine, func(t *testing.T) {
@@ -186,6 +186,17 @@ func TestTunnelsAndAsteriskAreNotForwarded(t *testing.T) {
 				_ = conn.Close()
 				require.Equal(t, status, resp.status, "%s: %s", target, resp.body)
 				require.Contains(t, string(resp.body), `"error"`, target)
+			}
+			// OPTIONS * asks about the server in general: the gateway answers it, whatever the
+			// routes (none matches "*"), with or without Max-Forwards.
+			for _, head := range []string{"OPTIONS * HTTP/1.1\r\nHost: gw\r\n\r\n", "OPTIONS * HTTP/1.1\r\nHost: gw\r\nMax-Forwards: 5\r\n\r\n"} {
+				conn := dial(t, addr)
+				send(t, conn, head)
+				resp := readResponse(t, bufio.NewReader(conn), false)
+				_ = conn.Close()
+				require.Equal(t, 200, resp.status, "%q: %s", head, resp.body)
+				require.Equal(t, "0", resp.headers["content-length"], head)
+				require.Empty(t, resp.body, head)
 			}
 			select {
 			case h := <-seen:

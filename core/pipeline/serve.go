@@ -141,6 +141,15 @@ func (ep *Entrypoint) route(rc *RequestCtx, now time.Time) error {
 	rc.trusted = ep.trusts(rc.peer)
 	rc.maxFwd = maxForwards(&rc.Req)
 	rc.takeRequestID()
+	if string(rc.Req.Path) == "*" {
+		// OPTIONS * asks about the server in general (RFC 9110 §9.3.7), not about a resource a
+		// route serves: the gateway is that server to its clients and answers it itself, as
+		// Go's net/http and so Traefik and Caddy do. The parser lets asterisk-form through for
+		// OPTIONS alone.
+		rc.hooks = ep.res.Hooks()
+		rc.maxFwd = 0
+		return nil
+	}
 	rc.route, rc.hooks = ep.res.Resolve(ep.Name, &rc.Req)
 	if rc.route == nil {
 		return ErrNoRoute
