@@ -44,10 +44,10 @@ type Duration time.Duration
 func (d *Duration) UnmarshalText(b []byte) error {
 	v, err := time.ParseDuration(string(b))
 	if err != nil {
-		return fmt.Errorf("llmsim: cannot parse duration %q: %w", b, err)
+		return err // time: invalid duration "…": whoever reads the value names the key or flag
 	}
 	if v < 0 {
-		return fmt.Errorf("llmsim: negative duration %q", b)
+		return fmt.Errorf("negative duration %q", b)
 	}
 	*d = Duration(v)
 	return nil

@@ -28,7 +28,7 @@ func run(args []string) error {
 	fs := flag.NewFlagSet("llmsim", flag.ContinueOnError)
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: llmsim [flags] | llmsim --config FLEET.toml   (docs/llmsim.md)")
-		fs.PrintDefaults()
+		cliflag.PrintDefaults(fs.Output(), fs)
 	}
 	file := fs.String("config", "", "TOML fleet file (exclusive with the model flags)")
 	fs.StringVar(&d.Listen, "listen", llmsim.DefaultListen, "address of a single instance")

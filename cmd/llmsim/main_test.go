@@ -16,6 +16,8 @@ func TestUsageErrorsNameTheMistake(t *testing.T) {
 		{[]string{"--itll", "5ms"}, "llmsim: unknown flag --itll (did you mean --itl?) (llmsim -h lists the flags)"},
 		{[]string{"--listen", "127.0.0.1:1", "--listen", "127.0.0.1:2"}, `llmsim: flag --listen given twice ("127.0.0.1:1" and "127.0.0.1:2"); give it once (llmsim -h lists the flags)`},
 		{[]string{"--tokens"}, "llmsim: flag --tokens needs a value (llmsim -h lists the flags)"},
+		{[]string{"--itl", "abc"}, `llmsim: invalid value "abc" for flag --itl: time: invalid duration "abc" (llmsim -h lists the flags)`},
+		{[]string{"--ttft=-1s"}, `llmsim: invalid value "-1s" for flag --ttft: negative duration "-1s" (llmsim -h lists the flags)`},
 		{[]string{"serve"}, `llmsim: unexpected argument "serve" (flags only)`},
 		{[]string{"--config", "fleet.toml", "--itl", "5ms"}, "llmsim: --itl cannot be combined with --config (put it in the fleet file)"},
 	} {

@@ -131,13 +131,10 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
-// printFlags writes fs's flags as the flag package's own usage does.
+// printFlags writes fs's usage line and flags.
 func printFlags(w io.Writer, fs *flag.FlagSet) {
-	fmt.Fprintf(w, "Usage of %s:\n", fs.Name())
-	out := fs.Output()
-	fs.SetOutput(w)
-	fs.PrintDefaults()
-	fs.SetOutput(out)
+	fmt.Fprintf(w, "usage: sluice-bench %s [flags]\n", fs.Name())
+	cliflag.PrintDefaults(w, fs)
 }
 
 // terminal returns os.Stderr when it is a terminal (for live progress), nil

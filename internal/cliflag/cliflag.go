@@ -13,10 +13,12 @@
 package cliflag
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/sluice-gw/sluice/internal/suggest"
@@ -76,13 +78,23 @@ func Parse(fs *flag.FlagSet, args []string) (rest []string, err error) {
 	}
 }
 
-// describe rewrites the flag package's error about an undefined flag, or one missing its
-// value, as the user typed the flag; an undefined flag within two edits of one fs defines (or
-// of help) gets "did you mean" that one, spelt with the dashes the user typed.
+// describe rewrites the flag package's error about an undefined flag, one missing its value,
+// or a value it refuses, as the user typed the flag; an undefined flag within two edits of one
+// fs defines (or of help) gets "did you mean" that one, spelt with the dashes the user typed.
 func describe(err error, args []string, fs *flag.FlagSet) error {
 	msg := err.Error()
 	if name, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
 		return fmt.Errorf("flag %s needs a value", typed(name, args))
+	}
+	if what, v, ok := refusedValue(msg); ok {
+		// The value is quoted (%q), so " for " inside it cannot be taken for the flag's.
+		if q, qerr := strconv.QuotedPrefix(v); qerr == nil {
+			rest := strings.TrimPrefix(strings.TrimPrefix(v[len(q):], " for "), "flag ")
+			if name, why, ok := strings.Cut(strings.TrimPrefix(rest, "-"), ": "); ok {
+				return fmt.Errorf("invalid %s %s for flag %s: %s", what, q, typed(name, args), why)
+			}
+		}
+		return err
 	}
 	name, ok := strings.CutPrefix(msg, "flag provided but not defined: -")
 	if !ok {
@@ -96,6 +108,18 @@ func describe(err error, args []string, fs *flag.FlagSet) error {
 		return fmt.Errorf("unknown flag %s (did you mean %s%s?)", t, dashes, near)
 	}
 	return fmt.Errorf("unknown flag %s", t)
+}
+
+// refusedValue splits the flag package's error about a value a flag refused, "invalid value
+// \"x\" for flag -n: why" or "invalid boolean value \"x\" for -n: why", into its kind ("value",
+// "boolean value") and the rest from the quoted value on.
+func refusedValue(msg string) (what, rest string, ok bool) {
+	for _, what := range []string{"value", "boolean value"} {
+		if rest, ok := strings.CutPrefix(msg, "invalid "+what+" "); ok {
+			return what, rest, true
+		}
+	}
+	return "", "", false
 }
 
 // typed returns flag name as args spell it first (-config or --config), or as --name.
@@ -153,4 +177,21 @@ func (o *once) Set(v string) error {
 func (o *once) IsBoolFlag() bool {
 	b, ok := o.Value.(interface{ IsBoolFlag() bool })
 	return ok && b.IsBoolFlag()
+}
+
+// PrintDefaults writes fs's flags to w as fs.PrintDefaults does, but spelt as the errors and
+// the docs spell them: "  --listen string", where the flag package writes "  -listen string".
+func PrintDefaults(w io.Writer, fs *flag.FlagSet) {
+	var b bytes.Buffer
+	out := fs.Output()
+	fs.SetOutput(&b)
+	fs.PrintDefaults()
+	fs.SetOutput(out)
+	for line := range bytes.Lines(b.Bytes()) {
+		if bytes.HasPrefix(line, []byte("  -")) {
+			_, _ = io.WriteString(w, "  -")
+			line = line[2:]
+		}
+		_, _ = w.Write(line)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"strings"
 	"testing"
 	"time"
 
@@ -87,9 +88,35 @@ func TestParseErrorsNameTheFlagAsTyped(t *testing.T) {
 		_, err := Parse(newSet(&headers), c.args)
 		require.EqualError(t, err, c.msg, "%v", c.args)
 	}
+	// A value the flag refuses: the flag package's reason, the flag as typed.
+	for _, c := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"--concurrency", "many"}, `invalid value "many" for flag --concurrency: parse error`},
+		{[]string{"-duration=soon"}, `invalid value "soon" for flag -duration: parse error`},
+		{[]string{"--quick=perhaps"}, `invalid boolean value "perhaps" for flag --quick: parse error`},
+		{[]string{"--concurrency", `1 for flag -config: x`}, `invalid value "1 for flag -config: x" for flag --concurrency: parse error`},
+	} {
+		var headers []string
+		_, err := Parse(newSet(&headers), c.args)
+		require.EqualError(t, err, c.msg, "%v", c.args)
+	}
+}
+
+// PrintDefaults spells each flag with two dashes, as the errors do, and changes nothing else.
+func TestPrintDefaultsSpellsFlagsWithTwoDashes(t *testing.T) {
 	var headers []string
-	_, err := Parse(newSet(&headers), []string{"--concurrency", "many"})
-	require.ErrorContains(t, err, `invalid value "many"`, "the flag package's own error")
+	fs := newSet(&headers)
+	var goStyle, ours bytes.Buffer
+	fs.SetOutput(&goStyle)
+	fs.PrintDefaults()
+	PrintDefaults(&ours, fs)
+	require.Contains(t, ours.String(), "  --concurrency int\n")
+	require.Contains(t, ours.String(), "  --duration duration\n    \twindow (default 10s)\n")
+	require.NotContains(t, ours.String(), "\n  -c")
+	require.Equal(t, goStyle.String(), strings.ReplaceAll(ours.String(), "  --", "  -"))
+	require.Same(t, &goStyle, fs.Output(), "fs's own output is left as it was")
 }
 
 // Parse prints nothing, help included, and leaves fs as it found it: its help still names
