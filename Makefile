@@ -23,7 +23,8 @@ build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
 
 # run: the bundled LLM simulator on $(LLMSIM_ADDR) and the gateway on its embedded default
-# config (gateway 127.0.0.1:8080, admin 127.0.0.1:9090). Ctrl-C stops both: the gateway drains
+# config (gateway 127.0.0.1:8080, admin 127.0.0.1:9090), or on CONFIG, a config for the same
+# simulator (make run CONFIG=configs/seed-000-aggregated.toml). Ctrl-C stops both: the gateway drains
 # first (streams in flight finish), then the simulator, which runs in a process group of its
 # own (set -m) so that the terminal's Ctrl-C does not cut those streams by stopping it first.
 run: build
@@ -32,12 +33,16 @@ run: build
 	for i in $$(seq 50); do kill -0 $$sim 2>/dev/null || break; curl -fsS -m 1 http://$(LLMSIM_ADDR)/health >/dev/null 2>&1 && break; sleep 0.1; done; \
 	kill -0 $$sim 2>/dev/null || { echo "make run: llmsim did not start: is $(LLMSIM_ADDR) taken? The embedded default config expects the simulator there; free the port, or run bin/llmsim --listen ADDR and bin/sluice serve --config FILE with your own addresses (docs/config.md)."; exit 1; }; \
 	echo; \
+	if [ -n "$(CONFIG)" ]; then \
+	echo "sluice on $(CONFIG): the requests to try are in its opening comment"; \
+	else \
 	echo "sluice: gateway http://127.0.0.1:8080  admin http://127.0.0.1:9090/api/gateway/health"; \
 	echo "Stream tokens through the gateway:"; \
 	echo "  curl -N http://127.0.0.1:8080/v1/chat/completions -H 'Content-Type: application/json' \\"; \
 	echo "    -d '{\"model\":\"llmsim\",\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}]}'"; \
+	fi; \
 	echo; \
-	$(BIN)/sluice serve
+	$(BIN)/sluice serve $(if $(CONFIG),--config $(CONFIG))
 
 node-deps:
 	@sh bench/node/install.sh
