@@ -3,10 +3,12 @@ package affinity
 import (
 	"bytes"
 	"math"
+	"math/bits"
 	"slices"
 	"strconv"
 
 	"github.com/sluice-gw/sluice/core/openai"
+	"github.com/sluice-gw/sluice/internal/steps"
 )
 
 // segment is a top-level member of a request that reaches the model's prompt. The canonical
@@ -334,6 +336,7 @@ func (c *canon) literal(i int, lit string) int {
 // servers.
 func (c *canon) number(i int) int {
 	e := numberEnd(c.d, i)
+	steps.Add(max(e, i+1) - i)
 	if e < 0 || !delimited(c.d, e) {
 		return stopMalformed
 	}
@@ -368,6 +371,7 @@ func (c *canon) list(i, lvl int, kind objKind, msgs bool) int {
 	if lvl > MaxDepth {
 		return stopDepth
 	}
+	steps.Add(1)
 	if !c.putByte('[') {
 		return stopFull
 	}
@@ -385,6 +389,7 @@ func (c *canon) list(i, lvl int, kind objKind, msgs bool) int {
 		if msgs {
 			c.user, c.asst = false, false
 		}
+		steps.Add(1)
 		e := c.element(i, lvl+1, kind)
 		if e < 0 {
 			return e
@@ -506,6 +511,7 @@ func (c *canon) collect(i int) int {
 			return stopMalformed
 		}
 		c.members = append(c.members, m)
+		steps.Add(1)
 		i = skipWS(d, ve)
 		switch {
 		case i >= len(d):
@@ -533,6 +539,7 @@ func (c *canon) key(m *member) []byte {
 func (c *canon) sortMembers(base int) {
 	ms := c.members[base:]
 	if len(ms) <= 12 {
+		steps.Add(len(ms)*(len(ms)-1)/2 + 1) // the insertion sort's comparisons, at most
 		for k := 1; k < len(ms); k++ {
 			for j := k; j > 0 && bytes.Compare(c.key(&ms[j-1]), c.key(&ms[j])) > 0; j-- {
 				ms[j-1], ms[j] = ms[j], ms[j-1]
@@ -540,12 +547,14 @@ func (c *canon) sortMembers(base int) {
 		}
 		return
 	}
+	steps.Add(len(ms) * bits.Len(uint(len(ms))) * bits.Len(uint(len(ms)))) // SortStableFunc's n·log²n
 	slices.SortStableFunc(ms, func(a, b member) int { return bytes.Compare(c.key(&a), c.key(&b)) })
 }
 
 // find returns the index in c.members[base:top] of the member named name (the last one of
 // duplicates), or -1.
 func (c *canon) find(base, top int, name string) int {
+	steps.Add(top - base + 1)
 	for k := top - 1; k >= base; k-- {
 		if string(c.key(&c.members[k])) == name {
 			return k

@@ -7,6 +7,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/sluice-gw/sluice/core/openai"
+	"github.com/sluice-gw/sluice/internal/steps"
 )
 
 // Fingerprint limits; lengths are in bytes of the canonical stream.
@@ -143,6 +144,7 @@ func Fingerprint(ep openai.Endpoint, body []byte, prompt, system openai.Span, p 
 // place fills p.Checkpoints with the prefix lengths of the checkpoints (hashes to come).
 func (p *Print) place() {
 	fixed := p.Scanned / CheckpointEvery
+	steps.Add(fixed + len(p.c.bounds) + 1)
 	// Message ends that are not also fixed checkpoints, and how many of them to keep.
 	free := 0
 	for _, b := range p.c.bounds {
@@ -186,6 +188,7 @@ func (p *Print) place() {
 // canonical stream: each checkpoint's hash continues the digest of the previous one.
 func (p *Print) hash() {
 	out := p.c.out[:p.Scanned]
+	steps.Add(len(out) + 1)
 	conv := p.c.convEnd
 	if conv < 0 {
 		conv = p.Scanned

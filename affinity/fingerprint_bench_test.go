@@ -1,6 +1,7 @@
 package affinity
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/sluice-gw/sluice/core/openai"
@@ -30,4 +31,44 @@ func benchFingerprint(b *testing.B, size int) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkFingerprintNested compares a body whose 4 MiB of numbers sit 4 objects deep with
+// the same numbers 60 objects deep (within MaxDepth). Past MaxScanBytes of canonical stream
+// nothing more is written, but every object around a byte scans it once to find where its
+// members end before it writes them in key order, so that work grows with the body and with
+// its nesting (fuzz/affinityCost).
+func BenchmarkFingerprintNested(b *testing.B) {
+	for _, depth := range []int{4, 60} {
+		b.Run(fmt.Sprintf("objects=%d", depth), func(b *testing.B) {
+			body := nestedBody(depth, 4<<20)
+			var p Print
+			if err := Fingerprint(openai.ChatCompletions, body, openai.Span{}, openai.Span{}, &p); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			b.SetBytes(int64(len(body)))
+			for b.Loop() {
+				_ = Fingerprint(openai.ChatCompletions, body, openai.Span{}, openai.Span{}, &p)
+			}
+		})
+	}
+}
+
+// nestedBody is a chat request whose one content part holds an array of about size bytes of
+// numbers inside objects nested depth deep in all (the request, the message and the part count).
+func nestedBody(depth, size int) []byte {
+	b := []byte(`{"model":"m","messages":[{"role":"user","content":[{"type":"data"`)
+	for range depth - 3 {
+		b = append(b, `,"a":{"z":0`...)
+	}
+	b = append(b, `,"n":[1`...)
+	for len(b) < size {
+		b = append(b, ",1"...)
+	}
+	b = append(b, ']')
+	for range depth - 3 {
+		b = append(b, '}')
+	}
+	return append(b, `}]}]}`...)
 }

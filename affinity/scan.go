@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/sluice-gw/sluice/internal/steps"
 )
 
 // The walk reports where it stopped with a negative index in place of the next one.
@@ -16,9 +18,11 @@ const (
 func isWS(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
 func skipWS(d []byte, i int) int {
+	s := i
 	for i < len(d) && isWS(d[i]) {
 		i++
 	}
+	steps.Add(i - s + 1)
 	return i
 }
 
@@ -27,11 +31,13 @@ func skipWS(d []byte, i int) int {
 // bytes.IndexByte (vectorised) and decides whether one is escaped by the parity of the
 // backslashes before it, so that long text costs a memchr, not a byte loop.
 func stringEnd(d []byte, i int) (int, bool) {
+	start := i
 	i++
 	esc := false
 	for {
 		j := bytes.IndexByte(d[i:], '"')
 		if j < 0 {
+			steps.Add(len(d) - start)
 			return stopMalformed, false
 		}
 		q := i + j
@@ -50,6 +56,7 @@ func stringEnd(d []byte, i int) (int, bool) {
 				continue
 			}
 		}
+		steps.Add(q + 1 - start)
 		return q + 1, esc
 	}
 }
@@ -59,6 +66,12 @@ func stringEnd(d []byte, i int) (int, bool) {
 // scalars end at the next delimiter): the values it skips are either validated by the
 // caller's own walk later or not read at all.
 func skipValue(d []byte, i int) int {
+	e := skipValueEnd(d, i)
+	steps.Add(max(e, i+1) - i) // strings inside count again in stringEnd: both are work done
+	return e
+}
+
+func skipValueEnd(d []byte, i int) int {
 	if i >= len(d) {
 		return stopMalformed
 	}
@@ -210,6 +223,16 @@ func appendCapped(dst, b []byte, limit int) ([]byte, bool) {
 // \" \\ \b \f \n \r \t; \/ and \uXXXX are decoded and rewritten. A \u escape of a lone UTF-16
 // surrogate decodes to U+FFFD, as encoding/json decodes it.
 func canonString(dst, d []byte, i, limit int) ([]byte, int) {
+	out, e := canonStringEnd(dst, d, i, limit)
+	if e < 0 {
+		steps.Add(len(d) - i) // what a failed or cut scan may have looked at
+	} else {
+		steps.Add(e - i)
+	}
+	return out, e
+}
+
+func canonStringEnd(dst, d []byte, i, limit int) ([]byte, int) {
 	run := i // the next bytes to copy unchanged, opening quote included
 	i++
 	q := -1 // the next '"' at or after i, which may be escaped

@@ -2,6 +2,7 @@ package fuzz
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"unicode/utf8"
 
@@ -35,8 +36,16 @@ func FuzzAffinityCanonical(f *testing.F) {
 	} {
 		f.Add([]byte(s.body), s.ep)
 	}
+	// Objects nested to affinity.MaxDepth, where the walk's work per byte is highest.
+	deep := `{"messages":[{"role":"user","content":[{"type":"x"` + strings.Repeat(`,"a":{"b":[1,2]`, affinity.MaxDepth-4) +
+		strings.Repeat(`}`, affinity.MaxDepth-4) + `}]}]}`
+	f.Add([]byte(deep), uint8(0))
 	f.Fuzz(func(t *testing.T, body []byte, epIndex uint8) {
 		ep := affinityEndpoints[int(epIndex)%len(affinityEndpoints)]
+		checkCost(t, affinityCost(body), body, func(body []byte) {
+			var p affinity.Print
+			_ = affinity.Fingerprint(ep, body, openai.Span{}, openai.Span{}, &p)
+		})
 		var p affinity.Print
 		err := affinity.Fingerprint(ep, body, openai.Span{}, openai.Span{}, &p)
 		checkPrint(t, &p, err)
@@ -65,6 +74,36 @@ func FuzzAffinityCanonical(f *testing.F) {
 			samePrint(t, "re-encoded as "+string(again), &p, err, &q, qerr)
 		}
 	})
+}
+
+// affinityCost bounds the work of fingerprinting body. An object's members are sorted before
+// they are written, so the walk finds where each member's value ends before it writes any:
+// every byte is scanned once by each object around it, and once more if it is in a string
+// (the skip and the string's own scan count apart). The bound is thus linear in the body with
+// a factor of its nesting, which affinity.MaxDepth caps at 64.
+func affinityCost(body []byte) linearCost {
+	return linearCost{PerByte: 8 + 2*int64(nesting(body)), Fixed: 256}
+}
+
+// nesting is how deeply brackets nest in body outside strings (a JSON body's depth; the
+// deepest point of anything else).
+func nesting(body []byte) int {
+	depth, deepest, inString := 0, 0, false
+	for i := 0; i < len(body); i++ {
+		switch c := body[i]; {
+		case inString && c == '\\':
+			i++
+		case c == '"':
+			inString = !inString
+		case inString:
+		case c == '{' || c == '[':
+			depth++
+			deepest = max(deepest, depth)
+		case (c == '}' || c == ']') && depth > 0:
+			depth--
+		}
+	}
+	return deepest
 }
 
 func checkPrint(t *testing.T, p *affinity.Print, err error) {
