@@ -32,6 +32,7 @@ func (c *Comparison) Markdown(w io.Writer) error {
 	}
 	b.WriteString("\n")
 	b.WriteString(MarkdownTable(c.Rows))
+	b.WriteString(PooledTable(c.Rows))
 	b.WriteString(PairedTable(c.Paired))
 	b.WriteString(AdversaryTables(c.Rows))
 	if len(c.Idle) > 0 {
@@ -116,6 +117,34 @@ func byStatus(m map[string]int64) string {
 	return strings.Join(parts, " ")
 }
 
+// PooledTable returns the p99 of TTFT and ITL over every round's samples together, for the
+// rows of stream workloads that have them, with ITL p99 against nginx's in the same workload:
+// "" when none has them.
+func PooledTable(rows []Row) string {
+	nginx := map[[2]string]Row{}
+	for _, r := range rows {
+		if r.Target == TargetNginx {
+			nginx[[2]string{r.Workload, r.Adversary}] = r
+		}
+	}
+	var b strings.Builder
+	for _, r := range rows {
+		if r.TTFTP99PooledUs == 0 && r.ITLP99PooledUs == 0 {
+			continue
+		}
+		if b.Len() == 0 {
+			b.WriteString("\nPooled over rounds: the p99 of every round's samples taken together (µs):\n\n")
+			b.WriteString("| workload | target | TTFT p99 | ITL p99 | ITL p99 − nginx's |\n|---|---|--:|--:|--:|\n")
+		}
+		diff := "–"
+		if n, ok := nginx[[2]string{r.Workload, r.Adversary}]; ok && n.ITLP99PooledUs > 0 && r.Target != TargetNginx {
+			diff = fmt.Sprintf("%+.0f", r.ITLP99PooledUs-n.ITLP99PooledUs)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", r.Label(), r.Target, us(r.TTFTP99PooledUs), us(r.ITLP99PooledUs), diff)
+	}
+	return b.String()
+}
+
 // AdversaryTables returns, when rows hold runs under an adversary, two tables: each target's
 // well-behaved clients under the adversary against its clean runs (p99 TTFT, ITL and latency,
 // RPS, errors, the proxy's peak RSS), and what each adversary kind met at each target. It
@@ -136,9 +165,9 @@ func AdversaryTables(rows []Row) string {
 		return ""
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "\nWell-behaved clients under the adversary `%s`, against the clean runs of the same rounds (medians over rounds; ×clean above 1.00× is worse, but for RPS):\n\n", spec)
-	b.WriteString("| workload | target | TTFT p99 µs clean → attacked | ×clean | ITL p99 µs clean → attacked | ×clean | p99 µs clean → attacked | ×clean | RPS ×clean | errors attacked | peak RSS MiB clean → attacked |\n")
-	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	fmt.Fprintf(&b, "\nWell-behaved clients under the adversary `%s`, against the clean runs of the same rounds (medians over rounds; pooled: the p99 of all rounds' samples together; ×clean above 1.00× is worse, but for RPS):\n\n", spec)
+	b.WriteString("| workload | target | TTFT p99 µs clean → attacked | ×clean | pooled ×clean | ITL p99 µs clean → attacked | ×clean | pooled ×clean | p99 µs clean → attacked | ×clean | RPS ×clean | errors attacked | peak RSS MiB clean → attacked |\n")
+	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, a := range attacked {
 		c := clean[[2]string{a.Workload, a.Target}]
 		pair := func(x, y float64) string {
@@ -155,10 +184,10 @@ func AdversaryTables(rows []Row) string {
 		if a.Unfinished > 0 {
 			errs += fmt.Sprintf(" +%d unfinished", a.Unfinished)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
 			a.Workload, a.Target,
-			pair(c.TTFTP99Us, a.TTFTP99Us), x(ratio(a.TTFTP99Us, c.TTFTP99Us)),
-			pair(c.ITLP99Us, a.ITLP99Us), x(ratio(a.ITLP99Us, c.ITLP99Us)),
+			pair(c.TTFTP99Us, a.TTFTP99Us), x(ratio(a.TTFTP99Us, c.TTFTP99Us)), x(ratio(a.TTFTP99PooledUs, c.TTFTP99PooledUs)),
+			pair(c.ITLP99Us, a.ITLP99Us), x(ratio(a.ITLP99Us, c.ITLP99Us)), x(ratio(a.ITLP99PooledUs, c.ITLP99PooledUs)),
 			pair(c.P99Us, a.P99Us), x(ratio(a.P99Us, c.P99Us)),
 			x(ratio(a.RPS, c.RPS)), errs, rss)
 	}

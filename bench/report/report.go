@@ -65,6 +65,12 @@ type Row struct {
 	// AddedITLP99Us is the median over rounds of (ITL p99 − direct ITL p99
 	// of the same round): what the proxy adds to the gaps between tokens.
 	AddedITLP99Us float64 `json:"added_itl_p99_us"`
+	// TTFTP99PooledUs and ITLP99PooledUs are the p99 of every round's samples taken
+	// together (0 when a round's samples are not at hand, as in a report read back from
+	// JSON). A p99 over five rounds' samples rests on five times as many, so one round's
+	// scheduling hiccup moves it less than it moves that round's own p99.
+	TTFTP99PooledUs float64 `json:"ttft_p99_pooled_us,omitempty"`
+	ITLP99PooledUs  float64 `json:"itl_p99_pooled_us,omitempty"`
 
 	Requests   int64 `json:"requests"`
 	Errors     int64 `json:"errors"`
@@ -176,10 +182,18 @@ func Summarize(runs []Run) []Row {
 		row := Row{Workload: k.w, Adversary: k.a, Target: k.t, Rounds: len(g)}
 		var rps, p50, p99, p999, a50, a99, t50, t99, i50, i99, ai99, cpu []float64
 		merged := harness.NewHistogram()
+		ttftPool, itlPool := harness.NewHistogram(), harness.NewHistogram()
+		pooled := true
 		for _, r := range g {
 			res := r.Result
 			if res == nil {
 				continue
+			}
+			if res.TTFTHist == nil || res.ITLHist == nil {
+				pooled = false
+			} else {
+				ttftPool.Merge(res.TTFTHist)
+				itlPool.Merge(res.ITLHist)
 			}
 			rps = append(rps, res.RPS)
 			p50 = append(p50, res.Latency.P50Us)
@@ -225,6 +239,10 @@ func Summarize(runs []Run) []Row {
 		row.ITLP50Us, row.ITLP99Us, row.AddedITLP99Us = median(i50), median(i99), median(ai99)
 		row.CPUPer1k = median(cpu)
 		row.Distribution = merged.Distribution()
+		if pooled {
+			row.TTFTP99PooledUs = float64(ttftPool.ValueAtPercentile(99)) / 1e3
+			row.ITLP99PooledUs = float64(itlPool.ValueAtPercentile(99)) / 1e3
+		}
 		rows = append(rows, row)
 	}
 	for i := range rows {

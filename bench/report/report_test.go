@@ -265,7 +265,7 @@ func TestSummarizeKeepsAdversaryRunsApart(t *testing.T) {
 	tables := AdversaryTables(rows)
 	for _, want := range []string{
 		"`" + spec + "`",
-		"| sse | sluice-gnet | 2000 → 8000 | 4.00× | – | – | 2000 → 4000 | 2.00× | 0.50× | 0 | 10.0 → 12.0 |",
+		"| sse | sluice-gnet | 2000 → 8000 | 4.00× | – | – | – | – | 2000 → 4000 | 2.00× | 0.50× | 0 | 10.0 → 12.0 |",
 		"| sse | sluice-gnet | slowloris | 4 | 4 | open_at_end 2, status_408 2 | 10 / 10 |",
 		"| sse | direct | slowloris | 4 | 4 | open_at_end 4 | 10 / 10 |",
 	} {
@@ -275,6 +275,52 @@ func TestSummarizeKeepsAdversaryRunsApart(t *testing.T) {
 	var b bytes.Buffer
 	require.NoError(t, (&Comparison{Rows: rows}).Markdown(&b))
 	require.Contains(t, b.String(), "| sse under adversary | sluice-gnet |")
+}
+
+// The pooled p99 is over every round's samples together: a round whose slow tail is just
+// under 1% and one whose tail is over it give a median of their p99s halfway between fast and
+// slow, and a pooled p99 that is slow, since the two tails together are over 1%.
+func TestSummarizePoolsTheRoundsSamplesForTheP99(t *testing.T) {
+	stream := func(slowPermille int) *harness.Result {
+		r := result(100, 1000, 2000)
+		r.TTFTHist, r.ITLHist = harness.NewHistogram(), harness.NewHistogram()
+		for i := 0; i < 1000; i++ {
+			ttft, itl := int64(1e6), int64(5e6) // 1 ms, 5 ms
+			if i < slowPermille {
+				ttft, itl = 9e6, 7e6
+			}
+			r.TTFTHist.Record(ttft)
+			r.ITLHist.Record(itl)
+		}
+		r.TTFT, r.ITL = r.TTFTHist.Summary(), r.ITLHist.Summary()
+		return r
+	}
+	runs := []Run{
+		{Round: 1, Target: "sluice-gnet", Workload: "sse", Result: stream(0)},
+		{Round: 1, Target: "sluice-gnet", Workload: "sse", Adversary: "slowloris=1", Result: stream(15)},
+		{Round: 2, Target: "sluice-gnet", Workload: "sse", Result: stream(0)},
+		{Round: 2, Target: "sluice-gnet", Workload: "sse", Adversary: "slowloris=1", Result: stream(7)},
+		{Round: 1, Target: TargetNginx, Workload: "sse", Result: stream(0)},
+		{Round: 1, Target: TargetNginx, Workload: "sse", Adversary: "slowloris=1", Result: stream(0)},
+	}
+	rows := Summarize(runs)
+	require.Len(t, rows, 4)
+	clean, attacked := rows[0], rows[2]
+	require.Equal(t, "sluice-gnet", attacked.Target)
+	require.Equal(t, "slowloris=1", attacked.Adversary)
+	require.InDelta(t, 1000, clean.TTFTP99PooledUs, 1)
+	require.InDelta(t, 5000, clean.ITLP99PooledUs, 5)
+	require.InDelta(t, 5000, attacked.TTFTP99Us, 5, "the median of a slow round (9 ms) and a fast one (1 ms)")
+	require.InDelta(t, 9000, attacked.TTFTP99PooledUs, 9, "22 slow samples in 2,000 are over 1%")
+	require.InDelta(t, 7000, attacked.ITLP99PooledUs, 7)
+	require.Contains(t, AdversaryTables(rows), "| sse | sluice-gnet | 1000 → 5002 | 5.00× | 9.00× | 5001 → 6001 | 1.20× | 1.40× |")
+
+	pooled := PooledTable(rows)
+	require.Contains(t, pooled, "| sse under adversary | sluice-gnet | 9003 | 7000 | +1999 |", "ITL p99 against nginx's under the same adversary")
+	require.Contains(t, pooled, "| sse under adversary | nginx | 1000 | 5001 | – |")
+
+	runs[3].Result.TTFTHist = nil // a run read back from JSON has no samples
+	require.Zero(t, Summarize(runs)[2].TTFTP99PooledUs, "no pool from some of the rounds")
 }
 
 // A row sums its rounds' errors by status code, and its errors cell lists them by code, so
