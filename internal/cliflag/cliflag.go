@@ -150,13 +150,14 @@ func (r *repeatable) String() string { return "" }
 
 // once is a single-valued flag's value while Parse runs: a second value that differs from
 // the first is recorded in *twice and refused. The same value again changes nothing and
-// passes.
+// passes, also when spelt otherwise ("1s" and "1000ms": the value reads back the same).
 type once struct {
 	flag.Value
-	twice **repeat
-	name  string
-	set   bool
-	first string
+	twice    **repeat
+	name     string
+	set      bool
+	first    string // as given
+	firstVal string // as the value reads back after it; "" when it does not say
 }
 
 type repeat struct{ name, first, second string }
@@ -164,12 +165,25 @@ type repeat struct{ name, first, second string }
 var errTwice = errors.New("given twice")
 
 func (o *once) Set(v string) error {
-	if o.set && v != o.first {
-		*o.twice = &repeat{name: o.name, first: o.first, second: v}
-		return errTwice
+	if !o.set {
+		o.set, o.first = true, v
+		err := o.Value.Set(v)
+		o.firstVal = o.Value.String()
+		return err
 	}
-	o.set, o.first = true, v
-	return o.Value.Set(v)
+	if v == o.first {
+		return o.Value.Set(v)
+	}
+	if o.firstVal != "" {
+		if err := o.Value.Set(v); err != nil {
+			return err
+		}
+		if o.Value.String() == o.firstVal {
+			return nil
+		}
+	}
+	*o.twice = &repeat{name: o.name, first: o.first, second: v}
+	return errTwice
 }
 
 // IsBoolFlag keeps a boolean flag's value optional (--quick, not --quick=true): the flag

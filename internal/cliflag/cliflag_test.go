@@ -49,7 +49,7 @@ func TestParseRefusesASingleValuedFlagGivenTwice(t *testing.T) {
 		{[]string{"--config", "a.toml", "--config", "b.toml"}, `flag --config given twice ("a.toml" and "b.toml"); give it once`},
 		{[]string{"-config=a.toml", "arg", "--config", "b.toml"}, `flag -config given twice ("a.toml" and "b.toml"); give it once`},
 		{[]string{"--concurrency", "4", "--concurrency=8"}, `flag --concurrency given twice ("4" and "8"); give it once`},
-		{[]string{"--duration", "1s", "--duration", "1000ms"}, `flag --duration given twice ("1s" and "1000ms"); give it once`},
+		{[]string{"--duration", "1s", "--duration", "2000ms"}, `flag --duration given twice ("1s" and "2000ms"); give it once`},
 		{[]string{"--quick", "--quick=false"}, `flag --quick given twice ("true" and "false"); give it once`},
 		{[]string{"--config", "a", "--config", "a", "--config", "b"}, `flag --config given twice ("a" and "b"); give it once`},
 	} {
@@ -63,8 +63,10 @@ func TestParseRefusesASingleValuedFlagGivenTwice(t *testing.T) {
 func TestParseAcceptsTheSameValueAgainAndRepeatableFlags(t *testing.T) {
 	var headers []string
 	fs := newSet(&headers)
-	_, err := Parse(fs, []string{"--config", "a.toml", "--quick", "--header", "A: 1", "--config=a.toml", "--quick", "--header", "B: 2", "--header", "A: 1"})
-	require.NoError(t, err)
+	_, err := Parse(fs, []string{"--config", "a.toml", "--quick", "--header", "A: 1", "--config=a.toml", "--quick", "--header", "B: 2", "--header", "A: 1",
+		"--duration", "1s", "--duration=1000ms", "--concurrency", "8", "--concurrency", "+8", "--quick=true"})
+	require.NoError(t, err, "1s and 1000ms, 8 and +8, --quick and --quick=true are one value each")
+	require.Equal(t, "1s", fs.Lookup("duration").Value.String())
 	require.Equal(t, "a.toml", fs.Lookup("config").Value.String())
 	require.Equal(t, []string{"A: 1", "B: 2", "A: 1"}, headers)
 }
