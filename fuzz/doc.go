@@ -7,5 +7,7 @@
 // encoding/json has the same fingerprint). The parser targets also check that their work,
 // counted in steps (internal/steps), grows linearly with their input, on the input and on the
 // input repeated, so that a parser whose work grows with the square of its input fails on a
-// small one. Run them with `make fuzz`; their corpora are in testdata/fuzz/<Target>/.
+// small one. The fingerprint's bound also grows with the body's nesting: an object finds where
+// each member's value ends before it writes them in key order, so each byte is scanned once
+// per object around it (affinityCost). Run them with `make fuzz`; their corpora are in testdata/fuzz/<Target>/.
 package fuzz
