@@ -23,12 +23,14 @@ build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
 
 # run: the bundled LLM simulator on $(LLMSIM_ADDR) and the gateway on its embedded default
-# config (gateway 127.0.0.1:8080, admin 127.0.0.1:9090), or on CONFIG, a config for the same
-# simulator (make run CONFIG=configs/seed-000-aggregated.toml). Ctrl-C stops both: the gateway drains
+# config (gateway 127.0.0.1:8080, admin 127.0.0.1:9090), or on CONFIG, a config whose upstream
+# is that one simulator (make run CONFIG=configs/seed-000-aggregated.toml), checked before
+# anything starts. Ctrl-C stops both: the gateway drains
 # first (streams in flight finish), then the simulator, which runs in a process group of its
 # own (set -m) so that the terminal's Ctrl-C does not cut those streams by stopping it first.
 run: build
-	@set -m; $(BIN)/llmsim --listen $(LLMSIM_ADDR) --ttft 300ms --itl 60ms --tokens 48 & sim=$$!; set +m; \
+	@if [ -n "$(CONFIG)" ]; then $(BIN)/sluice validate --config "$(CONFIG)" >/dev/null || { echo "make run: $(CONFIG) is refused (above); nothing started"; exit 1; }; fi; \
+	set -m; $(BIN)/llmsim --listen $(LLMSIM_ADDR) --ttft 300ms --itl 60ms --tokens 48 & sim=$$!; set +m; \
 	trap 'kill $$sim 2>/dev/null' EXIT INT TERM; \
 	for i in $$(seq 50); do kill -0 $$sim 2>/dev/null || break; curl -fsS -m 1 http://$(LLMSIM_ADDR)/health >/dev/null 2>&1 && break; sleep 0.1; done; \
 	kill -0 $$sim 2>/dev/null || { echo "make run: llmsim did not start: is $(LLMSIM_ADDR) taken? The embedded default config expects the simulator there; free the port, or run bin/llmsim --listen ADDR and bin/sluice serve --config FILE with your own addresses (docs/config.md)."; exit 1; }; \
