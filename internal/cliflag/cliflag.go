@@ -20,6 +20,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/sluice-gw/sluice/internal/suggest"
 )
@@ -91,6 +92,9 @@ func describe(err error, args []string, fs *flag.FlagSet) error {
 		if q, qerr := strconv.QuotedPrefix(v); qerr == nil {
 			rest := strings.TrimPrefix(strings.TrimPrefix(v[len(q):], " for "), "flag ")
 			if name, why, ok := strings.Cut(strings.TrimPrefix(rest, "-"), ": "); ok {
+				if want := wants(fs, name); want != "" && why == "parse error" {
+					why = want // the flag package says no more than "parse error"
+				}
 				return fmt.Errorf("invalid %s %s for flag %s: %s", what, q, typed(name, args), why)
 			}
 		}
@@ -108,6 +112,35 @@ func describe(err error, args []string, fs *flag.FlagSet) error {
 		return fmt.Errorf("unknown flag %s (did you mean %s%s?)", t, dashes, near)
 	}
 	return fmt.Errorf("unknown flag %s", t)
+}
+
+// wants says what flag name of fs takes, by the type of its value ("" for a type of its own).
+func wants(fs *flag.FlagSet, name string) string {
+	f := fs.Lookup(name)
+	if f == nil {
+		return ""
+	}
+	v := f.Value
+	if o, ok := v.(*once); ok {
+		v = o.Value
+	}
+	g, ok := v.(flag.Getter)
+	if !ok {
+		return ""
+	}
+	switch g.Get().(type) {
+	case int, int64:
+		return "want an integer"
+	case uint, uint64:
+		return "want a whole number, 0 or more"
+	case float64:
+		return "want a number"
+	case time.Duration:
+		return "want a duration such as 500ms, 2s or 1m30s"
+	case bool:
+		return "want true or false"
+	}
+	return ""
 }
 
 // refusedValue splits the flag package's error about a value a flag refused, "invalid value

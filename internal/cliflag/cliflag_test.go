@@ -90,15 +90,17 @@ func TestParseErrorsNameTheFlagAsTyped(t *testing.T) {
 		_, err := Parse(newSet(&headers), c.args)
 		require.EqualError(t, err, c.msg, "%v", c.args)
 	}
-	// A value the flag refuses: the flag package's reason, the flag as typed.
+	// A value the flag refuses: what the flag takes (the flag package says only "parse
+	// error"), or the flag package's own reason, with the flag as typed.
 	for _, c := range []struct {
 		args []string
 		msg  string
 	}{
-		{[]string{"--concurrency", "many"}, `invalid value "many" for flag --concurrency: parse error`},
-		{[]string{"-duration=soon"}, `invalid value "soon" for flag -duration: parse error`},
-		{[]string{"--quick=perhaps"}, `invalid boolean value "perhaps" for flag --quick: parse error`},
-		{[]string{"--concurrency", `1 for flag -config: x`}, `invalid value "1 for flag -config: x" for flag --concurrency: parse error`},
+		{[]string{"--concurrency", "many"}, `invalid value "many" for flag --concurrency: want an integer`},
+		{[]string{"-duration=soon"}, `invalid value "soon" for flag -duration: want a duration such as 500ms, 2s or 1m30s`},
+		{[]string{"--quick=perhaps"}, `invalid boolean value "perhaps" for flag --quick: want true or false`},
+		{[]string{"--concurrency", `1 for flag -config: x`}, `invalid value "1 for flag -config: x" for flag --concurrency: want an integer`},
+		{[]string{"--concurrency", "99999999999999999999"}, `invalid value "99999999999999999999" for flag --concurrency: value out of range`},
 	} {
 		var headers []string
 		_, err := Parse(newSet(&headers), c.args)
