@@ -336,7 +336,6 @@ func (c *canon) literal(i int, lit string) int {
 // servers.
 func (c *canon) number(i int) int {
 	e := numberEnd(c.d, i)
-	steps.Add(max(e, i+1) - i)
 	if e < 0 || !delimited(c.d, e) {
 		return stopMalformed
 	}
@@ -364,6 +363,21 @@ func (c *canon) array(i, lvl int, kind objKind) int { return c.list(i, lvl, kind
 // a message: where it ends is a message boundary, and the end of the first user message is
 // the conversation's key.
 func (c *canon) list(i, lvl int, kind objKind, msgs bool) int {
+	e := c.listBody(i, lvl, kind, msgs)
+	steps.Add(span(c.d, i, e)) // separators and white space; the elements count their own
+	return e
+}
+
+// span is the bytes a walk from i that ended at e (a stop value: somewhere up to the end of
+// d) may have looked at, for the step count (internal/steps).
+func span(d []byte, i, e int) int {
+	if e < 0 {
+		return len(d) - i
+	}
+	return e - i
+}
+
+func (c *canon) listBody(i, lvl int, kind objKind, msgs bool) int {
 	d := c.d
 	if d[i] != '[' {
 		return c.value(i, lvl)
@@ -371,7 +385,6 @@ func (c *canon) list(i, lvl int, kind objKind, msgs bool) int {
 	if lvl > MaxDepth {
 		return stopDepth
 	}
-	steps.Add(1)
 	if !c.putByte('[') {
 		return stopFull
 	}
@@ -389,7 +402,6 @@ func (c *canon) list(i, lvl int, kind objKind, msgs bool) int {
 		if msgs {
 			c.user, c.asst = false, false
 		}
-		steps.Add(1)
 		e := c.element(i, lvl+1, kind)
 		if e < 0 {
 			return e
@@ -511,7 +523,6 @@ func (c *canon) collect(i int) int {
 			return stopMalformed
 		}
 		c.members = append(c.members, m)
-		steps.Add(1)
 		i = skipWS(d, ve)
 		switch {
 		case i >= len(d):
@@ -606,6 +617,9 @@ func (c *canon) object(i, lvl int, kind objKind) int {
 	}
 	base := len(c.members)
 	end := c.collect(i)
+	// collect scans the whole object to find where its members' values end: the work that
+	// every object around a byte repeats (fuzz/affinityCost).
+	steps.Add(span(c.d, i, end))
 	if end >= 0 {
 		c.sortMembers(base)
 		var r int

@@ -129,6 +129,7 @@ func Fingerprint(ep openai.Endpoint, body []byte, prompt, system openai.Span, p 
 	}
 	c := &p.c
 	c.reset(ep, body, MaxScanBytes)
+	steps.Add(len(body)) // the scan of the top-level members, at most the body
 	if r := c.request(prompt, system); r < 0 && r != stopFull {
 		p.clear()
 		return ErrMalformed

@@ -18,11 +18,9 @@ const (
 func isWS(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
 func skipWS(d []byte, i int) int {
-	s := i
 	for i < len(d) && isWS(d[i]) {
 		i++
 	}
-	steps.Add(i - s + 1)
 	return i
 }
 
@@ -31,13 +29,11 @@ func skipWS(d []byte, i int) int {
 // bytes.IndexByte (vectorised) and decides whether one is escaped by the parity of the
 // backslashes before it, so that long text costs a memchr, not a byte loop.
 func stringEnd(d []byte, i int) (int, bool) {
-	start := i
 	i++
 	esc := false
 	for {
 		j := bytes.IndexByte(d[i:], '"')
 		if j < 0 {
-			steps.Add(len(d) - start)
 			return stopMalformed, false
 		}
 		q := i + j
@@ -56,7 +52,6 @@ func stringEnd(d []byte, i int) (int, bool) {
 				continue
 			}
 		}
-		steps.Add(q + 1 - start)
 		return q + 1, esc
 	}
 }
@@ -66,12 +61,6 @@ func stringEnd(d []byte, i int) (int, bool) {
 // scalars end at the next delimiter): the values it skips are either validated by the
 // caller's own walk later or not read at all.
 func skipValue(d []byte, i int) int {
-	e := skipValueEnd(d, i)
-	steps.Add(max(e, i+1) - i) // strings inside count again in stringEnd: both are work done
-	return e
-}
-
-func skipValueEnd(d []byte, i int) int {
 	if i >= len(d) {
 		return stopMalformed
 	}

@@ -78,9 +78,9 @@ func FuzzAffinityCanonical(f *testing.F) {
 
 // affinityCost bounds the work of fingerprinting body. An object's members are sorted before
 // they are written, so the walk finds where each member's value ends before it writes any:
-// every byte is scanned once by each object around it, and once more if it is in a string
-// (the skip and the string's own scan count apart). The bound is thus linear in the body with
-// a factor of its nesting, which affinity.MaxDepth caps at 64.
+// every byte is scanned once by each object around it. The walk counts each object's and
+// array's span, each string and the canonical stream it hashes, so the bound is linear in the
+// body with a factor of its nesting, which affinity.MaxDepth caps at 64.
 func affinityCost(body []byte) linearCost {
 	return linearCost{PerByte: 8 + 2*int64(nesting(body)), Fixed: 256}
 }
