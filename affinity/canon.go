@@ -99,6 +99,7 @@ type canon struct {
 	keys    []byte   // canonical keys that had escapes in the body
 	members []member // members of the objects being written, innermost last
 	num     []byte   // a number being rewritten
+	budget  int      // bytes the objects' member scans may still read (walkBudget)
 
 	bounds  []int // canonical offsets where a message (or the system prompt) ends
 	convEnd int   // canonical offset where the first user message ends, -1 until met
@@ -108,7 +109,7 @@ type canon struct {
 }
 
 func (c *canon) reset(ep openai.Endpoint, body []byte, limit int) {
-	c.d, c.ep, c.limit = body, ep, limit
+	c.d, c.ep, c.limit, c.budget = body, ep, limit, walkBudget(len(body))
 	c.out, c.keys, c.members, c.bounds = c.out[:0], c.keys[:0], c.members[:0], c.bounds[:0]
 	c.convEnd, c.turnEnd = -1, 0
 }
@@ -618,8 +619,12 @@ func (c *canon) object(i, lvl int, kind objKind) int {
 	base := len(c.members)
 	end := c.collect(i)
 	// collect scans the whole object to find where its members' values end: the work that
-	// every object around a byte repeats (fuzz/affinityCost).
-	steps.Add(span(c.d, i, end))
+	// every object around a byte repeats (fuzz/affinityCost), and that the budget bounds.
+	n := span(c.d, i, end)
+	steps.Add(n)
+	if c.budget -= n; c.budget < 0 && end >= 0 {
+		end = stopCostly
+	}
 	if end >= 0 {
 		c.sortMembers(base)
 		var r int

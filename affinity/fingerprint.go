@@ -23,12 +23,20 @@ const (
 	// MaxCheckpoints is the most checkpoints one request has.
 	MaxCheckpoints = 128
 	// MaxDepth is the deepest nesting of objects and arrays (the body's top-level object is
-	// level 1) Fingerprint walks. To sort an object's keys, the walk reads its members once
-	// to find them and once to write them, so each level of objects reads what it holds once
-	// more: the bound keeps a body's cost within a small multiple of its size. Tool schemas,
-	// the deepest part of real requests, nest a dozen levels.
+	// level 1) Fingerprint walks. Tool schemas, the deepest part of real requests, nest a
+	// dozen levels.
 	MaxDepth = 64
 )
+
+// walkBudget is how many bytes the objects a walk writes may scan, in all, for a body of n
+// bytes. To sort an object's keys the walk reads its members once to find them and once to
+// write them, so every object around a byte reads it once more: nested 60 deep, a body would
+// be read 60 times. The usual requests read a long value two or three times (a message, then
+// its content part; a message, a tool call, its function's arguments), and what fits in
+// MaxScanBytes of canonical stream at most 16 times (nesting, white space, members the stream
+// drops). A body that needs more than four times its length plus that is not fingerprinted
+// (ErrTooCostly), so that a walk reads at most about five times the body plus 4 MiB.
+func walkBudget(n int) int { return 4*n + 16*MaxScanBytes }
 
 // Errors of Fingerprint.
 var (
@@ -38,6 +46,10 @@ var (
 	// ErrMalformed: the body is not a JSON object, or a field that reaches the prompt is not
 	// well-formed JSON or nests deeper than MaxDepth levels.
 	ErrMalformed = errors.New("affinity: malformed request body")
+	// ErrTooCostly: the objects the walk writes would scan more than four times the body's
+	// length plus 4 MiB (deep nesting, or white space that the canonical stream drops): the
+	// request is routed without affinity rather than read again at every level.
+	ErrTooCostly = errors.New("affinity: request body too costly to fingerprint")
 )
 
 // Checkpoint marks a prefix of a request's canonical stream.
@@ -103,8 +115,9 @@ func (p *Print) clear() {
 // found by name.
 //
 // The body should be one openai.Peek accepted: Fingerprint checks only the structure it
-// walks. It returns ErrUnsupportedEndpoint for other endpoints and ErrMalformed for a body
-// it cannot walk; then p is empty.
+// walks. It returns ErrUnsupportedEndpoint for other endpoints, ErrMalformed for a body it
+// cannot walk and ErrTooCostly for one that would cost more than a few times its length to
+// walk; then p is empty.
 //
 // The canonical stream is JSON: {"prompt_cache_key":…,"tools":[…],"system":…,"messages":[…]}
 // with the members the endpoint has, in that order, whatever their order in the body. Every
@@ -130,11 +143,17 @@ func Fingerprint(ep openai.Endpoint, body []byte, prompt, system openai.Span, p 
 	c := &p.c
 	c.reset(ep, body, MaxScanBytes)
 	steps.Add(len(body)) // the scan of the top-level members, at most the body
-	if r := c.request(prompt, system); r < 0 && r != stopFull {
-		p.clear()
-		return ErrMalformed
-	} else if r == stopFull {
+	switch r := c.request(prompt, system); r {
+	case stopFull:
 		p.Truncated = true
+	case stopCostly:
+		p.clear()
+		return ErrTooCostly
+	default:
+		if r < 0 {
+			p.clear()
+			return ErrMalformed
+		}
 	}
 	p.Scanned = len(c.out)
 	p.place()

@@ -13,6 +13,7 @@ const (
 	stopMalformed = -1 // not well-formed JSON where the walk needed it
 	stopFull      = -2 // the canonical stream reached MaxScanBytes
 	stopDepth     = -3 // nesting deeper than MaxDepth
+	stopCostly    = -4 // the objects written scanned more than the walk's budget
 )
 
 func isWS(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
