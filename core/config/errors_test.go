@@ -39,7 +39,7 @@ func TestLoadErrorPositions(t *testing.T) {
 		{
 			name: "syntax error: unterminated string",
 			data: doc(`[entrypoints.web]`, `address = "127.0.0.1:8080`),
-			want: []string{`t.toml:2:26: entrypoints.web.address: basic strings cannot have new lines`},
+			want: []string{`t.toml:2:26: entrypoints.web.address: the string is not closed on its line: end it with " (a " inside it is written \"; text over several lines goes between """ and """)`},
 		},
 		{
 			name: "not UTF-8: a Latin-1 byte where a key starts",

@@ -70,6 +70,18 @@ func TestSyntaxErrorNamesTheKeyAndHowToWriteIt(t *testing.T) {
 			`s.toml:2:12: log.level: expected newline but got U+006F 'o' (a string is quoted: write level = "info")`},
 		{"services.s.load_balancer.dial_timeout = 1m30s\n",
 			`s.toml:1:42: services.s.load_balancer.dial_timeout: expected newline but got U+006D 'm' (a duration is a string: write services.s.load_balancer.dial_timeout = "1m30s")`},
+		{"[entrypoints.web]\naddress = \"127.0.0.1:8080\nengine = \"gnet\"\n",
+			`s.toml:2:26: entrypoints.web.address: the string is not closed on its line: end it with " (a " inside it is written \"; text over several lines goes between """ and """)`},
+		{"[log]\nlevel = \"info\\\"\n",
+			`s.toml:2:16: log.level: the string is not closed on its line: end it with " (a " inside it is written \"; text over several lines goes between """ and """)`},
+		{"[log]\nlevel = \"info",
+			`s.toml:2:14: log.level: the string is not closed on its line: end it with " (a " inside it is written \"; text over several lines goes between """ and """)`},
+		{"[log]\nlevel = 'info",
+			`s.toml:2:14: log.level: the string is not closed on its line: end it with ' (text over several lines goes between ''' and ''')`},
+		{"[services.s.load_balancer]\nservers = [\n  { url = \"http://127.0.0.1:8000, weight = 1 },\n]\n",
+			`s.toml:3:48: the string is not closed on its line: end it with " (a " inside it is written \"; text over several lines goes between """ and """)`},
+		{"[log]\nlevel = 'info\nformat = 'text'\n",
+			`s.toml:2:14: log.level: the string is not closed on its line: end it with ' (text over several lines goes between ''' and ''')`},
 	} {
 		_, err := LoadBytes("s.toml", []byte(c.data))
 		require.EqualError(t, err, c.want)

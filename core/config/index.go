@@ -453,6 +453,12 @@ func parseFile(file string, data []byte) (map[string]any, *indexer, *Error) {
 				msg = key + ": " + outOfRange(key)
 			}
 		}
+		if h := unclosedString(de.Error()); h != "" {
+			msg = h
+			if key, _ := syntaxHint(data, line); key != "" {
+				msg = key + ": " + h
+			}
+		}
 		return nil, nil, &Error{Pos: Position{File: file, Line: max(line, 1), Col: max(col, 1)}, Msg: msg}
 	}
 	ix := newIndexer(file, data)
@@ -580,6 +586,18 @@ func syntaxHint(data []byte, line int) (key, hint string) {
 		return key, fmt.Sprintf(" (a duration is a string: write %s = %q)", local, value)
 	}
 	return key, fmt.Sprintf(" (a string is quoted: write %s = %q)", local, value)
+}
+
+// unclosedString rewords go-toml's errors for a string whose closing quote is missing (it
+// reports the line end, or the file's end, that the string ran into), or returns "".
+func unclosedString(err string) string {
+	switch {
+	case strings.HasSuffix(err, "basic strings cannot have new lines"), strings.HasSuffix(err, `basic string not terminated by "`):
+		return `the string is not closed on its line: end it with " (a " inside it is written \"; text over several lines goes between """ and """)`
+	case strings.HasSuffix(err, "literal strings cannot have new lines"), strings.HasSuffix(err, "unterminated literal string"):
+		return `the string is not closed on its line: end it with ' (text over several lines goes between ''' and ''')`
+	}
+	return ""
 }
 
 // controlChar returns the first control character TOML forbids unescaped in a string (all
