@@ -124,3 +124,39 @@ func waitConnected(ctx context.Context, nc net.Conn) error {
 	}
 	return nc.SetWriteDeadline(time.Time{})
 }
+
+// ConnectStart begins a plain TCP connection to the pool's upstream and does not wait for
+// it: it returns a non-blocking socket on which connect(2) was called (done or in progress),
+// with TCP_NODELAY and the keep-alive probes Dial sets, for an event loop to register and see
+// through (gnet.Connector); remote is the upstream's address. ok is false when only Dial can
+// connect to the upstream: a name to resolve, TLS, or a retired pool. A failure the kernel
+// reports at once (no route, no local port) comes back as err, from ConnectDone. The caller
+// bounds the wait by DialTimeout and reports the end with ConnectDone.
+func (p *Pool) ConnectStart() (fd int, remote net.Addr, ok bool, err error) {
+	if !p.direct.IsValid() || p.tls != nil || p.isClosed() {
+		return -1, nil, false, nil
+	}
+	fd, sa, err := socketFor(p.direct)
+	if err != nil {
+		return -1, nil, true, p.ConnectDone(err)
+	}
+	switch cerr := unix.Connect(fd, sa); cerr {
+	case nil, unix.EINPROGRESS, unix.EALREADY, unix.EINTR:
+	default:
+		_ = unix.Close(fd)
+		return -1, nil, true, p.ConnectDone(os.NewSyscallError("connect", cerr))
+	}
+	setUpstreamSockopts(fd)
+	return fd, net.TCPAddrFromAddrPort(p.direct), true, nil
+}
+
+// setUpstreamSockopts sets what net.FileConn and the keep-alive configuration set on a
+// connection Dial makes: TCP_NODELAY, and keep-alive probes after keepAliveIdle (interval
+// and count as the net package's defaults: 15 s, 9). Failures leave the kernel's defaults.
+func setUpstreamSockopts(fd int) {
+	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1)
+	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPIDLE, int(keepAliveIdle/time.Second))
+	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPINTVL, 15)
+	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPCNT, 9)
+}

@@ -159,6 +159,9 @@ func (p *Pool) Dial(ctx context.Context) (net.Conn, time.Duration, error) {
 	return nc, time.Since(start), nil
 }
 
+// DialTimeout returns how long a dial may take (Options.DialTimeout).
+func (p *Pool) DialTimeout() time.Duration { return p.o.DialTimeout }
+
 // IdleTimeout returns how long an idle connection may be kept (Options.IdleTimeout).
 func (p *Pool) IdleTimeout() time.Duration { return p.o.IdleTimeout }
 
@@ -201,3 +204,16 @@ func (p *Pool) Reused() { p.reuses.Add(1) }
 
 // Closed reports whether Close was called: the pool's configuration was retired.
 func (p *Pool) Closed() bool { return p.isClosed() }
+
+// ConnectDone counts the end of a connect ConnectStart began: err nil is a dial (Stats.Dials);
+// otherwise a failed dial (Stats.DialErrors), returned as an *UpstreamError of kind ErrDial
+// naming the upstream, as Dial returns it. A connect abandoned because its request ended
+// counts as neither: do not call ConnectDone for it.
+func (p *Pool) ConnectDone(err error) error {
+	if err == nil {
+		p.dials.Add(1)
+		return nil
+	}
+	p.dialErrors.Add(1)
+	return &UpstreamError{Addr: p.o.Addr, Kind: ErrDial, Err: dialError(p.direct, err)}
+}

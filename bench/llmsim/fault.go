@@ -29,6 +29,9 @@ type Fault struct {
 	// CloseIdle closes the keep-alive connection right after a complete response, without
 	// announcing it (no Connection: close), as a server's idle timeout would.
 	CloseIdle bool
+	// Close answers with Connection: close, so the connection ends with the response, as a
+	// server without keep-alive does: every request then needs a new connection.
+	Close bool
 	// Trickle sends the response body one byte per write and flush (one TCP segment, and one
 	// HTTP/1.1 chunk, per byte), TrickleGap apart: what a proxy's per-read cost meets.
 	Trickle    bool
@@ -53,7 +56,7 @@ const (
 
 // ParseFault parses an x-llmsim-fault value: items separated by ";" or ",", each one of
 // status=CODE (400..599), reset-after=N, stall-after=N (N events, 0..1e6), slow=DUR (a Go
-// duration up to 10m), repeat, drop-done, close-idle, trickle or trickle=DUR (a pause of up to
+// duration up to 10m), repeat, drop-done, close-idle, close, trickle or trickle=DUR (a pause of up to
 // 1s between bytes), big-line=BYTES (1..64 MiB). Blank items are ignored. It returns an error naming the first bad item.
 func ParseFault(s string) (Fault, error) {
 	f := noFault
@@ -110,7 +113,7 @@ func ParseFault(s string) (Fault, error) {
 				return noFault, fmt.Errorf("llmsim: fault %q: want a number of bytes 1..%d", item, maxBigLine)
 			}
 			f.BigLine = n
-		case "repeat", "drop-done", "close-idle":
+		case "repeat", "drop-done", "close-idle", "close":
 			if hasVal {
 				return noFault, fmt.Errorf("llmsim: fault %q takes no value", item)
 			}
@@ -119,11 +122,13 @@ func ParseFault(s string) (Fault, error) {
 				f.Repeat = true
 			case "drop-done":
 				f.DropDone = true
+			case "close":
+				f.Close = true
 			default:
 				f.CloseIdle = true
 			}
 		default:
-			return noFault, fmt.Errorf("llmsim: unknown fault %q (want status=, reset-after=, stall-after=, slow=, trickle, big-line=, repeat, drop-done, close-idle)", item)
+			return noFault, fmt.Errorf("llmsim: unknown fault %q (want status=, reset-after=, stall-after=, slow=, trickle, big-line=, repeat, drop-done, close-idle, close)", item)
 		}
 	}
 	return f, nil
@@ -144,6 +149,7 @@ func (f Fault) merge(g Fault) Fault {
 	f.Repeat = f.Repeat || g.Repeat
 	f.DropDone = f.DropDone || g.DropDone
 	f.CloseIdle = f.CloseIdle || g.CloseIdle
+	f.Close = f.Close || g.Close
 	if g.Trickle {
 		f.Trickle, f.TrickleGap = true, g.TrickleGap
 	}

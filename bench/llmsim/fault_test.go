@@ -26,6 +26,7 @@ func TestParseFault(t *testing.T) {
 		{in: "status=503", want: Fault{Status: 503, ResetAfter: -1, StallAfter: -1}},
 		{in: "reset-after=3; slow=10ms", want: Fault{ResetAfter: 3, StallAfter: -1, Slow: 10 * time.Millisecond}},
 		{in: "stall-after=0,repeat , drop-done;close-idle", want: Fault{ResetAfter: -1, StallAfter: 0, Repeat: true, DropDone: true, CloseIdle: true}},
+		{in: "close", want: Fault{ResetAfter: -1, StallAfter: -1, Close: true}},
 		{in: " ; ,", want: noFault},
 		{in: "trickle", want: Fault{ResetAfter: -1, StallAfter: -1, Trickle: true}},
 		{in: "trickle=2ms;slow=1ms", want: Fault{ResetAfter: -1, StallAfter: -1, Trickle: true, TrickleGap: 2 * time.Millisecond, Slow: time.Millisecond}},
@@ -207,6 +208,40 @@ func TestFaultCloseIdle(t *testing.T) {
 		}
 		b, err := io.ReadAll(resp.Body)
 		if err != nil || (stream && !strings.Contains(string(b), "[DONE]")) {
+			t.Fatalf("stream=%v: body %v %q", stream, err, b)
+		}
+		conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if n, err := br.ReadByte(); err != io.EOF {
+			t.Fatalf("stream=%v: after the response: %v %v, want EOF", stream, n, err)
+		}
+		conn.Close()
+	}
+}
+
+// The close fault announces Connection: close and ends the connection with the response,
+// streamed or not.
+func TestFaultClose(t *testing.T) {
+	_, url := startOne(t, nil)
+	addr := strings.TrimPrefix(url, "http://")
+	for _, stream := range []bool{false, true} {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, _ := http.NewRequest("POST", url+"/v1/chat/completions", strings.NewReader(chatBody("x", stream, "")))
+		req.Header.Set(FaultHeader, "close")
+		if err := req.Write(conn); err != nil {
+			t.Fatal(err)
+		}
+		br := bufio.NewReader(conn)
+		resp, err := http.ReadResponse(br, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !resp.Close {
+			t.Fatalf("stream=%v: no Connection: close", stream)
+		}
+		if b, err := io.ReadAll(resp.Body); err != nil || (stream && !strings.Contains(string(b), "[DONE]")) {
 			t.Fatalf("stream=%v: body %v %q", stream, err, b)
 		}
 		conn.SetReadDeadline(time.Now().Add(5 * time.Second))

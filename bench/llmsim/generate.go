@@ -173,6 +173,9 @@ func (in *instance) serveGeneration(w http.ResponseWriter, r *http.Request, p *g
 		in.st.fullMisses.Add(1)
 	}
 	h := w.Header()
+	if p.fault.Close {
+		h.Set("Connection", "close")
+	}
 	h.Set(CacheHeader, cacheState(cached, max(promptTokens-1, 0)/in.cfg.BlockSize, in.cfg.BlockSize))
 	h.Set(CachedTokensHeader, strconv.Itoa(cached))
 

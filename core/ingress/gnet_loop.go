@@ -61,10 +61,13 @@ type loopX struct {
 	endFn   func()
 	lxSeq   uint64             // bumped by every dial and retry wait, so that a late one finds itself stale
 	lxStop  context.CancelFunc // cancels the dial in progress
-	ls      *loopState
-	onLoop  bool // the request in flight is driven by the loop
-	lxRaced bool // the keep-alive race retry of this try was used
-	endKeep bool // endOnWorker: the connection stays open
+	// lxConnect is the connection being established on the loop for the try (connectOnLoop),
+	// nil otherwise: the deadline sweep ends it after the dial timeout.
+	lxConnect *upConn
+	ls        *loopState
+	onLoop    bool // the request in flight is driven by the loop
+	lxRaced   bool // the keep-alive race retry of this try was used
+	endKeep   bool // endOnWorker: the connection stays open
 	// upDeadline is when the upstream must have sent something (unix ns; 0: no deadline): the
 	// sweep wakes the connection after it.
 	upDeadline atomic.Int64
@@ -84,6 +87,9 @@ type loopState struct {
 	releaseAt int64
 	// spares holds per backend the state of this loop's spare dial (see keepSpare).
 	spares map[*pool.Pool]*spareState
+	// connecting holds the spares whose connect the loop began (connectSpare), for the sweep
+	// to end those past their dial timeout.
+	connecting []*upConn
 }
 
 // spareState is one loop's spare dial to one backend.
@@ -116,20 +122,24 @@ func (e *GnetEngine) loopOf(c gnet.Conn) *loopState {
 // upConn is an upstream connection on an event loop: the context of its gnet connection and
 // the net.Conn a loop-driven pool.Exchange reads and writes (never blocking).
 type upConn struct {
-	c        gnet.Conn // set by OnOpen
-	ls       *loopState
-	p        *pool.Pool
-	owner    *gconn            // the client connection whose exchange uses it; nil while idle
-	spare    *pipeline.Backend // dialled by keepSpare for this backend, for no request
-	seq      uint64            // the owner's lxSeq when it was dialled
-	dialed   time.Duration
-	idleAt   int64 // unix ns when it went idle
-	inIdle   bool  // in its loop's idle list, holding one of its pool's idle slots (HoldIdle)
-	closed   bool  // gnet closed it (OnClose): c must not be touched
-	closeErr error
-	detached bool         // handed to a worker: its gnet connection closes, the socket lives on
-	handoff  *handoffConn // the worker's connection to the socket, once detached
-	release  func(reusable bool)
+	c      gnet.Conn // set by OnOpen
+	ls     *loopState
+	p      *pool.Pool
+	owner  *gconn            // the client connection whose exchange uses it; nil while idle
+	spare  *pipeline.Backend // dialled by keepSpare for this backend, for no request
+	seq    uint64            // the owner's lxSeq when it was dialled
+	dialed time.Duration
+	// connecting: registered on the loop with its connect in progress (connectOnLoop), since
+	// connectAt; OnOpen ends it.
+	connecting bool
+	connectAt  time.Time
+	idleAt     int64 // unix ns when it went idle
+	inIdle     bool  // in its loop's idle list, holding one of its pool's idle slots (HoldIdle)
+	closed     bool  // gnet closed it (OnClose): c must not be touched
+	closeErr   error
+	detached   bool         // handed to a worker: its gnet connection closes, the socket lives on
+	handoff    *handoffConn // the worker's connection to the socket, once detached
+	release    func(reusable bool)
 }
 
 // errUpstreamGone is what a write to an upstream connection gnet already closed returns. It
@@ -254,6 +264,7 @@ func (ls *loopState) take(p *pool.Pool, check bool, now int64) *upConn {
 // sweepIdle closes idle connections past their pool's idle timeout, and those of pools no
 // longer in use (a reload retired them); on the loop.
 func (ls *loopState) sweepIdle(now int64) {
+	ls.sweepConnecting(now)
 	for p, st := range ls.spares {
 		if p.Closed() && st.dialing == 0 {
 			delete(ls.spares, p) // a retired pool: no request takes it any more
@@ -381,18 +392,74 @@ func (gc *gconn) send(uc *upConn, x *pool.Exchange, now time.Time) bool {
 	return false
 }
 
-// dial opens a connection to b on a worker goroutine and enrolls it on this loop; the try
-// goes on in upOpened (or dialFailed).
+// dial opens a connection to b, on this loop where it can (connectOnLoop), else on a worker
+// goroutine that enrolls it on this loop; the try goes on in upOpened (or dialFailed).
 func (gc *gconn) dial(b *pipeline.Backend) {
 	gc.lxState = lxDial
 	gc.lxSeq++
 	uc := &upConn{ls: gc.ls, p: b.Pool, owner: gc, seq: gc.lxSeq}
 	uc.bindRelease()
+	if gc.connectOnLoop(uc, b) {
+		return
+	}
 	// Cancelled when the client leaves or the engine stops (OnShutdown), which waits for the
 	// dials it counted; one that starts after that fails at once.
 	ctx, cancel := context.WithCancel(gc.e.dialCtx)
 	gc.lxStop = cancel
 	gc.e.dialOn(ctx, cancel, uc, b)
+}
+
+// connectOnLoop begins the connection to b on this loop, as nginx does: a non-blocking
+// connect(2) whose socket the loop registers at once (gnet.Connector), so that no goroutine,
+// second poller or enrollment stands between the request and its upstream; the loop's OnOpen
+// (upOpened) sends the request once the connect ends, OnClose (upClosed) reports its failure,
+// and the deadline sweep ends it after the pool's dial timeout. It reports false when b needs
+// the worker's dial (a name to resolve, TLS; pool.Pool.ConnectStart).
+func (gc *gconn) connectOnLoop(uc *upConn, b *pipeline.Backend) bool {
+	cn, ok := gc.ls.el.(gnet.Connector)
+	if !ok {
+		return false
+	}
+	start := time.Now()
+	fd, remote, ok, err := b.Pool.ConnectStart()
+	if !ok {
+		return false
+	}
+	var c gnet.Conn
+	if err == nil {
+		if c, err = cn.Connecting(fd, remote, uc); err != nil {
+			err = b.Pool.ConnectDone(err)
+		}
+	}
+	if err != nil {
+		gc.failLater(uc, err)
+		return true
+	}
+	uc.c, uc.connecting, uc.connectAt = c, true, start
+	gc.lxConnect = uc
+	gc.lxStop = func() { _ = c.Close() }
+	gc.upDeadline.Store(start.Add(b.Pool.DialTimeout()).UnixNano())
+	return true
+}
+
+// failLater reports a dial that failed at once on the loop after the current event, as a
+// worker's dial reports its failure: the try that called dial returns first.
+func (gc *gconn) failLater(uc *upConn, err error) {
+	_ = gc.ls.el.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
+		gc.e.dialFailed(uc, err)
+		return nil
+	}))
+}
+
+// connectTimedOut ends the connect in progress of the try when the dial timeout passed.
+func (gc *gconn) connectTimedOut() {
+	uc := gc.lxConnect
+	if uc == nil {
+		return
+	}
+	gc.lxConnect, gc.lxStop = nil, nil
+	_ = uc.Close() // its OnClose, later, finds no try waiting for it
+	gc.e.dialFailed(uc, uc.p.ConnectDone(os.ErrDeadlineExceeded))
 }
 
 // keepSpare keeps up to spareConns idle connections to b ready on loop ls while concurrent
@@ -426,9 +493,62 @@ func (e *GnetEngine) keepSpare(ls *loopState, b *pipeline.Backend) {
 		st.dialing++
 		uc := &upConn{ls: ls, p: p, spare: b}
 		uc.bindRelease()
+		if failed := st.failedAt; ls.connectSpare(uc) {
+			if st.failedAt != failed {
+				return // failed at once: not again before spareBackoff
+			}
+			continue
+		}
 		ctx, cancel := context.WithCancel(e.dialCtx)
 		e.dialOn(ctx, cancel, uc, b)
 	}
+}
+
+// connectSpare begins the spare's connection on the loop, as connectOnLoop does for a
+// request; it reports false when the spare needs a worker's dial. A connect that fails at once
+// ends the spare dial then (spareDone), which stops keepSpare's loop for spareBackoff.
+func (ls *loopState) connectSpare(uc *upConn) bool {
+	cn, ok := ls.el.(gnet.Connector)
+	if !ok {
+		return false
+	}
+	start := time.Now()
+	fd, remote, ok, err := uc.p.ConnectStart()
+	if !ok {
+		return false
+	}
+	var c gnet.Conn
+	if err == nil {
+		if c, err = cn.Connecting(fd, remote, uc); err != nil {
+			err = uc.p.ConnectDone(err)
+		}
+	}
+	if err != nil {
+		ls.spareDone(uc.p, err)
+		return true
+	}
+	uc.c, uc.connecting, uc.connectAt = c, true, start
+	ls.connecting = append(ls.connecting, uc)
+	return true
+}
+
+// sweepConnecting ends the spares' connects in progress past their dial timeout, and forgets
+// those that ended.
+func (ls *loopState) sweepConnecting(now int64) {
+	keep := ls.connecting[:0]
+	for _, uc := range ls.connecting {
+		switch {
+		case !uc.connecting:
+		case now-uc.connectAt.UnixNano() >= int64(uc.p.DialTimeout()):
+			uc.connecting = false // its OnClose, after this Close, counts nothing more
+			_ = uc.Close()
+			ls.spareDone(uc.p, uc.p.ConnectDone(os.ErrDeadlineExceeded))
+		default:
+			keep = append(keep, uc)
+		}
+	}
+	clear(ls.connecting[len(keep):])
+	ls.connecting = keep
 }
 
 // spareDone records on the loop that its spare dial to p ended (err nil: the connection is
@@ -521,9 +641,18 @@ func (e *GnetEngine) OnShutdown(gnet.Engine) {
 	e.dials.Wait()
 }
 
-// upOpened runs on the loop when a dialled connection is enrolled.
+// upOpened runs on the loop when a dialled connection is enrolled, or when the connect the
+// loop began ended (connectOnLoop).
 func (e *GnetEngine) upOpened(uc *upConn, c gnet.Conn) {
 	uc.c = c
+	if uc.connecting {
+		uc.connecting = false
+		uc.dialed = time.Since(uc.connectAt)
+		_ = uc.p.ConnectDone(nil)
+		if gc := uc.owner; gc != nil && gc.lxConnect == uc {
+			gc.lxConnect = nil
+		}
+	}
 	if b := uc.spare; b != nil {
 		// The request that takes it waits for no dial: the connect time is the backend's,
 		// observed now, not that request's.
@@ -550,7 +679,8 @@ func (e *GnetEngine) upOpened(uc *upConn, c gnet.Conn) {
 	gc.tryOn(b, now)
 }
 
-// dialFailed runs on the loop when a dial failed.
+// dialFailed runs on the loop when a dial failed. uc.owner is the request, or nil when the
+// request no longer waits for uc (then nothing is done).
 func (e *GnetEngine) dialFailed(uc *upConn, err error) {
 	if uc.spare != nil {
 		uc.ls.spareDone(uc.p, err)
@@ -799,6 +929,7 @@ func (gc *gconn) loopClosed() {
 	}
 	rc := gc.rc
 	if gc.lxStop != nil {
+		gc.lxConnect = nil // abandoned, not failed: its OnClose counts nothing
 		gc.lxStop()
 		gc.lxStop = nil
 	}
@@ -826,6 +957,8 @@ func (gc *gconn) checkDeadline(now int64) {
 	x := gc.rc.Exchange()
 	t := time.Now() // now is wall-clock nanoseconds: stamps need the monotonic reading
 	switch gc.lxState {
+	case lxDial:
+		gc.connectTimedOut() // a worker's dial has its own timeout
 	case lxHead:
 		err := x.Timeout(pool.OpReadHead)
 		gc.lxState, gc.lxUp = lxNone, nil
@@ -863,6 +996,29 @@ func (e *GnetEngine) upClosed(uc *upConn, err error) {
 		return
 	}
 	uc.closed, uc.closeErr = true, err
+	if uc.connecting {
+		// The connect the loop began failed, or the request that waited for it ended (Close,
+		// err nil): only a failure is counted, and reported to a request still waiting.
+		uc.connecting = false
+		if uc.spare != nil {
+			if err == nil {
+				uc.ls.spareDone(uc.p, nil) // the engine stops
+			} else {
+				uc.ls.spareDone(uc.p, uc.p.ConnectDone(err))
+			}
+			return
+		}
+		gc := uc.owner
+		if gc == nil || gc.lxConnect != uc {
+			return
+		}
+		gc.lxConnect, gc.lxStop = nil, nil
+		if err == nil {
+			err = errUpstreamGone
+		}
+		e.dialFailed(uc, uc.p.ConnectDone(err))
+		return
+	}
 	if uc.inIdle {
 		uc.ls.dropIdle(uc) // the upstream closed it, or the engine stops: it holds no idle slot
 		return

@@ -198,11 +198,11 @@ func TestLoopHandoffKeepsBodyIntact(t *testing.T) {
 	}
 }
 
-// A dial of the loop path that connects just as the engine stops (a drain whose deadline
-// passed with the request still waiting for its upstream): the socket must not be enrolled
-// on an event loop that no longer runs, where its registration would never run, leaving the
-// socket open and goroutines waiting. Once Drain returns, the upstream sees its connection
-// closed and no engine goroutine is left.
+// A worker's dial for the loop path (an upstream named by host name) that connects just as
+// the engine stops (a drain whose deadline passed with the request still waiting for its
+// upstream): the socket must not be enrolled on an event loop that no longer runs, where its
+// registration would never run, leaving the socket open and goroutines waiting. Once Drain
+// returns, the upstream sees its connection closed and no engine goroutine is left.
 func TestLoopDialAtShutdownLeaksNothing(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -221,7 +221,8 @@ func TestLoopDialAtShutdownLeaksNothing(t *testing.T) {
 		<-ctx.Done()
 	})
 	t.Cleanup(restore)
-	tr := ingress.NewGnet(ingress.Settings{Name: "web", Address: "127.0.0.1:0", EventLoops: 1, UpstreamLoop: true}, newResolver(t, ln.Addr().String()), nil)
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	tr := ingress.NewGnet(ingress.Settings{Name: "web", Address: "127.0.0.1:0", EventLoops: 1, UpstreamLoop: true}, newResolver(t, "localhost:"+port), nil)
 	require.NoError(t, tr.Start())
 
 	c := dialClient(t, tr.Addr())
@@ -253,9 +254,16 @@ func TestLoopDialAtShutdownLeaksNothing(t *testing.T) {
 }
 
 // Concurrent requests keep spare upstream connections on the loop: a request that dials while
-// another exchange is in flight leaves spares dialled in the background, and requests that
-// come while no dial can finish are served from them instead of waiting for one.
+// another exchange is in flight leaves spares dialled in the background (connected on the
+// loop for an upstream given by address, dialled by a worker for one given by name), and
+// requests that come while no worker's dial can finish are served from them instead of
+// waiting for one.
 func TestLoopKeepsSpareConnections(t *testing.T) {
+	t.Run("on the loop", func(t *testing.T) { testSpareConnections(t, false) })
+	t.Run("worker", func(t *testing.T) { testSpareConnections(t, true) })
+}
+
+func testSpareConnections(t *testing.T, byName bool) {
 	var held atomic.Bool
 	up := newUpstream(t, func(u *contractUpstream, c net.Conn) bool {
 		if held.CompareAndSwap(false, true) { // the first request waits for release
@@ -278,7 +286,12 @@ func TestLoopKeepsSpareConnections(t *testing.T) {
 		}
 	})
 	t.Cleanup(restore)
-	tr := startLoopEngine(t, up.addr())
+	upstream := up.addr()
+	if byName {
+		_, port, _ := net.SplitHostPort(upstream)
+		upstream = "localhost:" + port
+	}
+	tr := startLoopEngine(t, upstream)
 	t.Cleanup(func() { close(gate) })
 
 	a := dialClient(t, tr.Addr())
@@ -293,8 +306,12 @@ func TestLoopKeepsSpareConnections(t *testing.T) {
 	require.Equal(t, 200, resp.StatusCode)
 	require.Eventually(t, func() bool { return ingress.LoopIdle(tr) == ingress.SpareConns+1 }, eventWait, 5*time.Millisecond,
 		"the loop holds the second request's connection and %d spares", ingress.SpareConns)
+	if !byName {
+		close(up.release)
+		return
+	}
 
-	// From now on no dial finishes; two requests at once are still served at once.
+	// From now on no worker's dial finishes; two requests at once are still served at once.
 	gated.Store(true)
 	done := make(chan int, 2)
 	for i := 0; i < 2; i++ {

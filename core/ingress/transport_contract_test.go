@@ -304,8 +304,14 @@ func startTransport(t *testing.T, ce contractEngine, upstream string) ingress.Tr
 // newResolver compiles a config whose one router sends every path to upstream.
 func newResolver(t *testing.T, upstream string) *snapshot.Live {
 	t.Helper()
+	return newResolverWith(t, upstream, "")
+}
+
+// newResolverWith is newResolver with more keys of the service's load_balancer table.
+func newResolverWith(t *testing.T, upstream, lbKeys string) *snapshot.Live {
+	t.Helper()
 	toml := fmt.Sprintf("[entrypoints.web]\naddress = \"127.0.0.1:0\"\n[routers.all]\nrule = \"PathPrefix(`/`)\"\nservice = \"up\"\n"+
-		"[services.up.load_balancer]\nservers = [{ url = \"http://%s\" }]\n[admin]\naddress = \"\"\n", upstream)
+		"[services.up.load_balancer]\nservers = [{ url = \"http://%s\" }]\n%s\n[admin]\naddress = \"\"\n", upstream, lbKeys)
 	cfg, err := config.LoadBytes("contract.toml", []byte(toml))
 	require.NoError(t, err)
 	snap, err := snapshot.Compile(cfg, nil, 1)

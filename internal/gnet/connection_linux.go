@@ -27,6 +27,11 @@ import (
 
 func (c *conn) processIO(_ int, ev netpoll.IOEvent, _ netpoll.IOFlags) error {
 	el := c.loop
+	if c.connecting { // sluice patch: the first event of a connect in progress ends it
+		if err := el.connected(c); err != nil || !c.opened {
+			return err
+		}
+	}
 	// First check for any unexpected non-IO events.
 	// For these events we just close the connection directly.
 	if ev&(netpoll.ErrEvents|unix.EPOLLRDHUP) != 0 && ev&netpoll.ReadWriteEvents == 0 {

@@ -372,6 +372,9 @@ loop:
 }
 
 func (el *eventloop) close(c *conn, err error) error {
+	if c.connecting && el.connections.getConn(c.fd) == c {
+		c.connecting, c.opened = false, true // sluice patch: Close of a connect in progress
+	}
 	if !c.opened || el.connections.getConn(c.fd) == nil {
 		return nil // ignore stale connections
 	}

@@ -1,0 +1,84 @@
+// Copyright (c) 2026 The sluice authors. Licensed under the Apache License 2.0, as gnet.
+//
+// sluice patch (PATCHES.md): a connection whose connect(2) is in progress, registered on the
+// loop that runs the caller, with no goroutine in between.
+
+//go:build linux
+
+package gnet
+
+import (
+	"net"
+	"os"
+
+	"golang.org/x/sys/unix"
+
+	errorx "github.com/panjf2000/gnet/v2/pkg/errors"
+	"github.com/panjf2000/gnet/v2/pkg/socket"
+)
+
+// Connector is implemented by the Linux event loops: Connecting registers a socket whose
+// connect is in progress.
+type Connector interface {
+	// Connecting registers fd, a non-blocking stream socket on which connect(2) was called
+	// (it returned 0 or EINPROGRESS), with this event loop, with ctx as its context; remote
+	// is its peer's address. It must be called on the loop's own goroutine (from an event
+	// handler or a task of this loop) and takes fd over in every case: on an error fd is
+	// closed and no handler runs for it.
+	//
+	// When the connect ends, the loop reports it to the engine's handler: OnOpen once the
+	// connection is established, or OnClose with the connect's error (a
+	// *os.SyscallError "connect" wrapping the errno, such as ECONNREFUSED) when it failed.
+	// Until then the Conn takes writes, which are buffered and sent once connected, and
+	// Close, which ends the attempt with OnClose(c, nil).
+	Connecting(fd int, remote net.Addr, ctx any) (Conn, error)
+}
+
+func (el *eventloop) Connecting(fd int, remote net.Addr, ctx any) (Conn, error) {
+	if el.engine.isShutdown() {
+		_ = unix.Close(fd)
+		return nil, errorx.ErrEngineInShutdown
+	}
+	var local net.Addr
+	if lsa, err := unix.Getsockname(fd); err == nil {
+		local = socket.SockaddrToTCPOrUnixAddr(lsa)
+	}
+	c := newStreamConn("tcp", fd, el, nil, local, remote)
+	c.ctx = ctx
+	c.connecting = true
+	// Level-triggered read and write interest: writable (or an error) ends the connect.
+	if err := el.poller.AddReadWrite(&c.pollAttachment, false); err != nil {
+		_ = unix.Close(fd)
+		c.release()
+		return nil, os.NewSyscallError("epoll_ctl add", err)
+	}
+	el.connections.addConn(c, el.idx)
+	return c, nil
+}
+
+// connected runs on the first event of a connecting conn: the connect ended. On success the
+// conn opens (OnOpen, whose output and the writes made meanwhile go out as for any
+// connection); on failure it closes with the connect's error.
+func (el *eventloop) connected(c *conn) error {
+	c.connecting = false
+	soerr, err := unix.GetsockoptInt(c.fd, unix.SOL_SOCKET, unix.SO_ERROR)
+	if err == nil && soerr != 0 {
+		err = unix.Errno(soerr)
+	}
+	if err != nil {
+		c.opened = true // so that close runs OnClose and releases the descriptor
+		c.outboundBuffer.Release()
+		return el.close(c, os.NewSyscallError("connect", err))
+	}
+	if c.outboundBuffer.IsEmpty() {
+		if err := el.poller.ModRead(&c.pollAttachment, false); err != nil {
+			return el.closeConnecting(c, err)
+		}
+	}
+	return el.open(c)
+}
+
+func (el *eventloop) closeConnecting(c *conn, err error) error {
+	c.opened = true
+	return el.close(c, err)
+}
