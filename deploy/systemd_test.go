@@ -52,6 +52,8 @@ func TestSystemdUnitSettings(t *testing.T) {
 	require.NoError(t, err)
 	require.Greater(t, stop, config.DefaultDrainTimeout, "systemd must wait longer than a default drain before it kills")
 	require.Equal(t, "on-failure", one("Service.Restart"))
+	require.ElementsMatch(t, []string{"130", "143"}, strings.Fields(one("Service.SuccessExitStatus")),
+		"a drain cut short by a second signal is a stop, not a failure to restart after")
 	require.Equal(t, "yes", one("Service.DynamicUser"))
 	require.Equal(t, "CAP_NET_BIND_SERVICE", one("Service.AmbientCapabilities"))
 	require.Equal(t, one("Service.AmbientCapabilities"), one("Service.CapabilityBoundingSet"))

@@ -73,7 +73,7 @@ type Adversary struct {
 // ParseAdversary parses a spec: comma-separated kind=N items (N connections of a client
 // kind) and kind=P% items (P percent of the workload's requests for an upstream kind; the %
 // may be left out), and "mixed" for every kind at once (later items override its counts).
-// An empty spec or "none" is no adversary (nil).
+// An empty spec or "none" is no adversary (nil). A spec it refuses is an *OptionError.
 func ParseAdversary(spec string) (*Adversary, error) {
 	a := &Adversary{conns: map[string]int{}, pct: map[string]float64{}}
 	for _, item := range strings.Split(spec, ",") {
@@ -97,23 +97,23 @@ func ParseAdversary(spec string) (*Adversary, error) {
 		kind, val, ok := strings.Cut(item, "=")
 		kind, val = strings.TrimSpace(kind), strings.TrimSpace(val)
 		if !ok {
-			return nil, fmt.Errorf("harness: adversary %q: want kind=N (kinds: %s, or mixed)", item, strings.Join(AdversaryKinds(), ", "))
+			return nil, adversaryError(spec, item, "want kind=N (kinds: %s, or mixed)", strings.Join(AdversaryKinds(), ", "))
 		}
 		switch {
 		case contains(clientKinds, kind):
 			n, err := strconv.Atoi(val)
 			if err != nil || n < 0 || n > MaxAdversaryConns {
-				return nil, fmt.Errorf("harness: adversary %q: want a number of connections 0..%d", item, MaxAdversaryConns)
+				return nil, adversaryError(spec, item, "want a number of connections 0..%d", MaxAdversaryConns)
 			}
 			a.conns[kind] = n
 		case contains(upstreamKinds[:], kind):
 			p, err := strconv.ParseFloat(strings.TrimSuffix(val, "%"), 64)
 			if err != nil || math.IsNaN(p) || p < 0 || p > 100 {
-				return nil, fmt.Errorf("harness: adversary %q: want a percentage of the requests 0..100", item)
+				return nil, adversaryError(spec, item, "want a percentage of the requests 0..100")
 			}
 			a.pct[kind] = p
 		default:
-			return nil, fmt.Errorf("harness: adversary %q: unknown kind %q (kinds: %s, or mixed)", item, kind, strings.Join(AdversaryKinds(), ", "))
+			return nil, adversaryError(spec, item, "unknown kind %q (kinds: %s, or mixed)", kind, strings.Join(AdversaryKinds(), ", "))
 		}
 	}
 	total, share := 0, 0.0
@@ -125,13 +125,23 @@ func ParseAdversary(spec string) (*Adversary, error) {
 	}
 	switch {
 	case total > MaxAdversaryConns:
-		return nil, fmt.Errorf("harness: adversary %q: %d connections, at most %d", spec, total, MaxAdversaryConns)
+		return nil, refuse("adversary", spec, "%d connections, at most %d", total, MaxAdversaryConns)
 	case share > 100:
-		return nil, fmt.Errorf("harness: adversary %q: upstream kinds add up to %.4g%% of the requests, at most 100%%", spec, share)
+		return nil, refuse("adversary", spec, "upstream kinds add up to %.4g%% of the requests, at most 100%%", share)
 	case total == 0 && share == 0:
 		return nil, nil
 	}
 	return a, nil
+}
+
+// adversaryError is an *OptionError about item of adversary spec, which it names when the
+// spec has other items.
+func adversaryError(spec, item, format string, a ...any) error {
+	msg := fmt.Sprintf(format, a...)
+	if item != strings.TrimSpace(spec) {
+		msg = fmt.Sprintf("%q: %s", item, msg)
+	}
+	return refuse("adversary", spec, "%s", msg)
 }
 
 func contains(list []string, s string) bool {
@@ -174,7 +184,7 @@ func checkLoopback(host string) error {
 	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
 		return nil
 	}
-	return fmt.Errorf("harness: the adversary runs against loopback targets only (127.0.0.0/8, ::1, localhost), not %q", host)
+	return conflict(fmt.Sprintf("--adversary runs against loopback targets only (127.0.0.0/8, ::1, localhost), not %q", host))
 }
 
 // AdversaryResult is what happened to the adversary's connections and requests in a run.

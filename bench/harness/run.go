@@ -8,13 +8,9 @@ package harness
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"math"
 	"math/rand/v2"
-	"net"
-	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -201,34 +197,20 @@ type runState struct {
 func (r *runState) clock() int64 { return int64(time.Since(r.base)) }
 
 // Run generates load as o describes and returns the measured result. It
-// returns an error for invalid options or when ctx is cancelled before the
-// window ends; request failures are counted in the Result, not returned.
+// returns an error for invalid options (the *OptionError Check returns) or when ctx is cancelled
+// before the window ends; request failures are counted in the Result, not returned.
 func Run(ctx context.Context, o Options) (*Result, error) {
-	if err := o.normalize(); err != nil {
+	o.normalize()
+	if err := o.check(); err != nil {
 		return nil, err
 	}
-	u, addr, err := parseTarget(o.Target)
-	if err != nil {
-		return nil, err
-	}
+	// check has parsed the targets and the adversary: they parse again without error.
+	u, addr, _ := parseTarget("target", o.Target)
 	var altAddr string
 	if o.AltTarget != "" {
-		if o.Rate > 0 {
-			return nil, errors.New("harness: an alternate target needs the closed loop (concurrency)")
-		}
-		if _, altAddr, err = parseTarget(o.AltTarget); err != nil {
-			return nil, err
-		}
+		_, altAddr, _ = parseTarget("alt-target", o.AltTarget)
 	}
-	adversary, err := ParseAdversary(o.Adversary)
-	if err != nil {
-		return nil, err
-	}
-	if adversary != nil {
-		if err := checkLoopback(u.Hostname()); err != nil {
-			return nil, err
-		}
-	}
+	adversary, _ := ParseAdversary(o.Adversary)
 	r := &runState{
 		o:       o,
 		addr:    addr,
@@ -241,6 +223,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		workers = o.Connections
 	}
 	gens := make([]*requestGen, workers)
+	var err error
 	for i := range gens {
 		if gens[i], err = newRequestGen(&o, u.Host, o.Seed+uint64(i)*7919+1); err != nil {
 			return nil, err
@@ -322,112 +305,6 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	res := r.result()
 	res.Adversary = advRes
 	return res, nil
-}
-
-// parseTarget checks a base URL and returns it with its dial address.
-func parseTarget(target string) (*url.URL, string, error) {
-	u, err := url.Parse(target)
-	if err != nil {
-		return nil, "", fmt.Errorf("harness: cannot parse target %q: %w", target, err)
-	}
-	if u.Scheme != "http" || u.Host == "" {
-		return nil, "", fmt.Errorf("harness: target %q: want http://host:port", target)
-	}
-	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil {
-		return nil, "", fmt.Errorf("harness: target %q: want only http://host:port (the request path is set apart: --path, or Options.Path)", target)
-	}
-	if p := u.Port(); p != "" {
-		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
-			return nil, "", fmt.Errorf("harness: target %q: port %s is not a TCP port", target, p)
-		}
-	}
-	addr := u.Host
-	if u.Port() == "" {
-		addr = net.JoinHostPort(u.Hostname(), "80")
-	}
-	return u, addr, nil
-}
-
-// Bounds of the options, so that a typo fails at once instead of exhausting the machine.
-const (
-	// MaxRate is the highest open-loop rate, in requests per second: far above what one
-	// generator process reaches on one machine.
-	MaxRate = 1_000_000
-	// MinRate is the lowest open-loop rate, in requests per second (one per 1,000 s).
-	MinRate = 0.001
-	// MaxConnections bounds Concurrency and Connections (each is a goroutine, a socket and
-	// its buffers).
-	MaxConnections = 100_000
-	// MaxDuration bounds Duration, Warmup, Drain and Timeout each.
-	MaxDuration = 24 * time.Hour
-)
-
-// CheckRate returns an error unless rate is 0 (closed loop) or a number of requests per second
-// in [MinRate, MaxRate].
-func CheckRate(rate float64) error {
-	if rate == 0 {
-		return nil
-	}
-	if math.IsNaN(rate) || rate < MinRate || rate > MaxRate {
-		return fmt.Errorf("harness: rate %v: want a number of requests per second in [%v, %d]", rate, MinRate, MaxRate)
-	}
-	return nil
-}
-
-func (o *Options) normalize() error {
-	if o.Path == "" {
-		o.Path = DefaultPath
-	}
-	if o.Model == "" {
-		o.Model = DefaultModel
-	}
-	if o.Timeout == 0 {
-		o.Timeout = DefaultTimeout
-	}
-	if o.Drain == 0 {
-		o.Drain = DefaultDrain
-	}
-	if o.Connections == 0 {
-		o.Connections = DefaultConnections
-	}
-	if o.Workload == "" {
-		o.Workload = WorkloadJSON
-	}
-	if o.NewConnections {
-		o.Headers = append(o.Headers[:len(o.Headers):len(o.Headers)], "Connection: close")
-	}
-	if err := CheckRate(o.Rate); err != nil {
-		return err
-	}
-	switch {
-	case o.Concurrency < 0:
-		return fmt.Errorf("harness: concurrency %d: want > 0 connections", o.Concurrency)
-	case o.Connections < 0:
-		return fmt.Errorf("harness: connections %d: want > 0 (0: the default)", o.Connections)
-	case o.Concurrency > MaxConnections || o.Connections > MaxConnections:
-		return fmt.Errorf("harness: at most %d connections", MaxConnections)
-	case o.Duration > MaxDuration || o.Warmup > MaxDuration || o.Drain > MaxDuration || o.Timeout > MaxDuration:
-		return fmt.Errorf("harness: durations are at most %v each", MaxDuration)
-	case o.Timeout < 0 || o.Drain < 0:
-		return errors.New("harness: timeout and drain must not be negative (0: the default)")
-	case o.MaxTokens < 0:
-		return fmt.Errorf("harness: max_tokens %d: want >= 0 (0: omitted)", o.MaxTokens)
-	case o.Turns < 0:
-		return fmt.Errorf("harness: turns %d: want >= 1 (0: the default)", o.Turns)
-	case o.EchoReplies && o.ReplyBytes > 0:
-		return errors.New("harness: echo replies and reply bytes are exclusive")
-	case o.ReplyBytes < 0 || o.ReplyBytes > maxReplyBytes:
-		return fmt.Errorf("harness: reply bytes %d: want 0 (the default) to %d", o.ReplyBytes, maxReplyBytes)
-	case o.Concurrency > 0 && o.Rate > 0:
-		return errors.New("harness: set either concurrency (closed loop) or rate (open loop), not both")
-	case o.Concurrency == 0 && o.Rate == 0:
-		return errors.New("harness: set concurrency (closed loop) or rate (open loop)")
-	case o.Duration <= 0:
-		return errors.New("harness: duration must be > 0")
-	case o.Warmup < 0:
-		return errors.New("harness: warmup must be >= 0")
-	}
-	return nil
 }
 
 // nextIntended returns the next open-loop intended send time (ns on the run

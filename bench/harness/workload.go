@@ -1,7 +1,6 @@
 package harness
 
 import (
-	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -77,11 +76,11 @@ type requestGen struct {
 func newRequestGen(o *Options, hostport string, seed uint64) (*requestGen, error) {
 	head := "POST " + o.Path + " HTTP/1.1\r\nHost: " + hostport + "\r\nContent-Type: application/json\r\n"
 	for _, h := range o.Headers {
-		name, value, ok := strings.Cut(h, ":")
-		if !ok || strings.TrimSpace(name) == "" || strings.ContainsAny(h, "\r\n") || strings.ContainsAny(name, " \t") {
-			return nil, fmt.Errorf("harness: header %q: want \"Name: value\" on one line", h)
+		name, value, ok := headerField(h)
+		if !ok {
+			return nil, refuse("header", h, `want "Name: value" on one line`)
 		}
-		head += name + ": " + strings.TrimSpace(value) + "\r\n"
+		head += name + ": " + value + "\r\n"
 	}
 	g := &requestGen{
 		kind:      o.Workload,
@@ -99,13 +98,23 @@ func newRequestGen(o *Options, hostport string, seed uint64) (*requestGen, error
 	switch g.kind {
 	case WorkloadJSON, WorkloadSSE, WorkloadMultiTurn, WorkloadMixed:
 	default:
-		return nil, fmt.Errorf("harness: unknown workload %q (want one of json, sse, chat-multiturn, mixed)", g.kind)
+		return nil, refuse("workload", g.kind, "want one of %s", strings.Join(Workloads, ", "))
 	}
 	user := `[{"role":"user","content":"Say hello in five words."}]`
 	g.jsonReq = g.build(nil, g.chatBody(nil, user, false), false)
 	g.sseReq = g.build(nil, g.chatBody(nil, user, true), true)
 	g.convID = int(seed % 1_000_000)
 	return g, nil
+}
+
+// headerField splits an extra request header, "Name: value", into its name and its trimmed
+// value; ok is false unless h is one such field on one line.
+func headerField(h string) (name, value string, ok bool) {
+	name, value, ok = strings.Cut(h, ":")
+	if !ok || strings.TrimSpace(name) == "" || strings.ContainsAny(h, "\r\n") || strings.ContainsAny(name, " \t") {
+		return "", "", false
+	}
+	return name, strings.TrimSpace(value), true
 }
 
 // chatBody appends an OpenAI chat completion request body to dst.

@@ -256,7 +256,7 @@ func (c Config) resolve() ([]InstanceConfig, error) {
 			ic.Role = RoleAggregated
 		}
 		if err := ic.validate(); err != nil {
-			return nil, fmt.Errorf("llmsim: instance #%d (%s): %w", i+1, ic.Listen, err)
+			return nil, fmt.Errorf("llmsim: instance %d (%s): %w", i, ic.Listen, err)
 		}
 	}
 	return out, nil

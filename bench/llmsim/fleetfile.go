@@ -85,7 +85,7 @@ func ParseFleetFile(name string, data []byte) (Config, error) {
 	for i, m := range ff.Instance {
 		ic := cfg.Defaults
 		if err := overlay(&ic, m); err != nil {
-			return Config{}, fileError(name, fmt.Sprintf("[[instance]] #%d: ", i+1), err)
+			return Config{}, fileError(name, fmt.Sprintf("instance %d: ", i), err)
 		}
 		cfg.Instance = append(cfg.Instance, ic)
 	}

@@ -132,7 +132,7 @@ func newInstance(f *Fleet, idx int, cfg InstanceConfig) *instance {
 func (in *instance) start(addr string) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return fmt.Errorf("llmsim: instance #%d: %w", in.idx+1, err)
+		return fmt.Errorf("llmsim: instance %d: %w", in.idx, err)
 	}
 	srv := &http.Server{
 		Handler:           in,

@@ -434,7 +434,7 @@ func TestFleetFileErrorsAreReadable(t *testing.T) {
 		"instances = 3\nbase_port = 65535\n":                "base_port 65535 + 3 instances runs past port 65535",
 		"base_port = 99999\n":                               "base_port 99999: want a TCP port",
 		"api_key = \"a\"\napi_key_env = \"HOME\"\n":         "set api_key or api_key_env, not both",
-		"[[instance]]\n[[instance]]\nrole = \"verifier\"\n": "bad.toml: instance #2 (127.0.0.1:8000): unknown role \"verifier\"",
+		"[[instance]]\n[[instance]]\nrole = \"verifier\"\n": "bad.toml: instance 1 (127.0.0.1:8000): unknown role \"verifier\"",
 	} {
 		_, err := ParseFleetFile("bad.toml", []byte(bad))
 		if err == nil || !strings.Contains(err.Error(), want) {

@@ -20,6 +20,9 @@ func TestUsageErrorsNameTheMistake(t *testing.T) {
 		{[]string{"--ttft=-1s"}, `llmsim: invalid value "-1s" for flag --ttft: negative duration "-1s" (llmsim -h lists the flags)`},
 		{[]string{"serve"}, `llmsim: unexpected argument "serve" (flags only)`},
 		{[]string{"--config", "fleet.toml", "--itl", "5ms"}, "llmsim: --itl cannot be combined with --config (put it in the fleet file)"},
+		// A value out of range names the instance as the startup line does, from 0.
+		{[]string{"--tokens", "-5"}, "llmsim: instance 0 (127.0.0.1:8000): tokens -5 out of range [0, 1048576]"},
+		{[]string{"--instances", "2", "--max-running", "0"}, "llmsim: instance 0 (127.0.0.1:0): max_running 0: must be at least 1"},
 	} {
 		err := run(c.args)
 		require.Error(t, err, "%q", c.args)

@@ -131,6 +131,22 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
+// refusedFlag returns err as a usageError when it is a harness.OptionError about one of fs's
+// flags, or about how two combine, worded as cliflag words a value the flag's type refuses
+// and followed by the flags; any other error is returned as it is.
+func refusedFlag(fs *flag.FlagSet, args []string, err error) error {
+	var oe *harness.OptionError
+	if !errors.As(err, &oe) || (oe.Flag != "" && fs.Lookup(oe.Flag) == nil) {
+		return err
+	}
+	var b strings.Builder
+	printFlags(&b, fs)
+	if oe.Flag == "" {
+		return usageError{err: errors.New(oe.Msg), usage: b.String()}
+	}
+	return usageError{err: cliflag.InvalidValue(args, oe.Flag, oe.Value, oe.Msg), usage: b.String()}
+}
+
 // printFlags writes fs's usage line and flags.
 func printFlags(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprintf(w, "usage: sluice-bench %s [flags]\n", fs.Name())
@@ -177,7 +193,12 @@ func runCmd(ctx context.Context, args []string) error {
 		return err
 	}
 	if o.Target == "" {
-		return errors.New("--target is required")
+		return usageError{err: errors.New("--target is required")}
+	}
+	// The harness checks its options as it starts; checked here, a value it refuses is the
+	// flag's mistake, told as the flag package's are.
+	if err := o.Check(); err != nil {
+		return refusedFlag(fs, args, err)
 	}
 	if t := terminal(); t != nil {
 		o.Progress = t
@@ -288,7 +309,7 @@ func compareCmd(ctx context.Context, args []string) error {
 		return usageError{err: err} // a flag's value, refused as a flag is
 	}
 	if err != nil {
-		return err
+		return refusedFlag(fs, args, err)
 	}
 	fmt.Println()
 	if err := cmp.Markdown(os.Stdout); err != nil {

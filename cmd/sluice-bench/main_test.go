@@ -71,7 +71,21 @@ func TestUsageErrorsNameTheMistake(t *testing.T) {
 		{[]string{"compare", "--workload", "jsn"}, `sluice-bench compare: --workload: unknown workload "jsn" (did you mean json?) (want one of json, sse, chat-multiturn, mixed)`, 2},
 		{[]string{"compare", "--rounds", "-2"}, "sluice-bench compare: --rounds: -2: want at least 1 (0: the default)", 2},
 		// Parsed: --header takes every value, and the same value twice is harmless.
-		{[]string{"run", "--header", "A: 1", "--header", "B: 2", "--seed", "2", "--seed=2"}, "sluice-bench run: --target is required", 1},
+		{[]string{"run", "--header", "A: 1", "--header", "B: 2", "--seed", "2", "--seed=2"}, "sluice-bench run: --target is required", 2},
+		// Values the harness refuses are refused before anything runs, as the flag package
+		// refuses a value, the flag named as typed.
+		{[]string{"run", "--target", "http://127.0.0.1:1", "--concurrency", "-3"}, `sluice-bench run: invalid value "-3" for flag --concurrency: want 1 to 100000 connections`, 2},
+		{[]string{"run", "--target", "http://127.0.0.1:1", "-concurrency=-3"}, `sluice-bench run: invalid value "-3" for flag -concurrency: want 1 to 100000 connections`, 2},
+		{[]string{"run", "--target", "127.0.0.1:1", "--concurrency", "1"}, `sluice-bench run: invalid value "127.0.0.1:1" for flag --target: want a URL such as http://127.0.0.1:8080`, 2},
+		{[]string{"run", "--target", "localhost:8080", "--rate", "5"}, `sluice-bench run: invalid value "localhost:8080" for flag --target: want a URL such as http://127.0.0.1:8080`, 2},
+		{[]string{"run", "--target", "http://127.0.0.1:1", "--rate", "-1"}, `sluice-bench run: invalid value "-1" for flag --rate: want a number of requests per second in [0.001, 1000000]`, 2},
+		{[]string{"run", "--target", "http://127.0.0.1:1", "--concurrency", "1", "--max-tokens", "-1"}, `sluice-bench run: invalid value "-1" for flag --max-tokens: want 0 (omitted) or more`, 2},
+		{[]string{"run", "--target", "http://127.0.0.1:1", "--concurrency", "1", "--workload", "jsn"}, `sluice-bench run: invalid value "jsn" for flag --workload: want one of json, sse, chat-multiturn, mixed`, 2},
+		{[]string{"run", "--target", "http://127.0.0.1:1", "--concurrency", "1", "--header", "nocolon"}, `sluice-bench run: invalid value "nocolon" for flag --header: want "Name: value" on one line`, 2},
+		{[]string{"run", "--target", "http://127.0.0.1:1", "--concurrency", "1", "--adversary", "slowloris=1,explode=2"}, `sluice-bench run: invalid value "slowloris=1,explode=2" for flag --adversary: "explode=2": unknown kind "explode" (kinds: slowloris, slowbody, noread, reset, pipeline, bigheader, segment, up-trickle, up-stall, up-reset, up-bigline, or mixed)`, 2},
+		{[]string{"run", "--target", "http://127.0.0.1:1"}, "sluice-bench run: set --concurrency (closed loop) or --rate (open loop)", 2},
+		{[]string{"run", "--target", "http://127.0.0.1:1", "--concurrency", "2", "--rate", "3"}, "sluice-bench run: set either --concurrency (closed loop) or --rate (open loop), not both", 2},
+		{[]string{"compare", "--rate", "-1"}, `sluice-bench compare: invalid value "-1" for flag --rate: want a number of requests per second in [0.001, 1000000]`, 2},
 	} {
 		var o, e bytes.Buffer
 		cmd := exec.Command(bin, c.args...)

@@ -41,7 +41,9 @@ Run 'sluice COMMAND --help' for a command's flags.
 
 const serveUsage = `usage: sluice serve [--config PATH]
 
-Run the gateway until SIGTERM or SIGINT (drain in-flight requests, then exit 0).
+Run the gateway until SIGTERM or SIGINT (drain in-flight requests, then exit 0; a
+second SIGTERM or SIGINT closes what is left at once and exits 128 plus its number:
+143 for SIGTERM, 130 for SIGINT).
 SIGHUP reloads the configuration from PATH; a bad configuration is refused and the
 running one stays in force.
 
@@ -269,37 +271,65 @@ func serve(args []string, stdout, stderr io.Writer) int {
 			_ = g.Reload() // Reload logs a refusal
 			continue
 		}
-		log.Info("draining; send the signal again to close the remaining connections now", "signal", sig.String())
-		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(g.DrainTimeout()))
-		go cutOnSecondSignal(sigs, cancel, log)
-		start := time.Now()
-		err := g.Drain(ctx)
-		cancel()
-		switch {
-		case err == nil:
-			log.Info("drained; exiting", "took", time.Since(start).Round(time.Millisecond).String())
-		case errors.Is(err, context.DeadlineExceeded):
-			log.Warn("drain timeout reached; closing the remaining connections and exiting", "drain_timeout", time.Duration(g.DrainTimeout()).String())
-		case errors.Is(err, context.Canceled):
-			log.Warn("drain cut short; closed the remaining connections", "took", time.Since(start).Round(time.Millisecond).String())
-		default:
-			log.Error("drain", "error", err.Error())
-		}
-		return 0
+		return drain(g, sig, sigs, log)
 	}
 	return 0
 }
 
+// drain drains g after sig and returns the exit status: 0 when the drain ended on its own or at
+// drain_timeout; when a second signal cut it short, 128 plus that signal's number (130 for
+// SIGINT, 143 for SIGTERM), the status a shell reports for a process the signal killed, so
+// that whoever sent it (a script, systemd, make) sees that the drain did not finish.
+func drain(g *gateway.Gateway, sig os.Signal, sigs <-chan os.Signal, log *slog.Logger) int {
+	log.Info("draining; send the signal again to close the remaining connections now", "signal", sig.String())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(g.DrainTimeout()))
+	cut := make(chan os.Signal, 1)
+	go cutOnSecondSignal(sigs, cancel, cut, log)
+	start := time.Now()
+	err := g.Drain(ctx)
+	cancel()
+	took := time.Since(start).Round(time.Millisecond).String()
+	switch {
+	case err == nil:
+		log.Info("drained; exiting", "took", took)
+	case errors.Is(err, context.DeadlineExceeded):
+		log.Warn("drain timeout reached; closing the remaining connections and exiting", "drain_timeout", time.Duration(g.DrainTimeout()).String())
+	case errors.Is(err, context.Canceled):
+		code := 1
+		select {
+		case second := <-cut: // sent before the cancel that ended the drain
+			code = signalStatus(second)
+		default:
+		}
+		log.Warn("drain cut short; closed the remaining connections", "took", took, "exit_status", code)
+		return code
+	default:
+		log.Error("drain", "error", err.Error())
+	}
+	return 0
+}
+
+// signalStatus is the exit status a shell reports for a process sig killed: 128 plus its
+// number, or 1 for a signal that has none.
+func signalStatus(sig os.Signal) int {
+	if s, ok := sig.(syscall.Signal); ok {
+		return 128 + int(s)
+	}
+	return 1
+}
+
 // cutOnSecondSignal ends a drain early: a second SIGTERM or SIGINT (an operator pressing
-// Ctrl-C again) cancels the drain's context, so the remaining connections are closed as at
-// drain_timeout. SIGHUP during a drain reloads nothing: the configuration is on its way out.
-func cutOnSecondSignal(sigs <-chan os.Signal, cancel context.CancelFunc, log *slog.Logger) {
+// Ctrl-C again) is sent on cut, then cancels the drain's context, so the remaining connections
+// are closed as at drain_timeout. SIGHUP during a drain reloads nothing: the configuration is
+// on its way out.
+func cutOnSecondSignal(sigs <-chan os.Signal, cancel context.CancelFunc, cut chan<- os.Signal, log *slog.Logger) {
 	for sig := range sigs {
 		if sig == syscall.SIGHUP {
 			log.Warn("reload ignored: draining", "signal", sig.String())
 			continue
 		}
 		log.Warn("second signal: closing the remaining connections", "signal", sig.String())
+		cut <- sig
 		cancel()
 		return
 	}

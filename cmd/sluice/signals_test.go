@@ -76,15 +76,41 @@ address = "127.0.0.1:%d"
 	require.Contains(t, p.Output(), "drained; exiting", "the last log line says the drain ended")
 }
 
-// A second SIGTERM during a drain closes what is left at once: the process exits long before
-// drain_timeout with the stream in flight cut, and says so.
+// A second SIGTERM or SIGINT during a drain closes what is left at once: the process exits long
+// before drain_timeout with the stream in flight cut, says so, and exits as the signal would
+// have killed it (128 plus its number), not 0: the drain did not finish.
 func TestSecondSignalCutsTheDrainShort(t *testing.T) {
 	bin := testenv.BuildBinary(t, "./cmd/sluice")
+	for _, c := range []struct {
+		name string
+		sig  syscall.Signal
+		code int
+	}{{"SIGTERM", syscall.SIGTERM, 143}, {"SIGINT", syscall.SIGINT, 130}} {
+		t.Run(c.name, func(t *testing.T) {
+			p, stream := drainingWithAStream(t, bin, c.sig)
+			require.NoError(t, p.Signal(c.sig))
+			select {
+			case <-p.Done():
+			case <-time.After(10 * time.Second):
+				t.Fatalf("sluice went on draining after a second %v", c.sig)
+			}
+			require.Contains(t, p.Output(), "drain cut short")
+			require.Equal(t, c.code, p.Cmd.ProcessState.ExitCode(), "exit status: %s", p.Output())
+			_, err := io.Copy(io.Discard, stream)
+			require.NoError(t, err, "the stream ends with the connection (not a timeout)")
+		})
+	}
+}
+
+// drainingWithAStream starts bin serving a stream that never ends, with a drain_timeout of a
+// minute, opens one such stream, sends sig and returns once the gateway says it is draining:
+// the stream holds the drain open.
+func drainingWithAStream(t *testing.T, bin string, sig syscall.Signal) (*testenv.Process, net.Conn) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	defer ln.Close()
+	t.Cleanup(func() { _ = ln.Close() })
 	stop := make(chan struct{})
-	defer close(stop)
+	t.Cleanup(func() { close(stop) })
 	serveEach(ln, func(c net.Conn) { // an upstream that streams a chunk every 50 ms and never ends
 		buf := make([]byte, 4096)
 		_, _ = c.Read(buf)
@@ -107,7 +133,7 @@ func TestSecondSignalCutsTheDrainShort(t *testing.T) {
 
 	c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 	require.NoError(t, err)
-	defer c.Close()
+	t.Cleanup(func() { _ = c.Close() })
 	_, err = fmt.Fprint(c, "GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")
 	require.NoError(t, err)
 	require.NoError(t, c.SetReadDeadline(time.Now().Add(10*time.Second)))
@@ -115,17 +141,9 @@ func TestSecondSignalCutsTheDrainShort(t *testing.T) {
 	_, err = c.Read(first)
 	require.NoError(t, err, "the stream started")
 
-	require.NoError(t, p.Signal(syscall.SIGTERM))
+	require.NoError(t, p.Signal(sig))
 	p.WaitOutput(t, "send the signal again", 5*time.Second)
-	require.NoError(t, p.Signal(syscall.SIGTERM))
-	select {
-	case <-p.Done():
-	case <-time.After(10 * time.Second):
-		t.Fatal("sluice went on draining after a second SIGTERM")
-	}
-	require.Contains(t, p.Output(), "drain cut short")
-	_, err = io.Copy(io.Discard, c)
-	require.NoError(t, err, "the stream ends with the connection (not a timeout)")
+	return p, c
 }
 
 // Out of file descriptors, the accept failures are logged once a second, not once per retry:

@@ -19,9 +19,11 @@ import (
 	json "github.com/goccy/go-json"
 
 	"github.com/sluice-gw/sluice/core/config"
+	"github.com/sluice-gw/sluice/core/http1"
 	"github.com/sluice-gw/sluice/core/lifecycle/rollout"
 	"github.com/sluice-gw/sluice/core/lifecycle/scaling"
 	"github.com/sluice-gw/sluice/core/metrics"
+	"github.com/sluice-gw/sluice/core/pipeline"
 	"github.com/sluice-gw/sluice/core/workers"
 )
 
@@ -60,6 +62,7 @@ func startAdmin(g *Gateway, cfg config.Admin) (*adminServer, error) {
 		h = requireBearer(cfg.Token, h)
 	}
 	h = requireHost(hosts, h)
+	h = refuseAsteriskForm(h)
 	a := &adminServer{addr: ln.Addr().String(), srv: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}}
 	go func() { _ = a.srv.Serve(ln) }()
 	return a, nil
@@ -74,6 +77,22 @@ func (a *adminServer) close() {
 // writeError answers with an OpenAI-style JSON error, like every other admin answer.
 func writeError(w http.ResponseWriter, status int, typ, code, msg string) {
 	writeJSON(w, status, map[string]any{"error": map[string]any{"message": msg, "type": typ, "param": nil, "code": code}})
+}
+
+// refuseAsteriskForm answers a request whose target is "*" as the gateway's entrypoints do,
+// before anything else looks at it. net/http answers OPTIONS * itself, before any handler:
+// 200 without content, as the entrypoints do. Any other method gets the entrypoints' 400, since
+// asterisk-form is only for OPTIONS (RFC 9112 §3.2.4); net/http would hand it on with the path
+// "*", and the endpoints would answer 404 (or 401 for want of a token) as if it named a resource.
+func refuseAsteriskForm(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.RequestURI != "*" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		e := pipeline.FramingGatewayError(http1.ErrAsteriskForm)
+		writeError(w, e.Status, string(e.Type), e.Code, e.Message)
+	})
 }
 
 // requireHost refuses requests whose Host header does not name the admin API. A web page

@@ -33,13 +33,17 @@ var ErrNeedMore = errors.New("http1: incomplete message head, need more bytes")
 
 func newErr(status int, msg string) *Error { return &Error{Status: status, Msg: msg} }
 
+// ErrAsteriskForm refuses an asterisk-form request-target ("*") with a method other than
+// OPTIONS (RFC 9112 §3.2.4). It is exported for the servers that parse with net/http (the admin
+// API), so that they answer such a request as the gateway does.
+var ErrAsteriskForm = newErr(400, "asterisk-form request-target is only for OPTIONS (RFC 9112 §3.2.4)")
+
 // Request errors (RFC 9112 unless noted).
 var (
 	errReqLine          = newErr(400, "malformed request line (RFC 9112 §3)")
 	errMethod           = newErr(400, "invalid method token (RFC 9112 §3.1)")
 	errTarget           = newErr(400, "invalid request-target (RFC 9112 §3.2)")
 	errConnect          = newErr(501, "CONNECT is not supported: the gateway does not open tunnels (RFC 9110 §9.3.6)")
-	errAsterisk         = newErr(400, "asterisk-form request-target is only for OPTIONS (RFC 9112 §3.2.4)")
 	errDotSegment       = newErr(400, "request path has a dot segment (RFC 3986 §5.2.4): resolve it before sending")
 	errVersionSyntax    = newErr(400, "malformed HTTP-version (RFC 9112 §2.3)")
 	errTargetSpace      = newErr(400, "whitespace in the request-target: percent-encode it (%20, RFC 9112 §3.2, §3)")

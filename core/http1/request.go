@@ -312,7 +312,7 @@ func (r *Request) parseTarget() error {
 		r.Path = path
 	case len(u) == 1 && u[0] == '*':
 		if string(r.Method) != "OPTIONS" {
-			return errAsterisk // RFC 9112 §3.2.4: asterisk-form is only for server-wide OPTIONS
+			return ErrAsteriskForm // RFC 9112 §3.2.4: asterisk-form is only for server-wide OPTIONS
 		}
 		r.Path = u
 	case hasPrefixFold(u, "http://") || hasPrefixFold(u, "https://"):

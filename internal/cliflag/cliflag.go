@@ -114,6 +114,15 @@ func describe(err error, args []string, fs *flag.FlagSet) error {
 	return fmt.Errorf("unknown flag %s", t)
 }
 
+// InvalidValue returns the error for a value of flag name that the flag's type accepts but the
+// command refuses (a negative count, a URL without its scheme), in the words of Parse's error
+// for a value the type refuses, the flag named as args spell it first:
+//
+//	invalid value "-3" for flag --concurrency: want 1 to 100000 connections
+func InvalidValue(args []string, name, value, why string) error {
+	return fmt.Errorf("invalid value %q for flag %s: %s", value, typed(name, args), why)
+}
+
 // wants says what flag name of fs takes, by the type of its value ("" for a type of its own).
 func wants(fs *flag.FlagSet, name string) string {
 	f := fs.Lookup(name)

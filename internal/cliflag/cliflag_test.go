@@ -108,6 +108,18 @@ func TestParseErrorsNameTheFlagAsTyped(t *testing.T) {
 	}
 }
 
+// A value the command refuses after parsing reads as one the flag's type refuses, the flag
+// named as it was typed.
+func TestInvalidValueReadsAsParseDoes(t *testing.T) {
+	args := []string{"-concurrency=-3", "--duration", "1s"}
+	require.EqualError(t, InvalidValue(args, "concurrency", "-3", "want 1 or more"),
+		`invalid value "-3" for flag -concurrency: want 1 or more`)
+	require.EqualError(t, InvalidValue(args, "duration", "1s", "want 2s or more"),
+		`invalid value "1s" for flag --duration: want 2s or more`)
+	require.EqualError(t, InvalidValue(nil, "target", "x", "want a URL"),
+		`invalid value "x" for flag --target: want a URL`, "a flag not among args is spelt --name")
+}
+
 // PrintDefaults spells each flag with two dashes, as the errors do, and changes nothing else.
 func TestPrintDefaultsSpellsFlagsWithTwoDashes(t *testing.T) {
 	var headers []string

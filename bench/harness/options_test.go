@@ -1,0 +1,52 @@
+package harness
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// Check refuses what Run would, before anything starts, and names the option as the command's
+// flag does, with the value as that flag prints it; Run returns the same error.
+func TestCheckNamesTheRefusedOption(t *testing.T) {
+	ok := Options{Target: "http://127.0.0.1:1", Concurrency: 1, Duration: time.Second}
+	require.NoError(t, ok.Check())
+	for _, c := range []struct {
+		change      func(o *Options)
+		flag, value string
+	}{
+		{func(o *Options) { o.Concurrency = -3 }, "concurrency", "-3"},
+		{func(o *Options) { o.Concurrency, o.Rate, o.Connections = 0, 5, -1 }, "connections", "-1"},
+		{func(o *Options) { o.Concurrency, o.Rate = 0, -1 }, "rate", "-1"},
+		{func(o *Options) { o.Duration = 25 * time.Hour }, "duration", "25h0m0s"},
+		{func(o *Options) { o.Warmup = -time.Second }, "warmup", "-1s"},
+		{func(o *Options) { o.Timeout = -time.Second }, "timeout", "-1s"},
+		{func(o *Options) { o.MaxTokens = -1 }, "max-tokens", "-1"},
+		{func(o *Options) { o.Turns = -1 }, "turns", "-1"},
+		{func(o *Options) { o.ReplyBytes = -1 }, "reply-bytes", "-1"},
+		{func(o *Options) { o.Workload = "jsn" }, "workload", "jsn"},
+		{func(o *Options) { o.Headers = []string{"A: 1", "B"} }, "header", "B"},
+		{func(o *Options) { o.Target = "127.0.0.1:8080" }, "target", "127.0.0.1:8080"},
+		{func(o *Options) { o.Target = "localhost:8080" }, "target", "localhost:8080"},
+		{func(o *Options) { o.AltTarget = "https://127.0.0.1:2" }, "alt-target", "https://127.0.0.1:2"},
+		{func(o *Options) { o.Adversary = "slowloris=1,nope" }, "adversary", "slowloris=1,nope"},
+		// Two options that exclude each other, or neither of two set: no one value is wrong.
+		{func(o *Options) { o.Rate = 5 }, "", ""},
+		{func(o *Options) { o.Concurrency = 0 }, "", ""},
+		{func(o *Options) { o.EchoReplies, o.ReplyBytes = true, 10 }, "", ""},
+		{func(o *Options) { o.Target, o.Adversary = "http://192.0.2.1:80", "slowloris=1" }, "", ""},
+	} {
+		o := ok
+		c.change(&o)
+		err := o.Check()
+		var oe *OptionError
+		require.True(t, errors.As(err, &oe), "%+v: %v", o, err)
+		require.Equal(t, c.flag, oe.Flag, "%v", err)
+		require.Equal(t, c.value, oe.Value, "%v", err)
+		require.NotEmpty(t, oe.Msg, "%v", err)
+		_, runErr := Run(t.Context(), o)
+		require.Equal(t, err, runErr, "Run refuses it as Check does")
+	}
+}
