@@ -2,12 +2,14 @@ package pool
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"net"
 	"net/netip"
 	"os"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -132,18 +134,20 @@ func waitConnected(ctx context.Context, nc net.Conn) error {
 // connect to the upstream: a name to resolve, TLS, or a retired pool. A failure the kernel
 // reports at once (no route, no local port) comes back as err, from ConnectDone. The caller
 // bounds the wait by DialTimeout and reports the end with ConnectDone.
+//
+// Its system calls are raw (they never wait on a non-blocking socket), so that an event loop
+// that makes them does not enter the Go scheduler's system call state: with a connection per
+// request that state kept the runtime's monitor thread polling every 20 µs.
 func (p *Pool) ConnectStart() (fd int, remote net.Addr, ok bool, err error) {
 	if !p.direct.IsValid() || p.tls != nil || p.isClosed() {
 		return -1, nil, false, nil
 	}
-	fd, sa, err := socketFor(p.direct)
+	fd, _, err = socketFor(p.direct)
 	if err != nil {
 		return -1, nil, true, p.ConnectDone(err)
 	}
-	switch cerr := unix.Connect(fd, sa); cerr {
-	case nil, unix.EINPROGRESS, unix.EALREADY, unix.EINTR:
-	default:
-		_ = unix.Close(fd)
+	if cerr := rawConnect(fd, p.direct); cerr != nil && cerr != unix.EINPROGRESS && cerr != unix.EINTR {
+		_ = rawClose(fd)
 		return -1, nil, true, p.ConnectDone(os.NewSyscallError("connect", cerr))
 	}
 	setUpstreamSockopts(fd)
@@ -154,9 +158,41 @@ func (p *Pool) ConnectStart() (fd int, remote net.Addr, ok bool, err error) {
 // connection Dial makes: TCP_NODELAY, and keep-alive probes after keepAliveIdle (interval
 // and count as the net package's defaults: 15 s, 9). Failures leave the kernel's defaults.
 func setUpstreamSockopts(fd int) {
-	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
-	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1)
-	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPIDLE, int(keepAliveIdle/time.Second))
-	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPINTVL, 15)
-	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPCNT, 9)
+	rawSetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+	rawSetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1)
+	rawSetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPIDLE, int(keepAliveIdle/time.Second))
+	rawSetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPINTVL, 15)
+	rawSetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPCNT, 9)
+}
+
+// rawConnect calls connect(2) on non-blocking socket fd as a raw system call. (The address is
+// converted to uintptr in the call itself, so that it stays valid through it.)
+func rawConnect(fd int, ap netip.AddrPort) error {
+	var e unix.Errno
+	if ap.Addr().Is4() {
+		sa := unix.RawSockaddrInet4{Family: unix.AF_INET, Addr: ap.Addr().As4()}
+		binary.BigEndian.PutUint16((*[2]byte)(unsafe.Pointer(&sa.Port))[:], ap.Port())
+		_, _, e = unix.RawSyscall(unix.SYS_CONNECT, uintptr(fd), uintptr(unsafe.Pointer(&sa)), unsafe.Sizeof(sa))
+	} else {
+		sa := unix.RawSockaddrInet6{Family: unix.AF_INET6, Addr: ap.Addr().As16()}
+		binary.BigEndian.PutUint16((*[2]byte)(unsafe.Pointer(&sa.Port))[:], ap.Port())
+		_, _, e = unix.RawSyscall(unix.SYS_CONNECT, uintptr(fd), uintptr(unsafe.Pointer(&sa)), unsafe.Sizeof(sa))
+	}
+	if e != 0 {
+		return e
+	}
+	return nil
+}
+
+func rawSetsockoptInt(fd, level, opt, v int) {
+	i := int32(v)
+	_, _, _ = unix.RawSyscall6(unix.SYS_SETSOCKOPT, uintptr(fd), uintptr(level), uintptr(opt),
+		uintptr(unsafe.Pointer(&i)), unsafe.Sizeof(i), 0)
+}
+
+func rawClose(fd int) error {
+	if _, _, e := unix.RawSyscall(unix.SYS_CLOSE, uintptr(fd), 0, 0); e != 0 {
+		return e
+	}
+	return nil
 }

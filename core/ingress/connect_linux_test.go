@@ -70,24 +70,47 @@ func netipAddrPort(t *testing.T, addr string) [6]int {
 	return [6]int{int(ip[0]), int(ip[1]), int(ip[2]), int(ip[3]), ta.Port >> 8, ta.Port & 0xff}
 }
 
-// An upstream given by address is connected to on the event loop itself (no worker dial);
-// one given by name still goes through a worker's dial and resolver. Both answer alike.
-func TestLoopConnectsToAnAddressOnTheLoop(t *testing.T) {
+// serveUp serves "up" on a loopback address of network ("tcp4" or "tcp6") and returns its
+// address, or "" when the machine has no such loopback.
+func serveUp(t *testing.T, network string) string {
+	t.Helper()
+	host := "127.0.0.1:0"
+	if network == "tcp6" {
+		host = "[::1]:0"
+	}
+	ln, err := net.Listen(network, host)
+	if err != nil {
+		return ""
+	}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("up"))
 	})}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	return ln.Addr().String()
+}
 
+// An upstream given by address (IPv4 or IPv6) is connected to on the event loop itself (no
+// worker dial); one given by name still goes through a worker's dial and resolver. All
+// answer alike.
+func TestLoopConnectsToAnAddressOnTheLoop(t *testing.T) {
+	addr := serveUp(t, "tcp4")
+	_, port, _ := net.SplitHostPort(addr)
 	var workerDials atomic.Int32
 	t.Cleanup(ingress.SetDialedHook(func(context.Context) { workerDials.Add(1) }))
-	for _, c := range []struct {
+	cases := []struct {
 		upstream    string
 		workerDials int32
-	}{{ln.Addr().String(), 0}, {"localhost:" + port, 1}} {
+	}{{addr, 0}, {"localhost:" + port, 1}}
+	if addr6 := serveUp(t, "tcp6"); addr6 != "" {
+		cases = append(cases, struct {
+			upstream    string
+			workerDials int32
+		}{addr6, 0})
+	} else {
+		t.Log("no IPv6 loopback: the IPv6 connect is not tried")
+	}
+	for _, c := range cases {
 		workerDials.Store(0)
 		tr := ingress.NewGnet(ingress.Settings{Name: "web", Address: "127.0.0.1:0", EventLoops: 1, UpstreamLoop: true}, newResolver(t, c.upstream), nil)
 		require.NoError(t, tr.Start())

@@ -14,7 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	errorx "github.com/panjf2000/gnet/v2/pkg/errors"
-	"github.com/panjf2000/gnet/v2/pkg/socket"
+	gio "github.com/panjf2000/gnet/v2/pkg/io"
 )
 
 // Connector is implemented by the Linux event loops: Connecting registers a socket whose
@@ -39,11 +39,9 @@ func (el *eventloop) Connecting(fd int, remote net.Addr, ctx any) (Conn, error) 
 		_ = unix.Close(fd)
 		return nil, errorx.ErrEngineInShutdown
 	}
-	var local net.Addr
-	if lsa, err := unix.Getsockname(fd); err == nil {
-		local = socket.SockaddrToTCPOrUnixAddr(lsa)
-	}
-	c := newStreamConn("tcp", fd, el, nil, local, remote)
+	// No local address: getsockname(2) would cost a system call per connection for what
+	// LocalAddr alone reports.
+	c := newStreamConn("tcp", fd, el, nil, nil, remote)
 	c.ctx = ctx
 	c.connecting = true
 	// Level-triggered read and write interest: writable (or an error) ends the connect.
@@ -61,11 +59,7 @@ func (el *eventloop) Connecting(fd int, remote net.Addr, ctx any) (Conn, error) 
 // connection); on failure it closes with the connect's error.
 func (el *eventloop) connected(c *conn) error {
 	c.connecting = false
-	soerr, err := unix.GetsockoptInt(c.fd, unix.SOL_SOCKET, unix.SO_ERROR)
-	if err == nil && soerr != 0 {
-		err = unix.Errno(soerr)
-	}
-	if err != nil {
+	if err := gio.SocketError(c.fd); err != nil {
 		c.opened = true // so that close runs OnClose and releases the descriptor
 		c.outboundBuffer.Release()
 		return el.close(c, os.NewSyscallError("connect", err))

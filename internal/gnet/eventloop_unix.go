@@ -398,7 +398,7 @@ func (el *eventloop) close(c *conn, err error) error {
 	c.release()
 
 	var errStr strings.Builder
-	err0, err1 := el.poller.Delete(c.fd), unix.Close(c.fd)
+	err0, err1 := el.poller.Delete(c.fd), gio.Close(c.fd) // sluice patch: raw close (pkg/io)
 	if err0 != nil {
 		err0 = fmt.Errorf("failed to delete fd=%d from poller in event-loop(%d): %v",
 			c.fd, el.idx, os.NewSyscallError("delete", err0))

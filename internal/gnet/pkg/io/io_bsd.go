@@ -80,3 +80,6 @@ func Write(fd int, p []byte) (int, error) { return unix.Write(fd, p) }
 
 // RawWritev is Writev, already a raw system call here.
 func RawWritev(fd int, iov [][]byte) (int, error) { return Writev(fd, iov) }
+
+// Close closes a descriptor (close(2)); io_linux.go makes it a raw system call.
+func Close(fd int) error { return unix.Close(fd) }

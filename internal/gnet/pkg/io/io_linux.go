@@ -112,3 +112,30 @@ func RawWritev(fd int, iov [][]byte) (int, error) {
 	}
 	return int(r), nil
 }
+
+// Close closes a descriptor with close(2) as a raw system call, for the reason Read gives. A
+// socket's close never waits unless SO_LINGER is on with a positive timeout, which nothing an
+// event loop closes has (sluice sets SO_LINGER only to 0, a reset). Errors are unix.Close's.
+func Close(fd int) error {
+	if _, _, e := unix.RawSyscall(unix.SYS_CLOSE, uintptr(fd), 0, 0); e != 0 {
+		return e
+	}
+	return nil
+}
+
+// SocketError returns a socket's pending error (getsockopt(2) SO_ERROR, which also clears it)
+// as a raw system call, for the reason Read gives: nil, or the syscall.Errno of a connect
+// that failed; a failure of getsockopt itself is returned as its errno.
+func SocketError(fd int) error {
+	var v int32
+	l := uint32(unsafe.Sizeof(v))
+	_, _, e := unix.RawSyscall6(unix.SYS_GETSOCKOPT, uintptr(fd), unix.SOL_SOCKET, unix.SO_ERROR,
+		uintptr(unsafe.Pointer(&v)), uintptr(unsafe.Pointer(&l)), 0)
+	if e != 0 {
+		return e
+	}
+	if v != 0 {
+		return unix.Errno(v)
+	}
+	return nil
+}
