@@ -127,6 +127,9 @@ func waitConnected(ctx context.Context, nc net.Conn) error {
 	return nc.SetWriteDeadline(time.Time{})
 }
 
+// connectStartAvailable: ConnectStart connects here.
+const connectStartAvailable = true
+
 // ConnectStart begins a plain TCP connection to the pool's upstream and does not wait for
 // it: it returns a non-blocking socket on which connect(2) was called (done or in progress),
 // with TCP_NODELAY and the keep-alive probes Dial sets, for an event loop to register and see
@@ -139,7 +142,7 @@ func waitConnected(ctx context.Context, nc net.Conn) error {
 // that makes them does not enter the Go scheduler's system call state: with a connection per
 // request that state kept the runtime's monitor thread polling every 20 µs.
 func (p *Pool) ConnectStart() (fd int, remote net.Addr, ok bool, err error) {
-	if !p.direct.IsValid() || p.tls != nil || p.isClosed() {
+	if !p.ConnectsOnLoop() {
 		return -1, nil, false, nil
 	}
 	fd, _, err = socketFor(p.direct)

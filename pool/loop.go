@@ -159,6 +159,12 @@ func (p *Pool) Dial(ctx context.Context) (net.Conn, time.Duration, error) {
 	return nc, time.Since(start), nil
 }
 
+// ConnectsOnLoop reports whether ConnectStart can connect to the pool's upstream (an IP
+// address, no TLS, a platform that has it, a pool not retired).
+func (p *Pool) ConnectsOnLoop() bool {
+	return connectStartAvailable && p.direct.IsValid() && p.tls == nil && !p.isClosed()
+}
+
 // DialTimeout returns how long a dial may take (Options.DialTimeout).
 func (p *Pool) DialTimeout() time.Duration { return p.o.DialTimeout }
 

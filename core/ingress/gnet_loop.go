@@ -336,11 +336,15 @@ func (gc *gconn) tryOn(b *pipeline.Backend, now time.Time) {
 		uc := gc.ls.take(b.Pool, !x.Idempotent, now.UnixNano())
 		if uc == nil {
 			gc.dial(b)
-			gc.e.keepSpare(gc.ls, b)
+			gc.e.keepSpare(gc.ls, b, b.Pool.InFlight())
 			return
 		}
-		gc.e.keepSpare(gc.ls, b)
-		if !gc.send(uc, x, now) {
+		// The request goes out before any spare is dialled for the one it took; spares are
+		// for when other exchanges with b are in flight besides it.
+		others := b.Pool.InFlight()
+		ended := gc.send(uc, x, now)
+		gc.e.keepSpare(gc.ls, b, others)
+		if !ended {
 			return
 		}
 		b = gc.lxNext
@@ -466,7 +470,8 @@ func (gc *gconn) connectTimedOut() {
 // requests use them: when a request takes a connection from the loop's idle list for b, or
 // finds the list empty and dials its own, while another exchange with b is in flight, spares
 // are dialled in the background until the list and the spare dials in flight hold
-// spareConns; each lands in the list (upOpened). One request at a time needs no spare: its
+// spareConns; each lands in the list (upOpened). others is how many exchanges with b are in
+// flight besides the request's own. One request at a time needs no spare: its
 // connection comes back before the next request.
 //
 // A request that finds the list empty waits for a dial, which takes a worker goroutine, the
@@ -476,9 +481,9 @@ func (gc *gconn) connectTimedOut() {
 // requests' path. They are subject to idle_conn_timeout and max_idle_conns like any idle
 // connection; none is dialled when no idle slot is free (max_idle_conns), while the pool is
 // retired, or within spareBackoff of a spare dial that failed.
-func (e *GnetEngine) keepSpare(ls *loopState, b *pipeline.Backend) {
+func (e *GnetEngine) keepSpare(ls *loopState, b *pipeline.Backend, others int64) {
 	p := b.Pool
-	if p.InFlight() == 0 || p.Closed() {
+	if others == 0 || p.Closed() {
 		return
 	}
 	st := ls.spares[p]
@@ -489,18 +494,46 @@ func (e *GnetEngine) keepSpare(ls *loopState, b *pipeline.Backend) {
 	if st.failedAt != 0 && time.Now().UnixNano()-st.failedAt < int64(spareBackoff) {
 		return
 	}
+	onLoop := 0
 	for len(ls.idle[p])+st.dialing < spareConns && p.IdleRoom() {
 		st.dialing++
-		uc := &upConn{ls: ls, p: p, spare: b}
-		uc.bindRelease()
-		if failed := st.failedAt; ls.connectSpare(uc) {
-			if st.failedAt != failed {
-				return // failed at once: not again before spareBackoff
-			}
+		if p.ConnectsOnLoop() {
+			onLoop++
 			continue
 		}
+		uc := &upConn{ls: ls, p: p, spare: b}
+		uc.bindRelease()
 		ctx, cancel := context.WithCancel(e.dialCtx)
 		e.dialOn(ctx, cancel, uc, b)
+	}
+	if onLoop > 0 {
+		ls.connectSparesLater(b, onLoop)
+	}
+}
+
+// connectSparesLater connects n spares to b on the loop once the current event is handled: a
+// loopback connect(2) runs the whole handshake in the call, and the request whose event this
+// is should not wait for its spares' handshakes. A connect that fails at once ends the rest
+// (spareBackoff).
+func (ls *loopState) connectSparesLater(b *pipeline.Backend, n int) {
+	st := ls.spares[b.Pool]
+	err := ls.el.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
+		for i := range n {
+			uc := &upConn{ls: ls, p: b.Pool, spare: b}
+			uc.bindRelease()
+			failed := st.failedAt
+			if !ls.connectSpare(uc) || st.failedAt != failed {
+				st.dialing -= n - i - 1 // the spare itself ended in spareDone, or never began
+				if st.failedAt == failed {
+					st.dialing-- // not begun: the pool was retired meanwhile
+				}
+				return nil
+			}
+		}
+		return nil
+	}))
+	if err != nil {
+		st.dialing -= n // the engine stops
 	}
 }
 
