@@ -18,8 +18,8 @@ func TestDeepBodiesCostAFewTimesTheirLength(t *testing.T) {
 	padded := []byte(`{"messages":[{"role":"user","content":[{"type":"data"` +
 		strings.Repeat(`,"a":{"z":0`, 40) + strings.Repeat(" ", 8<<20) + strings.Repeat("}", 40) + `}]}]}`)
 	for name, body := range map[string][]byte{
-		"numbers 60 objects deep": nestedBody(60, 8<<20),
-		"white space 43 objects deep":     padded,
+		"numbers 60 objects deep":     nestedBody(60, 8<<20),
+		"white space 43 objects deep": padded,
 	} {
 		t.Run(name, func(t *testing.T) {
 			var p Print

@@ -145,9 +145,9 @@ func (o *CompareOptions) normalize() error {
 	}
 	for _, spec := range o.Engines {
 		e, dir, _ := strings.Cut(spec, "@")
-		if e != EngineGnet && e != EngineGnetLoop && e != EngineGnetWorker && e != EngineFasthttp {
-			return optionError("engines", "unknown sluice engine %q%s (want gnet, gnet-loop, gnet-worker, fasthttp, each optionally @DIR)", e,
-				nearest(e, EngineGnet, EngineGnetLoop, EngineGnetWorker, EngineFasthttp))
+		if e != EngineGnet && e != EngineGnetLoop && e != EngineGnetConnect && e != EngineGnetWorker && e != EngineFasthttp {
+			return optionError("engines", "unknown sluice engine %q%s (want gnet, gnet-loop, gnet-connect, gnet-worker, fasthttp, each optionally @DIR)", e,
+				nearest(e, EngineGnet, EngineGnetLoop, EngineGnetConnect, EngineGnetWorker, EngineFasthttp))
 		}
 		if strings.Contains(spec, "@") && dir == "" {
 			return optionError("engines", "%q: want a directory after @", spec)

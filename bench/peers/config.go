@@ -158,16 +158,18 @@ backend be
 
 // Sluice ingress engines (the entrypoint key `engine`). EngineGnet takes the engine's default
 // upstream_io ("loop": the upstream exchange on the event loop); EngineGnetLoop sets "loop"
-// explicitly and EngineGnetWorker sets "worker" (a worker goroutine per request).
+// explicitly, EngineGnetConnect also upstream_connect = "loop" (the loops connect to the
+// upstream themselves), and EngineGnetWorker sets "worker" (a worker goroutine per request).
 const (
-	EngineGnet       = "gnet"
-	EngineGnetLoop   = "gnet-loop"
-	EngineGnetWorker = "gnet-worker"
-	EngineFasthttp   = "fasthttp"
+	EngineGnet        = "gnet"
+	EngineGnetLoop    = "gnet-loop"
+	EngineGnetConnect = "gnet-connect"
+	EngineGnetWorker  = "gnet-worker"
+	EngineFasthttp    = "fasthttp"
 )
 
 // SluiceConfig returns a sluice TOML config with one entrypoint
-// on c.Listen using engine ("gnet", "gnet-loop", "gnet-worker" or "fasthttp"; "" leaves the
+// on c.Listen using engine ("gnet", "gnet-loop", "gnet-connect", "gnet-worker" or "fasthttp"; "" leaves the
 // default), a
 // catch-all router `PathPrefix(`+"`/`"+`)` to service "up" with the single
 // server c.Upstream (and c.SluiceExtra), and the admin listener disabled.
@@ -179,6 +181,8 @@ func SluiceConfig(c ProxyConfig, engine string) string {
 	case "":
 	case EngineGnetLoop:
 		b.WriteString("engine = \"gnet\"\nupstream_io = \"loop\"\n")
+	case EngineGnetConnect:
+		b.WriteString("engine = \"gnet\"\nupstream_io = \"loop\"\nupstream_connect = \"loop\"\n")
 	case EngineGnetWorker:
 		b.WriteString("engine = \"gnet\"\nupstream_io = \"worker\"\n")
 	default:

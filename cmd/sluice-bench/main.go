@@ -262,7 +262,7 @@ func compareCmd(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
 	var o peers.CompareOptions
 	peerList := fs.String("peers", "nginx,haproxy", "peer proxies to run (\"none\" for none)")
-	engines := fs.String("engines", "gnet,fasthttp", "sluice ingress engines to run: gnet (its default upstream_io, \"loop\"), gnet-loop (upstream_io = \"loop\" set), gnet-worker (upstream_io = \"worker\"), fasthttp (\"none\" for none); ENGINE@DIR runs the sluice binary in DIR, to compare two builds in one run")
+	engines := fs.String("engines", "gnet,fasthttp", "sluice ingress engines to run: gnet (its default upstream_io, \"loop\"), gnet-loop (upstream_io = \"loop\" set), gnet-connect (also upstream_connect = \"loop\"), gnet-worker (upstream_io = \"worker\"), fasthttp (\"none\" for none); ENGINE@DIR runs the sluice binary in DIR, to compare two builds in one run")
 	workloads := fs.String("workload", "json,sse", "comma-separated workloads: json, sse, chat-multiturn, mixed")
 	fs.BoolVar(&o.Quick, "quick", false, "~20 s smoke run: 1 round, 1.2 s per run after a 300 ms warmup, 16 connections")
 	fs.IntVar(&o.Rounds, "rounds", 0, "rounds, targets alternating within each (0: the default, 3)")

@@ -542,6 +542,14 @@ func TestLoadErrorPositions(t *testing.T) {
 			},
 		},
 		{
+			name: "upstream_connect unknown, and loop without the loop path",
+			data: withMinimal(`[entrypoints.api]`, `address = ":9"`, `upstream_connect = "epoll"`, `[entrypoints.b]`, `address = ":10"`, `upstream_io = "worker"`, `upstream_connect = "loop"`),
+			want: []string{
+				`t.toml:9:20: entrypoints.api.upstream_connect "epoll": want one of "worker", "loop"`,
+				`t.toml:13:20: entrypoints.b.upstream_connect "loop" needs upstream_io "loop" (engine "gnet"): the event loops connect only for the exchanges they drive`,
+			},
+		},
+		{
 			name: "sizes out of range",
 			data: withMinimal(`[entrypoints.api]`, `address = ":9"`, `max_header_bytes = 100`, `max_body_bytes = 0`, `max_connections = -1`),
 			want: []string{

@@ -37,7 +37,7 @@ func TestDefaultsApplied(t *testing.T) {
 	want := &Entrypoint{
 		Name: "api", Address: ":8081", Engine: EngineGnet,
 		ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 60 * time.Second, ClientStallTimeout: 60 * time.Second,
-		MaxHeaderBytes: 16384, MaxBodyBytes: 16 << 20, MaxConnections: 0, Multicore: true, UpstreamIO: UpstreamIOLoop, DrainTimeout: 30 * time.Second,
+		MaxHeaderBytes: 16384, MaxBodyBytes: 16 << 20, MaxConnections: 0, Multicore: true, UpstreamIO: UpstreamIOLoop, UpstreamConnect: UpstreamConnectWorker, DrainTimeout: 30 * time.Second,
 	}
 	if !reflect.DeepEqual(ep, want) {
 		t.Errorf("entrypoint defaults:\n got %+v\nwant %+v", ep, want)
@@ -273,8 +273,8 @@ func TestDirectoryErrorsFromEveryFile(t *testing.T) {
 	}
 	os.Remove(filepath.Join(dir, "c.toml"))
 	_, err = Load(dir)
-	want := filepath.Join(dir, "a.toml") + `:3:1: unknown key "bogus" in [entrypoints.web] (known keys: address, allow_encoded_slash, client_stall_timeout, drain_timeout, engine, event_loops, idle_timeout, max_body_bytes, max_connections, max_header_bytes, multicore, read_header_timeout, send_buffer_bytes, tls, trusted_ips, upstream_io)` + "\n" +
-		filepath.Join(dir, "b.toml") + `:3:1: unknown key "bogus" in [entrypoints.api] (known keys: address, allow_encoded_slash, client_stall_timeout, drain_timeout, engine, event_loops, idle_timeout, max_body_bytes, max_connections, max_header_bytes, multicore, read_header_timeout, send_buffer_bytes, tls, trusted_ips, upstream_io)`
+	want := filepath.Join(dir, "a.toml") + `:3:1: unknown key "bogus" in [entrypoints.web] (known keys: address, allow_encoded_slash, client_stall_timeout, drain_timeout, engine, event_loops, idle_timeout, max_body_bytes, max_connections, max_header_bytes, multicore, read_header_timeout, send_buffer_bytes, tls, trusted_ips, upstream_connect, upstream_io)` + "\n" +
+		filepath.Join(dir, "b.toml") + `:3:1: unknown key "bogus" in [entrypoints.api] (known keys: address, allow_encoded_slash, client_stall_timeout, drain_timeout, engine, event_loops, idle_timeout, max_body_bytes, max_connections, max_header_bytes, multicore, read_header_timeout, send_buffer_bytes, tls, trusted_ips, upstream_connect, upstream_io)`
 	if err == nil || err.Error() != want {
 		t.Fatalf("errors:\n got: %v\nwant: %s", err, want)
 	}

@@ -19,6 +19,10 @@ const (
 	// UpstreamIOWorker and UpstreamIOLoop are the values of entrypoints.<name>.upstream_io.
 	UpstreamIOWorker = "worker"
 	UpstreamIOLoop   = "loop"
+	// UpstreamConnectWorker and UpstreamConnectLoop are the values of
+	// entrypoints.<name>.upstream_connect.
+	UpstreamConnectWorker = "worker"
+	UpstreamConnectLoop   = "loop"
 )
 
 // Load-balancing strategies accepted by [services.<name>.load_balancer] strategy.
@@ -164,6 +168,12 @@ type Entrypoint struct {
 	// it cannot serve there fall back to a worker) or "worker" (a worker goroutine per
 	// request). Default "loop" on engine "gnet", "worker" on "fasthttp" (its only value there).
 	UpstreamIO string `toml:"upstream_io"`
+	// UpstreamConnect is who connects to an upstream named by IP address for the loop path
+	// (UpstreamIO "loop"): "worker" (a worker goroutine dials and the loop enrolls the
+	// connected socket; the default) or "loop" (the event loop makes a non-blocking
+	// connect(2) and watches it with its own poller, as nginx does). Names are always
+	// resolved and dialled by a worker, TLS upstreams never use the loop path.
+	UpstreamConnect string `toml:"upstream_connect"`
 	// DrainTimeout is how long in-flight requests may finish after SIGTERM
 	// before connections are closed. Default 30s.
 	DrainTimeout time.Duration `toml:"drain_timeout"`

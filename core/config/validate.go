@@ -24,11 +24,12 @@ var middlewareTypes = map[string]bool{
 }
 
 var (
-	strategies = []string{StrategyRoundRobin, StrategyWeighted, StrategyLeastConnections, StrategyRandom}
-	engines    = []string{EngineGnet, EngineFasthttp}
-	upstreamIO = []string{UpstreamIOWorker, UpstreamIOLoop}
-	logLevels  = []string{"debug", "info", "warn", "error"}
-	logFormats = []string{"text", "json"}
+	strategies      = []string{StrategyRoundRobin, StrategyWeighted, StrategyLeastConnections, StrategyRandom}
+	engines         = []string{EngineGnet, EngineFasthttp}
+	upstreamIO      = []string{UpstreamIOWorker, UpstreamIOLoop}
+	upstreamConnect = []string{UpstreamConnectWorker, UpstreamConnectLoop}
+	logLevels       = []string{"debug", "info", "warn", "error"}
+	logFormats      = []string{"text", "json"}
 )
 
 func oneOf(s string, set []string) bool {
@@ -308,6 +309,14 @@ func (c *Config) validate(e *errs, lookup func(string) (string, bool)) {
 			e.add(c.ValuePos(append(path, "upstream_io")...), "entrypoints.%s.upstream_io %q: %s", name, c.shown(ep.UpstreamIO, append(path, "upstream_io")...), wantOneOf(ep.UpstreamIO, upstreamIO))
 		case ep.UpstreamIO == UpstreamIOLoop && ep.Engine != EngineGnet:
 			e.add(c.ValuePos(append(path, "upstream_io")...), "entrypoints.%s.upstream_io \"loop\" needs engine \"gnet\" (event loops); engine %q does its upstream I/O on its own goroutines", name, ep.Engine)
+		}
+		switch {
+		case ep.UpstreamConnect == "":
+			ep.UpstreamConnect = UpstreamConnectWorker
+		case !oneOf(ep.UpstreamConnect, upstreamConnect):
+			e.add(c.ValuePos(append(path, "upstream_connect")...), "entrypoints.%s.upstream_connect %q: %s", name, c.shown(ep.UpstreamConnect, append(path, "upstream_connect")...), wantOneOf(ep.UpstreamConnect, upstreamConnect))
+		case ep.UpstreamConnect == UpstreamConnectLoop && ep.UpstreamIO != UpstreamIOLoop:
+			e.add(c.ValuePos(append(path, "upstream_connect")...), "entrypoints.%s.upstream_connect \"loop\" needs upstream_io \"loop\" (engine \"gnet\"): the event loops connect only for the exchanges they drive", name)
 		}
 		if ep.EventLoops < 0 || ep.EventLoops > 1024 {
 			e.add(c.ValuePos(append(path, "event_loops")...), "entrypoints.%s.event_loops %d: want 0 (automatic) to 1024", name, ep.EventLoops)

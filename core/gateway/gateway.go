@@ -100,6 +100,7 @@ func Settings(ep *config.Entrypoint) ingress.Settings {
 		Multicore:          ep.Multicore,
 		EventLoops:         ep.EventLoops,
 		UpstreamLoop:       ep.UpstreamIO == config.UpstreamIOLoop,
+		ConnectOnLoop:      ep.UpstreamConnect == config.UpstreamConnectLoop,
 		TrustedIPs:         ep.TrustedNets,
 	}
 	if ep.TLS != nil {

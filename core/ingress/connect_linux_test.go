@@ -90,40 +90,41 @@ func serveUp(t *testing.T, network string) string {
 	return ln.Addr().String()
 }
 
-// An upstream given by address (IPv4 or IPv6) is connected to on the event loop itself (no
-// worker dial); one given by name still goes through a worker's dial and resolver. All
+// With ConnectOnLoop (upstream_connect = "loop"), an upstream given by address (IPv4 or
+// IPv6) is connected to on the event loop itself (no worker dial); one given by name still
+// goes through a worker's dial and resolver, and so does every upstream without it. All
 // answer alike.
 func TestLoopConnectsToAnAddressOnTheLoop(t *testing.T) {
 	addr := serveUp(t, "tcp4")
 	_, port, _ := net.SplitHostPort(addr)
 	var workerDials atomic.Int32
 	t.Cleanup(ingress.SetDialedHook(func(context.Context) { workerDials.Add(1) }))
-	cases := []struct {
+	type dialCase struct {
 		upstream    string
+		onLoop      bool
 		workerDials int32
-	}{{addr, 0}, {"localhost:" + port, 1}}
+	}
+	cases := []dialCase{{addr, true, 0}, {"localhost:" + port, true, 1}, {addr, false, 1}}
 	if addr6 := serveUp(t, "tcp6"); addr6 != "" {
-		cases = append(cases, struct {
-			upstream    string
-			workerDials int32
-		}{addr6, 0})
+		cases = append(cases, dialCase{addr6, true, 0}, dialCase{addr6, false, 1})
 	} else {
 		t.Log("no IPv6 loopback: the IPv6 connect is not tried")
 	}
 	for _, c := range cases {
 		workerDials.Store(0)
-		tr := ingress.NewGnet(ingress.Settings{Name: "web", Address: "127.0.0.1:0", EventLoops: 1, UpstreamLoop: true}, newResolver(t, c.upstream), nil)
+		tr := ingress.NewGnet(ingress.Settings{Name: "web", Address: "127.0.0.1:0", EventLoops: 1, UpstreamLoop: true, ConnectOnLoop: c.onLoop},
+			newResolver(t, c.upstream), nil)
 		require.NoError(t, tr.Start())
 		resp, body := roundTrip(t, dialClient(t, tr.Addr()), "/x")
 		require.Equal(t, http.StatusOK, resp.StatusCode, c.upstream)
 		require.Equal(t, "up", string(body), c.upstream)
-		require.Equal(t, c.workerDials, workerDials.Load(), "dials through a worker to %s", c.upstream)
+		require.Equal(t, c.workerDials, workerDials.Load(), "dials through a worker to %s (connect on the loop: %v)", c.upstream, c.onLoop)
 		require.NoError(t, tr.Drain(context.Background()))
 	}
 	waitNoEngineGoroutines(t)
 }
 
-// A connect the loop began that does not complete ends at dial_timeout (checked by the
+// A connect the loop began (ConnectOnLoop) that does not complete ends at dial_timeout (checked by the
 // engine's 250 ms sweep) with the answer a worker's dial gives for the same upstream.
 func TestLoopConnectTimesOutAsAWorkersDialDoes(t *testing.T) {
 	addr := fullBacklog(t)
@@ -131,7 +132,7 @@ func TestLoopConnectTimesOutAsAWorkersDialDoes(t *testing.T) {
 	const dialTimeout = 300 * time.Millisecond
 	heads := map[string]string{}
 	for _, upstream := range []string{addr, "localhost:" + port} {
-		tr := ingress.NewGnet(ingress.Settings{Name: "web", Address: "127.0.0.1:0", EventLoops: 1, UpstreamLoop: true},
+		tr := ingress.NewGnet(ingress.Settings{Name: "web", Address: "127.0.0.1:0", EventLoops: 1, UpstreamLoop: true, ConnectOnLoop: true},
 			newResolverWith(t, upstream, fmt.Sprintf("dial_timeout = %q", dialTimeout.String())), nil)
 		require.NoError(t, tr.Start())
 		c := dialClient(t, tr.Addr())
@@ -152,11 +153,11 @@ func TestLoopConnectTimesOutAsAWorkersDialDoes(t *testing.T) {
 	waitNoEngineGoroutines(t)
 }
 
-// A connect the loop began and that is still in progress when the engine stops (a drain whose
+// A connect the loop began (ConnectOnLoop) and that is still in progress when the engine stops (a drain whose
 // deadline passed) is closed with the loop: no socket and no engine goroutine is left.
 func TestLoopConnectAtShutdownLeaksNothing(t *testing.T) {
 	addr := fullBacklog(t)
-	tr := ingress.NewGnet(ingress.Settings{Name: "web", Address: "127.0.0.1:0", EventLoops: 1, UpstreamLoop: true}, newResolver(t, addr), nil)
+	tr := ingress.NewGnet(ingress.Settings{Name: "web", Address: "127.0.0.1:0", EventLoops: 1, UpstreamLoop: true, ConnectOnLoop: true}, newResolver(t, addr), nil)
 	require.NoError(t, tr.Start())
 	c := dialClient(t, tr.Addr())
 	writeRequest(t, c, "/x")

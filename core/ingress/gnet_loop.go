@@ -421,7 +421,7 @@ func (gc *gconn) dial(b *pipeline.Backend) {
 // the worker's dial (a name to resolve, TLS; pool.Pool.ConnectStart).
 func (gc *gconn) connectOnLoop(uc *upConn, b *pipeline.Backend) bool {
 	cn, ok := gc.ls.el.(gnet.Connector)
-	if !ok {
+	if !ok || !gc.e.set.ConnectOnLoop {
 		return false
 	}
 	start := time.Now()
@@ -497,7 +497,7 @@ func (e *GnetEngine) keepSpare(ls *loopState, b *pipeline.Backend, others int64)
 	onLoop := 0
 	for len(ls.idle[p])+st.dialing < spareConns && p.IdleRoom() {
 		st.dialing++
-		if p.ConnectsOnLoop() {
+		if e.set.ConnectOnLoop && p.ConnectsOnLoop() {
 			onLoop++
 			continue
 		}

@@ -22,7 +22,13 @@ import (
 // upstream.
 func startLoopEngine(t *testing.T, upstream string) ingress.Transport {
 	t.Helper()
-	tr := ingress.NewGnet(ingress.Settings{Name: "web", Address: "127.0.0.1:0", EventLoops: 1, UpstreamLoop: true}, newResolver(t, upstream), nil)
+	return startLoopEngineWith(t, upstream, false)
+}
+
+// startLoopEngineWith is startLoopEngine with the loop's own connects (ConnectOnLoop) on or off.
+func startLoopEngineWith(t *testing.T, upstream string, connectOnLoop bool) ingress.Transport {
+	t.Helper()
+	tr := ingress.NewGnet(ingress.Settings{Name: "web", Address: "127.0.0.1:0", EventLoops: 1, UpstreamLoop: true, ConnectOnLoop: connectOnLoop}, newResolver(t, upstream), nil)
 	require.NoError(t, tr.Start())
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -255,7 +261,8 @@ func TestLoopDialAtShutdownLeaksNothing(t *testing.T) {
 
 // Concurrent requests keep spare upstream connections on the loop: a request that dials while
 // another exchange is in flight leaves spares dialled in the background (connected on the
-// loop for an upstream given by address, dialled by a worker for one given by name), and
+// loop for an upstream given by address with ConnectOnLoop, dialled by a worker for one given
+// by name), and
 // requests that come while no worker's dial can finish are served from them instead of
 // waiting for one.
 func TestLoopKeepsSpareConnections(t *testing.T) {
@@ -276,8 +283,10 @@ func testSpareConnections(t *testing.T, byName bool) {
 		return answerNow(u, c)
 	})
 	var gated atomic.Bool
+	var workerDials atomic.Int32
 	gate := make(chan struct{})
 	restore := ingress.SetDialedHook(func(ctx context.Context) {
+		workerDials.Add(1)
 		if gated.Load() {
 			select {
 			case <-gate:
@@ -291,7 +300,7 @@ func testSpareConnections(t *testing.T, byName bool) {
 		_, port, _ := net.SplitHostPort(upstream)
 		upstream = "localhost:" + port
 	}
-	tr := startLoopEngine(t, upstream)
+	tr := startLoopEngineWith(t, upstream, !byName)
 	t.Cleanup(func() { close(gate) })
 
 	a := dialClient(t, tr.Addr())
@@ -307,6 +316,7 @@ func testSpareConnections(t *testing.T, byName bool) {
 	require.Eventually(t, func() bool { return ingress.LoopIdle(tr) == ingress.SpareConns+1 }, eventWait, 5*time.Millisecond,
 		"the loop holds the second request's connection and %d spares", ingress.SpareConns)
 	if !byName {
+		require.Zero(t, workerDials.Load(), "the loop connects its spares itself")
 		close(up.release)
 		return
 	}

@@ -95,6 +95,10 @@ type Settings struct {
 	// UpstreamLoop makes the gnet engine's event loops do the upstream I/O of the requests
 	// they can (upstream_io = "loop", gnet_loop.go); otherwise worker goroutines do it.
 	UpstreamLoop bool
+	// ConnectOnLoop (with UpstreamLoop) makes the event loops connect to upstreams named by
+	// IP address themselves, with a non-blocking connect(2) on the loop (connectOnLoop),
+	// instead of having a worker dial and enrolling the connected socket.
+	ConnectOnLoop bool
 	// TrustedIPs are the peers whose forwarding headers are believed and extended; from any
 	// other peer they are replaced (pipeline.Entrypoint.TrustedIPs). nil: no peer is trusted.
 	TrustedIPs []netip.Prefix
