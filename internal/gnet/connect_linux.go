@@ -17,23 +17,6 @@ import (
 	gio "github.com/panjf2000/gnet/v2/pkg/io"
 )
 
-// Connector is implemented by the Linux event loops: Connecting registers a socket whose
-// connect is in progress.
-type Connector interface {
-	// Connecting registers fd, a non-blocking stream socket on which connect(2) was called
-	// (it returned 0 or EINPROGRESS), with this event loop, with ctx as its context; remote
-	// is its peer's address. It must be called on the loop's own goroutine (from an event
-	// handler or a task of this loop) and takes fd over in every case: on an error fd is
-	// closed and no handler runs for it.
-	//
-	// When the connect ends, the loop reports it to the engine's handler: OnOpen once the
-	// connection is established, or OnClose with the connect's error (a
-	// *os.SyscallError "connect" wrapping the errno, such as ECONNREFUSED) when it failed.
-	// Until then the Conn takes writes, which are buffered and sent once connected, and
-	// Close, which ends the attempt with OnClose(c, nil).
-	Connecting(fd int, remote net.Addr, ctx any) (Conn, error)
-}
-
 func (el *eventloop) Connecting(fd int, remote net.Addr, ctx any) (Conn, error) {
 	if el.engine.isShutdown() {
 		_ = unix.Close(fd)
