@@ -262,6 +262,26 @@ func TestSluiceExtraLoads(t *testing.T) {
 	}
 }
 
+// Each sluice engine name gives a config sluice loads, with the upstream path it names.
+func TestSluiceEnginesLoad(t *testing.T) {
+	for engine, want := range map[string][2]string{
+		EngineGnet:        {"loop", "worker"},
+		EngineGnetLoop:    {"loop", "worker"},
+		EngineGnetConnect: {"loop", "loop"},
+		EngineGnetWorker:  {"worker", "worker"},
+	} {
+		src := SluiceConfig(testProxy, engine)
+		cfg, err := config.LoadBytes("bench.toml", []byte(src))
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", engine, err, src)
+		}
+		ep := cfg.Entrypoints["web"]
+		if got := [2]string{ep.UpstreamIO, ep.UpstreamConnect}; got != want {
+			t.Errorf("%s: upstream_io, upstream_connect = %v, want %v", engine, got, want)
+		}
+	}
+}
+
 func TestRoundOrderPutsEveryTargetInEveryPosition(t *testing.T) {
 	targets := []string{"direct", "gnet", "nginx", "haproxy"}
 	assert.Equal(t, targets, roundOrder(targets, 1))

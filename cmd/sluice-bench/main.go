@@ -147,6 +147,23 @@ func refusedFlag(fs *flag.FlagSet, args []string, err error) error {
 	return usageError{err: cliflag.InvalidValue(args, oe.Flag, oe.Value, oe.Msg), usage: b.String()}
 }
 
+// zeroGiven refuses --rate 0 and --concurrency 0 written on the command line: the harness
+// takes a zero as the mode not chosen, which would run the other mode, or ask for one.
+func zeroGiven(fs *flag.FlagSet, o harness.Options) error {
+	var err error
+	fs.Visit(func(f *flag.Flag) {
+		switch {
+		case err != nil:
+		case f.Name == "rate" && o.Rate == 0:
+			err = &harness.OptionError{Flag: "rate", Value: f.Value.String(),
+				Msg: fmt.Sprintf("want a number of requests per second in [%v, %d]", harness.MinRate, harness.MaxRate)}
+		case f.Name == "concurrency" && o.Concurrency == 0:
+			err = &harness.OptionError{Flag: "concurrency", Value: "0", Msg: fmt.Sprintf("want 1 to %d connections", harness.MaxConnections)}
+		}
+	})
+	return err
+}
+
 // printFlags writes fs's usage line and flags.
 func printFlags(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprintf(w, "usage: sluice-bench %s [flags]\n", fs.Name())
@@ -194,6 +211,10 @@ func runCmd(ctx context.Context, args []string) error {
 	}
 	if o.Target == "" {
 		return usageError{err: errors.New("--target is required")}
+	}
+	// The harness reads 0 as "not given"; given on the command line, it is refused.
+	if err := zeroGiven(fs, o); err != nil {
+		return refusedFlag(fs, args, err)
 	}
 	// The harness checks its options as it starts; checked here, a value it refuses is the
 	// flag's mistake, told as the flag package's are.

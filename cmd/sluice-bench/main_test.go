@@ -67,7 +67,7 @@ func TestUsageErrorsNameTheMistake(t *testing.T) {
 		{[]string{"--frob"}, `sluice-bench: unknown flag "--frob"`, 2},
 		// Values compare refuses are named by their flag, near misses suggested.
 		{[]string{"compare", "--peers", "nginxx"}, `sluice-bench compare: --peers: unknown peer "nginxx" (did you mean nginx?) (want nginx, haproxy)`, 2},
-		{[]string{"compare", "--engines", "gnett"}, `sluice-bench compare: --engines: unknown sluice engine "gnett" (did you mean gnet?) (want gnet, gnet-loop, gnet-worker, fasthttp, each optionally @DIR)`, 2},
+		{[]string{"compare", "--engines", "gnett"}, `sluice-bench compare: --engines: unknown sluice engine "gnett" (did you mean gnet?) (want gnet, gnet-loop, gnet-connect, gnet-worker, fasthttp, each optionally @DIR)`, 2},
 		{[]string{"compare", "--workload", "jsn"}, `sluice-bench compare: --workload: unknown workload "jsn" (did you mean json?) (want one of json, sse, chat-multiturn, mixed)`, 2},
 		{[]string{"compare", "--rounds", "-2"}, "sluice-bench compare: --rounds: -2: want at least 1 (0: the default)", 2},
 		// Parsed: --header takes every value, and the same value twice is harmless.
@@ -76,6 +76,10 @@ func TestUsageErrorsNameTheMistake(t *testing.T) {
 		// refuses a value, the flag named as typed.
 		{[]string{"run", "--target", "http://127.0.0.1:1", "--concurrency", "-3"}, `sluice-bench run: invalid value "-3" for flag --concurrency: want 1 to 100000 connections`, 2},
 		{[]string{"run", "--target", "http://127.0.0.1:1", "-concurrency=-3"}, `sluice-bench run: invalid value "-3" for flag -concurrency: want 1 to 100000 connections`, 2},
+		// A zero the harness would take for "not given" is refused when written.
+		{[]string{"run", "--target", "http://127.0.0.1:1", "--rate", "0"}, `sluice-bench run: invalid value "0" for flag --rate: want a number of requests per second in [0.001, 1000000]`, 2},
+		{[]string{"run", "--target", "http://127.0.0.1:1", "--rate", "0", "--concurrency", "2"}, `sluice-bench run: invalid value "0" for flag --rate: want a number of requests per second in [0.001, 1000000]`, 2},
+		{[]string{"run", "--target", "http://127.0.0.1:1", "--concurrency", "0", "--rate", "5"}, `sluice-bench run: invalid value "0" for flag --concurrency: want 1 to 100000 connections`, 2},
 		{[]string{"run", "--target", "127.0.0.1:1", "--concurrency", "1"}, `sluice-bench run: invalid value "127.0.0.1:1" for flag --target: want a URL such as http://127.0.0.1:8080`, 2},
 		{[]string{"run", "--target", "localhost:8080", "--rate", "5"}, `sluice-bench run: invalid value "localhost:8080" for flag --target: want a URL such as http://127.0.0.1:8080`, 2},
 		{[]string{"run", "--target", "http://127.0.0.1:1", "--rate", "-1"}, `sluice-bench run: invalid value "-1" for flag --rate: want a number of requests per second in [0.001, 1000000]`, 2},
