@@ -455,7 +455,11 @@ func parseFile(file string, data []byte) (map[string]any, *indexer, *Error) {
 		}
 		if h := unclosedString(de.Error()); h != "" {
 			msg = h
-			if key, _ := syntaxHint(data, line); key != "" {
+			key, _ := syntaxHint(data, line)
+			if key == "" {
+				key = arrayKey(data, line)
+			}
+			if key != "" {
 				msg = key + ": " + h
 			}
 		}
@@ -596,6 +600,27 @@ func unclosedString(err string) string {
 		return `the string is not closed on its line: end it with " (a " inside it is written \"; text over several lines goes between """ and """)`
 	case strings.HasSuffix(err, "literal strings cannot have new lines"), strings.HasSuffix(err, "unterminated literal string"):
 		return `the string is not closed on its line: end it with ' (text over several lines goes between ''' and ''')`
+	}
+	return ""
+}
+
+// arrayKey returns the dotted key of the array a line (1-based) of data is inside of, when the
+// array opens on an earlier line (`servers = [`), or "": the key that line's value belongs to.
+func arrayKey(data []byte, line int) string {
+	lines := strings.Split(string(data), "\n")
+	for i := min(line, len(lines)) - 2; i >= 0; i-- {
+		if headerLine.MatchString(lines[i]) {
+			return ""
+		}
+		m := keyValueLine.FindStringSubmatch(lines[i])
+		if m == nil {
+			continue
+		}
+		if v := strings.TrimSpace(m[2]); !strings.HasPrefix(v, "[") || strings.HasSuffix(v, "]") {
+			return "" // a value of its own, or an array closed on its line
+		}
+		key, _ := syntaxHint(data, i+1)
+		return key
 	}
 	return ""
 }
