@@ -420,30 +420,49 @@ func (gc *gconn) dial(b *pipeline.Backend) {
 // and the deadline sweep ends it after the pool's dial timeout. It reports false when b needs
 // the worker's dial (a name to resolve, TLS; pool.Pool.ConnectStart).
 func (gc *gconn) connectOnLoop(uc *upConn, b *pipeline.Backend) bool {
-	cn, ok := gc.ls.el.(gnet.Connector)
-	if !ok || !gc.e.set.ConnectOnLoop {
+	if !gc.e.set.ConnectOnLoop {
 		return false
 	}
-	start := time.Now()
-	fd, remote, ok, err := b.Pool.ConnectStart()
-	if !ok {
+	began, err := gc.ls.beginConnect(uc)
+	if !began {
 		return false
-	}
-	var c gnet.Conn
-	if err == nil {
-		if c, err = cn.Connecting(fd, remote, uc); err != nil {
-			err = b.Pool.ConnectDone(err)
-		}
 	}
 	if err != nil {
 		gc.failLater(uc, err)
 		return true
 	}
-	uc.c, uc.connecting, uc.connectAt = c, true, start
+	c := uc.c
 	gc.lxConnect = uc
 	gc.lxStop = func() { _ = c.Close() }
-	gc.upDeadline.Store(start.Add(b.Pool.DialTimeout()).UnixNano())
+	gc.upDeadline.Store(uc.connectAt.Add(b.Pool.DialTimeout()).UnixNano())
 	return true
+}
+
+// beginConnect starts uc's connection on this loop: a non-blocking connect(2)
+// (pool.Pool.ConnectStart) whose socket the loop registers as uc's (gnet.Connector). began is
+// false when uc's pool needs a worker's dial (or the loop cannot connect); otherwise err is a
+// failure at once, counted as a failed dial, or nil with uc connecting since uc.connectAt.
+func (ls *loopState) beginConnect(uc *upConn) (began bool, err error) {
+	cn, ok := ls.el.(gnet.Connector)
+	if !ok {
+		return false, nil
+	}
+	start := time.Now()
+	fd, remote, ok, err := uc.p.ConnectStart()
+	if !ok {
+		return false, nil
+	}
+	var c gnet.Conn
+	if err == nil {
+		if c, err = cn.Connecting(fd, remote, uc); err != nil {
+			err = uc.p.ConnectDone(err)
+		}
+	}
+	if err != nil {
+		return true, err
+	}
+	uc.c, uc.connecting, uc.connectAt = c, true, start
+	return true, nil
 }
 
 // failLater reports a dial that failed at once on the loop after the current event, as a
@@ -541,26 +560,14 @@ func (ls *loopState) connectSparesLater(b *pipeline.Backend, n int) {
 // request; it reports false when the spare needs a worker's dial. A connect that fails at once
 // ends the spare dial then (spareDone), which stops keepSpare's loop for spareBackoff.
 func (ls *loopState) connectSpare(uc *upConn) bool {
-	cn, ok := ls.el.(gnet.Connector)
-	if !ok {
+	began, err := ls.beginConnect(uc)
+	if !began {
 		return false
-	}
-	start := time.Now()
-	fd, remote, ok, err := uc.p.ConnectStart()
-	if !ok {
-		return false
-	}
-	var c gnet.Conn
-	if err == nil {
-		if c, err = cn.Connecting(fd, remote, uc); err != nil {
-			err = uc.p.ConnectDone(err)
-		}
 	}
 	if err != nil {
 		ls.spareDone(uc.p, err)
 		return true
 	}
-	uc.c, uc.connecting, uc.connectAt = c, true, start
 	ls.connecting = append(ls.connecting, uc)
 	return true
 }
