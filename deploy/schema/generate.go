@@ -78,6 +78,8 @@ func itoa(n int) string { return strconv.Itoa(n) }
 var constraints = map[string]constraint{
 	"entrypoints.*.address":                     {pattern: AddressPattern},
 	"entrypoints.*.engine":                      {enum: []string{config.EngineGnet, config.EngineFasthttp}},
+	"entrypoints.*.upstream_io":                 {enum: []string{config.UpstreamIOWorker, config.UpstreamIOLoop}},
+	"entrypoints.*.upstream_connect":            {enum: []string{config.UpstreamConnectWorker, config.UpstreamConnectLoop}},
 	"entrypoints.*.max_header_bytes":            {min: itoa(config.MinMaxHeaderBytes), max: itoa(config.MaxMaxHeaderBytes)},
 	"entrypoints.*.max_body_bytes":              {min: "1"},
 	"entrypoints.*.max_connections":             {min: "0"},
