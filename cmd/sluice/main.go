@@ -249,6 +249,11 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	// Parts handed no logger of their own (passive health, scalers, mirror summaries, any
 	// library) write through slog's default: it is this one, so every line follows [log].
 	slog.SetDefault(log)
+	// Signals are caught before the gateway says it starts and opens its listeners: one that
+	// comes meanwhile (a client may already be served) waits in the channel and is handled
+	// once Start returns, instead of killing the process without a drain.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT)
 	g, err := gateway.New(cfg, *path, log)
 	if err != nil {
 		printErrors(stderr, err)
@@ -264,8 +269,6 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT)
 	for sig := range sigs {
 		if sig == syscall.SIGHUP {
 			_ = g.Reload() // Reload logs a refusal

@@ -76,6 +76,31 @@ address = "127.0.0.1:%d"
 	require.Contains(t, p.Output(), "drained; exiting", "the last log line says the drain ended")
 }
 
+// A SIGTERM or SIGINT that comes while the gateway opens its listeners (sent here as soon as it
+// says it is starting) is a drain like any other: the process exits 0 after "drained", not
+// killed by the signal before its handler was in place.
+func TestSignalDuringStartupDrains(t *testing.T) {
+	bin := testenv.BuildBinary(t, "./cmd/sluice")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+		cfg := catchAllConfig(t, testenv.FreePort(t), ln.Addr().String(), "")
+		p := testenv.StartProcess(t, bin, "serve", "--config", cfg)
+		p.WaitOutput(t, "sluice starting", 10*time.Second)
+		require.NoError(t, p.Signal(sig))
+		select {
+		case <-p.Done():
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%v: sluice did not exit", sig)
+		}
+		exited, err := p.Exited()
+		require.True(t, exited)
+		require.NoError(t, err, "%v during startup: %s", sig, p.Output())
+		require.Contains(t, p.Output(), "drained; exiting", sig.String())
+	}
+}
+
 // A second SIGTERM or SIGINT during a drain closes what is left at once: the process exits long
 // before drain_timeout with the stream in flight cut, says so, and exits as the signal would
 // have killed it (128 plus its number), not 0: the drain did not finish.
