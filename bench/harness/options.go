@@ -122,7 +122,7 @@ func (o *Options) checkLoad() error {
 	case o.Concurrency == 0 && o.Rate == 0:
 		return conflict("set --concurrency (closed loop) or --rate (open loop)")
 	case o.Concurrency < 0 || o.Concurrency > MaxConnections:
-		return refuse("concurrency", strconv.Itoa(o.Concurrency), "want 1 to %d connections", MaxConnections)
+		return RefuseConcurrency(strconv.Itoa(o.Concurrency))
 	case o.Connections < 0 || o.Connections > MaxConnections:
 		return refuse("connections", strconv.Itoa(o.Connections), "want 1 to %d (0: the default)", MaxConnections)
 	case o.Duration <= 0 || o.Duration > MaxDuration:
@@ -171,9 +171,22 @@ func CheckRate(rate float64) error {
 		return nil
 	}
 	if math.IsNaN(rate) || rate < MinRate || rate > MaxRate {
-		return refuse("rate", strconv.FormatFloat(rate, 'g', -1, 64), "want a number of requests per second in [%v, %d]", MinRate, MaxRate)
+		return RefuseRate(strconv.FormatFloat(rate, 'g', -1, 64))
 	}
 	return nil
+}
+
+// RefuseRate is the *OptionError for a rate outside [MinRate, MaxRate], value as given. A
+// caller that can tell a rate of 0 written out from one left out (Options reads 0 as "not
+// given") refuses the first with it.
+func RefuseRate(value string) error {
+	return refuse("rate", value, "want a number of requests per second in [%v, %d]", MinRate, MaxRate)
+}
+
+// RefuseConcurrency is the *OptionError for a concurrency outside 1..MaxConnections, value as
+// given; see RefuseRate for a 0 written out.
+func RefuseConcurrency(value string) error {
+	return refuse("concurrency", value, "want 1 to %d connections", MaxConnections)
 }
 
 // parseTarget checks the base URL of option flag and returns it with its dial address.

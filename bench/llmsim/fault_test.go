@@ -184,43 +184,17 @@ func TestFaultRepeatAndDropDone(t *testing.T) {
 	}
 }
 
-func TestFaultCloseIdle(t *testing.T) {
-	_, url := startOne(t, nil)
-	addr := strings.TrimPrefix(url, "http://")
-	for _, stream := range []bool{false, true} {
-		conn, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body := chatBody("x", stream, "")
-		req, _ := http.NewRequest("POST", url+"/v1/chat/completions", strings.NewReader(body))
-		req.Header.Set(FaultHeader, "close-idle")
-		if err := req.Write(conn); err != nil {
-			t.Fatal(err)
-		}
-		br := bufio.NewReader(conn)
-		resp, err := http.ReadResponse(br, req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if resp.Close {
-			t.Fatal("close-idle must not announce Connection: close")
-		}
-		b, err := io.ReadAll(resp.Body)
-		if err != nil || (stream && !strings.Contains(string(b), "[DONE]")) {
-			t.Fatalf("stream=%v: body %v %q", stream, err, b)
-		}
-		conn.SetReadDeadline(time.Now().Add(5 * time.Second))
-		if n, err := br.ReadByte(); err != io.EOF {
-			t.Fatalf("stream=%v: after the response: %v %v, want EOF", stream, n, err)
-		}
-		conn.Close()
-	}
-}
+// close-idle closes the connection after a complete response without announcing it (the
+// keep-alive race); close announces Connection: close. Either way the connection ends with
+// the response, streamed or not.
+func TestFaultCloseIdle(t *testing.T) { testConnectionEnds(t, "close-idle", false) }
 
-// The close fault announces Connection: close and ends the connection with the response,
-// streamed or not.
-func TestFaultClose(t *testing.T) {
+func TestFaultClose(t *testing.T) { testConnectionEnds(t, "close", true) }
+
+// testConnectionEnds sends one request with fault on a connection of its own, streamed and
+// not, and checks that the response is whole, says Connection: close exactly when announced,
+// and that the connection then ends.
+func testConnectionEnds(t *testing.T, fault string, announced bool) {
 	_, url := startOne(t, nil)
 	addr := strings.TrimPrefix(url, "http://")
 	for _, stream := range []bool{false, true} {
@@ -229,7 +203,7 @@ func TestFaultClose(t *testing.T) {
 			t.Fatal(err)
 		}
 		req, _ := http.NewRequest("POST", url+"/v1/chat/completions", strings.NewReader(chatBody("x", stream, "")))
-		req.Header.Set(FaultHeader, "close")
+		req.Header.Set(FaultHeader, fault)
 		if err := req.Write(conn); err != nil {
 			t.Fatal(err)
 		}
@@ -238,15 +212,15 @@ func TestFaultClose(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !resp.Close {
-			t.Fatalf("stream=%v: no Connection: close", stream)
+		if resp.Close != announced {
+			t.Fatalf("%s, stream=%v: Connection: close announced %v, want %v", fault, stream, resp.Close, announced)
 		}
 		if b, err := io.ReadAll(resp.Body); err != nil || (stream && !strings.Contains(string(b), "[DONE]")) {
-			t.Fatalf("stream=%v: body %v %q", stream, err, b)
+			t.Fatalf("%s, stream=%v: body %v %q", fault, stream, err, b)
 		}
 		conn.SetReadDeadline(time.Now().Add(5 * time.Second))
 		if n, err := br.ReadByte(); err != io.EOF {
-			t.Fatalf("stream=%v: after the response: %v %v, want EOF", stream, n, err)
+			t.Fatalf("%s, stream=%v: after the response: %v %v, want EOF", fault, stream, n, err)
 		}
 		conn.Close()
 	}

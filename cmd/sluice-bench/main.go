@@ -155,10 +155,9 @@ func zeroGiven(fs *flag.FlagSet, o harness.Options) error {
 		switch {
 		case err != nil:
 		case f.Name == "rate" && o.Rate == 0:
-			err = &harness.OptionError{Flag: "rate", Value: f.Value.String(),
-				Msg: fmt.Sprintf("want a number of requests per second in [%v, %d]", harness.MinRate, harness.MaxRate)}
+			err = harness.RefuseRate(f.Value.String())
 		case f.Name == "concurrency" && o.Concurrency == 0:
-			err = &harness.OptionError{Flag: "concurrency", Value: "0", Msg: fmt.Sprintf("want 1 to %d connections", harness.MaxConnections)}
+			err = harness.RefuseConcurrency(f.Value.String())
 		}
 	})
 	return err

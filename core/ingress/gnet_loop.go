@@ -541,11 +541,12 @@ func (ls *loopState) connectSparesLater(b *pipeline.Backend, n int) {
 			uc := &upConn{ls: ls, p: b.Pool, spare: b}
 			uc.bindRelease()
 			failed := st.failedAt
-			if !ls.connectSpare(uc) || st.failedAt != failed {
-				st.dialing -= n - i - 1 // the spare itself ended in spareDone, or never began
-				if st.failedAt == failed {
-					st.dialing-- // not begun: the pool was retired meanwhile
-				}
+			switch {
+			case !ls.connectSpare(uc):
+				st.dialing -= n - i // the pool was retired meanwhile: none of the rest begins
+				return nil
+			case st.failedAt != failed:
+				st.dialing -= n - i - 1 // this one ended in spareDone; the rest do not begin
 				return nil
 			}
 		}

@@ -43,9 +43,8 @@ func (el *eventloop) Connecting(fd int, remote net.Addr, ctx any) (Conn, error) 
 func (el *eventloop) connected(c *conn) error {
 	c.connecting = false
 	if err := gio.SocketError(c.fd); err != nil {
-		c.opened = true // so that close runs OnClose and releases the descriptor
 		c.outboundBuffer.Release()
-		return el.close(c, os.NewSyscallError("connect", err))
+		return el.closeConnecting(c, os.NewSyscallError("connect", err))
 	}
 	if c.outboundBuffer.IsEmpty() {
 		if err := el.poller.ModRead(&c.pollAttachment, false); err != nil {
@@ -55,6 +54,8 @@ func (el *eventloop) connected(c *conn) error {
 	return el.open(c)
 }
 
+// closeConnecting closes a connection whose connect ended without opening it: marked opened so
+// that close runs OnClose and releases the descriptor.
 func (el *eventloop) closeConnecting(c *conn, err error) error {
 	c.opened = true
 	return el.close(c, err)
