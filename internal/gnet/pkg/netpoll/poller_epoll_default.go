@@ -22,6 +22,7 @@ import (
 	"os"
 	"runtime"
 	"sync/atomic"
+	"syscall"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -33,9 +34,11 @@ import (
 
 // Poller represents a poller which is in charge of monitoring file-descriptors.
 type Poller struct {
-	fd                          int    // epoll fd
-	efd                         int    // eventfd
-	efdBuf                      []byte // efd buffer to read an 8-byte integer
+	fd                          int             // epoll fd
+	file                        *os.File        // fd, registered with the Go netpoller (sluice patch)
+	raw                         syscall.RawConn // file's, to park the loop on it
+	efd                         int             // eventfd
+	efdBuf                      []byte          // efd buffer to read an 8-byte integer
 	wakeupCall                  int32
 	asyncTaskQueue              queue.AsyncTaskQueue // queue with low priority
 	urgentAsyncTaskQueue        queue.AsyncTaskQueue // queue with high priority
@@ -56,6 +59,11 @@ func OpenPoller() (poller *Poller, err error) {
 		err = os.NewSyscallError("eventfd", err)
 		return
 	}
+	if err = poller.parkable(); err != nil {
+		_ = poller.Close()
+		poller = nil
+		return
+	}
 	poller.efdBuf = make([]byte, 8)
 	if err = poller.AddRead(&PollAttachment{FD: poller.efd}, true); err != nil {
 		_ = poller.Close()
@@ -71,6 +79,9 @@ func OpenPoller() (poller *Poller, err error) {
 // Close closes the poller.
 func (p *Poller) Close() error {
 	_ = unix.Close(p.efd)
+	if p.file != nil {
+		return p.file.Close()
+	}
 	return os.NewSyscallError("close", unix.Close(p.fd))
 }
 
@@ -116,19 +127,41 @@ func (p *Poller) Polling(callback PollEventHandler) error {
 	el := newEventList(InitPollEventsCap)
 	var doChores bool
 
-	msec := -1
+	// After each batch the loop polls without waiting (a raw system call), and when that
+	// finds nothing it parks its goroutine on the Go netpoller, which watches the epoll
+	// descriptor (internal/gnet/PATCHES.md). A parked goroutine frees its thread and
+	// processor at once; a thread blocked in epoll_wait(2) holds them until the runtime's
+	// monitor takes them away, and the yield before it woke a thread for the idle processor.
+	var n, polls int
+	var perr error
+	poll := func(uintptr) bool {
+		polls++
+		n, perr = epollPoll(p.fd, el.events)
+		return n > 0 || (perr != nil && perr != unix.EINTR)
+	}
+	var busySince int64 // when the loop last woke or yielded, nanotime
 	for {
-		n, err := unix.EpollWait(p.fd, el.events, msec)
-		if n == 0 || (n < 0 && err == unix.EINTR) {
-			if msec == 0 {
-				runtime.Gosched()
-			}
-			msec = -1
-			continue
-		} else if err != nil {
-			logging.Errorf("error occurs in epoll: %v", os.NewSyscallError("epoll_wait", err))
+		polls = 0
+		if err := p.raw.Read(poll); err != nil {
+			logging.Errorf("error occurs in epoll: %v", err)
 			return err
 		}
+		if perr != nil {
+			logging.Errorf("error occurs in epoll: %v", os.NewSyscallError("epoll_wait", perr))
+			return perr
+		}
+		// The thread that woke this loop from the netpoller watches it no more while the loop
+		// works, and the scheduler looks there again only when a thread runs out of work (or
+		// after 10 ms, from its monitor). A loop that stays busy therefore yields every
+		// busyYield, which wakes an idle processor's thread to watch it and to run what the
+		// batches made ready.
+		if polls > 1 {
+			busySince = nanotime()
+		} else if now := nanotime(); now-busySince > busyYield {
+			busySince = now
+			runtime.Gosched()
+		}
+		var err error
 
 		for i := 0; i < n; i++ {
 			ev := &el.events[i]
@@ -182,15 +215,6 @@ func (p *Poller) Polling(callback PollEventHandler) error {
 			el.expand()
 		} else if n < el.size>>1 {
 			el.shrink()
-		}
-		// After a batch of one event the loop is likely idle: it yields, so that goroutines
-		// the batch made ready run on this processor now, and waits, without a poll that does
-		// not wait first (it would mostly find nothing). After a larger batch it polls again
-		// without yielding, as upstream does after every batch (internal/gnet/PATCHES.md).
-		if n > 1 {
-			msec = 0
-		} else {
-			runtime.Gosched()
 		}
 	}
 }
