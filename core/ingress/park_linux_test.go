@@ -3,7 +3,6 @@ package ingress_test
 import (
 	"bytes"
 	"context"
-	"runtime"
 	"testing"
 	"time"
 
@@ -15,17 +14,8 @@ import (
 // loopStates returns the scheduler state of each goroutine running an event loop's poll
 // ("IO wait", "syscall", "running", ...), as the runtime's goroutine dump names it.
 func loopStates() []string {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
 	var states []string
-	for _, g := range bytes.Split(buf, []byte("\n\n")) {
+	for _, g := range goroutineStacks() {
 		if !bytes.Contains(g, []byte("netpoll.(*Poller).Polling")) {
 			continue
 		}

@@ -389,19 +389,23 @@ var engineFrames = []string{
 	"github.com/sluice-gw/sluice/core/ingress.(",
 }
 
-// engineGoroutines returns the stacks of live goroutines that run engine code.
-func engineGoroutines() []string {
+// goroutineStacks returns the stack of every live goroutine, as runtime.Stack writes them
+// (each begins "goroutine N [state...]:").
+func goroutineStacks() [][]byte {
 	buf := make([]byte, 1<<20)
 	for {
 		n := runtime.Stack(buf, true)
 		if n < len(buf) {
-			buf = buf[:n]
-			break
+			return bytes.Split(buf[:n], []byte("\n\n"))
 		}
 		buf = make([]byte, 2*len(buf))
 	}
+}
+
+// engineGoroutines returns the stacks of live goroutines that run engine code.
+func engineGoroutines() []string {
 	var out []string
-	for _, g := range bytes.Split(buf, []byte("\n\n")) {
+	for _, g := range goroutineStacks() {
 		for _, f := range engineFrames {
 			if bytes.Contains(g, []byte(f)) {
 				out = append(out, string(g))
