@@ -49,6 +49,7 @@ type eventloop struct {
 	eventHandler EventHandler      // user eventHandler
 
 	shared map[int]*sharedListener // sluice patch (listener_shared_unix.go): listening sockets every loop accepts from
+	closed closedIn                // sluice patch (stale_unix.go): the batch in which each descriptor was last closed
 }
 
 func (el *eventloop) Register(ctx context.Context, addr net.Addr) (<-chan RegisteredResult, error) {
@@ -380,6 +381,7 @@ func (el *eventloop) close(c *conn, err error) error {
 	}
 
 	el.connections.delConn(c)
+	el.markClosed(c.fd) // sluice patch (stale_unix.go)
 	action := el.eventHandler.OnClose(c, err)
 
 	// Send residual data in buffer back to the remote before actually closing the connection.

@@ -50,6 +50,10 @@ func (el *eventloop) orbit() error {
 	}
 
 	err := el.poller.Polling(func(fd int, ev netpoll.IOEvent, flags netpoll.IOFlags) error {
+		if el.staleEvent(fd) { // sluice patch (stale_unix.go): closed by a handler of this batch
+			el.getLogger().Debugf("dropped event[fd=%d|ev=%d|flags=%d] of a connection closed in the same batch, event-loop(%d)", fd, ev, flags, el.idx)
+			return nil
+		}
 		c := el.connections.getConn(fd)
 		if c == nil {
 			if sl := el.shared[fd]; sl != nil { // sluice patch: listener_shared_unix.go
@@ -86,6 +90,10 @@ func (el *eventloop) run() error {
 	}
 
 	err := el.poller.Polling(func(fd int, ev netpoll.IOEvent, flags netpoll.IOFlags) error {
+		if el.staleEvent(fd) { // sluice patch (stale_unix.go): closed by a handler of this batch
+			el.getLogger().Debugf("dropped event[fd=%d|ev=%d|flags=%d] of a connection closed in the same batch, event-loop(%d)", fd, ev, flags, el.idx)
+			return nil
+		}
 		c := el.connections.getConn(fd)
 		if c == nil {
 			if _, ok := el.listeners[fd]; ok {

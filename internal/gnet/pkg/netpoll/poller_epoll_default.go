@@ -34,6 +34,7 @@ import (
 
 // Poller represents a poller which is in charge of monitoring file-descriptors.
 type Poller struct {
+	batch                       uint64          // events fetched so far, in batches (sluice patch: Batch)
 	fd                          int             // epoll fd
 	file                        *os.File        // fd, registered with the Go netpoller (sluice patch)
 	raw                         syscall.RawConn // file's, to park the loop on it
@@ -163,6 +164,7 @@ func (p *Poller) Polling(callback PollEventHandler) error {
 		}
 		var err error
 
+		p.batch++
 		for i := 0; i < n; i++ {
 			ev := &el.events[i]
 			if fd := int(ev.Fd); fd == p.efd { // poller is awakened to run tasks in queues.

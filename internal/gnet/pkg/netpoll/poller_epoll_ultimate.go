@@ -32,6 +32,7 @@ import (
 
 // Poller represents a poller which is in charge of monitoring file-descriptors.
 type Poller struct {
+	batch                       uint64          // events fetched so far, in batches (sluice patch: Batch)
 	fd                          int             // epoll fd
 	epa                         *PollAttachment // PollAttachment for waking events
 	efdBuf                      []byte          // efd buffer to read an 8-byte integer
@@ -130,6 +131,7 @@ func (p *Poller) Polling() error {
 		}
 		msec = 0
 
+		p.batch++
 		for i := 0; i < n; i++ {
 			ev := &el.events[i]
 			pollAttachment := restorePollAttachment(unsafe.Pointer(&ev.data))

@@ -31,6 +31,7 @@ import (
 
 // Poller represents a poller which is in charge of monitoring file-descriptors.
 type Poller struct {
+	batch                       uint64 // events fetched so far, in batches (sluice patch: Batch)
 	fd                          int
 	pipe                        []int
 	wakeupCall                  int32
@@ -112,6 +113,7 @@ func (p *Poller) Polling(callback PollEventHandler) error {
 		}
 		tsp = &ts
 
+		p.batch++
 		for i := 0; i < n; i++ {
 			ev := &el.events[i]
 			if fd := int(ev.Ident); fd == 0 { // poller is awakened to run tasks in queues

@@ -32,6 +32,7 @@ import (
 
 // Poller represents a poller which is in charge of monitoring file-descriptors.
 type Poller struct {
+	batch                       uint64 // events fetched so far, in batches (sluice patch: Batch)
 	fd                          int
 	pipe                        []int
 	wakeupCall                  int32
@@ -113,6 +114,7 @@ func (p *Poller) Polling() error {
 		}
 		tsp = &ts
 
+		p.batch++
 		for i := 0; i < n; i++ {
 			ev := &el.events[i]
 			if ev.Ident == 0 { // poller is awakened to run tasks in queues
