@@ -173,8 +173,8 @@ var (
 
 // shareListener has every event loop accept from the entrypoint's listener itself, on a
 // duplicate of its descriptor (gnet's ShareListener, a patch: internal/gnet/PATCHES.md): a new
-// connection then costs one accept4 on the loop that will serve it (on Linux the one an
-// EPOLLEXCLUSIVE wake-up chose, an idle one when there is one) instead of a wait for the Go
+// connection then costs one accept4 on the loop that will serve it (on Linux the loop whose
+// turn it is: the listener is armed on one loop at a time) instead of a wait for the Go
 // netpoller, a hand-off from acceptLoop and two more duplicates of its socket. It reports
 // false when the listener has no descriptor or a loop refused it: acceptLoop accepts then.
 func (e *GnetEngine) shareListener() bool {

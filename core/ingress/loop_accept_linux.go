@@ -8,8 +8,9 @@ import "syscall"
 // (each waiting in its own epoll_wait) that wait was the TTFT of every request that opened a
 // connection, and the connection then went through gnet's registration (two more duplicates
 // of its socket). So the loops hold the listener themselves (gnet's ShareListener, a patch:
-// internal/gnet/PATCHES.md), level-triggered and with EPOLLEXCLUSIVE, and the loop the kernel
-// wakes accepts with accept4 and opens the connection at once (shareListener).
+// internal/gnet/PATCHES.md), armed on one loop at a time, and that loop accepts with accept4,
+// opens the connection at once (shareListener) and passes the turn to the loop with the
+// fewest connections.
 
 // loopListener returns the listener's raw connection for shareListener, or nil when the
 // listener has no file descriptor (acceptLoop alone then accepts).

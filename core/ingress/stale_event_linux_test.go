@@ -31,7 +31,7 @@ type staleHandler struct {
 	release chan struct{}        // ends that event
 	after   chan struct{}        // the marker connection's event, ready after the others: the batch is over
 
-	probeAddr   string     // a listener whose full accept queue keeps connects in progress
+	probeAddr   string // a listener whose full accept queue keeps connects in progress
 	probeSA     *unix.SockaddrInet4
 	mu          sync.Mutex // guards the fields below, read by the test
 	probeFD     int

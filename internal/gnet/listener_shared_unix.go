@@ -36,18 +36,21 @@ type sharedListener struct {
 	ctx    any // the context of every connection accepted from it
 	report func(err error, dropped bool)
 	pa     netpoll.PollAttachment
-	paused bool // out of this loop's poller after a failed accept (sharedAcceptPause)
-	gone   bool // unshared: a pending resume does nothing
+	tok    *acceptToken // the loops' turn to accept from fd (listener_token_*.go)
+	pos    int          // this loop's place in tok
+	paused bool         // out of this loop's poller after a failed accept (sharedAcceptPause)
+	gone   bool         // unshared: a pending resume does nothing
 }
 
 // ShareListener registers the listening socket fd on every event loop: a loop woken for it
 // accepts the waiting connections itself (non-blocking, close-on-exec) and opens them on
-// itself, with ctx as their context, without a hand-off to another goroutine or loop. On
-// Linux each loop holds fd with EPOLLEXCLUSIVE, so that one loop, an idle one when there is
-// one, wakes per connection. When an accept fails for want of a resource (descriptors,
-// memory) the loop leaves fd alone for 100 ms; report, when not nil, is called on the loop
-// with that error (dropped false), and with the error of a connection accepted and then not
-// opened (dropped true). fd must stay open until UnshareListener has returned. It returns
+// itself, with ctx as their context, without a hand-off to another goroutine or loop. One
+// loop wakes per connection: on Linux fd is armed on one loop at a time, which passes it on
+// after each wake-up to the loop with the fewest connections (listener_token_linux.go);
+// elsewhere each loop holds fd and the kernel wakes them as it does. When an accept fails for
+// want of a resource (descriptors, memory) fd is left alone for 100 ms; report, when not nil,
+// is called on the loop with that error (dropped false), and with the error of a connection
+// accepted and then not opened (dropped true). fd must stay open until UnshareListener has returned. It returns
 // once every loop holds fd, or the first error (the loops that took it keep it until
 // UnshareListener).
 func (e Engine) ShareListener(fd int, ctx any, report func(err error, dropped bool)) error {
@@ -59,20 +62,23 @@ func (e Engine) ShareListener(fd int, ctx any, report func(err error, dropped bo
 		return err
 	}
 	addr := socket.SockaddrToTCPOrUnixAddr(sa)
-	return e.eng.onEveryLoop(func(el *eventloop) error {
+	tok := &acceptToken{fd: fd}
+	err = e.eng.onEveryLoop(func(el *eventloop) error {
 		if el.shared == nil {
 			el.shared = make(map[int]*sharedListener)
 		}
-		sl := &sharedListener{fd: fd, addr: addr, ctx: ctx, report: report}
+		sl := &sharedListener{fd: fd, addr: addr, ctx: ctx, report: report, tok: tok}
 		sl.pa = netpoll.PollAttachment{FD: fd, Callback: func(int, netpoll.IOEvent, netpoll.IOFlags) error {
 			return el.acceptShared(sl)
 		}}
-		if err := el.poller.AddReadExclusive(&sl.pa); err != nil {
+		if err := el.holdShared(sl); err != nil {
 			return err
 		}
 		el.shared[fd] = sl
 		return nil
 	})
+	tok.start()
+	return err
 }
 
 // UnshareListener removes fd from every event loop; once it has returned no loop accepts from
@@ -88,10 +94,7 @@ func (e Engine) UnshareListener(fd int) error {
 		}
 		delete(el.shared, fd)
 		sl.gone = true
-		if sl.paused {
-			return nil
-		}
-		return el.poller.Delete(fd)
+		return el.releaseShared(sl)
 	})
 }
 
@@ -138,6 +141,7 @@ func (el *eventloop) acceptShared(sl *sharedListener) error {
 		switch err {
 		case nil:
 		case unix.EAGAIN:
+			el.acceptedShared(sl)
 			return nil
 		case unix.EINTR, unix.ECONNRESET, unix.ECONNABORTED:
 			continue
@@ -151,29 +155,6 @@ func (el *eventloop) acceptShared(sl *sharedListener) error {
 			sl.report(err, true)
 		}
 	}
+	el.acceptedShared(sl)
 	return nil
-}
-
-// pauseShared takes a shared listener out of this loop's poller for sharedAcceptPause after an
-// accept failed for want of a resource, then puts it back.
-func (el *eventloop) pauseShared(sl *sharedListener, cause error) {
-	if sl.report != nil {
-		sl.report(cause, false)
-	}
-	if err := el.poller.Delete(sl.fd); err != nil {
-		return
-	}
-	sl.paused = true
-	time.AfterFunc(sharedAcceptPause, func() {
-		_ = el.poller.Trigger(queue.HighPriority, func(any) error {
-			if sl.gone || !sl.paused {
-				return nil
-			}
-			sl.paused = false
-			if err := el.poller.AddReadExclusive(&sl.pa); err != nil {
-				el.getLogger().Errorf("event-loop(%d) cannot accept from fd=%d again: %v", el.idx, sl.fd, err)
-			}
-			return nil
-		}, nil)
-	})
 }

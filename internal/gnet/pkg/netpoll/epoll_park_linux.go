@@ -50,3 +50,19 @@ var clockStart = time.Now()
 
 // nanotime is the monotonic time in ns since the package started.
 func nanotime() int64 { return int64(time.Since(clockStart)) }
+
+// AddReadDisarmed (sluice patch) registers pa.FD for readability with EPOLLONESHOT and no
+// event armed: it reports nothing until ArmReadOnce. The loops share a listening socket this
+// way, armed on one loop at a time (internal/gnet/listener_token_linux.go).
+func (p *Poller) AddReadDisarmed(pa *PollAttachment) error {
+	return os.NewSyscallError("epoll_ctl add",
+		unix.EpollCtl(p.fd, unix.EPOLL_CTL_ADD, pa.FD, &unix.EpollEvent{Fd: int32(pa.FD), Events: unix.EPOLLONESHOT}))
+}
+
+// ArmReadOnce (sluice patch) arms a descriptor registered by AddReadDisarmed for one
+// readability event; the event disarms it again. It may be called from any goroutine:
+// epoll_ctl(2) is safe against a concurrent epoll_wait on the same instance.
+func (p *Poller) ArmReadOnce(fd int) error {
+	return os.NewSyscallError("epoll_ctl mod",
+		unix.EpollCtl(p.fd, unix.EPOLL_CTL_MOD, fd, &unix.EpollEvent{Fd: int32(fd), Events: unix.EPOLLIN | unix.EPOLLONESHOT}))
+}
