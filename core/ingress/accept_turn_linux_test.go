@@ -4,7 +4,6 @@ package ingress_test
 
 import (
 	"context"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -112,10 +111,8 @@ func TestOneLoopAtATimeWaitsToAccept(t *testing.T) {
 	}
 
 	seen := map[int]bool{armedLoop(): true}
-	var clients []net.Conn
 	for i := 0; i < 4; i++ {
-		c := dialClient(t, tr.Addr())
-		clients = append(clients, c)
+		c := dialClient(t, tr.Addr()) // kept open: each adds to its loop's connections
 		resp, body := roundTrip(t, c, "/x")
 		require.Equal(t, 200, resp.StatusCode)
 		require.Equal(t, "hello", string(body))
