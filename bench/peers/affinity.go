@@ -160,10 +160,15 @@ func RunAffinity(ctx context.Context, o AffinityOptions) (*AffinityResult, error
 	if err != nil {
 		return nil, fmt.Errorf("peers: %w", err)
 	}
-	defer os.RemoveAll(dir)
+	reaper, err := StartReaper(dir)
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	defer reaper.Close()
 	res := &AffinityResult{Options: o}
 	for _, p := range o.Policies {
-		row, err := runPolicy(ctx, &o, p, bin, dir)
+		row, err := runPolicy(ctx, &o, p, bin, dir, reaper)
 		if err != nil {
 			return nil, fmt.Errorf("peers: policy %s: %w", p, err)
 		}
@@ -176,7 +181,7 @@ func RunAffinity(ctx context.Context, o AffinityOptions) (*AffinityResult, error
 	return res, nil
 }
 
-func runPolicy(ctx context.Context, o *AffinityOptions, policy, bin, dir string) (*AffinityRow, error) {
+func runPolicy(ctx context.Context, o *AffinityOptions, policy, bin, dir string, reaper *Reaper) (*AffinityRow, error) {
 	cfg := llmsim.DefaultConfig()
 	cfg.Seed = o.Seed
 	cfg.Instances = o.Instances
@@ -216,7 +221,7 @@ func runPolicy(ctx context.Context, o *AffinityOptions, policy, bin, dir string)
 			if err := os.WriteFile(path, []byte(affinityConfig(listen, fleet.Addrs(), policy, o.Observe)), 0o644); err != nil {
 				return nil, err
 			}
-			p, err := StartProcess(name, bin, []string{"serve", "--config", path}, dir)
+			p, err := reaper.StartProcess(name, bin, []string{"serve", "--config", path}, dir)
 			if err != nil {
 				return nil, err
 			}

@@ -239,7 +239,9 @@ type target struct {
 // then again) for Rounds rounds; stops everything; and returns the
 // comparison. A missing or failing proxy is skipped with a note (nginx and
 // haproxy: "apt-get install nginx haproxy"); Compare fails only when the
-// upstream cannot start, nothing is left to compare, or ctx ends.
+// upstream cannot start, nothing is left to compare, or ctx ends. A Reaper
+// ends every process it started, and removes its temporary work directory,
+// also when the process that called Compare is killed.
 func Compare(ctx context.Context, o CompareOptions) (*report.Comparison, error) {
 	if err := o.normalize(); err != nil {
 		return nil, err
@@ -250,7 +252,7 @@ func Compare(ctx context.Context, o CompareOptions) (*report.Comparison, error) 
 		cmp.Notes = append(cmp.Notes, s)
 		fmt.Fprintln(o.Log, "note: "+s)
 	}
-	dir := o.WorkDir
+	dir, removeDir := o.WorkDir, ""
 	if dir == "" {
 		d, err := os.MkdirTemp("", "sluice-bench-")
 		if err != nil {
@@ -258,16 +260,26 @@ func Compare(ctx context.Context, o CompareOptions) (*report.Comparison, error) 
 		}
 		dir = d
 		if !o.KeepWorkDir {
-			defer os.RemoveAll(dir)
+			removeDir = dir
 		}
 	} else if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("peers: %w", err)
+	}
+	// The reaper removes the work directory and ends the processes, here or, should this
+	// process be killed, on its own.
+	reaper, err := StartReaper(removeDir)
+	if err != nil {
+		if removeDir != "" {
+			_ = os.RemoveAll(removeDir)
+		}
+		return nil, err
 	}
 	var procs []*Process
 	defer func() {
 		for i := len(procs) - 1; i >= 0; i-- {
 			_ = procs[i].Stop(stopGrace)
 		}
+		_ = reaper.Close()
 	}()
 
 	// Upstream.
@@ -277,7 +289,7 @@ func Compare(ctx context.Context, o CompareOptions) (*report.Comparison, error) 
 	}
 	upstreamDesc := ""
 	if bin, err := FindBinary("llmsim", o.BinDirs...); err == nil {
-		p, err := StartProcess("llmsim", bin, llmsimArgs(o, upAddr), dir)
+		p, err := reaper.StartProcess("llmsim", bin, llmsimArgs(o, upAddr), dir)
 		if err != nil {
 			return nil, err
 		}
@@ -301,7 +313,7 @@ func Compare(ctx context.Context, o CompareOptions) (*report.Comparison, error) 
 	start := func(name, bin string, args []string) {
 		listen := args[len(args)-1]
 		args = args[:len(args)-1]
-		p, err := StartProcess(name, bin, args, dir)
+		p, err := reaper.StartProcess(name, bin, args, dir)
 		if err != nil {
 			note("%s skipped: %v", name, err)
 			return

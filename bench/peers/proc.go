@@ -14,17 +14,21 @@ import (
 // Process is a child process started by the bench (the upstream, sluice or
 // a peer proxy) in its own process group, with stdout and stderr in
 // Dir/<Name>.log. On Linux it is killed with SIGKILL if the bench process
-// dies (parent-death signal, proc_linux.go).
+// dies (parent-death signal, proc_linux.go); the processes it forks, as
+// nginx's master forks its workers, are not, unless it was started by a
+// Reaper.
 type Process struct {
 	Name    string
 	LogPath string
 	cmd     *exec.Cmd
 	done    chan struct{}
 	waitErr error
+	reaper  *Reaper // nil when started without one
 }
 
-// StartProcess starts bin with args, logging to dir/name.log. It returns an
-// error if the binary cannot be started.
+// StartProcess starts bin with args, logging to dir/name.log. When the
+// process exits, what is left of its group gets SIGKILL. It returns an error
+// if the binary cannot be started.
 func StartProcess(name, bin string, args []string, dir string) (*Process, error) {
 	logPath := filepath.Join(dir, name+".log")
 	lf, err := os.Create(logPath)
@@ -42,6 +46,9 @@ func StartProcess(name, bin string, args []string, dir string) (*Process, error)
 	p := &Process{Name: name, LogPath: logPath, cmd: cmd, done: make(chan struct{})}
 	go func() {
 		p.waitErr = cmd.Wait()
+		// What the process forked goes with it (nginx's workers outlive a master that
+		// died). Sent at once: a group's number is free for reuse once the group is empty.
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		_ = lf.Close()
 		close(p.done)
 	}()
@@ -56,10 +63,11 @@ func (p *Process) Exited() <-chan struct{} { return p.done }
 
 // Stop sends SIGTERM to the process group it leads, waits up to grace for
 // the process to exit, then sends SIGKILL to the group. It returns nil once
-// the process has exited.
+// the process has exited, and an error when it outlives SIGKILL by 5 s.
 func (p *Process) Stop(grace time.Duration) error {
 	select {
 	case <-p.done:
+		p.forget()
 		return nil
 	default:
 	}
@@ -67,15 +75,24 @@ func (p *Process) Stop(grace time.Duration) error {
 	_ = syscall.Kill(-pgid, syscall.SIGTERM)
 	select {
 	case <-p.done:
+		p.forget()
 		return nil
 	case <-time.After(grace):
 	}
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 	select {
 	case <-p.done:
+		p.forget()
 		return nil
 	case <-time.After(5 * time.Second):
 		return fmt.Errorf("peers: %s (pid %d) did not exit after SIGKILL", p.Name, pgid)
+	}
+}
+
+// forget takes the process's group off its reaper's list: the group is gone (see StartProcess).
+func (p *Process) forget() {
+	if p.reaper != nil {
+		p.reaper.forget(p.cmd.Process.Pid)
 	}
 }
 

@@ -1,0 +1,138 @@
+//go:build linux
+
+package main_test
+
+import (
+	"bufio"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-gw/sluice/bench/peers"
+	"github.com/sluice-gw/sluice/bench/testenv"
+)
+
+// killedWait bounds the wait for what a killed compare left to be gone.
+const killedWait = 10 * time.Second
+
+// A compare killed outright, with SIGKILL or by SIGPIPE when its output goes to `| head`, runs
+// none of its own cleanup, yet leaves nothing behind: no process of nginx's group (its workers
+// outlive their master, which alone gets the parent-death signal) and no work directory.
+func TestKilledCompareLeavesNothingBehind(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts nginx")
+	}
+	if _, err := peers.FindBinary("nginx"); err != nil {
+		t.Skipf("nginx not installed (%s)", peers.InstallHint)
+	}
+	bin := testenv.BuildBinary(t, "./cmd/sluice-bench")
+	for _, c := range []struct {
+		name     string
+		duration string // long enough that the compare is still running when it is killed
+		kill     func(cmd *exec.Cmd, stderr *os.File)
+	}{
+		{"SIGKILL", "60s", func(cmd *exec.Cmd, _ *os.File) { _ = cmd.Process.Kill() }},
+		// The compare's next progress line, after its first run, meets a pipe with no reader.
+		{"SIGPIPE", "1s", func(_ *exec.Cmd, stderr *os.File) { _ = stderr.Close() }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tmp := t.TempDir()
+			r, w, err := os.Pipe()
+			require.NoError(t, err)
+			// --bin names an empty directory: the compare runs its in-process upstream.
+			cmd := exec.Command(bin, "compare", "--peers", "nginx", "--engines", "none", "--workload", "json",
+				"--bin", t.TempDir(), "--concurrency", "2", "--rounds", "1", "--warmup", "10ms", "--duration", c.duration)
+			cmd.Dir = tmp
+			cmd.Env = append(os.Environ(), "TMPDIR="+tmp) // the compare's work directory goes here
+			cmd.Stderr = w
+			require.NoError(t, cmd.Start())
+			_ = w.Close()
+			defer r.Close()
+			exited := make(chan struct{})
+			t.Cleanup(func() { // a compare left running by a failure before the kill
+				select {
+				case <-exited:
+				default:
+					_ = cmd.Process.Kill()
+					_ = cmd.Wait()
+				}
+			})
+
+			nginx := startedPID(t, r, "nginx")
+			t.Cleanup(func() { testenv.KillGroupMembers(nginx) }) // what a failed run leaves
+			require.NotEmpty(t, testenv.GroupMembers(nginx), "nginx's group is running")
+
+			c.kill(cmd, r)
+			err = cmd.Wait()
+			close(exited)
+			var ee *exec.ExitError
+			require.True(t, errors.As(err, &ee), "the compare was killed: %v", err)
+			ws := ee.Sys().(syscall.WaitStatus)
+			require.True(t, ws.Signaled(), "the compare was killed: %v", err)
+			require.Equal(t, c.name, signalName(ws.Signal()))
+
+			deadline := time.Now().Add(killedWait)
+			for {
+				left := testenv.GroupMembers(nginx)
+				dirs, _ := filepath.Glob(filepath.Join(tmp, "sluice-bench-*"))
+				if len(left) == 0 && len(dirs) == 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%v after the compare died: nginx's group (pgid %d) still has %v; work directories %v",
+						killedWait, nginx, left, dirs)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		})
+	}
+}
+
+var startedLine = regexp.MustCompile(`^started (\S+) on \S+ \(pid (\d+)\)$`)
+
+// startedPID reads the compare's stderr until it says it started target, and returns the pid
+// it gives, the process group of target's processes.
+func startedPID(t *testing.T, stderr *os.File, target string) int {
+	t.Helper()
+	found := make(chan int, 1)
+	var seen []string
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			seen = append(seen, sc.Text())
+			if m := startedLine.FindStringSubmatch(sc.Text()); m != nil && m[1] == target {
+				pid, _ := strconv.Atoi(m[2])
+				found <- pid
+				return
+			}
+		}
+		close(found)
+	}()
+	select {
+	case pid, ok := <-found:
+		require.True(t, ok, "the compare's stderr ended before it started %s:\n%s", target, strings.Join(seen, "\n"))
+		return pid
+	case <-time.After(time.Minute):
+		t.Fatalf("the compare did not start %s within a minute", target)
+		return 0
+	}
+}
+
+func signalName(s syscall.Signal) string {
+	switch s {
+	case syscall.SIGKILL:
+		return "SIGKILL"
+	case syscall.SIGPIPE:
+		return "SIGPIPE"
+	}
+	return s.String()
+}
