@@ -14,8 +14,9 @@ import (
 // and target), preceded by the command, machine and setup, and followed by
 // notes (missing peers, skipped targets). Latencies are in µs; "+p50"/"+p99"
 // are added latency over direct in the same round ("+ITL p99" likewise for
-// the inter-token latency p99); ratios are ×direct and ×nginx; "–" marks a
-// value that does not apply.
+// the inter-token latency p99); ratios are ×direct and ×nginx, the latter
+// only when nginx ran (haproxy alone is set against the sluice targets in the
+// round-by-round table); "–" marks a value that does not apply.
 func (c *Comparison) Markdown(w io.Writer) error {
 	var b strings.Builder
 	if c.Command != "" {
@@ -60,11 +61,56 @@ func (c *Comparison) Markdown(w io.Writer) error {
 	return err
 }
 
-// MarkdownTable returns rows as one Markdown table.
+// tableColumn is a column of MarkdownTable: its header, whether it is right-aligned (a number),
+// and whether it sets the row against nginx.
+type tableColumn struct {
+	head         string
+	number, vsNx bool
+}
+
+var tableColumns = []tableColumn{
+	{head: "workload"}, {head: "target"},
+	{head: "RPS", number: true}, {head: "×direct", number: true}, {head: "×nginx", number: true, vsNx: true},
+	{head: "p50 µs", number: true}, {head: "p99 µs", number: true}, {head: "p99.9 µs", number: true},
+	{head: "+p50 µs", number: true}, {head: "+p99 µs", number: true}, {head: "p99 ×nginx", number: true, vsNx: true},
+	{head: "TTFT p50 / p99 µs", number: true}, {head: "TTFT p50 ×nginx", number: true, vsNx: true},
+	{head: "ITL p50 / p99 µs", number: true}, {head: "+ITL p99 µs", number: true},
+	{head: "errors", number: true}, {head: "CPU s/1k req", number: true}, {head: "CPU ×nginx", number: true, vsNx: true},
+	{head: "peak RSS MiB", number: true},
+}
+
+// MarkdownTable returns rows as one Markdown table. The columns against nginx (×nginx,
+// p99 ×nginx, TTFT p50 ×nginx, CPU ×nginx) are left out when no row is nginx's: every cell of
+// them would be "–".
 func MarkdownTable(rows []Row) string {
+	withNginx := false
+	for _, r := range rows {
+		withNginx = withNginx || r.Target == TargetNginx
+	}
 	var b strings.Builder
-	b.WriteString("| workload | target | RPS | ×direct | ×nginx | p50 µs | p99 µs | p99.9 µs | +p50 µs | +p99 µs | p99 ×nginx | TTFT p50 / p99 µs | TTFT p50 ×nginx | ITL p50 / p99 µs | +ITL p99 µs | errors | CPU s/1k req | CPU ×nginx | peak RSS MiB |\n")
-	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	line := func(cells []string) {
+		for i, c := range cells {
+			if !tableColumns[i].vsNx || withNginx {
+				b.WriteString("| " + c + " ")
+			}
+		}
+		b.WriteString("|\n")
+	}
+	heads, aligns := make([]string, len(tableColumns)), make([]string, len(tableColumns))
+	for i, c := range tableColumns {
+		heads[i], aligns[i] = c.head, "---"
+		if c.number {
+			aligns[i] = "--:"
+		}
+	}
+	line(heads)
+	// The separator row has no spaces around its cells.
+	for i, a := range aligns {
+		if !tableColumns[i].vsNx || withNginx {
+			b.WriteString("|" + a)
+		}
+	}
+	b.WriteString("|\n")
 	for _, r := range rows {
 		added50, added99 := "–", "–"
 		if r.Target != TargetDirect && (r.AddedP50Us != 0 || r.AddedP99Us != 0) {
@@ -95,10 +141,11 @@ func MarkdownTable(rows []Row) string {
 			cpu = fmt.Sprintf("%.3f", r.CPUPer1k)
 			rss = fmt.Sprintf("%.1f", r.PeakRSSMiB)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %.0f | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
-			r.Label(), r.Target, r.RPS, x(r.RPSvsDirect), x(r.RPSvsNginx),
+		line([]string{
+			r.Label(), r.Target, fmt.Sprintf("%.0f", r.RPS), x(r.RPSvsDirect), x(r.RPSvsNginx),
 			us(r.P50Us), us(r.P99Us), us(r.P999Us), added50, added99, x(r.P99vsNginx),
-			ttft, x(r.TTFTP50Nginx), itl, addedITL, errs, cpu, x(r.CPUPer1kNginx), rss)
+			ttft, x(r.TTFTP50Nginx), itl, addedITL, errs, cpu, x(r.CPUPer1kNginx), rss,
+		})
 	}
 	return b.String()
 }
@@ -118,8 +165,8 @@ func byStatus(m map[string]int64) string {
 }
 
 // PooledTable returns the p99 of TTFT and ITL over every round's samples together, for the
-// rows of stream workloads that have them, with ITL p99 against nginx's in the same workload:
-// "" when none has them.
+// rows of stream workloads that have them, with ITL p99 against nginx's in the same workload
+// when nginx ran: "" when none has them.
 func PooledTable(rows []Row) string {
 	nginx := map[[2]string]Row{}
 	for _, r := range rows {
@@ -134,13 +181,21 @@ func PooledTable(rows []Row) string {
 		}
 		if b.Len() == 0 {
 			b.WriteString("\nPooled over rounds: the p99 of every round's samples taken together (µs):\n\n")
-			b.WriteString("| workload | target | TTFT p99 | ITL p99 | ITL p99 − nginx's |\n|---|---|--:|--:|--:|\n")
+			if len(nginx) > 0 {
+				b.WriteString("| workload | target | TTFT p99 | ITL p99 | ITL p99 − nginx's |\n|---|---|--:|--:|--:|\n")
+			} else {
+				b.WriteString("| workload | target | TTFT p99 | ITL p99 |\n|---|---|--:|--:|\n")
+			}
 		}
-		diff := "–"
-		if n, ok := nginx[[2]string{r.Workload, r.Adversary}]; ok && n.ITLP99PooledUs > 0 && r.Target != TargetNginx {
-			diff = fmt.Sprintf("%+.0f", r.ITLP99PooledUs-n.ITLP99PooledUs)
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |", r.Label(), r.Target, us(r.TTFTP99PooledUs), us(r.ITLP99PooledUs))
+		if len(nginx) > 0 {
+			diff := "–"
+			if n, ok := nginx[[2]string{r.Workload, r.Adversary}]; ok && n.ITLP99PooledUs > 0 && r.Target != TargetNginx {
+				diff = fmt.Sprintf("%+.0f", r.ITLP99PooledUs-n.ITLP99PooledUs)
+			}
+			b.WriteString(" " + diff + " |")
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", r.Label(), r.Target, us(r.TTFTP99PooledUs), us(r.ITLP99PooledUs), diff)
+		b.WriteString("\n")
 	}
 	return b.String()
 }

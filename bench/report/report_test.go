@@ -348,3 +348,42 @@ func TestRowBreaksErrorsDownByStatus(t *testing.T) {
 	require.NoError(t, (&Comparison{Rows: rows}).WriteJSON(&b))
 	require.Contains(t, b.String(), `"errors_by_status": {`)
 }
+
+// Without nginx in the run (--peers none, or haproxy alone) the columns against nginx are left
+// out rather than filled with "–"; haproxy alone is set against the sluice targets in the
+// round-by-round table.
+func TestMarkdownWithoutNginxLeavesOutItsColumns(t *testing.T) {
+	streams := func(runs []Run) []Run {
+		for i := range runs {
+			res := *runs[i].Result
+			res.TTFTHist, res.ITLHist = harness.NewHistogram(), harness.NewHistogram()
+			res.TTFTHist.Record(3e6)
+			res.ITLHist.Record(1e6)
+			res.TTFT, res.ITL = res.TTFTHist.Summary(), res.ITLHist.Summary()
+			runs[i].Result = &res
+		}
+		return runs
+	}
+	var haproxyAlone, noPeer []Run
+	for _, r := range streams(sampleRuns()) {
+		if r.Target == TargetNginx {
+			r.Target = TargetHAProxy
+		} else {
+			noPeer = append(noPeer, r)
+		}
+		haproxyAlone = append(haproxyAlone, r)
+	}
+	for name, runs := range map[string][]Run{"haproxy alone": haproxyAlone, "no peer": noPeer} {
+		c := &Comparison{Rows: Summarize(runs), Paired: PairRounds(runs)}
+		var b bytes.Buffer
+		require.NoError(t, c.Markdown(&b))
+		out := b.String()
+		require.NotContains(t, out, "nginx", name)
+		require.Contains(t, out, "| workload | target | RPS | ×direct | p50 µs | p99 µs | p99.9 µs | +p50 µs | +p99 µs | TTFT p50 / p99 µs | ITL p50 / p99 µs | +ITL p99 µs | errors | CPU s/1k req | peak RSS MiB |\n|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n", name)
+		require.Contains(t, out, "| json | sluice-gnet | 6667 | 0.80× | 156 | 312 | 312 | 36.0 | 72.0 | 3000 / 3000 | 1000 / 1000 | 0.0 | 0 | 0.060 | 15.0 |\n", name)
+		require.Contains(t, out, "| workload | target | TTFT p99 | ITL p99 |\n|---|---|--:|--:|\n| json | direct | 3000 | 1000 |\n", name)
+		if name == "haproxy alone" {
+			require.Contains(t, out, "| json | sluice-gnet | haproxy | 1.33× (1.33–1.33) 3/3 |")
+		}
+	}
+}
