@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -101,5 +102,23 @@ func TestUsageErrorsNameTheMistake(t *testing.T) {
 		line, _, _ := strings.Cut(e.String(), "\n")
 		require.Equal(t, c.line, line, "%v", c.args)
 		require.Empty(t, o.String(), "%v", c.args)
+	}
+}
+
+// Each flag's help gives its default once: the flag package's "(default 64)", or the help's own
+// words where the flag's zero leaves the choice to another flag (compare's --rounds, which
+// --quick changes), not both.
+func TestHelpGivesEachDefaultOnce(t *testing.T) {
+	bin := testenv.BuildBinary(t, "./cmd/sluice-bench")
+	mention := regexp.MustCompile(`\((0: the )?default`)
+	for _, cmd := range []string{"run", "compare", "affinity"} {
+		out, err := exec.Command(bin, cmd, "-h").Output()
+		require.NoError(t, err, cmd)
+		// A flag's help is its line "  --name type" and the indented lines after it.
+		flags := strings.Split(string(out), "\n  -")[1:]
+		require.NotEmpty(t, flags, "%s -h:\n%s", cmd, out)
+		for _, f := range flags {
+			require.LessOrEqual(t, len(mention.FindAllString(f, -1)), 1, "%s -%s", cmd, f)
+		}
 	}
 }
