@@ -44,8 +44,9 @@ func (el *eventloop) holdShared(sl *sharedListener) error {
 func (t *acceptToken) start() { t.pass(-1) }
 
 // pass arms the loop with the fewest connections, looking from the loop after position from.
-// Arming fails only for a listener some loop no longer holds, which unsharing does after
-// setting gone, under mu; the next loop is tried then.
+// Should epoll_ctl fail (a loop no longer holds the listener only after gone is set, under mu,
+// so only for want of kernel memory), the next loop is tried, and when none can be armed the
+// turn is passed again after sharedAcceptPause: no loop would accept otherwise.
 func (t *acceptToken) pass(from int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -68,6 +69,7 @@ func (t *acceptToken) pass(from int) {
 		}
 		el.getLogger().Errorf("event-loop(%d) cannot accept from fd=%d: %v", el.idx, t.fd, err)
 	}
+	time.AfterFunc(sharedAcceptPause, func() { t.pass(from) })
 }
 
 // acceptedShared passes the turn on after a wake-up's accepts.
