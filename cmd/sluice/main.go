@@ -249,6 +249,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	// Parts handed no logger of their own (passive health, scalers, mirror summaries, any
 	// library) write through slog's default: it is this one, so every line follows [log].
 	slog.SetDefault(log)
+	defer routeStdLog(log.Handler())()
 	// Signals are caught before the gateway says it starts and opens its listeners: one that
 	// comes meanwhile (a client may already be served) waits in the channel and is handled
 	// once Start returns, instead of killing the process without a drain.

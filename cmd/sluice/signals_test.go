@@ -220,6 +220,51 @@ func TestAcceptFailuresAreLoggedOnceASecond(t *testing.T) {
 	require.True(t, strings.HasPrefix(line, "HTTP/1.1 "), line)
 }
 
+// What net/http reports about the admin listener reaches the log as a warning: out of
+// descriptors, its accept fails and it says so, retrying. Through the standard log package
+// that line was filed under INFO.
+func TestAdminAcceptFailureIsAWarning(t *testing.T) {
+	bin := testenv.BuildBinary(t, "./cmd/sluice")
+	port, adminPort := testenv.FreePort(t), testenv.FreePort(t)
+	cfg := filepath.Join(t.TempDir(), "sluice.toml")
+	require.NoError(t, os.WriteFile(cfg, []byte(fmt.Sprintf(`[entrypoints.web]
+address = "127.0.0.1:%d"
+[routers.api]
+rule = "PathPrefix(`+"`/`"+`)"
+service = "up"
+[services.up.load_balancer]
+servers = [{ url = "http://127.0.0.1:1" }]
+[admin]
+address = "127.0.0.1:%d"
+`, port, adminPort)), 0o644))
+	cmd := exec.Command("sh", "-c", `ulimit -n 48 && exec "$0" serve --config "$1"`, bin, cfg)
+	p := testenv.StartProcessCmd(t, cmd)
+	p.WaitOutput(t, "entrypoint listening", 10*time.Second)
+
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}()
+	for i := 0; i < 80; i++ { // the kernel queues what the gateway cannot accept
+		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		require.NoError(t, err)
+		conns = append(conns, c)
+	}
+	p.WaitOutput(t, "accept failed", 10*time.Second)
+	c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", adminPort))
+	require.NoError(t, err)
+	conns = append(conns, c)
+	p.WaitOutput(t, "http: Accept error", 10*time.Second)
+	for _, line := range strings.Split(p.Output(), "\n") {
+		if strings.Contains(line, "http: Accept error") {
+			require.Contains(t, line, "level=WARN", line)
+			require.Contains(t, line, "component=admin", line)
+		}
+	}
+}
+
 // serveEach runs handle on every connection ln accepts, each on a goroutine of its own that
 // closes the connection after handle, until ln is closed.
 func serveEach(ln net.Listener, handle func(c net.Conn)) {
