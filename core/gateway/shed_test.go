@@ -48,13 +48,14 @@ func waitShed(t *testing.T, reason string, want float64) {
 	require.Equal(t, want, shedCount(t, reason), "counted once")
 }
 
-// A connection over max_connections is closed at once without an answer on every engine, and
-// counted as max_connections; the connection within the limit is served.
+// A connection over max_connections is closed at once without an answer on every engine,
+// counted as max_connections and logged as the other sheds are; the connection within the
+// limit is served.
 func TestConnectionOverMaxConnectionsIsShed(t *testing.T) {
 	up := serveUpstream(t, echo)
 	for _, engine := range engines {
 		t.Run(engine, func(t *testing.T) {
-			_, addr := startGateway(t, engine, up.addr(), "max_connections = 1")
+			addr, logs := startGatewayLogged(t, engine, up.addr(), "max_connections = 1")
 			before := shedCount(t, "max_connections")
 			first := dial(t, addr)
 			send(t, first, "GET /a HTTP/1.1\r\nHost: gw\r\n\r\n")
@@ -70,6 +71,8 @@ func TestConnectionOverMaxConnectionsIsShed(t *testing.T) {
 			}
 			require.Empty(t, got, "no answer on a connection over the limit")
 			waitShed(t, "max_connections", before+1)
+			requireShedLine(t, logs, 1, "reason=max_connections client_addr="+second.LocalAddr().String()+
+				` error="the entrypoint holds max_connections connections" max_connections=1 suppressed_since_last=0`)
 			send(t, first, "GET /c HTTP/1.1\r\nHost: gw\r\n\r\n")
 			require.Equal(t, 200, readResponse(t, r, false).status, "the connection within the limit goes on")
 		})

@@ -135,7 +135,7 @@ func (e *FastEngine) Start() error {
 	if t := e.set.TLS; t != nil {
 		ln = tls.NewListener(ln, &tls.Config{GetCertificate: e.certs.GetCertificate, MinVersion: max(t.MinVersion, tls.VersionTLS12), NextProtos: []string{"http/1.1", "http/1.0"}})
 	}
-	sl := newServeListener(&countingListener{Listener: ln, n: &e.counters.conns, max: int64(e.set.MaxConnections), sndbuf: e.set.SendBufferBytes, m: e.m}, e.set.linger, &e.set.Limits, e.m, &e.shed)
+	sl := newServeListener(&countingListener{Listener: ln, n: &e.counters.conns, max: int64(e.set.MaxConnections), sndbuf: e.set.SendBufferBytes, m: e.m, shed: &e.shed}, e.set.linger, &e.set.Limits, e.m, &e.shed)
 	sl.bodyIdle = e.set.ReadHeaderTimeout
 	var serveErr error
 	go func() {
@@ -609,6 +609,7 @@ type countingListener struct {
 	max    int64
 	sndbuf int
 	m      *metrics.Entrypoint
+	shed   *shedLog
 }
 
 func (l *countingListener) Accept() (net.Conn, error) {
@@ -619,6 +620,7 @@ func (l *countingListener) Accept() (net.Conn, error) {
 		}
 		if l.max > 0 && l.n.Load() >= l.max {
 			l.m.Shed(metrics.ShedMaxConnections)
+			l.shed.maxConnections(c.RemoteAddr(), int(l.max))
 			_ = c.Close()
 			continue
 		}

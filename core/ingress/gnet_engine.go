@@ -495,6 +495,7 @@ func (e *GnetEngine) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	}
 	if e.set.MaxConnections > 0 && e.counters.conns.Load() >= int64(e.set.MaxConnections) {
 		e.m.Shed(metrics.ShedMaxConnections)
+		e.shed.maxConnections(c.RemoteAddr(), e.set.MaxConnections)
 		return nil, gnet.Close
 	}
 	capSendBuffer(c, e.set.SendBufferBytes)

@@ -10,8 +10,8 @@ import (
 )
 
 // shedLog writes the warning for a client connection an engine shed: a request answered 408
-// because it did not arrive within read_header_timeout, or a client cut for reading nothing
-// within client_stall_timeout. sluice_connections_shed_total counts every one; the line says
+// because it did not arrive within read_header_timeout, a client cut for reading nothing
+// within client_stall_timeout, or a connection closed at once over max_connections. sluice_connections_shed_total counts every one; the line says
 // which client it was and why, in the metric's reason label. A flood of such clients (a
 // slowloris attack) must not flood the log, so an entrypoint writes at most one line a second
 // (logLimit), and the next line it writes counts in suppressed_since_last the sheds it left
@@ -41,6 +41,16 @@ func (l *shedLog) clientStall(client net.Addr, pending int64, stalled time.Durat
 		l.log.Warn("client connection shed", "entrypoint", l.entrypoint, "reason", metrics.ShedClientStall.String(),
 			"client_addr", addrString(client), "error", "the client read nothing of the response within client_stall_timeout",
 			"pending_bytes", pending, "stalled_ms", stalled.Milliseconds(), "suppressed_since_last", n)
+	}
+}
+
+// maxConnections logs the close of a client connection accepted while the entrypoint held
+// limit connections (max_connections): it got no answer.
+func (l *shedLog) maxConnections(client net.Addr, limit int) {
+	if n, ok := l.limit.allow(); ok {
+		l.log.Warn("client connection shed", "entrypoint", l.entrypoint, "reason", metrics.ShedMaxConnections.String(),
+			"client_addr", addrString(client), "error", "the entrypoint holds max_connections connections",
+			"max_connections", limit, "suppressed_since_last", n)
 	}
 }
 
