@@ -1,6 +1,8 @@
 package peers
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -62,4 +64,37 @@ func TestReaperCloseEndsWhatIsLeft(t *testing.T) {
 	require.NoError(t, r.Close(), "a second Close")
 	_, err = r.StartProcess("late", "/bin/sh", []string{"-c", "exit 0"}, t.TempDir())
 	require.Error(t, err, "a closed reaper starts nothing")
+}
+
+// The reaper's command line names neither the bench nor its work directory
+// (/tmp/sluice-bench-*), so a user's `pkill -f sluice-bench` ends the bench and leaves the
+// reaper, which then ends the groups the bench left and removes the directory, as the bench's
+// death closes its input.
+func TestReaperEscapesPkillOfTheBench(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "sluice-bench-work")
+	require.NoError(t, os.Mkdir(dir, 0o755))
+	r, err := StartReaper(dir)
+	require.NoError(t, err)
+	defer r.Close()
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", r.cmd.Process.Pid))
+	require.NoError(t, err)
+	require.NotContains(t, string(cmdline), "sluice-bench", "the reaper's command line")
+	left, err := r.StartProcess("left", "/bin/sh", []string{"-c", "sleep 1000 & wait"}, dir)
+	require.NoError(t, err)
+
+	_ = r.w.Close() // what the kernel does when the bench dies
+	waitGroupGone(t, left.PID())
+	deadline := time.Now().Add(leftoverWait)
+	for {
+		if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still there %v after the reaper's input closed", dir, leftoverWait)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	_, err = StartReaper(filepath.Join(t.TempDir(), "a\nb"))
+	require.Error(t, err, "a directory name the reaper cannot read as one line")
 }

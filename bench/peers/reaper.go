@@ -6,20 +6,27 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 )
 
-// reaperScript is the reaper's program, run by /bin/sh with the directory to remove as $1 ("":
-// none). It reads lines from the bench until its standard input ends, "+PGID" for a process
-// group to end and "-PGID" for one that is gone, then sends SIGKILL to every group still
-// listed and removes the directory. The input ends when the bench closes it (Reaper.Close) or
-// when the bench dies by any signal, SIGKILL included: the kernel closes the bench's end of the
-// pipe, which no other process holds (the descriptor is close-on-exec).
+// reaperScript is the reaper's program, run by /bin/sh. Its standard input comes from the
+// bench: the first line is the directory to remove (empty: none), then "+PGID" for a process
+// group to end and "-PGID" for one that is gone. When the input ends it sends SIGKILL to every
+// group still listed and removes the directory. The input ends when the bench closes it
+// (Reaper.Close) or when the bench dies by any signal, SIGKILL included: the kernel closes the
+// bench's end of the pipe, which no other process holds (the descriptor is close-on-exec).
+//
+// The directory comes on the input, not in the arguments, so that the reaper's command line
+// holds neither the bench's name nor its work directory's (/tmp/sluice-bench-*): `pkill -f
+// sluice-bench` matches the bench and nginx's master, which is given that directory, and
+// leaves the reaper to end nginx's workers and remove the directory.
 //
 // The group kill is spelt `kill -9 -PGID`, which dash (Debian's /bin/sh) takes, as bash does;
 // dash refuses `kill -s KILL -PGID` and `kill -KILL -- -PGID`.
 const reaperScript = `
+IFS= read -r dir
 groups=
 while IFS= read -r line; do
 	case $line in
@@ -33,20 +40,24 @@ while IFS= read -r line; do
 	esac
 done
 for g in $groups; do kill -9 "-$g" 2>/dev/null; done
-if [ -n "$1" ]; then rm -rf -- "$1"; fi
+if [ -n "$dir" ]; then rm -rf -- "$dir"; fi
 `
 
 // reaperShell runs reaperScript; a shell is on every system the bench runs on (it is Unix only).
 const reaperShell = "/bin/sh"
 
+// reaperName is the reaper's argv[0] and $0: what ps shows for it and `pgrep -f` matches. It
+// names no program of the bench's (see reaperScript).
+const reaperName = "bench-peer-reaper"
+
 // Reaper ends what the bench started when the bench ends, however it ends. The parent-death
 // signal (proc_linux.go) reaches only the process the bench started: nginx's master, killed,
-// leaves its workers serving on the bench's port, and a bench killed with SIGKILL, or by
-// SIGPIPE when its output goes to `| head`, runs no deferred cleanup, so its work directory
-// stays. The reaper is a small process in a process group of its own (a terminal's Ctrl-C or
-// Ctrl-\ does not reach it) that outlives the bench: when the bench closes its pipe or dies,
-// it kills the process group of every process started with Reaper.StartProcess and not
-// stopped since, and removes the work directory.
+// leaves its workers serving on the bench's port, and a bench killed with SIGKILL (by hand, or
+// by `pkill -9 -f sluice-bench`) runs no deferred cleanup, so its work directory stays. The
+// reaper is a small process named bench-peer-reaper, in a process group of its own (a
+// terminal's Ctrl-C or Ctrl-\ does not reach it), that outlives the bench: when the bench
+// closes its pipe or dies, it kills the process group of every process started with
+// Reaper.StartProcess and not stopped since, and removes the work directory.
 type Reaper struct {
 	mu     sync.Mutex
 	w      *os.File // the reaper's standard input
@@ -56,7 +67,8 @@ type Reaper struct {
 }
 
 // StartReaper starts a reaper that removes dir, and everything in it, when the bench ends; ""
-// removes nothing (a work directory the user named is kept). It returns an error when the
+// removes nothing (a work directory the user named is kept). It returns an error when dir
+// cannot be made absolute or holds a newline (the reaper reads it as one line), or when the
 // reaper's shell cannot be started.
 func StartReaper(dir string) (*Reaper, error) {
 	if dir != "" {
@@ -68,12 +80,20 @@ func StartReaper(dir string) (*Reaper, error) {
 		}
 		dir = abs
 	}
+	if strings.Contains(dir, "\n") {
+		return nil, fmt.Errorf("peers: reaper: directory %q holds a newline", dir)
+	}
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("peers: reaper: %w", err)
 	}
-	cmd := exec.Command(reaperShell, "-c", reaperScript, "sluice-bench-reaper", dir)
-	cmd.Stdin = r
+	// Written before the reaper starts, into the pipe's buffer: a bench that dies right after
+	// the start still has its directory removed.
+	if _, err := w.WriteString(dir + "\n"); err != nil {
+		_, _ = r.Close(), w.Close()
+		return nil, fmt.Errorf("peers: reaper: %w", err)
+	}
+	cmd := &exec.Cmd{Path: reaperShell, Args: []string{reaperName, "-c", reaperScript, reaperName}, Stdin: r}
 	// No parent-death signal: the reaper's work starts when the bench dies.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	err = cmd.Start()
