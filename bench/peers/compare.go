@@ -51,7 +51,10 @@ type CompareOptions struct {
 	// An empty non-nil slice runs none.
 	Peers []string
 	// Engines lists the sluice ingress engines to run (default gnet and
-	// fasthttp). An empty non-nil slice runs no sluice.
+	// fasthttp). An empty non-nil slice runs no sluice. Each needs the
+	// sluice binary: from BinDirs or PATH, or for ENGINE@DIR from DIR alone
+	// (DIR names the build to compare; one found elsewhere is another);
+	// Compare refuses an engine whose binary is missing with an *OptionError.
 	Engines []string
 	// Workloads to run, each against every target (default json and sse).
 	Workloads []string
@@ -99,7 +102,8 @@ type CompareOptions struct {
 	// above are set explicitly.
 	Quick bool
 	// BinDirs are searched for sluice and llmsim before PATH (default
-	// ["./bin"]).
+	// ["./bin"]). Without llmsim, Compare runs the harness's basic upstream
+	// in-process instead.
 	BinDirs []string
 	// WorkDir holds generated configs and logs (default: a new temporary
 	// directory, removed afterwards unless KeepWorkDir).
@@ -223,6 +227,37 @@ func (o *CompareOptions) normalize() error {
 	return nil
 }
 
+// sluiceBinaries returns the path of the sluice binary each of o.Engines runs, by its spec:
+// for ENGINE@DIR the one in DIR, for ENGINE the first in o.BinDirs or on PATH (FindBinary).
+// A missing binary is an *OptionError for --engines that says where it was looked for and
+// how to go on: a compare that asked for sluice and ran without it would measure only the
+// rest, and exit as if it had measured sluice.
+func sluiceBinaries(o CompareOptions) (map[string]string, error) {
+	bins := map[string]string{}
+	for _, spec := range o.Engines {
+		_, dir, alt := strings.Cut(spec, "@")
+		if !alt {
+			bin, err := FindBinary("sluice", o.BinDirs...)
+			if err != nil {
+				return nil, optionError("engines", "sluice not found in %s or PATH: build it with `make build`, name the directory that holds it with --bin DIR, or run no sluice with --engines none",
+					strings.Join(o.BinDirs, ", "))
+			}
+			bins[spec] = bin
+			continue
+		}
+		bin := filepath.Join(dir, "sluice")
+		if !isExecutable(bin) {
+			return nil, optionError("engines", "%s: no sluice binary in %s: build one there (`go build -o %s ./cmd/sluice`), or leave %s out", spec, dir, bin, spec)
+		}
+		abs, err := filepath.Abs(bin)
+		if err != nil {
+			return nil, fmt.Errorf("peers: %w", err)
+		}
+		bins[spec] = abs
+	}
+	return bins, nil
+}
+
 // target is one thing to load: the upstream directly, or a proxy in front
 // of it.
 type target struct {
@@ -237,13 +272,20 @@ type target struct {
 // workload against the upstream directly and against every proxy, in
 // alternating order (direct, sluice-gnet, sluice-fasthttp, nginx, haproxy,
 // then again) for Rounds rounds; stops everything; and returns the
-// comparison. A missing or failing proxy is skipped with a note (nginx and
-// haproxy: "apt-get install nginx haproxy"); Compare fails only when the
-// upstream cannot start, nothing is left to compare, or ctx ends. A Reaper
+// comparison. A missing or failing peer proxy, and a sluice that does not
+// start, are skipped with a note (nginx and haproxy: "apt-get install nginx
+// haproxy"); an engine whose sluice binary is missing is refused, as a bad
+// option is, with an *OptionError before anything starts. Otherwise Compare
+// fails only when the upstream cannot start, nothing is left to compare, or
+// ctx ends. A Reaper
 // ends every process it started, and removes its temporary work directory,
 // also when the process that called Compare is killed.
 func Compare(ctx context.Context, o CompareOptions) (*report.Comparison, error) {
 	if err := o.normalize(); err != nil {
+		return nil, err
+	}
+	sluiceBins, err := sluiceBinaries(o)
+	if err != nil {
 		return nil, err
 	}
 	cmp := &report.Comparison{Command: o.Command, StartedAt: time.Now().UTC(), Machine: machine()}
@@ -332,17 +374,13 @@ func Compare(ctx context.Context, o CompareOptions) (*report.Comparison, error) 
 	// sluice, one process per engine.
 	for _, spec := range o.Engines {
 		eng, binDir, alt := strings.Cut(spec, "@")
-		dirs, name := o.BinDirs, "sluice-"+eng
+		name := "sluice-" + eng
 		if alt {
 			// Another build side by side (a tag, a commit): named by its directory's base
 			// name, so the report holds no machine path.
-			dirs, name = []string{binDir}, name+"@"+filepath.Base(binDir)
+			name += "@" + filepath.Base(binDir)
 		}
-		bin, err := FindBinary("sluice", dirs...)
-		if err != nil {
-			note("sluice not found in %v or PATH: build it with `go build -o bin/sluice ./cmd/sluice`", dirs)
-			continue
-		}
+		bin := sluiceBins[spec]
 		listen, err := freeAddr()
 		if err != nil {
 			return nil, err

@@ -12,7 +12,9 @@ import (
 
 	"github.com/pelletier/go-toml/v2"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
+	"github.com/sluice-gw/sluice/bench/harness"
 	"github.com/sluice-gw/sluice/core/config"
 )
 
@@ -233,6 +235,30 @@ func TestCompareRejectsBadOptions(t *testing.T) {
 		if _, err := Compare(context.Background(), o); err == nil {
 			t.Errorf("Compare(%+v) = nil error", o)
 		}
+	}
+}
+
+// An engine asked for whose sluice binary is missing is refused before anything starts, as a
+// bad option is: a compare that ran without it would report the others as if it had measured
+// sluice. ENGINE@DIR looks in DIR alone, whatever PATH holds.
+func TestCompareRefusesEngineWithoutSluice(t *testing.T) {
+	tmp, empty := t.TempDir(), t.TempDir()
+	t.Setenv("TMPDIR", tmp) // where a compare that started would make its work directory
+	t.Setenv("PATH", empty)
+	for _, engines := range [][]string{
+		{EngineGnet},
+		{EngineGnet + "@" + empty},
+		{EngineFasthttp, EngineGnet + "@" + empty},
+	} {
+		o := CompareOptions{Engines: engines, Peers: []string{}, Workloads: []string{harness.WorkloadJSON},
+			Quick: true, BinDirs: []string{empty}, Log: testLog{t}}
+		_, err := Compare(context.Background(), o)
+		var oe *OptionError
+		require.ErrorAs(t, err, &oe, "%v", o.Engines)
+		require.Equal(t, "engines", oe.Flag)
+		require.Contains(t, oe.Msg, "sluice", "%v", o.Engines)
+		dirs, _ := filepath.Glob(filepath.Join(tmp, "*"))
+		require.Empty(t, dirs, "%v: nothing started", o.Engines)
 	}
 }
 

@@ -3,6 +3,7 @@ package main_test
 import (
 	"bytes"
 	"errors"
+	"os"
 	"os/exec"
 	"regexp"
 	"strings"
@@ -48,6 +49,7 @@ func TestHelpAndUsageErrors(t *testing.T) {
 // values is refused, while --header repeats.
 func TestUsageErrorsNameTheMistake(t *testing.T) {
 	bin := testenv.BuildBinary(t, "./cmd/sluice-bench")
+	empty := t.TempDir()
 	for _, c := range []struct {
 		args []string
 		line string // the first line on standard error
@@ -91,9 +93,16 @@ func TestUsageErrorsNameTheMistake(t *testing.T) {
 		{[]string{"run", "--target", "http://127.0.0.1:1"}, "sluice-bench run: set --concurrency (closed loop) or --rate (open loop)", 2},
 		{[]string{"run", "--target", "http://127.0.0.1:1", "--concurrency", "2", "--rate", "3"}, "sluice-bench run: set either --concurrency (closed loop) or --rate (open loop), not both", 2},
 		{[]string{"compare", "--rate", "-1"}, `sluice-bench compare: invalid value "-1" for flag --rate: want a number of requests per second in [0.001, 1000000]`, 2},
+		// A sluice engine asked for, by default or by name, without its binary: refused before
+		// anything runs, with the ways on.
+		{[]string{"compare", "--quick", "--peers", "none", "--workload", "json"}, "sluice-bench compare: --engines: sluice not found in ./bin or PATH: build it with `make build`, name the directory that holds it with --bin DIR, or run no sluice with --engines none", 2},
+		{[]string{"compare", "--quick", "--peers", "none", "--workload", "json", "--engines", "fasthttp", "--bin", "nobin"}, "sluice-bench compare: --engines: sluice not found in nobin or PATH: build it with `make build`, name the directory that holds it with --bin DIR, or run no sluice with --engines none", 2},
+		{[]string{"compare", "--quick", "--peers", "none", "--workload", "json", "--engines", "gnet@old"}, "sluice-bench compare: --engines: gnet@old: no sluice binary in old: build one there (`go build -o old/sluice ./cmd/sluice`), or leave gnet@old out", 2},
 	} {
 		var o, e bytes.Buffer
 		cmd := exec.Command(bin, c.args...)
+		// An empty working directory and PATH: ./bin and PATH hold no sluice.
+		cmd.Dir, cmd.Env = empty, append(os.Environ(), "PATH="+empty)
 		cmd.Stdout, cmd.Stderr = &o, &e
 		err := cmd.Run()
 		var ee *exec.ExitError
