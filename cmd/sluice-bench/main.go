@@ -10,6 +10,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -25,6 +26,7 @@ import (
 
 	"github.com/sluice-gw/sluice/bench/harness"
 	"github.com/sluice-gw/sluice/bench/peers"
+	"github.com/sluice-gw/sluice/bench/report"
 	"github.com/sluice-gw/sluice/internal/cliflag"
 	"github.com/sluice-gw/sluice/internal/suggest"
 )
@@ -325,6 +327,7 @@ func compareCmd(ctx context.Context, args []string) error {
 		o.Progress = t
 	}
 	o.Command = "sluice-bench compare " + strings.Join(args, " ")
+	survivePipeWithoutReader()
 	cmp, err := peers.Compare(ctx, o)
 	if oe := (*peers.OptionError)(nil); errors.As(err, &oe) {
 		return usageError{err: err} // a flag's value, refused as a flag is
@@ -332,24 +335,44 @@ func compareCmd(ctx context.Context, args []string) error {
 	if err != nil {
 		return refusedFlag(fs, args, err)
 	}
-	fmt.Println()
-	if err := cmp.Markdown(os.Stdout); err != nil {
-		return err
-	}
-	if err := writeFile(*out, cmp.WriteJSON); err != nil {
-		return err
-	}
+	// The files first: they are the run's result, the table on standard output a copy for
+	// whoever reads it, and that reader may be gone (`| head -1`).
 	svg := strings.TrimSuffix(*out, ".json") + ".svg"
-	if err := writeFile(svg, cmp.SVG); err != nil {
-		return err
-	}
+	werr := errors.Join(writeFile(*out, cmp.WriteJSON), writeFile(svg, cmp.SVG))
 	if *md != "" {
-		if err := writeFile(*md, cmp.Markdown); err != nil {
-			return err
-		}
+		werr = errors.Join(werr, writeFile(*md, cmp.Markdown))
+	}
+	// The table is printed also when a file could not be written: it is then the only copy.
+	if err := printTable(cmp); err != nil || werr != nil {
+		return errors.Join(werr, err)
 	}
 	fmt.Fprintf(os.Stderr, "wrote %s and %s\n", *out, svg)
 	return nil
+}
+
+// survivePipeWithoutReader makes a write to a pipe that has no reader fail with EPIPE, where
+// on standard output or error it would kill the process with SIGPIPE (os/signal, "SIGPIPE"):
+// a compare runs for minutes to write its report files, and output read by `| head -1`, or by
+// a log reader that died, must not cost them. The signal is handled rather than ignored
+// (signal.Ignore): an ignored signal stays ignored across exec, in nginx, haproxy, sluice and
+// llmsim, while a handled one is reset to the default there.
+func survivePipeWithoutReader() {
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+}
+
+// printTable writes cmp's Markdown table to standard output after a blank line. A reader that
+// left before the end (EPIPE: `| head -1`, `| true`) is not an error: it read what it wanted.
+func printTable(cmp *report.Comparison) error {
+	var b bytes.Buffer
+	b.WriteByte('\n')
+	if err := cmp.Markdown(&b); err != nil {
+		return err
+	}
+	_, err := os.Stdout.Write(b.Bytes())
+	if errors.Is(err, syscall.EPIPE) {
+		return nil
+	}
+	return err
 }
 
 func writeFile(path string, write func(w io.Writer) error) error {
