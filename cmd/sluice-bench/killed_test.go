@@ -24,10 +24,10 @@ import (
 // killedWait bounds the wait for what a killed compare left to be gone.
 const killedWait = 10 * time.Second
 
-// A compare killed outright, with SIGKILL, runs none of its own cleanup, yet leaves nothing
-// behind: no process of nginx's group (its workers outlive their master, which alone gets the
-// parent-death signal) and no work directory. Nor does a compare whose standard error loses
-// its reader, however it ends.
+// A compare killed outright, with SIGKILL or by a user's `pkill -9 -f sluice-bench`, runs none
+// of its own cleanup, yet leaves nothing behind: no process of nginx's group (its workers
+// outlive their master, which alone gets the parent-death signal) and no work directory. Nor
+// does a compare whose standard error loses its reader, however it ends.
 func TestKilledCompareLeavesNothingBehind(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts nginx")
@@ -43,6 +43,11 @@ func TestKilledCompareLeavesNothingBehind(t *testing.T) {
 		signal   string // how the compare ends; "": any way
 	}{
 		{"SIGKILL", "60s", func(_ *testing.T, cmd *exec.Cmd, _ *os.File) { _ = cmd.Process.Kill() }, "SIGKILL"},
+		// nginx's master, whose arguments name the work directory (/tmp/sluice-bench-*), dies
+		// with the compare; its workers, "nginx: worker process", do not.
+		{"pkill", "60s", func(t *testing.T, cmd *exec.Cmd, _ *os.File) {
+			pkill(t, "sluice-bench", filepath.Dir(cmd.Dir)+string(filepath.Separator), cmd.Process.Pid)
+		}, "SIGKILL"},
 		// The compare's next progress line, after its first run, meets a pipe with no reader.
 		{"stderr closed", "1s", func(_ *testing.T, _ *exec.Cmd, stderr *os.File) { _ = stderr.Close() }, ""},
 	} {
@@ -139,4 +144,39 @@ func signalName(s syscall.Signal) string {
 		return "SIGPIPE"
 	}
 	return s.String()
+}
+
+// pkill does what `pkill -9 -f pattern` does, sending SIGKILL to every process whose command
+// line holds pattern, to the processes of this test alone: the compare (pid) and those whose
+// command line holds scope, the test's temporary directory. They are all stopped before any
+// is killed, so that none sees another die and acts on it, as with pkill none has the time to.
+func pkill(t *testing.T, pattern, scope string, pid int) {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	require.NoError(t, err)
+	var matched []int
+	var lines []string
+	for _, e := range entries {
+		n, err := strconv.Atoi(e.Name())
+		if err != nil || n == os.Getpid() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue // exited meanwhile
+		}
+		line := strings.ReplaceAll(string(b), "\x00", " ")
+		if strings.Contains(line, pattern) && (n == pid || strings.Contains(line, scope)) {
+			matched = append(matched, n)
+			lines = append(lines, line)
+		}
+	}
+	require.Contains(t, matched, pid, "the compare's command line holds %q", pattern)
+	for _, n := range matched {
+		_ = syscall.Kill(n, syscall.SIGSTOP)
+	}
+	for _, n := range matched {
+		_ = syscall.Kill(n, syscall.SIGKILL)
+	}
+	t.Logf("pkill -9 -f %s: %d processes:\n%s", pattern, len(matched), strings.Join(lines, "\n"))
 }
