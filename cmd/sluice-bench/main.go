@@ -21,6 +21,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -48,8 +49,7 @@ func main() {
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	ctx, interrupted := interruptible()
 	var err error
 	cmd := os.Args[1]
 	switch cmd {
@@ -90,6 +90,15 @@ func main() {
 		prefix := "sluice-bench"
 		if cmd != "" {
 			prefix += " " + cmd
+		}
+		if sig := interrupted(); sig != 0 {
+			// What the run was doing when the signal came is no error of its own.
+			name := "SIGTERM"
+			if sig == syscall.SIGINT {
+				name = "SIGINT"
+			}
+			fmt.Fprintf(os.Stderr, "%s: interrupted by %s\n", prefix, name)
+			os.Exit(128 + int(sig))
 		}
 		fmt.Fprintf(os.Stderr, "%s: %v\n", prefix, err)
 		var ue usageError
@@ -428,4 +437,23 @@ func affinityCmd(ctx context.Context, args []string) error {
 		})
 	}
 	return nil
+}
+
+// interruptible returns a context cancelled by the first SIGINT or SIGTERM, and a function
+// that reports which one came (0: none). The command then cleans up what it started and exits
+// 128 plus the signal's number (130, 143), as a shell reports a process the signal killed. A
+// second signal finds the default action again and ends the process at once; the reaper
+// still stops the peers it started (bench/peers/reaper.go).
+func interruptible() (context.Context, func() syscall.Signal) {
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	var got atomic.Int32
+	go func() {
+		s := <-sigs
+		signal.Stop(sigs)
+		got.Store(int32(s.(syscall.Signal)))
+		cancel()
+	}()
+	return ctx, func() syscall.Signal { return syscall.Signal(got.Load()) }
 }
