@@ -19,6 +19,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -329,6 +330,13 @@ func compareCmd(ctx context.Context, args []string) error {
 		}
 		o.SluiceExtra = string(b)
 	}
+	// The report files are the run's result: a directory that is not there is found before the
+	// run, not after minutes of it.
+	for _, f := range []struct{ name, path string }{{"out", *out}, {"md", *md}} {
+		if err := reportDirExists(f.path); err != nil {
+			return usageError{err: fmt.Errorf("--%s: %w", f.name, err)}
+		}
+	}
 	o.BinDirs = []string{*binDir}
 	o.KeepWorkDir = o.WorkDir != ""
 	o.Log = os.Stderr
@@ -355,7 +363,28 @@ func compareCmd(ctx context.Context, args []string) error {
 	if err := printTable(cmp); err != nil || werr != nil {
 		return errors.Join(werr, err)
 	}
-	fmt.Fprintf(os.Stderr, "wrote %s and %s\n", *out, svg)
+	if *md != "" {
+		fmt.Fprintf(os.Stderr, "wrote %s, %s and %s\n", *out, svg, *md)
+	} else {
+		fmt.Fprintf(os.Stderr, "wrote %s and %s\n", *out, svg)
+	}
+	return nil
+}
+
+// reportDirExists returns an error when path ("": none) names a file in a directory that does
+// not exist or is not a directory.
+func reportDirExists(path string) error {
+	if path == "" {
+		return nil
+	}
+	dir := filepath.Dir(path)
+	st, err := os.Stat(dir)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%s: directory %s: %w", path, dir, errors.Unwrap(err))
+	case !st.IsDir():
+		return fmt.Errorf("%s: %s is not a directory", path, dir)
+	}
 	return nil
 }
 

@@ -98,6 +98,9 @@ func TestUsageErrorsNameTheMistake(t *testing.T) {
 		{[]string{"compare", "--quick", "--peers", "none", "--workload", "json"}, "sluice-bench compare: --engines: sluice not found in ./bin or PATH: build it with `make build`, name the directory that holds it with --bin DIR, or run no sluice with --engines none", 2},
 		{[]string{"compare", "--quick", "--peers", "none", "--workload", "json", "--engines", "fasthttp", "--bin", "nobin"}, "sluice-bench compare: --engines: sluice not found in nobin or PATH: build it with `make build`, name the directory that holds it with --bin DIR, or run no sluice with --engines none", 2},
 		{[]string{"compare", "--quick", "--peers", "none", "--workload", "json", "--engines", "gnet@old"}, "sluice-bench compare: --engines: gnet@old: no sluice binary in old: build one there (`go build -o old/sluice ./cmd/sluice`), or leave gnet@old out", 2},
+		// A report file whose directory is not there is refused before the run, not after it.
+		{[]string{"compare", "--quick", "--engines", "none", "--out", "nodir/x.json"}, "sluice-bench compare: --out: nodir/x.json: directory nodir: no such file or directory", 2},
+		{[]string{"compare", "--quick", "--engines", "none", "--md", "nodir/x.md"}, "sluice-bench compare: --md: nodir/x.md: directory nodir: no such file or directory", 2},
 	} {
 		var o, e bytes.Buffer
 		cmd := exec.Command(bin, c.args...)
