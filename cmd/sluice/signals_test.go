@@ -175,25 +175,8 @@ func drainingWithAStream(t *testing.T, bin string, sig syscall.Signal) (*testenv
 // with connections piling up beyond the limit, accepts fail and succeed by turns and every
 // failure would otherwise be a line.
 func TestAcceptFailuresAreLoggedOnceASecond(t *testing.T) {
-	bin := testenv.BuildBinary(t, "./cmd/sluice")
 	port := testenv.FreePort(t)
-	cfg := catchAllConfig(t, port, "127.0.0.1:1", "")
-	cmd := exec.Command("sh", "-c", `ulimit -n 48 && exec "$0" serve --config "$1"`, bin, cfg)
-	p := testenv.StartProcessCmd(t, cmd)
-	p.WaitOutput(t, "entrypoint listening", 10*time.Second)
-
-	var conns []net.Conn
-	defer func() {
-		for _, c := range conns {
-			_ = c.Close()
-		}
-	}()
-	for i := 0; i < 80; i++ { // the kernel queues what the gateway cannot accept
-		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		require.NoError(t, err)
-		conns = append(conns, c)
-	}
-	p.WaitOutput(t, "accept failed", 10*time.Second)
+	p, conns := outOfDescriptors(t, catchAllConfig(t, port, "127.0.0.1:1", ""), port)
 	start := time.Now()
 	// Closing connections frees descriptors, so accepts succeed and fail by turns.
 	for _, c := range conns[:20] {
@@ -208,7 +191,6 @@ func TestAcceptFailuresAreLoggedOnceASecond(t *testing.T) {
 	for _, c := range conns[20:] {
 		_ = c.Close()
 	}
-	conns = nil
 	c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 	require.NoError(t, err)
 	defer c.Close()
@@ -224,7 +206,6 @@ func TestAcceptFailuresAreLoggedOnceASecond(t *testing.T) {
 // descriptors, its accept fails and it says so, retrying. Through the standard log package
 // that line was filed under INFO.
 func TestAdminAcceptFailureIsAWarning(t *testing.T) {
-	bin := testenv.BuildBinary(t, "./cmd/sluice")
 	port, adminPort := testenv.FreePort(t), testenv.FreePort(t)
 	cfg := filepath.Join(t.TempDir(), "sluice.toml")
 	require.NoError(t, os.WriteFile(cfg, []byte(fmt.Sprintf(`[entrypoints.web]
@@ -237,25 +218,10 @@ servers = [{ url = "http://127.0.0.1:1" }]
 [admin]
 address = "127.0.0.1:%d"
 `, port, adminPort)), 0o644))
-	cmd := exec.Command("sh", "-c", `ulimit -n 48 && exec "$0" serve --config "$1"`, bin, cfg)
-	p := testenv.StartProcessCmd(t, cmd)
-	p.WaitOutput(t, "entrypoint listening", 10*time.Second)
-
-	var conns []net.Conn
-	defer func() {
-		for _, c := range conns {
-			_ = c.Close()
-		}
-	}()
-	for i := 0; i < 80; i++ { // the kernel queues what the gateway cannot accept
-		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		require.NoError(t, err)
-		conns = append(conns, c)
-	}
-	p.WaitOutput(t, "accept failed", 10*time.Second)
+	p, _ := outOfDescriptors(t, cfg, port)
 	c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", adminPort))
 	require.NoError(t, err)
-	conns = append(conns, c)
+	defer c.Close()
 	p.WaitOutput(t, "http: Accept error", 10*time.Second)
 	for _, line := range strings.Split(p.Output(), "\n") {
 		if strings.Contains(line, "http: Accept error") {
@@ -263,6 +229,30 @@ address = "127.0.0.1:%d"
 			require.Contains(t, line, "component=admin", line)
 		}
 	}
+}
+
+// outOfDescriptors starts the gateway on cfg with 48 descriptors and opens 80 connections to
+// its entrypoint on port, which the kernel queues once the gateway cannot accept them; it
+// returns once the gateway logged a failed accept, with the connections (closed at cleanup).
+func outOfDescriptors(t *testing.T, cfg string, port int) (*testenv.Process, []net.Conn) {
+	t.Helper()
+	bin := testenv.BuildBinary(t, "./cmd/sluice")
+	cmd := exec.Command("sh", "-c", `ulimit -n 48 && exec "$0" serve --config "$1"`, bin, cfg)
+	p := testenv.StartProcessCmd(t, cmd)
+	p.WaitOutput(t, "entrypoint listening", 10*time.Second)
+	var conns []net.Conn
+	t.Cleanup(func() {
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	})
+	for i := 0; i < 80; i++ {
+		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		require.NoError(t, err)
+		conns = append(conns, c)
+	}
+	p.WaitOutput(t, "accept failed", 10*time.Second)
+	return p, conns
 }
 
 // serveEach runs handle on every connection ln accepts, each on a goroutine of its own that
