@@ -3,13 +3,11 @@
 package ingress_test
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -87,13 +85,7 @@ func listenerFD(t *testing.T, addr string) int {
 // connection then woke them all, and all but one found nothing to accept.
 func TestOneLoopAtATimeWaitsToAccept(t *testing.T) {
 	up := newUpstream(t, answerNow)
-	tr := ingress.NewGnet(ingress.Settings{Name: "web", Address: "127.0.0.1:0", EventLoops: 2, UpstreamLoop: true}, newResolver(t, up.addr()), nil)
-	require.NoError(t, tr.Start())
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		_ = drainWithin(t, tr, ctx, time.Second+cutSlack)
-	})
+	tr := startLoopEngineSettings(t, up.addr(), ingress.Settings{EventLoops: 2})
 
 	armedLoop := func() int {
 		t.Helper()

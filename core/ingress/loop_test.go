@@ -28,7 +28,15 @@ func startLoopEngine(t *testing.T, upstream string) ingress.Transport {
 // startLoopEngineWith is startLoopEngine with the loop's own connects (ConnectOnLoop) on or off.
 func startLoopEngineWith(t *testing.T, upstream string, connectOnLoop bool) ingress.Transport {
 	t.Helper()
-	tr := ingress.NewGnet(ingress.Settings{Name: "web", Address: "127.0.0.1:0", EventLoops: 1, UpstreamLoop: true, ConnectOnLoop: connectOnLoop}, newResolver(t, upstream), nil)
+	return startLoopEngineSettings(t, upstream, ingress.Settings{EventLoops: 1, ConnectOnLoop: connectOnLoop})
+}
+
+// startLoopEngineSettings starts a gnet engine with set (its name, address and UpstreamLoop
+// filled in) whose every route goes to upstream; cleanup drains it.
+func startLoopEngineSettings(t *testing.T, upstream string, set ingress.Settings) ingress.Transport {
+	t.Helper()
+	set.Name, set.Address, set.UpstreamLoop = "web", "127.0.0.1:0", true
+	tr := ingress.NewGnet(set, newResolver(t, upstream), nil)
 	require.NoError(t, tr.Start())
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)

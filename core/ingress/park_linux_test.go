@@ -2,7 +2,6 @@ package ingress_test
 
 import (
 	"bytes"
-	"context"
 	"testing"
 	"time"
 
@@ -49,13 +48,7 @@ func allParked(states []string) bool {
 // waits; and a parked loop wakes for the next request.
 func TestIdleLoopsParkOnTheNetpoller(t *testing.T) {
 	up := newUpstream(t, answerNow)
-	tr := ingress.NewGnet(ingress.Settings{Name: "web", Address: "127.0.0.1:0", EventLoops: 2, UpstreamLoop: true}, newResolver(t, up.addr()), nil)
-	require.NoError(t, tr.Start())
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		_ = drainWithin(t, tr, ctx, time.Second+cutSlack)
-	})
+	tr := startLoopEngineSettings(t, up.addr(), ingress.Settings{EventLoops: 2})
 	c := dialClient(t, tr.Addr())
 	for round := 0; round < 3; round++ {
 		resp, body := roundTrip(t, c, "/x")
