@@ -1,13 +1,13 @@
 package peers
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-gw/sluice/bench/testenv"
@@ -20,17 +20,11 @@ const leftoverWait = 10 * time.Second
 // leftoverWait.
 func waitGroupGone(t *testing.T, pgid int) {
 	t.Helper()
-	deadline := time.Now().Add(leftoverWait)
-	for {
-		left := testenv.GroupMembers(pgid)
-		if len(left) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			testenv.KillGroupMembers(pgid)
-			t.Fatalf("group %d still has %v after %v", pgid, left, leftoverWait)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !assert.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Empty(c, testenv.GroupMembers(pgid), "group %d", pgid)
+	}, leftoverWait, 20*time.Millisecond) {
+		testenv.KillGroupMembers(pgid)
+		t.FailNow()
 	}
 }
 
@@ -84,16 +78,10 @@ func TestReaperEscapesPkillOfTheBench(t *testing.T) {
 
 	_ = r.w.Close() // what the kernel does when the bench dies
 	waitGroupGone(t, left.PID())
-	deadline := time.Now().Add(leftoverWait)
-	for {
-		if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s still there %v after the reaper's input closed", dir, leftoverWait)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		_, err := os.Stat(dir)
+		assert.ErrorIs(c, err, os.ErrNotExist, "%s after the reaper's input closed", dir)
+	}, leftoverWait, 20*time.Millisecond)
 
 	_, err = StartReaper(filepath.Join(t.TempDir(), "a\nb"))
 	require.Error(t, err, "a directory name the reaper cannot read as one line")

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-gw/sluice/bench/peers"
@@ -89,19 +90,11 @@ func TestKilledCompareLeavesNothingBehind(t *testing.T) {
 				require.Equal(t, c.signal, signalName(ws.Signal()))
 			}
 
-			deadline := time.Now().Add(killedWait)
-			for {
-				left := testenv.GroupMembers(nginx)
+			require.EventuallyWithT(t, func(c *assert.CollectT) {
+				assert.Empty(c, testenv.GroupMembers(nginx), "nginx's group (pgid %d) after the compare ended", nginx)
 				dirs, _ := filepath.Glob(filepath.Join(tmp, "sluice-bench-*"))
-				if len(left) == 0 && len(dirs) == 0 {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("%v after the compare ended: nginx's group (pgid %d) still has %v; work directories %v",
-						killedWait, nginx, left, dirs)
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+				assert.Empty(c, dirs, "work directories after the compare ended")
+			}, killedWait, 20*time.Millisecond)
 		})
 	}
 }
