@@ -207,17 +207,7 @@ func TestAcceptFailuresAreLoggedOnceASecond(t *testing.T) {
 // that line was filed under INFO.
 func TestAdminAcceptFailureIsAWarning(t *testing.T) {
 	port, adminPort := testenv.FreePort(t), testenv.FreePort(t)
-	cfg := filepath.Join(t.TempDir(), "sluice.toml")
-	require.NoError(t, os.WriteFile(cfg, []byte(fmt.Sprintf(`[entrypoints.web]
-address = "127.0.0.1:%d"
-[routers.api]
-rule = "PathPrefix(`+"`/`"+`)"
-service = "up"
-[services.up.load_balancer]
-servers = [{ url = "http://127.0.0.1:1" }]
-[admin]
-address = "127.0.0.1:%d"
-`, port, adminPort)), 0o644))
+	cfg := catchAllConfigAdmin(t, port, "127.0.0.1:1", "", fmt.Sprintf("127.0.0.1:%d", adminPort))
 	p, _ := outOfDescriptors(t, cfg, port)
 	c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", adminPort))
 	require.NoError(t, err)
@@ -277,6 +267,12 @@ func serveEach(ln net.Listener, handle func(c net.Conn)) {
 // returns its path.
 func catchAllConfig(t *testing.T, port int, upstream, entrypointKeys string) string {
 	t.Helper()
+	return catchAllConfigAdmin(t, port, upstream, entrypointKeys, "")
+}
+
+// catchAllConfigAdmin is catchAllConfig with the admin API on admin (host:port; "": off).
+func catchAllConfigAdmin(t *testing.T, port int, upstream, entrypointKeys, admin string) string {
+	t.Helper()
 	cfg := filepath.Join(t.TempDir(), "sluice.toml")
 	require.NoError(t, os.WriteFile(cfg, []byte(fmt.Sprintf(`[entrypoints.web]
 address = "127.0.0.1:%d"
@@ -287,7 +283,7 @@ service = "up"
 [services.up.load_balancer]
 servers = [{ url = "http://%s" }]
 [admin]
-address = ""
-`, port, entrypointKeys, upstream)), 0o644))
+address = %q
+`, port, entrypointKeys, upstream, admin)), 0o644))
 	return cfg
 }
