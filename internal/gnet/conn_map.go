@@ -55,18 +55,7 @@ func (cm *connMatrix) loadCount() (n int32) {
 
 func (cm *connMatrix) addConn(c *conn, index int) {
 	c.gfd = gfd.NewGFD(c.fd, index, 0, 0)
-	if c.fd >= len(cm.conns) {
-		n := 2 * len(cm.conns)
-		if n < 64 {
-			n = 64
-		}
-		if n < c.fd+1 {
-			n = c.fd + 1
-		}
-		grown := make([]*conn, n)
-		copy(grown, cm.conns)
-		cm.conns = grown
-	}
+	cm.conns = growFor(cm.conns, c.fd)
 	cm.conns[c.fd] = c
 	cm.incCount(0, 1)
 }

@@ -13,7 +13,7 @@ package gnet
 // write to a client that reset fails and closes it while the client's own event waits later
 // in the batch. The descriptor may even be reused within the batch, by an accept or a
 // connect, and the old connection's event must not reach the new one: an error event would
-// end a connect still in progress as though it had succeeded. Grown like connMatrix, 8 bytes
+// end a connect still in progress as though it had succeeded. Grown by growFor, as connMatrix is, 8 bytes
 // per descriptor.
 type closedIn []uint64
 
@@ -22,18 +22,7 @@ func (el *eventloop) markClosed(fd int) {
 	if fd < 0 {
 		return
 	}
-	if fd >= len(el.closed) {
-		n := 2 * len(el.closed)
-		if n < 64 {
-			n = 64
-		}
-		if n < fd+1 {
-			n = fd + 1
-		}
-		grown := make(closedIn, n)
-		copy(grown, el.closed)
-		el.closed = grown
-	}
+	el.closed = growFor(el.closed, fd)
 	el.closed[fd] = el.poller.Batch()
 }
 
@@ -41,4 +30,22 @@ func (el *eventloop) markClosed(fd int) {
 // connection on fd that a handler of the same batch has closed since.
 func (el *eventloop) staleEvent(fd int) bool {
 	return uint(fd) < uint(len(el.closed)) && el.closed[fd] == el.poller.Batch()
+}
+
+// growFor returns s, or a copy at least twice as long (64 at least), that holds index i: the
+// per-descriptor slices of a loop grow to the largest descriptor it has held.
+func growFor[T any](s []T, i int) []T {
+	if i < len(s) {
+		return s
+	}
+	n := 2 * len(s)
+	if n < 64 {
+		n = 64
+	}
+	if n < i+1 {
+		n = i + 1
+	}
+	grown := make([]T, n)
+	copy(grown, s)
+	return grown
 }
