@@ -401,6 +401,9 @@ func (el *eventloop) close(c *conn, err error) error {
 
 	var errStr strings.Builder
 	err0, err1 := el.poller.Delete(c.fd), gio.Close(c.fd) // sluice patch: raw close (pkg/io)
+	if len(el.shared) > 0 {
+		el.descriptorFreed() // sluice patch (listener_token_*.go)
+	}
 	if err0 != nil {
 		err0 = fmt.Errorf("failed to delete fd=%d from poller in event-loop(%d): %v",
 			c.fd, el.idx, os.NewSyscallError("delete", err0))

@@ -24,9 +24,19 @@ import (
 const sharedAcceptMax = 16
 
 // sharedAcceptPause is how long a loop leaves a shared listener alone after accept failed for
-// want of a resource (descriptors, memory): the connection stays queued, and a level-triggered
-// listener would otherwise wake the loop at once, again and again.
+// want of a resource (descriptors, memory), unless Options.AcceptPause says otherwise: the
+// connection stays queued, and a level-triggered listener would otherwise wake the loop at
+// once, again and again. A connection the engine closes ends the pause sooner
+// (descriptorFreed): it frees the descriptor the accept lacked.
 const sharedAcceptPause = 100 * time.Millisecond
+
+// acceptPause is the engine's pause after a failed accept.
+func (el *eventloop) acceptPause() time.Duration {
+	if d := el.engine.opts.AcceptPause; d > 0 {
+		return d
+	}
+	return sharedAcceptPause
+}
 
 // sharedListener is a listening socket the application owns, held by every event loop's
 // poller (Engine.ShareListener).
@@ -38,7 +48,7 @@ type sharedListener struct {
 	pa     netpoll.PollAttachment
 	tok    *acceptToken // the loops' turn to accept from fd (listener_token_*.go)
 	pos    int          // this loop's place in tok
-	paused bool         // out of this loop's poller after a failed accept (sharedAcceptPause)
+	paused bool         // out of this loop's poller after a failed accept (acceptPause)
 	gone   bool         // unshared: a pending resume does nothing
 }
 
@@ -47,12 +57,15 @@ type sharedListener struct {
 // itself, with ctx as their context, without a hand-off to another goroutine or loop. One
 // loop wakes per connection: on Linux fd is armed on one loop at a time, which passes it on
 // after each wake-up to the loop with the fewest connections (listener_token_linux.go);
-// elsewhere each loop holds fd and the kernel wakes them as it does. When an accept fails for
-// want of a resource (descriptors, memory) fd is left alone for 100 ms; report, when not nil,
-// is called on the loop with that error (dropped false), and with the error of a connection
-// accepted and then not opened (dropped true). fd must stay open until UnshareListener has returned. It returns
-// once every loop holds fd, or the first error (the loops that took it keep it until
-// UnshareListener).
+// elsewhere each loop holds fd and the kernel wakes them as it does.
+//
+// When an accept fails for want of a resource (descriptors, memory), fd is left alone for
+// Options.AcceptPause, or until a connection of the engine closes. report, when not nil, is
+// called on the loop with that error (dropped false), and with the error of a connection
+// accepted and then not opened (dropped true).
+//
+// fd must stay open until UnshareListener has returned. ShareListener returns once every loop
+// holds fd, or the first error (the loops that took it keep it until UnshareListener).
 func (e Engine) ShareListener(fd int, ctx any, report func(err error, dropped bool)) error {
 	if err := e.Validate(); err != nil {
 		return err

@@ -8,6 +8,7 @@ package gnet
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -26,6 +27,11 @@ type acceptToken struct {
 	mu    sync.Mutex   // serialises arming with unsharing
 	loops []*eventloop // the loops holding fd, by sharedListener.pos
 	gone  bool         // unshared: no loop is armed again
+
+	// paused: no loop is armed after a failed accept, until resume fires or a connection
+	// closes (descriptorFreed), whichever comes first. Atomic: every close reads it.
+	paused atomic.Bool
+	resume *time.Timer
 }
 
 func (el *eventloop) holdShared(sl *sharedListener) error {
@@ -75,14 +81,43 @@ func (t *acceptToken) pass(from int) {
 // acceptedShared passes the turn on after a wake-up's accepts.
 func (el *eventloop) acceptedShared(sl *sharedListener) { sl.tok.pass(sl.pos) }
 
-// pauseShared leaves the listener disarmed for sharedAcceptPause after an accept failed for
-// want of a resource (the connection stays queued; an armed loop would wake at once, again and
-// again), then passes the turn on. Every loop pauses with it: they share the resource.
+// pauseShared leaves the listener disarmed after an accept failed for want of a resource (the
+// connection stays queued; an armed loop would wake at once, again and again): for the
+// engine's accept pause, or until a connection closes. Every loop pauses with it: they share
+// the resource.
 func (el *eventloop) pauseShared(sl *sharedListener, cause error) {
 	if sl.report != nil {
 		sl.report(cause, false)
 	}
-	time.AfterFunc(sharedAcceptPause, func() { sl.tok.pass(sl.pos) })
+	t, from := sl.tok, sl.pos
+	t.mu.Lock()
+	t.paused.Store(true)
+	t.resume = time.AfterFunc(el.acceptPause(), func() { t.unpause(from) })
+	t.mu.Unlock()
+}
+
+// unpause ends a pause once, whichever of the timer and a closed connection comes first.
+func (t *acceptToken) unpause(from int) {
+	t.mu.Lock()
+	if !t.paused.Load() {
+		t.mu.Unlock()
+		return
+	}
+	t.paused.Store(false)
+	t.resume.Stop()
+	t.mu.Unlock()
+	t.pass(from)
+}
+
+// descriptorFreed ends the pause of the shared listeners this loop holds: a connection closed,
+// so an accept that failed for want of a descriptor may succeed now. Without it a queue of
+// connections that are served and closed at once drains at one connection per pause.
+func (el *eventloop) descriptorFreed() {
+	for _, sl := range el.shared {
+		if sl.tok.paused.Load() {
+			sl.tok.unpause(sl.pos)
+		}
+	}
 }
 
 // releaseShared takes the listener out of this loop's poller, and first stops every loop from

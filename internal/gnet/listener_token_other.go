@@ -30,8 +30,8 @@ func (el *eventloop) releaseShared(sl *sharedListener) error {
 	return el.poller.Delete(sl.fd)
 }
 
-// pauseShared takes a shared listener out of this loop's poller for sharedAcceptPause after an
-// accept failed for want of a resource, then puts it back.
+// pauseShared takes a shared listener out of this loop's poller after an accept failed for
+// want of a resource, for the engine's accept pause or until a connection of this loop closes.
 func (el *eventloop) pauseShared(sl *sharedListener, cause error) {
 	if sl.report != nil {
 		sl.report(cause, false)
@@ -40,16 +40,29 @@ func (el *eventloop) pauseShared(sl *sharedListener, cause error) {
 		return
 	}
 	sl.paused = true
-	time.AfterFunc(sharedAcceptPause, func() {
+	time.AfterFunc(el.acceptPause(), func() {
 		_ = el.poller.Trigger(queue.HighPriority, func(any) error {
-			if sl.gone || !sl.paused {
-				return nil
-			}
-			sl.paused = false
-			if err := el.poller.AddReadExclusive(&sl.pa); err != nil {
-				el.getLogger().Errorf("event-loop(%d) cannot accept from fd=%d again: %v", el.idx, sl.fd, err)
-			}
+			el.unpause(sl)
 			return nil
 		}, nil)
 	})
+}
+
+// unpause puts a paused shared listener back in this loop's poller, once.
+func (el *eventloop) unpause(sl *sharedListener) {
+	if sl.gone || !sl.paused {
+		return
+	}
+	sl.paused = false
+	if err := el.poller.AddReadExclusive(&sl.pa); err != nil {
+		el.getLogger().Errorf("event-loop(%d) cannot accept from fd=%d again: %v", el.idx, sl.fd, err)
+	}
+}
+
+// descriptorFreed ends the pause of the shared listeners this loop holds: a connection closed,
+// so an accept that failed for want of a descriptor may succeed now.
+func (el *eventloop) descriptorFreed() {
+	for _, sl := range el.shared {
+		el.unpause(sl)
+	}
 }

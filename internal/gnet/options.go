@@ -157,6 +157,11 @@ type Options struct {
 	// 1MB is used. The value of EdgeTriggeredIOChunk must be a power of 2,
 	// otherwise, it will be rounded up to the nearest power of 2.
 	EdgeTriggeredIOChunk int
+
+	// AcceptPause is how long a shared listener (Engine.ShareListener) is left alone after an
+	// accept failed for want of a resource (descriptors, memory), unless a connection of the
+	// engine closes first. Zero means 100 ms. A sluice patch (PATCHES.md).
+	AcceptPause time.Duration
 }
 
 // WithOptions sets up all options.
@@ -307,6 +312,13 @@ func WithMulticastInterfaceIndex(idx int) Option {
 func WithBindToDevice(iface string) Option {
 	return func(opts *Options) {
 		opts.BindToDevice = iface
+	}
+}
+
+// WithAcceptPause sets Options.AcceptPause.
+func WithAcceptPause(d time.Duration) Option {
+	return func(opts *Options) {
+		opts.AcceptPause = d
 	}
 }
 
