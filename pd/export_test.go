@@ -1,7 +1,20 @@
 package pd
 
-import "time"
+import (
+	"context"
+	"net"
+	"time"
+)
 
 // SetOverheadHook makes f receive the orchestration overhead of each request served (nil:
 // none). Not safe to change while requests run.
 func SetOverheadHook(f func(time.Duration)) { overheadHook = f }
+
+// SetDialHook makes f connect to the workers instead of the dialer (nil: the dialer).
+func SetDialHook(f func(ctx context.Context, network, addr string) (net.Conn, error)) {
+	if f == nil {
+		dialHook.Store(nil)
+		return
+	}
+	dialHook.Store(&f)
+}

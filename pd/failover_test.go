@@ -2,14 +2,20 @@ package pd_test
 
 import (
 	"bufio"
+	"bytes"
+	"context"
 	"net"
+	"os"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-gw/sluice/bench/llmsim"
+	"github.com/sluice-gw/sluice/core/metrics"
 	"github.com/sluice-gw/sluice/pd"
 )
 
@@ -308,4 +314,41 @@ api_key_env = "SLUICE_TEST_PD_WRONG_KEY"`, 1)
 	status, data := stream(t, g, chatBody("who am I"))
 	require.Equal(t, 502, status, data)
 	require.Contains(t, data[0], "distributed_serving.api_key_env")
+}
+
+// A worker call the gateway cannot connect for want of its own descriptors is the gateway's
+// shortage: the client gets 503 with Retry-After at once, no other pair is tried, and the
+// workers are not left out of later requests, which the next one shows.
+func TestOutOfDescriptorsIsTheGatewaysShortage(t *testing.T) {
+	f := startFleet(t, nil)
+	g := startGateway(t, f.gatewayTOML("", ""))
+	retries := pairRetries(t)
+	pd.SetDialHook(func(ctx context.Context, network, addr string) (net.Conn, error) {
+		return nil, &net.OpError{Op: "dial", Net: network, Err: os.NewSyscallError("socket", syscall.EMFILE)}
+	})
+	status, data := stream(t, g, chatBody("starved"))
+	pd.SetDialHook(nil)
+	require.Equal(t, 503, status, data)
+	require.Contains(t, data[0], `"code":"gateway_resources_exhausted"`)
+	require.Equal(t, retries, pairRetries(t), "no other pair tried: it would fail alike")
+
+	status, data = stream(t, g, chatBody("served"))
+	require.Equal(t, 200, status, data)
+	require.Equal(t, "[DONE]", data[len(data)-1])
+}
+
+// pairRetries sums sluice_pd_pair_retries_total over its series in this process's metrics.
+func pairRetries(t *testing.T) float64 {
+	t.Helper()
+	var b bytes.Buffer
+	metrics.WritePrometheus(&b)
+	sum := 0.0
+	for _, line := range strings.Split(b.String(), "\n") {
+		if strings.HasPrefix(line, "sluice_pd_pair_retries_total{") {
+			f, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+			require.NoError(t, err, line)
+			sum += f
+		}
+	}
+	return sum
 }

@@ -124,6 +124,12 @@ func (t *Target) Serve(rc *pipeline.RequestCtx, peek *openai.Request) error {
 			cancel()
 			return errExecutionTimeout
 		}
+		if pool.LocalResource(err) {
+			// The gateway's own host is short of descriptors, memory or ports: no worker is
+			// at fault, and another pair would fail alike.
+			cancel()
+			return pipeline.ErrGatewayResources
+		}
 		if !retryable(err) {
 			cancel()
 			return answerFor(rc, err)

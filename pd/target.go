@@ -1,6 +1,7 @@
 package pd
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"net"
@@ -68,7 +69,7 @@ func NewTarget(o Options, name string, svc *pipeline.Service, g *workers.Group, 
 	}
 	t.client = &http.Client{Transport: &http.Transport{
 		Proxy:               nil, // the workers are reached as the data path reaches them
-		DialContext:         (&net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:         dialWorker,
 		MaxIdleConnsPerHost: maxIdlePerWorker,
 		IdleConnTimeout:     90 * time.Second,
 	}}
@@ -77,6 +78,19 @@ func NewTarget(o Options, name string, svc *pipeline.Service, g *workers.Group, 
 	}
 	return t
 }
+
+// dialWorker connects to a worker for a protocol call.
+func dialWorker(ctx context.Context, network, addr string) (net.Conn, error) {
+	if h := dialHook.Load(); h != nil {
+		return (*h)(ctx, network, addr)
+	}
+	return workerDialer.DialContext(ctx, network, addr)
+}
+
+var workerDialer = &net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}
+
+// dialHook, when set (by tests), makes the workers' connections instead of workerDialer.
+var dialHook atomic.Pointer[func(ctx context.Context, network, addr string) (net.Conn, error)]
 
 const (
 	// dialTimeout bounds a connect to a worker for a prepare, prefill or abort call.

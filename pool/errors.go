@@ -37,6 +37,24 @@ var (
 	ErrPoolClosed error = &kindError{"pool closed"}
 )
 
+// LocalResource reports whether err (a dial's, or any error wrapping a syscall.Errno) failed
+// for want of a resource of the gateway's own host: descriptors (EMFILE, ENFILE), kernel
+// memory (ENOBUFS, ENOMEM) or a local port (EADDRNOTAVAIL: the ephemeral range is spent for
+// that destination). Such a failure says nothing of the upstream: it must not count against
+// the backend (passive health, circuit breakers, active health checks), and another backend
+// would most likely fail the same way.
+func LocalResource(err error) bool {
+	var errno syscall.Errno
+	if !errors.As(err, &errno) {
+		return false
+	}
+	switch errno {
+	case syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM, syscall.EADDRNOTAVAIL:
+		return true
+	}
+	return false
+}
+
 // kindError is a sentinel: what went wrong with an upstream, without saying which one.
 type kindError struct{ what string }
 

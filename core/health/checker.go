@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluice-gw/sluice/pool"
 )
 
 // Target is one server an active Checker probes, and its judged state. Its methods are safe
@@ -137,7 +139,11 @@ func (c *Checker) run(t *Target) {
 		if c.ctx.Err() != nil {
 			return // stopped during the probe: its result judges nothing
 		}
-		c.judge(t, err)
+		if !pool.LocalResource(err) {
+			// A probe that found the gateway's own host short of descriptors, memory or
+			// ports says nothing of the target.
+			c.judge(t, err)
+		}
 		d := c.spec.Interval
 		if j := int64(d / 10); j > 0 {
 			d += time.Duration(rand.Int64N(j))

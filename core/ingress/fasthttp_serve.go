@@ -32,6 +32,7 @@ type serveListener struct {
 	bodyIdle  time.Duration // read_header_timeout: how long a request body may pause
 	m         *metrics.Entrypoint
 	shed      *shedLog // the engine's log of shed connections
+	retry     acceptRetry
 
 	closed    chan struct{} // closed once the listening socket is
 	closeOnce sync.Once
@@ -56,9 +57,21 @@ func (l *serveListener) Close() error {
 // Accept implements net.Listener.
 func (l *serveListener) Accept() (net.Conn, error) {
 	l.once.Do(func() { close(l.accepting) })
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
+	var c net.Conn
+	for {
+		var err error
+		if c, err = l.Listener.Accept(); err == nil {
+			l.retry.accepted()
+			break
+		}
+		// fasthttp's Serve returns on any accept error but a timeout, and the entrypoint
+		// would never accept again: out of descriptors, wait a little and try again.
+		if errors.Is(err, net.ErrClosed) {
+			return nil, err
+		}
+		if !l.retry.wait(l.shed.log, l.shed.entrypoint, err, l.closed) {
+			return nil, net.ErrClosed
+		}
 	}
 	sc := &servedConn{Conn: c, l: l, check: framingCheck{lim: l.limits}}
 	l.mu.Lock()

@@ -47,11 +47,12 @@ type GnetEngine struct {
 	pipe *pipeline.Entrypoint
 	log  *slog.Logger
 
-	ln                     net.Listener // the entrypoint's listener, accepted by acceptLoop
-	loopAccepted           atomic.Int64 // connections the event loops accepted (shareListener)
-	acceptLog, registerLog logLimit     // "accept failed" and "accepted connection dropped" lines
-	shed                   shedLog      // "client connection shed" lines
-	lnOnce                 sync.Once
+	ln           net.Listener // the entrypoint's listener, accepted by acceptLoop
+	loopAccepted atomic.Int64 // connections the event loops accepted (shareListener)
+	accept       acceptRetry  // acceptLoop's pace after failed accepts, and its log
+	registerLog  logLimit     // "accepted connection dropped" lines
+	shed         shedLog      // "client connection shed" lines
+	lnOnce       sync.Once
 	// shareMu guards sharedFD (a duplicate of ln's descriptor that every event loop accepts
 	// from, shareListener; -1: none) and lnClosed against a close that races the sharing.
 	shareMu    sync.Mutex
@@ -216,7 +217,6 @@ func (e *GnetEngine) shareListener() bool {
 // the listener is closed.
 func (e *GnetEngine) acceptLoop() {
 	defer close(e.acceptDone)
-	var delay time.Duration
 	for {
 		if acceptHook != nil {
 			acceptHook()
@@ -226,21 +226,11 @@ func (e *GnetEngine) acceptLoop() {
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
-			// Out of file descriptors and the like: wait a little and try again, as
-			// net/http's Server does, rather than spin.
-			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
-			// One line a second at most: out of descriptors, accepts fail and succeed by turns
-			// (each close frees one), and the delay starts again at 5 ms after every success.
-			if n, ok := e.acceptLog.allow(); ok {
-				e.log.Warn("accept failed; retrying", "entrypoint", e.set.Name, "error", err.Error(), "retry_in", delay.String(), "suppressed_since_last", n)
-			}
-			select {
-			case <-time.After(delay):
-			case <-e.closing:
-			}
+			// Out of file descriptors and the like: wait a little and try again.
+			e.accept.wait(e.log, e.set.Name, err, e.closing)
 			continue
 		}
-		delay = 0
+		e.accept.accepted()
 		if tc, ok := c.(*net.TCPConn); ok && e.inherited {
 			_ = tc.SetKeepAlive(false) // as the engine's own listener sets (Listen)
 		}
@@ -270,14 +260,15 @@ func (e *GnetEngine) register(c net.Conn) {
 }
 
 // loopAcceptFailed logs, as acceptLoop and registerFailed do, that an event loop could not
-// accept from the shared listener (out of descriptors: it tries again in 100 ms) or could not
+// accept from the shared listener (out of descriptors: it tries again in 100 ms, or sooner when
+// a connection closes) or could not
 // open a connection it accepted. It runs on the loop.
 func (e *GnetEngine) loopAcceptFailed(err error, dropped bool) {
 	if dropped {
 		e.registerFailed(err)
 		return
 	}
-	if n, ok := e.acceptLog.allow(); ok {
+	if n, ok := e.accept.log.allow(); ok {
 		e.log.Warn("accept failed; retrying", "entrypoint", e.set.Name, "error", err.Error(), "retry_in", "100ms", "suppressed_since_last", n)
 	}
 }

@@ -46,6 +46,9 @@ var (
 	ErrUpstreamClosed    = &GatewayError{Status: 502, Type: UpstreamError, Code: "upstream_closed", Message: "the upstream closed the connection before answering"}
 	ErrUpstreamCut       = &GatewayError{Status: 502, Type: UpstreamError, Code: "upstream_closed", Message: "the upstream closed the connection before the response was complete"}
 	ErrInternal          = &GatewayError{Status: 500, Type: ServerError, Code: "internal_error", Message: "the gateway failed to handle the request"}
+	// ErrGatewayResources: the gateway could not open an upstream connection for want of its
+	// own descriptors, memory or local ports (pool.LocalResource); no upstream is at fault.
+	ErrGatewayResources = &GatewayError{Status: 503, Type: ServerError, Code: "gateway_resources_exhausted", Message: "the gateway has no descriptor, memory or local port left for an upstream connection", RetryAfter: 1}
 )
 
 // UpstreamGatewayError maps an error from pool.Exchange.RoundTrip to the response the client

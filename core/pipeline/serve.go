@@ -324,6 +324,15 @@ func (rc *RequestCtx) afterTry(b *Backend, err error) (again bool, _ error) {
 		rc.backend = nil
 		return true, nil
 	}
+	if pool.LocalResource(err) {
+		// The gateway's own host is short of descriptors, memory or ports: the backend is
+		// not judged (no ejection, no breaker failure), and another would fail alike.
+		rc.ep.elog.upstreamFailed(rc.route.Name, b.URL, "connect", err)
+		rc.dropUpstream()
+		b.Release()
+		rc.backend = nil
+		return false, ErrGatewayResources
+	}
 	b.LB.ConnectFailed()
 	rc.ep.elog.upstreamFailed(rc.route.Name, b.URL, "connect", err)
 	// Each failed connect counts, also when a later backend answers; the outcome names the

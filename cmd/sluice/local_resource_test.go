@@ -1,0 +1,138 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-gw/sluice/bench/testenv"
+)
+
+// Out of descriptors, the gateway cannot open a connection to a healthy upstream. That is
+// the gateway's shortage, not the upstream's failure: the client gets 503 with Retry-After
+// and a code that says so, and neither passive health nor a circuit breaker (here one that
+// opens after a single failure, for a day) holds it against the backend, so the next request
+// after descriptors are back is served. Every engine and way of connecting.
+func TestOutOfDescriptorsDoesNotCountAgainstTheUpstream(t *testing.T) {
+	up := closingUpstream(t)
+	bin := testenv.BuildBinary(t, "./cmd/sluice")
+	for name, keys := range map[string]string{
+		"gnet":              "",
+		"gnet-loop-connect": `upstream_connect = "loop"`,
+		"gnet-worker":       `upstream_io = "worker"`,
+		"fasthttp":          `engine = "fasthttp"`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			port := testenv.FreePort(t)
+			cfg := filepath.Join(t.TempDir(), "sluice.toml")
+			require.NoError(t, os.WriteFile(cfg, []byte(fmt.Sprintf(`[entrypoints.web]
+address = "127.0.0.1:%d"
+%s
+[routers.api]
+rule = "PathPrefix(`+"`/`"+`)"
+service = "up"
+middlewares = ["breaker"]
+[middlewares.breaker]
+type = "circuit-breaker"
+failure_threshold = 1
+cooldown_secs = 86400
+[services.up.load_balancer]
+servers = [{ url = "http://%s" }]
+[admin]
+address = ""
+`, port, keys, up)), 0o644))
+			cmd := exec.Command("sh", "-c", `ulimit -n 48 && exec "$0" serve --config "$1"`, bin, cfg)
+			p := testenv.StartProcessCmd(t, cmd)
+			p.WaitOutput(t, "entrypoint listening", 10*time.Second)
+			addr := fmt.Sprintf("127.0.0.1:%d", port)
+
+			client := dialGateway(t, addr)
+			require.Equal(t, "HTTP/1.1 200 OK", roundTrip(t, client, "/before").status)
+
+			// Connections the gateway accepts until it has no descriptor left.
+			var held []net.Conn
+			for i := 0; i < 80; i++ {
+				c, err := net.Dial("tcp", addr)
+				require.NoError(t, err)
+				held = append(held, c)
+			}
+			p.WaitOutput(t, "accept failed", 10*time.Second)
+			r := roundTrip(t, client, "/starved")
+			require.Equal(t, "HTTP/1.1 503 Service Unavailable", r.status, r.body)
+			require.Equal(t, "1", r.headers["retry-after"])
+			require.Contains(t, r.body, `"code":"gateway_resources_exhausted"`)
+			require.Contains(t, r.body, `"type":"server_error"`)
+
+			for _, c := range held {
+				_ = c.Close()
+			}
+			after := dialGateway(t, addr)
+			r = roundTrip(t, after, "/after")
+			require.Equal(t, "HTTP/1.1 200 OK", r.status, "the backend was held to blame: %s", r.body)
+			require.NotContains(t, p.Output(), "circuit breaker opened")
+		})
+	}
+}
+
+// closingUpstream serves 200 "ok" on loopback and closes each connection after its response,
+// so that every request through the gateway needs a new upstream connection.
+func closingUpstream(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "ok")
+	})}
+	srv.SetKeepAlivesEnabled(false)
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return ln.Addr().String()
+}
+
+// gatewayConn is a client connection with its reader.
+type gatewayConn struct {
+	c net.Conn
+	r *bufio.Reader
+}
+
+func dialGateway(t *testing.T, addr string) *gatewayConn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	return &gatewayConn{c: c, r: bufio.NewReader(c)}
+}
+
+type response struct {
+	status  string
+	headers map[string]string // lower-case names
+	body    string
+}
+
+// roundTrip sends GET path on g and reads a response with Content-Length.
+func roundTrip(t *testing.T, g *gatewayConn, path string) response {
+	t.Helper()
+	require.NoError(t, g.c.SetDeadline(time.Now().Add(10*time.Second)))
+	_, err := fmt.Fprintf(g.c, "GET %s HTTP/1.1\r\nHost: gw\r\n\r\n", path)
+	require.NoError(t, err)
+	resp, err := http.ReadResponse(g.r, nil)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	h := map[string]string{}
+	for k, v := range resp.Header {
+		h[strings.ToLower(k)] = v[0]
+	}
+	return response{status: resp.Proto + " " + resp.Status, headers: h, body: string(body)}
+}
