@@ -398,11 +398,11 @@ func survivePipeWithoutReader() {
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 }
 
-// printTable writes cmp's Markdown table to standard output after a blank line. A reader that
-// left before the end (EPIPE: `| head -1`, `| true`) is not an error: it read what it wanted.
+// printTable writes cmp's Markdown table to standard output, nothing before it: `| head -1`
+// reads its first line. A reader that left before the end (EPIPE: `| head -1`, `| true`) is
+// not an error: it read what it wanted.
 func printTable(cmp *report.Comparison) error {
 	var b bytes.Buffer
-	b.WriteByte('\n')
 	if err := cmp.Markdown(&b); err != nil {
 		return err
 	}
