@@ -43,3 +43,27 @@ func TestCompareWithoutStdoutReaderWritesItsReports(t *testing.T) {
 		require.Contains(t, string(b), "direct", f)
 	}
 }
+
+// affinity, too, writes its --out report before the table, and a standard output without a
+// reader costs it neither the file nor the exit status.
+func TestAffinityWithoutStdoutReaderWritesItsReport(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs an affinity benchmark")
+	}
+	bin := testenv.BuildBinary(t, "./cmd/sluice-bench")
+	out := filepath.Join(t.TempDir(), "affinity.json")
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	require.NoError(t, r.Close()) // no reader: the first write to the pipe fails
+	// The oracle policy alone runs no sluice: the fleet is in-process.
+	cmd := exec.Command(bin, "affinity", "--policies", "oracle", "--instances", "2", "--concurrency", "2",
+		"--max-tokens", "4", "--warmup", "10ms", "--duration", "200ms", "--bin", t.TempDir(), "--out", out)
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = w, &stderr
+	err = cmd.Run()
+	_ = w.Close()
+	require.NoError(t, err, "stderr:\n%s", stderr.String())
+	b, err := os.ReadFile(out)
+	require.NoError(t, err, "stderr:\n%s", stderr.String())
+	require.Contains(t, string(b), `"policy": "oracle"`)
+}

@@ -28,7 +28,6 @@ import (
 
 	"github.com/sluice-gw/sluice/bench/harness"
 	"github.com/sluice-gw/sluice/bench/peers"
-	"github.com/sluice-gw/sluice/bench/report"
 	"github.com/sluice-gw/sluice/internal/cliflag"
 	"github.com/sluice-gw/sluice/internal/suggest"
 )
@@ -360,7 +359,7 @@ func compareCmd(ctx context.Context, args []string) error {
 		werr = errors.Join(werr, writeFile(*md, cmp.Markdown))
 	}
 	// The table is printed also when a file could not be written: it is then the only copy.
-	if err := printTable(cmp); err != nil || werr != nil {
+	if err := printTable(cmp.Markdown); err != nil || werr != nil {
 		return errors.Join(werr, err)
 	}
 	if *md != "" {
@@ -390,20 +389,20 @@ func reportDirExists(path string) error {
 
 // survivePipeWithoutReader makes a write to a pipe that has no reader fail with EPIPE, where
 // on standard output or error it would kill the process with SIGPIPE (os/signal, "SIGPIPE"):
-// a compare runs for minutes to write its report files, and output read by `| head -1`, or by
-// a log reader that died, must not cost them. The signal is handled rather than ignored
-// (signal.Ignore): an ignored signal stays ignored across exec, in nginx, haproxy, sluice and
-// llmsim, while a handled one is reset to the default there.
+// a compare or affinity run takes minutes to write its report files, and output read by
+// `| head -1`, or by a log reader that died, must not cost them. The signal is handled rather
+// than ignored (signal.Ignore): an ignored signal stays ignored across exec, in nginx,
+// haproxy, sluice and llmsim, while a handled one is reset to the default there.
 func survivePipeWithoutReader() {
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 }
 
-// printTable writes cmp's Markdown table to standard output, nothing before it: `| head -1`
-// reads its first line. A reader that left before the end (EPIPE: `| head -1`, `| true`) is
-// not an error: it read what it wanted.
-func printTable(cmp *report.Comparison) error {
+// printTable writes the Markdown table that markdown writes (a report's Markdown method) to
+// standard output, nothing before it: `| head -1` reads its first line. A reader that left
+// before the end (EPIPE: `| head -1`, `| true`) is not an error: it read what it wanted.
+func printTable(markdown func(w io.Writer) error) error {
 	var b bytes.Buffer
-	if err := cmp.Markdown(&b); err != nil {
+	if err := markdown(&b); err != nil {
 		return err
 	}
 	_, err := os.Stdout.Write(b.Bytes())
@@ -447,16 +446,20 @@ func affinityCmd(ctx context.Context, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if err := reportDirExists(*out); err != nil {
+		return usageError{err: fmt.Errorf("--out: %w", err)}
+	}
 	o.Policies, o.BinDirs, o.Log = list(*policies), []string{*binDir}, os.Stderr
+	survivePipeWithoutReader()
 	res, err := peers.RunAffinity(ctx, o)
 	if err != nil {
 		return err
 	}
-	if err := res.Markdown(os.Stdout); err != nil {
-		return err
-	}
+	// The file first, as compare writes its reports: the table is a copy for a reader who may
+	// be gone, and it is printed also when the file could not be written.
+	var werr error
 	if *out != "" {
-		return writeFile(*out, func(w io.Writer) error {
+		werr = writeFile(*out, func(w io.Writer) error {
 			b, err := json.MarshalIndent(res, "", "  ")
 			if err != nil {
 				return err
@@ -465,7 +468,7 @@ func affinityCmd(ctx context.Context, args []string) error {
 			return err
 		})
 	}
-	return nil
+	return errors.Join(werr, printTable(res.Markdown))
 }
 
 // interruptible returns a context cancelled by the first SIGINT or SIGTERM, and a function

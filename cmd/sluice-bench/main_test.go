@@ -101,6 +101,7 @@ func TestUsageErrorsNameTheMistake(t *testing.T) {
 		// A report file whose directory is not there is refused before the run, not after it.
 		{[]string{"compare", "--quick", "--engines", "none", "--out", "nodir/x.json"}, "sluice-bench compare: --out: nodir/x.json: directory nodir: no such file or directory", 2},
 		{[]string{"compare", "--quick", "--engines", "none", "--md", "nodir/x.md"}, "sluice-bench compare: --md: nodir/x.md: directory nodir: no such file or directory", 2},
+		{[]string{"affinity", "--out", "nodir/x.json"}, "sluice-bench affinity: --out: nodir/x.json: directory nodir: no such file or directory", 2},
 	} {
 		var o, e bytes.Buffer
 		cmd := exec.Command(bin, c.args...)
