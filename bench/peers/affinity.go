@@ -33,16 +33,26 @@ const (
 // AffinityPolicies lists the policies in the order RunAffinity runs them by default.
 var AffinityPolicies = []string{PolicyRoundRobin, PolicyLeastConnections, PolicyAffinity, PolicyAffinity2, PolicyOracle}
 
+// RunAffinity defaults of the options sluice-bench affinity's usage line shows.
+const (
+	// DefaultAffinityInstances is the llmsim fleet's size.
+	DefaultAffinityInstances = 8
+	// DefaultAffinityConcurrency is not a multiple of the fleet's size, so that round robin
+	// does not send a conversation's turns to one instance by aliasing.
+	DefaultAffinityConcurrency = 30
+	// DefaultAffinityDuration is each policy's measured window.
+	DefaultAffinityDuration = 20 * time.Second
+)
+
 // AffinityOptions configure RunAffinity. Zero values take the defaults given.
 type AffinityOptions struct {
-	// Instances is the llmsim fleet's size (default 8).
+	// Instances is the llmsim fleet's size (default DefaultAffinityInstances).
 	Instances int
 	// Concurrency is the closed-loop connections of the chat-multiturn workload, each running
-	// one conversation at a time (default 30: not a multiple of the fleet, so that round
-	// robin does not send a conversation's turns to one instance by aliasing).
+	// one conversation at a time (default DefaultAffinityConcurrency).
 	Concurrency int
-	// Duration is each policy's measured window (default 20 s), Warmup the load before it
-	// (default 5 s).
+	// Duration is each policy's measured window (default DefaultAffinityDuration), Warmup the
+	// load before it (default 5 s).
 	Duration, Warmup time.Duration
 	// Turns per conversation (default 6), MaxTokens generated per request (default 64).
 	// Each turn sends back the reply the instance generated (as a chat client does), unless
@@ -79,12 +89,12 @@ func (o *AffinityOptions) normalize() error {
 			*v = d
 		}
 	}
-	def(&o.Instances, 8)
-	def(&o.Concurrency, 30)
+	def(&o.Instances, DefaultAffinityInstances)
+	def(&o.Concurrency, DefaultAffinityConcurrency)
 	def(&o.Turns, 6)
 	def(&o.MaxTokens, 64)
 	def(&o.Blocks, 8192)
-	defD(&o.Duration, 20*time.Second)
+	defD(&o.Duration, DefaultAffinityDuration)
 	defD(&o.Warmup, 5*time.Second)
 	defD(&o.TTFT, 20*time.Millisecond)
 	defD(&o.PerUncachedToken, 100*time.Microsecond)

@@ -3,7 +3,7 @@
 //	sluice-bench run --target URL --workload json|sse|chat-multiturn|mixed
 //	    (--concurrency N | --rate R [--poisson]) --duration D --out FILE.json
 //	sluice-bench compare [--peers nginx,haproxy] [--quick] [--rounds 3] [--workload json,sse]
-//	sluice-bench affinity [--instances 8] [--concurrency 32] [--duration 20s] [--out FILE.json]
+//	sluice-bench affinity [--instances 8] [--concurrency 30] [--duration 20s] [--out FILE.json]
 //
 // The logic lives in bench/harness (load), bench/peers (processes, compare)
 // and bench/report (Markdown, JSON, SVG); this file only parses flags.
@@ -37,12 +37,14 @@ const adversaryHelp = "misbehaving clients beside the workload, loopback only: k
 	"(slowloris, slowbody, noread, reset, pipeline, bigheader, segment: N connections; " +
 	"up-trickle, up-stall, up-reset, up-bigline: N% of the requests carry an llmsim fault) or mixed; see BENCHMARKS.md"
 
-const usage = `usage:
+// usage is the tool's help. The defaults it shows come from the constants the flags take
+// theirs from, so that the two cannot disagree.
+var usage = fmt.Sprintf(`usage:
   sluice-bench run --target URL --workload json|sse|chat-multiturn|mixed (--concurrency N | --rate R [--poisson]) --duration D [--adversary SPEC] [--out FILE.json]
-  sluice-bench compare [--peers nginx,haproxy] [--engines gnet,fasthttp] [--quick] [--rounds 3] [--workload json,sse] [--adversary SPEC] [--out FILE.json]
-  sluice-bench affinity [--instances 8] [--concurrency 32] [--duration 20s] [--policies ...] [--out FILE.json]
+  sluice-bench compare [--peers nginx,haproxy] [--engines gnet,fasthttp] [--quick] [--rounds %d] [--workload json,sse] [--adversary SPEC] [--out FILE.json]
+  sluice-bench affinity [--instances %d] [--concurrency %d] [--duration %v] [--policies ...] [--out FILE.json]
 run 'sluice-bench run -h', 'sluice-bench compare -h' or 'sluice-bench affinity -h' for all flags
-`
+`, peers.DefaultRounds, peers.DefaultAffinityInstances, peers.DefaultAffinityConcurrency, peers.DefaultAffinityDuration)
 
 func main() {
 	if len(os.Args) < 2 {
@@ -427,9 +429,9 @@ func writeFile(path string, write func(w io.Writer) error) error {
 func affinityCmd(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("affinity", flag.ContinueOnError)
 	var o peers.AffinityOptions
-	fs.IntVar(&o.Instances, "instances", 8, "llmsim instances")
-	fs.IntVar(&o.Concurrency, "concurrency", 30, "closed-loop connections, one conversation each at a time")
-	fs.DurationVar(&o.Duration, "duration", 20*time.Second, "measured window per policy")
+	fs.IntVar(&o.Instances, "instances", peers.DefaultAffinityInstances, "llmsim instances")
+	fs.IntVar(&o.Concurrency, "concurrency", peers.DefaultAffinityConcurrency, "closed-loop connections, one conversation each at a time")
+	fs.DurationVar(&o.Duration, "duration", peers.DefaultAffinityDuration, "measured window per policy")
 	fs.DurationVar(&o.Warmup, "warmup", 5*time.Second, "warmup per policy")
 	fs.IntVar(&o.Turns, "turns", 6, "turns per conversation")
 	fs.IntVar(&o.ReplyBytes, "reply-bytes", 0, "bytes of a fixed assistant reply (0: send back the reply the instance generated)")

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -134,4 +135,33 @@ func TestHelpGivesEachDefaultOnce(t *testing.T) {
 			require.LessOrEqual(t, len(mention.FindAllString(f, -1)), 1, "%s -%s", cmd, f)
 		}
 	}
+}
+
+// A default the usage line shows ("[--concurrency 30]") is the one the subcommand's help gives
+// for the flag, which is the one it takes.
+func TestUsageLineShowsTheFlagDefaults(t *testing.T) {
+	bin := testenv.BuildBinary(t, "./cmd/sluice-bench")
+	usage, err := exec.Command(bin, "--help").Output()
+	require.NoError(t, err)
+	// A flag with a value in lower case: a default, not a placeholder (URL, SPEC, FILE.json).
+	shown := regexp.MustCompile(`\[--([a-z-]+) ([a-z0-9][a-z0-9.,]*)\]`)
+	checked := 0
+	for _, line := range strings.Split(string(usage), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || f[0] != "sluice-bench" {
+			continue
+		}
+		help, err := exec.Command(bin, f[1], "-h").Output()
+		require.NoError(t, err, f[1])
+		// A flag's help is its line "  --name type" and the indented lines after it.
+		flags := strings.Split(string(help), "\n  -")[1:]
+		for _, m := range shown.FindAllStringSubmatch(line, -1) {
+			name, value := m[1], m[2]
+			i := slices.IndexFunc(flags, func(s string) bool { return strings.HasPrefix(s, "-"+name+" ") })
+			require.GreaterOrEqual(t, i, 0, "%s -h has no --%s", f[1], name)
+			require.Regexp(t, `\(default "?`+regexp.QuoteMeta(value)+`"?[;)]`, flags[i], "%s --%s: the usage line shows %s", f[1], name, value)
+			checked++
+		}
+	}
+	require.GreaterOrEqual(t, checked, 7, "defaults found in the usage:\n%s", usage)
 }
