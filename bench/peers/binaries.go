@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 )
 
 // InstallHint is printed when a peer proxy is missing. The harness installs
@@ -43,7 +45,8 @@ func FindBinary(name string, dirs ...string) (string, error) {
 			return p, nil
 		}
 	}
-	return "", fmt.Errorf("peers: %s not found in %v, PATH or %v", name, dirs, sbinDirs)
+	searched := append(slices.DeleteFunc(slices.Clone(dirs), func(d string) bool { return d == "" }), "PATH")
+	return "", fmt.Errorf("peers: %s not found in %s", name, strings.Join(append(searched, sbinDirs...), ", "))
 }
 
 func isExecutable(p string) bool {

@@ -347,7 +347,7 @@ func Compare(ctx context.Context, o CompareOptions) (*report.Comparison, error) 
 		}
 		up := harness.StartUpstream(ln, harness.UpstreamOptions{TTFT: o.SimTTFT, ITL: o.SimITL, Tokens: o.SimTokens})
 		defer up.Close()
-		note("llmsim not found in %v or PATH: using the harness's basic in-process upstream (it shares the load generator's process); build it with `go build -o bin/llmsim ./cmd/llmsim`", o.BinDirs)
+		note("llmsim not found in %s or PATH: using the harness's basic in-process upstream (it shares the load generator's process); build it with `go build -o bin/llmsim ./cmd/llmsim`", strings.Join(o.BinDirs, ", "))
 		upstreamDesc = fmt.Sprintf("basic in-process upstream ttft %v itl %v tokens %d", o.SimTTFT, o.SimITL, o.SimTokens)
 	}
 	targets := []target{{name: TargetDirect, url: "http://" + upAddr}}
