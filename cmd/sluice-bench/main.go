@@ -160,16 +160,17 @@ func refusedFlag(fs *flag.FlagSet, args []string, err error) error {
 	return usageError{err: cliflag.InvalidValue(args, oe.Flag, oe.Value, oe.Msg), usage: b.String()}
 }
 
-// zeroGiven refuses --rate 0 and --concurrency 0 written on the command line: the harness
-// takes a zero as the mode not chosen, which would run the other mode, or ask for one.
-func zeroGiven(fs *flag.FlagSet, o harness.Options) error {
+// zeroGiven refuses --rate 0 and --concurrency 0 written on the command line, whose values
+// are rate and concurrency: the harness takes a zero as the mode not chosen, which would run
+// the other mode, or ask for one, and compare takes it as its default.
+func zeroGiven(fs *flag.FlagSet, concurrency int, rate float64) error {
 	var err error
 	fs.Visit(func(f *flag.Flag) {
 		switch {
 		case err != nil:
-		case f.Name == "rate" && o.Rate == 0:
+		case f.Name == "rate" && rate == 0:
 			err = harness.RefuseRate(f.Value.String())
-		case f.Name == "concurrency" && o.Concurrency == 0:
+		case f.Name == "concurrency" && concurrency == 0:
 			err = harness.RefuseConcurrency(f.Value.String())
 		}
 	})
@@ -225,7 +226,7 @@ func runCmd(ctx context.Context, args []string) error {
 		return usageError{err: errors.New("--target is required")}
 	}
 	// The harness reads 0 as "not given"; given on the command line, it is refused.
-	if err := zeroGiven(fs, o); err != nil {
+	if err := zeroGiven(fs, o.Concurrency, o.Rate); err != nil {
 		return refusedFlag(fs, args, err)
 	}
 	// The harness checks its options as it starts; checked here, a value it refuses is the
@@ -321,6 +322,10 @@ func compareCmd(ctx context.Context, args []string) error {
 	md := fs.String("md", "", "also write the Markdown table to this file")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	// A zero would be taken as "not given" (the default); given on the command line, it is refused.
+	if err := zeroGiven(fs, o.Concurrency, o.Rate); err != nil {
+		return refusedFlag(fs, args, err)
 	}
 	o.Peers, o.Engines, o.Workloads = list(*peerList), list(*engines), list(*workloads)
 	o.SimArgs = strings.Fields(*simArgs)

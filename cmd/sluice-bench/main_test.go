@@ -94,6 +94,10 @@ func TestUsageErrorsNameTheMistake(t *testing.T) {
 		{[]string{"run", "--target", "http://127.0.0.1:1"}, "sluice-bench run: set --concurrency (closed loop) or --rate (open loop)", 2},
 		{[]string{"run", "--target", "http://127.0.0.1:1", "--concurrency", "2", "--rate", "3"}, "sluice-bench run: set either --concurrency (closed loop) or --rate (open loop), not both", 2},
 		{[]string{"compare", "--rate", "-1"}, `sluice-bench compare: invalid value "-1" for flag --rate: want a number of requests per second in [0.001, 1000000]`, 2},
+		// compare takes a zero for its default, and refuses it written, as run does.
+		{[]string{"compare", "--rate", "0"}, `sluice-bench compare: invalid value "0" for flag --rate: want a number of requests per second in [0.001, 1000000]`, 2},
+		{[]string{"compare", "--concurrency", "0"}, `sluice-bench compare: invalid value "0" for flag --concurrency: want 1 to 100000 connections`, 2},
+		{[]string{"compare", "--quick", "-concurrency=0"}, `sluice-bench compare: invalid value "0" for flag -concurrency: want 1 to 100000 connections`, 2},
 		// A sluice engine asked for, by default or by name, without its binary: refused before
 		// anything runs, with the ways on.
 		{[]string{"compare", "--quick", "--peers", "none", "--workload", "json"}, "sluice-bench compare: --engines: sluice not found in ./bin or PATH: build it with `make build`, name the directory that holds it with --bin DIR, or run no sluice with --engines none", 2},
