@@ -44,7 +44,9 @@ type Run struct {
 
 // Row is the summary of one target on one workload: medians over rounds
 // (latencies in µs), sums of counts, and ratios. A ratio is 0 when its
-// reference is missing.
+// reference is missing; the JSON leaves out a ratio against nginx that is 0
+// (no nginx in the run, or no figure of its to set against), which a reader
+// could otherwise take for a ratio.
 type Row struct {
 	Workload string `json:"workload"`
 	// Adversary is the adversary spec the rows's runs faced ("" for clean runs).
@@ -84,10 +86,10 @@ type Row struct {
 	PeakRSSMiB float64 `json:"peak_rss_mib"`
 
 	RPSvsDirect   float64 `json:"rps_vs_direct"`
-	RPSvsNginx    float64 `json:"rps_vs_nginx"`
-	P99vsNginx    float64 `json:"p99_vs_nginx"`
-	CPUPer1kNginx float64 `json:"cpu_per_1k_vs_nginx"`
-	TTFTP50Nginx  float64 `json:"ttft_p50_vs_nginx"`
+	RPSvsNginx    float64 `json:"rps_vs_nginx,omitempty"`
+	P99vsNginx    float64 `json:"p99_vs_nginx,omitempty"`
+	CPUPer1kNginx float64 `json:"cpu_per_1k_vs_nginx,omitempty"`
+	TTFTP50Nginx  float64 `json:"ttft_p50_vs_nginx,omitempty"`
 
 	// Distribution is the latency percentile distribution of all rounds
 	// merged, for the chart.

@@ -169,6 +169,42 @@ func TestWriteJSONRoundTrips(t *testing.T) {
 	}
 }
 
+// Without nginx in the run, the JSON rows have no ratios against it, where a 0 would read as
+// one; with nginx, each row has those it has figures for.
+func TestWriteJSONLeavesOutRatiosAgainstAMissingNginx(t *testing.T) {
+	rowsOf := func(runs []Run) []map[string]any {
+		t.Helper()
+		c := &Comparison{Runs: runs, Rows: Summarize(runs)}
+		var b bytes.Buffer
+		require.NoError(t, c.WriteJSON(&b))
+		var back struct{ Rows []map[string]any }
+		require.NoError(t, json.Unmarshal(b.Bytes(), &back))
+		return back.Rows
+	}
+	var noNginx []Run
+	for _, r := range sampleRuns() {
+		if r.Target != TargetNginx {
+			noNginx = append(noNginx, r)
+		}
+	}
+	rows := rowsOf(noNginx)
+	require.Len(t, rows, 2)
+	for _, row := range rows {
+		require.Contains(t, row, "rps_vs_direct", row["target"])
+		for k := range row {
+			require.NotContains(t, k, "vs_nginx", row["target"])
+		}
+	}
+	for _, row := range rowsOf(sampleRuns()) {
+		require.Contains(t, row, "rps_vs_nginx", row["target"])
+		require.Contains(t, row, "p99_vs_nginx", row["target"])
+		require.NotContains(t, row, "ttft_p50_vs_nginx", "%v: json has no TTFT", row["target"])
+		if row["target"] == "sluice-gnet" {
+			require.InDelta(t, 0.5, row["cpu_per_1k_vs_nginx"], 1e-9)
+		}
+	}
+}
+
 func TestSummarizeStreamRatios(t *testing.T) {
 	stream := func(ttft50, itl99 float64) *harness.Result {
 		r := result(100, 1000, 2000)
