@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/subtle"
 	"fmt"
-	"log/slog"
 	"math"
 	"mime"
 	"net"
@@ -65,10 +64,7 @@ func startAdmin(g *Gateway, cfg config.Admin) (*adminServer, error) {
 	h = requireHost(hosts, h)
 	h = refuseAsteriskForm(h)
 	a := &adminServer{addr: ln.Addr().String(), srv: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second,
-		// net/http reports through its ErrorLog what went wrong serving (an accept that failed
-		// for want of descriptors, a handler's panic): warnings, where the standard log
-		// package would file them under slog's default level, INFO.
-		ErrorLog: slog.NewLogLogger(g.Log.With("component", "admin").Handler(), slog.LevelWarn)}}
+		ErrorLog: newAdminErrorLog(g.Log.With("component", "admin").Handler())}}
 	go func() { _ = a.srv.Serve(ln) }()
 	return a, nil
 }

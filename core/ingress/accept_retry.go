@@ -3,6 +3,8 @@ package ingress
 import (
 	"log/slog"
 	"time"
+
+	"github.com/sluice-gw/sluice/internal/loglimit"
 )
 
 // acceptRetry paces the accepts of a listener whose accept failed for want of a resource
@@ -11,7 +13,7 @@ import (
 // and starts again after a success. One goroutine uses it; its log is safe to share.
 type acceptRetry struct {
 	delay time.Duration
-	log   logLimit // "accept failed" lines: one a second at most
+	log   loglimit.Limit // "accept failed" lines: one a second at most
 }
 
 // wait logs err (one line a second at most: out of descriptors, accepts fail and succeed by
@@ -19,7 +21,7 @@ type acceptRetry struct {
 // when closing is closed.
 func (a *acceptRetry) wait(log *slog.Logger, entrypoint string, err error, closing <-chan struct{}) bool {
 	a.delay = min(max(2*a.delay, 5*time.Millisecond), time.Second)
-	if n, ok := a.log.allow(); ok {
+	if n, ok := a.log.Allow(); ok {
 		log.Warn("accept failed; retrying", "entrypoint", entrypoint, "error", err.Error(), "retry_in", a.delay.String(), "suppressed_since_last", n)
 	}
 	t := time.NewTimer(a.delay)

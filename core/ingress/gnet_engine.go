@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluice-gw/sluice/core/metrics"
 	"github.com/sluice-gw/sluice/core/pipeline"
+	"github.com/sluice-gw/sluice/internal/loglimit"
 )
 
 // tickInterval is how often idle, header-read and drain deadlines are checked. gnet has no
@@ -47,11 +48,11 @@ type GnetEngine struct {
 	pipe *pipeline.Entrypoint
 	log  *slog.Logger
 
-	ln           net.Listener // the entrypoint's listener, accepted by acceptLoop
-	loopAccepted atomic.Int64 // connections the event loops accepted (shareListener)
-	accept       acceptRetry  // acceptLoop's pace after failed accepts, and its log
-	registerLog  logLimit     // "accepted connection dropped" lines
-	shed         shedLog      // "client connection shed" lines
+	ln           net.Listener   // the entrypoint's listener, accepted by acceptLoop
+	loopAccepted atomic.Int64   // connections the event loops accepted (shareListener)
+	accept       acceptRetry    // acceptLoop's pace after failed accepts, and its log
+	registerLog  loglimit.Limit // "accepted connection dropped" lines
+	shed         shedLog        // "client connection shed" lines
 	lnOnce       sync.Once
 	// shareMu guards sharedFD (a duplicate of ln's descriptor that every event loop accepts
 	// from, shareListener; -1: none) and lnClosed against a close that races the sharing.
@@ -268,7 +269,7 @@ func (e *GnetEngine) loopAcceptFailed(err error, dropped bool) {
 		e.registerFailed(err)
 		return
 	}
-	if n, ok := e.accept.log.allow(); ok {
+	if n, ok := e.accept.log.Allow(); ok {
 		e.log.Warn("accept failed; retrying", "entrypoint", e.set.Name, "error", err.Error(), "retry_in", "100ms", "suppressed_since_last", n)
 	}
 }
@@ -277,27 +278,9 @@ func (e *GnetEngine) loopAcceptFailed(err error, dropped bool) {
 // connection (out of descriptors, gnet's copy of the socket fails): the client sees its
 // connection closed, and the operator sees why.
 func (e *GnetEngine) registerFailed(err error) {
-	if n, ok := e.registerLog.allow(); ok {
+	if n, ok := e.registerLog.Allow(); ok {
 		e.log.Warn("accepted connection dropped: the event loop could not take it", "entrypoint", e.set.Name, "error", err.Error(), "suppressed_since_last", n)
 	}
-}
-
-// logLimit lets one log line a second through, safe for concurrent use.
-type logLimit struct {
-	last       atomic.Int64 // unix ns of the last line let through
-	suppressed atomic.Int64 // lines held back since
-}
-
-// allow reports whether a line may be written now and, if so, how many were held back since
-// the last one.
-func (l *logLimit) allow() (suppressed int64, ok bool) {
-	now := time.Now().UnixNano()
-	last := l.last.Load()
-	if now-last < int64(time.Second) || !l.last.CompareAndSwap(last, now) {
-		l.suppressed.Add(1)
-		return 0, false
-	}
-	return l.suppressed.Swap(0), true
 }
 
 // closeListener closes the entrypoint's listening socket: from then on the kernel refuses new
