@@ -21,7 +21,7 @@ func TestUpstreamFailureLogIsRateLimited(t *testing.T) {
 	if !strings.Contains(buf.String(), "router=api") || !strings.Contains(buf.String(), "connection refused") {
 		t.Fatalf("log line lacks the router or the error: %s", buf.String())
 	}
-	if l.suppressed.Load() != 99 {
-		t.Fatalf("suppressed %d, want 99", l.suppressed.Load())
+	if l.limit.Suppressed() != 99 {
+		t.Fatalf("suppressed %d, want 99", l.limit.Suppressed())
 	}
 }

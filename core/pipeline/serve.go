@@ -327,7 +327,7 @@ func (rc *RequestCtx) afterTry(b *Backend, err error) (again bool, _ error) {
 	if pool.LocalResource(err) {
 		// The gateway's own host is short of descriptors, memory or ports: the backend is
 		// not judged (no ejection, no breaker failure), and another would fail alike.
-		rc.ep.elog.upstreamFailed(rc.route.Name, b.URL, "connect", err)
+		rc.ep.elog.shortOfResources(rc.route.Name, b.URL, err)
 		rc.dropUpstream()
 		b.Release()
 		rc.backend = nil

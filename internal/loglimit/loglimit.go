@@ -29,3 +29,6 @@ func (l *Limit) Allow() (suppressed int64, ok bool) {
 	}
 	return l.suppressed.Swap(0), true
 }
+
+// Suppressed returns how many lines were held back since the last one let through.
+func (l *Limit) Suppressed() int64 { return l.suppressed.Load() }
