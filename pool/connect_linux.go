@@ -48,7 +48,7 @@ func connectDirect(ctx context.Context, ap netip.AddrPort) (nc net.Conn, ok bool
 	nc, err = net.FileConn(f) // a duplicate of fd, in the netpoller
 	_ = f.Close()
 	if err != nil {
-		return nil, true, dialError(ap, err)
+		return nil, true, dialError(ap, fileConnCause(err))
 	}
 	if pending {
 		if err := waitConnected(ctx, nc); err != nil {
@@ -59,6 +59,16 @@ func connectDirect(ctx context.Context, ap netip.AddrPort) (nc net.Conn, ok bool
 	tc := nc.(*net.TCPConn)
 	_ = tc.SetKeepAliveConfig(net.KeepAliveConfig{Enable: true, Idle: keepAliveIdle})
 	return nc, true, nil
+}
+
+// fileConnCause is the cause of net.FileConn's error, without its "file file+net" wrapping
+// (out of descriptors, the duplicate fails: "fcntl: too many open files"), so that the dial
+// error reads as the others do.
+func fileConnCause(err error) error {
+	if oe, ok := err.(*net.OpError); ok && oe.Err != nil {
+		return oe.Err
+	}
+	return err
 }
 
 // socketFor returns a non-blocking, close-on-exec TCP socket for ap's family, and ap as a

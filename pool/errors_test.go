@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 // An upstream failure reads "sluice: upstream ADDR: " and its Failure, each part once (a
@@ -124,4 +126,20 @@ func TestSentinelTextStandsAlone(t *testing.T) {
 			t.Errorf("%q, want %q", err, want)
 		}
 	}
+}
+
+// A failed dial counts in Stats.DialErrors against the upstream, unless the gateway's own
+// host was short of descriptors, memory or ports.
+func TestDialErrorsLeaveOutTheGatewaysShortage(t *testing.T) {
+	p := New(Options{Addr: "127.0.0.1:9"})
+	defer p.Close()
+	for _, errno := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM, syscall.EADDRNOTAVAIL} {
+		err := p.ConnectDone(os.NewSyscallError("socket", errno))
+		require.ErrorIs(t, err, ErrDial)
+		require.True(t, LocalResource(err), "%v", errno)
+	}
+	require.Zero(t, p.Stats().DialErrors)
+	err := p.ConnectDone(os.NewSyscallError("connect", syscall.ECONNREFUSED))
+	require.False(t, LocalResource(err))
+	require.Equal(t, 1, p.Stats().DialErrors)
 }

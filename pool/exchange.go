@@ -300,7 +300,7 @@ func (x *Exchange) dial(p *Pool) (*conn, error) {
 		if x.aborted.Load() {
 			return nil, ErrAborted
 		}
-		p.dialErrors.Add(1)
+		p.dialFailed(err)
 		return nil, &UpstreamError{Addr: p.o.Addr, Kind: ErrDial, Err: err}
 	}
 	x.dialed = time.Since(start)

@@ -149,7 +149,7 @@ func (p *Pool) Dial(ctx context.Context) (net.Conn, time.Duration, error) {
 	start := time.Now()
 	nc, err := p.connect(ctx)
 	if err != nil {
-		p.dialErrors.Add(1)
+		p.dialFailed(err)
 		return nil, 0, &UpstreamError{Addr: p.o.Addr, Kind: ErrDial, Err: err}
 	}
 	if tc, ok := nc.(*net.TCPConn); ok {
@@ -220,6 +220,6 @@ func (p *Pool) ConnectDone(err error) error {
 		p.dials.Add(1)
 		return nil
 	}
-	p.dialErrors.Add(1)
+	p.dialFailed(err)
 	return &UpstreamError{Addr: p.o.Addr, Kind: ErrDial, Err: dialError(p.direct, err)}
 }

@@ -70,7 +70,7 @@ type Stats struct {
 	Active     int // conns checked out by Exchanges now (RoundTrip or AttachLoop)
 	Dials      int // successful dials (TCP + TLS, RoundTrip or Dial) since New
 	Reuses     int // exchanges served on a pooled (reused) conn since New, on either path
-	DialErrors int // failed dials since New (aborted dials not counted)
+	DialErrors int // failed dials since New (aborted dials and the gateway's own shortage, LocalResource, not counted)
 }
 
 // New returns a Pool for o.Addr with defaults applied to zero fields of o. It does not dial.
@@ -311,4 +311,12 @@ func (p *Pool) isClosed() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.closed
+}
+
+// dialFailed counts a failed dial in Stats.DialErrors, unless the gateway's own host was short
+// of resources (LocalResource): that says nothing of the upstream.
+func (p *Pool) dialFailed(err error) {
+	if !LocalResource(err) {
+		p.dialErrors.Add(1)
+	}
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluice-gw/sluice/core/balancer"
 	"github.com/sluice-gw/sluice/core/metrics"
+	"github.com/sluice-gw/sluice/pool"
 )
 
 // PlainRecheck is how often a server that answered 404 is asked again: seldom, since an
@@ -184,7 +185,11 @@ func (g *Group) poll(ctx context.Context, i int) {
 	}
 	resp, err := g.client.Do(req)
 	if err != nil {
-		if g.ctx.Err() == nil { // not a poll cut short by Stop
+		switch {
+		case g.ctx.Err() != nil: // a poll cut short by Stop
+		case pool.LocalResource(err):
+			g.short(m, err, time.Now())
+		default:
 			g.failed(m, describe(err), time.Now())
 		}
 		return
@@ -217,6 +222,20 @@ func (g *Group) poll(ctx context.Context, i int) {
 func (g *Group) failed(m *Member, reason string, wall time.Time) {
 	if m.Worker.failed(reason, wall) {
 		slog.Warn("worker observation failed; the worker gets no request that needs one", "service", g.cfg.Service, "server", m.Name, "error", reason)
+	}
+}
+
+// short records a poll of m the gateway could not make for want of its own descriptors,
+// memory or ports (pool.LocalResource), and logs it when new, in words that do not blame the
+// worker: its observation ages as it would without a poll.
+func (g *Group) short(m *Member, err error, wall time.Time) {
+	cause := err.Error()
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		cause = errno.Error()
+	}
+	if m.Worker.failed("the gateway is short of resources: "+cause, wall) {
+		slog.Warn("cannot observe the worker: the gateway is short of resources", "service", g.cfg.Service, "server", m.Name, "error", cause)
 	}
 }
 

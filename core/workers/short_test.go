@@ -1,0 +1,58 @@
+package workers
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-gw/sluice/core/balancer"
+)
+
+// A poll the gateway cannot make for want of its own descriptors is recorded and logged as
+// the gateway's shortage, not as the worker's failure; once descriptors are back the worker
+// is observed again.
+func TestPollTheGatewayCouldNotMakeDoesNotBlameTheWorker(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte(`{"worker_id":"w1","role":"aggregated","ready":true,"healthy":true,"active":0,"deployment_generation":2,"execution_config_digest":"d2"}`))
+	}))
+	defer srv.Close()
+	var logBuf syncBuffer
+	prevLog := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&logBuf, nil)))
+	defer slog.SetDefault(prevLog)
+
+	g := NewGroup(Config{Service: "svc", Interval: 10 * time.Millisecond, TTL: time.Minute},
+		[]Member{{URL: srv.URL, Name: srv.URL, LB: &balancer.Backend{ID: 0}}})
+	var starved atomic.Bool
+	starved.Store(true)
+	var d net.Dialer
+	g.client.Transport.(*http.Transport).DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if starved.Load() {
+			// What socket(2) answers a process out of descriptors.
+			return nil, &net.OpError{Op: "dial", Net: network, Err: os.NewSyscallError("socket", syscall.EMFILE)}
+		}
+		return d.DialContext(ctx, network, addr)
+	}
+	g.Start()
+	defer g.Stop()
+	w := g.members[0].Worker
+	waitFor(t, func() bool { return w.View().Error != "" })
+	require.Equal(t, "the gateway is short of resources: too many open files", w.View().Error)
+	log := logBuf.String()
+	require.Contains(t, log, `msg="cannot observe the worker: the gateway is short of resources" service=svc server=`+srv.URL+` error="too many open files"`)
+	require.NotContains(t, log, "worker observation failed")
+
+	starved.Store(false)
+	waitFor(t, func() bool { return w.View().Kind == Observed && w.View().Error == "" })
+	require.Equal(t, 1, strings.Count(logBuf.String(), "cannot observe the worker"), "logged once for its reason")
+}
