@@ -149,6 +149,10 @@ func (t *Target) Serve(rc *pipeline.RequestCtx, peek *openai.Request) error {
 	}
 	if last == pipeline.ErrNoBackend {
 		ge = pipeline.ErrNoBackend
+		if t.workers.Short() {
+			// No pair for want of fresh observations the gateway could not poll for.
+			ge = pipeline.ErrGatewayResources
+		}
 	}
 	return &Exhausted{Answer: ge}
 }

@@ -148,6 +148,11 @@ func roundTripErr(g *gatewayConn, path string) (response, error) {
 	if _, err := fmt.Fprintf(g.c, "GET %s HTTP/1.1\r\nHost: gw\r\n\r\n", path); err != nil {
 		return response{}, err
 	}
+	return readResponse(g)
+}
+
+// readResponse reads a response with Content-Length from g.
+func readResponse(g *gatewayConn) (response, error) {
 	resp, err := http.ReadResponse(g.r, nil)
 	if err != nil {
 		return response{}, err
@@ -162,4 +167,76 @@ func roundTripErr(g *gatewayConn, path string) (response, error) {
 		h[strings.ToLower(k)] = v[0]
 	}
 	return response{status: resp.Proto + " " + resp.Status, headers: h, body: string(body)}, nil
+}
+
+// The model router's workers are polled for their observations. Out of descriptors the polls
+// fail, the observations go stale, and a request then finds no worker to take it: it is
+// answered for the gateway's shortage (503 gateway_resources_exhausted), not as if every
+// worker were gone, and the log says why.
+func TestOutOfDescriptorsModelRouterSaysTheGatewayIsShort(t *testing.T) {
+	simPort, port := testenv.FreePort(t), testenv.FreePort(t)
+	sim := testenv.StartProcessCmd(t, exec.Command(testenv.BuildBinary(t, "./cmd/llmsim"),
+		"--listen", fmt.Sprintf("127.0.0.1:%d", simPort), "--ttft", "0s", "--itl", "1ms", "--tokens", "4"))
+	sim.WaitOutput(t, "listening", 10*time.Second)
+	cfg := filepath.Join(t.TempDir(), "sluice.toml")
+	require.NoError(t, os.WriteFile(cfg, []byte(fmt.Sprintf(`[entrypoints.web]
+address = "127.0.0.1:%d"
+[routers.openai]
+rule = "PathPrefix(`+"`/v1`"+`)"
+models = true
+[services.llm.load_balancer]
+servers = [{ url = "http://127.0.0.1:%d" }]
+[services.llm.workers]
+observe_interval = "50ms"
+observation_ttl = "300ms"
+[models.chat]
+[models.chat.targets.t1]
+service = "llm"
+upstream_model = "llmsim"
+[admin]
+address = ""
+`, port, simPort)), 0o644))
+	cmd := exec.Command("sh", "-c", `ulimit -n 48 && exec "$0" serve --config "$1"`, testenv.BuildBinary(t, "./cmd/sluice"), cfg)
+	p := testenv.StartProcessCmd(t, cmd)
+	p.WaitOutput(t, "entrypoint listening", 10*time.Second)
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	const body = `{"model":"chat","messages":[{"role":"user","content":"hi"}]}`
+	chat := func(g *gatewayConn) (response, error) {
+		if err := g.c.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
+			return response{}, err
+		}
+		if _, err := fmt.Fprintf(g.c, "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body); err != nil {
+			return response{}, err
+		}
+		return readResponse(g)
+	}
+	client := dialGateway(t, addr)
+	r, err := chat(client)
+	require.NoError(t, err)
+	require.Equal(t, "HTTP/1.1 200 OK", r.status, r.body)
+
+	// The worker stops: the polls' keep-alive connection ends, so that each poll must open
+	// one, and its observation goes stale. Then the held connections take every descriptor.
+	require.NoError(t, sim.Stop(5*time.Second))
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		r, err = chat(client)
+		assert.NoError(c, err)
+		assert.Contains(c, r.body, `"code":"no_backend"`)
+	}, 10*time.Second, 20*time.Millisecond)
+	var held []net.Conn
+	for i := 0; i < 80; i++ {
+		c, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		held = append(held, c)
+	}
+	p.WaitOutput(t, "accept failed", 10*time.Second)
+	p.WaitOutput(t, "cannot observe the worker: the gateway is short of resources", 10*time.Second)
+	r, err = chat(client)
+	require.NoError(t, err)
+	require.Equal(t, "HTTP/1.1 503 Service Unavailable", r.status)
+	require.Contains(t, r.body, `"code":"gateway_resources_exhausted"`)
+	require.Equal(t, "1", r.headers["retry-after"])
+	for _, c := range held {
+		_ = c.Close()
+	}
 }

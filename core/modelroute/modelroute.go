@@ -381,8 +381,11 @@ func (s *Stage) OnPick(rc *pipeline.RequestCtx, c *balancer.Choice) {
 	case st.pfx.on:
 		st.pickPrefix(rc, c)
 	case st.target.Workers != nil:
-		if st.target.Workers.Exclude(c, &st.target.Needs) {
+		switch full, short := st.target.Workers.Exclude(c, &st.target.Needs); {
+		case full:
 			rc.RefusePick(ErrAtCapacity)
+		case short:
+			rc.RefusePick(pipeline.ErrGatewayResources)
 		}
 	}
 }
@@ -391,7 +394,9 @@ func (s *Stage) OnPick(rc *pipeline.RequestCtx, c *balancer.Choice) {
 // report max_active sequences running: 429 model_at_capacity with Retry-After, the answer of
 // a full admission queue, since the model is busy, not broken (a sequence slot frees in
 // about a request's time). A server left out for another reason (unhealthy, stale, another
-// generation) still gives 503 no_backend when none is at capacity.
+// generation) still gives 503 no_backend when none is at capacity, or 503
+// gateway_resources_exhausted when the gateway could not observe it for want of its own
+// descriptors, memory or ports.
 var ErrAtCapacity = &pipeline.GatewayError{Status: 429, Type: pipeline.RateLimit, Code: "model_at_capacity",
 	Message: "every server of the model is at capacity (its workers report their maximum of running sequences); retry shortly", RetryAfter: 1}
 

@@ -220,7 +220,7 @@ func (g *Group) poll(ctx context.Context, i int) {
 // failed records a failed poll of m and logs it when its reason is new, so that a worker the
 // gateway cannot observe (a wrong key, a crash) is said once, not every interval.
 func (g *Group) failed(m *Member, reason string, wall time.Time) {
-	if m.Worker.failed(reason, wall) {
+	if m.Worker.failed(reason, false, wall) {
 		slog.Warn("worker observation failed; the worker gets no request that needs one", "service", g.cfg.Service, "server", m.Name, "error", reason)
 	}
 }
@@ -234,7 +234,7 @@ func (g *Group) short(m *Member, err error, wall time.Time) {
 	if errors.As(err, &errno) {
 		cause = errno.Error()
 	}
-	if m.Worker.failed("the gateway is short of resources: "+cause, wall) {
+	if m.Worker.failed("the gateway is short of resources: "+cause, true, wall) {
 		slog.Warn("cannot observe the worker: the gateway is short of resources", "service", g.cfg.Service, "server", m.Name, "error", cause)
 	}
 }

@@ -124,6 +124,19 @@ func (g *Group) judge(i int, n *Needs, now int64) (Reason, int64) {
 	return Eligible, load
 }
 
+// Short reports whether a server lacks a fresh observation because the gateway could not poll
+// it for want of its own descriptors, memory or ports: Exclude's short, for a caller that
+// judges the servers one by one (the P/D pair choice) and found none.
+func (g *Group) Short() bool {
+	now := monoNow()
+	for i := range g.members {
+		if r := g.members[i].Worker.load(); r.short && (r.kind != Observed || now-r.at > g.ttl) {
+			return true
+		}
+	}
+	return false
+}
+
 // Judge says whether server i may take a request of a target needing n now, and its load
 // (see Exclude).
 func (g *Group) Judge(i int, n *Needs) (Reason, int64) { return g.judge(i, n, monoNow()) }
@@ -133,9 +146,11 @@ func (g *Group) Judge(i int, n *Needs) (Reason, int64) { return g.judge(i, n, mo
 // the balancer only breaks ties. Servers c already excludes are not judged. Up servers are
 // preferred in finding the least loaded (one ejected by passive health is picked only when
 // every eligible server is). It reports full when it left no server and at least one was
-// left out for being at capacity: the target is busy rather than broken. It does
-// not allocate.
-func (g *Group) Exclude(c *balancer.Choice, n *Needs) (full bool) {
+// left out for being at capacity: the target is busy rather than broken; and short when it
+// left no server and at least one was left out without a fresh observation because the
+// gateway could not poll it for want of its own descriptors, memory or ports. It does not
+// allocate.
+func (g *Group) Exclude(c *balancer.Choice, n *Needs) (full, short bool) {
 	now := monoNow()
 	// The loads of the first servers are kept for the second pass (on the stack); those of
 	// the others are read again there.
@@ -151,6 +166,7 @@ func (g *Group) Exclude(c *balancer.Choice, n *Needs) (full bool) {
 			c.Exclude.Add(i)
 			g.excluded[r].Inc()
 			full = full || r == AtCapacity
+			short = short || (r == Stale || r == NoObservation) && g.members[i].Worker.load().short
 			continue
 		}
 		if i < len(loads) {
@@ -162,7 +178,7 @@ func (g *Group) Exclude(c *balancer.Choice, n *Needs) (full bool) {
 		}
 	}
 	if best < 0 {
-		return full
+		return full, short
 	}
 	for k := kept; k != 0; k &= k - 1 {
 		if i := bits.TrailingZeros64(k); loads[i] > bestLoad {
@@ -179,5 +195,5 @@ func (g *Group) Exclude(c *balancer.Choice, n *Needs) (full bool) {
 			c.Exclude.Add(i)
 		}
 	}
-	return false
+	return false, false
 }

@@ -62,6 +62,9 @@ type record struct {
 	inflight int64
 	// changed: obs's identity differs from the observation's before it.
 	changed bool
+	// short: the latest poll could not be made for want of the gateway's own descriptors,
+	// memory or ports (Group.short).
+	short bool
 	// probed is when the server last answered 404 (kind Plain, monotonic ns).
 	probed int64
 	// err is why the latest poll failed ("" when it did not), at errWall.
@@ -96,14 +99,15 @@ func (w *Worker) plain(now int64) {
 }
 
 // failed records a poll that got no usable answer: the last observation stays (and goes
-// stale by its age) with the reason beside it. It reports whether the reason is new (the
-// previous poll succeeded or failed otherwise).
-func (w *Worker) failed(reason string, wall time.Time) bool {
+// stale by its age) with the reason beside it; short says the gateway could not make the poll
+// for want of its own resources. It reports whether the reason is new (the previous poll
+// succeeded or failed otherwise).
+func (w *Worker) failed(reason string, short bool, wall time.Time) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	r := *w.load()
 	changed := r.err != reason
-	r.err, r.errWall = reason, wall
+	r.err, r.errWall, r.short = reason, wall, short
 	w.cur.Store(&r)
 	return changed
 }

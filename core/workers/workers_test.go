@@ -94,7 +94,7 @@ func TestJudgeReasonsInOrder(t *testing.T) {
 	o.Healthy = false
 	g.members[0].Worker.observed(o, 0, monoNow()-int64(6*time.Second), time.Now())
 	require.Equal(t, Stale, j(bound), "stale before unhealthy")
-	g.members[0].Worker.failed("connection refused", time.Now())
+	g.members[0].Worker.failed("connection refused", false, time.Now())
 	require.Equal(t, Stale, j(bound), "a failed poll keeps the stale observation")
 
 	// A new epoch (a restart) or another worker_id is left out until confirmed.
