@@ -3,6 +3,7 @@ package peers
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -42,6 +44,9 @@ const (
 	DefaultAffinityConcurrency = 30
 	// DefaultAffinityDuration is each policy's measured window.
 	DefaultAffinityDuration = 20 * time.Second
+	// observedTimeout bounds the wait for a gateway to take every instance of a restarted
+	// fleet back: two polls at the default observe_interval (1 s), with room for a busy machine.
+	observedTimeout = 30 * time.Second
 )
 
 // AffinityOptions configure RunAffinity. Zero values take the defaults given.
@@ -126,9 +131,11 @@ type AffinityRow struct {
 	Policy string `json:"policy"`
 	// Replicas is the number of routers the requests alternated between.
 	Replicas int `json:"replicas"`
-	// OK and Errors count the workload's requests in the window.
-	OK     int64 `json:"ok"`
-	Errors int64 `json:"errors"`
+	// OK and Errors count the workload's requests in the window; ErrorSummary gives the
+	// errors by kind (harness.Result.ErrorSummary), "" without any.
+	OK           int64  `json:"ok"`
+	Errors       int64  `json:"errors"`
+	ErrorSummary string `json:"error_summary,omitempty"`
 	// HitRate is the fleet's prompt tokens found in a KV cache over its prompt tokens (what
 	// vLLM's prefix_cache_hits / prefix_cache_queries gives).
 	HitRate float64 `json:"hit_rate"`
@@ -207,7 +214,7 @@ func runPolicy(ctx context.Context, o *AffinityOptions, policy, bin, dir string,
 	}
 	defer fleet.Close()
 
-	var targets []string
+	var targets, admins []string
 	switch policy {
 	case PolicyOracle:
 		base, stop, err := startOracle(fleet)
@@ -226,9 +233,13 @@ func runPolicy(ctx context.Context, o *AffinityOptions, policy, bin, dir string,
 			if err != nil {
 				return nil, err
 			}
+			admin, err := freeAddr()
+			if err != nil {
+				return nil, err
+			}
 			name := fmt.Sprintf("%s-%d", policy, k)
 			path := filepath.Join(dir, name+".toml")
-			if err := os.WriteFile(path, []byte(affinityConfig(listen, fleet.Addrs(), policy, o.Observe)), 0o644); err != nil {
+			if err := os.WriteFile(path, []byte(affinityConfig(listen, admin, fleet.Addrs(), policy, o.Observe)), 0o644); err != nil {
 				return nil, err
 			}
 			p, err := reaper.StartProcess(name, bin, []string{"serve", "--config", path}, dir)
@@ -240,7 +251,7 @@ func runPolicy(ctx context.Context, o *AffinityOptions, policy, bin, dir string,
 			if err := waitReady(ctx, base, p); err != nil {
 				return nil, fmt.Errorf("%s: %w; log: %s", name, err, oneLine(p.LogTail(20)))
 			}
-			targets = append(targets, base)
+			targets, admins = append(targets, base), append(admins, "http://"+admin)
 		}
 	}
 	// The readiness probes touched the caches: start every policy cold.
@@ -250,6 +261,9 @@ func runPolicy(ctx context.Context, o *AffinityOptions, policy, bin, dir string,
 		}
 	}
 	if err := waitFleet(ctx, fleet); err != nil {
+		return nil, err
+	}
+	if err := waitObserved(ctx, admins, fleet); err != nil {
 		return nil, err
 	}
 
@@ -275,14 +289,15 @@ func runPolicy(ctx context.Context, o *AffinityOptions, policy, bin, dir string,
 	if err != nil {
 		return nil, err
 	}
-	row := &AffinityRow{Policy: policy, Replicas: len(targets), OK: hr.OK, Errors: hr.Errors,
+	row := &AffinityRow{Policy: policy, Replicas: len(targets), OK: hr.OK, Errors: hr.Errors, ErrorSummary: hr.ErrorSummary(),
 		TTFTP50Ms: hr.TTFT.P50Us / 1000, TTFTP99Ms: hr.TTFT.P99Us / 1000}
 	smp.fill(row)
 	return row, nil
 }
 
-// affinityConfig is the sluice configuration of a policy: one model router over the fleet.
-func affinityConfig(listen string, fleet []string, policy string, observe bool) string {
+// affinityConfig is the sluice configuration of a policy: one model router over the fleet,
+// and the admin API on admin, where waitObserved reads the gateway's view of the fleet.
+func affinityConfig(listen, admin string, fleet []string, policy string, observe bool) string {
 	strategy, affinity := policy, false
 	if policy == PolicyAffinity || policy == PolicyAffinity2 {
 		strategy, affinity = PolicyRoundRobin, true
@@ -301,7 +316,7 @@ address = %q
 engine = "gnet"
 
 [admin]
-address = ""
+address = %q
 
 [routers.openai]
 rule = "PathPrefix(`+"`/v1`"+`)"
@@ -316,7 +331,7 @@ service = "fleet"
 
 [models.%s.scheduling]
 prefix_affinity = %t
-`, listen, strategy, strings.Join(servers, ", "), workers, harness.DefaultModel, harness.DefaultModel, affinity)
+`, listen, admin, strategy, strings.Join(servers, ", "), workers, harness.DefaultModel, harness.DefaultModel, affinity)
 }
 
 // waitFleet waits until every instance answers again after a restart.
@@ -344,6 +359,95 @@ func waitFleet(ctx context.Context, f *llmsim.Fleet) error {
 		}
 	}
 	return nil
+}
+
+// waitObserved waits until each gateway whose admin API is at one of admins has observed
+// every instance of f since its restart (the observation carries the instance's epoch of now)
+// and lets it take requests. Until then a gateway leaves a restarted instance out of its
+// choice (identity_changed, then not_ready while it starts), and with every instance out it
+// answers 503: load started earlier would measure those answers. After observedTimeout it
+// fails with what the gateway showed last.
+func waitObserved(ctx context.Context, admins []string, f *llmsim.Fleet) error {
+	epochs := map[string]int64{}
+	for i, a := range f.Addrs() {
+		epochs["http://"+a] = f.Stats(i).Epoch
+	}
+	client := &http.Client{Timeout: time.Second}
+	deadline := time.Now().Add(observedTimeout)
+	for _, admin := range admins {
+		for {
+			left, err := unobserved(ctx, client, admin, epochs)
+			if err == nil && left == "" {
+				break
+			}
+			if err != nil {
+				left = err.Error()
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("the gateway did not take every llmsim instance back within %v (admin API %s/api/gateway/workers: %s)", observedTimeout, admin, left)
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+// unobserved reads the workers of the gateway whose admin API is at admin and says which of
+// the servers in epochs (URL to the epoch the instance has now) it has no observation of that
+// epoch from or does not let take requests ("http://127.0.0.1:1234: identity_changed"), ""
+// for none.
+func unobserved(ctx context.Context, client *http.Client, admin string, epochs map[string]int64) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, admin+"/api/gateway/workers", nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("status %d", resp.StatusCode)
+	}
+	var workers []struct {
+		URL         string `json:"url"`
+		Observation *struct {
+			Epoch int64 `json:"epoch"`
+		} `json:"observation"`
+		Eligible bool    `json:"eligible"`
+		Reason   *string `json:"reason"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&workers); err != nil {
+		return "", fmt.Errorf("cannot decode the workers: %w", err)
+	}
+	seen := map[string]bool{}
+	var left []string
+	for _, w := range workers {
+		epoch, ok := epochs[w.URL]
+		if !ok {
+			continue
+		}
+		seen[w.URL] = true
+		switch {
+		case w.Observation == nil || w.Observation.Epoch != epoch:
+			left = append(left, w.URL+": not observed since its restart")
+		case !w.Eligible && w.Reason != nil:
+			left = append(left, w.URL+": "+*w.Reason)
+		case !w.Eligible:
+			left = append(left, w.URL+": not eligible")
+		}
+	}
+	for u := range epochs {
+		if !seen[u] {
+			left = append(left, u+": not listed")
+		}
+	}
+	slices.Sort(left)
+	return strings.Join(left, ", "), nil
 }
 
 // loadSampler measures the fleet over the measured window: its cache counters at both ends
@@ -472,9 +576,29 @@ func startOracle(f *llmsim.Fleet) (string, func(), error) {
 	}, nil
 }
 
-// Markdown writes the result as a table, with the ratios the quality bar is stated in:
-// affinity's hit rate over the oracle's, its TTFT p50 over round robin's, and the hit rate
-// two replicas lose against one.
+// Failures says, one sentence for each policy whose measured window had failed requests, how
+// many failed and why ("round-robin: 636 of 696 requests in the measured window failed
+// (status_5xx 636 (503 636)); ..."): such a policy's hit rate, TTFT and load are those of a
+// run other than the one asked for. It is nil when no request failed.
+func (r *AffinityResult) Failures() []string {
+	var out []string
+	for _, x := range r.Rows {
+		if x.Errors == 0 {
+			continue
+		}
+		why := ""
+		if x.ErrorSummary != "" {
+			why = " (" + x.ErrorSummary + ")"
+		}
+		out = append(out, fmt.Sprintf("%s: %d of %d requests in the measured window failed%s; its hit rate, TTFT and load are not those of the run asked for",
+			x.Policy, x.Errors, x.OK+x.Errors, why))
+	}
+	return out
+}
+
+// Markdown writes the result as a table, then the Failures in bold, then the ratios the
+// quality bar is stated in: affinity's hit rate over the oracle's, its TTFT p50 over round
+// robin's, and the hit rate two replicas lose against one.
 func (r *AffinityResult) Markdown(w io.Writer) error {
 	var b strings.Builder
 	b.WriteString("| policy | routers | hit rate | full misses | TTFT p50 (ms) | TTFT p99 (ms) | busiest / mean load | requests (errors) |\n")
@@ -488,6 +612,9 @@ func (r *AffinityResult) Markdown(w io.Writer) error {
 	}
 	aff, rr, or, two := by[PolicyAffinity], by[PolicyRoundRobin], by[PolicyOracle], by[PolicyAffinity2]
 	b.WriteString("\n")
+	for _, f := range r.Failures() {
+		fmt.Fprintf(&b, "- **%s**\n", f)
+	}
 	if aff != nil && or != nil && or.HitRate > 0 {
 		fmt.Fprintf(&b, "- affinity hit rate / oracle hit rate: %.2f\n", aff.HitRate/or.HitRate)
 	}

@@ -475,7 +475,13 @@ func affinityCmd(ctx context.Context, args []string) error {
 			return err
 		})
 	}
-	return errors.Join(werr, printTable(res.Markdown))
+	err = errors.Join(werr, printTable(res.Markdown))
+	// After the table, where whoever reads it looks next: its figures for these policies are
+	// not those of a clean run.
+	for _, f := range res.Failures() {
+		fmt.Fprintf(os.Stderr, "sluice-bench affinity: warning: %s\n", f)
+	}
+	return err
 }
 
 // interruptible returns a context cancelled by the first SIGINT or SIGTERM, and a function
