@@ -124,9 +124,9 @@ func (o *Options) checkLoad() error {
 	case o.Concurrency < 0 || o.Concurrency > MaxConnections:
 		return RefuseConcurrency(strconv.Itoa(o.Concurrency))
 	case o.Connections < 0 || o.Connections > MaxConnections:
-		return refuse("connections", strconv.Itoa(o.Connections), "want 1 to %d (0: the default)", MaxConnections)
+		return RefuseConnections(strconv.Itoa(o.Connections))
 	case o.Duration <= 0 || o.Duration > MaxDuration:
-		return refuse("duration", o.Duration.String(), "want more than 0, at most %v", MaxDuration)
+		return RefuseDuration("duration", o.Duration.String())
 	case o.Warmup < 0 || o.Warmup > MaxDuration:
 		return refuse("warmup", o.Warmup.String(), "want 0 to %v", MaxDuration)
 	case o.Timeout < 0 || o.Timeout > MaxDuration:
@@ -187,6 +187,19 @@ func RefuseRate(value string) error {
 // given; see RefuseRate for a 0 written out.
 func RefuseConcurrency(value string) error {
 	return refuse("concurrency", value, "want 1 to %d connections", MaxConnections)
+}
+
+// RefuseConnections is the *OptionError for a connection cap outside 1..MaxConnections, value
+// as given; see RefuseRate for a 0 written out.
+func RefuseConnections(value string) error {
+	return refuse("connections", value, "want 1 to %d connections", MaxConnections)
+}
+
+// RefuseDuration is the *OptionError for a time of flag that is not more than 0 or is over
+// MaxDuration, value as given: what Duration takes, and what a command takes for another time
+// whose 0 its options read as "not given".
+func RefuseDuration(flag, value string) error {
+	return refuse(flag, value, "want more than 0, at most %v", MaxDuration)
 }
 
 // parseTarget checks the base URL of option flag and returns it with its dial address.

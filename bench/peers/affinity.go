@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -14,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -44,6 +44,9 @@ const (
 	DefaultAffinityConcurrency = 30
 	// DefaultAffinityDuration is each policy's measured window.
 	DefaultAffinityDuration = 20 * time.Second
+	// MaxAffinityInstances bounds the llmsim fleet's size (each instance is a listener and its
+	// KV cache in this process).
+	MaxAffinityInstances = 64
 	// observedTimeout bounds the wait for a gateway to take every instance of a restarted
 	// fleet back: two polls at the default observe_interval (1 s), with room for a busy machine.
 	observedTimeout = 30 * time.Second
@@ -75,7 +78,7 @@ type AffinityOptions struct {
 	Blocks int
 	// Seed makes the workload and the fleet's outputs reproducible (default 1).
 	Seed uint64
-	// Policies to run, in order (default AffinityPolicies).
+	// Policies to run, in order (nil: AffinityPolicies; an empty list is refused).
 	Policies []string
 	// BinDirs are searched for sluice before PATH (default ./bin).
 	BinDirs []string
@@ -83,6 +86,7 @@ type AffinityOptions struct {
 	Log io.Writer
 }
 
+// normalize fills in the defaults of the fields left zero, then checks o.
 func (o *AffinityOptions) normalize() error {
 	def := func(v *int, d int) {
 		if *v == 0 {
@@ -107,23 +111,61 @@ func (o *AffinityOptions) normalize() error {
 	if o.Seed == 0 {
 		o.Seed = 1
 	}
-	if len(o.Policies) == 0 {
+	if o.Policies == nil {
 		o.Policies = AffinityPolicies
 	}
 	if o.BinDirs == nil {
 		o.BinDirs = []string{"bin"}
 	}
-	for _, p := range o.Policies {
-		switch p {
-		case PolicyRoundRobin, PolicyLeastConnections, PolicyAffinity, PolicyAffinity2, PolicyOracle:
-		default:
-			return fmt.Errorf("peers: unknown policy %q (want %s)", p, strings.Join(AffinityPolicies, ", "))
+	return o.Check()
+}
+
+// Check returns the first of o's values that RunAffinity refuses, as an *OptionError (or a
+// *harness.OptionError for the workload's options) named by its sluice-bench affinity flag,
+// or nil. It takes every value as given: a 0 that RunAffinity would read as "not given" is
+// refused, so that a command which sets each option from a flag with its default can tell
+// a 0 written on its command line from the default, and refuse it before anything runs.
+func (o AffinityOptions) Check() error {
+	itoa := strconv.Itoa
+	positive := func(flag string, d time.Duration) error {
+		if d <= 0 || d > harness.MaxDuration {
+			return harness.RefuseDuration(flag, d.String())
+		}
+		return nil
+	}
+	switch {
+	case o.Instances < 1 || o.Instances > MaxAffinityInstances:
+		return refuse("instances", itoa(o.Instances), "want 1 to %d instances", MaxAffinityInstances)
+	case o.Concurrency < 1:
+		return harness.RefuseConcurrency(itoa(o.Concurrency))
+	case o.Turns < 1:
+		return refuse("turns", itoa(o.Turns), "want 1 or more turns")
+	case o.MaxTokens < 1:
+		return refuse("max-tokens", itoa(o.MaxTokens), "want 1 or more tokens")
+	case o.Blocks < 1:
+		return refuse("sim-blocks", itoa(o.Blocks), "want 1 or more blocks")
+	case len(o.Policies) == 0:
+		return optionError("policies", "want one or more of %s", strings.Join(AffinityPolicies, ", "))
+	}
+	for _, t := range []struct {
+		flag string
+		d    time.Duration
+	}{{"warmup", o.Warmup}, {"sim-ttft", o.TTFT}, {"sim-per-uncached-token", o.PerUncachedToken}, {"sim-itl", o.ITL}} {
+		if err := positive(t.flag, t.d); err != nil {
+			return err
 		}
 	}
-	if o.Instances < 1 || o.Instances > 64 || o.Concurrency < 1 {
-		return errors.New("peers: want 1..64 instances and a concurrency of at least 1")
+	for _, p := range o.Policies {
+		if !slices.Contains(AffinityPolicies, p) {
+			return optionError("policies", "unknown policy %q%s (want %s)", p, nearest(p, AffinityPolicies...), strings.Join(AffinityPolicies, ", "))
+		}
 	}
-	return nil
+	// The workload's options, checked as sluice-bench run checks its own: their bounds
+	// (concurrency, duration, warmup, reply bytes) in run's words.
+	load := harness.Options{Target: checkTarget, Workload: harness.WorkloadMultiTurn, Concurrency: o.Concurrency,
+		Duration: o.Duration, Warmup: o.Warmup, MaxTokens: o.MaxTokens, Turns: o.Turns,
+		ReplyBytes: o.ReplyBytes, EchoReplies: o.ReplyBytes == 0}
+	return load.Check()
 }
 
 // AffinityRow is one policy's outcome. Rates and loads are over the measured window.

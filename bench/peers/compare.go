@@ -3,7 +3,6 @@ package peers
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -11,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -117,15 +117,41 @@ type CompareOptions struct {
 	Command string
 }
 
-// OptionError is a CompareOptions value that Compare refuses, named by its sluice-bench
-// compare flag ("--peers: unknown peer ...").
-type OptionError struct{ Flag, Msg string }
+// OptionError is a CompareOptions or AffinityOptions value that Compare or RunAffinity
+// refuses, named by its sluice-bench flag. Value is the value as the flag prints it, and Msg
+// what the option takes; Value is "" when Msg itself says which part of the value is wrong
+// ("unknown peer ...").
+type OptionError struct{ Flag, Value, Msg string }
 
-func (e *OptionError) Error() string { return "--" + e.Flag + ": " + e.Msg }
+// Error returns `--rounds "-2": want 1 or more rounds`, or "--", Flag, ": " and Msg when Value
+// is "".
+func (e *OptionError) Error() string {
+	if e.Value == "" {
+		return "--" + e.Flag + ": " + e.Msg
+	}
+	return fmt.Sprintf("--%s %q: %s", e.Flag, e.Value, e.Msg)
+}
 
 func optionError(flag, format string, a ...any) error {
 	return &OptionError{Flag: flag, Msg: fmt.Sprintf(format, a...)}
 }
+
+// checkTarget stands in for the targets when the load's options are checked, before any of
+// them has started.
+const checkTarget = "http://127.0.0.1:1"
+
+func refuse(flag, value, format string, a ...any) error {
+	return &OptionError{Flag: flag, Value: value, Msg: fmt.Sprintf(format, a...)}
+}
+
+// RefuseRounds is the *OptionError for a number of rounds below 1, value as given. A caller
+// that can tell a 0 written out from one left out (CompareOptions reads 0 as "not given")
+// refuses the first with it.
+func RefuseRounds(value string) error { return refuse("rounds", value, "want 1 or more rounds") }
+
+// RefuseSimTokens is the *OptionError for upstream tokens per response below 1, value as
+// given; see RefuseRounds for a 0 written out.
+func RefuseSimTokens(value string) error { return refuse("sim-tokens", value, "want 1 or more tokens") }
 
 // nearest is " (did you mean NAME?)" for the one of names within two edits of v, else "".
 func nearest(v string, names ...string) string {
@@ -171,15 +197,12 @@ func (o *CompareOptions) normalize() error {
 	}
 	pick := func(v, normal, quick time.Duration) time.Duration {
 		switch {
-		case v > 0:
+		case v != 0:
 			return v
 		case o.Quick:
 			return quick
 		}
 		return normal
-	}
-	if err := harness.CheckRate(o.Rate); err != nil {
-		return err
 	}
 	if a, err := harness.ParseAdversary(o.Adversary); err != nil {
 		return err
@@ -190,13 +213,18 @@ func (o *CompareOptions) normalize() error {
 	}
 	switch {
 	case o.Rounds < 0:
-		return optionError("rounds", "%d: want at least 1 (0: the default)", o.Rounds)
-	case o.Concurrency < 0:
-		return optionError("concurrency", "%d: want at least 1 (0: the default)", o.Concurrency)
-	case o.Connections < 0:
-		return optionError("connections", "%d: want at least 1 (0: the default)", o.Connections)
-	case o.Duration < 0 || o.Warmup < 0:
-		return optionError("duration", "duration and warmup must not be negative (0: the default)")
+		return RefuseRounds(strconv.Itoa(o.Rounds))
+	case o.Warmup < 0 || o.Warmup > harness.MaxDuration:
+		// Here 0 is "not given" (run takes it for no warmup): a warmup is more than 0.
+		return harness.RefuseDuration("warmup", o.Warmup.String())
+	case o.SimTokens < 0:
+		return RefuseSimTokens(strconv.Itoa(o.SimTokens))
+	case o.SimTTFT < 0:
+		return refuse("sim-ttft", o.SimTTFT.String(), "want 0 or more")
+	case o.SimITL < 0:
+		return refuse("sim-itl", o.SimITL.String(), "want 0 or more")
+	case o.IdleConns < 0 || o.IdleConns > harness.MaxConnections:
+		return refuse("idle", strconv.Itoa(o.IdleConns), "want 0 to %d connections", harness.MaxConnections)
 	}
 	o.Duration = pick(o.Duration, DefaultDuration, quickDuration)
 	o.Warmup = pick(o.Warmup, DefaultWarmup, quickWarmup)
@@ -206,16 +234,20 @@ func (o *CompareOptions) normalize() error {
 			o.Rounds = quickRounds
 		}
 	}
-	if o.Rate <= 0 && o.Concurrency <= 0 {
+	if o.Rate == 0 && o.Concurrency == 0 {
 		o.Concurrency = DefaultConcurrency
 		if o.Quick {
 			o.Concurrency = quickConcurrency
 		}
 	}
-	if o.Rate > 0 && o.Concurrency > 0 {
-		return errors.New("peers: set either concurrency or rate, not both")
+	// Every run's load, checked as sluice-bench run checks its own: compare refuses what run
+	// refuses, in the same words, before anything starts.
+	load := harness.Options{Target: checkTarget, Concurrency: o.Concurrency, Rate: o.Rate,
+		Connections: o.Connections, Duration: o.Duration, Warmup: o.Warmup, MaxTokens: o.MaxTokens}
+	if err := load.Check(); err != nil {
+		return err
 	}
-	if o.SimTokens <= 0 {
+	if o.SimTokens == 0 {
 		o.SimTokens = DefaultSimTokens
 	}
 	if o.BinDirs == nil {

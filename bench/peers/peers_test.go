@@ -2,6 +2,7 @@ package peers
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -234,6 +235,36 @@ func TestCompareRejectsBadOptions(t *testing.T) {
 	} {
 		if _, err := Compare(context.Background(), o); err == nil {
 			t.Errorf("Compare(%+v) = nil error", o)
+		}
+	}
+}
+
+// A value out of range is refused, named by its flag with the value as that flag prints it, as
+// sluice-bench run's values are (harness.OptionError); the load's own values in run's words.
+func TestCompareNamesTheRefusedValue(t *testing.T) {
+	for _, c := range []struct {
+		o           CompareOptions
+		flag, value string
+	}{
+		{CompareOptions{Rounds: -1}, "rounds", "-1"},
+		{CompareOptions{Warmup: -time.Second}, "warmup", "-1s"},
+		{CompareOptions{SimTokens: -1}, "sim-tokens", "-1"},
+		{CompareOptions{IdleConns: -1}, "idle", "-1"},
+		{CompareOptions{Duration: -time.Second}, "duration", "-1s"},
+		{CompareOptions{Concurrency: -5}, "concurrency", "-5"},
+		{CompareOptions{Connections: -1}, "connections", "-1"},
+		{CompareOptions{Rate: -1}, "rate", "-1"},
+	} {
+		err := c.o.normalize()
+		var pe *OptionError
+		var he *harness.OptionError
+		switch {
+		case errors.As(err, &pe):
+			require.Equal(t, [2]string{c.flag, c.value}, [2]string{pe.Flag, pe.Value}, "%v", err)
+		case errors.As(err, &he):
+			require.Equal(t, [2]string{c.flag, c.value}, [2]string{he.Flag, he.Value}, "%v", err)
+		default:
+			t.Errorf("%+v: %v", c.o, err)
 		}
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -144,37 +145,60 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
-// refusedFlag returns err as a usageError when it is a harness.OptionError about one of fs's
-// flags, or about how two combine, worded as cliflag words a value the flag's type refuses
-// and followed by the flags; any other error is returned as it is.
+// refusedFlag returns err as a usageError when it is a *harness.OptionError or a
+// *peers.OptionError about one of fs's flags, or about how two combine: a value worded as
+// cliflag words a value the flag's type refuses, and followed by the flags. Any other error is
+// returned as it is.
 func refusedFlag(fs *flag.FlagSet, args []string, err error) error {
-	var oe *harness.OptionError
-	if !errors.As(err, &oe) || (oe.Flag != "" && fs.Lookup(oe.Flag) == nil) {
+	var name, value, msg string
+	var he *harness.OptionError
+	var pe *peers.OptionError
+	switch {
+	case errors.As(err, &he):
+		name, value, msg = he.Flag, he.Value, he.Msg
+	case errors.As(err, &pe):
+		name, value, msg = pe.Flag, pe.Value, pe.Msg
+	default:
+		return err
+	}
+	if name != "" && fs.Lookup(name) == nil {
 		return err
 	}
 	var b strings.Builder
 	printFlags(&b, fs)
-	if oe.Flag == "" {
-		return usageError{err: errors.New(oe.Msg), usage: b.String()}
+	switch {
+	case name == "":
+		err = errors.New(msg)
+	case pe != nil && value == "":
+		err = pe // its message names the part of the value that is wrong
+	default:
+		err = cliflag.InvalidValue(args, name, value, msg)
 	}
-	return usageError{err: cliflag.InvalidValue(args, oe.Flag, oe.Value, oe.Msg), usage: b.String()}
+	return usageError{err: err, usage: b.String()}
 }
 
-// zeroGiven refuses --rate 0 and --concurrency 0 written on the command line, whose values
-// are rate and concurrency: the harness takes a zero as the mode not chosen, which would run
-// the other mode, or ask for one, and compare takes it as its default.
-func zeroGiven(fs *flag.FlagSet, concurrency int, rate float64) error {
+// zeroGiven refuses a 0 written on the command line for one of the flags in refusals, whose
+// option takes 0 for "not given": the harness's --rate and --concurrency (it would run the
+// other mode, or ask for one), and the options compare fills in, which --quick chooses.
+// refusals gives, by flag name, the error for the value as written: the one the option's own
+// check gives a value out of its range.
+func zeroGiven(fs *flag.FlagSet, args []string, refusals map[string]func(value string) error) error {
 	var err error
 	fs.Visit(func(f *flag.Flag) {
-		switch {
-		case err != nil:
-		case f.Name == "rate" && rate == 0:
-			err = harness.RefuseRate(f.Value.String())
-		case f.Name == "concurrency" && concurrency == 0:
-			err = harness.RefuseConcurrency(f.Value.String())
+		refuse, ok := refusals[f.Name]
+		if err != nil || !ok {
+			return
+		}
+		if g, ok := f.Value.(flag.Getter); ok && reflect.ValueOf(g.Get()).IsZero() {
+			err = refusedFlag(fs, args, refuse(f.Value.String()))
 		}
 	})
 	return err
+}
+
+// durationRefusal is harness.RefuseDuration for flag, as zeroGiven takes it.
+func durationRefusal(flag string) func(string) error {
+	return func(v string) error { return harness.RefuseDuration(flag, v) }
 }
 
 // printFlags writes fs's usage line and flags.
@@ -226,8 +250,10 @@ func runCmd(ctx context.Context, args []string) error {
 		return usageError{err: errors.New("--target is required")}
 	}
 	// The harness reads 0 as "not given"; given on the command line, it is refused.
-	if err := zeroGiven(fs, o.Concurrency, o.Rate); err != nil {
-		return refusedFlag(fs, args, err)
+	if err := zeroGiven(fs, args, map[string]func(string) error{
+		"rate": harness.RefuseRate, "concurrency": harness.RefuseConcurrency, "connections": harness.RefuseConnections,
+	}); err != nil {
+		return err
 	}
 	// The harness checks its options as it starts; checked here, a value it refuses is the
 	// flag's mistake, told as the flag package's are.
@@ -324,8 +350,12 @@ func compareCmd(ctx context.Context, args []string) error {
 		return err
 	}
 	// A zero would be taken as "not given" (the default); given on the command line, it is refused.
-	if err := zeroGiven(fs, o.Concurrency, o.Rate); err != nil {
-		return refusedFlag(fs, args, err)
+	if err := zeroGiven(fs, args, map[string]func(string) error{
+		"rate": harness.RefuseRate, "concurrency": harness.RefuseConcurrency, "connections": harness.RefuseConnections,
+		"rounds": peers.RefuseRounds, "duration": durationRefusal("duration"), "warmup": durationRefusal("warmup"),
+		"sim-tokens": peers.RefuseSimTokens,
+	}); err != nil {
+		return err
 	}
 	o.Peers, o.Engines, o.Workloads = list(*peerList), list(*engines), list(*workloads)
 	o.SimArgs = strings.Fields(*simArgs)
@@ -352,9 +382,6 @@ func compareCmd(ctx context.Context, args []string) error {
 	o.Command = "sluice-bench compare " + strings.Join(args, " ")
 	survivePipeWithoutReader()
 	cmp, err := peers.Compare(ctx, o)
-	if oe := (*peers.OptionError)(nil); errors.As(err, &oe) {
-		return usageError{err: err} // a flag's value, refused as a flag is
-	}
 	if err != nil {
 		return refusedFlag(fs, args, err)
 	}
@@ -453,10 +480,15 @@ func affinityCmd(ctx context.Context, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	o.Policies, o.BinDirs, o.Log = list(*policies), []string{*binDir}, os.Stderr
+	// Every flag has its default: a 0 here was written, and Check refuses it where RunAffinity
+	// would take it for "not given".
+	if err := o.Check(); err != nil {
+		return refusedFlag(fs, args, err)
+	}
 	if err := reportDirExists(*out); err != nil {
 		return usageError{err: fmt.Errorf("--out: %w", err)}
 	}
-	o.Policies, o.BinDirs, o.Log = list(*policies), []string{*binDir}, os.Stderr
 	survivePipeWithoutReader()
 	res, err := peers.RunAffinity(ctx, o)
 	if err != nil {

@@ -73,7 +73,35 @@ func TestUsageErrorsNameTheMistake(t *testing.T) {
 		{[]string{"compare", "--peers", "nginxx"}, `sluice-bench compare: --peers: unknown peer "nginxx" (did you mean nginx?) (want nginx, haproxy)`, 2},
 		{[]string{"compare", "--engines", "gnett"}, `sluice-bench compare: --engines: unknown sluice engine "gnett" (did you mean gnet?) (want gnet, gnet-loop, gnet-connect, gnet-worker, fasthttp, each optionally @DIR)`, 2},
 		{[]string{"compare", "--workload", "jsn"}, `sluice-bench compare: --workload: unknown workload "jsn" (did you mean json?) (want one of json, sse, chat-multiturn, mixed)`, 2},
-		{[]string{"compare", "--rounds", "-2"}, "sluice-bench compare: --rounds: -2: want at least 1 (0: the default)", 2},
+		// Values out of range are refused by every command in the words run uses, the flag named
+		// as typed: a 0 that an option takes for "not given" (compare's defaults, which --quick
+		// chooses; affinity's) is refused when written, as a negative is.
+		{[]string{"compare", "--rounds", "-2"}, `sluice-bench compare: invalid value "-2" for flag --rounds: want 1 or more rounds`, 2},
+		{[]string{"compare", "--rounds", "0"}, `sluice-bench compare: invalid value "0" for flag --rounds: want 1 or more rounds`, 2},
+		{[]string{"compare", "--quick", "--rounds", "0"}, `sluice-bench compare: invalid value "0" for flag --rounds: want 1 or more rounds`, 2},
+		{[]string{"compare", "--concurrency", "-5"}, `sluice-bench compare: invalid value "-5" for flag --concurrency: want 1 to 100000 connections`, 2},
+		{[]string{"compare", "--connections", "-1"}, `sluice-bench compare: invalid value "-1" for flag --connections: want 1 to 100000 connections`, 2},
+		{[]string{"compare", "--connections", "0"}, `sluice-bench compare: invalid value "0" for flag --connections: want 1 to 100000 connections`, 2},
+		{[]string{"compare", "--duration", "0s"}, `sluice-bench compare: invalid value "0s" for flag --duration: want more than 0, at most 24h0m0s`, 2},
+		{[]string{"compare", "--duration", "-1s"}, `sluice-bench compare: invalid value "-1s" for flag --duration: want more than 0, at most 24h0m0s`, 2},
+		{[]string{"compare", "--warmup", "-1s"}, `sluice-bench compare: invalid value "-1s" for flag --warmup: want more than 0, at most 24h0m0s`, 2},
+		{[]string{"compare", "--warmup", "0s"}, `sluice-bench compare: invalid value "0s" for flag --warmup: want more than 0, at most 24h0m0s`, 2},
+		{[]string{"compare", "--sim-tokens", "0"}, `sluice-bench compare: invalid value "0" for flag --sim-tokens: want 1 or more tokens`, 2},
+		{[]string{"compare", "--max-tokens", "-1"}, `sluice-bench compare: invalid value "-1" for flag --max-tokens: want 0 (omitted) or more`, 2},
+		{[]string{"compare", "--concurrency", "4", "--rate", "10"}, "sluice-bench compare: set either --concurrency (closed loop) or --rate (open loop), not both", 2},
+		{[]string{"run", "--target", "http://127.0.0.1:1", "--rate", "5", "--connections", "0"}, `sluice-bench run: invalid value "0" for flag --connections: want 1 to 100000 connections`, 2},
+		{[]string{"affinity", "--concurrency", "-1"}, `sluice-bench affinity: invalid value "-1" for flag --concurrency: want 1 to 100000 connections`, 2},
+		{[]string{"affinity", "--concurrency", "0"}, `sluice-bench affinity: invalid value "0" for flag --concurrency: want 1 to 100000 connections`, 2},
+		{[]string{"affinity", "--instances", "-1"}, `sluice-bench affinity: invalid value "-1" for flag --instances: want 1 to 64 instances`, 2},
+		{[]string{"affinity", "--instances", "0"}, `sluice-bench affinity: invalid value "0" for flag --instances: want 1 to 64 instances`, 2},
+		{[]string{"affinity", "--instances", "65"}, `sluice-bench affinity: invalid value "65" for flag --instances: want 1 to 64 instances`, 2},
+		{[]string{"affinity", "--duration", "0s"}, `sluice-bench affinity: invalid value "0s" for flag --duration: want more than 0, at most 24h0m0s`, 2},
+		{[]string{"affinity", "-warmup=-1s"}, `sluice-bench affinity: invalid value "-1s" for flag -warmup: want more than 0, at most 24h0m0s`, 2},
+		{[]string{"affinity", "--turns", "0"}, `sluice-bench affinity: invalid value "0" for flag --turns: want 1 or more turns`, 2},
+		{[]string{"affinity", "--max-tokens", "0"}, `sluice-bench affinity: invalid value "0" for flag --max-tokens: want 1 or more tokens`, 2},
+		{[]string{"affinity", "--sim-itl", "0s"}, `sluice-bench affinity: invalid value "0s" for flag --sim-itl: want more than 0, at most 24h0m0s`, 2},
+		{[]string{"affinity", "--policies", "round-robbin"}, `sluice-bench affinity: --policies: unknown policy "round-robbin" (did you mean round-robin?) (want round-robin, least-connections, affinity, affinity-2, oracle)`, 2},
+		{[]string{"affinity", "--policies", "none"}, `sluice-bench affinity: --policies: want one or more of round-robin, least-connections, affinity, affinity-2, oracle`, 2},
 		// Parsed: --header takes every value, and the same value twice is harmless.
 		{[]string{"run", "--header", "A: 1", "--header", "B: 2", "--seed", "2", "--seed=2"}, "sluice-bench run: --target is required", 2},
 		// Values the harness refuses are refused before anything runs, as the flag package
@@ -117,8 +145,12 @@ func TestUsageErrorsNameTheMistake(t *testing.T) {
 		var ee *exec.ExitError
 		require.True(t, errors.As(err, &ee), "%v: %v", c.args, err)
 		require.Equal(t, c.code, ee.ExitCode(), "%v: %s", c.args, e.String())
-		line, _, _ := strings.Cut(e.String(), "\n")
+		line, rest, _ := strings.Cut(e.String(), "\n")
 		require.Equal(t, c.line, line, "%v", c.args)
+		if strings.Contains(line, ": invalid value ") || strings.HasSuffix(line, ", not both") {
+			// As the flag package's own refusals are: the flags follow.
+			require.True(t, strings.HasPrefix(rest, "usage: sluice-bench "+c.args[0]+" [flags]\n"), "%v: %s", c.args, rest)
+		}
 		require.Empty(t, o.String(), "%v", c.args)
 	}
 }
