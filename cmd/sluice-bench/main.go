@@ -1,7 +1,7 @@
 // Command sluice-bench is the load harness.
 //
-//	sluice-bench run --target URL --workload json|sse|chat-multiturn|mixed
-//	    (--concurrency N | --rate R [--poisson]) --duration D --out FILE.json
+//	sluice-bench run --target URL [--workload json] (--concurrency N | --rate R [--poisson])
+//	    [--duration 10s] [--out FILE.json]
 //	sluice-bench compare [--peers nginx,haproxy] [--quick] [--rounds 3] [--workload json,sse]
 //	sluice-bench affinity [--instances 8] [--concurrency 30] [--duration 20s] [--out FILE.json]
 //
@@ -38,14 +38,17 @@ const adversaryHelp = "misbehaving clients beside the workload, loopback only: k
 	"(slowloris, slowbody, noread, reset, pipeline, bigheader, segment: N connections; " +
 	"up-trickle, up-stall, up-reset, up-bigline: N% of the requests carry an llmsim fault) or mixed; see BENCHMARKS.md"
 
+// defaultRunDuration is sluice-bench run's measured window.
+const defaultRunDuration = 10 * time.Second
+
 // usage is the tool's help. The defaults it shows come from the constants the flags take
 // theirs from, so that the two cannot disagree.
 var usage = fmt.Sprintf(`usage:
-  sluice-bench run --target URL --workload json|sse|chat-multiturn|mixed (--concurrency N | --rate R [--poisson]) --duration D [--adversary SPEC] [--out FILE.json]
+  sluice-bench run --target URL [--workload %s] (--concurrency N | --rate R [--poisson]) [--duration %v] [--adversary SPEC] [--out FILE.json]
   sluice-bench compare [--peers nginx,haproxy] [--engines gnet,fasthttp] [--quick] [--rounds %d] [--workload json,sse] [--adversary SPEC] [--out FILE.json]
   sluice-bench affinity [--instances %d] [--concurrency %d] [--duration %v] [--policies ...] [--out FILE.json]
 run 'sluice-bench run -h', 'sluice-bench compare -h' or 'sluice-bench affinity -h' for all flags
-`, peers.DefaultRounds, peers.DefaultAffinityInstances, peers.DefaultAffinityConcurrency, peers.DefaultAffinityDuration)
+`, harness.WorkloadJSON, defaultRunDuration, peers.DefaultRounds, peers.DefaultAffinityInstances, peers.DefaultAffinityConcurrency, peers.DefaultAffinityDuration)
 
 func main() {
 	if len(os.Args) < 2 {
@@ -231,7 +234,7 @@ func runCmd(ctx context.Context, args []string) error {
 	fs.BoolVar(&o.Poisson, "poisson", false, "open loop: exponential gaps instead of constant")
 	fs.IntVar(&o.Connections, "connections", harness.DefaultConnections, "open loop: connection cap")
 	fs.BoolVar(&o.NewConnections, "new-conns", false, "a new connection per request (Connection: close); latency and TTFT include the connect")
-	fs.DurationVar(&o.Duration, "duration", 10*time.Second, "measured window")
+	fs.DurationVar(&o.Duration, "duration", defaultRunDuration, "measured window")
 	fs.DurationVar(&o.Warmup, "warmup", time.Second, "unrecorded load before the window")
 	fs.DurationVar(&o.Timeout, "timeout", harness.DefaultTimeout, "per-request timeout")
 	fs.StringVar(&o.Model, "model", harness.DefaultModel, "model field of request bodies")
