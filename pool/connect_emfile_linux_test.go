@@ -10,7 +10,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
+
+	"github.com/sluice-gw/sluice/bench/testenv"
 )
 
 // descriptorsChildEnv makes the test binary run a child's part instead of the test: the
@@ -38,19 +39,10 @@ func connectWithOneDescriptorLeft() {
 		fmt.Println("listen:", err)
 		os.Exit(2)
 	}
-	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: 256, Max: 256}); err != nil {
-		fmt.Println("setrlimit:", err)
+	if err := testenv.ExhaustDescriptorsButOne(); err != nil {
+		fmt.Println("exhaust:", err)
 		os.Exit(2)
 	}
-	last := -1
-	for {
-		fd, err := unix.Dup(0)
-		if err != nil {
-			break
-		}
-		last = fd
-	}
-	_ = unix.Close(last)
 	ap := netip.MustParseAddrPort(ln.Addr().String())
 	_, _, err = connectDirect(context.Background(), ap)
 	ue := &UpstreamError{Addr: ap.String(), Kind: ErrDial, Err: err}

@@ -1,4 +1,4 @@
-package main
+package main_test
 
 import (
 	"bufio"
@@ -61,13 +61,7 @@ address = ""
 			require.Equal(t, "HTTP/1.1 200 OK", roundTrip(t, client, "/before").status)
 
 			// Connections the gateway accepts until it has no descriptor left.
-			var held []net.Conn
-			for i := 0; i < 80; i++ {
-				c, err := net.Dial("tcp", addr)
-				require.NoError(t, err)
-				held = append(held, c)
-			}
-			p.WaitOutput(t, "accept failed", 10*time.Second)
+			held := holdUntilAcceptFails(t, p, addr)
 			r := roundTrip(t, client, "/starved")
 			require.Equal(t, "HTTP/1.1 503 Service Unavailable", r.status, r.body)
 			require.Equal(t, "1", r.headers["retry-after"])
@@ -223,13 +217,7 @@ address = ""
 		assert.NoError(c, err)
 		assert.Contains(c, r.body, `"code":"no_backend"`)
 	}, 10*time.Second, 20*time.Millisecond)
-	var held []net.Conn
-	for i := 0; i < 80; i++ {
-		c, err := net.Dial("tcp", addr)
-		require.NoError(t, err)
-		held = append(held, c)
-	}
-	p.WaitOutput(t, "accept failed", 10*time.Second)
+	held := holdUntilAcceptFails(t, p, addr)
 	p.WaitOutput(t, "cannot observe the worker: the gateway is short of resources", 10*time.Second)
 	r, err = chat(client)
 	require.NoError(t, err)

@@ -243,6 +243,14 @@ func outOfDescriptors(t *testing.T, cfg string, port int) (*testenv.Process, []n
 	cmd := exec.Command("sh", "-c", `ulimit -n 48 && exec "$0" serve --config "$1"`, bin, cfg)
 	p := testenv.StartProcessCmd(t, cmd)
 	p.WaitOutput(t, "entrypoint listening", 10*time.Second)
+	return p, holdUntilAcceptFails(t, p, fmt.Sprintf("127.0.0.1:%d", port))
+}
+
+// holdUntilAcceptFails opens 80 connections to addr, which the gateway p (run with 48
+// descriptors) accepts until it has no descriptor left, and returns them once p logged a
+// failed accept. They are closed at cleanup.
+func holdUntilAcceptFails(t *testing.T, p *testenv.Process, addr string) []net.Conn {
+	t.Helper()
 	var conns []net.Conn
 	t.Cleanup(func() {
 		for _, c := range conns {
@@ -250,12 +258,12 @@ func outOfDescriptors(t *testing.T, cfg string, port int) (*testenv.Process, []n
 		}
 	})
 	for i := 0; i < 80; i++ {
-		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		c, err := net.Dial("tcp", addr)
 		require.NoError(t, err)
 		conns = append(conns, c)
 	}
 	p.WaitOutput(t, "accept failed", 10*time.Second)
-	return p, conns
+	return conns
 }
 
 // serveEach runs handle on every connection ln accepts, each on a goroutine of its own that

@@ -17,6 +17,8 @@ import (
 	"github.com/panjf2000/gnet/v2"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/sluice-gw/sluice/bench/testenv"
 )
 
 // acceptPauseChildEnv makes the test binary run acceptPauseChild instead of the test: the
@@ -173,32 +175,9 @@ func acceptPauseChild() {
 	if err := eng.ShareListener(fd, "shared", report); err != nil {
 		fail(err)
 	}
-	if err := exhaustDescriptorsButOne(); err != nil {
+	if err := testenv.ExhaustDescriptorsButOne(); err != nil {
 		fail(err)
 	}
 	fmt.Println("listening", ln.Addr())
 	select {}
-}
-
-// exhaustDescriptorsButOne lowers the soft descriptor limit and fills it with duplicates of
-// standard input, all but the last free descriptor.
-func exhaustDescriptorsButOne() error {
-	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: 256, Max: 256}); err != nil {
-		return err
-	}
-	last := -1
-	for {
-		fd, err := unix.Dup(0)
-		if err == unix.EMFILE {
-			break
-		}
-		if err != nil {
-			return err
-		}
-		last = fd
-	}
-	if last < 0 {
-		return fmt.Errorf("no descriptor was free under the limit")
-	}
-	return unix.Close(last)
 }
