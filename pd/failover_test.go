@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"log/slog"
 	"net"
 	"os"
 	"strconv"
@@ -323,6 +324,10 @@ func TestOutOfDescriptorsIsTheGatewaysShortage(t *testing.T) {
 	f := startFleet(t, nil)
 	g := startGateway(t, f.gatewayTOML("", ""))
 	retries := pairRetries(t)
+	var logs syncBuffer
+	prev := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&logs, nil)))
+	defer slog.SetDefault(prev)
 	pd.SetDialHook(func(ctx context.Context, network, addr string) (net.Conn, error) {
 		return nil, &net.OpError{Op: "dial", Net: network, Err: os.NewSyscallError("socket", syscall.EMFILE)}
 	})
@@ -331,6 +336,7 @@ func TestOutOfDescriptorsIsTheGatewaysShortage(t *testing.T) {
 	require.Equal(t, 503, status, data)
 	require.Contains(t, data[0], `"code":"gateway_resources_exhausted"`)
 	require.Equal(t, retries, pairRetries(t), "no other pair tried: it would fail alike")
+	require.Contains(t, logs.String(), `msg="cannot connect a worker: the gateway is short of resources"`)
 
 	status, data = stream(t, g, chatBody("served"))
 	require.Equal(t, 200, status, data)

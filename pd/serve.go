@@ -3,6 +3,7 @@ package pd
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strconv"
 	"time"
 
@@ -128,6 +129,9 @@ func (t *Target) Serve(rc *pipeline.RequestCtx, peek *openai.Request) error {
 			// The gateway's own host is short of descriptors, memory or ports: no worker is
 			// at fault, and another pair would fail alike.
 			cancel()
+			if n, ok := t.shortLog.Allow(); ok {
+				slog.Warn("cannot connect a worker: the gateway is short of resources", "target", t.name, "error", err.Error(), "suppressed_since_last", n)
+			}
 			return pipeline.ErrGatewayResources
 		}
 		if !retryable(err) {

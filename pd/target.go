@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-gw/sluice/core/metrics"
 	"github.com/sluice-gw/sluice/core/pipeline"
 	"github.com/sluice-gw/sluice/core/workers"
+	"github.com/sluice-gw/sluice/internal/loglimit"
 )
 
 // Options configure the disaggregated serving of one model alias, from
@@ -49,6 +50,7 @@ type Target struct {
 
 	prefillNeeds, decodeNeeds workers.Needs
 	m                         *metrics.PD
+	shortLog                  loglimit.Limit // "the gateway is short of resources" lines
 }
 
 // NewTarget returns target name of an alias served with o: the workers of service svc,

@@ -33,6 +33,7 @@ type FastEngine struct {
 	set      Settings
 	pipe     *pipeline.Entrypoint
 	log      *slog.Logger
+	panics   panicGuard // requests whose handling panicked
 	srv      *fasthttp.Server
 	tcp      net.Listener // the bound listener (Listen), before TLS
 	ln       net.Listener // the listener being served (Start)
@@ -325,6 +326,17 @@ func (e *FastEngine) handle(ctx *fasthttp.RequestCtx) {
 	fx.e = e
 	fx.rc = pipeline.AcquireRequestCtx()
 	e.counters.active.Add(1)
+	defer func() {
+		if v := recover(); v != nil {
+			// fasthttp recovers nothing: the process would end. fx is left to the
+			// collector, its state unknown.
+			e.panics.report(e.log, e.set.Name, v)
+			e.counters.active.Add(-1)
+			ctx.Response.Reset()
+			ctx.SetStatusCode(fasthttp.StatusInternalServerError)
+			ctx.SetConnectionClose()
+		}
+	}()
 	if !fx.start(ctx) {
 		fx.release()
 	}

@@ -524,7 +524,18 @@ func (gc *gconn) dispatch() {
 // serve proxies gc.req; it runs on its own goroutine and must not touch loop-owned state
 // other than the request.
 func (gc *gconn) serve() {
-	gc.finishServe(gc.proxy(), 0)
+	gc.finishServe(gc.proxyGuarded(), 0)
+}
+
+// proxyGuarded is proxy with a panic recovered (panicGuard): the connection then closes.
+func (gc *gconn) proxyGuarded() (keepAlive bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			gc.e.panics.report(gc.e.log, gc.e.set.Name, v)
+			keepAlive = false
+		}
+	}()
+	return gc.proxy()
 }
 
 // finishServe ends the connection's request after its response: the connection waits for

@@ -50,6 +50,7 @@ type GnetEngine struct {
 
 	ln           net.Listener   // the entrypoint's listener, accepted by acceptLoop
 	loopAccepted atomic.Int64   // connections the event loops accepted (shareListener)
+	panics       panicGuard     // requests whose handling panicked
 	accept       acceptRetry    // acceptLoop's pace after failed accepts, and its log
 	registerLog  loglimit.Limit // "accepted connection dropped" lines
 	shed         shedLog        // "client connection shed" lines

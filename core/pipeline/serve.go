@@ -503,7 +503,7 @@ func (rc *RequestCtx) mayResend(err error) bool {
 		errors.Is(err, pool.ErrAborted) || rc.Canceled() {
 		return false
 	}
-	return rc.idempotent() || rc.route.Service.RetryNonIdempotent
+	return rc.idempotent() || rc.service != nil && rc.service.RetryNonIdempotent
 }
 
 // idempotent reports whether the request may be sent again after it may have reached the
