@@ -16,29 +16,13 @@ import (
 // 502 at once on every engine: the resend rule reads the service the request went to (a
 // model router's route names none).
 func TestModelRequestCutByItsWorkerGets502(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				r := bufio.NewReader(c)
-				req, err := http.ReadRequest(r)
-				if err != nil {
-					return
-				}
-				if req.URL.Path == "/power/v1/observation" {
-					_, _ = fmt.Fprint(c, "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
-				}
-				// Anything else: read and close without a byte of answer.
-			}()
+	up := serveUpstream(t, func(c net.Conn, _ *bufio.Reader, head string, _ []byte) bool {
+		if strings.HasPrefix(head, "GET /power/v1/observation ") {
+			_, _ = fmt.Fprint(c, "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+			return true
 		}
-	}()
+		return false // anything else: closed without a byte of answer
+	})
 	for _, engine := range engines {
 		t.Run(engine, func(t *testing.T) {
 			g := runGateway(t, "model.toml", fmt.Sprintf(`
@@ -59,7 +43,7 @@ upstream_model = "m"
 
 [admin]
 address = ""
-`, engineTOML(engine), ln.Addr()))
+`, engineTOML(engine), up.addr()))
 			body := `{"model":"chat","messages":[{"role":"user","content":"hi"}]}`
 			client := &http.Client{Timeout: 10 * time.Second}
 			resp, err := client.Post("http://"+g.Addr("web")+"/v1/chat/completions", "application/json", strings.NewReader(body))
