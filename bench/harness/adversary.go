@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"net"
@@ -233,4 +234,57 @@ func FormatOutcomes(outcomes map[string]int64) string {
 		fmt.Fprintf(&b, "%s %d", k, outcomes[k])
 	}
 	return b.String()
+}
+
+// AdversaryEach is the sweep that runs every kind alone, at its count in "mixed", then mixed.
+const AdversaryEach = "each"
+
+// ParseAdversaries parses the adversaries of a comparison: specs (ParseAdversary) separated by
+// ";", each run in turn, and "each" for every kind alone at its count in mixed followed by
+// mixed itself. It returns them in canonical form (String), in order and without repeats; none
+// for an empty spec or "none". A spec it refuses is an *OptionError.
+func ParseAdversaries(specs string) ([]string, error) {
+	var out []string
+	add := func(spec string) error {
+		a, err := ParseAdversary(spec)
+		var oe *OptionError
+		if errors.As(err, &oe) && oe.Flag != "" && oe.Value != specs {
+			// Name the flag's whole value, as every other refusal does, and the spec in it.
+			return refuse(oe.Flag, specs, "%q: %s", spec, oe.Msg)
+		}
+		if err != nil || a == nil {
+			return err
+		}
+		if s := a.String(); !contains(out, s) {
+			out = append(out, s)
+		}
+		return nil
+	}
+	for _, item := range strings.Split(specs, ";") {
+		item = strings.TrimSpace(item)
+		if item != AdversaryEach {
+			if err := add(item); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		for _, one := range strings.Split(mixedSpec, ",") {
+			if err := add(one); err != nil {
+				return nil, err
+			}
+		}
+		if err := add(AdversaryMixed); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// AdversaryName is spec (in canonical form) as a report names it: "mixed" for mixed's counts,
+// spec otherwise.
+func AdversaryName(spec string) string {
+	if m, err := ParseAdversary(mixedSpec); err == nil && m.String() == spec {
+		return AdversaryMixed
+	}
+	return spec
 }

@@ -92,11 +92,14 @@ type CompareOptions struct {
 	// SluiceExtra is TOML added to every sluice target's config (ProxyConfig.SluiceExtra):
 	// the catch-all router's middlewares and their tables, an access log. Peers run without.
 	SluiceExtra string
-	// Adversary, when set, adds to every run a second one under this adversary spec
-	// (harness.ParseAdversary), right after it on the same target: every proxy faces the
-	// same misbehaving clients in the same rounds, and the report sets its well-behaved
-	// clients' figures under attack against the clean ones.
+	// Adversary, when set, adds to every run one more under each adversary it names
+	// (harness.ParseAdversaries: specs separated by ";", or "each" for every kind alone and
+	// then mixed), right after it on the same target: every proxy faces the same misbehaving
+	// clients in the same rounds, and the report sets its well-behaved clients' figures under
+	// each attack against the clean ones.
 	Adversary string
+	// adversaries is Adversary parsed (normalize), in canonical form.
+	adversaries []string
 	// Quick is the ~20 s smoke run for `make test`: one round of json and
 	// sse, 1.2 s each with 0.3 s warmup, 16 connections, unless the fields
 	// above are set explicitly.
@@ -204,13 +207,12 @@ func (o *CompareOptions) normalize() error {
 		}
 		return normal
 	}
-	if a, err := harness.ParseAdversary(o.Adversary); err != nil {
+	advs, err := harness.ParseAdversaries(o.Adversary)
+	if err != nil {
 		return err
-	} else if a != nil {
-		o.Adversary = a.String()
-	} else {
-		o.Adversary = ""
 	}
+	o.adversaries = advs
+	o.Adversary = strings.Join(advs, ";")
 	switch {
 	case o.Rounds < 0:
 		return RefuseRounds(strconv.Itoa(o.Rounds))
@@ -467,10 +469,13 @@ func Compare(ctx context.Context, o CompareOptions) (*report.Comparison, error) 
 	}
 	cmp.Setup = fmt.Sprintf("workloads %s; %s; %v per run after %v warmup; %d round(s), targets alternating, each round starting one target later; upstream %s; proxies with %d workers/threads",
 		strings.Join(o.Workloads, ", "), mode, o.Duration, o.Warmup, o.Rounds, upstreamDesc, workers)
-	adversaries := []string{""}
-	if o.Adversary != "" {
-		adversaries = append(adversaries, o.Adversary)
-		cmp.Setup += "; each run repeated under the adversary " + o.Adversary
+	adversaries := append([]string{""}, o.adversaries...)
+	switch names := adversaryNames(o.adversaries); len(o.adversaries) {
+	case 0:
+	case 1:
+		cmp.Setup += "; each run repeated under the adversary " + names
+	default:
+		cmp.Setup += "; each run repeated under each adversary in turn: " + names
 	}
 
 	for round := 1; round <= o.Rounds; round++ {
@@ -493,13 +498,13 @@ func Compare(ctx context.Context, o CompareOptions) (*report.Comparison, error) 
 					r := run.Result
 					label := wl
 					if adv != "" {
-						label += "+adv"
+						label += "+" + harness.AdversaryName(adv)
 					}
 					errs := ""
 					if r.Errors > 0 {
 						errs = " (" + r.ErrorSummary() + ")"
 					}
-					fmt.Fprintf(o.Log, "round %d/%d %-10s %-16s %8.0f req/s  p50 %8.1f µs  p99 %8.1f µs  errors %d%s\n",
+					fmt.Fprintf(o.Log, "round %d/%d %-14s %-16s %8.0f req/s  p50 %8.1f µs  p99 %8.1f µs  errors %d%s\n",
 						round, o.Rounds, label, t.name, r.RPS, r.Latency.P50Us, r.Latency.P99Us, r.Errors, errs)
 				}
 			}
@@ -525,6 +530,15 @@ func Compare(ctx context.Context, o CompareOptions) (*report.Comparison, error) 
 		}
 	}
 	return cmp, nil
+}
+
+// adversaryNames lists specs as the report names them, separated by "; ".
+func adversaryNames(specs []string) string {
+	names := make([]string, len(specs))
+	for i, s := range specs {
+		names[i] = harness.AdversaryName(s)
+	}
+	return strings.Join(names, "; ")
 }
 
 // sendLagNote says how precisely the generator kept the open-loop schedule:

@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -207,22 +208,28 @@ func PooledTable(rows []Row) string {
 func AdversaryTables(rows []Row) string {
 	clean := map[[2]string]Row{}
 	var attacked []Row
-	spec := ""
+	var specs []string
 	for _, r := range rows {
 		if r.Adversary == "" {
 			clean[[2]string{r.Workload, r.Target}] = r
 		} else {
 			attacked = append(attacked, r)
-			spec = r.Adversary
+			if !slices.Contains(specs, r.Adversary) {
+				specs = append(specs, r.Adversary)
+			}
 		}
 	}
 	if len(attacked) == 0 {
 		return ""
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "\nWell-behaved clients under the adversary `%s`, against the clean runs of the same rounds (medians over rounds; pooled: the p99 of all rounds' samples together; ×clean above 1.00× is worse, but for RPS):\n\n", spec)
-	b.WriteString("| workload | target | TTFT p99 µs clean → attacked | ×clean | pooled ×clean | ITL p99 µs clean → attacked | ×clean | pooled ×clean | p99 µs clean → attacked | ×clean | RPS ×clean | errors attacked | peak RSS MiB clean → attacked |\n")
-	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	under := "each adversary in turn"
+	if len(specs) == 1 {
+		under = "the adversary `" + specs[0] + "`"
+	}
+	fmt.Fprintf(&b, "\nWell-behaved clients under %s, against the clean runs of the same rounds (medians over rounds; pooled: the p99 of all rounds' samples together; ×clean above 1.00× is worse, but for RPS):\n\n", under)
+	b.WriteString("| workload | adversary | target | TTFT p99 µs clean → attacked | ×clean | pooled ×clean | ITL p99 µs clean → attacked | ×clean | pooled ×clean | p99 µs clean → attacked | ×clean | RPS ×clean | errors attacked | peak RSS MiB clean → attacked |\n")
+	b.WriteString("|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, a := range attacked {
 		c := clean[[2]string{a.Workload, a.Target}]
 		pair := func(x, y float64) string {
@@ -239,22 +246,22 @@ func AdversaryTables(rows []Row) string {
 		if a.Unfinished > 0 {
 			errs += fmt.Sprintf(" +%d unfinished", a.Unfinished)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
-			a.Workload, a.Target,
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+			a.Workload, harness.AdversaryName(a.Adversary), a.Target,
 			pair(c.TTFTP99Us, a.TTFTP99Us), x(ratio(a.TTFTP99Us, c.TTFTP99Us)), x(ratio(a.TTFTP99PooledUs, c.TTFTP99PooledUs)),
 			pair(c.ITLP99Us, a.ITLP99Us), x(ratio(a.ITLP99Us, c.ITLP99Us)), x(ratio(a.ITLP99PooledUs, c.ITLP99PooledUs)),
 			pair(c.P99Us, a.P99Us), x(ratio(a.P99Us, c.P99Us)),
 			x(ratio(a.RPS, c.RPS)), errs, rss)
 	}
 	b.WriteString("\nWhat the adversary met (summed over rounds; outcomes as in BENCHMARKS.md; held: time from connect to the target's answer, close or reset):\n\n")
-	b.WriteString("| workload | target | kind | opened | attempts | outcomes | held mean / max ms |\n|---|---|---|--:|--:|---|--:|\n")
+	b.WriteString("| workload | adversary | target | kind | opened | attempts | outcomes | held mean / max ms |\n|---|---|---|---|--:|--:|---|--:|\n")
 	for _, a := range attacked {
 		for _, k := range a.AdversaryKinds {
 			held := "–"
 			if k.HeldCount > 0 {
 				held = fmt.Sprintf("%.0f / %.0f", k.HeldMeanMs, k.HeldMaxMs)
 			}
-			fmt.Fprintf(&b, "| %s | %s | %s | %d | %d | %s | %s |\n", a.Workload, a.Target, k.Kind, k.Opened, k.Attempts,
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %d | %d | %s | %s |\n", a.Workload, harness.AdversaryName(a.Adversary), a.Target, k.Kind, k.Opened, k.Attempts,
 				harness.FormatOutcomes(k.Outcomes), held)
 		}
 	}

@@ -217,7 +217,7 @@ func PairedTable(pairs []Pair) string {
 	for _, p := range rows {
 		label := p.Workload
 		if p.Adversary != "" {
-			label += " under adversary"
+			label += " under " + harness.AdversaryName(p.Adversary)
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", label, p.Target, p.Reference,
 			p.RPS.ratio(), p.CPU.ratio(), p.P50Us.diff(), p.TTFTP99.ratio(), p.ITLP99Us.diff())
@@ -239,7 +239,7 @@ func riseTable(pairs []Pair) string {
 			b.WriteString("| workload | adversary | target | against | TTFT p99 rise × | ITL p99 rise × |\n")
 			b.WriteString("|---|---|---|---|--:|--:|\n")
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", p.Workload, p.Adversary, p.Target, p.Reference,
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", p.Workload, harness.AdversaryName(p.Adversary), p.Target, p.Reference,
 			p.TTFTRise.ratio(), p.ITLRise.ratio())
 	}
 	return b.String()

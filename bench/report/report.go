@@ -101,10 +101,11 @@ type Row struct {
 	isProxy bool
 }
 
-// Label names the row's load: the workload, and "under adversary" for attacked runs.
+// Label names the row's load: the workload, and for attacked runs "under" the adversary
+// (harness.AdversaryName: "sse under mixed", "sse under noread=16").
 func (r *Row) Label() string {
 	if r.Adversary != "" {
-		return r.Workload + " under adversary"
+		return r.Workload + " under " + harness.AdversaryName(r.Adversary)
 	}
 	return r.Workload
 }

@@ -293,7 +293,7 @@ func TestSummarizeKeepsAdversaryRunsApart(t *testing.T) {
 	for _, r := range rows {
 		labels = append(labels, r.Label()+"/"+r.Target)
 	}
-	require.Equal(t, []string{"sse/direct", "sse/sluice-gnet", "sse under adversary/direct", "sse under adversary/sluice-gnet"}, labels)
+	require.Equal(t, []string{"sse/direct", "sse/sluice-gnet", "sse under " + spec + "/direct", "sse under " + spec + "/sluice-gnet"}, labels)
 	require.InDelta(t, 1, rows[3].RPSvsDirect, 1e-9, "against direct under the same adversary (50 req/s), not the clean one (100)")
 	require.Equal(t, []harness.AdversaryKindStat{{Kind: "slowloris", Conns: 2, Opened: 4, Attempts: 4,
 		Outcomes: map[string]int64{"status_408": 2, "open_at_end": 2}, HeldCount: 2, HeldMeanMs: 10, HeldMaxMs: 10}}, rows[3].AdversaryKinds)
@@ -301,16 +301,54 @@ func TestSummarizeKeepsAdversaryRunsApart(t *testing.T) {
 	tables := AdversaryTables(rows)
 	for _, want := range []string{
 		"`" + spec + "`",
-		"| sse | sluice-gnet | 2000 → 8000 | 4.00× | – | – | – | – | 2000 → 4000 | 2.00× | 0.50× | 0 | 10.0 → 12.0 |",
-		"| sse | sluice-gnet | slowloris | 4 | 4 | open_at_end 2, status_408 2 | 10 / 10 |",
-		"| sse | direct | slowloris | 4 | 4 | open_at_end 4 | 10 / 10 |",
+		"| sse | " + spec + " | sluice-gnet | 2000 → 8000 | 4.00× | – | – | – | – | 2000 → 4000 | 2.00× | 0.50× | 0 | 10.0 → 12.0 |",
+		"| sse | " + spec + " | sluice-gnet | slowloris | 4 | 4 | open_at_end 2, status_408 2 | 10 / 10 |",
+		"| sse | " + spec + " | direct | slowloris | 4 | 4 | open_at_end 4 | 10 / 10 |",
 	} {
 		require.Contains(t, tables, want)
 	}
 	require.Empty(t, AdversaryTables(Summarize(sampleRuns())), "no adversary, no tables")
 	var b bytes.Buffer
 	require.NoError(t, (&Comparison{Rows: rows}).Markdown(&b))
-	require.Contains(t, b.String(), "| sse under adversary | sluice-gnet |")
+	require.Contains(t, b.String(), "| sse under "+spec+" | sluice-gnet |")
+}
+
+// TestAdversaryTablesNameEachAdversary: a comparison under several adversaries in turn keeps
+// each one's rows apart, sets each against the same clean runs, and names mixed by its name.
+func TestAdversaryTablesNameEachAdversary(t *testing.T) {
+	mixed, err := harness.ParseAdversaries("mixed")
+	require.NoError(t, err)
+	specs := []string{"noread=16", mixed[0]}
+	ttft := func(p99 float64) *harness.Result {
+		r := result(100, 1000, 2000)
+		r.TTFT = harness.Summary{Count: 10, P50Us: p99 / 2, P99Us: p99}
+		return r
+	}
+	var runs []Run
+	for round := 1; round <= 2; round++ {
+		for _, target := range []string{"sluice-gnet", TargetNginx} {
+			runs = append(runs,
+				Run{Round: round, Target: target, Workload: "sse", Result: ttft(1000)},
+				Run{Round: round, Target: target, Workload: "sse", Adversary: specs[0], Result: ttft(1200)},
+				Run{Round: round, Target: target, Workload: "sse", Adversary: specs[1], Result: ttft(3000)},
+			)
+		}
+	}
+	rows := Summarize(runs)
+	tables := AdversaryTables(rows)
+	require.Contains(t, tables, "under each adversary in turn")
+	require.Contains(t, tables, "| sse | noread=16 | sluice-gnet | 1000 → 1200 | 1.20× |")
+	require.Contains(t, tables, "| sse | mixed | sluice-gnet | 1000 → 3000 | 3.00× |")
+	var labels []string
+	for _, r := range rows {
+		labels = append(labels, r.Label()+"/"+r.Target)
+	}
+	require.Contains(t, labels, "sse under noread=16/sluice-gnet")
+	require.Contains(t, labels, "sse under mixed/nginx")
+
+	rises := PairedTable(PairRounds(runs))
+	require.Contains(t, rises, "| sse | noread=16 | sluice-gnet | nginx | 1.00× (1.00–1.00) 0/2 |")
+	require.Contains(t, rises, "| sse | mixed | sluice-gnet | nginx | 1.00× (1.00–1.00) 0/2 |")
 }
 
 // The pooled p99 is over every round's samples together: a round whose slow tail is just
@@ -349,11 +387,11 @@ func TestSummarizePoolsTheRoundsSamplesForTheP99(t *testing.T) {
 	require.InDelta(t, 5000, attacked.TTFTP99Us, 5, "the median of a slow round (9 ms) and a fast one (1 ms)")
 	require.InDelta(t, 9000, attacked.TTFTP99PooledUs, 9, "22 slow samples in 2,000 are over 1%")
 	require.InDelta(t, 7000, attacked.ITLP99PooledUs, 7)
-	require.Contains(t, AdversaryTables(rows), "| sse | sluice-gnet | 1000 → 5002 | 5.00× | 9.00× | 5001 → 6001 | 1.20× | 1.40× |")
+	require.Contains(t, AdversaryTables(rows), "| sse | slowloris=1 | sluice-gnet | 1000 → 5002 | 5.00× | 9.00× | 5001 → 6001 | 1.20× | 1.40× |")
 
 	pooled := PooledTable(rows)
-	require.Contains(t, pooled, "| sse under adversary | sluice-gnet | 9003 | 7000 | +1999 |", "ITL p99 against nginx's under the same adversary")
-	require.Contains(t, pooled, "| sse under adversary | nginx | 1000 | 5001 | – |")
+	require.Contains(t, pooled, "| sse under slowloris=1 | sluice-gnet | 9003 | 7000 | +1999 |", "ITL p99 against nginx's under the same adversary")
+	require.Contains(t, pooled, "| sse under slowloris=1 | nginx | 1000 | 5001 | – |")
 
 	runs[3].Result.TTFTHist = nil // a run read back from JSON has no samples
 	require.Zero(t, Summarize(runs)[2].TTFTP99PooledUs, "no pool from some of the rounds")
