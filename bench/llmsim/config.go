@@ -168,11 +168,15 @@ const (
 	defaultPrepareTTL       = 30 * time.Second
 	defaultCrashDowntime    = 2 * time.Second
 	defaultEmbeddingDims    = 64
-	maxOutputTokens         = 1 << 20
 	maxRequestBodyBytes     = 32 << 20
 	defaultQueueFullStatus  = 429
 	defaultHost             = "127.0.0.1"
 )
+
+// MaxOutputTokens is the most output tokens per response an instance may be configured with
+// (InstanceConfig.Tokens, --tokens); Start refuses more. A command that sets Tokens from its
+// own flag checks the flag against it before anything starts.
+const MaxOutputTokens = 1 << 20
 
 // DefaultInstance returns the built-in instance defaults: listen 127.0.0.1:8000, role
 // aggregated, TTFT 200ms + 100µs per uncached token, ITL 30ms + 100µs per other running
@@ -267,8 +271,8 @@ func (ic *InstanceConfig) validate() error {
 		return err
 	}
 	switch {
-	case ic.Tokens < 0 || ic.Tokens > maxOutputTokens:
-		return fmt.Errorf("tokens %d out of range [0, %d]", ic.Tokens, maxOutputTokens)
+	case ic.Tokens < 0 || ic.Tokens > MaxOutputTokens:
+		return fmt.Errorf("tokens %d out of range [0, %d]", ic.Tokens, MaxOutputTokens)
 	case ic.MaxRunning < 1:
 		return fmt.Errorf("max_running %d: must be at least 1", ic.MaxRunning)
 	case ic.MaxWaiting < 0:

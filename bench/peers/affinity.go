@@ -62,7 +62,8 @@ type AffinityOptions struct {
 	// Duration is each policy's measured window (default DefaultAffinityDuration), Warmup the
 	// load before it (default 5 s).
 	Duration, Warmup time.Duration
-	// Turns per conversation (default 6), MaxTokens generated per request (default 64).
+	// Turns per conversation (default 6), MaxTokens generated per request (default 64, at
+	// most llmsim.MaxOutputTokens).
 	// Each turn sends back the reply the instance generated (as a chat client does), unless
 	// ReplyBytes sets a fixed reply of that many bytes instead.
 	Turns, ReplyBytes, MaxTokens int
@@ -140,8 +141,9 @@ func (o AffinityOptions) Check() error {
 		return harness.RefuseConcurrency(itoa(o.Concurrency))
 	case o.Turns < 1:
 		return refuse("turns", itoa(o.Turns), "want 1 or more turns")
-	case o.MaxTokens < 1:
-		return refuse("max-tokens", itoa(o.MaxTokens), "want 1 or more tokens")
+	case o.MaxTokens < 1 || o.MaxTokens > llmsim.MaxOutputTokens:
+		// The fleet's instances are configured to generate MaxTokens, which llmsim bounds.
+		return refuse("max-tokens", itoa(o.MaxTokens), "want 1 to %d tokens", llmsim.MaxOutputTokens)
 	case o.Blocks < 1:
 		return refuse("sim-blocks", itoa(o.Blocks), "want 1 or more blocks")
 	case len(o.Policies) == 0:

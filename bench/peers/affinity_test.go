@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluice-gw/sluice/bench/llmsim"
 	"github.com/sluice-gw/sluice/bench/testenv"
 )
 
@@ -62,4 +63,26 @@ func TestAffinityReportNamesFailedRequests(t *testing.T) {
 	b.Reset()
 	require.NoError(t, clean.Markdown(&b))
 	require.NotContains(t, b.String(), "failed")
+}
+
+// A value RunAffinity would refuse, or fail on once its fleet is up, is refused by Check,
+// named by its flag with the value as that flag prints it.
+func TestAffinityCheckNamesTheRefusedValue(t *testing.T) {
+	ok := AffinityOptions{Instances: 2, Concurrency: 2, Duration: time.Second, Warmup: time.Second,
+		Turns: 2, MaxTokens: 8, TTFT: time.Millisecond, PerUncachedToken: time.Microsecond,
+		ITL: time.Millisecond, Blocks: 64, Policies: AffinityPolicies}
+	require.NoError(t, ok.Check())
+	for _, c := range []struct {
+		change      func(o *AffinityOptions)
+		flag, value string
+	}{
+		{func(o *AffinityOptions) { o.MaxTokens = 0 }, "max-tokens", "0"},
+		{func(o *AffinityOptions) { o.MaxTokens = llmsim.MaxOutputTokens + 1 }, "max-tokens", "1048577"},
+	} {
+		o := ok
+		c.change(&o)
+		var oe *OptionError
+		require.ErrorAs(t, o.Check(), &oe, "%+v", o)
+		require.Equal(t, [2]string{c.flag, c.value}, [2]string{oe.Flag, oe.Value}, "%v", oe)
+	}
 }

@@ -98,7 +98,10 @@ func TestUsageErrorsNameTheMistake(t *testing.T) {
 		{[]string{"affinity", "--duration", "0s"}, `sluice-bench affinity: invalid value "0s" for flag --duration: want more than 0, at most 24h0m0s`, 2},
 		{[]string{"affinity", "-warmup=-1s"}, `sluice-bench affinity: invalid value "-1s" for flag -warmup: want more than 0, at most 24h0m0s`, 2},
 		{[]string{"affinity", "--turns", "0"}, `sluice-bench affinity: invalid value "0" for flag --turns: want 1 or more turns`, 2},
-		{[]string{"affinity", "--max-tokens", "0"}, `sluice-bench affinity: invalid value "0" for flag --max-tokens: want 1 or more tokens`, 2},
+		{[]string{"affinity", "--max-tokens", "0"}, `sluice-bench affinity: invalid value "0" for flag --max-tokens: want 1 to 1048576 tokens`, 2},
+		// The fleet's instances generate at most llmsim's bound.
+		{[]string{"affinity", "--max-tokens", "99999999999"}, `sluice-bench affinity: invalid value "99999999999" for flag --max-tokens: want 1 to 1048576 tokens`, 2},
+		{[]string{"affinity", "--max-tokens", "1048577"}, `sluice-bench affinity: invalid value "1048577" for flag --max-tokens: want 1 to 1048576 tokens`, 2},
 		{[]string{"affinity", "--sim-itl", "0s"}, `sluice-bench affinity: invalid value "0s" for flag --sim-itl: want more than 0, at most 24h0m0s`, 2},
 		{[]string{"affinity", "--policies", "round-robbin"}, `sluice-bench affinity: --policies: unknown policy "round-robbin" (did you mean round-robin?) (want round-robin, least-connections, affinity, affinity-2, oracle)`, 2},
 		{[]string{"affinity", "--policies", "none"}, `sluice-bench affinity: --policies: want one or more of round-robin, least-connections, affinity, affinity-2, oracle`, 2},
