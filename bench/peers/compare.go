@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sluice-gw/sluice/bench/harness"
+	"github.com/sluice-gw/sluice/bench/llmsim"
 	"github.com/sluice-gw/sluice/bench/report"
 	"github.com/sluice-gw/sluice/internal/suggest"
 )
@@ -152,9 +153,12 @@ func refuse(flag, value, format string, a ...any) error {
 // refuses the first with it.
 func RefuseRounds(value string) error { return refuse("rounds", value, "want 1 or more rounds") }
 
-// RefuseSimTokens is the *OptionError for upstream tokens per response below 1, value as
-// given; see RefuseRounds for a 0 written out.
-func RefuseSimTokens(value string) error { return refuse("sim-tokens", value, "want 1 or more tokens") }
+// RefuseSimTokens is the *OptionError for upstream tokens per response outside
+// 1..llmsim.MaxOutputTokens (llmsim --tokens refuses more), value as given; see RefuseRounds
+// for a 0 written out.
+func RefuseSimTokens(value string) error {
+	return refuse("sim-tokens", value, "want 1 to %d tokens", llmsim.MaxOutputTokens)
+}
 
 // nearest is " (did you mean NAME?)" for the one of names within two edits of v, else "".
 func nearest(v string, names ...string) string {
@@ -219,7 +223,7 @@ func (o *CompareOptions) normalize() error {
 	case o.Warmup < 0 || o.Warmup > harness.MaxDuration:
 		// Here 0 is "not given" (run takes it for no warmup): a warmup is more than 0.
 		return harness.RefuseDuration("warmup", o.Warmup.String())
-	case o.SimTokens < 0:
+	case o.SimTokens < 0 || o.SimTokens > llmsim.MaxOutputTokens:
 		return RefuseSimTokens(strconv.Itoa(o.SimTokens))
 	case o.SimTTFT < 0:
 		return refuse("sim-ttft", o.SimTTFT.String(), "want 0 or more")

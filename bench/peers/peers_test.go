@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-gw/sluice/bench/harness"
+	"github.com/sluice-gw/sluice/bench/llmsim"
 	"github.com/sluice-gw/sluice/core/config"
 )
 
@@ -247,6 +248,7 @@ func TestCompareNamesTheRefusedValue(t *testing.T) {
 		flag, value string
 	}{
 		{CompareOptions{Rounds: -1}, "rounds", "-1"},
+		{CompareOptions{SimTokens: llmsim.MaxOutputTokens + 1}, "sim-tokens", "1048577"},
 		{CompareOptions{Warmup: -time.Second}, "warmup", "-1s"},
 		{CompareOptions{SimTokens: -1}, "sim-tokens", "-1"},
 		{CompareOptions{IdleConns: -1}, "idle", "-1"},

@@ -86,7 +86,9 @@ func TestUsageErrorsNameTheMistake(t *testing.T) {
 		{[]string{"compare", "--duration", "-1s"}, `sluice-bench compare: invalid value "-1s" for flag --duration: want more than 0, at most 24h0m0s`, 2},
 		{[]string{"compare", "--warmup", "-1s"}, `sluice-bench compare: invalid value "-1s" for flag --warmup: want more than 0, at most 24h0m0s`, 2},
 		{[]string{"compare", "--warmup", "0s"}, `sluice-bench compare: invalid value "0s" for flag --warmup: want more than 0, at most 24h0m0s`, 2},
-		{[]string{"compare", "--sim-tokens", "0"}, `sluice-bench compare: invalid value "0" for flag --sim-tokens: want 1 or more tokens`, 2},
+		{[]string{"compare", "--sim-tokens", "0"}, `sluice-bench compare: invalid value "0" for flag --sim-tokens: want 1 to 1048576 tokens`, 2},
+		// llmsim's own bound on the tokens of a response.
+		{[]string{"compare", "--sim-tokens", "1048577"}, `sluice-bench compare: invalid value "1048577" for flag --sim-tokens: want 1 to 1048576 tokens`, 2},
 		{[]string{"compare", "--max-tokens", "-1"}, `sluice-bench compare: invalid value "-1" for flag --max-tokens: want 0 (omitted) or more`, 2},
 		{[]string{"compare", "--concurrency", "4", "--rate", "10"}, "sluice-bench compare: set either --concurrency (closed loop) or --rate (open loop), not both", 2},
 		{[]string{"run", "--target", "http://127.0.0.1:1", "--rate", "5", "--connections", "0"}, `sluice-bench run: invalid value "0" for flag --connections: want 1 to 100000 connections`, 2},
