@@ -263,6 +263,9 @@ func runCmd(ctx context.Context, args []string) error {
 	if err := o.Check(); err != nil {
 		return refusedFlag(fs, args, err)
 	}
+	if err := reportDirsExist(fs, args, "out"); err != nil {
+		return err
+	}
 	if t := terminal(); t != nil {
 		o.Progress = t
 	}
@@ -369,12 +372,8 @@ func compareCmd(ctx context.Context, args []string) error {
 		}
 		o.SluiceExtra = string(b)
 	}
-	// The report files are the run's result: a directory that is not there is found before the
-	// run, not after minutes of it.
-	for _, f := range []struct{ name, path string }{{"out", *out}, {"md", *md}} {
-		if err := reportDirExists(f.path); err != nil {
-			return usageError{err: fmt.Errorf("--%s: %w", f.name, err)}
-		}
+	if err := reportDirsExist(fs, args, "out", "md"); err != nil {
+		return err
 	}
 	o.BinDirs = []string{*binDir}
 	o.KeepWorkDir = o.WorkDir != ""
@@ -407,19 +406,29 @@ func compareCmd(ctx context.Context, args []string) error {
 	return nil
 }
 
-// reportDirExists returns an error when path ("": none) names a file in a directory that does
-// not exist or is not a directory.
-func reportDirExists(path string) error {
-	if path == "" {
-		return nil
-	}
-	dir := filepath.Dir(path)
-	st, err := os.Stat(dir)
-	switch {
-	case err != nil:
-		return fmt.Errorf("%s: directory %s: %w", path, dir, errors.Unwrap(err))
-	case !st.IsDir():
-		return fmt.Errorf("%s: %s is not a directory", path, dir)
+// reportDirsExist refuses, as a value of its flag, a report file named by one of fs's flags
+// names ("" names none) in a directory that does not exist or is not a directory. The report
+// files are the run's result: a directory that is not there is found before the run, not
+// after minutes of it.
+func reportDirsExist(fs *flag.FlagSet, args []string, names ...string) error {
+	for _, name := range names {
+		path := fs.Lookup(name).Value.String()
+		if path == "" {
+			continue
+		}
+		dir := filepath.Dir(path)
+		var why string
+		switch st, err := os.Stat(dir); {
+		case err != nil:
+			why = fmt.Sprintf("%s: %v", dir, errors.Unwrap(err))
+		case !st.IsDir():
+			why = dir + " is not a directory"
+		default:
+			continue
+		}
+		var b strings.Builder
+		printFlags(&b, fs)
+		return usageError{err: cliflag.InvalidValue(args, name, path, "want a file in an existing directory ("+why+")"), usage: b.String()}
 	}
 	return nil
 }
@@ -489,8 +498,8 @@ func affinityCmd(ctx context.Context, args []string) error {
 	if err := o.Check(); err != nil {
 		return refusedFlag(fs, args, err)
 	}
-	if err := reportDirExists(*out); err != nil {
-		return usageError{err: fmt.Errorf("--out: %w", err)}
+	if err := reportDirsExist(fs, args, "out"); err != nil {
+		return err
 	}
 	survivePipeWithoutReader()
 	res, err := peers.RunAffinity(ctx, o)

@@ -137,9 +137,10 @@ func TestUsageErrorsNameTheMistake(t *testing.T) {
 		{[]string{"compare", "--quick", "--peers", "none", "--workload", "json", "--engines", "fasthttp", "--bin", "nobin"}, "sluice-bench compare: --engines: sluice not found in nobin or PATH: build it with `make build`, name the directory that holds it with --bin DIR, or run no sluice with --engines none", 2},
 		{[]string{"compare", "--quick", "--peers", "none", "--workload", "json", "--engines", "gnet@old"}, "sluice-bench compare: --engines: gnet@old: no sluice binary in old: build one there (`go build -o old/sluice ./cmd/sluice`), or leave gnet@old out", 2},
 		// A report file whose directory is not there is refused before the run, not after it.
-		{[]string{"compare", "--quick", "--engines", "none", "--out", "nodir/x.json"}, "sluice-bench compare: --out: nodir/x.json: directory nodir: no such file or directory", 2},
-		{[]string{"compare", "--quick", "--engines", "none", "--md", "nodir/x.md"}, "sluice-bench compare: --md: nodir/x.md: directory nodir: no such file or directory", 2},
-		{[]string{"affinity", "--out", "nodir/x.json"}, "sluice-bench affinity: --out: nodir/x.json: directory nodir: no such file or directory", 2},
+		{[]string{"compare", "--quick", "--engines", "none", "--out", "nodir/x.json"}, `sluice-bench compare: invalid value "nodir/x.json" for flag --out: want a file in an existing directory (nodir: no such file or directory)`, 2},
+		{[]string{"compare", "--quick", "--engines", "none", "--md", "nodir/x.md"}, `sluice-bench compare: invalid value "nodir/x.md" for flag --md: want a file in an existing directory (nodir: no such file or directory)`, 2},
+		{[]string{"affinity", "--out", "nodir/x.json"}, `sluice-bench affinity: invalid value "nodir/x.json" for flag --out: want a file in an existing directory (nodir: no such file or directory)`, 2},
+		{[]string{"run", "--target", "http://127.0.0.1:1", "--concurrency", "1", "--out", "nodir/x.json"}, `sluice-bench run: invalid value "nodir/x.json" for flag --out: want a file in an existing directory (nodir: no such file or directory)`, 2},
 	} {
 		var o, e bytes.Buffer
 		cmd := exec.Command(bin, c.args...)
