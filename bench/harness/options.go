@@ -121,6 +121,10 @@ func (o *Options) checkLoad() error {
 		return conflict("set either --concurrency (closed loop) or --rate (open loop), not both")
 	case o.Concurrency == 0 && o.Rate == 0:
 		return conflict("set --concurrency (closed loop) or --rate (open loop)")
+	case o.Poisson && o.Rate == 0:
+		// Poisson gaps are an arrival process's, and a closed loop has none: each request
+		// leaves when the one before it is answered.
+		return conflict("--poisson needs the open loop: --rate")
 	case o.Concurrency < 0 || o.Concurrency > MaxConnections:
 		return RefuseConcurrency(strconv.Itoa(o.Concurrency))
 	case o.Connections < 0 || o.Connections > MaxConnections:

@@ -36,6 +36,7 @@ func TestCheckNamesTheRefusedOption(t *testing.T) {
 		{func(o *Options) { o.Rate = 5 }, "", ""},
 		{func(o *Options) { o.Concurrency = 0 }, "", ""},
 		{func(o *Options) { o.EchoReplies, o.ReplyBytes = true, 10 }, "", ""},
+		{func(o *Options) { o.Poisson = true }, "", ""}, // Poisson gaps without a rate to draw them for
 		{func(o *Options) { o.Target, o.Adversary = "http://192.0.2.1:80", "slowloris=1" }, "", ""},
 	} {
 		o := ok

@@ -55,7 +55,7 @@ type Options struct {
 	// Rate is the open-loop request rate in requests per second.
 	Rate float64
 	// Poisson draws open-loop gaps from an exponential distribution instead
-	// of a constant 1/Rate.
+	// of a constant 1/Rate; it needs Rate.
 	Poisson bool
 	// Connections caps the open-loop connections (default 64). When all are
 	// busy, requests wait and their wait counts in their latency.

@@ -65,7 +65,8 @@ type CompareOptions struct {
 	// Duration and Warmup are per run (default 10 s and 2 s).
 	Duration, Warmup time.Duration
 	// Concurrency is the closed-loop connection count (default 64) unless
-	// Rate is set; Rate, Poisson and Connections select open-loop load.
+	// Rate is set; Rate, Poisson and Connections select open-loop load
+	// (Poisson without Rate is refused).
 	Concurrency int
 	Rate        float64
 	Poisson     bool
@@ -248,7 +249,7 @@ func (o *CompareOptions) normalize() error {
 	}
 	// Every run's load, checked as sluice-bench run checks its own: compare refuses what run
 	// refuses, in the same words, before anything starts.
-	load := harness.Options{Target: checkTarget, Concurrency: o.Concurrency, Rate: o.Rate,
+	load := harness.Options{Target: checkTarget, Concurrency: o.Concurrency, Rate: o.Rate, Poisson: o.Poisson,
 		Connections: o.Connections, Duration: o.Duration, Warmup: o.Warmup, MaxTokens: o.MaxTokens}
 	if err := load.Check(); err != nil {
 		return err

@@ -91,6 +91,10 @@ func TestUsageErrorsNameTheMistake(t *testing.T) {
 		{[]string{"compare", "--sim-tokens", "1048577"}, `sluice-bench compare: invalid value "1048577" for flag --sim-tokens: want 1 to 1048576 tokens`, 2},
 		{[]string{"compare", "--max-tokens", "-1"}, `sluice-bench compare: invalid value "-1" for flag --max-tokens: want 0 (omitted) or more`, 2},
 		{[]string{"compare", "--concurrency", "4", "--rate", "10"}, "sluice-bench compare: set either --concurrency (closed loop) or --rate (open loop), not both", 2},
+		// Poisson arrivals are an open loop's: without a rate there are none.
+		{[]string{"compare", "--poisson"}, "sluice-bench compare: --poisson needs the open loop: --rate", 2},
+		{[]string{"compare", "--quick", "--concurrency", "4", "--poisson"}, "sluice-bench compare: --poisson needs the open loop: --rate", 2},
+		{[]string{"run", "--target", "http://127.0.0.1:1", "--concurrency", "1", "--poisson"}, "sluice-bench run: --poisson needs the open loop: --rate", 2},
 		{[]string{"run", "--target", "http://127.0.0.1:1", "--rate", "5", "--connections", "0"}, `sluice-bench run: invalid value "0" for flag --connections: want 1 to 100000 connections`, 2},
 		{[]string{"affinity", "--concurrency", "-1"}, `sluice-bench affinity: invalid value "-1" for flag --concurrency: want 1 to 100000 connections`, 2},
 		{[]string{"affinity", "--concurrency", "0"}, `sluice-bench affinity: invalid value "0" for flag --concurrency: want 1 to 100000 connections`, 2},
@@ -153,7 +157,7 @@ func TestUsageErrorsNameTheMistake(t *testing.T) {
 		require.Equal(t, c.code, ee.ExitCode(), "%v: %s", c.args, e.String())
 		line, rest, _ := strings.Cut(e.String(), "\n")
 		require.Equal(t, c.line, line, "%v", c.args)
-		if strings.Contains(line, ": invalid value ") || strings.HasSuffix(line, ", not both") {
+		if strings.Contains(line, ": invalid value ") || strings.HasSuffix(line, ", not both") || strings.Contains(line, " needs ") {
 			// As the flag package's own refusals are: the flags follow.
 			require.True(t, strings.HasPrefix(rest, "usage: sluice-bench "+c.args[0]+" [flags]\n"), "%v: %s", c.args, rest)
 		}
