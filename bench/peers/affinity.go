@@ -159,7 +159,7 @@ func (o AffinityOptions) Check() error {
 	}
 	for _, p := range o.Policies {
 		if !slices.Contains(AffinityPolicies, p) {
-			return optionError("policies", "unknown policy %q%s (want %s)", p, nearest(p, AffinityPolicies...), strings.Join(AffinityPolicies, ", "))
+			return refuse("policies", p, "want %s%s", strings.Join(AffinityPolicies, ", "), nearest(p, AffinityPolicies...))
 		}
 	}
 	// The workload's options, checked as sluice-bench run checks its own: their bounds

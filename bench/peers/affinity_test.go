@@ -66,7 +66,7 @@ func TestAffinityReportNamesFailedRequests(t *testing.T) {
 }
 
 // A value RunAffinity would refuse, or fail on once its fleet is up, is refused by Check,
-// named by its flag with the value as that flag prints it.
+// named by its flag with the value as that flag prints it (of a list, the element refused).
 func TestAffinityCheckNamesTheRefusedValue(t *testing.T) {
 	ok := AffinityOptions{Instances: 2, Concurrency: 2, Duration: time.Second, Warmup: time.Second,
 		Turns: 2, MaxTokens: 8, TTFT: time.Millisecond, PerUncachedToken: time.Microsecond,
@@ -78,6 +78,9 @@ func TestAffinityCheckNamesTheRefusedValue(t *testing.T) {
 	}{
 		{func(o *AffinityOptions) { o.MaxTokens = 0 }, "max-tokens", "0"},
 		{func(o *AffinityOptions) { o.MaxTokens = llmsim.MaxOutputTokens + 1 }, "max-tokens", "1048577"},
+		{func(o *AffinityOptions) { o.Policies = []string{PolicyOracle, "round-robbin"} }, "policies", "round-robbin"},
+		// An empty list has no element to name.
+		{func(o *AffinityOptions) { o.Policies = []string{} }, "policies", ""},
 	} {
 		o := ok
 		c.change(&o)

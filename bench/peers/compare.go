@@ -123,9 +123,10 @@ type CompareOptions struct {
 }
 
 // OptionError is a CompareOptions or AffinityOptions value that Compare or RunAffinity
-// refuses, named by its sluice-bench flag. Value is the value as the flag prints it, and Msg
-// what the option takes; Value is "" when Msg itself says which part of the value is wrong
-// ("unknown peer ...").
+// refuses, named by its sluice-bench flag. Value is the value as the flag prints it (of a
+// list, the element refused), and Msg what the option takes. Value is "" when the value is
+// not what is wrong (an engine whose sluice binary is missing: Msg says where it was looked
+// for), and when an empty list is refused (Policies), which a flag may spell several ways.
 type OptionError struct{ Flag, Value, Msg string }
 
 // Error returns `--rounds "-2": want 1 or more rounds`, or "--", Flag, ": " and Msg when Value
@@ -175,7 +176,7 @@ func (o *CompareOptions) normalize() error {
 	}
 	for _, p := range o.Peers {
 		if p != TargetNginx && p != TargetHAProxy {
-			return optionError("peers", "unknown peer %q%s (want nginx, haproxy)", p, nearest(p, TargetNginx, TargetHAProxy))
+			return refuse("peers", p, "want nginx, haproxy%s", nearest(p, TargetNginx, TargetHAProxy))
 		}
 	}
 	if o.Engines == nil {
@@ -184,11 +185,11 @@ func (o *CompareOptions) normalize() error {
 	for _, spec := range o.Engines {
 		e, dir, _ := strings.Cut(spec, "@")
 		if e != EngineGnet && e != EngineGnetLoop && e != EngineGnetConnect && e != EngineGnetWorker && e != EngineFasthttp {
-			return optionError("engines", "unknown sluice engine %q%s (want gnet, gnet-loop, gnet-connect, gnet-worker, fasthttp, each optionally @DIR)", e,
+			return refuse("engines", spec, "want gnet, gnet-loop, gnet-connect, gnet-worker, fasthttp, each optionally @DIR%s",
 				nearest(e, EngineGnet, EngineGnetLoop, EngineGnetConnect, EngineGnetWorker, EngineFasthttp))
 		}
 		if strings.Contains(spec, "@") && dir == "" {
-			return optionError("engines", "%q: want a directory after @", spec)
+			return refuse("engines", spec, "want a directory after @")
 		}
 	}
 	if len(o.Workloads) == 0 {
@@ -200,7 +201,7 @@ func (o *CompareOptions) normalize() error {
 			ok = ok || k == w
 		}
 		if !ok {
-			return optionError("workload", "unknown workload %q%s (want one of %s)", w, nearest(w, harness.Workloads...), strings.Join(harness.Workloads, ", "))
+			return refuse("workload", w, "want one of %s%s", strings.Join(harness.Workloads, ", "), nearest(w, harness.Workloads...))
 		}
 	}
 	pick := func(v, normal, quick time.Duration) time.Duration {

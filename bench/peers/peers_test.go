@@ -249,6 +249,11 @@ func TestCompareNamesTheRefusedValue(t *testing.T) {
 	}{
 		{CompareOptions{Rounds: -1}, "rounds", "-1"},
 		{CompareOptions{SimTokens: llmsim.MaxOutputTokens + 1}, "sim-tokens", "1048577"},
+		// Of a list, the element refused.
+		{CompareOptions{Peers: []string{"nginx", "nginxx"}}, "peers", "nginxx"},
+		{CompareOptions{Engines: []string{"gnett@old"}}, "engines", "gnett@old"},
+		{CompareOptions{Engines: []string{"gnet@"}}, "engines", "gnet@"},
+		{CompareOptions{Workloads: []string{"json", "jsn"}}, "workload", "jsn"},
 		{CompareOptions{Warmup: -time.Second}, "warmup", "-1s"},
 		{CompareOptions{SimTokens: -1}, "sim-tokens", "-1"},
 		{CompareOptions{IdleConns: -1}, "idle", "-1"},

@@ -172,8 +172,12 @@ func refusedFlag(fs *flag.FlagSet, args []string, err error) error {
 	switch {
 	case name == "":
 		err = errors.New(msg)
+	case pe != nil && value == "" && len(list(fs.Lookup(name).Value.String())) == 0:
+		// An empty list, which the options cannot spell as it was typed ("none", ""): the
+		// value refused is the flag's own.
+		err = cliflag.InvalidValue(args, name, fs.Lookup(name).Value.String(), msg)
 	case pe != nil && value == "":
-		err = pe // its message names the part of the value that is wrong
+		err = pe // the value is not what is wrong: its message says what is
 	default:
 		err = cliflag.InvalidValue(args, name, value, msg)
 	}

@@ -70,9 +70,12 @@ func TestUsageErrorsNameTheMistake(t *testing.T) {
 		{[]string{"frobnicate"}, `sluice-bench: unknown command "frobnicate"`, 2},
 		{[]string{"--frob"}, `sluice-bench: unknown flag "--frob"`, 2},
 		// Values compare refuses are named by their flag, near misses suggested.
-		{[]string{"compare", "--peers", "nginxx"}, `sluice-bench compare: --peers: unknown peer "nginxx" (did you mean nginx?) (want nginx, haproxy)`, 2},
-		{[]string{"compare", "--engines", "gnett"}, `sluice-bench compare: --engines: unknown sluice engine "gnett" (did you mean gnet?) (want gnet, gnet-loop, gnet-connect, gnet-worker, fasthttp, each optionally @DIR)`, 2},
-		{[]string{"compare", "--workload", "jsn"}, `sluice-bench compare: --workload: unknown workload "jsn" (did you mean json?) (want one of json, sse, chat-multiturn, mixed)`, 2},
+		// A list's element is named as the value refused.
+		{[]string{"compare", "--peers", "nginxx"}, `sluice-bench compare: invalid value "nginxx" for flag --peers: want nginx, haproxy (did you mean nginx?)`, 2},
+		{[]string{"compare", "--peers", "nginx,haproxyy"}, `sluice-bench compare: invalid value "haproxyy" for flag --peers: want nginx, haproxy (did you mean haproxy?)`, 2},
+		{[]string{"compare", "--engines", "gnett"}, `sluice-bench compare: invalid value "gnett" for flag --engines: want gnet, gnet-loop, gnet-connect, gnet-worker, fasthttp, each optionally @DIR (did you mean gnet?)`, 2},
+		{[]string{"compare", "--engines", "gnet@"}, `sluice-bench compare: invalid value "gnet@" for flag --engines: want a directory after @`, 2},
+		{[]string{"compare", "--workload", "jsn"}, `sluice-bench compare: invalid value "jsn" for flag --workload: want one of json, sse, chat-multiturn, mixed (did you mean json?)`, 2},
 		// Values out of range are refused by every command in the words run uses, the flag named
 		// as typed: a 0 that an option takes for "not given" (compare's defaults, which --quick
 		// chooses; affinity's) is refused when written, as a negative is.
@@ -109,8 +112,9 @@ func TestUsageErrorsNameTheMistake(t *testing.T) {
 		{[]string{"affinity", "--max-tokens", "99999999999"}, `sluice-bench affinity: invalid value "99999999999" for flag --max-tokens: want 1 to 1048576 tokens`, 2},
 		{[]string{"affinity", "--max-tokens", "1048577"}, `sluice-bench affinity: invalid value "1048577" for flag --max-tokens: want 1 to 1048576 tokens`, 2},
 		{[]string{"affinity", "--sim-itl", "0s"}, `sluice-bench affinity: invalid value "0s" for flag --sim-itl: want more than 0, at most 24h0m0s`, 2},
-		{[]string{"affinity", "--policies", "round-robbin"}, `sluice-bench affinity: --policies: unknown policy "round-robbin" (did you mean round-robin?) (want round-robin, least-connections, affinity, affinity-2, oracle)`, 2},
-		{[]string{"affinity", "--policies", "none"}, `sluice-bench affinity: --policies: want one or more of round-robin, least-connections, affinity, affinity-2, oracle`, 2},
+		{[]string{"affinity", "--policies", "round-robbin"}, `sluice-bench affinity: invalid value "round-robbin" for flag --policies: want round-robin, least-connections, affinity, affinity-2, oracle (did you mean round-robin?)`, 2},
+		{[]string{"affinity", "--policies", "none"}, `sluice-bench affinity: invalid value "none" for flag --policies: want one or more of round-robin, least-connections, affinity, affinity-2, oracle`, 2},
+		{[]string{"affinity", "--policies="}, `sluice-bench affinity: invalid value "" for flag --policies: want one or more of round-robin, least-connections, affinity, affinity-2, oracle`, 2},
 		// Parsed: --header takes every value, and the same value twice is harmless.
 		{[]string{"run", "--header", "A: 1", "--header", "B: 2", "--seed", "2", "--seed=2"}, "sluice-bench run: --target is required", 2},
 		// Values the harness refuses are refused before anything runs, as the flag package
