@@ -46,6 +46,13 @@ const (
 	rssSampleInterval  = 100 * time.Millisecond
 )
 
+// MaxRounds bounds CompareOptions.Rounds, so that a typo fails at once instead of running for
+// days: a round runs every workload on every target, and each of those runs keeps its three
+// latency histograms (about 260 KiB each) in memory for the report, about 760 MiB for 100
+// rounds of the default five targets and two workloads. The report's medians and counts of
+// rounds need far fewer: a lead in 5 of 5 rounds happens by chance one time in 32.
+const MaxRounds = 100
+
 // CompareOptions configure Compare. Zero values take the defaults noted.
 type CompareOptions struct {
 	// Peers lists the peer proxies to run: "nginx", "haproxy" (default both).
@@ -60,7 +67,7 @@ type CompareOptions struct {
 	// Workloads to run, each against every target (default json and sse).
 	Workloads []string
 	// Rounds is how many times every target runs every workload, in
-	// alternating order (default 3).
+	// alternating order (default 3, at most MaxRounds).
 	Rounds int
 	// Duration and Warmup are per run (default 10 s and 2 s).
 	Duration, Warmup time.Duration
@@ -129,7 +136,7 @@ type CompareOptions struct {
 // for), and when an empty list is refused (Policies), which a flag may spell several ways.
 type OptionError struct{ Flag, Value, Msg string }
 
-// Error returns `--rounds "-2": want 1 or more rounds`, or "--", Flag, ": " and Msg when Value
+// Error returns `--rounds "-2": want 1 to 100 rounds`, or "--", Flag, ": " and Msg when Value
 // is "".
 func (e *OptionError) Error() string {
 	if e.Value == "" {
@@ -150,10 +157,12 @@ func refuse(flag, value, format string, a ...any) error {
 	return &OptionError{Flag: flag, Value: value, Msg: fmt.Sprintf(format, a...)}
 }
 
-// RefuseRounds is the *OptionError for a number of rounds below 1, value as given. A caller
-// that can tell a 0 written out from one left out (CompareOptions reads 0 as "not given")
-// refuses the first with it.
-func RefuseRounds(value string) error { return refuse("rounds", value, "want 1 or more rounds") }
+// RefuseRounds is the *OptionError for a number of rounds outside 1..MaxRounds, value as
+// given. A caller that can tell a 0 written out from one left out (CompareOptions reads 0 as
+// "not given") refuses the first with it.
+func RefuseRounds(value string) error {
+	return refuse("rounds", value, "want 1 to %d rounds", MaxRounds)
+}
 
 // RefuseSimTokens is the *OptionError for upstream tokens per response outside
 // 1..llmsim.MaxOutputTokens (llmsim --tokens refuses more), value as given; see RefuseRounds
@@ -220,7 +229,7 @@ func (o *CompareOptions) normalize() error {
 	o.adversaries = advs
 	o.Adversary = strings.Join(advs, ";")
 	switch {
-	case o.Rounds < 0:
+	case o.Rounds < 0 || o.Rounds > MaxRounds:
 		return RefuseRounds(strconv.Itoa(o.Rounds))
 	case o.Warmup < 0 || o.Warmup > harness.MaxDuration:
 		// Here 0 is "not given" (run takes it for no warmup): a warmup is more than 0.

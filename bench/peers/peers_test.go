@@ -248,6 +248,7 @@ func TestCompareNamesTheRefusedValue(t *testing.T) {
 		flag, value string
 	}{
 		{CompareOptions{Rounds: -1}, "rounds", "-1"},
+		{CompareOptions{Rounds: MaxRounds + 1}, "rounds", "101"},
 		{CompareOptions{SimTokens: llmsim.MaxOutputTokens + 1}, "sim-tokens", "1048577"},
 		// Of a list, the element refused.
 		{CompareOptions{Peers: []string{"nginx", "nginxx"}}, "peers", "nginxx"},

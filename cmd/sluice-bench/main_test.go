@@ -79,9 +79,10 @@ func TestUsageErrorsNameTheMistake(t *testing.T) {
 		// Values out of range are refused by every command in the words run uses, the flag named
 		// as typed: a 0 that an option takes for "not given" (compare's defaults, which --quick
 		// chooses; affinity's) is refused when written, as a negative is.
-		{[]string{"compare", "--rounds", "-2"}, `sluice-bench compare: invalid value "-2" for flag --rounds: want 1 or more rounds`, 2},
-		{[]string{"compare", "--rounds", "0"}, `sluice-bench compare: invalid value "0" for flag --rounds: want 1 or more rounds`, 2},
-		{[]string{"compare", "--quick", "--rounds", "0"}, `sluice-bench compare: invalid value "0" for flag --rounds: want 1 or more rounds`, 2},
+		{[]string{"compare", "--rounds", "-2"}, `sluice-bench compare: invalid value "-2" for flag --rounds: want 1 to 100 rounds`, 2},
+		{[]string{"compare", "--rounds", "0"}, `sluice-bench compare: invalid value "0" for flag --rounds: want 1 to 100 rounds`, 2},
+		{[]string{"compare", "--quick", "--rounds", "0"}, `sluice-bench compare: invalid value "0" for flag --rounds: want 1 to 100 rounds`, 2},
+		{[]string{"compare", "--rounds", "101"}, `sluice-bench compare: invalid value "101" for flag --rounds: want 1 to 100 rounds`, 2},
 		{[]string{"compare", "--concurrency", "-5"}, `sluice-bench compare: invalid value "-5" for flag --concurrency: want 1 to 100000 connections`, 2},
 		{[]string{"compare", "--connections", "-1"}, `sluice-bench compare: invalid value "-1" for flag --connections: want 1 to 100000 connections`, 2},
 		{[]string{"compare", "--connections", "0"}, `sluice-bench compare: invalid value "0" for flag --connections: want 1 to 100000 connections`, 2},
