@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -318,29 +319,77 @@ api_key_env = "SLUICE_TEST_PD_WRONG_KEY"`, 1)
 }
 
 // A worker call the gateway cannot connect for want of its own descriptors is the gateway's
-// shortage: the client gets 503 with Retry-After at once, no other pair is tried, and the
-// workers are not left out of later requests, which the next one shows.
+// shortage: the client gets 503 with Retry-After at once, no other pair is tried, the workers
+// are not left out of later requests, which the next one shows, and the P/D metrics do not
+// count it as a worker's failure, whichever leg could not connect.
 func TestOutOfDescriptorsIsTheGatewaysShortage(t *testing.T) {
-	f := startFleet(t, nil)
-	g := startGateway(t, f.gatewayTOML("", ""))
-	retries := pairRetries(t)
-	var logs syncBuffer
-	prev := slog.Default()
-	slog.SetDefault(slog.New(slog.NewTextHandler(&logs, nil)))
-	defer slog.SetDefault(prev)
-	pd.SetDialHook(func(ctx context.Context, network, addr string) (net.Conn, error) {
-		return nil, &net.OpError{Op: "dial", Net: network, Err: os.NewSyscallError("socket", syscall.EMFILE)}
-	})
-	status, data := stream(t, g, chatBody("starved"))
-	pd.SetDialHook(nil)
-	require.Equal(t, 503, status, data)
-	require.Contains(t, data[0], `"code":"gateway_resources_exhausted"`)
-	require.Equal(t, retries, pairRetries(t), "no other pair tried: it would fail alike")
-	require.Contains(t, logs.String(), `msg="cannot connect a worker: the gateway is short of resources"`)
+	for _, tc := range []struct {
+		phase string
+		// starved lists the fleet's workers whose connects fail; nil: every worker's.
+		starved []int
+	}{
+		{"prepare", nil},
+		{"prefill", []int{prefillA, prefillB}},
+	} {
+		t.Run(tc.phase, func(t *testing.T) {
+			f := startFleet(t, nil)
+			g := startGateway(t, f.gatewayTOML("", ""))
+			starved := map[string]bool{}
+			for i, a := range f.sim.Addrs() {
+				if tc.starved == nil || slices.Contains(tc.starved, i) {
+					starved[a] = true
+				}
+			}
+			retries := pairRetries(t)
+			before := pdCounters(t)
+			var logs syncBuffer
+			prev := slog.Default()
+			slog.SetDefault(slog.New(slog.NewTextHandler(&logs, nil)))
+			defer slog.SetDefault(prev)
+			pd.SetDialHook(func(ctx context.Context, network, addr string) (net.Conn, error) {
+				if starved[addr] {
+					return nil, &net.OpError{Op: "dial", Net: network, Err: os.NewSyscallError("socket", syscall.EMFILE)}
+				}
+				var d net.Dialer
+				return d.DialContext(ctx, network, addr)
+			})
+			status, data := stream(t, g, chatBody("starved"))
+			pd.SetDialHook(nil)
+			require.Equal(t, 503, status, data)
+			require.Contains(t, data[0], `"code":"gateway_resources_exhausted"`)
+			require.Equal(t, retries, pairRetries(t), "no other pair tried: it would fail alike")
+			require.Contains(t, logs.String(), `msg="cannot connect a worker: the gateway is short of resources"`)
+			after := pdCounters(t)
+			require.Equal(t, before[`sluice_pd_phase_failures_total{model="chat",target="t",phase="`+tc.phase+`"}`],
+				after[`sluice_pd_phase_failures_total{model="chat",target="t",phase="`+tc.phase+`"}`], "no worker failed its leg")
+			require.Equal(t, before[`sluice_pd_aborts_total{model="chat",target="t",reason="leg_failed"}`],
+				after[`sluice_pd_aborts_total{model="chat",target="t",reason="leg_failed"}`], "no worker failed its leg")
+			require.Equal(t, before[`sluice_pd_aborts_total{model="chat",target="t",reason="gateway_resources"}`]+1,
+				after[`sluice_pd_aborts_total{model="chat",target="t",reason="gateway_resources"}`], "the abort names the gateway's shortage")
 
-	status, data = stream(t, g, chatBody("served"))
-	require.Equal(t, 200, status, data)
-	require.Equal(t, "[DONE]", data[len(data)-1])
+			status, data = stream(t, g, chatBody("served"))
+			require.Equal(t, 200, status, data)
+			require.Equal(t, "[DONE]", data[len(data)-1])
+		})
+	}
+}
+
+// pdCounters returns this process's sluice_pd_ series by name and labels.
+func pdCounters(t *testing.T) map[string]float64 {
+	t.Helper()
+	var b bytes.Buffer
+	metrics.WritePrometheus(&b)
+	out := map[string]float64{}
+	for _, line := range strings.Split(b.String(), "\n") {
+		if !strings.HasPrefix(line, "sluice_pd_") {
+			continue
+		}
+		series, value, _ := strings.Cut(line, " ")
+		f, err := strconv.ParseFloat(value, 64)
+		require.NoError(t, err, line)
+		out[series] = f
+	}
+	return out
 }
 
 // pairRetries sums sluice_pd_pair_retries_total over its series in this process's metrics.

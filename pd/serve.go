@@ -174,13 +174,19 @@ func identity(c *consumer.Consumer) Identity {
 func (t *Target) attempt(ctx context.Context, cancel context.CancelFunc, rc *pipeline.RequestCtx, pr pair, fwd []byte, cacheKey string, aff *affinityReq, legs *time.Duration) (int, error) {
 	id := newExecutionID()
 	fail := func(phase string, culprit int, err error) (int, error) {
-		t.m.Failed(phase)
 		reason := metrics.PDAbortLegFailed
 		switch {
 		case rc.Canceled():
 			reason = metrics.PDAbortClientGone
 		case errors.Is(ctx.Err(), context.DeadlineExceeded):
 			reason = metrics.PDAbortTimeout
+		case pool.LocalResource(err):
+			// The gateway's own shortage: counted as a worker's failed phase, it would
+			// send an operator looking for a fault in the fleet.
+			reason = metrics.PDAbortGatewayResources
+		}
+		if reason != metrics.PDAbortGatewayResources {
+			t.m.Failed(phase)
 		}
 		t.abort(id, pr, reason)
 		return culprit, err

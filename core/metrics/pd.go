@@ -20,6 +20,9 @@ const (
 	PDAbortClientGone = "client_gone"
 	PDAbortTimeout    = "timeout"
 	PDAbortStream     = "stream_failed"
+	// PDAbortGatewayResources: the gateway could not connect a worker for want of its own
+	// descriptors, memory or ports. No worker is at fault, so it is not a leg_failed.
+	PDAbortGatewayResources = "gateway_resources"
 )
 
 // PDBatchBuckets are the bounds of sluice_pd_prepare_batch_size, in reservations.
@@ -50,7 +53,7 @@ func ForPD(model, target string) *PD {
 	for _, p := range []string{PDPrepare, PDPrefill, PDDecodeHead} {
 		m.failures[p] = vm.GetOrCreateCounter(`sluice_pd_phase_failures_total{` + l + `,phase="` + p + `"}`)
 	}
-	for _, r := range []string{PDAbortLegFailed, PDAbortClientGone, PDAbortTimeout, PDAbortStream} {
+	for _, r := range []string{PDAbortLegFailed, PDAbortClientGone, PDAbortTimeout, PDAbortStream, PDAbortGatewayResources} {
 		m.aborts[r] = vm.GetOrCreateCounter(`sluice_pd_aborts_total{` + l + `,reason="` + r + `"}`)
 	}
 	return m
@@ -59,7 +62,7 @@ func ForPD(model, target string) *PD {
 // Phase records a phase that succeeded, begun at since.
 func (m *PD) Phase(phase string, since time.Time) { m.phase[phase].UpdateDuration(since) }
 
-// Failed counts a failed phase (PDPrepare, PDPrefill or PDDecodeHead).
+// Failed counts a phase a worker failed (PDPrepare, PDPrefill or PDDecodeHead).
 func (m *PD) Failed(phase string) { m.failures[phase].Inc() }
 
 // PairRetry counts a request sent to another worker pair.
