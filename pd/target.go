@@ -61,8 +61,8 @@ func NewTarget(o Options, name string, svc *pipeline.Service, g *workers.Group, 
 	t := &Target{
 		name: name, opts: o, service: svc, workers: g, bearer: "Bearer " + o.APIKey,
 		batchSize: max(o.PrepareBatchSize, 1), keyer: NewCacheKeyer(o.APIKey),
-		prefillNeeds: workers.Needs{Role: RolePrefill, Generation: gen, Digest: digest, StateTransfer: true},
-		decodeNeeds:  workers.Needs{Role: RoleDecode, Generation: gen, Digest: digest, StateTransfer: true},
+		prefillNeeds: WorkerNeeds(RolePrefill, gen, digest),
+		decodeNeeds:  WorkerNeeds(RoleDecode, gen, digest),
 		m:            metrics.ForPD(o.Alias, name),
 	}
 	for i := 0; i < g.Len(); i++ {
@@ -79,6 +79,26 @@ func NewTarget(o Options, name string, svc *pipeline.Service, g *workers.Group, 
 		t.affinity = newPrefixIndex()
 	}
 	return t
+}
+
+// WorkerNeeds returns what a target bound to deployment generation gen (0: any) and
+// execution config digest digest ("": any) asks of its workers of role (RolePrefill or
+// RoleDecode): that role, and state transfer, since the two halves of a pair hand a
+// prefill's state over.
+func WorkerNeeds(role string, gen int64, digest string) workers.Needs {
+	return workers.Needs{Role: role, Generation: gen, Digest: digest, StateTransfer: true}
+}
+
+// Judge says whether worker i may take its half of the target's requests now, as the pair
+// choice judges it: a worker reporting role decode as a decode worker, any other as a prefill
+// worker (so a worker of neither role is left out as workers.WrongRole).
+func (t *Target) Judge(i int) workers.Reason {
+	n := &t.prefillNeeds
+	if t.workers.Member(i).Worker.Role() == RoleDecode {
+		n = &t.decodeNeeds
+	}
+	r, _ := t.workers.Judge(i, n)
+	return r
 }
 
 // dialWorker connects to a worker for a protocol call.

@@ -23,8 +23,10 @@ import (
 	"github.com/sluice-gw/sluice/core/lifecycle/rollout"
 	"github.com/sluice-gw/sluice/core/lifecycle/scaling"
 	"github.com/sluice-gw/sluice/core/metrics"
+	"github.com/sluice-gw/sluice/core/modelroute"
 	"github.com/sluice-gw/sluice/core/pipeline"
 	"github.com/sluice-gw/sluice/core/workers"
+	"github.com/sluice-gw/sluice/pd"
 )
 
 // adminServer is the admin API (docs/admin-api.md). It is off the data path, so
@@ -593,13 +595,13 @@ type workerStatus struct {
 }
 
 // adminWorkers lists the servers of the observed services: each one's latest observation
-// and whether it may take requests now, for a target that binds nothing (eligible, reason)
-// and for each model target of its service (targets).
+// and whether it may take requests now, for a target that binds nothing in the role the
+// worker reports (eligible, reason) and for each model target of its service (targets).
 func (g *Gateway) adminWorkers(w http.ResponseWriter, _ *http.Request) {
 	snap := g.live.Load()
 	type ref struct {
-		model, target string
-		needs         *workers.Needs
+		model  string
+		target *modelroute.Target
 	}
 	targets := map[*workers.Group][]ref{}
 	if snap.Models != nil {
@@ -607,7 +609,7 @@ func (g *Gateway) adminWorkers(w http.ResponseWriter, _ *http.Request) {
 			for _, tier := range a.Tiers() {
 				for _, t := range tier {
 					if t.Workers != nil {
-						targets[t.Workers] = append(targets[t.Workers], ref{a.Name, t.Name, &t.Needs})
+						targets[t.Workers] = append(targets[t.Workers], ref{a.Name, t})
 					}
 				}
 			}
@@ -639,16 +641,29 @@ func (g *Gateway) adminWorkers(w http.ResponseWriter, _ *http.Request) {
 				st.LastError = &v.Error
 			}
 			var r workers.Reason
-			r, st.Load = grp.Judge(i, &workers.Needs{Role: workers.RoleAggregated})
+			r, st.Load = grp.Judge(i, unboundNeeds(v.Observation))
 			st.Eligible, st.Reason = r == workers.Eligible, reasonOrNull(r)
 			for _, t := range targets[grp] {
-				r, _ := grp.Judge(i, t.needs)
-				st.Targets = append(st.Targets, workerVerdict{Model: t.model, Target: t.target, Eligible: r == workers.Eligible, Reason: reasonOrNull(r)})
+				r := t.target.Judge(i)
+				st.Targets = append(st.Targets, workerVerdict{Model: t.model, Target: t.target.Name, Eligible: r == workers.Eligible, Reason: reasonOrNull(r)})
 			}
 			out = append(out, st)
 		}
 	}
 	writeJSON(w, 200, out)
+}
+
+// unboundNeeds returns what a target that binds nothing asks of a server with observation o
+// (nil: none) in the role o reports: a prefill or decode worker is judged as that half of a
+// prefill/decode pair, any other server as one serving whole requests. Judged as an
+// aggregated server, every worker of a prefill/decode fleet would read wrong_role while the
+// fleet serves.
+func unboundNeeds(o *workers.Observation) *workers.Needs {
+	if o != nil && (o.Role == pd.RolePrefill || o.Role == pd.RoleDecode) {
+		n := pd.WorkerNeeds(o.Role, 0, "")
+		return &n
+	}
+	return &workers.Needs{Role: workers.RoleAggregated}
 }
 
 func reasonOrNull(r workers.Reason) *string {

@@ -80,6 +80,17 @@ type Target struct {
 	byConsumer sync.Map // consumer name -> *metrics.Tokens
 }
 
+// Judge says whether server i of the target's service may take the target's requests now
+// (for a P/D target, the half of a pair its role makes it), and why not. Workers must not be
+// nil.
+func (t *Target) Judge(i int) workers.Reason {
+	if t.PD != nil {
+		return t.PD.Judge(i)
+	}
+	r, _ := t.Workers.Judge(i, &t.Needs)
+	return r
+}
+
 // tokens returns the token counters of the target for consumer.
 func (t *Target) tokens(consumer string) *metrics.Tokens {
 	if m, ok := t.byConsumer.Load(consumer); ok {

@@ -139,6 +139,14 @@ func (w *Worker) View() View {
 	return v
 }
 
+// Role returns the role of the latest observation ("" when there is none).
+func (w *Worker) Role() string {
+	if r := w.load(); r.kind == Observed {
+		return r.obs.Role
+	}
+	return ""
+}
+
 // ID returns the worker_id of the latest observation ("" when there is none). It does not
 // allocate: pair selection ranks workers by it on the request path.
 func (w *Worker) ID() string {
