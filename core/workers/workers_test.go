@@ -291,7 +291,9 @@ func TestGroupPolls(t *testing.T) {
 	prevLog := slog.Default()
 	slog.SetDefault(slog.New(slog.NewTextHandler(&logBuf, nil)))
 	defer slog.SetDefault(prevLog)
-	g := NewGroup(Config{Service: "svc", Interval: 20 * time.Millisecond, TTL: time.Second, APIKey: "pk-1"}, members)
+	// The interval bounds each poll too: it must outlast a loaded machine's slowest answer,
+	// or a timed-out poll replaces the reason each server is expected to fail for.
+	g := NewGroup(Config{Service: "svc", Interval: 200 * time.Millisecond, TTL: 10 * time.Second, APIKey: "pk-1"}, members)
 	g.Start()
 	g.Start()
 	waitFor(t, func() bool {
