@@ -71,7 +71,7 @@ type gconn struct {
 	overflow     atomic.Bool  // more pipelined bytes came than the bound: the connection ends after the response in flight
 	headSince    atomic.Int64 // unix ns when the current request's head clock started: the opening for the first request, the first byte for a later one; 0 when idle or busy
 	headExpired  atomic.Bool  // the sweep found the request past read_header_timeout and woke the loop to answer 408
-	fresh        atomic.Bool  // no byte has arrived on the connection yet (a drain gives it a grace)
+	fresh        atomic.Bool  // no byte has arrived yet on the connection, or since its response ended during a drain under a head that promised keep-alive (a drain gives it a grace)
 	idleSince    atomic.Int64 // unix ns when the connection last became idle
 	lingerSince  atomic.Int64 // unix ns when the lingering close began; 0 when not lingering
 	lingerLast   atomic.Int64 // unix ns when the lingering connection last received bytes
@@ -550,8 +550,16 @@ func (gc *gconn) finishServe(keepAlive bool, now int64) {
 		// (a write callback that is still to run finds the queue empty either way).
 		gc.sq.Store(nil)
 	}
-	if gc.e.draining.Load() || gc.overflow.Load() {
+	if gc.overflow.Load() {
 		keepAlive = false
+	}
+	if keepAlive && gc.e.draining.Load() {
+		// The response's head went out before the drain began, without Connection: close, so
+		// the client may reuse the connection, and one in a loop sends its next request at
+		// once: closing now would lose that request (a POST is not sent again). The connection
+		// waits for it as an idle one; it is served with Connection: close, or the sweep closes
+		// the connection after freshDrainGrace.
+		gc.fresh.Store(true)
 	}
 	if keepAlive && !gc.closed.Load() {
 		if now == 0 {

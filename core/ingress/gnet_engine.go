@@ -24,8 +24,10 @@ import (
 // fires up to one interval late.
 const tickInterval = 250 * time.Millisecond
 
-// freshDrainGrace is how long a drain waits for the first request of a connection that was
-// accepted and has sent nothing yet before it closes it.
+// freshDrainGrace is how long a drain waits before it closes a connection whose client may
+// be sending a request it had every reason to send: the first request of a connection that was
+// accepted and has sent nothing yet, or the next request of one whose response ended during the
+// drain under a head sent before it, which did not say Connection: close.
 const freshDrainGrace = time.Second
 
 // GnetEngine serves one plaintext entrypoint on gnet event loops. Event loops only parse,
@@ -589,7 +591,14 @@ func (e *GnetEngine) sweep(now int64) {
 			continue
 		}
 		// Idle between requests: idle_timeout governs until the next request's first byte.
-		if draining || now-gc.idleSince.Load() > idleLimit {
+		if draining {
+			if gc.fresh.Load() && now-gc.idleSince.Load() <= freshDrainGrace.Nanoseconds() {
+				continue // its client was promised keep-alive and may be sending (finishServe)
+			}
+			_ = gc.c.Close()
+			continue
+		}
+		if now-gc.idleSince.Load() > idleLimit {
 			_ = gc.c.Close()
 		}
 	}

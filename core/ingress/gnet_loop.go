@@ -942,7 +942,7 @@ func (gc *gconn) endLoop(keepAlive bool, now time.Time) {
 	gc.lxUp, gc.lxB, gc.lxState = nil, nil, lxNone
 	gc.upDeadline.Store(0)
 	gc.onLoop = false
-	if gc.e.draining.Load() || gc.overflow.Load() {
+	if gc.overflow.Load() {
 		keepAlive = false // the connection ends after this response: finishServe may wait for it
 	}
 	if !rc.FinishWaits() && (keepAlive || gc.closed.Load()) {
