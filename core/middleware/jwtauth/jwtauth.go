@@ -256,12 +256,16 @@ var (
 	errNotYet          = newRefusal(401, "the token is not valid yet")
 	errIssuer          = newRefusal(401, "the token's issuer is not accepted")
 	errAudience        = newRefusal(401, "the token's audience is not accepted")
-	errClaims          = newRefusal(401, "the token lacks a required claim (exp) or has an invalid one")
+	errClaims          = newRefusal(401, "a claim of the token has the wrong type (exp, nbf and iat are numbers, iss a string, aud a string or an array of strings)")
+	errNoExp           = newRefusal(401, "the token has no exp claim, which the gateway requires")
+	errNoAud           = newRefusal(401, "the token has no aud claim, which the gateway's audience requires")
+	errNoIss           = newRefusal(401, "the token has no iss claim, which the gateway's issuer requires")
+	errCritical        = newRefusal(401, "the token's header lists critical extensions (crit), none of which the gateway implements")
 	errUnknownConsumer = newRefusal(403, "the token's subject is not a consumer of this gateway")
 )
 
-// refusalFor maps a verification error of jwt.Parser to its answer.
-func refusalFor(err error) *refusal {
+// refusalFor maps a verification error of jwt.Parser, for a token with claims, to its answer.
+func refusalFor(err error, claims jwt.MapClaims) *refusal {
 	switch {
 	case errors.Is(err, jwt.ErrTokenMalformed):
 		return errMalformed
@@ -276,6 +280,17 @@ func refusalFor(err error) *refusal {
 		return errIssuer
 	case errors.Is(err, jwt.ErrTokenInvalidAudience):
 		return errAudience
+	case errors.Is(err, jwt.ErrTokenRequiredClaimMissing):
+		// The parser names the claim only in its message: the claims say which one is absent,
+		// in the order the parser checks them.
+		for _, c := range []struct {
+			name string
+			r    *refusal
+		}{{"exp", errNoExp}, {"aud", errNoAud}, {"iss", errNoIss}} {
+			if _, ok := claims[c.name]; !ok {
+				return c.r
+			}
+		}
 	}
 	return errClaims
 }
@@ -291,8 +306,14 @@ func (s *Stage) OnRequest(rc *pipeline.RequestCtx) error {
 		return errMissing.reply(rc)
 	}
 	claims := jwt.MapClaims{}
-	if _, err := s.parser.ParseWithClaims(string(tok), claims, s.keyFunc); err != nil {
-		return refusalFor(err).reply(rc)
+	t, err := s.parser.ParseWithClaims(string(tok), claims, s.keyFunc)
+	if err != nil {
+		return refusalFor(err, claims).reply(rc)
+	}
+	if _, ok := t.Header["crit"]; ok {
+		// A recipient must refuse a token whose crit lists an extension it does not
+		// understand (RFC 7515 §4.1.11), and the gateway understands none.
+		return errCritical.reply(rc)
 	}
 	if sub, ok := claims["sub"].(string); ok && sub != "" {
 		consumer.SetSubject(rc, sub)

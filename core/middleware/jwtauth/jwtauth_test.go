@@ -315,3 +315,45 @@ func BenchmarkHS256(b *testing.B) {
 		}
 	}
 }
+
+// A refusal says which claim a token lacks, so that whoever mints the tokens can fix them:
+// not "exp" for a token that has one and lacks the aud or iss the gateway requires.
+func TestRefusalNamesTheMissingClaim(t *testing.T) {
+	o := hmacOpts()
+	o.Issuer = "https://idp.example"
+	o.Audience = []string{"sluice"}
+	up := mwtest.NewUpstream(t, mwtest.Status(200))
+	h := mwtest.New(t, []any{newStage(t, o, nil)}, up.Addr())
+	without := func(name string) string {
+		c := claims("iss", "https://idp.example", "aud", "sluice")
+		delete(c, name)
+		return "Bearer " + sign(t, jwt.SigningMethodHS256, []byte(secret), c)
+	}
+	for _, name := range []string{"exp", "aud", "iss"} {
+		r := do(t, h, up, "/x", without(name))
+		require.Equal(t, 401, r.status, name)
+		require.Contains(t, r.challenge, "has no "+name+" claim", name)
+		require.Contains(t, r.body, "has no "+name+" claim", name)
+	}
+	r := do(t, h, up, "/x", "Bearer "+sign(t, jwt.SigningMethodHS256, []byte(secret), claims("iss", "https://idp.example", "aud", 5)))
+	require.Equal(t, 401, r.status)
+	require.Contains(t, r.challenge, "wrong type", "an aud that is a number")
+}
+
+// A token whose header lists critical extensions (crit) is refused, however well signed: the
+// gateway implements none, and a recipient must not accept one it does not understand (RFC
+// 7515 §4.1.11).
+func TestCriticalHeaderIsRefused(t *testing.T) {
+	up := mwtest.NewUpstream(t, mwtest.Status(200))
+	h := mwtest.New(t, []any{newStage(t, hmacOpts(), nil)}, up.Addr())
+	tok := jwt.NewWithClaims(jwt.SigningMethodHS256, claims())
+	tok.Header["crit"] = []string{"b64"}
+	tok.Header["b64"] = false
+	signed, err := tok.SignedString([]byte(secret))
+	require.NoError(t, err)
+	r := do(t, h, up, "/x", "Bearer "+signed)
+	require.Equal(t, 401, r.status)
+	require.Equal(t, "invalid_token", r.code)
+	require.Contains(t, r.challenge, "crit")
+	require.Empty(t, r.reachedWith, "the request did not reach the upstream")
+}
