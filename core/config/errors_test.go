@@ -132,16 +132,17 @@ func TestLoadErrorPositions(t *testing.T) {
 		},
 		{
 			name: "mirror keys out of range",
-			data: withMinimal(`[services.s.mirror]`, `service = "s"`, `percentage = 101`, `queue_size = 0`, `max_concurrent = 5000`, `[services.u.mirror]`, `service = "x"`, `[services.v.mirror]`, `percentage = 3`),
+			data: withMinimal(`[services.s.mirror]`, `service = "s"`, `percentage = 101`, `queue_size = 0`, `max_concurrent = 5000`, `max_bytes = 1024`, `[services.u.mirror]`, `service = "x"`, `[services.v.mirror]`, `percentage = 3`),
 			want: []string{
 				`t.toml:8:11: services.s.mirror.service: a service cannot mirror to itself`,
 				`t.toml:9:14: services.s.mirror.percentage 101: want 0..100`,
 				`t.toml:10:14: services.s.mirror.queue_size 0: want 1..65536`,
 				`t.toml:11:18: services.s.mirror.max_concurrent 5000: want 1..1024`,
-				`t.toml:12:11: services.u has no load_balancer: add [services.u.load_balancer] with servers = [{ url = "http://host:port" }]`,
-				`t.toml:13:11: services.u.mirror.service: no service named "x" (did you mean "s"?)`,
-				`t.toml:14:11: services.v has no load_balancer: add [services.v.load_balancer] with servers = [{ url = "http://host:port" }]`,
-				`t.toml:14:13: services.v.mirror.service is required (the name of the shadow's [services.<name>] table)`,
+				`t.toml:12:13: services.s.mirror.max_bytes 1024: want 65536..1099511627776`,
+				`t.toml:13:11: services.u has no load_balancer: add [services.u.load_balancer] with servers = [{ url = "http://host:port" }]`,
+				`t.toml:14:11: services.u.mirror.service: no service named "x" (did you mean "s"?)`,
+				`t.toml:15:11: services.v has no load_balancer: add [services.v.load_balancer] with servers = [{ url = "http://host:port" }]`,
+				`t.toml:15:13: services.v.mirror.service is required (the name of the shadow's [services.<name>] table)`,
 			},
 		},
 		{

@@ -17,8 +17,11 @@ const (
 	DefaultMirrorQueueSize     = 64
 	DefaultMirrorMaxConcurrent = 8
 	DefaultMirrorTimeout       = 2 * time.Minute
+	DefaultMirrorMaxBytes      = 64 << 20
 	MaxMirrorQueueSize         = 1 << 16
 	MaxMirrorMaxConcurrent     = 1024
+	MinMirrorMaxBytes          = 64 << 10
+	MaxMirrorMaxBytes          = 1 << 40
 )
 
 // Mirror is [services.<name>.mirror]: a copy of a share of the service's requests, body
@@ -41,6 +44,11 @@ type Mirror struct {
 	// MaxConcurrent bounds the copies in flight to the shadow at once. Default 8, range
 	// 1..1024.
 	MaxConcurrent int `toml:"max_concurrent"`
+	// MaxBytes bounds the bytes of the copies held at once, queued and in flight (each copy's
+	// head and body): a copy that would take them over it is dropped (counted), so memory for
+	// shadow traffic stays bounded however large the bodies are. Default 64 MiB, range 64
+	// KiB..1 TiB.
+	MaxBytes int64 `toml:"max_bytes"`
 	// Timeout bounds one copy's exchange with the shadow, head and body. Default 2m.
 	Timeout time.Duration `toml:"timeout"`
 	// LogSummary logs one line per shadow answer: the shadow, backend, status, latency to
@@ -52,6 +60,7 @@ func (m *Mirror) setDefaults() {
 	m.QueueSize = DefaultMirrorQueueSize
 	m.MaxConcurrent = DefaultMirrorMaxConcurrent
 	m.Timeout = DefaultMirrorTimeout
+	m.MaxBytes = DefaultMirrorMaxBytes
 }
 
 // validateLifecycle checks the lifecycle keys of service name.
@@ -77,6 +86,9 @@ func (c *Config) validateLifecycle(e *errs, name string, s *Service) {
 		}
 		if m.MaxConcurrent < 1 || m.MaxConcurrent > MaxMirrorMaxConcurrent {
 			e.add(at("max_concurrent"), "services.%s.mirror.max_concurrent %d: want 1..%d", name, m.MaxConcurrent, MaxMirrorMaxConcurrent)
+		}
+		if m.MaxBytes < MinMirrorMaxBytes || m.MaxBytes > MaxMirrorMaxBytes {
+			e.add(at("max_bytes"), "services.%s.mirror.max_bytes %d: want %d..%d", name, m.MaxBytes, int64(MinMirrorMaxBytes), int64(MaxMirrorMaxBytes))
 		}
 	}
 }

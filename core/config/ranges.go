@@ -42,6 +42,7 @@ var intRanges = map[string]intRange{
 	"services.*.load_balancer.passive_health.min_requests":          {min: 1, max: 1_000_000},
 	"services.*.mirror.queue_size":                                  {min: 1, max: MaxMirrorQueueSize},
 	"services.*.mirror.max_concurrent":                              {min: 1, max: MaxMirrorMaxConcurrent},
+	"services.*.mirror.max_bytes":                                   {min: MinMirrorMaxBytes, max: MaxMirrorMaxBytes},
 	"services.*.revisions[].servers[].weight":                       {min: 1, max: MaxWeight},
 	"services.*.rollout.latency_threshold_ms":                       {min: 0, max: MaxRolloutLatencyThresholdMs},
 	"services.*.rollout.ttft_p99_threshold_ms":                      {min: 0, max: MaxRolloutLatencyThresholdMs},

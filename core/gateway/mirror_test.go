@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -199,4 +200,54 @@ servers = [{ url = "http://%s" }]
 		})
 	}
 	require.NotEmpty(t, held, "the stuck shadow got its copy and held it")
+}
+
+// The bytes of the copies a mirror holds are bounded by max_bytes, whatever the queue could
+// hold: with a shadow that never answers, large bodies fill the budget with one copy and the
+// next are dropped as max_bytes, not queued (each would hold its body in memory).
+func TestMirrorBoundsTheBytesItHolds(t *testing.T) {
+	sim := startSimulator(t)
+	held := make(chan struct{}, 64)
+	stuck := serveUpstreamU(t, func(u *upstream, _ net.Conn, _ *bufio.Reader, _ string, _ []byte) bool {
+		held <- struct{}{}
+		<-u.stop
+		return false
+	})
+	_, addr, admin := startConfigGateway(t, fmt.Sprintf(`
+[entrypoints.web]
+address = "127.0.0.1:0"
+[admin]
+address = "127.0.0.1:0"
+[routers.api]
+rule = "PathPrefix(`+"`/`"+`)"
+service = "big"
+[services.big.load_balancer]
+servers = [{ url = "http://%s" }]
+[services.big.mirror]
+service = "shadow"
+percentage = 100
+queue_size = 64
+max_concurrent = 1
+max_bytes = 262144
+timeout = "1m"
+[services.shadow.load_balancer]
+servers = [{ url = "http://%s" }]
+`, sim, stuck.addr()))
+	// 100 KiB bodies: a copy takes its body and 64 KiB for its head from the 256 KiB budget,
+	// so one copy fits and a second would not.
+	body := `{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("x", 100<<10) + `"}],"max_tokens":2}`
+	const n = 12
+	for i := 0; i < n; i++ {
+		r := call(t, "POST", "http://"+addr+"/v1/chat/completions", "", body)
+		require.Equal(t, 200, r.status, r.raw)
+	}
+	waitMetric(t, admin+"/metrics", `sluice_mirror_dropped_total{service="big",shadow="shadow",reason="max_bytes"}`,
+		func(v float64) bool { return v >= n-1 })
+	require.Equal(t, float64(1), metricValue(t, admin, `sluice_mirror_sent_total{service="big",shadow="shadow"}`))
+	require.Zero(t, metricValue(t, admin, `sluice_mirror_dropped_total{service="big",shadow="shadow",reason="queue_full"}`))
+	select {
+	case <-held:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stuck shadow never got the copy that fit")
+	}
 }

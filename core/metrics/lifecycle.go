@@ -8,7 +8,7 @@ import (
 // rollout, scaling.
 var lifecycleFamilies = []Family{
 	{"sluice_mirror_sent_total", "counter", "Copies of requests queued for the shadow service of a mirror."},
-	{"sluice_mirror_dropped_total", "counter", "Copies of requests a mirror dropped instead of sending, by reason: queue_full (its queue was full), no_backend (the shadow had none), stopped (the configuration was replaced)."},
+	{"sluice_mirror_dropped_total", "counter", "Copies of requests a mirror dropped instead of sending, by reason: queue_full (its queue was full), no_backend (the shadow had none), stopped (the configuration was replaced), max_bytes (the copies held would have gone over max_bytes)."},
 	{"sluice_mirror_responses_total", "counter", "Answers of a mirror's shadow service, read and discarded, by status class (1xx to 5xx, other) or error (no answer: connect failure, timeout, cut)."},
 	{"sluice_mirror_queue_depth", "gauge", "Copies waiting in a mirror's queue for a sender."},
 	{"sluice_revision_traffic_percent", "gauge", "Share of the service's requests the revision gets now, in percent (a rollout moves it)."},
@@ -36,6 +36,8 @@ const (
 	MirrorQueueFull = "queue_full"
 	MirrorNoBackend = "no_backend"
 	MirrorStopped   = "stopped"
+	// MirrorMaxBytes: the copy would have taken the bytes the mirror holds over max_bytes.
+	MirrorMaxBytes = "max_bytes"
 )
 
 // Mirror holds the metrics of one mirror (a service and its shadow). The series survive
@@ -55,7 +57,7 @@ func ForMirror(service, shadow string) *Mirror {
 		dropped: map[string]*vm.Counter{},
 		queue:   vm.GetOrCreateGauge(`sluice_mirror_queue_depth{`+l+`}`, nil),
 	}
-	for _, r := range []string{MirrorQueueFull, MirrorNoBackend, MirrorStopped} {
+	for _, r := range []string{MirrorQueueFull, MirrorNoBackend, MirrorStopped, MirrorMaxBytes} {
 		m.dropped[r] = vm.GetOrCreateCounter(`sluice_mirror_dropped_total{` + l + `,reason="` + r + `"}`)
 	}
 	for i, c := range classes {

@@ -52,7 +52,7 @@ func (s *Snapshot) compileLifecycle(cfg *config.Config, prev *Snapshot) {
 		if mc := sc.Mirror; mc != nil && s.Services[mc.Service] != nil && mc.Percentage > 0 {
 			o := mirror.Options{
 				Service: name, Shadow: mc.Service, Percentage: mc.Percentage, Model: mc.Model,
-				QueueSize: mc.QueueSize, MaxConcurrent: mc.MaxConcurrent, Timeout: mc.Timeout,
+				QueueSize: mc.QueueSize, MaxConcurrent: mc.MaxConcurrent, MaxBytes: mc.MaxBytes, Timeout: mc.Timeout,
 			}
 			if mc.LogSummary {
 				o.Summary = slog.Default()

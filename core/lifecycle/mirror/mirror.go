@@ -7,7 +7,10 @@
 // chosen, the request head is built for it and the body copied (with its "model" replaced for
 // a shadow that runs another model), and the copy goes into a bounded queue, never waiting:
 // when the queue is full the copy is dropped and counted. A fixed number of senders take
-// copies off the queue and run them against the shadow, each bounded by a timeout; the
+// copies off the queue and run them against the shadow, each bounded by a timeout. The bytes
+// of the copies held at once, queued and in flight, have a budget too: a copy that would go
+// over it is dropped before its body is copied, so memory stays bounded whatever the bodies
+// weigh (the queue bounds their number, not their size). The
 // shadow's answer is read to its end and discarded, counted by status class and, when asked,
 // summarised in a log line (status, latencies, length; never content). The primary never
 // waits on any of this, and no failure of the shadow reaches it.
@@ -18,6 +21,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-gw/sluice/core/balancer"
@@ -40,6 +44,9 @@ type Options struct {
 	QueueSize int
 	// MaxConcurrent is the number of senders: copies in flight to the shadow at once (>= 1).
 	MaxConcurrent int
+	// MaxBytes bounds the bytes of the copies held at once, queued and in flight: head and
+	// body of each (> 0).
+	MaxBytes int64
 	// Timeout bounds one copy's exchange, head and body.
 	Timeout time.Duration
 	// Summary, when set, gets one line per shadow answer (no content).
@@ -54,6 +61,7 @@ type Mirror struct {
 	sample *share.Sampler
 	m      *metrics.Mirror
 
+	held   atomic.Int64 // bytes of the copies queued and in flight, against Options.MaxBytes
 	mu     sync.RWMutex // Offer holds it shared while it queues, Close exclusively
 	closed bool
 	jobs   chan *job
@@ -69,6 +77,7 @@ type job struct {
 	body   []byte
 	peek   openai.Request
 	queued time.Time
+	held   int64 // bytes taken from the mirror's budget for this copy
 }
 
 var jobPool = sync.Pool{New: func() any { return new(job) }}
@@ -108,10 +117,24 @@ func (m *Mirror) Offer(rc *pipeline.RequestCtx) {
 		m.m.Dropped(metrics.MirrorNoBackend)
 		return
 	}
+	// The budget is taken before the body is copied: a copy to be dropped costs no copying.
+	// The head and a model written in place of the primary's are small against a body, and
+	// are bounded by a margin rather than measured first.
+	need := int64(len(rc.Req.Body)) + copyMarginBytes + int64(len(m.o.Model))
+	if !m.take(need) {
+		b.Release()
+		m.m.Dropped(metrics.MirrorMaxBytes)
+		return
+	}
 	j := jobPool.Get().(*job)
-	j.b = b
+	j.b, j.held = b, need
 	j.body = m.copyBody(j, rc)
 	j.head = rc.AppendCopyHead(j.head[:0], m.shadow, b, len(j.body))
+	if extra := int64(len(j.body)+len(j.head)) - need; extra > 0 {
+		// A head over the margin (an entrypoint with a large header limit): counted as it is.
+		m.held.Add(extra)
+		j.held += extra
+	}
 	j.queued = time.Now()
 	m.start.Do(m.startSenders)
 
@@ -129,13 +152,34 @@ func (m *Mirror) Offer(rc *pipeline.RequestCtx) {
 	m.mu.RUnlock()
 	if !queued {
 		b.Release()
-		putJob(j)
+		m.putJob(j)
 		if closed {
 			m.m.Dropped(metrics.MirrorStopped)
 		} else {
 			m.m.Dropped(metrics.MirrorQueueFull)
 		}
 	}
+}
+
+// copyMarginBytes is what a copy takes from the budget besides its body: its head (the
+// request's head as rebuilt for the shadow, within the entrypoint's header limit) and the
+// job itself.
+const copyMarginBytes = 64 << 10
+
+// take takes n bytes from the mirror's budget; false when they would take it over MaxBytes.
+func (m *Mirror) take(n int64) bool {
+	if m.held.Add(n) > m.o.MaxBytes {
+		m.held.Add(-n)
+		return false
+	}
+	return true
+}
+
+// putJob gives a copy's bytes back to the budget, then the job to its pool.
+func (m *Mirror) putJob(j *job) {
+	m.held.Add(-j.held)
+	j.held = 0
+	putJob(j)
 }
 
 // copyBody copies rc's request body into j, with its "model" replaced by Options.Model when
@@ -175,7 +219,7 @@ var errCopyTimeout = errors.New("mirror: timeout")
 func (m *Mirror) send(j *job) {
 	defer func() {
 		j.b.Release()
-		putJob(j)
+		m.putJob(j)
 	}()
 	x := pool.AcquireExchange()
 	defer pool.ReleaseExchange(x)
@@ -238,7 +282,7 @@ func (m *Mirror) Close() {
 			m.m.Dequeued()
 			m.m.Dropped(metrics.MirrorStopped)
 			j.b.Release()
-			putJob(j)
+			m.putJob(j)
 		default:
 			return
 		}
