@@ -169,9 +169,17 @@ func (s *Snapshot) prepareScalers(cfg *config.Config, prev *Snapshot) config.Err
 	return errs
 }
 
-// startLifecycle starts what runs once the snapshot is in force: the scalers' replicas.
+// startLifecycle starts what runs once the snapshot is in force: the scalers' replicas. A
+// scaler whose service's servers are observed polls a replica's observation through the
+// snapshot's group when the replica becomes ready (a scaler taken over from the snapshot
+// before is pointed at this snapshot's group: the old one stops polling when retired).
 func (s *Snapshot) startLifecycle() {
-	for _, e := range s.life.scalers {
+	for name, e := range s.life.scalers {
+		if g := s.Workers[name]; g != nil {
+			e.scaler.SetReadyHook(g.Refresh)
+		} else {
+			e.scaler.SetReadyHook(nil)
+		}
 		e.scaler.Start()
 	}
 }

@@ -171,6 +171,27 @@ func (g *Group) round() {
 	wg.Wait()
 }
 
+// Refresh polls server i at once, out of the rounds, and returns when its observation is in
+// (or the poll failed, or Interval passed). A scaled service calls it when a replica passes
+// its readiness probe, before the requests its buffer held go to it: the replica's
+// observation is then the one of a ready worker, not the one polled while it started, which
+// would leave it out as not ready. A new identity (a replica is a new process) is confirmed
+// by a second poll at once, as the next round would confirm it. It does nothing once the
+// group has stopped.
+func (g *Group) Refresh(i int) {
+	if i < 0 || i >= len(g.members) {
+		return
+	}
+	for range 2 {
+		ctx, cancel := context.WithTimeout(g.ctx, g.cfg.Interval)
+		g.poll(ctx, i)
+		cancel()
+		if v := g.members[i].Worker.View(); !v.IdentityChanged || g.ctx.Err() != nil {
+			return
+		}
+	}
+}
+
 // poll asks server i for its observation and publishes the outcome.
 func (g *Group) poll(ctx context.Context, i int) {
 	m := &g.members[i]
@@ -183,6 +204,7 @@ func (g *Group) poll(ctx context.Context, i int) {
 	if g.cfg.APIKey != "" {
 		req.Header.Set("Authorization", "Bearer "+g.cfg.APIKey)
 	}
+	sent := monoNow()
 	resp, err := g.client.Do(req)
 	if err != nil {
 		switch {
@@ -213,7 +235,7 @@ func (g *Group) poll(ctx context.Context, i int) {
 			g.failed(m, err.Error(), wall)
 			return
 		}
-		m.Worker.observed(o, m.LB.Active.Load(), now, wall)
+		m.Worker.observed(o, m.LB.Active.Load(), sent, now, wall)
 	}
 }
 

@@ -53,9 +53,11 @@ type identity struct {
 type record struct {
 	kind Kind
 	obs  Observation // kind Observed: the latest observation
-	// at is when obs was received (monotonic ns), wall the same by the wall clock.
+	// at is when obs was received (monotonic ns), wall the same by the wall clock; sent is
+	// when the poll that brought it was sent.
 	at   int64
 	wall time.Time
+	sent int64
 	// inflight is the gateway's count of requests in flight to the server when obs was
 	// received; the difference to the count at a choice corrects obs.Active for the requests
 	// sent or finished since.
@@ -81,14 +83,20 @@ func (w *Worker) load() *record {
 
 var noRecord record
 
-// observed publishes o, received at now with the gateway's in-flight count inflight.
-func (w *Worker) observed(o Observation, inflight, now int64, wall time.Time) {
+// observed publishes o, asked for at sent and received at now with the gateway's in-flight
+// count inflight. An observation asked for before the one in force is dropped: a poll made
+// out of turn (Group.Refresh) may answer before a round's poll sent earlier, and the older
+// state must not replace the newer one.
+func (w *Worker) observed(o Observation, inflight, sent, now int64, wall time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if r := w.load(); r.kind == Observed && sent < r.sent {
+		return
+	}
 	id := identity{o.WorkerID, o.Epoch}
 	changed := w.hasID && id != w.lastID
 	w.lastID, w.hasID = id, true
-	w.cur.Store(&record{kind: Observed, obs: o, at: now, wall: wall, inflight: inflight, changed: changed})
+	w.cur.Store(&record{kind: Observed, obs: o, at: now, wall: wall, sent: sent, inflight: inflight, changed: changed})
 }
 
 // plain records that the server answered 404 at now.

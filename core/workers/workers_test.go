@@ -35,7 +35,8 @@ func testGroup(t testing.TB, n int) *Group {
 }
 
 func (g *Group) observe(i int, o Observation) {
-	g.members[i].Worker.observed(o, g.members[i].LB.Active.Load(), monoNow(), time.Now())
+	now := monoNow()
+	g.members[i].Worker.observed(o, g.members[i].LB.Active.Load(), now, now, time.Now())
 }
 
 var bound = Needs{Role: "aggregated", Generation: 2, Digest: "d2"}
@@ -92,7 +93,8 @@ func TestJudgeReasonsInOrder(t *testing.T) {
 	// Staleness by the gateway's clock: an observation received TTL ago no longer counts.
 	o := observation("w0")
 	o.Healthy = false
-	g.members[0].Worker.observed(o, 0, monoNow()-int64(6*time.Second), time.Now())
+	// Asked for after the observations before (it replaces them), received 6 s ago.
+	g.members[0].Worker.observed(o, 0, monoNow(), monoNow()-int64(6*time.Second), time.Now())
 	require.Equal(t, Stale, j(bound), "stale before unhealthy")
 	g.members[0].Worker.failed("connection refused", false, time.Now())
 	require.Equal(t, Stale, j(bound), "a failed poll keeps the stale observation")

@@ -34,6 +34,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-gw/sluice/core/metrics"
@@ -126,6 +127,23 @@ type Scaler struct {
 	closed    bool
 
 	kube *kubeRunner // the kube executor's writer and watcher (nil for exec)
+
+	// readyHook, when set, is called with a replica's slot once it passes its readiness
+	// probe and before any request goes to it (SetReadyHook).
+	readyHook atomic.Pointer[func(slot int)]
+}
+
+// SetReadyHook makes f (nil: nothing) called with a replica's slot when the replica has
+// passed its readiness probe, before the requests the buffer holds are admitted to it: the
+// snapshot in force polls the replica's worker observation there, so that a model router
+// does not leave a ready replica out for the state it reported while it started. f runs on
+// the replica's own goroutine and may block for a poll.
+func (s *Scaler) SetReadyHook(f func(slot int)) {
+	if f == nil {
+		s.readyHook.Store(nil)
+		return
+	}
+	s.readyHook.Store(&f)
 }
 
 // New returns the scaler of a service with o.Max replica slots, each on a port of its own.
@@ -550,6 +568,9 @@ func (s *Scaler) run(r *replica, gen uint64) {
 		s.mu.Unlock()
 		p.Stop(s.o.StopTimeout)
 		return
+	}
+	if f := s.readyHook.Load(); f != nil {
+		(*f)(r.slot)
 	}
 	s.mu.Lock()
 	if r.gen != gen {

@@ -1,0 +1,58 @@
+package gateway_test
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-gw/sluice/bench/testenv"
+)
+
+// A model router in front of a service that scales from zero: the servers of a model target
+// are observed, and each replica, polled while it starts, reports itself not ready. The
+// requests the buffer held are admitted the moment the replica passes its readiness probe, so
+// its observation must say ready by then, or they would all be answered 503 no_backend after
+// waiting for the cold start. Polls every 100 ms of a 1 s start make sure the replica was
+// observed starting.
+func TestColdStartServesAModelRouterWhoseWorkersAreObserved(t *testing.T) {
+	llmsimBin := testenv.BuildBinary(t, "./cmd/llmsim")
+	_, addr, _ := startConfigGateway(t, fmt.Sprintf(`
+[entrypoints.web]
+address = "127.0.0.1:0"
+[admin]
+address = "127.0.0.1:0"
+[routers.openai]
+rule = "PathPrefix(`+"`/v1`"+`)"
+models = true
+[services.llm.workers]
+observe_interval = "100ms"
+observation_ttl = "10s"
+[services.llm.scaling]
+executor = "exec"
+max_replicas = 1
+container_concurrency = 4
+keepalive_interval = "100ms"
+[services.llm.scaling.exec]
+command = [%q, "--listen", "127.0.0.1:{port}", "--startup-delay", "1s", "--ttft", "20ms", "--itl", "2ms", "--tokens", "4"]
+stop_timeout = "2s"
+[models.m.targets.a]
+service = "llm"
+`, llmsimBin))
+
+	var wg sync.WaitGroup
+	var plain apiResult
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		plain = call(t, "POST", "http://"+addr+"/v1/chat/completions", "", tinyChat)
+	}()
+	status, body := streamChatBody(t, addr, `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}],"max_tokens":2}`)
+	wg.Wait()
+	require.Equal(t, 200, plain.status, plain.body)
+	require.Equal(t, 200, status)
+	require.NotContains(t, body, "event: error")
+	require.True(t, strings.HasSuffix(body, "data: [DONE]\n\n"), "the model's stream after the keep-alives: %q", body)
+}
