@@ -428,13 +428,33 @@ func reportDirsExist(fs *flag.FlagSet, args []string, names ...string) error {
 		case !st.IsDir():
 			why = dir + " is not a directory"
 		default:
-			continue
+			why = reportFileRefusal(path, dir)
+			if why == "" {
+				continue
+			}
 		}
 		var b strings.Builder
 		printFlags(&b, fs)
 		return usageError{err: cliflag.InvalidValue(args, name, path, "want a file in an existing directory ("+why+")"), usage: b.String()}
 	}
 	return nil
+}
+
+// reportFileRefusal says why a report could not be written at path in the existing directory
+// dir, "" when it can: path is a directory, or dir takes no new file (no write permission, a
+// read-only or virtual file system such as /proc). A file is made in dir and removed to find
+// out, since permission bits do not tell it for root or for such file systems.
+func reportFileRefusal(path, dir string) string {
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return path + " is a directory"
+	}
+	f, err := os.CreateTemp(dir, ".sluice-bench-*")
+	if err != nil {
+		return fmt.Sprintf("%s takes no new file: %v", dir, errors.Unwrap(err))
+	}
+	_ = f.Close()
+	_ = os.Remove(f.Name())
+	return ""
 }
 
 // survivePipeWithoutReader makes a write to a pipe that has no reader fail with EPIPE, where

@@ -150,6 +150,10 @@ func TestUsageErrorsNameTheMistake(t *testing.T) {
 		{[]string{"compare", "--quick", "--engines", "none", "--md", "nodir/x.md"}, `sluice-bench compare: invalid value "nodir/x.md" for flag --md: want a file in an existing directory (nodir: no such file or directory)`, 2},
 		{[]string{"affinity", "--out", "nodir/x.json"}, `sluice-bench affinity: invalid value "nodir/x.json" for flag --out: want a file in an existing directory (nodir: no such file or directory)`, 2},
 		{[]string{"run", "--target", "http://127.0.0.1:1", "--concurrency", "1", "--out", "nodir/x.json"}, `sluice-bench run: invalid value "nodir/x.json" for flag --out: want a file in an existing directory (nodir: no such file or directory)`, 2},
+		// A directory is no report file: found before the run, not when the report is written.
+		{[]string{"run", "--target", "http://127.0.0.1:1", "--concurrency", "1", "--out", "."}, `sluice-bench run: invalid value "." for flag --out: want a file in an existing directory (. is a directory)`, 2},
+		{[]string{"compare", "--quick", "--engines", "none", "--out", ".."}, `sluice-bench compare: invalid value ".." for flag --out: want a file in an existing directory (.. is a directory)`, 2},
+		{[]string{"affinity", "--out", "."}, `sluice-bench affinity: invalid value "." for flag --out: want a file in an existing directory (. is a directory)`, 2},
 	} {
 		var o, e bytes.Buffer
 		cmd := exec.Command(bin, c.args...)
