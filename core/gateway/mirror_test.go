@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -236,18 +238,85 @@ servers = [{ url = "http://%s" }]
 	// 100 KiB bodies: a copy takes its body and 64 KiB for its head from the 256 KiB budget,
 	// so one copy fits and a second would not.
 	body := `{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("x", 100<<10) + `"}],"max_tokens":2}`
+	// The metrics are the process's: a run of the test with -count counts from where the last
+	// one left them.
+	const (
+		sentSeries = `sluice_mirror_sent_total{service="big",shadow="shadow"}`
+		overSeries = `sluice_mirror_dropped_total{service="big",shadow="shadow",reason="max_bytes"}`
+		fullSeries = `sluice_mirror_dropped_total{service="big",shadow="shadow",reason="queue_full"}`
+	)
+	sent0, over0, full0 := metricValue(t, admin, sentSeries), metricValue(t, admin, overSeries), metricValue(t, admin, fullSeries)
 	const n = 12
 	for i := 0; i < n; i++ {
 		r := call(t, "POST", "http://"+addr+"/v1/chat/completions", "", body)
 		require.Equal(t, 200, r.status, r.raw)
 	}
-	waitMetric(t, admin+"/metrics", `sluice_mirror_dropped_total{service="big",shadow="shadow",reason="max_bytes"}`,
-		func(v float64) bool { return v >= n-1 })
-	require.Equal(t, float64(1), metricValue(t, admin, `sluice_mirror_sent_total{service="big",shadow="shadow"}`))
-	require.Zero(t, metricValue(t, admin, `sluice_mirror_dropped_total{service="big",shadow="shadow",reason="queue_full"}`))
+	waitMetric(t, admin+"/metrics", overSeries, func(v float64) bool { return v >= over0+n-1 })
+	require.Equal(t, sent0+1, metricValue(t, admin, sentSeries))
+	require.Equal(t, full0, metricValue(t, admin, fullSeries))
 	select {
 	case <-held:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the stuck shadow never got the copy that fit")
 	}
+}
+
+// The budget holds across reloads: a reload makes a new mirror while the copy the old one sent
+// is still held by the shadow, and the new mirror counts that copy, so it drops the next one
+// instead of granting the budget again (each reload would add its bytes).
+func TestMirrorBudgetHoldsAcrossReloads(t *testing.T) {
+	sim := startSimulator(t)
+	held := make(chan struct{}, 64)
+	stuck := serveUpstreamU(t, func(u *upstream, _ net.Conn, _ *bufio.Reader, _ string, _ []byte) bool {
+		held <- struct{}{}
+		<-u.stop
+		return false
+	})
+	conf := func(extra string) string {
+		return fmt.Sprintf(`
+[entrypoints.web]
+address = "127.0.0.1:0"
+[admin]
+address = "127.0.0.1:0"
+[routers.api]
+rule = "PathPrefix(`+"`/`"+`)"
+service = "reloaded"
+[services.reloaded.load_balancer]
+servers = [{ url = "http://%s" }]
+[services.reloaded.mirror]
+service = "shadow-r"
+percentage = 100
+max_concurrent = 4
+max_bytes = 262144
+timeout = "1m"
+[services.shadow-r.load_balancer]
+servers = [{ url = "http://%s" }]
+%s`, sim, stuck.addr(), extra)
+	}
+	path := filepath.Join(t.TempDir(), "sluice.toml")
+	g, addr, admin := startFileGateway(t, path, conf(""))
+	// The metrics are the process's: a run of the test with -count counts from where the last
+	// one left them.
+	const sentSeries = `sluice_mirror_sent_total{service="reloaded",shadow="shadow-r"}`
+	const droppedSeries = `sluice_mirror_dropped_total{service="reloaded",shadow="shadow-r",reason="max_bytes"}`
+	sent0, dropped0 := metricValue(t, admin, sentSeries), metricValue(t, admin, droppedSeries)
+	body := `{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("x", 100<<10) + `"}],"max_tokens":2}`
+	send := func() {
+		r := call(t, "POST", "http://"+addr+"/v1/chat/completions", "", body)
+		require.Equal(t, 200, r.status, r.raw)
+	}
+	send()
+	select {
+	case <-held:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stuck shadow never got the first copy")
+	}
+	for i := 1; i <= 3; i++ {
+		require.NoError(t, os.WriteFile(path, []byte(conf(fmt.Sprintf("# reload %d\n", i))), 0o644))
+		require.NoError(t, g.Reload())
+		addr = g.Addr("web")
+		send()
+	}
+	waitMetric(t, admin+"/metrics", droppedSeries, func(v float64) bool { return v >= dropped0+3 })
+	require.Equal(t, sent0+1, metricValue(t, admin, sentSeries), "only the first copy was sent: the reloads' mirrors counted it")
 }

@@ -61,8 +61,8 @@ type Mirror struct {
 	sample *share.Sampler
 	m      *metrics.Mirror
 
-	held   atomic.Int64 // bytes of the copies queued and in flight, against Options.MaxBytes
-	mu     sync.RWMutex // Offer holds it shared while it queues, Close exclusively
+	held   *atomic.Int64 // bytes of the copies queued and in flight, against Options.MaxBytes (budgetOf)
+	mu     sync.RWMutex  // Offer holds it shared while it queues, Close exclusively
 	closed bool
 	jobs   chan *job
 	start  sync.Once
@@ -93,10 +93,29 @@ func putJob(j *job) {
 	jobPool.Put(j)
 }
 
-// New returns a mirror of the requests of o.Service to shadow.
+// budgets holds the count of bytes held by the mirrors of each service and shadow. A reload
+// makes a new Mirror while the one it replaced still has copies in flight (each bounded by its
+// timeout, not cut by the reload), so that the budget holds across reloads both count against
+// the one budget: a budget per Mirror would grant its bytes again with every reload.
+var budgets sync.Map // budgetKey -> *atomic.Int64
+
+type budgetKey struct{ service, shadow string }
+
+// budgetOf returns the shared count of held bytes of the mirror of service to shadow.
+func budgetOf(service, shadow string) *atomic.Int64 {
+	k := budgetKey{service, shadow}
+	if v, ok := budgets.Load(k); ok {
+		return v.(*atomic.Int64)
+	}
+	v, _ := budgets.LoadOrStore(k, new(atomic.Int64))
+	return v.(*atomic.Int64)
+}
+
+// New returns a mirror of the requests of o.Service to shadow. Its budget of held bytes is
+// shared with the mirrors of the same service and shadow that earlier snapshots made.
 func New(o Options, shadow *pipeline.Service) *Mirror {
 	return &Mirror{
-		o: o, shadow: shadow,
+		o: o, shadow: shadow, held: budgetOf(o.Service, o.Shadow),
 		sample: share.NewSampler(o.Percentage),
 		m:      metrics.ForMirror(o.Service, o.Shadow),
 		jobs:   make(chan *job, max(o.QueueSize, 1)),
