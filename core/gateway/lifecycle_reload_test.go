@@ -7,11 +7,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluice-gw/sluice/bench/testenv"
 	"github.com/sluice-gw/sluice/core/config"
 	"github.com/sluice-gw/sluice/core/gateway"
 )
@@ -121,5 +123,85 @@ keepalive_interval = "50ms"
 			require.NoError(t, c.Close())
 			waitScaling(t, admin, 5*time.Second, "the caller left the queue", func(s scalingView) bool { return s.Queued == 0 })
 		})
+	}
+}
+
+// A reload during a cold start loses none of the requests the buffer holds: they were queued
+// under the snapshot the reload replaced, are admitted once a replica is ready, and go to that
+// snapshot's backends, which follow the replicas' state as the new snapshot's do.
+func TestReloadDuringAColdStartServesTheBufferedRequests(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sluice.toml")
+	base := scaledConfig(t, "2s", `
+min_replicas = 0
+max_replicas = 1
+container_concurrency = 4
+scale_to_zero_after = "30s"
+buffer_timeout = "30s"
+`)
+	g, addr, admin := startFileGateway(t, path, base)
+	const n = 4
+	statuses := make([]int, n)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			statuses[i] = call(t, "POST", "http://"+addr+"/v1/chat/completions", "", tinyChat).status
+		}()
+	}
+	waitScaling(t, admin, 10*time.Second, "the requests queued", func(s scalingView) bool { return s.Queued == n })
+	// A change that leaves the scaling keys alone: the scaler, and its queue, carry over.
+	require.NoError(t, os.WriteFile(path, []byte(base+"\n# touched\n"), 0o644))
+	require.NoError(t, g.Reload())
+	wg.Wait()
+	for i, st := range statuses {
+		require.Equal(t, 200, st, "request %d, queued before the reload", i)
+	}
+}
+
+// The same through a model router, whose target's servers are observed: the requests queued
+// before the reload are served by the replica once its observation says ready.
+func TestReloadDuringAColdStartServesAModelRoutersBufferedRequests(t *testing.T) {
+	llmsimBin := testenv.BuildBinary(t, "./cmd/llmsim")
+	path := filepath.Join(t.TempDir(), "sluice.toml")
+	base := fmt.Sprintf(`
+[entrypoints.web]
+address = "127.0.0.1:0"
+[admin]
+address = "127.0.0.1:0"
+[routers.openai]
+rule = "PathPrefix(`+"`/v1`"+`)"
+models = true
+[services.llm.workers]
+observe_interval = "100ms"
+observation_ttl = "10s"
+[services.llm.scaling]
+executor = "exec"
+max_replicas = 1
+container_concurrency = 4
+buffer_timeout = "30s"
+[services.llm.scaling.exec]
+command = [%q, "--listen", "127.0.0.1:{port}", "--startup-delay", "2s", "--ttft", "20ms", "--itl", "2ms", "--tokens", "4"]
+stop_timeout = "2s"
+[models.m.targets.a]
+service = "llm"
+`, llmsimBin)
+	g, addr, admin := startFileGateway(t, path, base)
+	const n = 4
+	results := make([]apiResult, n)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = call(t, "POST", "http://"+addr+"/v1/chat/completions", "", tinyChat)
+		}()
+	}
+	waitScaling(t, admin, 10*time.Second, "the requests queued", func(s scalingView) bool { return s.Queued == n })
+	require.NoError(t, os.WriteFile(path, []byte(base+"\n# touched\n"), 0o644))
+	require.NoError(t, g.Reload())
+	wg.Wait()
+	for i, r := range results {
+		require.Equal(t, 200, r.status, "request %d, queued before the reload: %s", i, r.body)
 	}
 }

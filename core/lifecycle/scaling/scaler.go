@@ -108,8 +108,12 @@ type Scaler struct {
 	slot  pipeline.Slot // holds the scaler itself once the request is admitted
 	held  pipeline.Slot // holds the waiter of a streaming caller between keep-alives
 
-	mu        sync.Mutex
-	backends  []*pipeline.Backend // by replica slot, of the snapshot in force
+	mu       sync.Mutex
+	backends []*pipeline.Backend // by replica slot, of the snapshot in force
+	// earlier are the backends of snapshots a reload replaced, kept in step with the replicas
+	// for a while (earlierBound): a request queued before the reload is admitted after it and
+	// picks from its own snapshot's backends, which must not stay down once a replica is ready.
+	earlier   []earlierBound
 	reps      []*replica
 	ready     int
 	starting  int
@@ -176,9 +180,7 @@ func (s *Scaler) kubeReady(n int) {
 	}
 	s.ready = n
 	s.starting = max(s.target-n, 0)
-	for _, b := range s.backends {
-		b.LB.SetDown(n == 0)
-	}
+	s.setAllDown(n == 0)
 	s.dispatch()
 	s.recompute()
 }
@@ -195,12 +197,50 @@ func (s *Scaler) URLs() []string {
 	return out
 }
 
+// earlierBound is a replaced snapshot's backends, kept in step until until: a request queued
+// under that snapshot waits at most BufferTimeout after the reload.
+type earlierBound struct {
+	backends []*pipeline.Backend
+	until    time.Time
+}
+
+// setDown marks the backend of slot down or up, in the snapshot in force and in the replaced
+// ones whose queued requests may still be admitted. s.mu is held.
+func (s *Scaler) setDown(slot int, down bool) {
+	if slot < len(s.backends) {
+		s.backends[slot].LB.SetDown(down)
+	}
+	now := time.Now()
+	keep := s.earlier[:0]
+	for _, e := range s.earlier {
+		if now.After(e.until) {
+			continue
+		}
+		keep = append(keep, e)
+		if slot < len(e.backends) {
+			e.backends[slot].LB.SetDown(down)
+		}
+	}
+	clear(s.earlier[len(keep):])
+	s.earlier = keep
+}
+
+// setAllDown marks every backend down or up, as setDown does. s.mu is held.
+func (s *Scaler) setAllDown(down bool) {
+	for i := range s.backends {
+		s.setDown(i, down)
+	}
+}
+
 // Bind makes backends (one per slot, in URLs order) the service's backends in force: each is
 // marked down unless its replica is ready. A reload that takes the scaler over binds the new
 // snapshot's backends.
 func (s *Scaler) Bind(backends []*pipeline.Backend) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.backends != nil {
+		s.earlier = append(s.earlier, earlierBound{backends: s.backends, until: time.Now().Add(s.o.BufferTimeout)})
+	}
 	s.backends = backends
 	if s.kube != nil {
 		for _, b := range backends {
@@ -580,9 +620,7 @@ func (s *Scaler) run(r *replica, gen uint64) {
 	r.state = stateReady
 	s.starting--
 	s.ready++
-	if r.slot < len(s.backends) {
-		s.backends[r.slot].LB.SetDown(false)
-	}
+	s.setDown(r.slot, false)
 	s.dispatch()
 	s.recompute()
 	s.mu.Unlock()
@@ -592,9 +630,7 @@ func (s *Scaler) run(r *replica, gen uint64) {
 	if r.gen == gen && r.state == stateReady {
 		s.o.Log.Warn("scaling: replica exited", "service", s.o.Service, "port", port)
 		s.ready--
-		if r.slot < len(s.backends) {
-			s.backends[r.slot].LB.SetDown(true)
-		}
+		s.setDown(r.slot, true)
 		r.state, r.proc = stateStopped, nil
 		r.blocked = time.Now().Add(restartBackoff)
 		s.recompute()
@@ -656,8 +692,8 @@ func (s *Scaler) stopReplica(r *replica) {
 	var b *pipeline.Backend
 	if r.slot < len(s.backends) {
 		b = s.backends[r.slot]
-		b.LB.SetDown(true)
 	}
+	s.setDown(r.slot, true)
 	p := r.proc
 	gen := r.gen
 	go func() {
@@ -699,9 +735,7 @@ func (s *Scaler) Close() {
 	if s.kube != nil {
 		// The Deployment keeps its replicas: a gateway that stops does not scale the cluster.
 		s.kube.stop()
-		for _, b := range s.backends {
-			b.LB.SetDown(true)
-		}
+		s.setAllDown(true)
 	}
 	if s.downTimer != nil {
 		s.downTimer.Stop()
@@ -724,9 +758,7 @@ func (s *Scaler) Close() {
 			procs = append(procs, r.proc)
 		}
 		r.state, r.proc = stateStopped, nil
-		if r.slot < len(s.backends) {
-			s.backends[r.slot].LB.SetDown(true)
-		}
+		s.setDown(r.slot, true)
 	}
 	s.ready, s.starting = 0, 0
 	s.publish()
