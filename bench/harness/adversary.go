@@ -76,6 +76,10 @@ type Adversary struct {
 // may be left out), and "mixed" for every kind at once (later items override its counts).
 // An empty spec or "none" is no adversary (nil). A spec it refuses is an *OptionError.
 func ParseAdversary(spec string) (*Adversary, error) {
+	if strings.Contains(spec, ";") || strings.TrimSpace(spec) == AdversaryEach {
+		// A run faces one adversary; a comparison runs several in turn (ParseAdversaries).
+		return nil, refuse("adversary", spec, "want one spec: several separated by \";\", and each, are for sluice-bench compare")
+	}
 	a := &Adversary{conns: map[string]int{}, pct: map[string]float64{}}
 	for _, item := range strings.Split(spec, ",") {
 		item = strings.TrimSpace(item)

@@ -32,6 +32,8 @@ func TestParseAdversary(t *testing.T) {
 		{in: "up-stall=60%,up-reset=60%", err: "at most 100%"},
 		{in: "up-stall=NaN", err: "percentage"},
 		{in: "explode=1", err: `unknown kind "explode"`},
+		{in: "noread=2;segment=2", err: "several separated by \";\", and each, are for sluice-bench compare"},
+		{in: "each", err: "are for sluice-bench compare"},
 	} {
 		a, err := ParseAdversary(tc.in)
 		if tc.err != "" {
