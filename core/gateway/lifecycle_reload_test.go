@@ -13,7 +13,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sluice-gw/sluice/bench/testenv"
 	"github.com/sluice-gw/sluice/core/config"
 	"github.com/sluice-gw/sluice/core/gateway"
 )
@@ -162,30 +161,8 @@ buffer_timeout = "30s"
 // The same through a model router, whose target's servers are observed: the requests queued
 // before the reload are served by the replica once its observation says ready.
 func TestReloadDuringAColdStartServesAModelRoutersBufferedRequests(t *testing.T) {
-	llmsimBin := testenv.BuildBinary(t, "./cmd/llmsim")
 	path := filepath.Join(t.TempDir(), "sluice.toml")
-	base := fmt.Sprintf(`
-[entrypoints.web]
-address = "127.0.0.1:0"
-[admin]
-address = "127.0.0.1:0"
-[routers.openai]
-rule = "PathPrefix(`+"`/v1`"+`)"
-models = true
-[services.llm.workers]
-observe_interval = "100ms"
-observation_ttl = "10s"
-[services.llm.scaling]
-executor = "exec"
-max_replicas = 1
-container_concurrency = 4
-buffer_timeout = "30s"
-[services.llm.scaling.exec]
-command = [%q, "--listen", "127.0.0.1:{port}", "--startup-delay", "2s", "--ttft", "20ms", "--itl", "2ms", "--tokens", "4"]
-stop_timeout = "2s"
-[models.m.targets.a]
-service = "llm"
-`, llmsimBin)
+	base := scaledModelConfig(t, "2s", `buffer_timeout = "30s"`)
 	g, addr, admin := startFileGateway(t, path, base)
 	const n = 4
 	results := make([]apiResult, n)

@@ -59,6 +59,18 @@ func startShadow(t *testing.T) *shadow {
 	return s
 }
 
+// startStuckShadow starts a shadow that reads each request and never answers, holding the
+// copy until the test ends; held gets a value for each copy it holds.
+func startStuckShadow(t *testing.T) (*upstream, <-chan struct{}) {
+	held := make(chan struct{}, 64)
+	stuck := serveUpstreamU(t, func(u *upstream, _ net.Conn, _ *bufio.Reader, _ string, _ []byte) bool {
+		held <- struct{}{}
+		<-u.stop
+		return false
+	})
+	return stuck, held
+}
+
 // wait waits for n requests at the shadow.
 func (s *shadow) wait(t *testing.T, n int) []string {
 	t.Helper()
@@ -162,12 +174,7 @@ upstream_model = "internal/model-v1"
 // only sender and queue slot are taken, are dropped at once (counted), never waited for.
 func TestMirrorToADeadOrStuckShadowLeavesThePrimaryAlone(t *testing.T) {
 	sim := startSimulator(t)
-	held := make(chan struct{}, 64)
-	stuck := serveUpstreamU(t, func(u *upstream, _ net.Conn, _ *bufio.Reader, _ string, _ []byte) bool {
-		held <- struct{}{}
-		<-u.stop
-		return false
-	})
+	stuck, held := startStuckShadow(t)
 	for _, tc := range []struct{ name, shadow, metric string }{
 		{"dead", deadUpstream, `sluice_mirror_responses_total{service="to-dead",shadow="shadow-dead",code="error"}`},
 		{"stuck", stuck.addr(), `sluice_mirror_dropped_total{service="to-stuck",shadow="shadow-stuck",reason="queue_full"}`},
@@ -209,12 +216,7 @@ servers = [{ url = "http://%s" }]
 // next are dropped as max_bytes, not queued (each would hold its body in memory).
 func TestMirrorBoundsTheBytesItHolds(t *testing.T) {
 	sim := startSimulator(t)
-	held := make(chan struct{}, 64)
-	stuck := serveUpstreamU(t, func(u *upstream, _ net.Conn, _ *bufio.Reader, _ string, _ []byte) bool {
-		held <- struct{}{}
-		<-u.stop
-		return false
-	})
+	stuck, held := startStuckShadow(t)
 	_, addr, admin := startConfigGateway(t, fmt.Sprintf(`
 [entrypoints.web]
 address = "127.0.0.1:0"
@@ -266,12 +268,7 @@ servers = [{ url = "http://%s" }]
 // instead of granting the budget again (each reload would add its bytes).
 func TestMirrorBudgetHoldsAcrossReloads(t *testing.T) {
 	sim := startSimulator(t)
-	held := make(chan struct{}, 64)
-	stuck := serveUpstreamU(t, func(u *upstream, _ net.Conn, _ *bufio.Reader, _ string, _ []byte) bool {
-		held <- struct{}{}
-		<-u.stop
-		return false
-	})
+	stuck, held := startStuckShadow(t)
 	conf := func(extra string) string {
 		return fmt.Sprintf(`
 [entrypoints.web]

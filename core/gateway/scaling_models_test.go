@@ -18,29 +18,7 @@ import (
 // waiting for the cold start. Polls every 100 ms of a 1 s start make sure the replica was
 // observed starting.
 func TestColdStartServesAModelRouterWhoseWorkersAreObserved(t *testing.T) {
-	llmsimBin := testenv.BuildBinary(t, "./cmd/llmsim")
-	_, addr, _ := startConfigGateway(t, fmt.Sprintf(`
-[entrypoints.web]
-address = "127.0.0.1:0"
-[admin]
-address = "127.0.0.1:0"
-[routers.openai]
-rule = "PathPrefix(`+"`/v1`"+`)"
-models = true
-[services.llm.workers]
-observe_interval = "100ms"
-observation_ttl = "10s"
-[services.llm.scaling]
-executor = "exec"
-max_replicas = 1
-container_concurrency = 4
-keepalive_interval = "100ms"
-[services.llm.scaling.exec]
-command = [%q, "--listen", "127.0.0.1:{port}", "--startup-delay", "1s", "--ttft", "20ms", "--itl", "2ms", "--tokens", "4"]
-stop_timeout = "2s"
-[models.m.targets.a]
-service = "llm"
-`, llmsimBin))
+	_, addr, _ := startConfigGateway(t, scaledModelConfig(t, "1s", `keepalive_interval = "100ms"`))
 
 	var wg sync.WaitGroup
 	var plain apiResult
@@ -55,4 +33,33 @@ service = "llm"
 	require.Equal(t, 200, status)
 	require.NotContains(t, body, "event: error")
 	require.True(t, strings.HasSuffix(body, "data: [DONE]\n\n"), "the model's stream after the keep-alives: %q", body)
+}
+
+// scaledModelConfig is a model router whose alias "m" has one target, service "llm": a
+// service that scales from zero to one llmsim replica taking startup to start, observed every
+// 100 ms; scaling holds more [services.llm.scaling] keys.
+func scaledModelConfig(t *testing.T, startup, scaling string) string {
+	llmsimBin := testenv.BuildBinary(t, "./cmd/llmsim")
+	return fmt.Sprintf(`
+[entrypoints.web]
+address = "127.0.0.1:0"
+[admin]
+address = "127.0.0.1:0"
+[routers.openai]
+rule = "PathPrefix(`+"`/v1`"+`)"
+models = true
+[services.llm.workers]
+observe_interval = "100ms"
+observation_ttl = "10s"
+[services.llm.scaling]
+executor = "exec"
+max_replicas = 1
+container_concurrency = 4
+%s
+[services.llm.scaling.exec]
+command = [%q, "--listen", "127.0.0.1:{port}", "--startup-delay", %q, "--ttft", "20ms", "--itl", "2ms", "--tokens", "4"]
+stop_timeout = "2s"
+[models.m.targets.a]
+service = "llm"
+`, scaling, llmsimBin, startup)
 }
