@@ -217,29 +217,10 @@ servers = [{ url = "http://%s" }]
 func TestMirrorBoundsTheBytesItHolds(t *testing.T) {
 	sim := startSimulator(t)
 	stuck, held := startStuckShadow(t)
-	_, addr, admin := startConfigGateway(t, fmt.Sprintf(`
-[entrypoints.web]
-address = "127.0.0.1:0"
-[admin]
-address = "127.0.0.1:0"
-[routers.api]
-rule = "PathPrefix(`+"`/`"+`)"
-service = "big"
-[services.big.load_balancer]
-servers = [{ url = "http://%s" }]
-[services.big.mirror]
-service = "shadow"
-percentage = 100
-queue_size = 64
-max_concurrent = 1
-max_bytes = 262144
-timeout = "1m"
-[services.shadow.load_balancer]
-servers = [{ url = "http://%s" }]
-`, sim, stuck.addr()))
+	_, addr, admin := startConfigGateway(t, budgetMirrorConfig(sim, stuck.addr(), "big", "shadow", 1))
 	// 100 KiB bodies: a copy takes its body and 64 KiB for its head from the 256 KiB budget,
 	// so one copy fits and a second would not.
-	body := `{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("x", 100<<10) + `"}],"max_tokens":2}`
+	body := bigChat
 	// The metrics are the process's: a run of the test with -count counts from where the last
 	// one left them.
 	const (
@@ -270,25 +251,7 @@ func TestMirrorBudgetHoldsAcrossReloads(t *testing.T) {
 	sim := startSimulator(t)
 	stuck, held := startStuckShadow(t)
 	conf := func(extra string) string {
-		return fmt.Sprintf(`
-[entrypoints.web]
-address = "127.0.0.1:0"
-[admin]
-address = "127.0.0.1:0"
-[routers.api]
-rule = "PathPrefix(`+"`/`"+`)"
-service = "reloaded"
-[services.reloaded.load_balancer]
-servers = [{ url = "http://%s" }]
-[services.reloaded.mirror]
-service = "shadow-r"
-percentage = 100
-max_concurrent = 4
-max_bytes = 262144
-timeout = "1m"
-[services.shadow-r.load_balancer]
-servers = [{ url = "http://%s" }]
-%s`, sim, stuck.addr(), extra)
+		return budgetMirrorConfig(sim, stuck.addr(), "reloaded", "shadow-r", 4) + extra
 	}
 	path := filepath.Join(t.TempDir(), "sluice.toml")
 	g, addr, admin := startFileGateway(t, path, conf(""))
@@ -297,7 +260,7 @@ servers = [{ url = "http://%s" }]
 	const sentSeries = `sluice_mirror_sent_total{service="reloaded",shadow="shadow-r"}`
 	const droppedSeries = `sluice_mirror_dropped_total{service="reloaded",shadow="shadow-r",reason="max_bytes"}`
 	sent0, dropped0 := metricValue(t, admin, sentSeries), metricValue(t, admin, droppedSeries)
-	body := `{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("x", 100<<10) + `"}],"max_tokens":2}`
+	body := bigChat
 	send := func() {
 		r := call(t, "POST", "http://"+addr+"/v1/chat/completions", "", body)
 		require.Equal(t, 200, r.status, r.raw)
@@ -317,3 +280,31 @@ servers = [{ url = "http://%s" }]
 	waitMetric(t, admin+"/metrics", droppedSeries, func(v float64) bool { return v >= dropped0+3 })
 	require.Equal(t, sent0+1, metricValue(t, admin, sentSeries), "only the first copy was sent: the reloads' mirrors counted it")
 }
+
+// budgetMirrorConfig mirrors every request of service, served by sim, to shadow at
+// shadowAddr, with maxConcurrent senders and a budget of 256 KiB: one copy of bigChat fits
+// (its body and 64 KiB for its head), a second would not.
+func budgetMirrorConfig(sim, shadowAddr, service, shadow string, maxConcurrent int) string {
+	return fmt.Sprintf(`
+[entrypoints.web]
+address = "127.0.0.1:0"
+[admin]
+address = "127.0.0.1:0"
+[routers.api]
+rule = "PathPrefix(`+"`/`"+`)"
+service = %[3]q
+[services.%[3]s.load_balancer]
+servers = [{ url = "http://%[1]s" }]
+[services.%[3]s.mirror]
+service = %[4]q
+percentage = 100
+max_concurrent = %[5]d
+max_bytes = 262144
+timeout = "1m"
+[services.%[4]s.load_balancer]
+servers = [{ url = "http://%[2]s" }]
+`, sim, shadowAddr, service, shadow, maxConcurrent)
+}
+
+// bigChat is a chat request with 100 KiB of content.
+var bigChat = `{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("x", 100<<10) + `"}],"max_tokens":2}`
