@@ -40,6 +40,15 @@ type HeadScan struct {
 // Reset prepares s for the next message.
 func (s *HeadScan) Reset() { *s = HeadScan{} }
 
+// Scanned returns how many bytes of the input the previous Find covered (0 after Reset): the
+// next b must be at least this long.
+func (s *HeadScan) Scanned() int {
+	if !s.started {
+		return s.skip
+	}
+	return s.next
+}
+
 // Find returns what FindHeadEnd(b) returns. Each b must extend the b of the previous call
 // since the last Reset (the same bytes, perhaps followed by more), as a connection's input
 // buffer does until the head is consumed.

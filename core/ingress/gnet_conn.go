@@ -3,6 +3,7 @@ package ingress
 import (
 	"errors"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -274,8 +275,8 @@ func (gc *gconn) onTraffic() gnet.Action {
 			}
 			gc.phase = phaseHead
 		case phaseHead:
-			buf, _ := c.Peek(-1)
-			if len(buf) == 0 {
+			avail := c.InboundBuffered()
+			if avail == 0 {
 				// Nothing yet of the connection's first request, past its time: a head of no
 				// bytes stalled. (headSince is 0 on an idle keep-alive connection, whatever
 				// the sweep last found.)
@@ -291,7 +292,7 @@ func (gc *gconn) onTraffic() gnet.Action {
 			if gc.fresh.Load() {
 				gc.fresh.Store(false)
 			}
-			skip, n := gc.head.Find(buf)
+			buf, skip, n := gc.findHead(avail, lim)
 			if n < 0 {
 				if err := http1.CheckPartialHead(buf[skip:], lim); err != nil && err != http1.ErrNeedMore {
 					return gc.reject(err)
@@ -325,8 +326,7 @@ func (gc *gconn) onTraffic() gnet.Action {
 				return gnet.None
 			}
 		case phaseBody:
-			buf, _ := c.Peek(-1)
-			done, err := gc.readBody(buf)
+			done, read, err := gc.readBody()
 			if err != nil {
 				return gc.reject(err)
 			}
@@ -334,7 +334,7 @@ func (gc *gconn) onTraffic() gnet.Action {
 				if gc.headExpired.Load() {
 					return gc.shedHeadTimeout(errBodyTimeout)
 				}
-				if len(buf) > 0 {
+				if read > 0 {
 					// The body is still arriving: read_header_timeout bounds a pause in it,
 					// not the whole upload, as nginx's client_body_timeout does.
 					gc.headSince.Store(time.Now().UnixNano())
@@ -351,37 +351,85 @@ func (gc *gconn) onTraffic() gnet.Action {
 	}
 }
 
-// readBody moves body bytes from buf into the request and discards them from the inbound
-// buffer; it reports whether the body is complete.
-func (gc *gconn) readBody(buf []byte) (bool, error) {
-	req := &gc.rc.Req
-	if !req.Chunked {
-		take := int64(len(buf))
-		if take > gc.bodyLeft {
-			take = gc.bodyLeft
+// inputWindow is how many buffered bytes the parser first looks at, for a head or for the
+// framing of a chunked body. A client that pipelines has its later requests buffered behind
+// the one being read, and gnet copies what a Peek spans whenever its ring buffer has wrapped:
+// peeking all of the input for each request would copy the whole backlog per request,
+// quadratic work on the event loop that slows every connection it serves. A window of 4 KiB
+// holds most heads; it widens only while a head may extend past it.
+const inputWindow = 4 << 10
+
+// findHead looks for the end of the head being read in the first bytes of the avail buffered
+// ones. It returns the window it looked in and what HeadScan.Find found there: the head is
+// buf[skip:skip+n], or n is -1 when buf holds all that may yet be the head, that is all of the
+// input, or more than the header limit past the leading empty lines (CheckPartialHead then
+// refuses it).
+func (gc *gconn) findHead(avail int, lim *http1.Limits) (buf []byte, skip, n int) {
+	// The window starts where the previous event's search stopped: HeadScan resumes there.
+	want := min(avail, max(inputWindow, gc.head.Scanned()))
+	for {
+		buf, _ = gc.c.Peek(want)
+		skip, n = gc.head.Find(buf)
+		limit := skip + lim.HeaderBytes() + 1
+		if n >= 0 || want == avail || want >= limit {
+			return buf, skip, n
 		}
-		req.Body = append(req.Body, buf[:take]...)
-		_, _ = gc.c.Discard(int(take))
-		gc.bodyLeft -= take
-		return gc.bodyLeft == 0, nil
+		want = min(avail, want*4, limit)
 	}
+}
+
+// readBody moves buffered body bytes into the request and discards them from the inbound
+// buffer. It reports whether the body is complete and how many input bytes it consumed.
+func (gc *gconn) readBody() (done bool, read int, err error) {
+	req := &gc.rc.Req
+	avail := gc.c.InboundBuffered()
+	if !req.Chunked {
+		// Read copies straight into the body, with no peeked copy between.
+		take := int(min(int64(avail), gc.bodyLeft))
+		n := len(req.Body)
+		req.Body = slices.Grow(req.Body, take)[:n+take]
+		_, _ = gc.c.Read(req.Body[n:])
+		gc.bodyLeft -= int64(take)
+		return gc.bodyLeft == 0, take, nil
+	}
+	for avail > 0 && !gc.dec.Done() {
+		// The decoder keeps its state between calls and consumes every byte up to the end
+		// of the body, so a window of any size makes progress.
+		buf, _ := gc.c.Peek(min(avail, inputWindow))
+		off, err := gc.decodeChunks(buf)
+		if err != nil {
+			return false, read, err
+		}
+		if off == 0 {
+			break
+		}
+		_, _ = gc.c.Discard(off)
+		read += off
+		avail -= off
+	}
+	return gc.dec.Done(), read, nil
+}
+
+// decodeChunks appends the chunk data of buf to the request body and returns how many bytes of
+// buf the chunked decoder consumed.
+func (gc *gconn) decodeChunks(buf []byte) (int, error) {
+	req := &gc.rc.Req
 	off := 0
 	for off < len(buf) && !gc.dec.Done() {
 		data, k, err := gc.dec.Next(buf[off:])
 		if err != nil {
-			return false, err
+			return off, err
 		}
 		req.Body = append(req.Body, data...)
 		if int64(len(req.Body)) > gc.e.set.Limits.BodyBytes() {
-			return false, bodyTooLarge
+			return off, bodyTooLarge
 		}
 		off += k
 		if k == 0 {
 			break
 		}
 	}
-	_, _ = gc.c.Discard(off)
-	return gc.dec.Done(), nil
+	return off, nil
 }
 
 // reject answers a request that cannot be parsed or is over a limit and ends the connection

@@ -178,6 +178,9 @@ func (c *conn) Peek(n int) (buf []byte, err error) {
 	buf = bsPool.Get(n)[:0]
 	buf = append(buf, head...)
 	buf = append(buf, tail...)
+	// Discard gives the copy back to the pool: a copy left to the collector costs a
+	// pipelining client's every request an allocation of all it has sent ahead.
+	c.cache = buf
 	if inBufferLen >= n {
 		return
 	}
