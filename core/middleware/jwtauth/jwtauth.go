@@ -9,7 +9,7 @@
 // configuration is compiled: never "none", and never an HMAC algorithm with a public key, so
 // that a token "signed" with the public key as an HMAC secret (algorithm confusion) is
 // refused. A token must carry exp; exp, nbf and iat are checked with the configured leeway,
-// iss and aud when configured. When [consumers] are defined, the claim named by claim (sub by
+// iss and aud when configured (claims.go). When [consumers] are defined, the claim named by claim (sub by
 // default) must name one: the request then carries that consumer, whose grants apply as they
 // do after an api-key middleware.
 package jwtauth
@@ -50,6 +50,9 @@ type Stage struct {
 	noClaim   *refusal           // the token lacks the claim that names its consumer
 	now       func() time.Time   // a field so that tests can set the clock
 	forward   []forwardClaim     // claims sent upstream in request fields
+	leeway    time.Duration      // clock skew allowed on exp, nbf and iat
+	issuer    string             // "": any
+	audience  []string           // empty: any
 }
 
 // forwardClaim sends a verified token's claim upstream in a request field.
@@ -85,7 +88,7 @@ func (s *Stage) forwardClaims(rc *pipeline.RequestCtx, claims jwt.MapClaims) {
 // o.PublicKeyFile when set; its error describes what is wrong with that file. When consumers
 // holds any, a token's claim o.Claim must name one of them.
 func New(o config.JWTOptions, consumers *consumer.Registry) (*Stage, error) {
-	s := &Stage{claim: o.Claim, now: time.Now}
+	s := &Stage{claim: o.Claim, now: time.Now, leeway: o.Leeway, issuer: o.Issuer, audience: o.Audience}
 	if s.claim == "" {
 		s.claim = config.DefaultJWTClaim
 	}
@@ -110,20 +113,10 @@ func New(o config.JWTOptions, consumers *consumer.Registry) (*Stage, error) {
 	default:
 		return nil, errors.New("jwt: neither a secret nor a public key")
 	}
-	opts := []jwt.ParserOption{
-		jwt.WithValidMethods(s.methods),
-		jwt.WithLeeway(o.Leeway),
-		jwt.WithExpirationRequired(),
-		jwt.WithIssuedAt(),
-		jwt.WithTimeFunc(func() time.Time { return s.now() }),
-	}
-	if o.Issuer != "" {
-		opts = append(opts, jwt.WithIssuer(o.Issuer))
-	}
-	if len(o.Audience) > 0 {
-		opts = append(opts, jwt.WithAudience(o.Audience...))
-	}
-	s.parser = jwt.NewParser(opts...)
+	// The parser checks the algorithm and the signature, checkClaims the claims: the parser
+	// names a missing claim only in its message, reads a null iss as of the wrong type, and
+	// converts a NumericDate beyond int64 seconds into a time long past.
+	s.parser = jwt.NewParser(jwt.WithValidMethods(s.methods), jwt.WithoutClaimsValidation())
 	for _, p := range o.ForwardClaims {
 		s.forward = append(s.forward, forwardClaim{claim: p.Name, header: []byte(p.Value)})
 	}
@@ -252,47 +245,17 @@ var (
 	}
 	errMalformed       = newRefusal(401, "the token is malformed")
 	errSignature       = newRefusal(401, "the token's signature does not verify with the gateway's key and algorithms")
-	errExpired         = newRefusal(401, "the token has expired")
-	errNotYet          = newRefusal(401, "the token is not valid yet")
-	errIssuer          = newRefusal(401, "the token's issuer is not accepted")
-	errAudience        = newRefusal(401, "the token's audience is not accepted")
-	errClaims          = newRefusal(401, "a claim of the token has the wrong type (exp, nbf and iat are numbers, iss a string, aud a string or an array of strings)")
-	errNoExp           = newRefusal(401, "the token has no exp claim, which the gateway requires")
-	errNoAud           = newRefusal(401, "the token has no aud claim, which the gateway's audience requires")
-	errNoIss           = newRefusal(401, "the token has no iss claim, which the gateway's issuer requires")
 	errCritical        = newRefusal(401, "the token's header lists critical extensions (crit), none of which the gateway implements")
 	errUnknownConsumer = newRefusal(403, "the token's subject is not a consumer of this gateway")
 )
 
-// refusalFor maps a verification error of jwt.Parser, for a token with claims, to its answer.
-func refusalFor(err error, claims jwt.MapClaims) *refusal {
-	switch {
-	case errors.Is(err, jwt.ErrTokenMalformed):
+// refusalFor maps an error of jwt.Parser, which checks no claims, to its answer: the token is
+// malformed, or it does not verify (an algorithm not accepted, no key, a wrong signature).
+func refusalFor(err error) *refusal {
+	if errors.Is(err, jwt.ErrTokenMalformed) {
 		return errMalformed
-	case errors.Is(err, jwt.ErrTokenSignatureInvalid), errors.Is(err, jwt.ErrTokenUnverifiable),
-		errors.Is(err, jwt.ErrInvalidKeyType), errors.Is(err, jwt.ErrInvalidKey):
-		return errSignature
-	case errors.Is(err, jwt.ErrTokenExpired):
-		return errExpired
-	case errors.Is(err, jwt.ErrTokenNotValidYet), errors.Is(err, jwt.ErrTokenUsedBeforeIssued):
-		return errNotYet
-	case errors.Is(err, jwt.ErrTokenInvalidIssuer):
-		return errIssuer
-	case errors.Is(err, jwt.ErrTokenInvalidAudience):
-		return errAudience
-	case errors.Is(err, jwt.ErrTokenRequiredClaimMissing):
-		// The parser names the claim only in its message: the claims say which one is absent,
-		// in the order the parser checks them.
-		for _, c := range []struct {
-			name string
-			r    *refusal
-		}{{"exp", errNoExp}, {"aud", errNoAud}, {"iss", errNoIss}} {
-			if _, ok := claims[c.name]; !ok {
-				return c.r
-			}
-		}
 	}
-	return errClaims
+	return errSignature
 }
 
 // OnRequest implements pipeline.RequestStage: the request goes on when its bearer token
@@ -308,7 +271,10 @@ func (s *Stage) OnRequest(rc *pipeline.RequestCtx) error {
 	claims := jwt.MapClaims{}
 	t, err := s.parser.ParseWithClaims(string(tok), claims, s.keyFunc)
 	if err != nil {
-		return refusalFor(err, claims).reply(rc)
+		return refusalFor(err).reply(rc)
+	}
+	if r := s.checkClaims(claims, s.now()); r != nil {
+		return r.reply(rc)
 	}
 	if _, ok := t.Header["crit"]; ok {
 		// A recipient must refuse a token whose crit lists an extension it does not
