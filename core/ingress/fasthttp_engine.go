@@ -134,7 +134,7 @@ func (e *FastEngine) Start() error {
 	}
 	ln := e.tcp
 	if t := e.set.TLS; t != nil {
-		ln = tls.NewListener(ln, &tls.Config{GetCertificate: e.certs.GetCertificate, MinVersion: max(t.MinVersion, tls.VersionTLS12), NextProtos: []string{"http/1.1", "http/1.0"}})
+		ln = &tlsListener{Listener: ln, e: e, config: &tls.Config{GetCertificate: e.certs.GetCertificate, MinVersion: max(t.MinVersion, tls.VersionTLS12), NextProtos: []string{"http/1.1", "http/1.0"}}}
 	}
 	sl := newServeListener(&countingListener{Listener: ln, n: &e.counters.conns, max: int64(e.set.MaxConnections), sndbuf: e.set.SendBufferBytes, m: e.m, shed: &e.shed}, e.set.linger, &e.set.Limits, e.m, &e.shed)
 	sl.bodyIdle = e.set.ReadHeaderTimeout
