@@ -65,7 +65,7 @@ bench-compare: build
 
 # fuzz: every fuzz target for FUZZTIME, after its committed corpus (testdata/fuzz/<Target>/).
 # An input that fails is written to that directory: commit it with a test for the fix.
-FUZZ_PKGS := ./fuzz ./core/ingress ./pool ./bench/llmsim ./bench/harness
+FUZZ_PKGS := ./fuzz ./core/ingress ./core/middleware/jwtauth ./pool ./bench/llmsim ./bench/harness
 # A run that fails with only "context deadline exceeded" and writes no failing input is the
 # race in Go 1.26's fuzz coordinator at the end of -fuzztime (fixed in Go 1.27), not a finding:
 # it is reported and the next target runs. Any other failure, or a new input, fails the target.
