@@ -103,7 +103,6 @@ func looksLikeHTTP(hdr [5]byte) bool {
 // surely holds: a HEAD gets the head alone (RFC 9110 §9.3.2).
 func (e *FastEngine) answerPlainHTTP(raw net.Conn, hdr [5]byte) {
 	rc := pipeline.AcquireRequestCtx()
-	rc.Req.Reset()
 	for i, b := range hdr {
 		if b == ' ' {
 			rc.Req.Method = append(rc.Req.Method, hdr[:i]...)
@@ -118,7 +117,6 @@ func (e *FastEngine) answerPlainHTTP(raw net.Conn, hdr [5]byte) {
 	_ = raw.SetWriteDeadline(time.Now().Add(e.set.linger.idle))
 	_, _ = raw.Write(resp)
 	rc.Finish()
-	rc.Req.Reset()
 	pipeline.ReleaseRequestCtx(rc)
 	lingerClose(raw, e.set.linger)
 }

@@ -163,6 +163,8 @@ func ReleaseRequestCtx(rc *RequestCtx) {
 	rc.cancelMu.Unlock()
 	rc.ClientIP, rc.peer = rc.ClientIP[:0], netip.Addr{}
 	rc.FramesBodies = false
+	// An engine's refusal (Entrypoint.Reject) fills in only what it parsed of its request.
+	rc.Req.Reset()
 	ctxPool.Put(rc)
 }
 
