@@ -18,8 +18,10 @@
 //     to the client by the relay. The target and source states are opaque JSON copied byte
 //     for byte from one answer into the next call; they are never interpreted, kept past the
 //     request or logged;
-//  3. deadlines and abort: execution_timeout_ms bounds the whole exchange, stream included;
-//     each leg has its own deadline within it; when any leg fails, the deadline passes or the
+//  3. deadlines and abort: execution_timeout_ms bounds the whole exchange, stream included
+//     (the client gets upstream_timeout, as a 504 or, once the stream began, as its SSE error
+//     event: pipeline.RequestCtx.Expire); each leg has its own deadline within it; when any
+//     leg fails, the deadline passes or the
 //     client leaves, both workers get POST /power/v1/abort at once, bounded by abortTimeout,
 //     so no worker waits for a partner that will not come;
 //  4. failure handling: a retryable failure before any response byte (a connect failure, a

@@ -226,8 +226,16 @@ func (t *Target) attempt(ctx context.Context, cancel context.CancelFunc, rc *pip
 	x := pool.AcquireExchange()
 	h := x.AbortHandle()
 	// The deadline and the client leaving abort the decode exchange too, stream included,
-	// until Complete.
-	stopX := context.AfterFunc(ctx, h.Abort)
+	// until Complete. Once the pipeline relays the exchange, the deadline cuts it through the
+	// request, so that the client's stream ends with the timeout's error event rather than
+	// the one of an upstream that failed.
+	ch := rc.CancelHandle()
+	stopX := context.AfterFunc(ctx, func() {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			ch.Expire(errExecutionTimeout)
+		}
+		h.Abort()
+	})
 	body := t.decodeBody(id, fwd, source)
 	head := t.decodeHead(db.Host, rc.RequestID(), len(body))
 	sent := time.Now()
@@ -253,6 +261,11 @@ func (t *Target) attempt(ctx context.Context, cancel context.CancelFunc, rc *pip
 	rc.Set(&execSlot, e)
 	if !rc.Adopt(db, x) {
 		return pr.d, pipeline.ErrClientGone // Complete aborts both
+	}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		// The deadline passed between the decode head and Adopt: its abort came before the
+		// request had the exchange to cut.
+		rc.Expire(errExecutionTimeout)
 	}
 	return 0, nil
 }

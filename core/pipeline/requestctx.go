@@ -355,8 +355,8 @@ func (rc *RequestCtx) cancelSeq(seq uint64, check bool) {
 	}
 }
 
-// CancelHandle cancels one use of a pooled RequestCtx: it is a no-op once that use was
-// released. Goroutines that may outlive the request (a disconnect watch) hold one instead of
+// CancelHandle cancels (or expires, Expire) one use of a pooled RequestCtx: it is a no-op
+// once that use was released. Goroutines that may outlive the request (a disconnect watch) hold one instead of
 // the RequestCtx.
 type CancelHandle struct {
 	rc  *RequestCtx
@@ -374,6 +374,13 @@ func (rc *RequestCtx) CancelHandle() CancelHandle {
 func (h CancelHandle) Cancel() {
 	if h.rc != nil {
 		h.rc.cancelSeq(h.seq, true)
+	}
+}
+
+// Expire is RequestCtx.Expire if it is still the same use of the RequestCtx.
+func (h CancelHandle) Expire(e *GatewayError) {
+	if h.rc != nil {
+		h.rc.expireSeq(e, h.seq, true)
 	}
 }
 

@@ -44,6 +44,7 @@ const (
 	cutNone uint8 = iota
 	cutFirstToken
 	cutTotal
+	cutStage // a stage's own deadline (RequestCtx.Expire); deadlineState.stageErr names it
 )
 
 // deadlineState is a request's armed stream deadlines, guarded by RequestCtx.cancelMu: the
@@ -55,6 +56,8 @@ type deadlineState struct {
 	total   time.Time   // zero: no total deadline
 	cut     uint8       // the deadline that aborted the exchange
 	armedAt uint64      // gen of the arm the timer belongs to
+	// stageErr is what the client gets when cut is cutStage.
+	stageErr *GatewayError
 }
 
 // armStreamDeadlines starts the service's stream deadlines for the response whose head just
@@ -126,7 +129,7 @@ func (rc *RequestCtx) disarmStreamDeadlines() {
 		d.gen++
 		d.timer.Stop()
 	}
-	d.first, d.total, d.cut = time.Time{}, time.Time{}, cutNone
+	d.first, d.total, d.cut, d.stageErr = time.Time{}, time.Time{}, cutNone, nil
 	rc.cancelMu.Unlock()
 }
 
@@ -158,6 +161,29 @@ func (rc *RequestCtx) deadlineFired() {
 	}
 }
 
+// Expire cuts the request's upstream exchange because a deadline that the stage running it
+// keeps has passed (a stage that adopted the exchange and bounds it on its own: the
+// prefill/decode execution_timeout_ms). e, a gateway error of status 504, names that deadline.
+// The exchange is aborted and the request ends as one a stream deadline cut: a client whose
+// stream had begun gets e as the SSE error event, one whose body was being read whole before
+// its head went out gets e as the answer, and the request counts as an upstream timeout
+// (sluice_upstream_errors_total and the access log's upstream_error, reason "timeout"). It does
+// nothing when no exchange is in flight (before Adopt, after Finish), when a deadline already
+// cut it or when the client left. Safe from any goroutine; a goroutine that may outlive the
+// request calls it through a CancelHandle.
+func (rc *RequestCtx) Expire(e *GatewayError) { rc.expireSeq(e, 0, false) }
+
+func (rc *RequestCtx) expireSeq(e *GatewayError, seq uint64, check bool) {
+	rc.cancelMu.Lock()
+	defer rc.cancelMu.Unlock()
+	d := &rc.dl
+	if (check && seq != rc.seq) || !rc.hasAbort || rc.canceled || d.cut != cutNone {
+		return
+	}
+	d.cut, d.stageErr = cutStage, e
+	rc.abort.Abort()
+}
+
 // deadlineCut returns which stream deadline aborted the exchange (cutNone: none did).
 func (rc *RequestCtx) deadlineCut() uint8 {
 	rc.cancelMu.Lock()
@@ -165,14 +191,32 @@ func (rc *RequestCtx) deadlineCut() uint8 {
 	return rc.dl.cut
 }
 
-// streamFailure returns the SSE error event and the gateway error that describe a body read
-// failure err: a stream deadline's, the idle timeout's, or the generic upstream failure.
+// cutError returns the gateway error of the deadline that aborted the exchange, nil when none
+// did.
+func (rc *RequestCtx) cutError() *GatewayError {
+	rc.cancelMu.Lock()
+	defer rc.cancelMu.Unlock()
+	switch rc.dl.cut {
+	case cutFirstToken:
+		return ErrFirstTokenTimeout
+	case cutTotal:
+		return ErrStreamTimeout
+	case cutStage:
+		return rc.dl.stageErr
+	}
+	return nil
+}
+
+// streamFailure returns the SSE error event that describes a body read failure err: a
+// deadline's, the idle timeout's, or the generic upstream failure.
 func (rc *RequestCtx) streamFailure(err error) []byte {
 	switch rc.deadlineCut() {
 	case cutFirstToken:
 		return sseFirstTokenTimeout[rc.errShape]
 	case cutTotal:
 		return sseStreamTimeout[rc.errShape]
+	case cutStage:
+		return appendSSEErrorShaped(nil, rc.cutError(), rc.errShape)
 	}
 	if errors.Is(err, pool.ErrTimeout) {
 		return sseStreamIdle[rc.errShape]

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/sluice-gw/sluice/core/metrics"
 	"github.com/sluice-gw/sluice/core/relay"
 	"github.com/sluice-gw/sluice/pool"
 )
@@ -76,9 +77,13 @@ func (rc *RequestCtx) collectFailed(err error) error {
 		return errClientGone
 	}
 	rc.outcome.UpstreamError = UpstreamReason(err)
+	ge := UpstreamGatewayError(err)
+	if cut := rc.cutError(); cut != nil {
+		// A deadline aborted the exchange: the abort is its doing, not the upstream's.
+		rc.outcome.UpstreamError, ge = metrics.ReasonTimeout, cut
+	}
 	rc.ep.elog.upstreamFailed(rc.route.Name, rc.backend.URL, "body", err)
 	rc.dropUpstream() // none of its bytes went to the client
-	ge := UpstreamGatewayError(err)
 	if ge == ErrUpstreamClosed {
 		ge = ErrUpstreamCut // it did answer: the body is what it cut short
 	}
