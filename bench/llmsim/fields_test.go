@@ -88,39 +88,50 @@ func TestEmbeddingsEncodings(t *testing.T) {
 	}
 }
 
+// refusedFields are request fields /v1/chat/completions or /v1/completions refuses with a 400
+// naming param: body is the field as it goes into a request of path.
+var refusedFields = []struct {
+	path, body, param string
+}{
+	{"/v1/chat/completions", `"logprobs":true`, "logprobs"},
+	{"/v1/chat/completions", `"top_logprobs":3`, "top_logprobs"},
+	{"/v1/chat/completions", `"response_format":{"type":"json_object"}`, "response_format"},
+	{"/v1/chat/completions", `"tool_choice":"required"`, "tool_choice"},
+	{"/v1/chat/completions", `"tool_choice":{"type":"function","function":{"name":"f"}}`, "tool_choice"},
+	{"/v1/chat/completions", `"modalities":["text","audio"]`, "modalities"},
+	{"/v1/chat/completions", `"audio":{"voice":"alloy","format":"mp3"}`, "audio"},
+	{"/v1/chat/completions", `"web_search_options":{}`, "web_search_options"},
+	{"/v1/chat/completions", `"stop":["a","b","c","d","e"]`, "stop"},
+	{"/v1/chat/completions", `"stop":""`, "stop"},
+	{"/v1/chat/completions", `"stop":5`, "stop"},
+	{"/v1/chat/completions", `"temperature":2.5`, "temperature"},
+	{"/v1/chat/completions", `"top_p":-0.1`, "top_p"},
+	{"/v1/chat/completions", `"presence_penalty":3`, "presence_penalty"},
+	{"/v1/chat/completions", `"frequency_penalty":-3`, "frequency_penalty"},
+	{"/v1/chat/completions", `"n":3`, "n"},
+	{"/v1/chat/completions", `"stream_options":{"include_usage":true}`, "stream_options"},
+	{"/v1/chat/completions", `"max_tokens":0`, "max_tokens"},
+	{"/v1/completions", `"echo":true`, "echo"},
+	{"/v1/completions", `"best_of":2`, "best_of"},
+	{"/v1/completions", `"suffix":"end"`, "suffix"},
+	{"/v1/completions", `"logprobs":2`, "logprobs"},
+}
+
+// refusedRequest is the request of path carrying field.
+func refusedRequest(path, field string) string {
+	if path == "/v1/completions" {
+		return `{"model":"m","prompt":"x",` + field + `}`
+	}
+	return `{"model":"m","messages":[{"role":"user","content":"x"}],` + field + `}`
+}
+
 // Fields the OpenAI SDKs send are honoured, accepted without effect, or refused with a 400
 // naming them.
 func TestChatAndCompletionFields(t *testing.T) {
 	_, url := startOne(t, nil)
 	msgs := `"messages":[{"role":"user","content":"x"}]`
-	for _, tc := range []struct {
-		path, body, param string
-	}{
-		{"/v1/chat/completions", `"logprobs":true`, "logprobs"},
-		{"/v1/chat/completions", `"top_logprobs":3`, "top_logprobs"},
-		{"/v1/chat/completions", `"response_format":{"type":"json_object"}`, "response_format"},
-		{"/v1/chat/completions", `"tool_choice":"required"`, "tool_choice"},
-		{"/v1/chat/completions", `"tool_choice":{"type":"function","function":{"name":"f"}}`, "tool_choice"},
-		{"/v1/chat/completions", `"modalities":["text","audio"]`, "modalities"},
-		{"/v1/chat/completions", `"audio":{"voice":"alloy","format":"mp3"}`, "audio"},
-		{"/v1/chat/completions", `"web_search_options":{}`, "web_search_options"},
-		{"/v1/chat/completions", `"stop":["a","b","c","d","e"]`, "stop"},
-		{"/v1/chat/completions", `"stop":""`, "stop"},
-		{"/v1/chat/completions", `"stop":5`, "stop"},
-		{"/v1/chat/completions", `"temperature":2.5`, "temperature"},
-		{"/v1/chat/completions", `"top_p":-0.1`, "top_p"},
-		{"/v1/chat/completions", `"presence_penalty":3`, "presence_penalty"},
-		{"/v1/chat/completions", `"frequency_penalty":-3`, "frequency_penalty"},
-		{"/v1/chat/completions", `"n":3`, "n"},
-		{"/v1/completions", `"echo":true`, "echo"},
-		{"/v1/completions", `"best_of":2`, "best_of"},
-		{"/v1/completions", `"suffix":"end"`, "suffix"},
-		{"/v1/completions", `"logprobs":2`, "logprobs"},
-	} {
-		body := `{"model":"m",` + msgs + `,` + tc.body + `}`
-		if tc.path == "/v1/completions" {
-			body = `{"model":"m","prompt":"x",` + tc.body + `}`
-		}
+	for _, tc := range refusedFields {
+		body := refusedRequest(tc.path, tc.body)
 		resp := post(t, context.Background(), newClient(), url+tc.path, body, nil)
 		require.Equal(t, http.StatusBadRequest, resp.StatusCode, body)
 		e := readAPIError(t, resp)

@@ -190,43 +190,51 @@ func checkSampling(req *inferRequest) *badRequest {
 	return checkRange("presence_penalty", req.PresencePenalty, -2, 2)
 }
 
-// validateGeneration checks the fields chat and completions share and fills p; on error it
-// answers.
+// validateGeneration checks the model and the fields chat and completions share and fills
+// p; on error it answers.
 func (in *instance) validateGeneration(w http.ResponseWriter, req *inferRequest, p *genParams) bool {
 	if !in.checkModel(w, req.Model, writeError) {
 		return false
 	}
-	if req.N != nil && *req.N != 1 {
-		writeError(w, http.StatusBadRequest, "llmsim supports only n=1", "n", "unsupported_n")
-		return false
-	}
-	capTok, bad := outputCap(req)
-	if bad.answer(w, writeError) {
-		return false
-	}
-	if req.StreamOptions != nil && !req.Stream {
-		writeError(w, http.StatusBadRequest, "stream_options is only allowed with stream=true", "stream_options", "invalid_value")
-		return false
-	}
-	if checkSampling(req).answer(w, writeError) {
-		return false
-	}
-	stops, bad := parseStops("stop", req.Stop, 4)
-	if bad.answer(w, writeError) {
-		return false
-	}
-	if req.TopLogprobs != nil && *req.TopLogprobs > 0 {
-		unsupported("top_logprobs", "logprobs").answer(w, writeError)
+	if checkGeneration(req, p).answer(w, writeError) {
 		return false
 	}
 	p.model = req.Model
+	return true
+}
+
+// checkGeneration checks the fields chat and completions share, the model aside, and fills
+// p's output parameters from them (all but the model). /v1/chat/completions,
+// /v1/completions and the P/D workers' forwarded requests (parseInner) share it, so that a
+// worker refuses what the endpoint refuses, with the same answer.
+func checkGeneration(req *inferRequest, p *genParams) *badRequest {
+	if req.N != nil && *req.N != 1 {
+		return &badRequest{"n", "llmsim supports only n=1", "unsupported_n"}
+	}
+	capTok, bad := outputCap(req)
+	if bad != nil {
+		return bad
+	}
+	if req.StreamOptions != nil && !req.Stream {
+		return invalid("stream_options", "stream_options is only allowed with stream=true")
+	}
+	if b := checkSampling(req); b != nil {
+		return b
+	}
+	stops, bad := parseStops("stop", req.Stop, 4)
+	if bad != nil {
+		return bad
+	}
+	if req.TopLogprobs != nil && *req.TopLogprobs > 0 {
+		return unsupported("top_logprobs", "logprobs")
+	}
 	p.stream = req.Stream
 	p.includeUsage = req.StreamOptions != nil && req.StreamOptions.IncludeUsage
 	p.maxTokens = capTok
 	p.reqSeed = req.Seed
 	p.salt = req.CacheSalt
 	p.stops = stops
-	return true
+	return nil
 }
 
 // checkChatOnly refuses the chat fields that ask for what the simulator cannot produce.

@@ -271,11 +271,17 @@ type executeRequest struct {
 	PromptCacheKey string          `json:"prompt_cache_key"`
 }
 
-// parseInner decodes the forwarded chat request and serialises its prompt.
-func parseInner(w http.ResponseWriter, raw json.RawMessage) (*inferRequest, []byte, bool) {
+// parseInner decodes the request a P/D call forwards (a chat completion request, or a
+// completion request with a prompt), refuses what /v1/chat/completions (/v1/completions)
+// refuses, with the same answer, the model aside (the workers serve whatever model the
+// gateway names), fills p's output parameters and serialises its prompt. On error it answers.
+func parseInner(w http.ResponseWriter, raw json.RawMessage, p *genParams) (*inferRequest, []byte, bool) {
 	var req inferRequest
 	if len(raw) == 0 || json.Unmarshal(raw, &req) != nil {
 		writeError(w, http.StatusBadRequest, "request must be a chat completion request object", "request", "invalid_value")
+		return nil, nil, false
+	}
+	if checkGeneration(&req, p).answer(w, writeError) {
 		return nil, nil, false
 	}
 	if len(req.Messages) == 0 {
@@ -284,7 +290,13 @@ func parseInner(w http.ResponseWriter, raw json.RawMessage) (*inferRequest, []by
 			writeError(w, http.StatusBadRequest, "request has no messages and no prompt", "request", "invalid_value")
 			return nil, nil, false
 		}
+		if checkCompletionOnly(&req).answer(w, writeError) {
+			return nil, nil, false
+		}
 		return &req, prompt, true
+	}
+	if checkChatOnly(&req).answer(w, writeError) {
+		return nil, nil, false
 	}
 	return &req, appendChatPrompt(make([]byte, 0, 1024), req.Messages, req.Tools), true
 }
@@ -333,11 +345,11 @@ func (in *instance) handlePrefill(w http.ResponseWriter, r *http.Request) {
 		writeHandleError(w, errHandle, "target", "target handle belongs to another execution")
 		return
 	}
-	inner, prompt, ok := parseInner(w, req.Request)
+	// The request is refused here already, before a prefill the decode worker would refuse.
+	_, prompt, ok := parseInner(w, req.Request, &genParams{})
 	if !ok {
 		return
 	}
-	_ = inner
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	ex := in.registerExec(req.ExecutionID, cancel)
@@ -397,7 +409,8 @@ func (in *instance) handleDecode(w http.ResponseWriter, r *http.Request) {
 		writeHandleError(w, err, "source", "source handle refused: "+err.Error())
 		return
 	}
-	inner, prompt, ok := parseInner(w, req.Request)
+	p := genParams{enc: chatEnc, fault: f, executionID: req.ExecutionID, source: sc, arrival: arrival}
+	inner, prompt, ok := parseInner(w, req.Request, &p)
 	if !ok {
 		return
 	}
@@ -428,23 +441,12 @@ func (in *instance) handleDecode(w http.ResponseWriter, r *http.Request) {
 		writeHandleError(w, errStale, "source", "no decode reservation for this handle (used, aborted, expired or lost)")
 		return
 	}
-	p := genParams{enc: chatEnc, fault: f, executionID: req.ExecutionID, source: sc, arrival: arrival}
-	model := inner.Model
-	if model == "" {
-		model = "llmsim"
+	// The request's stream decides the shape, as on /v1/chat/completions (parseInner): a
+	// gateway forwards the client's request, streamed or not.
+	p.model = inner.Model
+	if p.model == "" {
+		p.model = "llmsim"
 	}
-	capTok, bad := outputCap(inner)
-	if bad.answer(w, writeError) {
-		return
-	}
-	stops, bad := parseStops("stop", inner.Stop, 4)
-	if bad.answer(w, writeError) {
-		return
-	}
-	// The request's stream decides the shape, as on /v1/chat/completions: a gateway forwards
-	// the client's request, streamed or not.
-	p.model, p.stream, p.maxTokens, p.reqSeed, p.stops = model, inner.Stream, capTok, inner.Seed, stops
-	p.includeUsage = inner.StreamOptions != nil && inner.StreamOptions.IncludeUsage
 	in.serveGeneration(w, r, &p, prompt)
 }
 

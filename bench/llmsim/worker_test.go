@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 const testKey = "sekrit"
@@ -259,4 +261,32 @@ func TestPrepareBatchAndAbort(t *testing.T) {
 	if st := f.Stats(1); st.Calls.PrepareBatch != 1 || st.Calls.Abort != 3 {
 		t.Fatalf("calls %+v", st.Calls)
 	}
+}
+
+// The workers refuse a forwarded request as the aggregated endpoint refuses it (n other than
+// 1, logprobs, out-of-range sampling, ...): the same status and body, from the prefill worker
+// before it prefills and from the decode worker before it uses its reservation.
+func TestPDWorkersRefuseWhatTheEndpointRefuses(t *testing.T) {
+	_, urls := pdFleet(t)
+	_, whole := startOne(t, nil)
+	target := prepare(t, urls[1], "e1")
+	src := prefill(t, urls[0], "e1", target)
+	for _, tc := range refusedFields {
+		inner := refusedRequest(tc.path, tc.body)
+		resp := post(t, context.Background(), newClient(), whole+tc.path, inner, nil)
+		want, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		require.Equal(t, http.StatusBadRequest, resp.StatusCode, "%s: %s", inner, want)
+
+		code, body := call(t, urls[0]+"/power/v1/prefill/execute", `{"execution_id":"e1","request":`+inner+`,"target":`+string(target)+`}`, nil)
+		require.Equal(t, http.StatusBadRequest, code, "prefill of %s: %s", inner, body)
+		require.Equal(t, string(want), body, "prefill of %s", inner)
+		code, body = call(t, urls[1]+"/power/v1/decode/execute", `{"execution_id":"e1","request":`+inner+`,"source":`+string(src.Source)+`}`, nil)
+		require.Equal(t, http.StatusBadRequest, code, "decode of %s: %s", inner, body)
+		require.Equal(t, string(want), body, "decode of %s", inner)
+	}
+	// The reservation is still there for the request it was prefilled for.
+	code, body := call(t, urls[1]+"/power/v1/decode/execute", decodeBody("e1", src.Source), nil)
+	require.Equal(t, 200, code, body)
 }
