@@ -71,20 +71,28 @@ type Adversary struct {
 	pct   map[string]float64
 }
 
+// AdversaryNone is the spec that names no adversary on purpose.
+const AdversaryNone = "none"
+
 // ParseAdversary parses a spec: comma-separated kind=N items (N connections of a client
 // kind) and kind=P% items (P percent of the workload's requests for an upstream kind; the %
 // may be left out), and "mixed" for every kind at once (later items override its counts).
-// An empty spec or "none" is no adversary (nil). A spec it refuses is an *OptionError.
+// An empty spec (the zero Options.Adversary) or "none" is no adversary (nil). A spec it
+// refuses is an *OptionError; so is any other spec that names no adversary (no items, every
+// count 0): one who wrote it asked for an adversary, and would get a clean run.
 func ParseAdversary(spec string) (*Adversary, error) {
 	if strings.Contains(spec, ";") || strings.TrimSpace(spec) == AdversaryEach {
 		// A run faces one adversary; a comparison runs several in turn (ParseAdversaries).
 		return nil, refuse("adversary", spec, "want one spec: several separated by \";\", and each, are for sluice-bench compare")
 	}
+	if spec == "" || strings.TrimSpace(spec) == AdversaryNone {
+		return nil, nil
+	}
 	a := &Adversary{conns: map[string]int{}, pct: map[string]float64{}}
 	for _, item := range strings.Split(spec, ",") {
 		item = strings.TrimSpace(item)
 		switch item {
-		case "", "none":
+		case "", AdversaryNone:
 			continue
 		case AdversaryMixed:
 			m, err := ParseAdversary(mixedSpec)
@@ -134,9 +142,22 @@ func ParseAdversary(spec string) (*Adversary, error) {
 	case share > 100:
 		return nil, refuse("adversary", spec, "upstream kinds add up to %.4g%% of the requests, at most 100%%", share)
 	case total == 0 && share == 0:
-		return nil, nil
+		return nil, RefuseAdversary(spec)
 	}
 	return a, nil
+}
+
+// RefuseAdversary is the *OptionError for spec, a spec that names no adversary though it is
+// not "none" (an empty one written out, one whose every count is 0). A caller that can tell
+// an empty spec written out from one left out (Options reads "" as "not given") refuses the
+// first with it.
+func RefuseAdversary(spec string) error {
+	return refuse("adversary", spec, "%s", namesNone())
+}
+
+// namesNone is what a spec that names no adversary is refused with.
+func namesNone() string {
+	return "want at least one kind above 0: kind=N (kinds: " + strings.Join(AdversaryKinds(), ", ") + "), or mixed"
 }
 
 // adversaryError is an *OptionError about item of adversary spec, which it names when the
@@ -246,9 +267,16 @@ const AdversaryEach = "each"
 // ParseAdversaries parses the adversaries of a comparison: specs (ParseAdversary) separated by
 // ";", each run in turn, and "each" for every kind alone at its count in mixed followed by
 // mixed itself. It returns them in canonical form (String), in order and without repeats; none
-// for an empty spec or "none". A spec it refuses is an *OptionError.
+// for empty specs (the zero CompareOptions.Adversary) or "none". A spec it refuses is an
+// *OptionError, and so is one among several that names no adversary (an empty one between
+// two ";", "none", every count 0).
 func ParseAdversaries(specs string) ([]string, error) {
+	if specs == "" || strings.TrimSpace(specs) == AdversaryNone {
+		return nil, nil
+	}
 	var out []string
+	empty := "" // the first spec that names no adversary
+	found := false
 	add := func(spec string) error {
 		a, err := ParseAdversary(spec)
 		var oe *OptionError
@@ -256,8 +284,14 @@ func ParseAdversaries(specs string) ([]string, error) {
 			// Name the flag's whole value, as every other refusal does, and the spec in it.
 			return refuse(oe.Flag, specs, "%q: %s", spec, oe.Msg)
 		}
-		if err != nil || a == nil {
+		if err != nil {
 			return err
+		}
+		if a == nil {
+			if !found {
+				empty, found = spec, true
+			}
+			return nil
 		}
 		if s := a.String(); !contains(out, s) {
 			out = append(out, s)
@@ -280,6 +314,15 @@ func ParseAdversaries(specs string) ([]string, error) {
 		if err := add(AdversaryMixed); err != nil {
 			return nil, err
 		}
+	}
+	switch {
+	case len(out) == 0:
+		// Nothing but empty specs (";") or "none": the whole value names no adversary.
+		return nil, RefuseAdversary(specs)
+	case found:
+		// One spec among adversaries names none: a slip (";;", a count left at 0) that
+		// would silently drop a run.
+		return nil, refuse("adversary", specs, "%q: %s", empty, namesNone())
 	}
 	return out, nil
 }

@@ -19,7 +19,10 @@ func TestParseAdversary(t *testing.T) {
 	for _, tc := range []struct{ in, want, err string }{
 		{in: "", want: ""},
 		{in: "none", want: ""},
-		{in: "slowloris=0", want: ""},
+		// Any other spec that names no adversary is a slip, not a clean run.
+		{in: "slowloris=0", err: "want at least one kind above 0"},
+		{in: " , ", err: "want at least one kind above 0"},
+		{in: "mixed,slowloris=0,slowbody=0,noread=0,reset=0,pipeline=0,bigheader=0,segment=0,up-trickle=0,up-stall=0,up-reset=0,up-bigline=0", err: "want at least one kind above 0"},
 		{in: "slowloris=200, noread=50,reset=20", want: "slowloris=200,noread=50,reset=20"},
 		{in: "up-stall=0.5%,segment=3,up-trickle=2", want: "segment=3,up-trickle=2%,up-stall=0.5%"},
 		{in: "mixed", want: mixedSpec},
@@ -64,7 +67,11 @@ func TestParseAdversaries(t *testing.T) {
 		{in: "noread=16; segment=8 ;noread=16", want: []string{"noread=16", "segment=8"}},
 		{in: "reset=2;mixed", want: []string{"reset=2", mixedSpec}},
 		{in: "noread=16;explode=1", err: `adversary "noread=16;explode=1": "explode=1": unknown kind "explode"`},
-		{in: "noread=16;;none", want: []string{"noread=16"}},
+		{in: ";", err: `adversary ";": want at least one kind above 0`},
+		{in: "none;none", err: `adversary "none;none": want at least one kind above 0`},
+		{in: "noread=0", err: `adversary "noread=0": want at least one kind above 0`},
+		{in: "noread=16;;none", err: `adversary "noread=16;;none": "": want at least one kind above 0`},
+		{in: "noread=16;noread=0", err: `adversary "noread=16;noread=0": "noread=0": want at least one kind above 0`},
 	} {
 		got, err := ParseAdversaries(tc.in)
 		if tc.err != "" {

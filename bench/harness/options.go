@@ -158,7 +158,7 @@ func (o *Options) checkRequests() error {
 		known = known || w == o.Workload
 	}
 	if !known {
-		return refuse("workload", o.Workload, "want one of %s", strings.Join(Workloads, ", "))
+		return RefuseWorkload(o.Workload)
 	}
 	for _, h := range o.Headers {
 		if _, _, ok := headerField(h); !ok {
@@ -185,6 +185,12 @@ func CheckRate(rate float64) error {
 // given") refuses the first with it.
 func RefuseRate(value string) error {
 	return refuse("rate", value, "want a number of requests per second in [%v, %d]", MinRate, MaxRate)
+}
+
+// RefuseWorkload is the *OptionError for a workload other than those of Workloads, value as
+// given; see RefuseRate for an empty one written out (Options reads "" as "not given").
+func RefuseWorkload(value string) error {
+	return refuse("workload", value, "want one of %s", strings.Join(Workloads, ", "))
 }
 
 // RefuseConcurrency is the *OptionError for a concurrency outside 1..MaxConnections, value as

@@ -202,7 +202,9 @@ type AffinityResult struct {
 
 // RunAffinity runs the chat-multiturn workload against a fresh llmsim fleet per policy
 // (cold caches for each) through the policy's router and measures the fleet's prefix-cache
-// hit rate, the clients' TTFT and the balance of the instances' load.
+// hit rate, the clients' TTFT and the balance of the instances' load. A policy that needs
+// sluice (all but oracle) when its binary is not in BinDirs or on PATH is an *OptionError
+// for --policies, returned before anything starts, as Compare refuses an engine without it.
 func RunAffinity(ctx context.Context, o AffinityOptions) (*AffinityResult, error) {
 	if err := o.normalize(); err != nil {
 		return nil, err
@@ -210,9 +212,9 @@ func RunAffinity(ctx context.Context, o AffinityOptions) (*AffinityResult, error
 	var bin string
 	for _, p := range o.Policies {
 		if p != PolicyOracle && bin == "" {
-			b, err := FindBinary("sluice", o.BinDirs...)
+			b, err := findSluice(o.BinDirs, "policies", "run --policies "+PolicyOracle+" alone")
 			if err != nil {
-				return nil, fmt.Errorf("%w (build it with `go build -o bin/sluice ./cmd/sluice`)", err)
+				return nil, err
 			}
 			bin = b
 		}

@@ -53,3 +53,17 @@ func isExecutable(p string) bool {
 	st, err := os.Stat(p)
 	return err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0
 }
+
+// findSluice returns the path of the sluice binary in dirs or on PATH (FindBinary) for a
+// command that needs it. A missing one is an *OptionError for flag, the option that asked for
+// sluice, which says where it was looked for and how to go on: build it with make build (into
+// ./bin, the default of --bin), name the directory that holds it with --bin, or without, the
+// way to run without sluice. Compare and RunAffinity look for it before they start anything.
+func findSluice(dirs []string, flag, without string) (string, error) {
+	bin, err := FindBinary("sluice", dirs...)
+	if err != nil {
+		return "", optionError(flag, "sluice not found in %s or PATH: build it with `make build`, name the directory that holds it with --bin DIR, or %s",
+			strings.Join(dirs, ", "), without)
+	}
+	return bin, nil
+}

@@ -64,7 +64,8 @@ type CompareOptions struct {
 	// (DIR names the build to compare; one found elsewhere is another);
 	// Compare refuses an engine whose binary is missing with an *OptionError.
 	Engines []string
-	// Workloads to run, each against every target (default json and sse).
+	// Workloads to run, each against every target (default json and sse). An empty non-nil
+	// slice is refused: a comparison runs at least one workload.
 	Workloads []string
 	// Rounds is how many times every target runs every workload, in
 	// alternating order (default 3, at most MaxRounds).
@@ -125,7 +126,8 @@ type CompareOptions struct {
 	Log io.Writer
 	// Progress is passed to each harness run (live status line).
 	Progress io.Writer
-	// Command is recorded in the report.
+	// Command is recorded in the report: the command line that ran the comparison, quoted
+	// for a shell (report.CommandLine).
 	Command string
 }
 
@@ -201,8 +203,12 @@ func (o *CompareOptions) normalize() error {
 			return refuse("engines", spec, "want a directory after @")
 		}
 	}
-	if len(o.Workloads) == 0 {
+	switch {
+	case o.Workloads == nil:
 		o.Workloads = []string{harness.WorkloadJSON, harness.WorkloadSSE}
+	case len(o.Workloads) == 0:
+		// An empty list written out ("", "none"): the refusal names the flag's value.
+		return refuse("workload", "", "want one or more of %s", strings.Join(harness.Workloads, ", "))
 	}
 	for _, w := range o.Workloads {
 		ok := false
@@ -286,10 +292,9 @@ func sluiceBinaries(o CompareOptions) (map[string]string, error) {
 	for _, spec := range o.Engines {
 		_, dir, alt := strings.Cut(spec, "@")
 		if !alt {
-			bin, err := FindBinary("sluice", o.BinDirs...)
+			bin, err := findSluice(o.BinDirs, "engines", "run no sluice with --engines none")
 			if err != nil {
-				return nil, optionError("engines", "sluice not found in %s or PATH: build it with `make build`, name the directory that holds it with --bin DIR, or run no sluice with --engines none",
-					strings.Join(o.BinDirs, ", "))
+				return nil, err
 			}
 			bins[spec] = bin
 			continue
@@ -396,7 +401,7 @@ func Compare(ctx context.Context, o CompareOptions) (*report.Comparison, error) 
 		}
 		up := harness.StartUpstream(ln, harness.UpstreamOptions{TTFT: o.SimTTFT, ITL: o.SimITL, Tokens: o.SimTokens})
 		defer up.Close()
-		note("llmsim not found in %s or PATH: using the harness's basic in-process upstream (it shares the load generator's process); build it with `go build -o bin/llmsim ./cmd/llmsim`", strings.Join(o.BinDirs, ", "))
+		note("llmsim not found in %s or PATH: using the harness's basic in-process upstream (it shares the load generator's process); build it with `make build`", strings.Join(o.BinDirs, ", "))
 		upstreamDesc = fmt.Sprintf("basic in-process upstream ttft %v itl %v tokens %d", o.SimTTFT, o.SimITL, o.SimTokens)
 	}
 	targets := []target{{name: TargetDirect, url: "http://" + upAddr}}

@@ -255,6 +255,10 @@ func TestCompareNamesTheRefusedValue(t *testing.T) {
 		{CompareOptions{Engines: []string{"gnett@old"}}, "engines", "gnett@old"},
 		{CompareOptions{Engines: []string{"gnet@"}}, "engines", "gnet@"},
 		{CompareOptions{Workloads: []string{"json", "jsn"}}, "workload", "jsn"},
+		// An empty list written out, which the flag spells as it was typed.
+		{CompareOptions{Workloads: []string{}}, "workload", ""},
+		{CompareOptions{Adversary: "noread=0"}, "adversary", "noread=0"},
+		{CompareOptions{Adversary: ";"}, "adversary", ";"},
 		{CompareOptions{Warmup: -time.Second}, "warmup", "-1s"},
 		{CompareOptions{SimTokens: -1}, "sim-tokens", "-1"},
 		{CompareOptions{IdleConns: -1}, "idle", "-1"},
@@ -299,6 +303,29 @@ func TestCompareRefusesEngineWithoutSluice(t *testing.T) {
 		dirs, _ := filepath.Glob(filepath.Join(tmp, "*"))
 		require.Empty(t, dirs, "%v: nothing started", o.Engines)
 	}
+}
+
+// RunAffinity refuses a policy that needs sluice without its binary as Compare refuses an
+// engine: before anything starts, in the same words, for the option that asked for it.
+func TestAffinityRefusesPolicyWithoutSluice(t *testing.T) {
+	tmp, empty := t.TempDir(), t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	t.Setenv("PATH", empty)
+	_, err := RunAffinity(context.Background(), AffinityOptions{Policies: []string{PolicyOracle, PolicyAffinity},
+		BinDirs: []string{empty}, Log: testLog{t}})
+	var oe *OptionError
+	require.ErrorAs(t, err, &oe)
+	require.Equal(t, "policies", oe.Flag)
+	require.Equal(t, "sluice not found in "+empty+" or PATH: build it with `make build`, name the directory that holds it with --bin DIR, or run --policies oracle alone", oe.Msg)
+	dirs, _ := filepath.Glob(filepath.Join(tmp, "*"))
+	require.Empty(t, dirs, "nothing started")
+
+	_, err = Compare(context.Background(), CompareOptions{Engines: []string{EngineGnet}, Peers: []string{},
+		Quick: true, BinDirs: []string{empty}, Log: testLog{t}})
+	var ce *OptionError
+	require.ErrorAs(t, err, &ce)
+	same := "sluice not found in " + empty + " or PATH: build it with `make build`, name the directory that holds it with --bin DIR, or "
+	require.True(t, strings.HasPrefix(ce.Msg, same), ce.Msg)
 }
 
 type testLog struct{ t *testing.T }

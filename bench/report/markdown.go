@@ -21,7 +21,7 @@ import (
 func (c *Comparison) Markdown(w io.Writer) error {
 	var b strings.Builder
 	if c.Command != "" {
-		fmt.Fprintf(&b, "Command: `%s`  \n", c.Command)
+		fmt.Fprintf(&b, "Command: %s  \n", codeSpan(c.Command))
 	}
 	if c.Machine != "" {
 		fmt.Fprintf(&b, "Machine: %s  \n", c.Machine)

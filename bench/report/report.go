@@ -112,6 +112,8 @@ func (r *Row) Label() string {
 
 // Comparison is a full compare session.
 type Comparison struct {
+	// Command is the command line that ran the comparison, as a shell takes it back
+	// (CommandLine).
 	Command   string    `json:"command"`
 	StartedAt time.Time `json:"started_at"`
 	Machine   string    `json:"machine"`

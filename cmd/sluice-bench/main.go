@@ -29,6 +29,7 @@ import (
 
 	"github.com/sluice-gw/sluice/bench/harness"
 	"github.com/sluice-gw/sluice/bench/peers"
+	"github.com/sluice-gw/sluice/bench/report"
 	"github.com/sluice-gw/sluice/internal/cliflag"
 	"github.com/sluice-gw/sluice/internal/suggest"
 )
@@ -184,11 +185,12 @@ func refusedFlag(fs *flag.FlagSet, args []string, err error) error {
 	return usageError{err: err, usage: b.String()}
 }
 
-// zeroGiven refuses a 0 written on the command line for one of the flags in refusals, whose
-// option takes 0 for "not given": the harness's --rate and --concurrency (it would run the
-// other mode, or ask for one), and the options compare fills in, which --quick chooses.
-// refusals gives, by flag name, the error for the value as written: the one the option's own
-// check gives a value out of its range.
+// zeroGiven refuses a 0, or an empty value, written on the command line for one of the flags
+// in refusals, whose option takes its zero for "not given": the harness's --rate and
+// --concurrency (it would run the other mode, or ask for one), --workload (it would run the
+// default one) and --adversary (it would run none), and the options compare fills in, which
+// --quick chooses. refusals gives, by flag name, the error for the value as written: the one
+// the option's own check gives a value out of its range.
 func zeroGiven(fs *flag.FlagSet, args []string, refusals map[string]func(value string) error) error {
 	var err error
 	fs.Visit(func(f *flag.Flag) {
@@ -256,9 +258,10 @@ func runCmd(ctx context.Context, args []string) error {
 	if o.Target == "" {
 		return usageError{err: errors.New("--target is required")}
 	}
-	// The harness reads 0 as "not given"; given on the command line, it is refused.
+	// The harness reads 0 and "" as "not given"; given on the command line, they are refused.
 	if err := zeroGiven(fs, args, map[string]func(string) error{
 		"rate": harness.RefuseRate, "concurrency": harness.RefuseConcurrency, "connections": harness.RefuseConnections,
+		"workload": harness.RefuseWorkload, "adversary": harness.RefuseAdversary,
 	}); err != nil {
 		return err
 	}
@@ -359,11 +362,12 @@ func compareCmd(ctx context.Context, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	// A zero would be taken as "not given" (the default); given on the command line, it is refused.
+	// A zero would be taken as "not given" (the default); given on the command line, it is
+	// refused. An empty --workload is refused as an empty list (CompareOptions.Workloads).
 	if err := zeroGiven(fs, args, map[string]func(string) error{
 		"rate": harness.RefuseRate, "concurrency": harness.RefuseConcurrency, "connections": harness.RefuseConnections,
 		"rounds": peers.RefuseRounds, "duration": durationRefusal("duration"), "warmup": durationRefusal("warmup"),
-		"sim-tokens": peers.RefuseSimTokens,
+		"sim-tokens": peers.RefuseSimTokens, "adversary": harness.RefuseAdversary,
 	}); err != nil {
 		return err
 	}
@@ -385,7 +389,7 @@ func compareCmd(ctx context.Context, args []string) error {
 	if t := terminal(); t != nil {
 		o.Progress = t
 	}
-	o.Command = "sluice-bench compare " + strings.Join(args, " ")
+	o.Command = report.CommandLine(append([]string{"sluice-bench", "compare"}, args...)...)
 	survivePipeWithoutReader()
 	cmp, err := peers.Compare(ctx, o)
 	if err != nil {
@@ -528,7 +532,8 @@ func affinityCmd(ctx context.Context, args []string) error {
 	survivePipeWithoutReader()
 	res, err := peers.RunAffinity(ctx, o)
 	if err != nil {
-		return err
+		// A sluice binary it needs and does not find is refused as compare refuses it.
+		return refusedFlag(fs, args, err)
 	}
 	// The file first, as compare writes its reports: the table is a copy for a reader who may
 	// be gone, and it is printed also when the file could not be written.
