@@ -111,6 +111,11 @@ percentage = 10
 [services.shadow.load_balancer]
 servers = [{ url = "http://%s" }]
 `, engineTOML(engine), svc, svc, sim, svc, sh.addr()))
+			// The metrics are the process's: a run of the test with -count counts from where the
+			// last one left them.
+			okSeries := fmt.Sprintf(`sluice_mirror_responses_total{service=%q,shadow="shadow",code="2xx"}`, svc)
+			sentSeries := fmt.Sprintf(`sluice_mirror_sent_total{service=%q,shadow="shadow"}`, svc)
+			ok0, sent0 := metricValue(t, admin, okSeries), metricValue(t, admin, sentSeries)
 			var sent []string
 			for i := 0; i < 100; i++ {
 				body := fmt.Sprintf(`{"model":"m","messages":[{"role":"user","content":"request %d"}],"max_tokens":2}`, i)
@@ -125,8 +130,8 @@ servers = [{ url = "http://%s" }]
 				want = append(want, sent[i])
 			}
 			require.ElementsMatch(t, want, got, "every tenth request, body byte for byte")
-			waitMetric(t, admin+"/metrics", fmt.Sprintf(`sluice_mirror_responses_total{service=%q,shadow="shadow",code="2xx"}`, svc), func(v float64) bool { return v == 10 })
-			waitMetric(t, admin+"/metrics", fmt.Sprintf(`sluice_mirror_sent_total{service=%q,shadow="shadow"}`, svc), func(v float64) bool { return v == 10 })
+			waitMetric(t, admin+"/metrics", okSeries, func(v float64) bool { return v == ok0+10 })
+			waitMetric(t, admin+"/metrics", sentSeries, func(v float64) bool { return v == sent0+10 })
 		})
 	}
 }
@@ -200,12 +205,16 @@ timeout = "1m"
 [services.shadow-%s.load_balancer]
 servers = [{ url = "http://%s" }]
 `, svc, svc, sim, svc, tc.name, tc.name, tc.shadow))
+			// The metrics are the process's: on a run of the test with -count the series
+			// already holds the last run's count, which meets an absolute bound before any
+			// request is sent.
+			base := metricValue(t, admin, tc.metric)
 			for i := 0; i < 20; i++ {
 				r := call(t, "POST", "http://"+addr+"/v1/chat/completions", "", `{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":2}`)
 				require.Equal(t, 200, r.status, r.raw)
 			}
 			// Dead: 20 failed copies. Stuck: one copy held by the sender, one queued, 18 dropped.
-			waitMetric(t, admin+"/metrics", tc.metric, func(v float64) bool { return v >= 18 })
+			waitMetric(t, admin+"/metrics", tc.metric, func(v float64) bool { return v >= base+18 })
 		})
 	}
 	require.NotEmpty(t, held, "the stuck shadow got its copy and held it")
