@@ -70,7 +70,7 @@ func NewFast(set Settings, res pipeline.Resolver, log *slog.Logger) *FastEngine 
 		MaxRequestBodySize:            int(set.Limits.MaxBodyBytes),
 		ReadBufferSize:                set.Limits.MaxHeaderBytes,
 		Concurrency:                   set.MaxConnections,
-		CloseOnShutdown:               true,
+		ConnState:                     e.connState,
 		StreamRequestBody:             false,
 		ErrorHandler:                  e.onParseError,
 		ExpectHandler:                 e.onExpectContinue,
@@ -190,14 +190,17 @@ func (e *FastEngine) Drain(ctx context.Context) error {
 		}
 		return nil // not started, or Start failed: nothing runs
 	}
-	// Shutdown closes the listener and idle connections and waits for requests in flight.
-	err := e.srv.ShutdownWithContext(ctx)
-	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-		err = nil // an error only if a connection has to be cut below
+	// The engine drains rather than fasthttp's Shutdown, which ends a connection the moment
+	// its response is written: also one whose head went out before the drain began, without
+	// Connection: close, under the next request its client had every reason to send (a POST,
+	// which clients do not send again). Closing the listener ends Serve; the connections go on
+	// being served, each response now saying Connection: close (handle), and those between
+	// requests are closed as serveListener.drain says. What is left when ctx ends is cut.
+	err := sl.Close()
+	if errors.Is(err, net.ErrClosed) {
+		err = nil // an earlier Drain closed it
 	}
-	// Hijacked connections (bodies delimited by close) are outside Shutdown's count; and what
-	// is left when ctx ends, fasthttp would keep serving: cut it.
-	if !sl.waitGone(ctx.Done()) && sl.cutAll() > 0 {
+	if !sl.drain(ctx.Done()) && sl.cutAll() > 0 {
 		err = ctx.Err()
 	}
 	if !sl.stopped(e.done, stopTimeout) {
@@ -339,6 +342,27 @@ func (e *FastEngine) handle(ctx *fasthttp.RequestCtx) {
 	}()
 	if !fx.start(ctx) {
 		fx.release()
+	}
+	if e.draining.Load() {
+		// A response whose head goes out during a drain ends its connection, also when its
+		// request came before the drain began.
+		ctx.Response.SetConnectionClose()
+	}
+}
+
+// connState follows fasthttp's view of each connection for the drain (servedConn.phase): a
+// request has begun (StateActive, also one read before with the last, pipelined), or a response
+// has been written (StateIdle).
+func (e *FastEngine) connState(c net.Conn, st fasthttp.ConnState) {
+	sc, ok := c.(*servedConn)
+	if !ok {
+		return
+	}
+	switch st {
+	case fasthttp.StateActive:
+		sc.begin()
+	case fasthttp.StateIdle:
+		sc.answered(e.draining.Load())
 	}
 }
 

@@ -18,11 +18,18 @@ const stopTimeout = 5 * time.Second
 // maxWraps bounds the walk through connection wrappers (tracking, counting, TLS).
 const maxWraps = 8
 
+// drainSweepInterval is how often a drain of the fasthttp engine looks for connections it may
+// close; a connection between requests is closed up to one interval after it may be.
+const drainSweepInterval = 50 * time.Millisecond
+
+// newConnDrainGrace is how long a drain of the fasthttp engine spares a connection accepted
+// before the listener closed that has sent nothing yet: its request is on the way. net/http and
+// fasthttp's own Shutdown count a new connection as idle after 5 s too.
+const newConnDrainGrace = 5 * time.Second
+
 // serveListener is the listener the fasthttp engine hands to fasthttp.Server. Its first Accept
-// tells Start that Serve has registered it with the server: before that, a Shutdown finds no
-// listener, returns at once, and Serve then serves on regardless. It also keeps every open
-// connection, because fasthttp leaves running the connections a Shutdown could not drain in
-// time, and the Transport contract is that a drain ends them.
+// tells Start that Serve runs. It keeps every open connection: the engine drains them itself
+// (drain), and the Transport contract is that a drain ends them.
 type serveListener struct {
 	net.Listener
 	accepting chan struct{} // closed at the first Accept
@@ -47,7 +54,7 @@ func newServeListener(ln net.Listener, linger lingerLimits, limits *http1.Limits
 	return &serveListener{Listener: ln, accepting: make(chan struct{}), closed: make(chan struct{}), conns: make(map[*servedConn]struct{}), linger: linger, limits: limits, m: m, shed: shed}
 }
 
-// Close implements net.Listener: fasthttp's Shutdown calls it first.
+// Close implements net.Listener: a drain calls it first, and Serve then returns.
 func (l *serveListener) Close() error {
 	err := l.Listener.Close()
 	l.closeOnce.Do(func() { close(l.closed) })
@@ -74,6 +81,7 @@ func (l *serveListener) Accept() (net.Conn, error) {
 		}
 	}
 	sc := &servedConn{Conn: c, l: l, check: framingCheck{lim: l.limits}}
+	sc.since.Store(time.Now().UnixNano())
 	l.mu.Lock()
 	cut := l.cut
 	if !cut {
@@ -118,6 +126,53 @@ func (l *serveListener) waitGone(stop <-chan struct{}) bool {
 	}
 }
 
+// drain closes the connections a drain need not wait for (servedConn.claimIdle), at once and
+// as more come to be, until none is left (it returns true) or stop is closed (false). A
+// connection serving a request is left to finish it.
+func (l *serveListener) drain(stop <-chan struct{}) bool {
+	t := time.NewTicker(drainSweepInterval)
+	defer t.Stop()
+	for {
+		empty := l.closeIdle(time.Now().UnixNano())
+		if empty == nil {
+			return true
+		}
+		select {
+		case <-empty:
+			return true
+		case <-stop:
+			return false
+		case <-t.C:
+		}
+	}
+}
+
+// closeIdle closes the connections a drain at now (unix ns) need not wait for; fasthttp's
+// goroutine of each then finds it closed and lets it go. It returns a channel closed once
+// no connection is left, or nil when none is left already.
+func (l *serveListener) closeIdle(now int64) <-chan struct{} {
+	var idle []*servedConn
+	l.mu.Lock()
+	if len(l.conns) == 0 {
+		l.mu.Unlock()
+		return nil
+	}
+	for c := range l.conns {
+		if c.claimIdle(now) {
+			idle = append(idle, c)
+		}
+	}
+	if l.empty == nil {
+		l.empty = make(chan struct{})
+	}
+	empty := l.empty
+	l.mu.Unlock()
+	for _, c := range idle {
+		_ = c.Conn.Close()
+	}
+	return empty
+}
+
 // cutAll closes every open connection, aborting the upstream exchange of the request in flight
 // on it, and reports how many there were. Connections accepted later are closed at once.
 func (l *serveListener) cutAll() int {
@@ -148,10 +203,31 @@ func (l *serveListener) stopped(done <-chan struct{}, d time.Duration) bool {
 	return l.waitGone(late)
 }
 
+// The phases of a served connection, as a drain sees them (servedConn.phase): connNew until a
+// byte of its first request arrives; connBusy while a request arrives or is answered, and for
+// good once fasthttp hands the connection over (Hijack); connAnswered once its response is
+// written (fasthttp ends the connection after one that says Connection: close), and connIdle
+// once fasthttp waits for the next request; connClaimed once a drain took it to close it. Only
+// a connection in connNew or connIdle may be closed by a drain: not one whose next request
+// fasthttp read with the last (pipelined), nor one whose answer is still in fasthttp's buffer
+// because such a request follows.
+const (
+	connNew int32 = iota
+	connBusy
+	connAnswered
+	connIdle
+	connClaimed
+)
+
 // servedConn is one client connection of the fasthttp engine.
 type servedConn struct {
 	net.Conn
 	l *serveListener
+
+	phase atomic.Int32 // connNew, connBusy, ...
+	// since is when it was accepted (connNew), or when its last response was written during a
+	// drain (0: before the drain), in unix ns.
+	since atomic.Int64
 
 	mu    sync.Mutex
 	w     *disconnectWatch // the watch of the request in flight, if it started
@@ -185,7 +261,13 @@ func (c *servedConn) Read(p []byte) (int, error) {
 	if c.check.err != nil {
 		return 0, c.check.err
 	}
+	if c.phase.Load() == connAnswered {
+		c.phase.CompareAndSwap(connAnswered, connIdle) // fasthttp waits for the next request
+	}
 	n, err := c.Conn.Read(p)
+	if n > 0 && c.phase.Load() != connBusy && !c.begin() {
+		return 0, net.ErrClosed // fasthttp takes it for the close it is, without an answer
+	}
 	if n > 0 && !c.check.off {
 		_ = c.check.feed(p[:n])
 		if c.check.inBody && c.l.bodyIdle > 0 {
@@ -200,6 +282,55 @@ func (c *servedConn) Read(p []byte) (int, error) {
 		return 1, err
 	}
 	return n, err
+}
+
+// begin marks the connection busy: a request has begun to arrive on it. It reports false
+// when a drain closed the connection first: the bytes read are then dropped unanswered, as a
+// request that arrives after the close.
+func (c *servedConn) begin() bool {
+	for {
+		p := c.phase.Load()
+		switch {
+		case p == connClaimed:
+			return false
+		case p == connBusy, c.phase.CompareAndSwap(p, connBusy):
+			return true
+		}
+	}
+}
+
+// answered marks the connection's response as written and flushed, with the promise of
+// keep-alive. During a drain that response's head went out before the drain began (those
+// after say Connection: close): its client may send the next request at once, and claimIdle
+// gives it freshDrainGrace to.
+func (c *servedConn) answered(draining bool) {
+	var since int64
+	if draining {
+		since = time.Now().UnixNano()
+	}
+	c.since.Store(since)
+	c.phase.CompareAndSwap(connBusy, connAnswered)
+}
+
+// claimIdle takes the connection for a drain at now (unix ns) to close, and reports whether it
+// did: one waiting for its next request, at once when its last response was written before
+// the drain began and after freshDrainGrace when during it, or a new one that has sent nothing
+// newConnDrainGrace after its accept. A request that begins first keeps it (begin).
+func (c *servedConn) claimIdle(now int64) bool {
+	p := c.phase.Load()
+	switch p {
+	case connIdle:
+		if s := c.since.Load(); s != 0 && now-s <= freshDrainGrace.Nanoseconds() {
+			return false
+		}
+	case connNew:
+		if now-c.since.Load() <= newConnDrainGrace.Nanoseconds() {
+			return false
+		}
+	default:
+		return false
+	}
+	return c.phase.CompareAndSwap(p, connClaimed)
 }
 
 // stallMark is the byte servedConn.Read adds to a head of empty lines that timed out: a NUL,
