@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -25,7 +26,9 @@ func readChunkedEnd(t *testing.T, r *bufio.Reader) {
 }
 
 // requireNextServedWithClose sends another request on c, whose last response promised
-// keep-alive, and requires it to be served with Connection: close, the connection closing after.
+// keep-alive, and requires it to be served with Connection: close, the connection closing after;
+// then c closes too, as a client does once the gateway closed (a drain waits for a connection
+// whose close lingers until the client's).
 func requireNextServedWithClose(t *testing.T, c net.Conn, r *bufio.Reader) {
 	t.Helper()
 	_, err := io.WriteString(c, "GET /json HTTP/1.1\r\nHost: gw\r\n\r\n")
@@ -37,6 +40,7 @@ func requireNextServedWithClose(t *testing.T, c net.Conn, r *bufio.Reader) {
 	require.Equal(t, "close", resp.headers["connection"], "a response during the drain says Connection: close")
 	_, err = r.ReadByte()
 	require.ErrorIs(t, err, io.EOF, "the connection closes after the response that said so")
+	require.NoError(t, c.Close())
 }
 
 // waitRefused waits, up to a deadline, until a new connection to addr is refused.
@@ -59,21 +63,32 @@ func waitRefused(t *testing.T, addr string) {
 // open. A client in a loop sends its next request the moment the stream ends, so the drain
 // serves that request (with Connection: close) instead of closing the connection under it:
 // a chat completion is a POST, which no client sends again. The drain comes from a reload that
-// replaces the entrypoint and from the gateway's own drain (SIGTERM) alike.
+// replaces the entrypoint and from the gateway's own drain (SIGTERM) alike, on every engine and
+// over TLS (the fasthttp engine, as TLS entrypoints run it).
 func TestDrainServesNextRequestAfterStreamThatPromisedKeepAlive(t *testing.T) {
 	ws, js := wsEchoUpstream(t), watchUpstream(t).addr()
-	for _, engine := range []string{"gnet", "gnet-worker"} {
+	cert, key, roots := selfSigned(t, t.TempDir())
+	for _, variant := range append(engines, "fasthttp+tls") {
+		engine, useTLS, settings := variant, false, ""
+		if variant == "fasthttp+tls" {
+			engine, useTLS = "fasthttp", true
+			settings = fmt.Sprintf("tls = { cert_file = %q, key_file = %q }\n", cert, key)
+		}
 		for _, drain := range []string{"reload", "sigterm"} {
-			t.Run(engine+"-"+drain, func(t *testing.T) {
+			t.Run(variant+"-"+drain, func(t *testing.T) {
 				next := make(chan int)
 				u := upstreams{sseUpstream(t, next).addr(), ws, js}
 				t.Cleanup(func() { close(next) })
 				ep := func(idle string) string {
-					return fmt.Sprintf("[entrypoints.web]\naddress = \"127.0.0.1:0\"\nengine = %s\nidle_timeout = %q\n", engineTOML(engine), idle)
+					return fmt.Sprintf("[entrypoints.web]\naddress = \"127.0.0.1:0\"\nengine = %s\nidle_timeout = %q\n%s", engineTOML(engine), idle, settings)
 				}
 				g, path := startFromFile(t, epReloadConfig(ep("60s"), u, 1))
 				addr := g.Addr("web")
-				c, r := openStream(t, addr, next)
+				c := dial(t, addr)
+				if useTLS {
+					c = tls.Client(c, &tls.Config{RootCAs: roots, ServerName: "127.0.0.1"})
+				}
+				r := startStream(t, c, next)
 
 				var drainErr error
 				drained := make(chan struct{})

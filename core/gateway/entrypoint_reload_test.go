@@ -109,13 +109,19 @@ func reloadWith(t *testing.T, g *gateway.Gateway, path, doc string) error {
 func openStream(t *testing.T, addr string, next chan<- int) (net.Conn, *bufio.Reader) {
 	t.Helper()
 	c := dial(t, addr)
+	return c, startStream(t, c, next)
+}
+
+// startStream is openStream on the connection c (plain or TLS).
+func startStream(t *testing.T, c net.Conn, next chan<- int) *bufio.Reader {
+	t.Helper()
 	send(t, c, "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Length: 2\r\n\r\n{}")
 	r := bufio.NewReader(c)
 	next <- 0
 	resp := readResponse(t, r, true)
 	require.Equal(t, 200, resp.status)
 	require.Equal(t, `data: {"i":0}`, strings.TrimSpace(readChunk(t, r)))
-	return c, r
+	return r
 }
 
 // finishStream releases the rest of a stream opened by openStream and checks that it arrives
