@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -36,6 +37,8 @@ const (
 	// session spans reloads.
 	wsMessages = 40
 	wsPause    = 5 * time.Millisecond
+	// heldFor bounds how long a held stream waits for a reload before its end is released.
+	heldFor = 250 * time.Millisecond
 )
 
 // loadState is what a configuration of the load test sets.
@@ -48,6 +51,7 @@ type loadState struct {
 	bad      int    // 1: a syntax error, 2: a router naming no service
 	sim, js  string
 	ws, cert string
+	held     string // the heldUpstream
 }
 
 func (s loadState) toml() string {
@@ -73,6 +77,8 @@ servers = [{ url = "http://%s" }]
 servers = [{ url = "http://%s" }]
 [services.ws.load_balancer]
 servers = [{ url = "http://%s" }]
+[services.held.load_balancer]
+servers = [{ url = "http://%s" }]
 [routers.chat]
 rule = "PathPrefix(`+"`/v1`"+`)"
 service = "llm"
@@ -84,10 +90,13 @@ middlewares = ["gen"]
 [routers.socket]
 rule = "PathPrefix(`+"`/ws`"+`)"
 service = "ws"
+[routers.held]
+rule = "PathPrefix(`+"`/held`"+`)"
+service = "held"
 [middlewares.gen]
 type = "headers"
 response_set = { "X-Gen" = "%d" }
-`, s.sim, s.js, s.ws, plain, s.gen)
+`, s.sim, s.js, s.ws, s.held, plain, s.gen)
 	if s.bad == 1 {
 		b.WriteString("[routers.broken\n")
 	}
@@ -180,6 +189,236 @@ func wsSession(ctx context.Context, tl *tally, url string, opts *websocket.DialO
 	return true, c.Close(websocket.StatusNormalClosure, "")
 }
 
+// The events of a heldUpstream stream: the first at once, the last once the stream is released.
+const (
+	heldFirst = "data: held\n\n"
+	heldLast  = "data: [DONE]\n\n"
+)
+
+// heldUpstream answers POST /held?id=N with an event stream whose head and first event go at
+// once and whose last event waits until release(N): the client decides when its stream ends.
+type heldUpstream struct {
+	addr string
+	ids  atomic.Int64
+	mu   sync.Mutex
+	ends map[string]chan struct{}
+}
+
+func startHeldUpstream(t *testing.T) *heldUpstream {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	h := &heldUpstream{addr: ln.Addr().String(), ends: map[string]chan struct{}{}}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.mu.Lock()
+		end := h.ends[r.URL.Query().Get("id")]
+		h.mu.Unlock()
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, heldFirst)
+		w.(http.Flusher).Flush()
+		if end != nil {
+			select {
+			case <-end:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		_, _ = io.WriteString(w, heldLast)
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() {
+		h.mu.Lock()
+		for id, end := range h.ends {
+			close(end)
+			delete(h.ends, id)
+		}
+		h.mu.Unlock()
+		_ = srv.Close()
+	})
+	return h
+}
+
+// hold makes a stream to be held and returns its id.
+func (h *heldUpstream) hold() string {
+	id := fmt.Sprint(h.ids.Add(1))
+	h.mu.Lock()
+	h.ends[id] = make(chan struct{})
+	h.mu.Unlock()
+	return id
+}
+
+// release lets the stream id end.
+func (h *heldUpstream) release(id string) {
+	h.mu.Lock()
+	if end := h.ends[id]; end != nil {
+		close(end)
+		delete(h.ends, id)
+	}
+	h.mu.Unlock()
+}
+
+// reloadSignal tells its waiters that a reload is done.
+type reloadSignal struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+// next returns a channel closed when the next reload is done.
+func (s *reloadSignal) next() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ch == nil {
+		s.ch = make(chan struct{})
+	}
+	return s.ch
+}
+
+func (s *reloadSignal) done() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ch != nil {
+		close(s.ch)
+		s.ch = nil
+	}
+}
+
+// heldClient streams from a heldUpstream through one entrypoint on one keep-alive connection,
+// as a client in a loop does: its next request goes on the same connection the moment a stream
+// ends. Each stream is held open until a reload is done (or heldFor has passed), so that a
+// drain of the entrypoint begins while it is in flight: its head, sent before, promised
+// keep-alive, and the request after it must still be served.
+//
+// The end of one stream and the head of the next are read under gate's read lock, which a
+// reload holds until it is done: a drain never begins while the connection waits between two
+// requests. It would close the connection then, and the request sent an instant later would be
+// lost: the race of every drain, which only a client that sends requests again can ride out.
+type heldClient struct {
+	h    *heldUpstream
+	addr func() string // the entrypoint's address; "" while it is absent
+	tls  *tls.Config   // nil: plaintext
+	c    net.Conn
+	r    *bufio.Reader
+	// The stream in flight on c, if any: its id and the rest of its body.
+	id     string
+	body   *bufio.Reader
+	closes bool // its response said Connection: close
+}
+
+// run streams until stop is closed, counting in tl.
+func (hc *heldClient) run(tl *tally, fails *failures, mayRefuse bool, stop <-chan struct{}, gate *sync.RWMutex, reloaded *reloadSignal) {
+	defer hc.closeConn()
+	for {
+		gate.RLock()
+		if hc.id != "" {
+			if err := hc.finish(); err != nil {
+				fails.add("%s: %v", tl.name, err)
+			} else {
+				tl.whole.Add(1)
+			}
+		}
+		select {
+		case <-stop:
+			gate.RUnlock()
+			return
+		default:
+		}
+		addr := hc.addr()
+		if addr == "" {
+			gate.RUnlock()
+			time.Sleep(time.Millisecond) // the entrypoint is absent: look again
+			continue
+		}
+		tl.begun.Add(1)
+		sent, err := hc.start(addr)
+		var wait <-chan struct{}
+		switch {
+		case err == nil:
+			wait = reloaded.next()
+		case mayRefuse && !sent && refused(err):
+			tl.refused.Add(1)
+		default:
+			fails.add("%s: %v", tl.name, err)
+		}
+		gate.RUnlock()
+		if wait == nil {
+			continue
+		}
+		select {
+		case <-wait:
+		case <-stop:
+		case <-time.After(heldFor):
+		}
+	}
+}
+
+// start sends a request for a held stream, on a new connection if there is none, and reads its
+// head and first event; sent reports whether a connection was there to send it on.
+func (hc *heldClient) start(addr string) (sent bool, err error) {
+	reused := hc.c != nil
+	if !reused {
+		c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+		if err != nil {
+			return false, err
+		}
+		if hc.tls != nil {
+			c = tls.Client(c, hc.tls)
+		}
+		hc.c, hc.r = c, bufio.NewReader(c)
+	}
+	id := hc.h.hold()
+	err = hc.request(id)
+	if err != nil {
+		hc.h.release(id)
+		hc.closeConn()
+		if reused {
+			err = fmt.Errorf("the request after a stream on its connection, which was kept alive: %w", err)
+		}
+	}
+	return true, err
+}
+
+func (hc *heldClient) request(id string) error {
+	_ = hc.c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := fmt.Fprintf(hc.c, "POST /held?id=%s HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}", id); err != nil {
+		return err
+	}
+	resp, err := http.ReadResponse(hc.r, nil)
+	if err != nil {
+		return err
+	}
+	body := bufio.NewReader(resp.Body)
+	first := make([]byte, len(heldFirst))
+	if _, err := io.ReadFull(body, first); err != nil || resp.StatusCode != 200 || string(first) != heldFirst {
+		return fmt.Errorf("status %d first event %q: %v", resp.StatusCode, first, err)
+	}
+	hc.id, hc.body, hc.closes = id, body, resp.Close
+	return nil
+}
+
+// finish releases the stream in flight and reads the rest of it.
+func (hc *heldClient) finish() error {
+	id := hc.id
+	hc.id = ""
+	hc.h.release(id)
+	rest, err := io.ReadAll(hc.body)
+	hc.body = nil
+	if err != nil || string(rest) != heldLast {
+		hc.closeConn()
+		return fmt.Errorf("stream %s cut: %q: %v", id, rest, err)
+	}
+	if hc.closes {
+		hc.closeConn()
+	}
+	return nil
+}
+
+func (hc *heldClient) closeConn() {
+	if hc.c != nil {
+		_ = hc.c.Close()
+		hc.c, hc.r = nil, nil
+	}
+}
+
 // genInForce is the X-Gen value of the configuration in force in g (-1 if none).
 func genInForce(g *gateway.Gateway) int {
 	mw := g.Snapshot().Config.Middlewares["gen"]
@@ -211,10 +450,12 @@ func refused(err error) bool {
 // socket). Every exchange begun is counted and must end whole: no response lost, no stream or
 // WebSocket cut, no connection refused except a new one to extra after its removal.
 //
-// The streams use a connection each: a request sent on an idle keep-alive connection at the
-// moment a drain closes it is lost unless the client sends it again, which HTTP allows for
+// The chat streams use a connection each: a request sent on an idle keep-alive connection at
+// the moment a drain closes it is lost unless the client sends it again, which HTTP allows for
 // idempotent requests only (RFC 9112 §9.3.1); Go's client does so for the GETs, which share
-// connections.
+// connections. So no request of theirs follows a stream on its connection; that case is the
+// held clients' (heldClient): whenever a reload runs, a held stream is in flight on each
+// entrypoint, and the next request follows it on the same connection the moment it ends.
 func TestReloadsUnderMixedTrafficLoseNothing(t *testing.T) {
 	reloads, span := loadReloads, loadSpan
 	if testing.Short() {
@@ -223,6 +464,7 @@ func TestReloadsUnderMixedTrafficLoseNothing(t *testing.T) {
 	sim := startSimulator(t)
 	ws := wsEchoUpstream(t)
 	js := watchUpstream(t).addr()
+	held := startHeldUpstream(t)
 	ca := newTestCA(t)
 	certDir := t.TempDir()
 	cns := map[string]string{}
@@ -238,7 +480,7 @@ func TestReloadsUnderMixedTrafficLoseNothing(t *testing.T) {
 		t.Run(engine, func(t *testing.T) {
 			dir := t.TempDir()
 			path := filepath.Join(dir, "sluice.toml")
-			st := loadState{engine: engine, webIdle: "60s", pair: "a", sim: sim, js: js, ws: ws, cert: certDir}
+			st := loadState{engine: engine, webIdle: "60s", pair: "a", sim: sim, js: js, ws: ws, cert: certDir, held: held.addr}
 			require.NoError(t, os.WriteFile(path, []byte(st.toml()), 0o644))
 			cfg, err := config.Load(path)
 			require.NoError(t, err)
@@ -258,7 +500,12 @@ func TestReloadsUnderMixedTrafficLoseNothing(t *testing.T) {
 			defer keepAlive.CloseIdleConnections()
 
 			var fails failures
+			// gate and reloaded pace the held clients (heldClient) with the reloads.
+			var gate sync.RWMutex
+			var reloaded reloadSignal
 			stop := make(chan struct{})
+			stopClients := sync.OnceFunc(func() { close(stop) })
+			defer stopClients() // also when the test fails before the end
 			var wg sync.WaitGroup
 			var tallies []*tally
 			var sessions atomic.Int64
@@ -312,6 +559,17 @@ func TestReloadsUnderMixedTrafficLoseNothing(t *testing.T) {
 			}{{"web", fixed(web), false}, {"secure", fixed(secure), false}, {"extra", extra, true}} {
 				run(ep.name+" streams", ep.base, ep.mayRefuse, stream)
 				run(ep.name+" json", ep.base, ep.mayRefuse, plain)
+				hc := &heldClient{h: held, addr: func() string { _, a, _ := strings.Cut(ep.base(), "://"); return a }}
+				if strings.HasPrefix(ep.base(), "https://") {
+					hc.tls = &tls.Config{RootCAs: ca.pool, ServerName: "127.0.0.1"}
+				}
+				heldTally := &tally{name: ep.name + " held streams"}
+				tallies = append(tallies, heldTally)
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					hc.run(heldTally, &fails, ep.mayRefuse, stop, &gate, &reloaded)
+				}()
 				tl := &tally{name: ep.name + " websockets"}
 				tallies = append(tallies, tl)
 				wg.Add(1)
@@ -360,31 +618,39 @@ func TestReloadsUnderMixedTrafficLoseNothing(t *testing.T) {
 				case i%10 == 6:
 					next.webIdle = map[string]string{"60s": "59s", "59s": "60s"}[next.webIdle]
 				}
-				_, failedBefore := g.Reloads()
-				body := []byte(next.toml())
-				if i%2 == 0 {
-					require.NoError(t, os.WriteFile(path, body, 0o644))
-				} else { // as editors and deployments do: a new file renamed over the old
-					tmp := filepath.Join(dir, ".sluice.toml.tmp")
-					require.NoError(t, os.WriteFile(tmp, body, 0o644))
-					require.NoError(t, os.Rename(tmp, path))
-				}
-				// Wait for this reload: a valid file's generation in force, an invalid file's
-				// refusal counted. (A write in place may be seen as two changes when the test is
-				// descheduled between truncating and writing: a second reload of the same file,
-				// which changes nothing; so the test does not count reloads exactly.)
-				if next.bad == 0 {
-					lastGood = next
-					require.Eventually(t, func() bool { return genInForce(g) == i }, 10*time.Second, time.Millisecond, "reload %d after its file change", i)
-				} else {
-					require.Eventually(t, func() bool { _, f := g.Reloads(); return f > failedBefore }, 10*time.Second, time.Millisecond, "refusal of reload %d", i)
-					invalid++
-				}
+				// While a reload runs, no held client is between two requests (heldClient).
+				func() {
+					gate.Lock()
+					defer gate.Unlock()
+					okBefore, failedBefore := g.Reloads()
+					body := []byte(next.toml())
+					if i%2 == 0 {
+						require.NoError(t, os.WriteFile(path, body, 0o644))
+					} else { // as editors and deployments do: a new file renamed over the old
+						tmp := filepath.Join(dir, ".sluice.toml.tmp")
+						require.NoError(t, os.WriteFile(tmp, body, 0o644))
+						require.NoError(t, os.Rename(tmp, path))
+					}
+					// Wait for this reload: a valid file's generation in force and the reload
+					// returned (so the drain of an entrypoint it replaced or removed has begun),
+					// an invalid file's refusal counted. (A write in place may be seen as two
+					// changes when the test is descheduled between truncating and writing: a
+					// second reload of the same file, which changes nothing; so the test does not
+					// count reloads exactly.)
+					if next.bad == 0 {
+						lastGood = next
+						require.Eventually(t, func() bool { ok, _ := g.Reloads(); return genInForce(g) == i && ok > okBefore }, 10*time.Second, time.Millisecond, "reload %d after its file change", i)
+					} else {
+						require.Eventually(t, func() bool { _, f := g.Reloads(); return f > failedBefore }, 10*time.Second, time.Millisecond, "refusal of reload %d", i)
+						invalid++
+					}
+				}()
+				reloaded.done()
 				if d := time.Until(start.Add(time.Duration(i) * span / time.Duration(reloads))); d > 0 {
 					time.Sleep(d) // pacing: the reloads spread over the span
 				}
 			}
-			close(stop)
+			stopClients()
 			wg.Wait()
 
 			fails.mu.Lock()
