@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -90,9 +91,13 @@ func (p *proc) Stop(timeout time.Duration) {
 	}
 }
 
-// FreePorts returns n loopback TCP ports that were free a moment ago (the kernel chose them):
-// the replicas' ports. A port could be taken by another process before its replica binds it;
-// such a replica fails to start and is started again later.
+// FreePorts returns n loopback TCP ports that were free a moment ago (the kernel chose them)
+// and that no other live scaler of this process holds: the replicas' ports, reserved until
+// ReleasePorts. The kernel may hand a port it chose once again as soon as its listener closes,
+// so two scalers (two scaled services, or the scalers of a reload) could otherwise share one,
+// and the replica that binds it second would fail at every start. A port could still be taken
+// by another process before its replica binds it; such a replica fails to start and is started
+// again later.
 func FreePorts(n int) ([]int, error) {
 	ports := make([]int, 0, n)
 	var lns []net.Listener
@@ -101,14 +106,37 @@ func FreePorts(n int) ([]int, error) {
 			_ = ln.Close()
 		}
 	}()
-	for i := 0; i < n; i++ {
-		// All held open until the end, so that the n ports differ.
+	reserved.mu.Lock()
+	defer reserved.mu.Unlock()
+	for len(ports) < n {
+		// Every listener is held open until the end, so that the kernel chooses each port once:
+		// the n ports differ, and one skipped as reserved is not chosen again.
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return nil, fmt.Errorf("scaling: allocate a replica port: %w", err)
 		}
 		lns = append(lns, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+		if p := ln.Addr().(*net.TCPAddr).Port; !reserved.ports[p] {
+			ports = append(ports, p)
+		}
+	}
+	for _, p := range ports {
+		reserved.ports[p] = true
 	}
 	return ports, nil
 }
+
+// ReleasePorts gives back ports that FreePorts reserved, once their replicas are stopped.
+func ReleasePorts(ports []int) {
+	reserved.mu.Lock()
+	defer reserved.mu.Unlock()
+	for _, p := range ports {
+		delete(reserved.ports, p)
+	}
+}
+
+// reserved is the replica ports of the process's live scalers.
+var reserved = struct {
+	mu    sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}

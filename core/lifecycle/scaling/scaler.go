@@ -772,6 +772,7 @@ func (s *Scaler) Close() {
 		}()
 	}
 	wg.Wait()
+	ReleasePorts(s.ports)
 }
 
 // ReplicaStatus is a replica as Status shows it.
