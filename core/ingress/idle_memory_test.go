@@ -97,13 +97,30 @@ func rawRoundTrip(t *testing.T, addr *unix.SockaddrInet4) int {
 	require.NoError(t, err)
 	tv := unix.NsecToTimeval((10 * time.Second).Nanoseconds())
 	require.NoError(t, unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv))
-	require.NoError(t, unix.Connect(fd, addr))
-	_, err = unix.Write(fd, []byte("GET /idle HTTP/1.1\r\nHost: gw\r\n\r\n"))
-	require.NoError(t, err)
+	// A blocking system call returns EINTR when the Go runtime signals the thread (goroutine
+	// preemption): each is retried. A connect that was interrupted goes on in the kernel;
+	// calling it again reports EALREADY until it is done (EISCONN).
+	for err = unix.Connect(fd, addr); err == unix.EINTR || err == unix.EALREADY; err = unix.Connect(fd, addr) {
+	}
+	if err != unix.EISCONN {
+		require.NoError(t, err)
+	}
+	req := []byte("GET /idle HTTP/1.1\r\nHost: gw\r\n\r\n")
+	for len(req) > 0 {
+		n, err := unix.Write(fd, req)
+		if err == unix.EINTR {
+			continue
+		}
+		require.NoError(t, err)
+		req = req[n:]
+	}
 	var buf [4096]byte
 	got := 0
 	for !bytes.HasSuffix(buf[:got], []byte("\r\n\r\nhello")) {
 		n, err := unix.Read(fd, buf[got:])
+		if err == unix.EINTR {
+			continue
+		}
 		require.NoError(t, err, "reading the response; got %q", buf[:got])
 		require.Positive(t, n, "the gateway closed the connection")
 		got += n
