@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os/exec"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -42,5 +43,9 @@ func TestServeOnTheEmbeddedDefaultNamesItWhenItsAddressIsTaken(t *testing.T) {
 	at := def.Pos("entrypoints", "web", "address")
 	require.Contains(t, p.Output(), fmt.Sprintf("embedded configs/default.toml:%d:%d: entrypoints.web.address: ", at.Line, at.Col))
 	require.Contains(t, p.Output(), "address already in use")
+	// The log's lines come out in the order they happened, before the error that ends it.
+	starting := strings.Index(p.Output(), `msg="sluice starting"`)
+	require.GreaterOrEqual(t, starting, 0, p.Output())
+	require.Less(t, starting, strings.Index(p.Output(), "address already in use"), p.Output())
 	require.NotRegexp(t, `(?m)^configs/default\.toml:`, p.Output(), "no bare path to a file the user does not have")
 }

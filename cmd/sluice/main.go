@@ -238,11 +238,11 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		printErrors(stderr, err)
 		return 1
 	}
-	logOut := stderr
+	logOut, flush := stderr, func() {}
 	if f, ok := stderr.(*os.File); ok && f == os.Stderr {
 		// Nothing that logs may wait on a standard error nobody reads (an event loop, the
 		// drain): the log goes through the access log's writer goroutine for "stderr".
-		logOut = accesslog.ProcessLog()
+		logOut, flush = accesslog.ProcessLog(), flushLog
 		defer flushLog()
 	}
 	log := newLogger(cfg, logOut)
@@ -257,6 +257,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT)
 	g, err := gateway.New(cfg, *path, log)
 	if err != nil {
+		flush()
 		printErrors(stderr, err)
 		return 1
 	}
@@ -267,6 +268,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	log.Info("sluice starting", "version", version, "config", sources,
 		"entrypoints", len(cfg.Entrypoints), "routers", len(cfg.Routers), "services", len(cfg.Services), "models", len(cfg.Models))
 	if err := g.Start(); err != nil {
+		flush() // the lines logged so far come before the error, as they happened
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
