@@ -33,7 +33,7 @@ run: build
 	set -m; $(BIN)/llmsim --listen $(LLMSIM_ADDR) --ttft 300ms --itl 60ms --tokens 48 & sim=$$!; set +m; \
 	trap 'kill $$sim 2>/dev/null' EXIT INT TERM; \
 	for i in $$(seq 50); do kill -0 $$sim 2>/dev/null || break; curl -fsS -m 1 http://$(LLMSIM_ADDR)/health >/dev/null 2>&1 && break; sleep 0.1; done; \
-	kill -0 $$sim 2>/dev/null || { echo "make run: llmsim did not start: is $(LLMSIM_ADDR) taken? The embedded default config expects the simulator there; free the port, or run bin/llmsim --listen ADDR and bin/sluice serve --config FILE with your own addresses (docs/config.md)."; exit 1; }; \
+	kill -0 $$sim 2>/dev/null || { echo "make run: llmsim did not start: is $(LLMSIM_ADDR) taken? $(if $(CONFIG),$(CONFIG),The embedded default config) expects the simulator there; free the port, or give both another address: make run LLMSIM_ADDR=HOST:PORT CONFIG=FILE, FILE's upstream being HOST:PORT (docs/config.md)."; exit 1; }; \
 	echo; \
 	if [ -n "$(CONFIG)" ]; then \
 	echo "sluice on $(CONFIG): the requests to try are in its opening comment"; \
