@@ -89,6 +89,7 @@ func ParseAdversary(spec string) (*Adversary, error) {
 		return nil, nil
 	}
 	a := &Adversary{conns: map[string]int{}, pct: map[string]float64{}}
+	named := map[string]bool{} // kinds given a value of their own: mixed's may be overridden once
 	for _, item := range strings.Split(spec, ",") {
 		item = strings.TrimSpace(item)
 		switch item {
@@ -112,6 +113,10 @@ func ParseAdversary(spec string) (*Adversary, error) {
 		if !ok {
 			return nil, adversaryError(spec, item, "want kind=N (kinds: %s, or mixed)", strings.Join(AdversaryKinds(), ", "))
 		}
+		if named[kind] {
+			return nil, adversaryError(spec, item, "%s is given twice: want each kind once", kind)
+		}
+		named[kind] = true
 		switch {
 		case contains(clientKinds, kind):
 			n, err := strconv.Atoi(val)

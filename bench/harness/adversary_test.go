@@ -35,6 +35,10 @@ func TestParseAdversary(t *testing.T) {
 		{in: "up-stall=60%,up-reset=60%", err: "at most 100%"},
 		{in: "up-stall=NaN", err: "percentage"},
 		{in: "explode=1", err: `unknown kind "explode"`},
+		// A kind given twice is a slip (which count was meant?); mixed's counts may be
+		// overridden by one of the kind's own.
+		{in: "noread=1,noread=2", err: "noread is given twice"},
+		{in: "up-stall=1%,segment=2,up-stall=2%", err: "up-stall is given twice"},
 		{in: "noread=2;segment=2", err: "several separated by \";\", and each, are for sluice-bench compare"},
 		{in: "each", err: "are for sluice-bench compare"},
 	} {

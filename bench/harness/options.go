@@ -134,7 +134,9 @@ func (o *Options) checkLoad() error {
 	case o.Warmup < 0 || o.Warmup > MaxDuration:
 		return refuse("warmup", o.Warmup.String(), "want 0 to %v", MaxDuration)
 	case o.Timeout < 0 || o.Timeout > MaxDuration:
-		return refuse("timeout", o.Timeout.String(), "want 0 (the default) to %v", MaxDuration)
+		// Worded for the command line, where the flag's default is written out and a 0 is
+		// refused as well (Options reads 0 as the default).
+		return RefuseDuration("timeout", o.Timeout.String())
 	case o.Drain < 0 || o.Drain > MaxDuration:
 		return refuse("drain", o.Drain.String(), "want 0 (the default) to %v", MaxDuration)
 	}
@@ -159,6 +161,11 @@ func (o *Options) checkRequests() error {
 	}
 	if !known {
 		return RefuseWorkload(o.Workload)
+	}
+	if o.Workload != WorkloadMultiTurn && o.Workload != WorkloadMixed && (o.Turns != 0 || o.ReplyBytes != 0 || o.EchoReplies) {
+		// They shape the conversations of chat-multiturn (and of mixed, whose turns are
+		// some): with another workload they would do nothing.
+		return conflict("--turns, --reply-bytes and --echo-replies shape the chat-multiturn and mixed workloads: want --workload chat-multiturn or mixed")
 	}
 	for _, h := range o.Headers {
 		if _, _, ok := headerField(h); !ok {

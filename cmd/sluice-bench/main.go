@@ -261,7 +261,7 @@ func runCmd(ctx context.Context, args []string) error {
 	// The harness reads 0 and "" as "not given"; given on the command line, they are refused.
 	if err := zeroGiven(fs, args, map[string]func(string) error{
 		"rate": harness.RefuseRate, "concurrency": harness.RefuseConcurrency, "connections": harness.RefuseConnections,
-		"workload": harness.RefuseWorkload, "adversary": harness.RefuseAdversary,
+		"workload": harness.RefuseWorkload, "adversary": harness.RefuseAdversary, "timeout": durationRefusal("timeout"),
 	}); err != nil {
 		return err
 	}

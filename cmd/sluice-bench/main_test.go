@@ -99,6 +99,11 @@ func TestUsageErrorsNameTheMistake(t *testing.T) {
 		{[]string{"compare", "--poisson"}, "sluice-bench compare: --poisson needs the open loop: --rate", 2},
 		{[]string{"compare", "--quick", "--concurrency", "4", "--poisson"}, "sluice-bench compare: --poisson needs the open loop: --rate", 2},
 		{[]string{"run", "--target", "http://127.0.0.1:1", "--concurrency", "1", "--poisson"}, "sluice-bench run: --poisson needs the open loop: --rate", 2},
+		// A flag that would do nothing, or a 0 that the flag's default would silently replace.
+		{[]string{"run", "--target", "http://127.0.0.1:1", "--concurrency", "1", "--turns", "3"}, "sluice-bench run: --turns, --reply-bytes and --echo-replies shape the chat-multiturn and mixed workloads: want --workload chat-multiturn or mixed", 2},
+		{[]string{"run", "--target", "http://127.0.0.1:1", "--concurrency", "1", "--workload", "sse", "--echo-replies"}, "sluice-bench run: --turns, --reply-bytes and --echo-replies shape the chat-multiturn and mixed workloads: want --workload chat-multiturn or mixed", 2},
+		{[]string{"run", "--target", "http://127.0.0.1:1", "--concurrency", "1", "--timeout", "0s"}, `sluice-bench run: invalid value "0s" for flag --timeout: want more than 0, at most 24h0m0s`, 2},
+		{[]string{"run", "--target", "http://127.0.0.1:1", "--concurrency", "1", "--adversary", "noread=1,noread=2"}, `sluice-bench run: invalid value "noread=1,noread=2" for flag --adversary: "noread=2": noread is given twice: want each kind once`, 2},
 		{[]string{"run", "--target", "http://127.0.0.1:1", "--rate", "5", "--connections", "0"}, `sluice-bench run: invalid value "0" for flag --connections: want 1 to 100000 connections`, 2},
 		{[]string{"affinity", "--concurrency", "-1"}, `sluice-bench affinity: invalid value "-1" for flag --concurrency: want 1 to 100000 connections`, 2},
 		{[]string{"affinity", "--concurrency", "0"}, `sluice-bench affinity: invalid value "0" for flag --concurrency: want 1 to 100000 connections`, 2},
