@@ -1,6 +1,7 @@
 package jwtauth
 
 import (
+	"encoding/json"
 	"math"
 	"slices"
 	"time"
@@ -48,7 +49,8 @@ var (
 	errNoAud    = newRefusal(401, "the token has no aud claim, which the gateway's audience requires")
 	errNoIss    = newRefusal(401, "the token has no iss claim, which the gateway's issuer requires")
 	errExpired  = newRefusal(401, "the token has expired")
-	errNotYet   = newRefusal(401, "the token is not valid yet")
+	errNotYet   = newRefusal(401, "the token is not valid yet: its nbf claim is in the future")
+	errIssuedIn = newRefusal(401, "the token is not valid yet: its iat claim, when it was issued, is in the future")
 	errIssuer   = newRefusal(401, "the token's issuer is not accepted")
 	errAudience = newRefusal(401, "the token's audience is not accepted")
 )
@@ -78,6 +80,9 @@ func (s *Stage) checkClaims(claims jwt.MapClaims, now time.Time) *refusal {
 			return r
 		}
 		if ok && now.Before(t.Add(-s.leeway)) {
+			if c == iatClaim {
+				return errIssuedIn
+			}
 			return errNotYet
 		}
 	}
@@ -112,14 +117,27 @@ func numericDate(claims jwt.MapClaims, c *dateClaim) (t time.Time, ok bool, r *r
 	switch v := claims[c.name].(type) {
 	case nil:
 		return time.Time{}, false, nil
-	case float64:
-		if !(v >= minNumericDateSeconds && v <= maxNumericDateSeconds) {
+	case json.Number:
+		// The parser keeps numbers as written, so that one beyond a float64 (1e309) is judged
+		// here, naming its claim, rather than failing the whole token as malformed.
+		f, err := v.Float64()
+		if err != nil {
 			return time.Time{}, false, c.outOfRange
 		}
-		sec, frac := math.Modf(v)
-		return time.Unix(int64(sec), int64(frac*1e9)), true, nil
+		return dateOf(f, c)
+	case float64:
+		return dateOf(v, c)
 	}
 	return time.Time{}, false, c.wrongType
+}
+
+// dateOf is the instant of v seconds since the epoch, or c's out-of-range refusal.
+func dateOf(v float64, c *dateClaim) (time.Time, bool, *refusal) {
+	if !(v >= minNumericDateSeconds && v <= maxNumericDateSeconds) {
+		return time.Time{}, false, c.outOfRange
+	}
+	sec, frac := math.Modf(v)
+	return time.Unix(int64(sec), int64(frac*1e9)), true, nil
 }
 
 // checkAudience checks a token's aud (RFC 7519 §4.1.3: a string or an array of strings)

@@ -91,7 +91,11 @@ func TestNumericDateOutOfRange(t *testing.T) {
 		{"fractional exp beyond the leeway", []any{"exp", in(-30*time.Second - 500*time.Millisecond)}, "has expired"},
 		{"fractional nbf within the leeway", []any{"nbf", in(29*time.Second + 500*time.Millisecond)}, ""},
 		{"fractional nbf beyond the leeway", []any{"nbf", in(30*time.Second + 500*time.Millisecond)}, "not valid yet"},
-		{"iat in the future beyond the leeway", []any{"iat", in(time.Minute)}, "not valid yet"},
+		{"iat in the future beyond the leeway", []any{"iat", in(time.Minute)}, "its iat claim, when it was issued, is in the future"},
+		{"nbf in the future names nbf", []any{"nbf", in(time.Minute)}, "its nbf claim is in the future"},
+		// Beyond a float64: the claim is named, not the whole token called malformed.
+		{"exp 1e309", []any{"exp", json.RawMessage("1e309")}, "exp claim is out of range"},
+		{"nbf -1e400", []any{"nbf", json.RawMessage("-1e400")}, "nbf claim is out of range"},
 	})
 }
 

@@ -22,6 +22,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rsa"
 	"crypto/x509"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -70,6 +71,8 @@ func (s *Stage) forwardClaims(rc *pipeline.RequestCtx, claims jwt.MapClaims) {
 		switch x := claims[f.claim].(type) {
 		case string:
 			v = []byte(x)
+		case json.Number: // numbers are kept as the token wrote them (the parser's WithJSONNumber)
+			v = []byte(x.String())
 		case float64:
 			v = strconv.AppendFloat(nil, x, 'f', -1, 64)
 		case bool:
@@ -116,7 +119,7 @@ func New(o config.JWTOptions, consumers *consumer.Registry) (*Stage, error) {
 	// The parser checks the algorithm and the signature, checkClaims the claims: the parser
 	// names a missing claim only in its message, reads a null iss as of the wrong type, and
 	// converts a NumericDate beyond int64 seconds into a time long past.
-	s.parser = jwt.NewParser(jwt.WithValidMethods(s.methods), jwt.WithoutClaimsValidation())
+	s.parser = jwt.NewParser(jwt.WithValidMethods(s.methods), jwt.WithoutClaimsValidation(), jwt.WithJSONNumber())
 	for _, p := range o.ForwardClaims {
 		s.forward = append(s.forward, forwardClaim{claim: p.Name, header: []byte(p.Value)})
 	}
