@@ -329,6 +329,36 @@ func setDefaults(p reflect.Value) {
 	}
 }
 
+// overflowsDuration reports whether s is well formed as a duration but too long for one
+// (time.ParseDuration refuses both with the same error): every number in it a decimal one,
+// every unit one it knows.
+func overflowsDuration(s string) bool {
+	s = strings.TrimPrefix(strings.TrimSpace(s), "+")
+	if s == "" {
+		return false
+	}
+	for s != "" {
+		i := 0
+		for i < len(s) && (s[i] >= '0' && s[i] <= '9' || s[i] == '.') {
+			i++
+		}
+		j := i
+		for j < len(s) && !(s[j] >= '0' && s[j] <= '9' || s[j] == '.') {
+			j++
+		}
+		if i == 0 || j == i {
+			return false
+		}
+		switch s[i:j] {
+		case "ns", "us", "µs", "μs", "ms", "s", "m", "h":
+		default:
+			return false
+		}
+		s = s[j:]
+	}
+	return true
+}
+
 func (d *decoder) decodeValue(path []string, v any, rv reflect.Value) {
 	steps.Add(len(path) + 1)
 	t := rv.Type()
@@ -347,6 +377,8 @@ func (d *decoder) decodeValue(path []string, v any, rv reflect.Value) {
 			want := `want a positive duration such as "500ms", "15s" or "5m"`
 			if f, nerr := strconv.ParseFloat(strings.TrimSpace(s), 64); nerr == nil {
 				want = "a duration needs a unit: write " + durationExample(f)
+			} else if err != nil && strings.Contains(err.Error(), "invalid duration") && overflowsDuration(s) {
+				want = "too long: a duration is at most 2562047h47m16s, about 292 years"
 			}
 			d.errs.add(d.valPos(path), "%s: invalid duration %q (%s)", dotted(path), d.cfg.shown(s, path...), want)
 			return

@@ -57,6 +57,11 @@ func TestEveryDurationKeySaysWhichStringToWrite(t *testing.T) {
 	require.Error(t, err)
 	require.Contains(t, err.Error(), `d.toml:1:31: entrypoints.x.drain_timeout must be a duration string such as "1.5s", not a float`)
 	require.Contains(t, err.Error(), `d.toml:2:30: entrypoints.x.idle_timeout: invalid duration "90" (a duration needs a unit: write "90s")`)
+	// A duration too long for one is told as such, not as a malformed one.
+	_, err = LoadBytes("d.toml", doc(`entrypoints.x.idle_timeout = "2562048h"`, `entrypoints.x.drain_timeout = "1h30x"`))
+	require.Error(t, err)
+	require.Contains(t, err.Error(), `entrypoints.x.idle_timeout: invalid duration "2562048h" (too long: a duration is at most 2562047h47m16s, about 292 years)`)
+	require.Contains(t, err.Error(), `entrypoints.x.drain_timeout: invalid duration "1h30x" (want a positive duration such as "500ms", "15s" or "5m")`)
 }
 
 // A value TOML cannot read gets an error naming its key and saying how to write it.
