@@ -8,9 +8,9 @@
 package tlscert
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"crypto/tls"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -56,25 +56,47 @@ type Set struct {
 // Load reads pairs (at least one; the first is the default certificate) into a Set. Its
 // error names the file that failed.
 func Load(pairs []Pair) (*Set, error) {
+	set, _, err := load(pairs)
+	return set, err
+}
+
+// load is Load that also returns a digest of what it read: every file's bytes, or the error
+// reading it. Equal digests mean the files have not changed between two loads, so a load that
+// failed would fail again.
+func load(pairs []Pair) (*Set, [32]byte, error) {
+	var sum [32]byte
 	if len(pairs) == 0 {
-		return nil, errors.New("no certificate")
+		return nil, sum, errors.New("no certificate")
 	}
-	s := &Set{byName: map[string]*tls.Certificate{}, wild: map[string]*tls.Certificate{}}
+	// Every file is read before any is parsed, so that the digest covers them all.
 	h := sha256.New()
-	for _, p := range pairs {
-		certPEM, err := os.ReadFile(p.CertFile)
-		if err != nil {
-			return nil, err
+	contents := make([][2][]byte, len(pairs))
+	var readErr error
+	for i, p := range pairs {
+		for j, f := range [2]string{p.CertFile, p.KeyFile} {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				b = []byte(err.Error())
+				if readErr == nil {
+					readErr = err
+				}
+			}
+			var n [8]byte
+			binary.BigEndian.PutUint64(n[:], uint64(len(b)))
+			h.Write(n[:])
+			h.Write(b)
+			contents[i][j] = b
 		}
-		keyPEM, err := os.ReadFile(p.KeyFile)
+	}
+	copy(sum[:], h.Sum(nil))
+	if readErr != nil {
+		return nil, sum, readErr
+	}
+	s := &Set{byName: map[string]*tls.Certificate{}, wild: map[string]*tls.Certificate{}, sum: sum}
+	for i, p := range pairs {
+		cert, err := tls.X509KeyPair(contents[i][0], contents[i][1])
 		if err != nil {
-			return nil, err
-		}
-		h.Write(certPEM)
-		h.Write(keyPEM)
-		cert, err := tls.X509KeyPair(certPEM, keyPEM)
-		if err != nil {
-			return nil, fmt.Errorf("%s, %s: %w", p.CertFile, p.KeyFile, err)
+			return nil, sum, fmt.Errorf("%s, %s: %w", p.CertFile, p.KeyFile, err)
 		}
 		c := &cert
 		if s.def == nil {
@@ -97,8 +119,7 @@ func Load(pairs []Pair) (*Set, error) {
 			}
 		}
 	}
-	copy(s.sum[:], h.Sum(nil))
-	return s, nil
+	return s, sum, nil
 }
 
 // Pick returns the certificate for a handshake: the one for the server name asked (exactly,
@@ -134,10 +155,13 @@ type Store struct {
 	log   *slog.Logger
 	cur   atomic.Pointer[Set]
 
-	mu      sync.Mutex // serialises reloads
-	watcher *fsnotify.Watcher
-	done    chan struct{}
-	wg      sync.WaitGroup
+	mu        sync.Mutex // serialises reloads
+	failed    bool       // the last reload failed: the next one that loads says so, even unchanged
+	failedSum [32]byte   // what the failed reload read, so the watcher does not retry it unchanged
+	watcher   *fsnotify.Watcher
+	debounce  time.Duration // watchDebounce; shorter in tests
+	done      chan struct{}
+	wg        sync.WaitGroup
 }
 
 // NewStore loads pairs for entrypoint name; the error names the file that failed.
@@ -149,7 +173,7 @@ func NewStore(name string, pairs []Pair, log *slog.Logger) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{name: name, pairs: pairs, log: log, done: make(chan struct{})}
+	s := &Store{name: name, pairs: pairs, log: log, debounce: watchDebounce, done: make(chan struct{})}
 	s.cur.Store(set)
 	return s, nil
 }
@@ -160,19 +184,39 @@ func (s *Store) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, er
 }
 
 // Reload loads the files again and puts the new set in force when it loads and differs from
-// the one in force. On an error the set in force stays; the error is logged, counted and
-// returned.
+// the one in force; after a failed reload, one that loads logs that the set is in force again
+// and counts a success even when the files are those in force. On an error the set in force
+// stays; the error is logged, counted and returned.
 func (s *Store) Reload() error {
+	return s.reload(false)
+}
+
+// reload is Reload; with onlyChanged, a failed reload is not repeated while the files hold
+// what it read, since it would fail the same way: a file event that left them as they were
+// (another file of the directory, a touch) would log the same error again.
+func (s *Store) reload(onlyChanged bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	set, err := Load(s.pairs)
+	set, sum, err := load(s.pairs)
 	if err != nil {
+		if onlyChanged && s.failed && sum == s.failedSum {
+			return err
+		}
+		s.failed, s.failedSum = true, sum
 		metrics.TLSCertificateReload(s.name, false)
 		s.log.Error("tls certificates not reloaded; the ones in use stay", "entrypoint", s.name, "error", err.Error())
 		return err
 	}
-	if bytes.Equal(set.sum[:], s.cur.Load().sum[:]) {
-		return nil // an event that changed nothing (a touch, another file of the directory)
+	recovered := s.failed
+	s.failed = false
+	if set.sum == s.cur.Load().sum {
+		if recovered {
+			// The files were put back as they are in force; without this line the last word
+			// in the log would be the failure.
+			metrics.TLSCertificateReload(s.name, true)
+			s.log.Info("tls certificates load again; the ones in use stay in force", "entrypoint", s.name)
+		}
+		return nil // an event that changed nothing (a touch, a reload of unchanged files)
 	}
 	s.cur.Store(set)
 	metrics.TLSCertificateReload(s.name, true)
@@ -187,7 +231,8 @@ const watchDebounce = 100 * time.Millisecond
 
 // Watch starts reloading the certificates when their files change. It watches the files'
 // directories rather than the files, so that a file replaced by a rename (an atomic write, a
-// Kubernetes secret's symlink swap) is seen too.
+// Kubernetes secret's symlink swap) is seen too; events for other files of those directories
+// (a log written next to the certificates) are ignored.
 func (s *Store) Watch() error {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
@@ -209,11 +254,43 @@ func (s *Store) Watch() error {
 	}
 	s.watcher = w
 	s.wg.Add(1)
-	go s.watch(w)
+	go s.watch(w, s.watchedNames())
 	return nil
 }
 
-func (s *Store) watch(w *fsnotify.Watcher) {
+// watchedNames lists the paths whose events mean a certificate or key may have changed: each
+// file, and, for a file that is a symbolic link into its own directory, the first element of
+// the link's target there. A Kubernetes secret mounts tls.crt as a link to ..data/tls.crt and
+// updates it by swapping the link ..data, so the event is for ..data, not tls.crt; a link
+// cert.pem -> cert-2024.pem sees cert-2024.pem written in place.
+func (s *Store) watchedNames() map[string]bool {
+	names := map[string]bool{}
+	for _, p := range s.pairs {
+		for _, f := range []string{p.CertFile, p.KeyFile} {
+			f = filepath.Clean(f)
+			names[f] = true
+			target, err := os.Readlink(f)
+			if err != nil {
+				continue // not a link, or not there yet: its own name is what changes
+			}
+			d := filepath.Dir(f)
+			if !filepath.IsAbs(target) {
+				target = filepath.Join(d, target)
+			}
+			rel, err := filepath.Rel(d, target)
+			if err != nil {
+				continue
+			}
+			first, _, _ := strings.Cut(filepath.ToSlash(rel), "/")
+			if first != ".." && first != "." {
+				names[filepath.Join(d, first)] = true
+			}
+		}
+	}
+	return names
+}
+
+func (s *Store) watch(w *fsnotify.Watcher, names map[string]bool) {
 	defer s.wg.Done()
 	t := time.NewTimer(time.Hour)
 	t.Stop()
@@ -226,8 +303,8 @@ func (s *Store) watch(w *fsnotify.Watcher) {
 			if !ok {
 				return
 			}
-			if ev.Op != fsnotify.Chmod {
-				t.Reset(watchDebounce)
+			if ev.Op != fsnotify.Chmod && names[filepath.Clean(ev.Name)] {
+				t.Reset(s.debounce)
 			}
 		case err, ok := <-w.Errors:
 			if !ok {
@@ -235,7 +312,9 @@ func (s *Store) watch(w *fsnotify.Watcher) {
 			}
 			s.log.Warn("tls certificate watch", "entrypoint", s.name, "error", err.Error())
 		case <-t.C:
-			_ = s.Reload()
+			_ = s.reload(true)
+			// A file may have become a link, or a link may point elsewhere now.
+			names = s.watchedNames()
 		}
 	}
 }

@@ -1,0 +1,213 @@
+package tlscert
+
+import (
+	"context"
+	"crypto/tls"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	vm "github.com/VictoriaMetrics/metrics"
+	"github.com/stretchr/testify/require"
+)
+
+// testDebounce keeps the watch tests quick; the other files' writes below are spaced wider, so
+// a watcher that reacted to them would reload between any two.
+const testDebounce = 10 * time.Millisecond
+
+// recordLog is a slog handler that appends every record, as a line, to a file (the gateway's
+// log kept next to the certificates) and passes the record's message on to msgs.
+type recordLog struct {
+	mu   *sync.Mutex
+	file string
+	msgs chan string
+}
+
+func (h recordLog) Enabled(context.Context, slog.Level) bool { return true }
+func (h recordLog) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h recordLog) WithGroup(string) slog.Handler            { return h }
+func (h recordLog) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.file != "" {
+		f, err := os.OpenFile(h.file, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+		if err != nil {
+			return err
+		}
+		_, _ = f.WriteString(r.Level.String() + " " + r.Message + "\n")
+		_ = f.Close()
+	}
+	select {
+	case h.msgs <- r.Message:
+	default: // a watcher stuck in a loop of reloads must not block Close at the test's end
+	}
+	return nil
+}
+
+// reloadCounts returns a function that reads how many reloads of entrypoint counted in
+// sluice_tls_certificate_reloads_total with result since reloadCounts was called (the counters
+// are the process's, so -count=N runs a test against counts of earlier runs).
+func reloadCounts(entrypoint string) func(result string) uint64 {
+	counter := func(result string) *vm.Counter {
+		return vm.GetOrCreateCounter(`sluice_tls_certificate_reloads_total{entrypoint="` + entrypoint + `",result="` + result + `"}`)
+	}
+	failures, successes := counter("failure").Get(), counter("success").Get()
+	return func(result string) uint64 {
+		if result == "failure" {
+			return counter(result).Get() - failures
+		}
+		return counter(result).Get() - successes
+	}
+}
+
+// replace writes b to path the way an editor or certbot does: a new file renamed over it.
+func replace(t *testing.T, path string, b []byte) {
+	t.Helper()
+	tmp := path + ".tmp"
+	require.NoError(t, os.WriteFile(tmp, b, 0o600))
+	require.NoError(t, os.Rename(tmp, path))
+}
+
+// waitMsg returns the next logged message that contains want, failing after a deadline; the
+// messages it skips are returned too.
+func waitMsg(t *testing.T, msgs <-chan string, want string) (skipped []string) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case m := <-msgs:
+			if strings.Contains(m, want) {
+				return skipped
+			}
+			skipped = append(skipped, m)
+		case <-deadline:
+			t.Fatalf("no log message %q within 10s; saw %q", want, skipped)
+		}
+	}
+}
+
+// logged returns the messages logged so far, without waiting for more.
+func logged(msgs <-chan string) []string {
+	var out []string
+	for {
+		select {
+		case m := <-msgs:
+			out = append(out, m)
+		default:
+			return out
+		}
+	}
+}
+
+func watchedStore(t *testing.T, name string, pairs []Pair, logFile string) (*Store, chan string) {
+	t.Helper()
+	msgs := make(chan string, 1024)
+	s, err := NewStore(name, pairs, slog.New(recordLog{mu: new(sync.Mutex), file: logFile, msgs: msgs}))
+	require.NoError(t, err)
+	s.debounce = testDebounce
+	require.NoError(t, s.Watch())
+	t.Cleanup(s.Close)
+	return s, msgs
+}
+
+// A broken certificate next to a file being written (here the gateway's own log, which gets
+// the reload's ERROR line, and a writer of its own) fails to reload once, not once per write:
+// each write is a change in the watched directory, but not of the certificate's files.
+func TestBrokenCertificateNextToLogFailsOnce(t *testing.T) {
+	dir := t.TempDir()
+	p := writePair(t, dir, "srv", "first", "a.test")
+	logFile := filepath.Join(dir, "sluice.log")
+	const ep = "broken-next-to-log"
+	reloads := reloadCounts(ep)
+	s, msgs := watchedStore(t, ep, []Pair{p}, logFile)
+
+	replace(t, p.CertFile, []byte("garbage\n"))
+	waitMsg(t, msgs, "tls certificates not reloaded")
+
+	for i := 0; i < 50; i++ {
+		f, err := os.OpenFile(logFile, os.O_APPEND|os.O_WRONLY, 0o600)
+		require.NoError(t, err)
+		_, err = f.WriteString("INFO request served\n")
+		require.NoError(t, err)
+		require.NoError(t, f.Close())
+		time.Sleep(2 * testDebounce) // the writer's pace, wider than the debounce
+	}
+
+	writePair(t, dir, "srv", "second", "a.test")
+	skipped := waitMsg(t, msgs, "tls certificates reloaded")
+	require.Empty(t, skipped, "log lines between the failure and the reload")
+	require.EqualValues(t, 1, reloads("failure"))
+	require.EqualValues(t, 1, reloads("success"))
+	c, _ := s.GetCertificate(&tls.ClientHelloInfo{})
+	require.Equal(t, "second", c.Leaf.Subject.CommonName)
+}
+
+// Putting back the certificate in use after a failed reload says that it is in force again
+// and counts a success, so that the failure is not the last word.
+func TestRestoringSameCertificateAfterFailureCountsSuccess(t *testing.T) {
+	dir := t.TempDir()
+	p := writePair(t, dir, "srv", "first", "a.test")
+	good, err := os.ReadFile(p.CertFile)
+	require.NoError(t, err)
+
+	t.Run("Reload", func(t *testing.T) {
+		reloads := reloadCounts("restore-same-reload")
+		msgs := make(chan string, 16)
+		s, err := NewStore("restore-same-reload", []Pair{p}, slog.New(recordLog{mu: new(sync.Mutex), msgs: msgs}))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(p.CertFile, []byte("garbage\n"), 0o600))
+		require.Error(t, s.Reload())
+		require.NoError(t, os.WriteFile(p.CertFile, good, 0o600))
+		require.NoError(t, s.Reload())
+		require.Equal(t, []string{"tls certificates not reloaded; the ones in use stay", "tls certificates load again; the ones in use stay in force"},
+			logged(msgs))
+		require.EqualValues(t, 1, reloads("failure"))
+		require.EqualValues(t, 1, reloads("success"))
+
+		require.NoError(t, s.Reload()) // in force and unchanged: nothing to say
+		require.Empty(t, logged(msgs))
+		require.EqualValues(t, 1, reloads("success"))
+	})
+
+	t.Run("Watch", func(t *testing.T) {
+		reloads := reloadCounts("restore-same-watch")
+		_, msgs := watchedStore(t, "restore-same-watch", []Pair{p}, "")
+		replace(t, p.CertFile, []byte("garbage\n"))
+		waitMsg(t, msgs, "tls certificates not reloaded")
+		replace(t, p.CertFile, good)
+		require.Empty(t, waitMsg(t, msgs, "tls certificates load again"))
+		require.EqualValues(t, 1, reloads("failure"))
+		require.EqualValues(t, 1, reloads("success"))
+	})
+}
+
+// A Kubernetes secret volume mounts tls.crt as a link to ..data/tls.crt and updates it by
+// swapping the link ..data to a new directory: the only event is for ..data.
+func TestWatchKubernetesSecretSwap(t *testing.T) {
+	dir := t.TempDir()
+	writePair(t, mkdir(t, dir, "..2026_01"), "tls", "first", "a.test")
+	require.NoError(t, os.Symlink("..2026_01", filepath.Join(dir, "..data")))
+	p := Pair{CertFile: filepath.Join(dir, "tls.crt"), KeyFile: filepath.Join(dir, "tls.key")}
+	require.NoError(t, os.Symlink("..data/tls.crt", p.CertFile))
+	require.NoError(t, os.Symlink("..data/tls.key", p.KeyFile))
+	s, msgs := watchedStore(t, "k8s-swap", []Pair{p}, filepath.Join(dir, "sluice.log"))
+
+	writePair(t, mkdir(t, dir, "..2026_02"), "tls", "second", "a.test")
+	require.NoError(t, os.Symlink("..2026_02", filepath.Join(dir, "..data_tmp")))
+	require.NoError(t, os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")))
+	require.NoError(t, os.RemoveAll(filepath.Join(dir, "..2026_01")))
+	require.Empty(t, waitMsg(t, msgs, "tls certificates reloaded"))
+	c, _ := s.GetCertificate(&tls.ClientHelloInfo{})
+	require.Equal(t, "second", c.Leaf.Subject.CommonName)
+}
+
+func mkdir(t *testing.T, parent, name string) string {
+	t.Helper()
+	d := filepath.Join(parent, name)
+	require.NoError(t, os.Mkdir(d, 0o700))
+	return d
+}
