@@ -64,8 +64,8 @@ func startTLSTransport(t *testing.T, upstream string) (ingress.Transport, *x509.
 
 // A client that speaks plain HTTP to a TLS entrypoint (http:// for https://) gets a 400 that
 // says so, as from nginx ("The plain HTTP request was sent to HTTPS port") and Go's net/http,
-// in the gateway's JSON error shape, and the connection closes; it used to be closed without
-// a word. The request is told from a TLS ClientHello by its first five bytes, as crypto/tls
+// in the gateway's JSON error shape, and the connection closes: a connection closed without a
+// word leaves the user guessing. The request is told from a TLS ClientHello by its first five bytes, as crypto/tls
 // does (tls.RecordHeaderError): a method and a space, whichever the method, or five capitals.
 func TestPlainHTTPToTLSEntrypointGets400(t *testing.T) {
 	up := newUpstream(t, answerNow)
