@@ -69,6 +69,11 @@ func (f *Fleet) Instance(i int) InstanceConfig { return f.insts[i].cfg }
 // Crash crashes instance i now (listener and connections closed, KV cache and reservations
 // lost, epoch+1) and restarts it on the same address after downtime (then its startup delay
 // applies). It returns an error when i is out of range.
+//
+// The address may be taken meanwhile: its port is in the kernel's ephemeral range, so any
+// outgoing connection may get it as its local port, a client polling the address may even
+// connect to itself (TCP simultaneous open), and the port stays taken while that connection
+// lasts. The restart is tried again every restartRetry until it binds or the fleet closes.
 func (f *Fleet) Crash(i int, downtime time.Duration) error {
 	if i < 0 || i >= len(f.insts) {
 		return errors.New("llmsim: no such instance")
@@ -78,17 +83,26 @@ func (f *Fleet) Crash(i int, downtime time.Duration) error {
 	go func() {
 		t := time.NewTimer(downtime)
 		defer t.Stop()
-		select {
-		case <-t.C:
-			in.mu.Lock()
-			addr := in.addr
-			in.mu.Unlock()
-			in.start(addr)
-		case <-f.done:
+		for {
+			select {
+			case <-t.C:
+				in.mu.Lock()
+				addr := in.addr
+				in.mu.Unlock()
+				if in.start(addr) == nil {
+					return
+				}
+				t.Reset(restartRetry)
+			case <-f.done:
+				return
+			}
 		}
 	}()
 	return nil
 }
+
+// restartRetry is how often a crashed instance tries its address again while it is taken.
+const restartRetry = 50 * time.Millisecond
 
 func (f *Fleet) crashLoop(in *instance, offset time.Duration) {
 	if offset > 0 {

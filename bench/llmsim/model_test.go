@@ -3,6 +3,7 @@ package llmsim
 import (
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"slices"
 	"strconv"
@@ -463,4 +464,34 @@ func TestConfigValidation(t *testing.T) {
 			t.Errorf("%s: started", name)
 		}
 	}
+}
+
+// A crashed instance whose address another socket holds when it restarts comes back once the
+// address is free: its port is in the ephemeral range, so an outgoing connection may take it,
+// or a client polling it may connect to itself, while the instance is down. The test holds the
+// address past the downtime (its pace, not an assertion), then lets it go.
+func TestCrashedInstanceRestartsOnceItsAddressIsFree(t *testing.T) {
+	f, url := startOne(t, nil)
+	c := newClient()
+	waitFor(t, "ready", 5*time.Second, func() bool { return getJSON(t, c, url+"/health", nil) == 200 })
+	c.CloseIdleConnections()
+	if err := f.Crash(0, 20*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	squatter, err := net.Listen("tcp", f.Addrs()[0])
+	if err != nil {
+		t.Fatalf("the crashed instance's address: %v", err)
+	}
+	time.Sleep(200 * time.Millisecond) // past the downtime: the first restart finds it taken
+	if err := squatter.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "restarted once its address was free", 5*time.Second, func() bool {
+		resp, err := c.Get(url + "/health")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
 }
