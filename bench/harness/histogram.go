@@ -99,6 +99,30 @@ type Point struct {
 	ValueUs    float64 `json:"value_us"`
 }
 
+// Bar is one bucket of recorded values: Count values whose highest equivalent value is
+// UpperNs (nanoseconds), the value ValueAtPercentile returns for a percentile that falls in
+// the bucket.
+type Bar struct {
+	UpperNs int64
+	Count   int64
+}
+
+// Bars returns the buckets that hold values, in ascending order of value: what a percentile
+// of several histograms merged with any multiplicities is computed from without merging them
+// (see report's round bootstrap). Empty for an empty histogram.
+func (h *Histogram) Bars() []Bar {
+	if h.h.TotalCount() == 0 {
+		return nil
+	}
+	var bars []Bar
+	for _, b := range h.h.Distribution() {
+		if b.Count > 0 {
+			bars = append(bars, Bar{UpperNs: b.To, Count: b.Count})
+		}
+	}
+	return bars
+}
+
 // Distribution returns the percentile distribution at log-spaced "nines"
 // (0, 10, 20 … 90, 95, 99, 99.5, 99.9 … up to 99.999 and 100), the shape
 // HdrHistogram's percentile plots use. Empty for an empty histogram.

@@ -50,6 +50,12 @@ type Pair struct {
 	// attack moved the target's well-behaved clients less).
 	TTFTRise Spread `json:"ttft_p99_rise_ratio"`
 	ITLRise  Spread `json:"itl_p99_rise_ratio"`
+	// TTFTRisePooled and ITLRisePooled set the same rises against each other with every
+	// p99 taken over all the rounds' samples together, with a 90% interval from a
+	// bootstrap over the rounds (pooledRise); nil without an adversary, or when a round's
+	// samples are not at hand (a report read back from JSON keeps the figures only).
+	TTFTRisePooled *Interval `json:"ttft_p99_rise_pooled,omitempty"`
+	ITLRisePooled  *Interval `json:"itl_p99_rise_pooled,omitempty"`
 }
 
 // PairRounds sets every proxy target of runs against nginx and haproxy, where they ran, round
@@ -115,6 +121,7 @@ func PairRounds(runs []Run) []Pair {
 				continue // a build is set against the first build of its own engine only
 			}
 			var rps, cpu, p50, ttft, itl, ttftRise, itlRise []float64
+			var ttftRounds, itlRounds []riseSamples
 			for _, round := range rounds {
 				r, ok := byKey[key{g.w, g.a, g.t, round}]
 				o, okRef := byKey[key{g.w, g.a, ref, round}]
@@ -151,11 +158,13 @@ func PairRounds(runs []Run) []Pair {
 				if v, ok := riseRatio(a.ITL, rc.Result.ITL, b.ITL, oc.Result.ITL); ok {
 					itlRise = append(itlRise, v)
 				}
+				ttftRounds = append(ttftRounds, riseSamples{bars(a.TTFTHist), bars(rc.Result.TTFTHist), bars(b.TTFTHist), bars(oc.Result.TTFTHist)})
+				itlRounds = append(itlRounds, riseSamples{bars(a.ITLHist), bars(rc.Result.ITLHist), bars(b.ITLHist), bars(oc.Result.ITLHist)})
 			}
 			if len(rps) == 0 {
 				continue
 			}
-			pairs = append(pairs, Pair{
+			p := Pair{
 				Workload: g.w, Adversary: g.a, Target: g.t, Reference: ref,
 				RPS:      spread(rps, func(v float64) bool { return v > 1 }),
 				CPU:      spread(cpu, func(v float64) bool { return v < 1 }),
@@ -164,7 +173,14 @@ func PairRounds(runs []Run) []Pair {
 				ITLP99Us: spread(itl, func(v float64) bool { return v < 0 }),
 				TTFTRise: spread(ttftRise, func(v float64) bool { return v < 1 }),
 				ITLRise:  spread(itlRise, func(v float64) bool { return v < 1 }),
-			})
+			}
+			if iv, ok := pooledRise(ttftRounds); ok {
+				p.TTFTRisePooled = &iv
+			}
+			if iv, ok := pooledRise(itlRounds); ok {
+				p.ITLRisePooled = &iv
+			}
+			pairs = append(pairs, p)
 		}
 	}
 	return pairs
@@ -178,6 +194,14 @@ func riseRatio(attacked, clean, refAttacked, refClean harness.Summary) (float64,
 		return 0, false
 	}
 	return (attacked.P99Us / clean.P99Us) / (refAttacked.P99Us / refClean.P99Us), true
+}
+
+// bars is h's buckets, nil for a histogram not at hand.
+func bars(h *harness.Histogram) []harness.Bar {
+	if h == nil {
+		return nil
+	}
+	return h.Bars()
 }
 
 // engineOf is a target's name without the build it ran ("sluice-gnet@old": "sluice-gnet").
@@ -235,12 +259,12 @@ func riseTable(pairs []Pair) string {
 			continue
 		}
 		if b.Len() == 0 {
-			b.WriteString("\nUnder attack, round by round: each target's p99 rise (attacked over its clean run of the round) over the peer's rise in the same round (below 1×: the attack moved the target's well-behaved clients less):\n\n")
-			b.WriteString("| workload | adversary | target | against | TTFT p99 rise × | ITL p99 rise × |\n")
-			b.WriteString("|---|---|---|---|--:|--:|\n")
+			b.WriteString("\nUnder attack: each target's p99 rise (attacked over its clean run) over the peer's rise, round by round (median, lowest–highest round, rounds where the target did better) and pooled (every p99 over all rounds' samples together, with the 5th–95th percentile of a bootstrap over rounds); below 1× the attack moved the target's well-behaved clients less:\n\n")
+			b.WriteString("| workload | adversary | target | against | TTFT p99 rise × | pooled (90%) | ITL p99 rise × | pooled (90%) |\n")
+			b.WriteString("|---|---|---|---|--:|--:|--:|--:|\n")
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", p.Workload, harness.AdversaryName(p.Adversary), p.Target, p.Reference,
-			p.TTFTRise.ratio(), p.ITLRise.ratio())
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", p.Workload, harness.AdversaryName(p.Adversary), p.Target, p.Reference,
+			p.TTFTRise.ratio(), p.TTFTRisePooled.ratio(), p.ITLRise.ratio(), p.ITLRisePooled.ratio())
 	}
 	return b.String()
 }
@@ -250,6 +274,14 @@ func (s Spread) ratio() string {
 		return "–"
 	}
 	return fmt.Sprintf("%.2f× (%.2f–%.2f) %d/%d", s.Median, s.Min, s.Max, s.Better, s.Rounds)
+}
+
+// ratio reads "1.21× (0.95–1.40)": the pooled figure and its 90% interval; "–" for none.
+func (iv *Interval) ratio() string {
+	if iv == nil || iv.Rounds == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f× (%.2f–%.2f)", iv.Value, iv.Low, iv.High)
 }
 
 func (s Spread) diff() string {

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -158,6 +159,60 @@ func TestPairRoundsSetsTheRiseUnderAttackAgainstThePeersOfTheRound(t *testing.T)
 	require.Equal(t, 0, attacked.ITLRise.Better, "equal is not better")
 
 	out := PairedTable(pairs)
-	require.Contains(t, out, "| sse | slowloris=64 | sluice-gnet | nginx | 0.83× (0.83–1.12) 2/3 | 1.00× (1.00–1.00) 0/3 |")
+	require.Contains(t, out, "| sse | slowloris=64 | sluice-gnet | nginx | 0.83× (0.83–1.12) 2/3 | – | 1.00× (1.00–1.00) 0/3 | – |",
+		"runs without samples have no pooled rise")
+	require.Nil(t, attacked.TTFTRisePooled)
 	require.NotContains(t, PairedTable(pairs[:1]), "Under attack", "no rise table without an adversary")
+}
+
+// With the rounds' samples at hand, each rise is also pooled over the rounds, with its
+// bootstrap interval, in the table and the JSON.
+func TestPairRoundsPoolsTheRiseWithItsInterval(t *testing.T) {
+	const adv = "reset=8"
+	stream := func(ttft, itl []harness.Bar) *harness.Result {
+		r := result(400, 75000, 77000)
+		r.TTFTHist, r.ITLHist = harness.NewHistogram(), harness.NewHistogram()
+		for _, b := range ttft {
+			for range b.Count {
+				r.TTFTHist.Record(b.UpperNs)
+			}
+		}
+		for _, b := range itl {
+			for range b.Count {
+				r.ITLHist.Record(b.UpperNs)
+			}
+		}
+		r.TTFT, r.ITL = r.TTFTHist.Summary(), r.ITLHist.Summary()
+		return r
+	}
+	var runs []Run
+	for round := 1; round <= 5; round++ {
+		attacked := tail(20, 4) // sluice's TTFT tail doubles under attack, nginx's does not move
+		if round == 3 {
+			attacked = tail(40, 40) // and one round's jumps far further
+		}
+		runs = append(runs,
+			Run{Round: round, Target: "sluice-gnet", Workload: "sse", Result: stream(tail(20, 2), tail(20, 6))},
+			Run{Round: round, Target: "sluice-gnet", Workload: "sse", Adversary: adv, Result: stream(attacked, tail(20, 6))},
+			Run{Round: round, Target: TargetNginx, Workload: "sse", Result: stream(tail(20, 2), tail(20, 6))},
+			Run{Round: round, Target: TargetNginx, Workload: "sse", Adversary: adv, Result: stream(tail(20, 2), tail(20, 6))},
+		)
+	}
+	pairs := PairRounds(runs)
+	require.Len(t, pairs, 2)
+	p := pairs[1]
+	require.NotNil(t, p.TTFTRisePooled)
+	require.InDelta(t, 2, p.TTFTRisePooled.Value, 0.01, "pooled, the jump is 0.8% of the samples: the p99 stays at 4 ms")
+	require.InDelta(t, 2, p.TTFTRisePooled.Low, 0.01)
+	require.InDelta(t, 20, p.TTFTRisePooled.High, 0.1, "resamples holding the jumping round twice or more")
+	require.InDelta(t, 1, p.ITLRisePooled.Value, 0.01)
+	require.Equal(t, 5, p.ITLRisePooled.Rounds)
+	require.Contains(t, PairedTable(pairs), "| sse | reset=8 | sluice-gnet | nginx | 2.00× (2.00–20.00) 0/5 | 2.00× (2.00–20.00) | 1.00× (1.00–1.00) 0/5 | 1.00× (1.00–1.00) |")
+
+	js, err := json.Marshal(p)
+	require.NoError(t, err)
+	require.Contains(t, string(js), `"ttft_p99_rise_pooled":{"value":2`)
+	js, err = json.Marshal(pairs[0])
+	require.NoError(t, err)
+	require.NotContains(t, string(js), "rise_pooled", "a clean workload has no rise")
 }
