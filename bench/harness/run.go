@@ -103,6 +103,10 @@ type Options struct {
 // measured from the intended send time (equal to the actual send time in the
 // closed loop), ServiceLatency from the actual send time.
 type Result struct {
+	// Command is the command line that ran the load, as a POSIX shell takes it back
+	// (report.CommandLine), when one did: sluice-bench run sets it; "" (left out of the JSON)
+	// in a run of a compare, whose report has its own.
+	Command     string  `json:"command,omitempty"`
 	Target      string  `json:"target"`
 	Workload    string  `json:"workload"`
 	Mode        string  `json:"mode"` // "closed" or "open"

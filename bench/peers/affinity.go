@@ -21,6 +21,7 @@ import (
 
 	"github.com/sluice-gw/sluice/bench/harness"
 	"github.com/sluice-gw/sluice/bench/llmsim"
+	"github.com/sluice-gw/sluice/bench/report"
 )
 
 // Routing policies of the prefix-affinity quality benchmark (RunAffinity).
@@ -196,6 +197,9 @@ type AffinityRow struct {
 
 // AffinityResult is RunAffinity's outcome.
 type AffinityResult struct {
+	// Command is the command line that ran it, as a POSIX shell takes it back
+	// (report.CommandLine): RunAffinity leaves it "" (left out of the JSON) for its caller to set.
+	Command string          `json:"command,omitempty"`
 	Options AffinityOptions `json:"options"`
 	Rows    []AffinityRow   `json:"rows"`
 }
@@ -642,11 +646,14 @@ func (r *AffinityResult) Failures() []string {
 	return out
 }
 
-// Markdown writes the result as a table, then the Failures in bold, then the ratios the
-// quality bar is stated in: affinity's hit rate over the oracle's, its TTFT p50 over round
-// robin's, and the hit rate two replicas lose against one.
+// Markdown writes the result's Command line, when it has one, then a table, then the Failures
+// in bold, then the ratios the quality bar is stated in: affinity's hit rate over the oracle's,
+// its TTFT p50 over round robin's, and the hit rate two replicas lose against one.
 func (r *AffinityResult) Markdown(w io.Writer) error {
 	var b strings.Builder
+	if r.Command != "" {
+		b.WriteString(report.CommandMarkdown(r.Command) + "\n")
+	}
 	b.WriteString("| policy | routers | hit rate | full misses | TTFT p50 (ms) | TTFT p99 (ms) | busiest / mean load | requests (errors) |\n")
 	b.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	by := map[string]*AffinityRow{}

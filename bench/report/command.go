@@ -35,6 +35,16 @@ func special(r rune) bool {
 	return !strings.ContainsRune("@%+=:,./_-", r)
 }
 
+// CommandMarkdown returns a report's Command line in Markdown, "Command: " and command (a
+// CommandLine) in a code span that shows it as it is, ended by a hard line break; "" for a
+// command of "".
+func CommandMarkdown(command string) string {
+	if command == "" {
+		return ""
+	}
+	return "Command: " + codeSpan(command) + "  \n"
+}
+
 // codeSpan returns s as a Markdown code span (CommonMark, 6.1): between backtick strings
 // longer than any run of backticks in s, with a space inside each when s begins or ends with
 // one (which the renderer strips), so that the span shows s as it is.

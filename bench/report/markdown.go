@@ -20,9 +20,7 @@ import (
 // round-by-round table); "–" marks a value that does not apply.
 func (c *Comparison) Markdown(w io.Writer) error {
 	var b strings.Builder
-	if c.Command != "" {
-		fmt.Fprintf(&b, "Command: %s  \n", codeSpan(c.Command))
-	}
+	b.WriteString(CommandMarkdown(c.Command))
 	if c.Machine != "" {
 		fmt.Fprintf(&b, "Machine: %s  \n", c.Machine)
 	}

@@ -210,6 +210,14 @@ func durationRefusal(flag string) func(string) error {
 	return func(v string) error { return harness.RefuseDuration(flag, v) }
 }
 
+// commandLine returns the command line that ran subcommand cmd with args, quoted for a shell
+// (report.CommandLine), for a report's Command. It starts with the program as it was invoked
+// (os.Args[0]: "bin/sluice-bench", "./bin/sluice-bench", or "sluice-bench" when a shell found
+// it on PATH), so that the line pasted back in the same directory runs the same binary.
+func commandLine(cmd string, args []string) string {
+	return report.CommandLine(append([]string{os.Args[0], cmd}, args...)...)
+}
+
 // printFlags writes fs's usage line and flags.
 func printFlags(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprintf(w, "usage: sluice-bench %s [flags]\n", fs.Name())
@@ -280,27 +288,8 @@ func runCmd(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	errs := strconv.FormatInt(res.Errors, 10)
-	if res.Errors > 0 {
-		errs += " (" + res.ErrorSummary() + ")"
-	}
-	fmt.Fprintf(os.Stderr, "%s %s %s: %d ok, %s errors, %d unfinished, %.0f req/s; latency µs p50 %.1f p90 %.1f p99 %.1f p99.9 %.1f max %.1f",
-		res.Target, res.Workload, res.Mode, res.OK, errs, res.Unfinished, res.RPS,
-		res.Latency.P50Us, res.Latency.P90Us, res.Latency.P99Us, res.Latency.P999Us, res.Latency.MaxUs)
-	if res.TTFT.Count > 0 {
-		fmt.Fprintf(os.Stderr, "; TTFT p50 %.1f p99 %.1f; ITL p50 %.1f p99 %.1f", res.TTFT.P50Us, res.TTFT.P99Us, res.ITL.P50Us, res.ITL.P99Us)
-	}
-	fmt.Fprintln(os.Stderr)
-	if res.Adversary != nil {
-		fmt.Fprintf(os.Stderr, "adversary %s:\n", res.Adversary.Spec)
-		for _, k := range res.Adversary.Kinds {
-			fmt.Fprintf(os.Stderr, "  %-10s %5d opened %7d attempts: %s", k.Kind, k.Opened, k.Attempts, harness.FormatOutcomes(k.Outcomes))
-			if k.HeldMaxMs > 0 {
-				fmt.Fprintf(os.Stderr, "; held mean %.0f ms, max %.0f ms", k.HeldMeanMs, k.HeldMaxMs)
-			}
-			fmt.Fprintln(os.Stderr)
-		}
-	}
+	res.Command = commandLine("run", args)
+	printRunSummary(os.Stderr, res)
 	b, err := json.MarshalIndent(res, "", "  ")
 	if err != nil {
 		return err
@@ -319,6 +308,34 @@ func runCmd(ctx context.Context, args []string) error {
 		err = errors.New("the window held no request: lengthen --duration or raise --rate")
 	}
 	return err
+}
+
+// printRunSummary writes what a run measured, for a reader: its Command line, one line of
+// results (latencies in µs) and, with an adversary, a line per kind. The JSON result holds it
+// all, and more.
+func printRunSummary(w io.Writer, res *harness.Result) {
+	fmt.Fprintf(w, "Command: %s\n", res.Command)
+	errs := strconv.FormatInt(res.Errors, 10)
+	if res.Errors > 0 {
+		errs += " (" + res.ErrorSummary() + ")"
+	}
+	fmt.Fprintf(w, "%s %s %s: %d ok, %s errors, %d unfinished, %.0f req/s; latency µs p50 %.1f p90 %.1f p99 %.1f p99.9 %.1f max %.1f",
+		res.Target, res.Workload, res.Mode, res.OK, errs, res.Unfinished, res.RPS,
+		res.Latency.P50Us, res.Latency.P90Us, res.Latency.P99Us, res.Latency.P999Us, res.Latency.MaxUs)
+	if res.TTFT.Count > 0 {
+		fmt.Fprintf(w, "; TTFT p50 %.1f p99 %.1f; ITL p50 %.1f p99 %.1f", res.TTFT.P50Us, res.TTFT.P99Us, res.ITL.P50Us, res.ITL.P99Us)
+	}
+	fmt.Fprintln(w)
+	if res.Adversary != nil {
+		fmt.Fprintf(w, "adversary %s:\n", res.Adversary.Spec)
+		for _, k := range res.Adversary.Kinds {
+			fmt.Fprintf(w, "  %-10s %5d opened %7d attempts: %s", k.Kind, k.Opened, k.Attempts, harness.FormatOutcomes(k.Outcomes))
+			if k.HeldMaxMs > 0 {
+				fmt.Fprintf(w, "; held mean %.0f ms, max %.0f ms", k.HeldMeanMs, k.HeldMaxMs)
+			}
+			fmt.Fprintln(w)
+		}
+	}
 }
 
 func list(s string) []string {
@@ -389,7 +406,7 @@ func compareCmd(ctx context.Context, args []string) error {
 	if t := terminal(); t != nil {
 		o.Progress = t
 	}
-	o.Command = report.CommandLine(append([]string{"sluice-bench", "compare"}, args...)...)
+	o.Command = commandLine("compare", args)
 	survivePipeWithoutReader()
 	cmp, err := peers.Compare(ctx, o)
 	if err != nil {
@@ -535,6 +552,7 @@ func affinityCmd(ctx context.Context, args []string) error {
 		// A sluice binary it needs and does not find is refused as compare refuses it.
 		return refusedFlag(fs, args, err)
 	}
+	res.Command = commandLine("affinity", args)
 	// The file first, as compare writes its reports: the table is a copy for a reader who may
 	// be gone, and it is printed also when the file could not be written.
 	var werr error

@@ -3,7 +3,6 @@ package main_test
 import (
 	"bytes"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -21,19 +20,19 @@ func TestCompareTableStartsStandardOutput(t *testing.T) {
 	bin := testenv.BuildBinary(t, "./cmd/sluice-bench")
 	dir := t.TempDir()
 	// --bin names an empty directory: the compare runs its in-process upstream.
-	cmd := exec.Command(bin, "compare", "--peers", "none", "--engines", "none", "--workload", "json",
+	cmd := invokedAs(t, bin, dir, "bin/sluice-bench", "compare", "--peers", "none", "--engines", "none", "--workload", "json",
 		"--bin", t.TempDir(), "--concurrency", "2", "--rounds", "1", "--warmup", "10ms", "--duration", "200ms")
-	cmd.Dir = dir
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	require.NoError(t, cmd.Run(), "stderr:\n%s", stderr.String())
 	first, _, _ := strings.Cut(stdout.String(), "\n")
-	require.True(t, strings.HasPrefix(first, "Command: `sluice-bench compare "), "first line %q of:\n%s", first, stdout.String())
+	require.True(t, strings.HasPrefix(first, "Command: `bin/sluice-bench compare "), "first line %q of:\n%s", first, stdout.String())
 	require.Contains(t, stdout.String(), "| json | direct |")
 }
 
-// The report's Command line, pasted into a shell, runs the compare that wrote it: an argument
-// with a space, a quote or a ";" is quoted.
+// The report's Command line, pasted into a shell in the directory the compare ran in, runs
+// the compare that wrote it: the program as it was invoked, and an argument with a space, a
+// quote or a ";" quoted.
 func TestCompareCommandLinePastesBack(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a compare")
@@ -42,9 +41,8 @@ func TestCompareCommandLinePastesBack(t *testing.T) {
 	dir := t.TempDir()
 	args := []string{"compare", "--peers", "none", "--engines", "none", "--workload", "json",
 		"--bin", t.TempDir(), "--concurrency", "2", "--rounds", "1", "--warmup", "10ms", "--duration", "200ms",
-		"--md", filepath.Join(dir, `it's "a"; report.md`)}
-	cmd := exec.Command(bin, args...)
-	cmd.Dir = dir
+		"--md", `it's "a"; report.md`}
+	cmd := invokedAs(t, bin, dir, "./my bin/sluice-bench", args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	require.NoError(t, cmd.Run(), "stderr:\n%s", stderr.String())
@@ -57,5 +55,13 @@ func TestCompareCommandLinePastesBack(t *testing.T) {
 	sh := exec.Command("sh", "-c", "set -- "+line+"\nprintf '%s\\0' \"$@\"")
 	sh.Stdout = &argv
 	require.NoError(t, sh.Run(), "sh: %s", line)
-	require.Equal(t, append([]string{"sluice-bench"}, args...), strings.Split(strings.TrimSuffix(argv.String(), "\x00"), "\x00"), line)
+	require.Equal(t, append([]string{"./my bin/sluice-bench"}, args...), strings.Split(strings.TrimSuffix(argv.String(), "\x00"), "\x00"), line)
+
+	// Pasted, the line runs the same binary, and its report says the same.
+	stdout.Reset()
+	again := exec.Command("sh", "-c", line)
+	again.Dir, again.Stdout, again.Stderr = dir, &stdout, &stderr
+	require.NoError(t, again.Run(), "sh: %s\nstderr:\n%s", line, stderr.String())
+	pasted, _, _ := strings.Cut(stdout.String(), "\n")
+	require.Equal(t, first, pasted)
 }
