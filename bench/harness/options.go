@@ -167,12 +167,30 @@ func (o *Options) checkRequests() error {
 		// some): with another workload they would do nothing.
 		return conflict("--turns, --reply-bytes and --echo-replies shape the chat-multiturn and mixed workloads: want --workload chat-multiturn or mixed")
 	}
+	if !isRequestPath(o.Path) {
+		return RefusePath(o.Path)
+	}
 	for _, h := range o.Headers {
 		if _, _, ok := headerField(h); !ok {
 			return refuse("header", h, `want "Name: value" on one line`)
 		}
 	}
 	return nil
+}
+
+// isRequestPath reports whether p can be the target of a request line as the harness writes
+// it, "POST p HTTP/1.1": an origin-form path (RFC 9112, section 3.2.1), "/" and more, with no
+// space or control character that would end the line or the target early.
+func isRequestPath(p string) bool {
+	if !strings.HasPrefix(p, "/") {
+		return false
+	}
+	for i := 0; i < len(p); i++ {
+		if p[i] <= ' ' || p[i] == 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 // CheckRate returns an error unless rate is 0 (closed loop) or a number of requests per second
@@ -198,6 +216,24 @@ func RefuseRate(value string) error {
 // given; see RefuseRate for an empty one written out (Options reads "" as "not given").
 func RefuseWorkload(value string) error {
 	return refuse("workload", value, "want one of %s", strings.Join(Workloads, ", "))
+}
+
+// RefusePath is the *OptionError for a request path that is not one (isRequestPath), value as
+// given; see RefuseRate for an empty one written out (Options reads "" as "not given").
+func RefusePath(value string) error {
+	return refuse("path", value, "want a path such as %s: a / first, then no space or control character", DefaultPath)
+}
+
+// RefuseModel is the *OptionError for an empty model written out, which Options reads as "not
+// given" (DefaultModel); see RefuseRate.
+func RefuseModel(value string) error {
+	return refuse("model", value, "want a model name such as %s", DefaultModel)
+}
+
+// RefuseTarget is the *OptionError for a target that is no base URL, value as given; see
+// RefuseRate for an empty one written out.
+func RefuseTarget(value string) error {
+	return refuse("target", value, "want a URL such as %s", exampleTarget)
 }
 
 // RefuseConcurrency is the *OptionError for a concurrency outside 1..MaxConnections, value as

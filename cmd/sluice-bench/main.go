@@ -205,6 +205,28 @@ func zeroGiven(fs *flag.FlagSet, args []string, refusals map[string]func(value s
 	return err
 }
 
+// emptyGiven refuses an empty value written on the command line for one of the flags in
+// wants, which the command cannot take for what the flag's default means: --bin "" would
+// search PATH alone, and compare's --out "" would fail to write the report after the run.
+// wants gives, by flag name, what the flag takes, as the refusal words it.
+func emptyGiven(fs *flag.FlagSet, args []string, wants map[string]string) error {
+	var err error
+	fs.Visit(func(f *flag.Flag) {
+		if want, ok := wants[f.Name]; ok && err == nil && f.Value.String() == "" {
+			err = invalidFlag(fs, args, f.Name, "", want)
+		}
+	})
+	return err
+}
+
+// invalidFlag returns the usageError for value of fs's flag name, worded as cliflag words a
+// value the flag's type refuses, why saying what the flag takes, and followed by the flags.
+func invalidFlag(fs *flag.FlagSet, args []string, name, value, why string) error {
+	var b strings.Builder
+	printFlags(&b, fs)
+	return usageError{err: cliflag.InvalidValue(args, name, value, why), usage: b.String()}
+}
+
 // durationRefusal is harness.RefuseDuration for flag, as zeroGiven takes it.
 func durationRefusal(flag string) func(string) error {
 	return func(v string) error { return harness.RefuseDuration(flag, v) }
@@ -263,15 +285,16 @@ func runCmd(ctx context.Context, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if o.Target == "" {
-		return usageError{err: errors.New("--target is required")}
-	}
 	// The harness reads 0 and "" as "not given"; given on the command line, they are refused.
 	if err := zeroGiven(fs, args, map[string]func(string) error{
 		"rate": harness.RefuseRate, "concurrency": harness.RefuseConcurrency, "connections": harness.RefuseConnections,
 		"workload": harness.RefuseWorkload, "adversary": harness.RefuseAdversary, "timeout": durationRefusal("timeout"),
+		"target": harness.RefuseTarget, "path": harness.RefusePath, "model": harness.RefuseModel,
 	}); err != nil {
 		return err
+	}
+	if o.Target == "" {
+		return usageError{err: errors.New("--target is required")}
 	}
 	// The harness checks its options as it starts; checked here, a value it refuses is the
 	// flag's mistake, told as the flag package's are.
@@ -388,6 +411,12 @@ func compareCmd(ctx context.Context, args []string) error {
 	}); err != nil {
 		return err
 	}
+	if err := emptyGiven(fs, args, map[string]string{
+		"bin": "want a directory to look for sluice and llmsim in before PATH",
+		"out": "want a file for the JSON report (the SVG chart goes beside it)",
+	}); err != nil {
+		return err
+	}
 	o.Peers, o.Engines, o.Workloads = list(*peerList), list(*engines), list(*workloads)
 	o.SimArgs = strings.Fields(*simArgs)
 	if *sluiceExtra != "" {
@@ -454,9 +483,7 @@ func reportDirsExist(fs *flag.FlagSet, args []string, names ...string) error {
 				continue
 			}
 		}
-		var b strings.Builder
-		printFlags(&b, fs)
-		return usageError{err: cliflag.InvalidValue(args, name, path, "want a file in an existing directory ("+why+")"), usage: b.String()}
+		return invalidFlag(fs, args, name, path, "want a file in an existing directory ("+why+")")
 	}
 	return nil
 }
@@ -535,6 +562,9 @@ func affinityCmd(ctx context.Context, args []string) error {
 	binDir := fs.String("bin", "./bin", "directory searched for sluice before PATH")
 	out := fs.String("out", "", "also write the JSON result to this file")
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := emptyGiven(fs, args, map[string]string{"bin": "want a directory to look for sluice in before PATH"}); err != nil {
 		return err
 	}
 	o.Policies, o.BinDirs, o.Log = list(*policies), []string{*binDir}, os.Stderr
