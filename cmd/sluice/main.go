@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -195,13 +196,14 @@ func validate(args []string, stdout, stderr io.Writer) int {
 
 // check loads and compiles the config at path, as serve would. What compiling starts and logs
 // (a rollout's first step) is the running gateway's to report: validate prints its verdict
-// alone, so the log goes nowhere meanwhile.
+// alone, so the log goes nowhere meanwhile. A config that does not load is not compiled, but
+// the files it names are still checked (withFileErrors).
 func check(path string) (*config.Config, error) {
 	defer slog.SetDefault(slog.Default())
 	slog.SetDefault(slog.New(slog.DiscardHandler))
-	cfg, err := gateway.LoadConfig(path)
+	cfg, err := config.LoadPartial(path)
 	if err != nil {
-		return nil, err
+		return nil, withFileErrors(cfg, err)
 	}
 	snap, err := snapshot.Compile(cfg, nil, 1)
 	if err != nil {
@@ -209,6 +211,21 @@ func check(path string) (*config.Config, error) {
 	}
 	snap.Retire(nil)
 	return cfg, nil
+}
+
+// withFileErrors returns err, the ErrorList of a config that did not load (cfg, as
+// config.LoadPartial returns it), with the problems of the files cfg names
+// (snapshot.CheckFiles) among them in the order of their positions: one run of validate
+// reports both, rather than the second only once the first is mended. err is returned as it
+// is when cfg is nil (a file that cannot be read or parsed).
+func withFileErrors(cfg *config.Config, err error) error {
+	var list config.ErrorList
+	if cfg == nil || !errors.As(err, &list) {
+		return err
+	}
+	list = slices.Concat(list, snapshot.CheckFiles(cfg))
+	list.Sort()
+	return list
 }
 
 func printErrors(w io.Writer, err error) {

@@ -83,8 +83,9 @@ func (l ErrorList) Unwrap() []error {
 	return out
 }
 
-// sort orders the list by position; errors at the same position keep their order.
-func (l ErrorList) sort() {
+// Sort orders the list by position (file name, line, column); errors at the same position keep
+// their order.
+func (l ErrorList) Sort() {
 	sort.SliceStable(l, func(i, j int) bool { return l[i].Pos.before(l[j].Pos) })
 }
 
@@ -130,6 +131,6 @@ func (e *errs) err() error {
 	if len(e.list) == 0 {
 		return nil
 	}
-	e.list.sort()
+	e.list.Sort()
 	return e.list
 }

@@ -28,6 +28,20 @@ var collections = map[string]bool{"entrypoints": true, "routers": true, "service
 // found, each at its file:line:col (a file that cannot be read is reported
 // at line 0, i.e. "path: message").
 func Load(path string) (*Config, error) {
+	cfg, err := LoadPartial(path)
+	if err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// LoadPartial is Load for a report of every problem, as sluice validate makes: when the files
+// parse, it returns with Load's ErrorList the configuration decoded in spite of it, so that
+// the checks of the files it names (snapshot.CheckFiles) can still run on the parts that
+// loaded. Such a configuration serves those checks alone: a key with a problem holds its zero
+// value or its default, not what was written, and InError tells which parts have one. After a
+// file that cannot be read or parsed the configuration is nil.
+func LoadPartial(path string) (*Config, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil, ErrorList{{Pos: Position{File: path}, Msg: ioMessage(err)}}
@@ -62,7 +76,7 @@ func Load(path string) (*Config, error) {
 	if perr != nil {
 		return nil, perr
 	}
-	cfg, err := load(srcs, os.LookupEnv)
+	cfg, err := loadPartial(srcs, os.LookupEnv)
 	if cfg != nil {
 		cfg.providerDir = dir
 	}
@@ -117,6 +131,16 @@ type source struct {
 var utf8BOM = []byte("\xef\xbb\xbf")
 
 func load(srcs []source, lookup func(string) (string, bool)) (*Config, error) {
+	cfg, err := loadPartial(srcs, lookup)
+	if err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// loadPartial is load, returning the configuration decoded with the errors found in it
+// (LoadPartial); nil after a syntax error.
+func loadPartial(srcs []source, lookup func(string) (string, bool)) (*Config, error) {
 	e := &errs{}
 	cfg := &Config{index: map[string]keyPlace{}, expanded: map[string]expansion{}}
 	merged := map[string]any{}
@@ -148,10 +172,8 @@ func load(srcs []source, lookup func(string) (string, bool)) (*Config, error) {
 	cfg.setDefaults()
 	d.decodeStruct(nil, merged, reflect.ValueOf(cfg).Elem())
 	cfg.validate(e, lookup)
-	if err := e.err(); err != nil {
-		return nil, err
-	}
-	return cfg, nil
+	cfg.errorAt = e.at
+	return cfg, e.err()
 }
 
 // mergeDoc adds one file's document to merged. Entries of the collections
@@ -190,6 +212,23 @@ func mergeDoc(merged, doc map[string]any, ix *indexer, owner map[string]Position
 		owner[k] = here
 		merged[k] = v
 	}
+}
+
+// InError reports whether loading found a problem in the part of the configuration at keyPath:
+// at its key or value, or at a key within it (of its table, or of an element of its array),
+// such as an unset ${VAR} in one of its strings. Its values may then be zeros or defaults,
+// not what was written (LoadPartial). Always false for a configuration that loaded.
+func (c *Config) InError(keyPath ...string) bool {
+	if len(c.errorAt) == 0 {
+		return false
+	}
+	id := joinPath(keyPath)
+	for k, p := range c.index {
+		if (k == id || strings.HasPrefix(k, id+pathSep)) && (c.errorAt[p.key] || c.errorAt[p.val]) {
+			return true
+		}
+	}
+	return false
 }
 
 // Files returns the files the configuration was loaded from, in merge order.

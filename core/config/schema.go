@@ -114,6 +114,7 @@ type Config struct {
 	providerDir string               // providers.file.directory as loaded (absolute), "" when none
 	index       map[string]keyPlace  // key path (joined with pathSep) -> where it was defined
 	expanded    map[string]expansion // key path -> a string value that had "${" as written
+	errorAt     map[Position]bool    // where loading found problems (LoadPartial); nil when none
 }
 
 // Entrypoint is one listener, [entrypoints.<name>].

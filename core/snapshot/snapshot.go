@@ -27,14 +27,12 @@ import (
 	"github.com/sluice-gw/sluice/core/metrics"
 	"github.com/sluice-gw/sluice/core/middleware/breaker"
 	"github.com/sluice-gw/sluice/core/middleware/compress"
-	"github.com/sluice-gw/sluice/core/middleware/jwtauth"
 	"github.com/sluice-gw/sluice/core/middleware/policy"
 	"github.com/sluice-gw/sluice/core/middleware/ratelimit"
 	"github.com/sluice-gw/sluice/core/middleware/retry"
 	"github.com/sluice-gw/sluice/core/modelroute"
 	"github.com/sluice-gw/sluice/core/pipeline"
 	"github.com/sluice-gw/sluice/core/router"
-	"github.com/sluice-gw/sluice/core/tlscert"
 	"github.com/sluice-gw/sluice/core/workers"
 	"github.com/sluice-gw/sluice/pool"
 )
@@ -157,8 +155,8 @@ func Compile(cfg *config.Config, prev *Snapshot, gen uint64) (*Snapshot, error) 
 	for _, name := range sortedKeys(cfg.Entrypoints) {
 		if t := cfg.Entrypoints[name].TLS; t != nil {
 			// Checked here so that `sluice validate` and a reload catch what a bind would.
-			if _, err := tlscert.Load(tlscert.PairsOf(t)); err != nil {
-				errs = append(errs, cfg.Errorf([]string{"entrypoints", name, "tls"}, "entrypoints.%s.tls: %s", name, cfg.MaskEnv(err.Error(), "entrypoints", name, "tls")))
+			if err := tlsError(cfg, name, t); err != nil {
+				errs = append(errs, err)
 			}
 		}
 	}
@@ -345,16 +343,9 @@ func (s *Snapshot) compileMiddlewares(cfg *config.Config, consumers *consumer.Re
 			prevStage, _ := old.(*breaker.Stage)
 			s.middlewares[name] = breaker.New(name, *mw.CircuitBreaker, s.servicesOf(cfg, name), prevStage)
 		case mw.JWT != nil:
-			st, err := jwtauth.New(*mw.JWT, consumers)
+			st, err := jwtStage(cfg, name, mw.JWT, consumers)
 			if err != nil {
-				key := "public_key_file"
-				if mw.JWT.JWKSFile != "" {
-					key = "jwks_file"
-				} else if mw.JWT.JWKSURL != "" {
-					key = "jwks_url"
-				}
-				at := []string{"middlewares", name, key}
-				errs = append(errs, &config.Error{Pos: cfg.ValuePos(at...), Msg: fmt.Sprintf("middlewares.%s.%s: %s", name, key, cfg.MaskEnv(err.Error(), at...))})
+				errs = append(errs, err)
 				continue
 			}
 			s.middlewares[name] = st

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// unsetVar is an environment variable the tests reference and never set.
+const unsetVar = "SLUICE_TEST_UNSET_SECRET"
+
+// validate reports every problem of a config in one run, in the order of their positions: the
+// files the config names (certificates, keys) are checked also when a key has a problem of its
+// own, such as an unset ${VAR}, except where that key decides the file's name.
+func TestValidateReportsEveryProblemInOneRun(t *testing.T) {
+	_, set := os.LookupEnv(unsetVar)
+	require.False(t, set, "%s is set", unsetVar)
+	for _, c := range []struct {
+		name string
+		tls  string // the entrypoint's tls table, on line 4
+		mw   string // the middleware's options, on line 13
+		want []string
+	}{
+		{
+			"an unset variable and a missing certificate",
+			`tls = { cert_file = "/nonexistent/cert.pem", key_file = "/nonexistent/key.pem" }`,
+			`value = "${` + unsetVar + `}"`,
+			[]string{
+				":4:1: entrypoints.web.tls: open /nonexistent/cert.pem: no such file or directory",
+				":13:9: middlewares.auth.value: environment variable " + unsetVar + " is not set (referenced as ${" + unsetVar + "})",
+			},
+		},
+		{
+			// A part with a problem of its own has its files left unchecked: its key may be
+			// the one misspelt.
+			"a misspelt key and a missing certificate",
+			`tls = { cert_file = "/nonexistent/cert.pem", key_file = "/nonexistent/key.pem" }`,
+			`public_key_fle = "/nonexistent/jwt.pem"`,
+			[]string{
+				":4:1: entrypoints.web.tls: open /nonexistent/cert.pem: no such file or directory",
+				`:11:14: middlewares.auth: a jwt middleware needs value = "${JWT_SECRET}" (the HMAC secret of HS256 tokens), public_key_file = "<PEM file>" (RS256, ES256), jwks_file or jwks_url (a JWK Set)`,
+				`:13:1: middlewares.auth: unknown key "public_key_fle" for a jwt middleware (did you mean "public_key_file"? known keys: audience, claim, forward_claims, issuer, jwks_file, jwks_refresh, jwks_url, leeway, public_key_file, value)`,
+			},
+		},
+		{
+			// The certificate's name is not known: no guess at it is checked.
+			"a certificate named by an unset variable",
+			`tls = { cert_file = "${` + unsetVar + `}/cert.pem", key_file = "/nonexistent/key.pem" }`,
+			`public_key_file = "/nonexistent/jwt.pem"`,
+			[]string{
+				":4:21: entrypoints.web.tls.cert_file: environment variable " + unsetVar + " is not set (referenced as ${" + unsetVar + "})",
+				":13:19: middlewares.auth.public_key_file: open /nonexistent/jwt.pem: no such file or directory",
+			},
+		},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := filepath.Join(t.TempDir(), "gateway.toml")
+			require.NoError(t, os.WriteFile(f, []byte(`[entrypoints.web]
+address = "127.0.0.1:8443"
+engine = "fasthttp"
+`+c.tls+`
+
+[routers.api]
+rule = "PathPrefix(`+"`/`"+`)"
+service = "up"
+middlewares = ["auth"]
+
+[middlewares.auth]
+type = "jwt"
+`+c.mw+`
+
+[services.up.load_balancer]
+servers = [{ url = "http://127.0.0.1:9" }]
+`), 0o644))
+			var out, errb bytes.Buffer
+			require.Equal(t, 1, run([]string{"validate", f}, &out, &errb), errb.String())
+			want := make([]string, len(c.want))
+			for i, w := range c.want {
+				want[i] = f + w
+			}
+			require.Equal(t, want, strings.Split(strings.TrimSuffix(errb.String(), "\n"), "\n"))
+			require.Empty(t, out.String())
+		})
+	}
+}
