@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"bufio"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -105,6 +106,33 @@ func TestTrustedProxyForwardingChainExtended(t *testing.T) {
 			require.Equal(t, []string{"sluice.internal"}, f["x-forwarded-host"])
 			require.Equal(t, []string{port}, f["x-forwarded-port"])
 			require.NotContains(t, f, "forwarded", "sluice extends a Forwarded chain, never starts one")
+		})
+	}
+}
+
+// The client's address is the one the engine accepted the connection from, over IPv6 as over
+// IPv4 (the gnet engine's loops accept with accept4 and convert the address the kernel filled
+// in themselves): a gateway listening on [::1] tells the upstream its client is ::1. All
+// engines; skipped on a machine without an IPv6 loopback.
+func TestClientAddressOverIPv6(t *testing.T) {
+	ln, err := net.Listen("tcp6", "[::1]:0")
+	if err != nil {
+		t.Skip("no IPv6 loopback:", err)
+	}
+	_ = ln.Close()
+	up, heads := recordHeads(t)
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			toml := gatewayTOML(engine, "PathPrefix(`/`)", "", fmt.Sprintf(`servers = [{ url = "http://%s" }]`, up.addr()))
+			toml = strings.Replace(toml, `address = "127.0.0.1:0"`, `address = "[::1]:0"`, 1)
+			c := dial(t, runGateway(t, "test.toml", toml).Addr("web"))
+			local := c.LocalAddr().(*net.TCPAddr)
+			require.Equal(t, "::1", local.IP.String(), "the client's own address")
+			send(t, c, "GET /v1/models HTTP/1.1\r\nHost: api.example\r\n\r\n")
+			require.Equal(t, 200, readResponse(t, bufio.NewReader(c), false).status)
+			f := headFields(<-heads)
+			require.Equal(t, []string{"::1"}, f["x-forwarded-for"])
+			require.Equal(t, []string{"::1"}, f["x-real-ip"])
 		})
 	}
 }

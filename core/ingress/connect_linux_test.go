@@ -124,40 +124,54 @@ func TestLoopConnectsToAnAddressOnTheLoop(t *testing.T) {
 	waitNoEngineGoroutines(t)
 }
 
-// A connect the loop began (ConnectOnLoop) that does not complete ends at dial_timeout (checked by the
-// engine's 250 ms sweep) with the answer a worker's dial gives for the same upstream.
+// A connect the loop registered that does not complete ends at dial_timeout (checked by the
+// engine's 250 ms sweep) with the answer a worker's dial through the resolver gives for the same
+// upstream: whether the loop began the connect (ConnectOnLoop) or a worker did and handed the
+// loop its socket (an upstream given by address, without ConnectOnLoop).
 func TestLoopConnectTimesOutAsAWorkersDialDoes(t *testing.T) {
 	addr := fullBacklog(t)
 	_, port, _ := net.SplitHostPort(addr)
 	const dialTimeout = 300 * time.Millisecond
 	heads := map[string]string{}
-	for _, upstream := range []string{addr, "localhost:" + port} {
-		tr := ingress.NewGnet(ingress.Settings{Name: "web", Address: "127.0.0.1:0", EventLoops: 1, UpstreamLoop: true, ConnectOnLoop: true},
-			newResolverWith(t, upstream, fmt.Sprintf("dial_timeout = %q", dialTimeout.String())), nil)
-		require.NoError(t, tr.Start())
-		c := dialClient(t, tr.Addr())
-		start := time.Now()
-		writeRequest(t, c, "/x")
-		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-		require.NoError(t, err, upstream)
-		took := time.Since(start)
-		_ = resp.Body.Close()
-		require.GreaterOrEqual(t, took, dialTimeout, upstream)
-		require.Less(t, took, 10*dialTimeout, "%s: the connect was not cut at dial_timeout", upstream)
-		heads[upstream] = fmt.Sprintf("%d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
-		require.NoError(t, tr.Drain(context.Background()))
+	for _, onLoop := range []bool{true, false} {
+		for _, upstream := range []string{addr, "localhost:" + port} {
+			name := fmt.Sprintf("%s, connect on the loop: %v", upstream, onLoop)
+			tr := ingress.NewGnet(ingress.Settings{Name: "web", Address: "127.0.0.1:0", EventLoops: 1, UpstreamLoop: true, ConnectOnLoop: onLoop},
+				newResolverWith(t, upstream, fmt.Sprintf("dial_timeout = %q", dialTimeout.String())), nil)
+			require.NoError(t, tr.Start())
+			c := dialClient(t, tr.Addr())
+			start := time.Now()
+			writeRequest(t, c, "/x")
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			require.NoError(t, err, name)
+			took := time.Since(start)
+			_ = resp.Body.Close()
+			require.GreaterOrEqual(t, took, dialTimeout, name)
+			require.Less(t, took, 10*dialTimeout, "%s: the connect was not cut at dial_timeout", name)
+			heads[name] = fmt.Sprintf("%d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+			require.NoError(t, tr.Drain(context.Background()))
+		}
 	}
-	require.Equal(t, heads[addr], heads["localhost:"+port], "the loop's connect and the worker's dial answer alike")
+	want := heads[fmt.Sprintf("localhost:%s, connect on the loop: false", port)]
+	for name, head := range heads {
+		require.Equal(t, want, head, "%s answers as the worker's dial through the resolver", name)
+	}
 	require.Eventually(t, func() bool { return connectsInProgress(t, addr) == 0 }, eventWait, 10*time.Millisecond,
 		"the timed-out connects are closed")
 	waitNoEngineGoroutines(t)
 }
 
-// A connect the loop began (ConnectOnLoop) and that is still in progress when the engine stops (a drain whose
-// deadline passed) is closed with the loop: no socket and no engine goroutine is left.
+// A connect the loop registered (begun by the loop with ConnectOnLoop, or by a worker
+// without) and that is still in progress when the engine stops (a drain whose deadline
+// passed) is closed with the loop: no socket and no engine goroutine is left.
 func TestLoopConnectAtShutdownLeaksNothing(t *testing.T) {
+	t.Run("connect on the loop", func(t *testing.T) { testConnectAtShutdown(t, true) })
+	t.Run("connect on a worker", func(t *testing.T) { testConnectAtShutdown(t, false) })
+}
+
+func testConnectAtShutdown(t *testing.T, onLoop bool) {
 	addr := fullBacklog(t)
-	tr := ingress.NewGnet(ingress.Settings{Name: "web", Address: "127.0.0.1:0", EventLoops: 1, UpstreamLoop: true, ConnectOnLoop: true}, newResolver(t, addr), nil)
+	tr := ingress.NewGnet(ingress.Settings{Name: "web", Address: "127.0.0.1:0", EventLoops: 1, UpstreamLoop: true, ConnectOnLoop: onLoop}, newResolver(t, addr), nil)
 	require.NoError(t, tr.Start())
 	c := dialClient(t, tr.Addr())
 	writeRequest(t, c, "/x")

@@ -618,6 +618,9 @@ func (e *GnetEngine) dialOn(ctx context.Context, cancel context.CancelFunc, uc *
 		if counted {
 			defer e.dials.Done()
 		}
+		if e.connectForLoop(ctx, uc) {
+			return
+		}
 		nc, d, err := b.Pool.Dial(ctx)
 		if err == nil && dialedHook != nil {
 			dialedHook(ctx)
@@ -657,6 +660,97 @@ func (e *GnetEngine) dialOn(ctx context.Context, cancel context.CancelFunc, uc *
 // dialedHook, when set (by tests), runs on the dial's goroutine once the upstream connection
 // is established and before it is enrolled, with the dial's context.
 var dialedHook func(ctx context.Context)
+
+// connectForLoop connects uc on the dial's worker goroutine and has uc's loop register the
+// socket (gnet.Connector) as connectOnLoop does on the loop itself; it reports false when uc's
+// pool needs Pool.Dial (a name to resolve, TLS) or the loop cannot register sockets. The
+// socket's system calls are raw and the socket reaches the loop as it is. Pool.Dial's socket
+// is wrapped for the Go netpoller (a duplicate, its options set again) and taken over by gnet
+// (two more duplicates, two closes): a score of system calls through the Go scheduler's system
+// call state, each of which wakes the runtime's monitor thread when every processor is idle,
+// and the monitor then polls every 20 µs for a millisecond or more. With a new upstream
+// connection for each client that resets its stream, that was a third of the context switches
+// the resets added. A loopback connect's handshake still runs in the connect call, here and not
+// on the loop. The worker waits until the loop took the socket, so that OnShutdown, which waits
+// for the dials, finds no socket on its way to a loop.
+func (e *GnetEngine) connectForLoop(ctx context.Context, uc *upConn) bool {
+	ls := uc.ls
+	cn, ok := ls.el.(gnet.Connector)
+	if !ok {
+		return false
+	}
+	start := time.Now()
+	fd, remote, ok, err := uc.p.ConnectStart()
+	if !ok {
+		return false
+	}
+	if err == nil && dialedHook != nil {
+		dialedHook(ctx)
+	}
+	done := make(chan struct{})
+	xerr := ls.el.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
+		defer close(done)
+		e.registerConnect(ctx, cn, uc, connectStarted{fd, remote, start, err})
+		return nil
+	}))
+	if xerr != nil {
+		if err == nil {
+			_ = unix.Close(fd) // the loop stops: nothing waits for the connection
+		}
+		return true
+	}
+	<-done
+	return true
+}
+
+// connectStarted is a connect a worker began for a loop (pool.Pool.ConnectStart): its socket
+// and peer, when it began, and its failure at once (then fd is not open).
+type connectStarted struct {
+	fd     int
+	remote net.Addr
+	start  time.Time
+	err    error
+}
+
+// registerConnect runs on uc's loop: it registers the socket of the connect cs a worker
+// began for uc, which goes on as one the loop began (upOpened, upClosed, the dial timeout of
+// the deadline sweep), or reports the connect's failure (dialFailed). The socket is closed
+// instead when ctx ended (the client left or the engine stops) or the request no longer waits.
+func (e *GnetEngine) registerConnect(ctx context.Context, cn gnet.Connector, uc *upConn, cs connectStarted) {
+	err := cs.err
+	gc := uc.owner
+	if err == nil && (ctx.Err() != nil || uc.spare == nil && !gc.waitsFor(uc)) {
+		_ = unix.Close(cs.fd)
+		cause := ctx.Err()
+		if cause == nil {
+			cause = context.Canceled // the try ended: dialFailed reports nothing
+		}
+		err = &pool.UpstreamError{Addr: uc.p.Addr(), Kind: pool.ErrDial, Err: cause}
+	}
+	var c gnet.Conn
+	if err == nil {
+		if c, err = cn.Connecting(cs.fd, cs.remote, uc); err != nil {
+			err = uc.p.ConnectDone(err)
+		}
+	}
+	if err != nil {
+		e.dialFailed(uc, err)
+		return
+	}
+	uc.c, uc.connecting, uc.connectAt = c, true, cs.start
+	if uc.spare != nil {
+		uc.ls.connecting = append(uc.ls.connecting, uc)
+		return
+	}
+	gc.lxConnect = uc
+	gc.lxStop = func() { _ = c.Close() }
+	gc.upDeadline.Store(cs.start.Add(uc.p.DialTimeout()).UnixNano())
+}
+
+// waitsFor reports whether the request's try still waits for uc's connection.
+func (gc *gconn) waitsFor(uc *upConn) bool {
+	return gc != nil && gc.lxState == lxDial && gc.lxSeq == uc.seq && !gc.closed.Load()
+}
 
 // dialBegin counts a dial of the loop path in flight; it reports false once the engine stops
 // (OnShutdown waits for the counted ones).

@@ -212,12 +212,19 @@ func TestLoopHandoffKeepsBodyIntact(t *testing.T) {
 	}
 }
 
-// A worker's dial for the loop path (an upstream named by host name) that connects just as
-// the engine stops (a drain whose deadline passed with the request still waiting for its
-// upstream): the socket must not be enrolled on an event loop that no longer runs, where its
-// registration would never run, leaving the socket open and goroutines waiting. Once Drain
-// returns, the upstream sees its connection closed and no engine goroutine is left.
+// A worker's dial for the loop path that connects just as the engine stops (a drain whose
+// deadline passed with the request still waiting for its upstream): the socket must not be
+// handed to an event loop that no longer runs, where its registration would never run,
+// leaving the socket open and goroutines waiting. Once Drain returns, the upstream sees its
+// connection closed and no engine goroutine is left. An upstream named by host name is dialled
+// through the pool (and enrolled), one given by address connected by the worker (and
+// registered as it is).
 func TestLoopDialAtShutdownLeaksNothing(t *testing.T) {
+	t.Run("by name", func(t *testing.T) { testDialAtShutdown(t, true) })
+	t.Run("by address", func(t *testing.T) { testDialAtShutdown(t, false) })
+}
+
+func testDialAtShutdown(t *testing.T, byName bool) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = ln.Close() })
@@ -235,8 +242,12 @@ func TestLoopDialAtShutdownLeaksNothing(t *testing.T) {
 		<-ctx.Done()
 	})
 	t.Cleanup(restore)
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	tr := ingress.NewGnet(ingress.Settings{Name: "web", Address: "127.0.0.1:0", EventLoops: 1, UpstreamLoop: true}, newResolver(t, "localhost:"+port), nil)
+	upstream := ln.Addr().String()
+	if byName {
+		_, port, _ := net.SplitHostPort(upstream)
+		upstream = "localhost:" + port
+	}
+	tr := ingress.NewGnet(ingress.Settings{Name: "web", Address: "127.0.0.1:0", EventLoops: 1, UpstreamLoop: true}, newResolver(t, upstream), nil)
 	require.NoError(t, tr.Start())
 
 	c := dialClient(t, tr.Addr())
@@ -269,16 +280,16 @@ func TestLoopDialAtShutdownLeaksNothing(t *testing.T) {
 
 // Concurrent requests keep spare upstream connections on the loop: a request that dials while
 // another exchange is in flight leaves spares dialled in the background (connected on the
-// loop for an upstream given by address with ConnectOnLoop, dialled by a worker for one given
-// by name), and
+// loop for an upstream given by address with ConnectOnLoop, by a worker otherwise), and
 // requests that come while no worker's dial can finish are served from them instead of
 // waiting for one.
 func TestLoopKeepsSpareConnections(t *testing.T) {
-	t.Run("on the loop", func(t *testing.T) { testSpareConnections(t, false) })
-	t.Run("worker", func(t *testing.T) { testSpareConnections(t, true) })
+	t.Run("on the loop", func(t *testing.T) { testSpareConnections(t, false, true) })
+	t.Run("worker, by address", func(t *testing.T) { testSpareConnections(t, false, false) })
+	t.Run("worker, by name", func(t *testing.T) { testSpareConnections(t, true, false) })
 }
 
-func testSpareConnections(t *testing.T, byName bool) {
+func testSpareConnections(t *testing.T, byName, onLoop bool) {
 	var held atomic.Bool
 	up := newUpstream(t, func(u *contractUpstream, c net.Conn) bool {
 		if held.CompareAndSwap(false, true) { // the first request waits for release
@@ -308,7 +319,7 @@ func testSpareConnections(t *testing.T, byName bool) {
 		_, port, _ := net.SplitHostPort(upstream)
 		upstream = "localhost:" + port
 	}
-	tr := startLoopEngineWith(t, upstream, !byName)
+	tr := startLoopEngineWith(t, upstream, onLoop)
 	t.Cleanup(func() { close(gate) })
 
 	a := dialClient(t, tr.Addr())
@@ -323,7 +334,7 @@ func testSpareConnections(t *testing.T, byName bool) {
 	require.Equal(t, 200, resp.StatusCode)
 	require.Eventually(t, func() bool { return ingress.LoopIdle(tr) == ingress.SpareConns+1 }, eventWait, 5*time.Millisecond,
 		"the loop holds the second request's connection and %d spares", ingress.SpareConns)
-	if !byName {
+	if onLoop {
 		require.Zero(t, workerDials.Load(), "the loop connects its spares itself")
 		close(up.release)
 		return

@@ -66,3 +66,23 @@ func (p *Poller) ArmReadOnce(fd int) error {
 	return os.NewSyscallError("epoll_ctl mod",
 		unix.EpollCtl(p.fd, unix.EPOLL_CTL_MOD, fd, &unix.EpollEvent{Fd: int32(fd), Events: unix.EPOLLIN | unix.EPOLLONESHOT}))
 }
+
+// wake (sluice patch) adds b (8 bytes, an eventfd count) to the poller's eventfd with
+// write(2) as a raw system call, reading the count first whenever it is full (EAGAIN), as
+// Trigger did through unix.Write. The eventfd is non-blocking, so the call never waits; going
+// through the Go scheduler's system call state for it woke the runtime's monitor thread (asleep
+// while every processor is idle) whenever a task was queued for a loop, such as an upstream
+// connection's close or a worker's dial handed over. Errors are write(2)'s, nil on success.
+func (p *Poller) wake() error {
+	for {
+		_, _, e := unix.RawSyscall(unix.SYS_WRITE, uintptr(p.efd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+		switch e {
+		case 0:
+			return nil
+		case unix.EAGAIN:
+			_, _ = unix.Read(p.efd, p.efdBuf)
+		default:
+			return e
+		}
+	}
+}

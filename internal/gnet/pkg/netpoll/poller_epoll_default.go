@@ -110,14 +110,7 @@ func (p *Poller) Trigger(priority queue.EventPriority, fn queue.Func, param any)
 		p.urgentAsyncTaskQueue.Enqueue(task)
 	}
 	if atomic.CompareAndSwapInt32(&p.wakeupCall, 0, 1) {
-		for {
-			_, err = unix.Write(p.efd, b)
-			if err == unix.EAGAIN {
-				_, _ = unix.Read(p.efd, p.efdBuf)
-				continue
-			}
-			break
-		}
+		err = p.wake()
 	}
 	return os.NewSyscallError("write", err)
 }
@@ -199,16 +192,8 @@ func (p *Poller) Polling(callback PollEventHandler) error {
 			}
 			atomic.StoreInt32(&p.wakeupCall, 0)
 			if (!p.asyncTaskQueue.IsEmpty() || !p.urgentAsyncTaskQueue.IsEmpty()) && atomic.CompareAndSwapInt32(&p.wakeupCall, 0, 1) {
-				for {
-					_, err = unix.Write(p.efd, b)
-					if err == unix.EAGAIN {
-						_, _ = unix.Read(p.efd, p.efdBuf)
-						continue
-					}
-					if err != nil {
-						logging.Errorf("failed to notify next round of event-loop for leftover tasks, %v", os.NewSyscallError("write", err))
-					}
-					break
+				if err = p.wake(); err != nil {
+					logging.Errorf("failed to notify next round of event-loop for leftover tasks, %v", os.NewSyscallError("write", err))
 				}
 			}
 		}

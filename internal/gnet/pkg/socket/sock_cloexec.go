@@ -12,7 +12,7 @@
 // See the License for the specific language governing permissions and
 // limitations under the License.
 
-//go:build dragonfly || freebsd || linux
+//go:build dragonfly || freebsd
 
 package socket
 
