@@ -179,14 +179,18 @@ func (o *Options) checkRequests() error {
 }
 
 // isRequestPath reports whether p can be the target of a request line as the harness writes
-// it, "POST p HTTP/1.1": an origin-form path (RFC 9112, section 3.2.1), "/" and more, with no
-// space or control character that would end the line or the target early.
+// it, "POST p HTTP/1.1": an origin-form path (RFC 9112, section 3.2.1), "/" and more, of
+// visible US-ASCII. A space or control character would end the line or the target early; a
+// '#' starts a fragment, which is never sent (RFC 3986, section 3.5), and a byte above 0x7e
+// is no URI character: a server that checks its request line, sluice among them, answers
+// every such request 400, so the run would measure only refusals. Either is sent
+// percent-encoded (%23, %C3%A9).
 func isRequestPath(p string) bool {
 	if !strings.HasPrefix(p, "/") {
 		return false
 	}
 	for i := 0; i < len(p); i++ {
-		if p[i] <= ' ' || p[i] == 0x7f {
+		if p[i] <= ' ' || p[i] >= 0x7f || p[i] == '#' {
 			return false
 		}
 	}
@@ -221,7 +225,7 @@ func RefuseWorkload(value string) error {
 // RefusePath is the *OptionError for a request path that is not one (isRequestPath), value as
 // given; see RefuseRate for an empty one written out (Options reads "" as "not given").
 func RefusePath(value string) error {
-	return refuse("path", value, "want a path such as %s: a / first, then no space or control character", DefaultPath)
+	return refuse("path", value, "want a path such as %s: a / first, then visible ASCII other than # (percent-encode the rest)", DefaultPath)
 }
 
 // RefuseModel is the *OptionError for an empty model written out, which Options reads as "not

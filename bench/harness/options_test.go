@@ -8,6 +8,15 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// A path of visible ASCII is taken as given: a query, and what is percent-encoded ('#' as %23,
+// a non-ASCII character byte by byte) are part of an origin-form request-target.
+func TestCheckTakesAPathOfVisibleASCII(t *testing.T) {
+	for _, p := range []string{"/", "/v1/chat/completions?api-version=2024-06-01&q=a%20b", "/caf%C3%A9%23x", "/a/../b;c@d:e"} {
+		o := Options{Target: "http://127.0.0.1:1", Concurrency: 1, Duration: time.Second, Path: p}
+		require.NoError(t, o.Check(), p)
+	}
+}
+
 // Check refuses what Run would, before anything starts, and names the option as the command's
 // flag does, with the value as that flag prints it; Run returns the same error.
 func TestCheckNamesTheRefusedOption(t *testing.T) {
@@ -31,6 +40,10 @@ func TestCheckNamesTheRefusedOption(t *testing.T) {
 		{func(o *Options) { o.Path = "v1/chat/completions" }, "path", "v1/chat/completions"},
 		{func(o *Options) { o.Path = "/a b" }, "path", "/a b"},
 		{func(o *Options) { o.Path = "/a\r\nX: 1" }, "path", "/a\r\nX: 1"},
+		// What a server that checks its request line refuses (sluice answers 400).
+		{func(o *Options) { o.Path = "/v1/chat/completions#x" }, "path", "/v1/chat/completions#x"},
+		{func(o *Options) { o.Path = "/caf\u00e9" }, "path", "/caf\u00e9"},
+		{func(o *Options) { o.Path = "/a\x7f" }, "path", "/a\x7f"},
 		{func(o *Options) { o.Target = "127.0.0.1:8080" }, "target", "127.0.0.1:8080"},
 		{func(o *Options) { o.Target = "localhost:8080" }, "target", "localhost:8080"},
 		{func(o *Options) { o.AltTarget = "https://127.0.0.1:2" }, "alt-target", "https://127.0.0.1:2"},

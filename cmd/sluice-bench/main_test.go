@@ -157,12 +157,12 @@ func TestUsageErrorsNameTheMistake(t *testing.T) {
 		{[]string{"compare", "--quick", "--workload", ""}, `sluice-bench compare: invalid value "" for flag --workload: want one or more of json, sse, chat-multiturn, mixed`, 2},
 		{[]string{"compare", "--quick", "--workload", " , "}, `sluice-bench compare: invalid value " , " for flag --workload: want one or more of json, sse, chat-multiturn, mixed`, 2},
 		{[]string{"run", "--target", "http://127.0.0.1:1", "--concurrency", "1", "--workload="}, `sluice-bench run: invalid value "" for flag --workload: want one of json, sse, chat-multiturn, mixed`, 2},
-		{[]string{"run", "--target", "http://127.0.0.1:1", "--concurrency", "1", "--path", ""}, `sluice-bench run: invalid value "" for flag --path: want a path such as /v1/chat/completions: a / first, then no space or control character`, 2},
+		{[]string{"run", "--target", "http://127.0.0.1:1", "--concurrency", "1", "--path", ""}, `sluice-bench run: invalid value "" for flag --path: want a path such as /v1/chat/completions: a / first, then visible ASCII other than # (percent-encode the rest)`, 2},
 		{[]string{"run", "--target", "http://127.0.0.1:1", "--concurrency", "1", "-model="}, `sluice-bench run: invalid value "" for flag -model: want a model name such as llmsim`, 2},
 		{[]string{"run", "--target", "", "--concurrency", "1"}, `sluice-bench run: invalid value "" for flag --target: want a URL such as http://127.0.0.1:8080`, 2},
 		// A path that would end the request line, or the target in it, early is no path.
-		{[]string{"run", "--target", "http://127.0.0.1:1", "--concurrency", "1", "--path", "v1/chat/completions"}, `sluice-bench run: invalid value "v1/chat/completions" for flag --path: want a path such as /v1/chat/completions: a / first, then no space or control character`, 2},
-		{[]string{"run", "--target", "http://127.0.0.1:1", "--concurrency", "1", "--path", "/v1/chat completions"}, `sluice-bench run: invalid value "/v1/chat completions" for flag --path: want a path such as /v1/chat/completions: a / first, then no space or control character`, 2},
+		{[]string{"run", "--target", "http://127.0.0.1:1", "--concurrency", "1", "--path", "v1/chat/completions"}, `sluice-bench run: invalid value "v1/chat/completions" for flag --path: want a path such as /v1/chat/completions: a / first, then visible ASCII other than # (percent-encode the rest)`, 2},
+		{[]string{"run", "--target", "http://127.0.0.1:1", "--concurrency", "1", "--path", "/v1/chat completions"}, `sluice-bench run: invalid value "/v1/chat completions" for flag --path: want a path such as /v1/chat/completions: a / first, then visible ASCII other than # (percent-encode the rest)`, 2},
 		// An empty --bin would search PATH alone, an empty compare --out fail after the run.
 		{[]string{"compare", "--quick", "--bin", ""}, `sluice-bench compare: invalid value "" for flag --bin: want a directory to look for sluice and llmsim in before PATH`, 2},
 		{[]string{"compare", "--quick", "--engines", "none", "--peers", "none", "--workload", "json", "--out="}, `sluice-bench compare: invalid value "" for flag --out: want a file for the JSON report (the SVG chart goes beside it)`, 2},
@@ -191,6 +191,8 @@ func TestUsageErrorsNameTheMistake(t *testing.T) {
 		{[]string{"run", "--target", "http://127.0.0.1:1", "--concurrency", "1", "--out", "."}, `sluice-bench run: invalid value "." for flag --out: want a file in an existing directory (. is a directory)`, 2},
 		{[]string{"compare", "--quick", "--engines", "none", "--out", ".."}, `sluice-bench compare: invalid value ".." for flag --out: want a file in an existing directory (.. is a directory)`, 2},
 		{[]string{"affinity", "--out", "."}, `sluice-bench affinity: invalid value "." for flag --out: want a file in an existing directory (. is a directory)`, 2},
+		// A '#' or a non-ASCII byte in the path: every request would be refused (400).
+		{[]string{"run", "--target", "http://127.0.0.1:1", "--concurrency", "1", "--path", "/v1/chat/completions#x"}, `sluice-bench run: invalid value "/v1/chat/completions#x" for flag --path: want a path such as /v1/chat/completions: a / first, then visible ASCII other than # (percent-encode the rest)`, 2},
 	} {
 		var o, e bytes.Buffer
 		cmd := exec.Command(bin, c.args...)
