@@ -163,6 +163,9 @@ func (o AffinityOptions) Check() error {
 			return refuse("policies", p, "want %s%s", strings.Join(AffinityPolicies, ", "), nearest(p, AffinityPolicies...))
 		}
 	}
+	if err := refuseRepeated("policies", "policy", o.Policies); err != nil {
+		return err
+	}
 	// The workload's options, checked as sluice-bench run checks its own: their bounds
 	// (concurrency, duration, warmup, reply bytes) in run's words.
 	load := harness.Options{Target: checkTarget, Workload: harness.WorkloadMultiTurn, Concurrency: o.Concurrency,

@@ -79,6 +79,7 @@ func TestAffinityCheckNamesTheRefusedValue(t *testing.T) {
 		{func(o *AffinityOptions) { o.MaxTokens = 0 }, "max-tokens", "0"},
 		{func(o *AffinityOptions) { o.MaxTokens = llmsim.MaxOutputTokens + 1 }, "max-tokens", "1048577"},
 		{func(o *AffinityOptions) { o.Policies = []string{PolicyOracle, "round-robbin"} }, "policies", "round-robbin"},
+		{func(o *AffinityOptions) { o.Policies = []string{PolicyOracle, PolicyOracle} }, "policies", PolicyOracle},
 		// An empty list has no element to name.
 		{func(o *AffinityOptions) { o.Policies = []string{} }, "policies", ""},
 	} {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -173,6 +174,19 @@ func RefuseSimTokens(value string) error {
 	return refuse("sim-tokens", value, "want 1 to %d tokens", llmsim.MaxOutputTokens)
 }
 
+// refuseRepeated is the *OptionError for the first element of list, the value of flag, that
+// an earlier one already names, or nil. A target or workload named twice is not measured
+// twice: a second sluice or peer would be started and never loaded, and a workload's two
+// passes would be folded into one row, so that the table would not say what ran.
+func refuseRepeated(flag, what string, list []string) error {
+	for i, v := range list {
+		if slices.Contains(list[:i], v) {
+			return refuse(flag, v, "given twice: want each %s once", what)
+		}
+	}
+	return nil
+}
+
 // nearest is " (did you mean NAME?)" for the one of names within two edits of v, else "".
 func nearest(v string, names ...string) string {
 	if n := suggest.Nearest(v, names...); n != "" {
@@ -190,6 +204,9 @@ func (o *CompareOptions) normalize() error {
 			return refuse("peers", p, "want nginx, haproxy%s", nearest(p, TargetNginx, TargetHAProxy))
 		}
 	}
+	if err := refuseRepeated("peers", "peer", o.Peers); err != nil {
+		return err
+	}
 	if o.Engines == nil {
 		o.Engines = []string{EngineGnet, EngineFasthttp}
 	}
@@ -202,6 +219,9 @@ func (o *CompareOptions) normalize() error {
 		if strings.Contains(spec, "@") && dir == "" {
 			return refuse("engines", spec, "want a directory after @")
 		}
+	}
+	if err := refuseRepeated("engines", "engine", o.Engines); err != nil {
+		return err
 	}
 	switch {
 	case o.Workloads == nil:
@@ -218,6 +238,9 @@ func (o *CompareOptions) normalize() error {
 		if !ok {
 			return refuse("workload", w, "want one of %s%s", strings.Join(harness.Workloads, ", "), nearest(w, harness.Workloads...))
 		}
+	}
+	if err := refuseRepeated("workload", "workload", o.Workloads); err != nil {
+		return err
 	}
 	pick := func(v, normal, quick time.Duration) time.Duration {
 		switch {

@@ -255,6 +255,11 @@ func TestCompareNamesTheRefusedValue(t *testing.T) {
 		{CompareOptions{Engines: []string{"gnett@old"}}, "engines", "gnett@old"},
 		{CompareOptions{Engines: []string{"gnet@"}}, "engines", "gnet@"},
 		{CompareOptions{Workloads: []string{"json", "jsn"}}, "workload", "jsn"},
+		// Of a list, the element given twice: it would not be measured twice.
+		{CompareOptions{Peers: []string{"nginx", "haproxy", "nginx"}}, "peers", "nginx"},
+		{CompareOptions{Engines: []string{"gnet", "fasthttp", "gnet"}}, "engines", "gnet"},
+		{CompareOptions{Engines: []string{"gnet@old", "gnet@old"}}, "engines", "gnet@old"},
+		{CompareOptions{Workloads: []string{"json", "sse", "json"}}, "workload", "json"},
 		// An empty list written out, which the flag spells as it was typed.
 		{CompareOptions{Workloads: []string{}}, "workload", ""},
 		{CompareOptions{Adversary: "noread=0"}, "adversary", "noread=0"},

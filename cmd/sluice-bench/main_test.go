@@ -191,6 +191,11 @@ func TestUsageErrorsNameTheMistake(t *testing.T) {
 		{[]string{"run", "--target", "http://127.0.0.1:1", "--concurrency", "1", "--out", "."}, `sluice-bench run: invalid value "." for flag --out: want a file in an existing directory (. is a directory)`, 2},
 		{[]string{"compare", "--quick", "--engines", "none", "--out", ".."}, `sluice-bench compare: invalid value ".." for flag --out: want a file in an existing directory (.. is a directory)`, 2},
 		{[]string{"affinity", "--out", "."}, `sluice-bench affinity: invalid value "." for flag --out: want a file in an existing directory (. is a directory)`, 2},
+		// A target or workload named twice would not be measured twice.
+		{[]string{"compare", "--quick", "--engines", "gnet,fasthttp,gnet"}, `sluice-bench compare: invalid value "gnet" for flag --engines: given twice: want each engine once`, 2},
+		{[]string{"compare", "--quick", "--engines", "none", "--peers", "nginx,nginx"}, `sluice-bench compare: invalid value "nginx" for flag --peers: given twice: want each peer once`, 2},
+		{[]string{"compare", "--quick", "--engines", "none", "--workload", "json,json"}, `sluice-bench compare: invalid value "json" for flag --workload: given twice: want each workload once`, 2},
+		{[]string{"affinity", "--policies", "oracle,oracle"}, `sluice-bench affinity: invalid value "oracle" for flag --policies: given twice: want each policy once`, 2},
 		// A '#' or a non-ASCII byte in the path: every request would be refused (400).
 		{[]string{"run", "--target", "http://127.0.0.1:1", "--concurrency", "1", "--path", "/v1/chat/completions#x"}, `sluice-bench run: invalid value "/v1/chat/completions#x" for flag --path: want a path such as /v1/chat/completions: a / first, then visible ASCII other than # (percent-encode the rest)`, 2},
 	} {
