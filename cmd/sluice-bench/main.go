@@ -422,7 +422,9 @@ func compareCmd(ctx context.Context, args []string) error {
 	if *sluiceExtra != "" {
 		b, err := os.ReadFile(*sluiceExtra)
 		if err != nil {
-			return fmt.Errorf("--sluice-extra: %w", err)
+			// A file that cannot be read is the value's mistake, found before anything
+			// starts: refused as --out in a missing directory is, exit status 2.
+			return invalidFlag(fs, args, "sluice-extra", *sluiceExtra, fmt.Sprintf("want a TOML file that can be read (%v)", errors.Unwrap(err)))
 		}
 		o.SluiceExtra = string(b)
 	}

@@ -191,6 +191,9 @@ func TestUsageErrorsNameTheMistake(t *testing.T) {
 		{[]string{"run", "--target", "http://127.0.0.1:1", "--concurrency", "1", "--out", "."}, `sluice-bench run: invalid value "." for flag --out: want a file in an existing directory (. is a directory)`, 2},
 		{[]string{"compare", "--quick", "--engines", "none", "--out", ".."}, `sluice-bench compare: invalid value ".." for flag --out: want a file in an existing directory (.. is a directory)`, 2},
 		{[]string{"affinity", "--out", "."}, `sluice-bench affinity: invalid value "." for flag --out: want a file in an existing directory (. is a directory)`, 2},
+		// The file --sluice-extra names is read before anything starts.
+		{[]string{"compare", "--quick", "--engines", "none", "--sluice-extra", "nofile.toml"}, `sluice-bench compare: invalid value "nofile.toml" for flag --sluice-extra: want a TOML file that can be read (no such file or directory)`, 2},
+		{[]string{"compare", "--quick", "--engines", "none", "--sluice-extra", "."}, `sluice-bench compare: invalid value "." for flag --sluice-extra: want a TOML file that can be read (is a directory)`, 2},
 		// A target or workload named twice would not be measured twice.
 		{[]string{"compare", "--quick", "--engines", "gnet,fasthttp,gnet"}, `sluice-bench compare: invalid value "gnet" for flag --engines: given twice: want each engine once`, 2},
 		{[]string{"compare", "--quick", "--engines", "none", "--peers", "nginx,nginx"}, `sluice-bench compare: invalid value "nginx" for flag --peers: given twice: want each peer once`, 2},
