@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -61,6 +62,26 @@ func TestRunReportsItsCommandLine(t *testing.T) {
 	first, _, _ := strings.Cut(stderr.String(), "\n")
 	require.Equal(t, "Command: "+want, first, "stderr:\n%s", stderr.String())
 	require.Equal(t, want, commandJSON(t, filepath.Join(dir, "run.json")))
+}
+
+// A closed loop whose responses take longer than its window fails saying to lengthen the
+// window: it has no --rate to raise.
+func TestRunClosedLoopWindowShorterThanAResponse(t *testing.T) {
+	bin := testenv.BuildBinary(t, "./cmd/sluice-bench")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	up := harness.StartUpstream(ln, harness.UpstreamOptions{TTFT: 700 * time.Millisecond})
+	defer up.Close()
+	cmd := exec.Command(bin, "run", "--target", "http://"+up.Addr(), "--concurrency", "1",
+		"--warmup", "100ms", "--duration", "200ms")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err = cmd.Run()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee, "stderr:\n%s", stderr.String())
+	require.Equal(t, 1, ee.ExitCode(), "stderr:\n%s", stderr.String())
+	require.Contains(t, stderr.String(), "sluice-bench run: no response came within the window: lengthen --duration")
+	require.NotContains(t, stderr.String(), "--rate")
 }
 
 // affinity's table and JSON report carry the command line that ran it, as compare's do.

@@ -327,8 +327,12 @@ func runCmd(ctx context.Context, args []string) error {
 	case err != nil:
 	case res.OK == 0 && res.Requests+res.Unfinished > 0:
 		err = errors.New("no request succeeded (the result above says why)")
-	case res.OK == 0:
+	case res.OK == 0 && o.Rate > 0:
 		err = errors.New("the window held no request: lengthen --duration or raise --rate")
+	case res.OK == 0:
+		// The closed loop has no rate to raise: every connection's request in flight was
+		// answered after the window ended.
+		err = errors.New("no response came within the window: lengthen --duration beyond the time one response takes (each connection sends its next request once the last is answered)")
 	}
 	return err
 }
