@@ -431,11 +431,17 @@ func (gc *gconn) connectOnLoop(uc *upConn, b *pipeline.Backend) bool {
 		gc.failLater(uc, err)
 		return true
 	}
+	gc.awaitConnect(uc)
+	return true
+}
+
+// awaitConnect makes the try wait for uc's connect in progress on the loop: a client that
+// leaves closes it, and the deadline sweep ends it after the pool's dial timeout.
+func (gc *gconn) awaitConnect(uc *upConn) {
 	c := uc.c
 	gc.lxConnect = uc
 	gc.lxStop = func() { _ = c.Close() }
-	gc.upDeadline.Store(uc.connectAt.Add(b.Pool.DialTimeout()).UnixNano())
-	return true
+	gc.upDeadline.Store(uc.connectAt.Add(uc.p.DialTimeout()).UnixNano())
 }
 
 // beginConnect starts uc's connection on this loop: a non-blocking connect(2)
@@ -452,17 +458,21 @@ func (ls *loopState) beginConnect(uc *upConn) (began bool, err error) {
 	if !ok {
 		return false, nil
 	}
-	var c gnet.Conn
-	if err == nil {
-		if c, err = cn.Connecting(fd, remote, uc); err != nil {
-			err = uc.p.ConnectDone(err)
-		}
-	}
 	if err != nil {
 		return true, err
 	}
-	uc.c, uc.connecting, uc.connectAt = c, true, start
-	return true, nil
+	return true, register(cn, uc, connectStarted{fd, remote, start, nil})
+}
+
+// register has the loop (cn, on its goroutine) take the socket of the connect cs begun for uc:
+// uc is connecting since cs.start, or err is the failure, counted as a failed dial.
+func register(cn gnet.Connector, uc *upConn, cs connectStarted) error {
+	c, err := cn.Connecting(cs.fd, cs.remote, uc)
+	if err != nil {
+		return uc.p.ConnectDone(err)
+	}
+	uc.c, uc.connecting, uc.connectAt = c, true, cs.start
+	return nil
 }
 
 // failLater reports a dial that failed at once on the loop after the current event, as a
@@ -658,7 +668,8 @@ func (e *GnetEngine) dialOn(ctx context.Context, cancel context.CancelFunc, uc *
 }
 
 // dialedHook, when set (by tests), runs on the dial's goroutine once the upstream connection
-// is established and before it is enrolled, with the dial's context.
+// is established, or its connect begun (an upstream named by address), and before it is handed
+// to the loop, with the dial's context.
 var dialedHook func(ctx context.Context)
 
 // connectForLoop connects uc on the dial's worker goroutine and has uc's loop register the
@@ -727,24 +738,17 @@ func (e *GnetEngine) registerConnect(ctx context.Context, cn gnet.Connector, uc 
 		}
 		err = &pool.UpstreamError{Addr: uc.p.Addr(), Kind: pool.ErrDial, Err: cause}
 	}
-	var c gnet.Conn
 	if err == nil {
-		if c, err = cn.Connecting(cs.fd, cs.remote, uc); err != nil {
-			err = uc.p.ConnectDone(err)
-		}
+		err = register(cn, uc, cs)
 	}
-	if err != nil {
+	switch {
+	case err != nil:
 		e.dialFailed(uc, err)
-		return
-	}
-	uc.c, uc.connecting, uc.connectAt = c, true, cs.start
-	if uc.spare != nil {
+	case uc.spare != nil:
 		uc.ls.connecting = append(uc.ls.connecting, uc)
-		return
+	default:
+		gc.awaitConnect(uc)
 	}
-	gc.lxConnect = uc
-	gc.lxStop = func() { _ = c.Close() }
-	gc.upDeadline.Store(cs.start.Add(uc.p.DialTimeout()).UnixNano())
 }
 
 // waitsFor reports whether the request's try still waits for uc's connection.
@@ -799,7 +803,7 @@ func (e *GnetEngine) upOpened(uc *upConn, c gnet.Conn) {
 		return
 	}
 	gc := uc.owner
-	if gc == nil || gc.lxState != lxDial || gc.lxSeq != uc.seq || gc.closed.Load() {
+	if !gc.waitsFor(uc) {
 		uc.released(true) // the request went on without it: keep it for the next one
 		return
 	}
@@ -822,7 +826,7 @@ func (e *GnetEngine) dialFailed(uc *upConn, err error) {
 		return
 	}
 	gc := uc.owner
-	if gc == nil || gc.lxState != lxDial || gc.lxSeq != uc.seq || gc.closed.Load() {
+	if !gc.waitsFor(uc) {
 		return
 	}
 	gc.lxStop = nil
