@@ -57,7 +57,7 @@ func TestValidateAcceptsShippedConfigs(t *testing.T) {
 		// An example may name the certificate files of a real deployment (/etc/certs/…):
 		// validate reports them missing here, as serve would, and nothing else.
 		for _, line := range strings.Split(strings.TrimSpace(errb.String()), "\n") {
-			require.Regexp(t, `tls: open /etc/certs/\S+: no such file or directory$`, line, "%s", f)
+			require.Regexp(t, `tls\.(cert|key)_file: open /etc/certs/\S+: no such file or directory$`, line, "%s", f)
 		}
 	}
 }

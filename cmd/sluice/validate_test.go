@@ -15,7 +15,8 @@ const unsetVar = "SLUICE_TEST_UNSET_SECRET"
 
 // validate reports every problem of a config in one run, in the order of their positions: the
 // files the config names (certificates, keys) are checked also when a key has a problem of its
-// own, such as an unset ${VAR}, except where that key decides the file's name.
+// own, such as an unset ${VAR}, except where that key decides the file's name; each file that
+// cannot be read is reported where it is named.
 func TestValidateReportsEveryProblemInOneRun(t *testing.T) {
 	_, set := os.LookupEnv(unsetVar)
 	require.False(t, set, "%s is set", unsetVar)
@@ -30,7 +31,8 @@ func TestValidateReportsEveryProblemInOneRun(t *testing.T) {
 			`tls = { cert_file = "/nonexistent/cert.pem", key_file = "/nonexistent/key.pem" }`,
 			`value = "${` + unsetVar + `}"`,
 			[]string{
-				":4:1: entrypoints.web.tls: open /nonexistent/cert.pem: no such file or directory",
+				":4:21: entrypoints.web.tls.cert_file: open /nonexistent/cert.pem: no such file or directory",
+				":4:57: entrypoints.web.tls.key_file: open /nonexistent/key.pem: no such file or directory",
 				":13:9: middlewares.auth.value: environment variable " + unsetVar + " is not set (referenced as ${" + unsetVar + "})",
 			},
 		},
@@ -41,9 +43,21 @@ func TestValidateReportsEveryProblemInOneRun(t *testing.T) {
 			`tls = { cert_file = "/nonexistent/cert.pem", key_file = "/nonexistent/key.pem" }`,
 			`public_key_fle = "/nonexistent/jwt.pem"`,
 			[]string{
-				":4:1: entrypoints.web.tls: open /nonexistent/cert.pem: no such file or directory",
+				":4:21: entrypoints.web.tls.cert_file: open /nonexistent/cert.pem: no such file or directory",
+				":4:57: entrypoints.web.tls.key_file: open /nonexistent/key.pem: no such file or directory",
 				`:11:14: middlewares.auth: a jwt middleware needs value = "${JWT_SECRET}" (the HMAC secret of HS256 tokens), public_key_file = "<PEM file>" (RS256, ES256), jwks_file or jwks_url (a JWK Set)`,
 				`:13:1: middlewares.auth: unknown key "public_key_fle" for a jwt middleware (did you mean "public_key_file"? known keys: audience, claim, forward_claims, issuer, jwks_file, jwks_refresh, jwks_url, leeway, public_key_file, value)`,
+			},
+		},
+		{
+			// Each file of tls.certificates that cannot be read, where it is named.
+			"missing files of a certificate in the list",
+			`tls = { certificates = [{ cert_file = "/nonexistent/a.pem", key_file = "/nonexistent/b.pem" }] }`,
+			`public_key_file = "/nonexistent/jwt.pem"`,
+			[]string{
+				":4:39: entrypoints.web.tls.certificates[0].cert_file: open /nonexistent/a.pem: no such file or directory",
+				":4:72: entrypoints.web.tls.certificates[0].key_file: open /nonexistent/b.pem: no such file or directory",
+				":13:19: middlewares.auth.public_key_file: open /nonexistent/jwt.pem: no such file or directory",
 			},
 		},
 		{

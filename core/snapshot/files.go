@@ -2,6 +2,8 @@ package snapshot
 
 import (
 	"fmt"
+	"os"
+	"strconv"
 
 	"github.com/sluice-gw/sluice/core/config"
 	"github.com/sluice-gw/sluice/core/consumer"
@@ -23,9 +25,7 @@ func CheckFiles(cfg *config.Config) config.ErrorList {
 		if ep == nil || ep.TLS == nil || cfg.InError("entrypoints", name, "tls") {
 			continue
 		}
-		if err := tlsError(cfg, name, ep.TLS); err != nil {
-			errs = append(errs, err)
-		}
+		errs = append(errs, tlsErrors(cfg, name, ep.TLS)...)
 	}
 	for _, name := range sortedKeys(cfg.Middlewares) {
 		mw := cfg.Middlewares[name]
@@ -40,13 +40,40 @@ func CheckFiles(cfg *config.Config) config.ErrorList {
 	return errs
 }
 
-// tlsError loads the certificates of entrypoint name's TLS settings t, as a bind would, and
-// returns why they do not load, at the position of its tls key; nil when they do.
-func tlsError(cfg *config.Config, name string, t *config.TLS) *config.Error {
-	if _, err := tlscert.Load(tlscert.PairsOf(t)); err != nil {
-		return cfg.Errorf([]string{"entrypoints", name, "tls"}, "entrypoints.%s.tls: %s", name, cfg.MaskEnv(err.Error(), "entrypoints", name, "tls"))
+// tlsErrors checks the certificates of entrypoint name's TLS settings t as a bind would load
+// them: each file that cannot be read is an error at the position of the key naming it
+// (cert_file or key_file, of tls or of an element of tls.certificates), so that every missing
+// file is reported at once; when they all read, why the certificates do not load (a bad PEM,
+// a key that is not the certificate's) is one error at the position of the tls key. nil when
+// they load.
+func tlsErrors(cfg *config.Config, name string, t *config.TLS) config.ErrorList {
+	var errs config.ErrorList
+	// unreadable adds an error, named shown, when file cannot be opened; at is its key path.
+	unreadable := func(file, shown string, at ...string) {
+		f, err := os.Open(file)
+		if err == nil {
+			_ = f.Close()
+			return
+		}
+		errs = append(errs, &config.Error{Pos: cfg.ValuePos(at...), Msg: fmt.Sprintf("%s: %s", shown, cfg.MaskEnv(err.Error(), at...))})
 	}
-	return nil
+	tlsKey := []string{"entrypoints", name, "tls"}
+	if t.CertFile != "" || t.KeyFile != "" {
+		unreadable(t.CertFile, "entrypoints."+name+".tls.cert_file", "entrypoints", name, "tls", "cert_file")
+		unreadable(t.KeyFile, "entrypoints."+name+".tls.key_file", "entrypoints", name, "tls", "key_file")
+	}
+	for i, c := range t.Certificates {
+		at := fmt.Sprintf("entrypoints.%s.tls.certificates[%d]", name, i)
+		unreadable(c.CertFile, at+".cert_file", "entrypoints", name, "tls", "certificates", strconv.Itoa(i), "cert_file")
+		unreadable(c.KeyFile, at+".key_file", "entrypoints", name, "tls", "certificates", strconv.Itoa(i), "key_file")
+	}
+	if errs != nil {
+		return errs
+	}
+	if _, err := tlscert.Load(tlscert.PairsOf(t)); err != nil {
+		errs = append(errs, cfg.Errorf(tlsKey, "entrypoints.%s.tls: %s", name, cfg.MaskEnv(err.Error(), tlsKey...)))
+	}
+	return errs
 }
 
 // jwtStage builds jwt middleware name's stage from its options o, reading the key files they

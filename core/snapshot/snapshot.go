@@ -155,9 +155,7 @@ func Compile(cfg *config.Config, prev *Snapshot, gen uint64) (*Snapshot, error) 
 	for _, name := range sortedKeys(cfg.Entrypoints) {
 		if t := cfg.Entrypoints[name].TLS; t != nil {
 			// Checked here so that `sluice validate` and a reload catch what a bind would.
-			if err := tlsError(cfg, name, t); err != nil {
-				errs = append(errs, err)
-			}
+			errs = append(errs, tlsErrors(cfg, name, t)...)
 		}
 	}
 	s.compileLifecycle(cfg, prev)
