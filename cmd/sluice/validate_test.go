@@ -101,3 +101,31 @@ servers = [{ url = "http://127.0.0.1:9" }]
 		})
 	}
 }
+
+// A file of a directory that does not parse is reported with the problems the other files have
+// of their own, in the order of their positions; a reference into it (routers.api.service names
+// a service of b.toml) is not checked, since what it defines is unknown.
+func TestValidateReportsEveryFileOfADirectoryWithASyntaxError(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.toml"), filepath.Join(dir, "b.toml")
+	require.NoError(t, os.WriteFile(a, []byte(`[entrypoints.web]
+address = "127.0.0.1:8080"
+bogus = 1
+drain_timeout = "5x"
+
+[routers.api]
+rule = "PathPrefix(`+"`/`"+`)"
+service = "up"
+`), 0o644))
+	require.NoError(t, os.WriteFile(b, []byte(`[services.up.load_balancer]
+servers = [{ url = "http://127.0.0.1:9" }
+`), 0o644))
+	var out, errb bytes.Buffer
+	require.Equal(t, 1, run([]string{"validate", dir}, &out, &errb), errb.String())
+	require.Equal(t, []string{
+		a + `:3:1: unknown key "bogus" in [entrypoints.web] (known keys: address, allow_encoded_slash, client_stall_timeout, drain_timeout, engine, event_loops, idle_timeout, max_body_bytes, max_connections, max_header_bytes, multicore, read_header_timeout, send_buffer_bytes, tls, trusted_ips, upstream_connect, upstream_io)`,
+		a + `:4:17: entrypoints.web.drain_timeout: invalid duration "5x" (want a positive duration such as "500ms", "15s" or "5m")`,
+		b + `:3:1: expected character ] but the document ended here`,
+	}, strings.Split(strings.TrimSuffix(errb.String(), "\n"), "\n"))
+	require.Empty(t, out.String())
+}

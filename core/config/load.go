@@ -40,7 +40,10 @@ func Load(path string) (*Config, error) {
 // the checks of the files it names (snapshot.CheckFiles) can still run on the parts that
 // loaded. Such a configuration serves those checks alone: a key with a problem holds its zero
 // value or its default, not what was written, and InError tells which parts have one. After a
-// file that cannot be read or parsed the configuration is nil.
+// file that cannot be read or parsed the configuration is nil; with a file of a directory that
+// does not parse, the errors still hold the problems the other files have of their own
+// (unknown keys, types and durations of their values, unset ${VAR}), but none that needs
+// every file (a reference to another part, a clash, a required part).
 func LoadPartial(path string) (*Config, error) {
 	st, err := os.Stat(path)
 	if err != nil {
@@ -139,7 +142,7 @@ func load(srcs []source, lookup func(string) (string, bool)) (*Config, error) {
 }
 
 // loadPartial is load, returning the configuration decoded with the errors found in it
-// (LoadPartial); nil after a syntax error.
+// (LoadPartial); nil after a syntax error, with the errors the other files' decoding found.
 func loadPartial(srcs []source, lookup func(string) (string, bool)) (*Config, error) {
 	e := &errs{}
 	cfg := &Config{index: map[string]keyPlace{}, expanded: map[string]expansion{}}
@@ -163,14 +166,18 @@ func loadPartial(srcs []source, lookup func(string) (string, bool)) (*Config, er
 		}
 		mergeDoc(merged, doc, ix, owner, e)
 	}
-	if syntax {
-		// A file that does not parse is reported alone: the rest would be guesses. A duplicate
-		// entry is not: the first definition is kept, so that one run reports every problem.
-		return nil, e.err()
-	}
 	d := &decoder{cfg: cfg, lookup: lookup, errs: e}
 	cfg.setDefaults()
 	d.decodeStruct(nil, merged, reflect.ValueOf(cfg).Elem())
+	if syntax {
+		// The files that parse are decoded, so that their own problems (unknown keys, types,
+		// durations, unset ${VAR}) are reported with the syntax error. Validation is not run:
+		// what a file that does not parse defines is unknown, so a reference into it (a
+		// router's service), a required part it may hold (an entrypoint) or a clash with it
+		// would be a guess. A duplicate entry is not such a guess: the first definition is
+		// kept, so that one run reports every problem.
+		return nil, e.err()
+	}
 	cfg.validate(e, lookup)
 	cfg.errorAt = e.at
 	return cfg, e.err()
