@@ -270,7 +270,10 @@ func parseTarget(flag, target string) (*url.URL, string, error) {
 	if u.Scheme != "http" || u.Host == "" {
 		return nil, "", refuse(flag, target, "want http://host:port (https is not supported)")
 	}
-	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil {
+	// The target is scheme://host:port alone. A '?' or '#' is refused by itself, with
+	// nothing after it too: url.Parse keeps no trace of an empty fragment, and a query or
+	// fragment belongs to the request path, which is set apart.
+	if (u.Path != "" && u.Path != "/") || strings.ContainsAny(target, "?#") || u.User != nil {
 		return nil, "", refuse(flag, target, "want only http://host:port (the request path is set apart: --path)")
 	}
 	if p := u.Port(); p != "" {

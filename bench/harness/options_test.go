@@ -46,6 +46,14 @@ func TestCheckNamesTheRefusedOption(t *testing.T) {
 		{func(o *Options) { o.Path = "/a\x7f" }, "path", "/a\x7f"},
 		{func(o *Options) { o.Target = "127.0.0.1:8080" }, "target", "127.0.0.1:8080"},
 		{func(o *Options) { o.Target = "localhost:8080" }, "target", "localhost:8080"},
+		{func(o *Options) { o.Target = "http://127.0.0.1:8080/v1" }, "target", "http://127.0.0.1:8080/v1"},
+		{func(o *Options) { o.Target = "http://127.0.0.1:8080?a=1" }, "target", "http://127.0.0.1:8080?a=1"},
+		// A query or fragment mark with nothing after it is no part of host:port either.
+		{func(o *Options) { o.Target = "http://127.0.0.1:8080?" }, "target", "http://127.0.0.1:8080?"},
+		{func(o *Options) { o.Target = "http://127.0.0.1:8080#x" }, "target", "http://127.0.0.1:8080#x"},
+		{func(o *Options) { o.Target = "http://127.0.0.1:8080#" }, "target", "http://127.0.0.1:8080#"},
+		{func(o *Options) { o.Target = "http://127.0.0.1:8080/#" }, "target", "http://127.0.0.1:8080/#"},
+		{func(o *Options) { o.AltTarget = "http://127.0.0.1:2#" }, "alt-target", "http://127.0.0.1:2#"},
 		{func(o *Options) { o.AltTarget = "https://127.0.0.1:2" }, "alt-target", "https://127.0.0.1:2"},
 		{func(o *Options) { o.Adversary = "slowloris=1,nope" }, "adversary", "slowloris=1,nope"},
 		// Two options that exclude each other, or neither of two set: no one value is wrong.

@@ -159,6 +159,10 @@ func TestUsageErrorsNameTheMistake(t *testing.T) {
 		{[]string{"run", "--target", "http://127.0.0.1:1", "--concurrency", "1", "--workload="}, `sluice-bench run: invalid value "" for flag --workload: want one of json, sse, chat-multiturn, mixed`, 2},
 		{[]string{"run", "--target", "http://127.0.0.1:1", "--concurrency", "1", "--path", ""}, `sluice-bench run: invalid value "" for flag --path: want a path such as /v1/chat/completions: a / first, then visible ASCII other than # (percent-encode the rest)`, 2},
 		{[]string{"run", "--target", "http://127.0.0.1:1", "--concurrency", "1", "-model="}, `sluice-bench run: invalid value "" for flag -model: want a model name such as llmsim`, 2},
+		// The target is scheme://host:port alone: a query or fragment, even empty, is refused.
+		{[]string{"run", "--target", "http://127.0.0.1:8080#x", "--concurrency", "1"}, `sluice-bench run: invalid value "http://127.0.0.1:8080#x" for flag --target: want only http://host:port (the request path is set apart: --path)`, 2},
+		{[]string{"run", "--target", "http://127.0.0.1:8080#", "--concurrency", "1"}, `sluice-bench run: invalid value "http://127.0.0.1:8080#" for flag --target: want only http://host:port (the request path is set apart: --path)`, 2},
+		{[]string{"run", "--target", "http://127.0.0.1:8080?", "--concurrency", "1"}, `sluice-bench run: invalid value "http://127.0.0.1:8080?" for flag --target: want only http://host:port (the request path is set apart: --path)`, 2},
 		{[]string{"run", "--target", "", "--concurrency", "1"}, `sluice-bench run: invalid value "" for flag --target: want a URL such as http://127.0.0.1:8080`, 2},
 		// A path that would end the request line, or the target in it, early is no path.
 		{[]string{"run", "--target", "http://127.0.0.1:1", "--concurrency", "1", "--path", "v1/chat/completions"}, `sluice-bench run: invalid value "v1/chat/completions" for flag --path: want a path such as /v1/chat/completions: a / first, then visible ASCII other than # (percent-encode the rest)`, 2},
