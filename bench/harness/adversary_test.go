@@ -106,7 +106,7 @@ func TestParseAdversaries(t *testing.T) {
 func TestAdversaryRefusesNonLoopbackTargets(t *testing.T) {
 	for _, target := range []string{"http://192.0.2.1:8080", "http://example.com"} {
 		_, err := Run(context.Background(), Options{Target: target, Workload: WorkloadJSON, Concurrency: 1,
-			Duration: time.Millisecond, Adversary: "slowloris=1"})
+			Duration: time.Second, Adversary: "slowloris=1"})
 		require.ErrorContains(t, err, "loopback targets only", target)
 	}
 }

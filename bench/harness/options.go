@@ -22,6 +22,10 @@ const (
 	MaxConnections = 100_000
 	// MaxDuration bounds Duration, Warmup, Drain and Timeout each.
 	MaxDuration = 24 * time.Hour
+	// MinDuration is the shortest Duration. A shorter window holds a few responses at most,
+	// and none when one takes longer (a stream, a slow upstream): its rates and percentiles
+	// say nothing. compare --quick measures 1.2 s.
+	MinDuration = 100 * time.Millisecond
 )
 
 // exampleTarget is the target the errors about one show as an example.
@@ -129,8 +133,8 @@ func (o *Options) checkLoad() error {
 		return RefuseConcurrency(strconv.Itoa(o.Concurrency))
 	case o.Connections < 0 || o.Connections > MaxConnections:
 		return RefuseConnections(strconv.Itoa(o.Connections))
-	case o.Duration <= 0 || o.Duration > MaxDuration:
-		return RefuseDuration("duration", o.Duration.String())
+	case o.Duration < MinDuration || o.Duration > MaxDuration:
+		return RefuseWindow(o.Duration.String())
 	case o.Warmup < 0 || o.Warmup > MaxDuration:
 		return refuse("warmup", o.Warmup.String(), "want 0 to %v", MaxDuration)
 	case o.Timeout < 0 || o.Timeout > MaxDuration:
@@ -253,10 +257,17 @@ func RefuseConnections(value string) error {
 }
 
 // RefuseDuration is the *OptionError for a time of flag that is not more than 0 or is over
-// MaxDuration, value as given: what Duration takes, and what a command takes for another time
-// whose 0 its options read as "not given".
+// MaxDuration, value as given: what Timeout takes, and what a command takes for another time
+// whose 0 its options read as "not given". The measured window has its own: RefuseWindow.
 func RefuseDuration(flag, value string) error {
 	return refuse(flag, value, "want more than 0, at most %v", MaxDuration)
+}
+
+// RefuseWindow is the *OptionError for a measured window (Duration, flag --duration) shorter
+// than MinDuration or longer than MaxDuration, value as given; see RefuseRate for a 0 written
+// out.
+func RefuseWindow(value string) error {
+	return refuse("duration", value, "want %v to %v (a shorter window measures too few responses)", MinDuration, MaxDuration)
 }
 
 // parseTarget checks the base URL of option flag and returns it with its dial address.

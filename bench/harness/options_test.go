@@ -22,6 +22,9 @@ func TestCheckTakesAPathOfVisibleASCII(t *testing.T) {
 func TestCheckNamesTheRefusedOption(t *testing.T) {
 	ok := Options{Target: "http://127.0.0.1:1", Concurrency: 1, Duration: time.Second}
 	require.NoError(t, ok.Check())
+	shortest := ok
+	shortest.Duration = MinDuration
+	require.NoError(t, shortest.Check())
 	for _, c := range []struct {
 		change      func(o *Options)
 		flag, value string
@@ -30,6 +33,9 @@ func TestCheckNamesTheRefusedOption(t *testing.T) {
 		{func(o *Options) { o.Concurrency, o.Rate, o.Connections = 0, 5, -1 }, "connections", "-1"},
 		{func(o *Options) { o.Concurrency, o.Rate = 0, -1 }, "rate", "-1"},
 		{func(o *Options) { o.Duration = 25 * time.Hour }, "duration", "25h0m0s"},
+		// A window too short to hold a response's worth of measurement.
+		{func(o *Options) { o.Duration = time.Nanosecond }, "duration", "1ns"},
+		{func(o *Options) { o.Duration = MinDuration - time.Millisecond }, "duration", "99ms"},
 		{func(o *Options) { o.Warmup = -time.Second }, "warmup", "-1s"},
 		{func(o *Options) { o.Timeout = -time.Second }, "timeout", "-1s"},
 		{func(o *Options) { o.MaxTokens = -1 }, "max-tokens", "-1"},

@@ -60,7 +60,7 @@ type Options struct {
 	// Connections caps the open-loop connections (default 64). When all are
 	// busy, requests wait and their wait counts in their latency.
 	Connections int
-	// Duration is the measured window.
+	// Duration is the measured window, MinDuration to MaxDuration.
 	Duration time.Duration
 	// Warmup runs load before the measured window without recording it.
 	Warmup time.Duration

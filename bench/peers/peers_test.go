@@ -268,6 +268,8 @@ func TestCompareNamesTheRefusedValue(t *testing.T) {
 		{CompareOptions{SimTokens: -1}, "sim-tokens", "-1"},
 		{CompareOptions{IdleConns: -1}, "idle", "-1"},
 		{CompareOptions{Duration: -time.Second}, "duration", "-1s"},
+		{CompareOptions{Duration: time.Nanosecond}, "duration", "1ns"},
+		{CompareOptions{Quick: true, Duration: 50 * time.Millisecond}, "duration", "50ms"},
 		{CompareOptions{Concurrency: -5}, "concurrency", "-5"},
 		{CompareOptions{Connections: -1}, "connections", "-1"},
 		{CompareOptions{Rate: -1}, "rate", "-1"},

@@ -270,7 +270,7 @@ func runCmd(ctx context.Context, args []string) error {
 	fs.BoolVar(&o.Poisson, "poisson", false, "open loop: exponential gaps instead of constant (needs --rate)")
 	fs.IntVar(&o.Connections, "connections", harness.DefaultConnections, "open loop: connection cap")
 	fs.BoolVar(&o.NewConnections, "new-conns", false, "a new connection per request (Connection: close); latency and TTFT include the connect")
-	fs.DurationVar(&o.Duration, "duration", defaultRunDuration, "measured window")
+	fs.DurationVar(&o.Duration, "duration", defaultRunDuration, "measured window, at least "+harness.MinDuration.String())
 	fs.DurationVar(&o.Warmup, "warmup", time.Second, "unrecorded load before the window")
 	fs.DurationVar(&o.Timeout, "timeout", harness.DefaultTimeout, "per-request timeout")
 	fs.StringVar(&o.Model, "model", harness.DefaultModel, "model field of request bodies")
@@ -384,7 +384,7 @@ func compareCmd(ctx context.Context, args []string) error {
 	fs.BoolVar(&o.Quick, "quick", false, "~20 s smoke run: 1 round, 1.2 s per run after a 300 ms warmup, 16 connections")
 	// These take 0 as "not given", so that --quick can choose: their help gives both defaults.
 	fs.IntVar(&o.Rounds, "rounds", 0, fmt.Sprintf("rounds, targets alternating within each (default %d; 1 with --quick)", peers.DefaultRounds))
-	fs.DurationVar(&o.Duration, "duration", 0, fmt.Sprintf("measured window per run (default %v; 1.2s with --quick)", peers.DefaultDuration))
+	fs.DurationVar(&o.Duration, "duration", 0, fmt.Sprintf("measured window per run, at least %v (default %v; 1.2s with --quick)", harness.MinDuration, peers.DefaultDuration))
 	fs.DurationVar(&o.Warmup, "warmup", 0, fmt.Sprintf("warmup per run (default %v; 300ms with --quick)", peers.DefaultWarmup))
 	fs.IntVar(&o.Concurrency, "concurrency", 0, fmt.Sprintf("closed-loop connections (default %d; 16 with --quick)", peers.DefaultConcurrency))
 	fs.Float64Var(&o.Rate, "rate", 0, "open-loop rate in req/s instead of closed loop")
@@ -410,7 +410,7 @@ func compareCmd(ctx context.Context, args []string) error {
 	// refused. An empty --workload is refused as an empty list (CompareOptions.Workloads).
 	if err := zeroGiven(fs, args, map[string]func(string) error{
 		"rate": harness.RefuseRate, "concurrency": harness.RefuseConcurrency, "connections": harness.RefuseConnections,
-		"rounds": peers.RefuseRounds, "duration": durationRefusal("duration"), "warmup": durationRefusal("warmup"),
+		"rounds": peers.RefuseRounds, "duration": harness.RefuseWindow, "warmup": durationRefusal("warmup"),
 		"sim-tokens": peers.RefuseSimTokens, "adversary": harness.RefuseAdversary,
 	}); err != nil {
 		return err
@@ -553,7 +553,7 @@ func affinityCmd(ctx context.Context, args []string) error {
 	var o peers.AffinityOptions
 	fs.IntVar(&o.Instances, "instances", peers.DefaultAffinityInstances, "llmsim instances")
 	fs.IntVar(&o.Concurrency, "concurrency", peers.DefaultAffinityConcurrency, "closed-loop connections, one conversation each at a time")
-	fs.DurationVar(&o.Duration, "duration", peers.DefaultAffinityDuration, "measured window per policy")
+	fs.DurationVar(&o.Duration, "duration", peers.DefaultAffinityDuration, "measured window per policy, at least "+harness.MinDuration.String())
 	fs.DurationVar(&o.Warmup, "warmup", 5*time.Second, "warmup per policy")
 	fs.IntVar(&o.Turns, "turns", 6, "turns per conversation")
 	fs.IntVar(&o.ReplyBytes, "reply-bytes", 0, "bytes of a fixed assistant reply (0: send back the reply the instance generated)")
