@@ -400,7 +400,7 @@ func compareCmd(ctx context.Context, args []string) error {
 	fs.StringVar(&o.Adversary, "adversary", "", "repeat every run under each adversary in turn: specs separated by \";\", or each (every kind alone at its count in mixed, then mixed); a spec is "+adversaryHelp)
 	sluiceExtra := fs.String("sluice-extra", "", "a TOML file added to each sluice config after the catch-all router's keys: its middlewares = [...] and their tables, [log] (peers run without)")
 	binDir := fs.String("bin", "./bin", "directory searched for sluice and llmsim before PATH")
-	fs.StringVar(&o.WorkDir, "workdir", "", "directory for generated configs and logs (default: temporary, removed)")
+	fs.StringVar(&o.WorkDir, "workdir", "", "directory for generated configs and logs, kept: made if it is missing, in a directory that exists (default: temporary, removed)")
 	out := fs.String("out", "bench-compare.json", "JSON report file; the SVG chart goes beside it (.svg)")
 	md := fs.String("md", "", "also write the Markdown table to this file")
 	if err := parseFlags(fs, args); err != nil {
@@ -434,6 +434,9 @@ func compareCmd(ctx context.Context, args []string) error {
 	}
 	if err := reportDirsExist(fs, args, "out", "md"); err != nil {
 		return err
+	}
+	if why := workDirRefusal(o.WorkDir); why != "" {
+		return invalidFlag(fs, args, "workdir", o.WorkDir, "want a directory, or a new one in an existing directory ("+why+")")
 	}
 	o.BinDirs = []string{*binDir}
 	o.KeepWorkDir = o.WorkDir != ""
@@ -492,6 +495,31 @@ func reportDirsExist(fs *flag.FlagSet, args []string, names ...string) error {
 		return invalidFlag(fs, args, name, path, "want a file in an existing directory ("+why+")")
 	}
 	return nil
+}
+
+// workDirRefusal says why compare's --workdir dir cannot be its work directory, "" when it
+// can: dir is a directory, or is not there and its parent is one, in which compare makes it.
+// A parent that is not there is refused, as a report file's directory is, before anything
+// starts: compare makes the one directory named, not a tree of them that a mistyped path
+// would leave behind.
+func workDirRefusal(dir string) string {
+	if dir == "" {
+		return "" // a temporary directory, removed afterwards
+	}
+	if st, err := os.Stat(dir); err == nil {
+		if !st.IsDir() {
+			return dir + " is not a directory"
+		}
+		return ""
+	}
+	parent := filepath.Dir(filepath.Clean(dir))
+	switch st, err := os.Stat(parent); {
+	case err != nil:
+		return fmt.Sprintf("%s: %v", parent, errors.Unwrap(err))
+	case !st.IsDir():
+		return parent + " is not a directory"
+	}
+	return ""
 }
 
 // reportFileRefusal says why a report could not be written at path in the existing directory

@@ -201,6 +201,11 @@ func TestUsageErrorsNameTheMistake(t *testing.T) {
 		{[]string{"run", "--target", "http://127.0.0.1:1", "--concurrency", "1", "--out", "."}, `sluice-bench run: invalid value "." for flag --out: want a file in an existing directory (. is a directory)`, 2},
 		{[]string{"compare", "--quick", "--engines", "none", "--out", ".."}, `sluice-bench compare: invalid value ".." for flag --out: want a file in an existing directory (.. is a directory)`, 2},
 		{[]string{"affinity", "--out", "."}, `sluice-bench affinity: invalid value "." for flag --out: want a file in an existing directory (. is a directory)`, 2},
+		// compare makes its --workdir, not the directories it would be in.
+		{[]string{"compare", "--quick", "--engines", "none", "--workdir", "nodir/wd"}, `sluice-bench compare: invalid value "nodir/wd" for flag --workdir: want a directory, or a new one in an existing directory (nodir: no such file or directory)`, 2},
+		{[]string{"compare", "--quick", "--engines", "none", "--workdir", "nodir/wd/"}, `sluice-bench compare: invalid value "nodir/wd/" for flag --workdir: want a directory, or a new one in an existing directory (nodir: no such file or directory)`, 2},
+		{[]string{"compare", "--quick", "--engines", "none", "--workdir", "/dev/null"}, `sluice-bench compare: invalid value "/dev/null" for flag --workdir: want a directory, or a new one in an existing directory (/dev/null is not a directory)`, 2},
+		{[]string{"compare", "--quick", "--engines", "none", "--workdir", "/dev/null/wd"}, `sluice-bench compare: invalid value "/dev/null/wd" for flag --workdir: want a directory, or a new one in an existing directory (/dev/null is not a directory)`, 2},
 		// The file --sluice-extra names is read before anything starts.
 		{[]string{"compare", "--quick", "--engines", "none", "--sluice-extra", "nofile.toml"}, `sluice-bench compare: invalid value "nofile.toml" for flag --sluice-extra: want a TOML file that can be read (no such file or directory)`, 2},
 		{[]string{"compare", "--quick", "--engines", "none", "--sluice-extra", "."}, `sluice-bench compare: invalid value "." for flag --sluice-extra: want a TOML file that can be read (is a directory)`, 2},

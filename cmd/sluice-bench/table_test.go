@@ -2,7 +2,9 @@ package main_test
 
 import (
 	"bytes"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -64,4 +66,21 @@ func TestCompareCommandLinePastesBack(t *testing.T) {
 	require.NoError(t, again.Run(), "sh: %s\nstderr:\n%s", line, stderr.String())
 	pasted, _, _ := strings.Cut(stdout.String(), "\n")
 	require.Equal(t, first, pasted)
+}
+
+// compare makes a --workdir that is missing in a directory that exists, and keeps it.
+func TestCompareMakesItsWorkDir(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a compare")
+	}
+	bin := testenv.BuildBinary(t, "./cmd/sluice-bench")
+	dir := t.TempDir()
+	cmd := invokedAs(t, bin, dir, "bin/sluice-bench", "compare", "--peers", "none", "--engines", "none", "--workload", "json",
+		"--bin", t.TempDir(), "--concurrency", "2", "--rounds", "1", "--warmup", "10ms", "--duration", "200ms", "--workdir", "wd")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Run(), "stderr:\n%s", stderr.String())
+	st, err := os.Stat(filepath.Join(dir, "wd"))
+	require.NoError(t, err)
+	require.True(t, st.IsDir())
 }
