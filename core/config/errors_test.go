@@ -83,6 +83,16 @@ func TestLoadErrorPositions(t *testing.T) {
 			want: []string{`t.toml:3:39: entrypoints.web.tls.certificates[0].cert_file must be a string, not an integer (a TOML string is quoted: "5")`},
 		},
 		{
+			// Neither key is written: the first one's problem, at the element (the position
+			// both fall back to), does not pass for the second one's.
+			name: "a certificate with neither file has both reported",
+			data: doc(`[entrypoints.web]`, `address = "127.0.0.1:8443"`, `tls = { certificates = [{}] }`),
+			want: []string{
+				`t.toml:3:25: entrypoints.web.tls.certificates[0].cert_file is required (PEM certificate chain)`,
+				`t.toml:3:25: entrypoints.web.tls.certificates[0].key_file is required (PEM private key)`,
+			},
+		},
+		{
 			name: "a control character in a string is named as one, not as bad UTF-8",
 			data: doc(`[entrypoints.web]`, "address = \"127.0.0.1:80\x0080\""),
 			want: []string{`t.toml:2:24: entrypoints.web.address: control character 0x00 in a string (TOML 1.0.0: control characters other than tab must be escaped, as \u0000)`},

@@ -365,7 +365,7 @@ func (c *Config) validateJWTOptions(e *errs, name string, m *Middleware) {
 			o.typeError("audience", "a string or an array of strings", v)
 		}
 		if len(j.Audience) == 0 || oneOf("", j.Audience) {
-			if !e.reported(c.ValuePos(o.path("audience")...)) {
+			if !c.reportedAt(e, o.path("audience")...) {
 				e.add(c.ValuePos(o.path("audience")...), "middlewares.%s.audience: want one or more non-empty audiences", name)
 			}
 			j.Audience = nil

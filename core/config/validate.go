@@ -360,7 +360,7 @@ func (c *Config) validate(e *errs, lookup func(string) (string, bool)) {
 		} else if r.Models {
 			// The body's model picks the service.
 		} else if r.Service == "" && c.missing(append(path, "service")...) &&
-			(c.missing(append(path, "models")...) || !e.reported(c.ValuePos(append(path, "models")...))) {
+			!c.reportedAt(e, append(path, "models")...) {
 			// A models key of the wrong type was reported where it stands: it may have meant
 			// a model router, which needs no service.
 			e.add(c.Pos(append(path, "service")...), "routers.%s.service is required (the name of a [services.<name>] table), or models = true for a model router", name)
@@ -424,7 +424,7 @@ func (c *Config) validate(e *errs, lookup func(string) (string, bool)) {
 		if !oneOf(lb.Strategy, strategies) {
 			e.add(c.ValuePos(append(lp, "strategy")...), "services.%s.load_balancer.strategy %q: %s", name, c.shown(lb.Strategy, append(lp, "strategy")...), wantOneOf(lb.Strategy, strategies))
 		}
-		if len(lb.Servers) == 0 && len(s.Revisions) == 0 && s.Scaling == nil && !e.reported(c.ValuePos(append(lp, "servers")...)) {
+		if len(lb.Servers) == 0 && len(s.Revisions) == 0 && s.Scaling == nil && !c.reportedAt(e, append(lp, "servers")...) {
 			e.add(c.Pos(append(lp, "servers")...), "services.%s.load_balancer.servers: list at least one server, e.g. servers = [{ url = \"http://127.0.0.1:8000\" }]", name)
 		}
 		for i, srv := range lb.Servers {
@@ -549,6 +549,14 @@ func (c *Config) missing(path ...string) bool {
 	return !ok
 }
 
+// reportedAt reports whether the key at path was written and a problem was reported where
+// its value stands (a value of the wrong type): it is not missing or empty too. A key that
+// was not written has no position of its own (ValuePos falls back to its table's), so a
+// problem reported at the table must not pass for one of the key's.
+func (c *Config) reportedAt(e *errs, path ...string) bool {
+	return !c.missing(path...) && e.reported(c.ValuePos(path...))
+}
+
 // validateTLS checks [entrypoints.<name>.tls]: a default certificate (cert_file and key_file,
 // or a first element of certificates), both files of each certificate, and min_version.
 func (c *Config) validateTLS(e *errs, name string, t *TLS) {
@@ -568,10 +576,10 @@ func (c *Config) validateTLS(e *errs, name string, t *TLS) {
 	for i, cf := range t.Certificates {
 		cp := append(append([]string{}, path...), "certificates", strconv.Itoa(i))
 		// A file name of the wrong type was reported where it stands; it is not missing too.
-		if cf.CertFile == "" && !e.reported(c.ValuePos(append(cp, "cert_file")...)) {
+		if cf.CertFile == "" && !c.reportedAt(e, append(cp, "cert_file")...) {
 			e.add(c.Pos(cp...), "entrypoints.%s.tls.certificates[%d].cert_file is required (PEM certificate chain)", name, i)
 		}
-		if cf.KeyFile == "" && !e.reported(c.ValuePos(append(cp, "key_file")...)) {
+		if cf.KeyFile == "" && !c.reportedAt(e, append(cp, "key_file")...) {
 			e.add(c.Pos(cp...), "entrypoints.%s.tls.certificates[%d].key_file is required (PEM private key)", name, i)
 		}
 	}
