@@ -149,16 +149,18 @@ func TestProcessUsageAndStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Stop(time.Second)
-	deadline := time.Now().Add(10 * time.Second)
+	// CPU time accumulates with no event to wait on: the tree's usage is read again until
+	// the child has run, within a deadline.
 	var u Usage
-	for time.Now().Before(deadline) {
-		if u, err = TreeUsage(p.PID()); err != nil {
-			t.Fatal(err)
+	var uerr error
+	require.Eventually(t, func() bool {
+		if u, uerr = TreeUsage(p.PID()); uerr != nil {
+			return true
 		}
-		if u.Procs >= 2 && u.CPUSeconds >= 0.05 {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
+		return u.Procs >= 2 && u.CPUSeconds >= 0.05
+	}, 10*time.Second, 20*time.Millisecond, "the child's CPU time never showed in the tree's usage")
+	if uerr != nil {
+		t.Fatal(uerr)
 	}
 	if u.Procs < 2 || u.CPUSeconds < 0.05 || u.RSSBytes <= 0 || u.HWMBytes <= 0 {
 		t.Fatalf("usage = %+v, want the child's CPU time and memory", u)

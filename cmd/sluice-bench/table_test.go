@@ -13,6 +13,14 @@ import (
 	"github.com/sluice-gw/sluice/bench/testenv"
 )
 
+// smallestCompare is the argument list of the shortest compare there is: no peer, no sluice
+// (--bin names an empty directory, so the compare runs its in-process upstream), one round of
+// 200 ms.
+func smallestCompare(t *testing.T) []string {
+	return []string{"compare", "--peers", "none", "--engines", "none", "--workload", "json",
+		"--bin", t.TempDir(), "--concurrency", "2", "--rounds", "1", "--warmup", "10ms", "--duration", "200ms"}
+}
+
 // compare's table is the whole of its standard output, from the first line: `| head -1` gets
 // the table's first line, not a blank one.
 func TestCompareTableStartsStandardOutput(t *testing.T) {
@@ -21,9 +29,7 @@ func TestCompareTableStartsStandardOutput(t *testing.T) {
 	}
 	bin := testenv.BuildBinary(t, "./cmd/sluice-bench")
 	dir := t.TempDir()
-	// --bin names an empty directory: the compare runs its in-process upstream.
-	cmd := invokedAs(t, bin, dir, "bin/sluice-bench", "compare", "--peers", "none", "--engines", "none", "--workload", "json",
-		"--bin", t.TempDir(), "--concurrency", "2", "--rounds", "1", "--warmup", "10ms", "--duration", "200ms")
+	cmd := invokedAs(t, bin, dir, "bin/sluice-bench", smallestCompare(t)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	require.NoError(t, cmd.Run(), "stderr:\n%s", stderr.String())
@@ -41,9 +47,7 @@ func TestCompareCommandLinePastesBack(t *testing.T) {
 	}
 	bin := testenv.BuildBinary(t, "./cmd/sluice-bench")
 	dir := t.TempDir()
-	args := []string{"compare", "--peers", "none", "--engines", "none", "--workload", "json",
-		"--bin", t.TempDir(), "--concurrency", "2", "--rounds", "1", "--warmup", "10ms", "--duration", "200ms",
-		"--md", `it's "a"; report.md`}
+	args := append(smallestCompare(t), "--md", `it's "a"; report.md`)
 	cmd := invokedAs(t, bin, dir, "./my bin/sluice-bench", args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -75,8 +79,7 @@ func TestCompareMakesItsWorkDir(t *testing.T) {
 	}
 	bin := testenv.BuildBinary(t, "./cmd/sluice-bench")
 	dir := t.TempDir()
-	cmd := invokedAs(t, bin, dir, "bin/sluice-bench", "compare", "--peers", "none", "--engines", "none", "--workload", "json",
-		"--bin", t.TempDir(), "--concurrency", "2", "--rounds", "1", "--warmup", "10ms", "--duration", "200ms", "--workdir", "wd")
+	cmd := invokedAs(t, bin, dir, "bin/sluice-bench", append(smallestCompare(t), "--workdir", "wd")...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	require.NoError(t, cmd.Run(), "stderr:\n%s", stderr.String())
