@@ -38,6 +38,7 @@ type Poller struct {
 	fd                          int             // epoll fd
 	file                        *os.File        // fd, registered with the Go netpoller (sluice patch)
 	raw                         syscall.RawConn // file's, to park the loop on it
+	parked                      atomic.Bool     // its loop waits on the Go netpoller (sluice patch)
 	efd                         int             // eventfd
 	efdBuf                      []byte          // efd buffer to read an 8-byte integer
 	wakeupCall                  int32
@@ -131,9 +132,15 @@ func (p *Poller) Polling(callback PollEventHandler) error {
 	poll := func(uintptr) bool {
 		polls++
 		n, perr = epollPoll(p.fd, el.events)
-		return n > 0 || (perr != nil && perr != unix.EINTR)
+		ready := n > 0 || (perr != nil && perr != unix.EINTR)
+		if p.parked.Load() == ready {
+			p.parked.Store(!ready)
+		}
+		return ready
 	}
-	var busySince int64 // when the loop last woke or yielded, nanotime
+	p.enlist()
+	defer p.delist()
+	var busySince, lookedAt int64 // when the loop last woke or yielded, and last looked at the others; nanotime
 	for {
 		polls = 0
 		if err := p.raw.Read(poll); err != nil {
@@ -146,14 +153,19 @@ func (p *Poller) Polling(callback PollEventHandler) error {
 		}
 		// The thread that woke this loop from the netpoller watches it no more while the loop
 		// works, and the scheduler looks there again only when a thread runs out of work (or
-		// after 10 ms, from its monitor). A loop that stays busy therefore yields every
-		// busyYield, which wakes an idle processor's thread to watch it and to run what the
-		// batches made ready.
+		// after 10 ms, from its monitor). A loop that stays busy therefore looks every
+		// busyYield whether another loop or goroutine waits for a thread, and yields if one
+		// may (and every busyYieldAlways): that wakes an idle processor's thread to watch the
+		// netpoller and to run what the batches made ready.
 		if polls > 1 {
 			busySince = nanotime()
-		} else if now := nanotime(); now-busySince > busyYield {
-			busySince = now
-			runtime.Gosched()
+			lookedAt = busySince
+		} else if now := nanotime(); now-lookedAt > busyYield {
+			lookedAt = now
+			if now-busySince > busyYieldAlways || p.othersWait() {
+				busySince = now
+				runtime.Gosched()
+			}
 		}
 		var err error
 
