@@ -34,7 +34,9 @@ const (
 	segmentMaxGap     = 2 * time.Millisecond   // pause between two pieces, 0..2 ms
 	advWriteTimeout   = 2 * time.Second        // one write of a misbehaving connection
 	advAnswerTimeout  = 5 * time.Second        // waiting for the target's answer to a whole request
-	advPause          = 50 * time.Millisecond  // between two attempts of reset, bigheader
+	advPause          = 50 * time.Millisecond  // after a failed connect; between slowbody attempts
+	advPeriod         = 50 * time.Millisecond  // between two starts of a reset or bigheader slot
+	advMaxInFlight    = 4                      // a reset or bigheader slot's attempts running at once
 	advSlowPause      = time.Second            // between two attempts of slowloris, noread
 	segmentPause      = 10 * time.Millisecond  // between two segmented requests
 	// upFaultTimeout bounds a workload request that carries an upstream fault: a stalled
@@ -57,6 +59,8 @@ const (
 	outResetBefore = "reset_sent_before_response"
 	outResetMid    = "reset_sent_mid_response"
 	outResetAfter  = "reset_sent_after_response"
+	// A paced slot's start skipped: its earlier attempts were all still running.
+	outSkipped = "skipped"
 )
 
 // advStat accumulates one kind's outcomes.
@@ -75,6 +79,13 @@ func (s *advStat) add(outcome string) {
 	s.attempts.Add(1)
 	s.mu.Lock()
 	s.outcomes[outcome]++
+	s.mu.Unlock()
+}
+
+// skip records a paced start skipped: it is no attempt.
+func (s *advStat) skip() {
+	s.mu.Lock()
+	s.outcomes[outSkipped]++
 	s.mu.Unlock()
 }
 
@@ -466,13 +477,12 @@ func (r *advRun) drain(h *httpConn) string {
 }
 
 // reset sends a streaming request, reads a random part of the response (none a quarter of
-// the time) and resets the connection (RST).
+// the time) and resets the connection (RST), on a connection of its own each advPeriod (paced).
 func (r *advRun) reset(st *advStat, rng *rand.Rand) {
-	buf := make([]byte, resetMaxRead)
-	for !r.done() {
+	r.paced(st, rng, func(rng *rand.Rand) {
 		h, release, ok := r.dial(st)
 		if !ok {
-			continue
+			return
 		}
 		out := ""
 		if !r.deadline(h, advAnswerTimeout) {
@@ -486,7 +496,7 @@ func (r *advRun) reset(st *advStat, rng *rand.Rand) {
 		} else if rng.IntN(4) == 0 {
 			out = outResetBefore
 		} else {
-			out = r.readSome(h, buf[:1+rng.IntN(resetMaxRead)])
+			out = r.readSome(h, make([]byte, 1+rng.IntN(resetMaxRead)))
 		}
 		if tc, ok := h.c.(*net.TCPConn); ok {
 			_ = tc.SetLinger(0) // Close sends RST
@@ -495,9 +505,36 @@ func (r *advRun) reset(st *advStat, rng *rand.Rand) {
 		if !r.done() {
 			st.add(out)
 		}
-		if !r.sleep(advPause) {
-			return
+	})
+}
+
+// paced starts attempt on a fixed schedule, one start every advPeriod from a seeded phase,
+// however long the earlier attempts take: every target meets the same attempts per second.
+// (Waiting for each answer before the next attempt would send more of them to the target that
+// answers sooner, as a refusal is quicker than a proxied stream.) At most advMaxInFlight of
+// the slot's attempts run at once; a start that finds them all running is skipped and
+// counted as outSkipped, so a report shows when a target held attempts that long. Each
+// attempt gets a generator seeded from rng, so a run is repeatable. paced returns when the
+// run has ended and its attempts have returned.
+func (r *advRun) paced(st *advStat, rng *rand.Rand, attempt func(rng *rand.Rand)) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	running := make(chan struct{}, advMaxInFlight)
+	next := time.Now().Add(time.Duration(rng.Int64N(int64(advPeriod))))
+	for r.sleep(time.Until(next)) {
+		select {
+		case running <- struct{}{}:
+			seed := rng.Uint64()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-running }()
+				attempt(rand.New(rand.NewPCG(seed, seed>>32)))
+			}()
+		default:
+			st.skip()
 		}
+		next = next.Add(advPeriod)
 	}
 }
 
@@ -594,7 +631,7 @@ func (r *advRun) pipeline(st *advStat, _ *rand.Rand) {
 }
 
 // bigHeader sends one of three oversized heads (a 64 KiB field value, 2,000 fields, 200
-// fields) and records the answer.
+// fields) and records the answer, on a connection of its own each advPeriod (paced).
 func (r *advRun) bigHeader(st *advStat, rng *rand.Rand) {
 	// A valid chat request otherwise, so that a target that accepts the head answers 200.
 	end := "Content-Length: " + strconv.Itoa(len(r.jsonBody)) + "\r\n\r\n" + string(r.jsonBody)
@@ -612,10 +649,10 @@ func (r *advRun) bigHeader(st *advStat, rng *rand.Rand) {
 		return append(b, end...)
 	}
 	heads[1], heads[2] = fields(bigHeaderFields), fields(someHeaderFields)
-	for !r.done() {
+	r.paced(st, rng, func(rng *rand.Rand) {
 		h, release, ok := r.dial(st)
 		if !ok {
-			continue
+			return
 		}
 		opened := time.Now()
 		out := ""
@@ -636,10 +673,7 @@ func (r *advRun) bigHeader(st *advStat, rng *rand.Rand) {
 		}
 		st.add(out)
 		heldUntil(st, out, opened)
-		if !r.sleep(advPause) {
-			return
-		}
-	}
+	})
 }
 
 // segment sends valid requests, streaming or not, each written in 2..8 pieces cut at random

@@ -142,8 +142,10 @@ func TestAdversaryClientKindsBesideAWorkload(t *testing.T) {
 		require.Positive(t, k.Attempts, k.Kind)
 		require.Zero(t, k.Outcomes[outConnect], k.Kind)
 		var sum int64
-		for _, n := range k.Outcomes {
-			sum += n
+		for o, n := range k.Outcomes {
+			if o != outSkipped {
+				sum += n
+			}
 		}
 		require.Equal(t, k.Attempts, sum, "%s: every attempt has one outcome", k.Kind)
 	}
@@ -213,9 +215,61 @@ func TestAdversaryReportsTheTargetsRefusals(t *testing.T) {
 		// A request still being written when the target closes may meet a reset; an attempt
 		// begun just before the end of the run is still open then.
 		for o := range k.Outcomes {
-			require.Contains(t, []string{"status_408", outClosed, outReset, outResetBefore, outOpenAtEnd}, o, kind)
+			require.Contains(t, []string{"status_408", outClosed, outReset, outResetBefore, outOpenAtEnd, outSkipped}, o, kind)
 		}
 	}
+}
+
+// slowRefusingServer answers every connection with 431 hold after its first bytes, then
+// closes it, as a target that is slow to refuse would.
+func slowRefusingServer(t *testing.T, hold time.Duration) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				buf := make([]byte, 64<<10)
+				_ = c.SetReadDeadline(time.Now().Add(hold))
+				for {
+					if _, err := c.Read(buf); err != nil {
+						break
+					}
+				}
+				_, _ = io.WriteString(c, "HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+			}()
+		}
+	}()
+	return "http://" + ln.Addr().String()
+}
+
+// The reset and bigheader kinds start an attempt every advPeriod however long the target
+// takes to answer, so that every target meets the same attempts per second: against a target
+// that holds each one 150 ms, a slot that waited for each answer would make fewer than a
+// third of them.
+func TestPacedKindsKeepTheirRateAgainstASlowTarget(t *testing.T) {
+	const hold = 150 * time.Millisecond
+	run := 1200 * time.Millisecond
+	res, err := Run(context.Background(), Options{Target: slowRefusingServer(t, hold), Workload: WorkloadJSON,
+		Concurrency: 1, Duration: run, Adversary: "bigheader=1,reset=1"})
+	require.NoError(t, err)
+	closedLoop := int64(run / (hold + advPeriod))
+	for _, kind := range []string{AdvBigHeader, AdvReset} {
+		k := kindStat(t, res, kind)
+		started := k.Attempts + k.Outcomes[outSkipped]
+		require.Greater(t, started, 2*closedLoop, "%s: %d attempts started, %v", kind, started, k.Outcomes)
+		require.LessOrEqual(t, started, int64(run/advPeriod)+advMaxInFlight,
+			"%s: no more than one start per period (%d started)", kind, started)
+		require.Zero(t, k.Outcomes[outSkipped], "%s: 150 ms answers leave a slot's %d attempts room: %v",
+			kind, advMaxInFlight, k.Outcomes)
+	}
+	require.Positive(t, kindStat(t, res, AdvBigHeader).Outcomes["status_431"])
 }
 
 // faultUpstream is an SSE upstream that acts on llmsim's fault header: trickle answers

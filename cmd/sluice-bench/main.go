@@ -36,7 +36,7 @@ import (
 
 // adversaryHelp is the --adversary flag's help, shared by run and compare.
 const adversaryHelp = "misbehaving clients beside the workload, loopback only: kind=N,... " +
-	"(slowloris, slowbody, noread, reset, pipeline, bigheader, segment: N connections; " +
+	"(slowloris, slowbody, noread, pipeline, segment: N connections; reset, bigheader: N slots of 20 attempts a second; " +
 	"up-trickle, up-stall, up-reset, up-bigline: N% of the requests carry an llmsim fault) or mixed; see BENCHMARKS.md"
 
 // defaultRunDuration is sluice-bench run's measured window.
