@@ -61,6 +61,9 @@ const (
 	outResetAfter  = "reset_sent_after_response"
 	// A paced slot's start skipped: its earlier attempts were all still running.
 	outSkipped = "skipped"
+	// A paced slot's start missed: the harness itself woke a period or more after it was
+	// due (its own load), so it never started; not the target's doing, unlike outSkipped.
+	outLate = "late"
 )
 
 // advStat accumulates one kind's outcomes.
@@ -82,10 +85,10 @@ func (s *advStat) add(outcome string) {
 	s.mu.Unlock()
 }
 
-// skip records a paced start skipped: it is no attempt.
-func (s *advStat) skip() {
+// skip records n paced starts not made (outSkipped or outLate): they are no attempts.
+func (s *advStat) skip(outcome string, n int64) {
 	s.mu.Lock()
-	s.outcomes[outSkipped]++
+	s.outcomes[outcome] += n
 	s.mu.Unlock()
 }
 
@@ -120,6 +123,7 @@ type advRun struct {
 	a     *Adversary
 	addr  string
 	clk   func() int64
+	now   func() time.Time // the paced kinds' schedule clock: time.Now
 	stats map[string]*advStat
 
 	// Requests, built once: a streaming and a non-streaming chat completion, and the pieces
@@ -143,7 +147,7 @@ func startAdversary(ctx context.Context, a *Adversary, o *Options, addr, hostpor
 	if err != nil {
 		return nil, err
 	}
-	r := &advRun{a: a, addr: addr, clk: clk, stats: map[string]*advStat{},
+	r := &advRun{a: a, addr: addr, clk: clk, now: time.Now, stats: map[string]*advStat{},
 		sseReq: g.sseReq, jsonReq: g.jsonReq, head: g.head}
 	r.jsonBody = g.chatBody(nil, `[{"role":"user","content":"Say hello in five words."}]`, false)
 	for range pipelineBurst {
@@ -513,15 +517,24 @@ func (r *advRun) reset(st *advStat, rng *rand.Rand) {
 // (Waiting for each answer before the next attempt would send more of them to the target that
 // answers sooner, as a refusal is quicker than a proxied stream.) At most advMaxInFlight of
 // the slot's attempts run at once; a start that finds them all running is skipped and
-// counted as outSkipped, so a report shows when a target held attempts that long. Each
-// attempt gets a generator seeded from rng, so a run is repeatable. paced returns when the
-// run has ended and its attempts have returned.
+// counted as outSkipped, so a report shows when a target held attempts that long. A start
+// the slot only reaches a period or more after it was due (the harness's own goroutines were
+// not run in time: too many slots for the machine) is not made up for by a burst, which would
+// fill the slot at once and count the rest as outSkipped against a target that held nothing:
+// the starts missed are counted as outLate and the schedule goes on from the next one due.
+// Each attempt gets a generator seeded from rng, so a run is repeatable. paced returns when
+// the run has ended and its attempts have returned.
 func (r *advRun) paced(st *advStat, rng *rand.Rand, attempt func(rng *rand.Rand)) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	running := make(chan struct{}, advMaxInFlight)
-	next := time.Now().Add(time.Duration(rng.Int64N(int64(advPeriod))))
-	for r.sleep(time.Until(next)) {
+	next := r.now().Add(time.Duration(rng.Int64N(int64(advPeriod))))
+	for r.sleep(next.Sub(r.now())) {
+		if behind := r.now().Sub(next); behind >= advPeriod {
+			missed := int64(behind / advPeriod)
+			st.skip(outLate, missed)
+			next = next.Add(time.Duration(missed) * advPeriod)
+		}
 		select {
 		case running <- struct{}{}:
 			seed := rng.Uint64()
@@ -532,7 +545,7 @@ func (r *advRun) paced(st *advStat, rng *rand.Rand, attempt func(rng *rand.Rand)
 				attempt(rand.New(rand.NewPCG(seed, seed>>32)))
 			}()
 		default:
-			st.skip()
+			st.skip(outSkipped, 1)
 		}
 		next = next.Add(advPeriod)
 	}

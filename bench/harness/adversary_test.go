@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"context"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -143,7 +145,7 @@ func TestAdversaryClientKindsBesideAWorkload(t *testing.T) {
 		require.Zero(t, k.Outcomes[outConnect], k.Kind)
 		var sum int64
 		for o, n := range k.Outcomes {
-			if o != outSkipped {
+			if o != outSkipped && o != outLate {
 				sum += n
 			}
 		}
@@ -270,6 +272,31 @@ func TestPacedKindsKeepTheirRateAgainstASlowTarget(t *testing.T) {
 			kind, advMaxInFlight, k.Outcomes)
 	}
 	require.Positive(t, kindStat(t, res, AdvBigHeader).Outcomes["status_431"])
+}
+
+// A paced slot whose goroutine runs long after a start was due (a harness too loaded for its
+// slots) does not make the missed starts up in a burst: that would fill the slot at once and
+// count the rest as skipped, as if the target had held four attempts, against a target that
+// answers in 20 ms. The missed starts are counted late, and the schedule goes on.
+func TestPacedSlotBehindItsScheduleCountsLateNotSkipped(t *testing.T) {
+	const behind = 10 * advPeriod
+	var jump atomic.Int64 // added to the schedule's clock: how late the slot's goroutine ran
+	ctx, cancel := context.WithTimeout(context.Background(), 6*advPeriod)
+	defer cancel()
+	r := &advRun{ctx: ctx, cancel: cancel,
+		now: func() time.Time { return time.Now().Add(time.Duration(jump.Load())) }}
+	st := &advStat{kind: AdvReset, outcomes: map[string]int64{}}
+	r.paced(st, rand.New(rand.NewPCG(1, 2)), func(*rand.Rand) {
+		if st.attempts.Load() == 0 {
+			jump.Store(int64(behind))
+		}
+		time.Sleep(20 * time.Millisecond) // the target's answer
+		st.add(outClosed)
+	})
+	res := st.result(1, 0)
+	require.Zero(t, res.Outcomes[outSkipped], "no attempt was held: %v", res.Outcomes)
+	require.GreaterOrEqual(t, res.Outcomes[outLate], int64(behind/advPeriod)-1, "%v", res.Outcomes)
+	require.Equal(t, res.Attempts, res.Outcomes[outClosed], "%v", res.Outcomes)
 }
 
 // faultUpstream is an SSE upstream that acts on llmsim's fault header: trickle answers
