@@ -506,9 +506,10 @@ func (r *advRun) reset(st *advStat, rng *rand.Rand) {
 			_ = tc.SetLinger(0) // Close sends RST
 		}
 		release()
-		if !r.done() {
-			st.add(out)
+		if r.done() {
+			out = outOpenAtEnd // the run ended it, whatever the read saw then
 		}
+		st.add(out)
 	})
 }
 
@@ -674,16 +675,16 @@ func (r *advRun) bigHeader(st *advStat, rng *rand.Rand) {
 			return
 		}
 		if _, err := h.c.Write(heads[rng.IntN(len(heads))]); err != nil {
-			if out = connOutcome(err); out == "" {
+			switch out = connOutcome(err); {
+			case r.done():
+				out = outOpenAtEnd // the run's end aborted the write
+			case out == "":
 				out = ErrWrite.String()
 			}
 		} else {
 			out = r.finish(h, false)
 		}
 		release()
-		if out == outOpenAtEnd {
-			return
-		}
 		st.add(out)
 		heldUntil(st, out, opened)
 	})

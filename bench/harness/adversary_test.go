@@ -299,6 +299,48 @@ func TestPacedSlotBehindItsScheduleCountsLateNotSkipped(t *testing.T) {
 	require.Equal(t, res.Attempts, res.Outcomes[outClosed], "%v", res.Outcomes)
 }
 
+// silentServer accepts connections, reads what comes and never answers.
+func silentServer(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				_, _ = io.Copy(io.Discard, c)
+			}()
+		}
+	}()
+	return "http://" + ln.Addr().String()
+}
+
+// Attempts a target still holds when the run ends are reported as open_at_end, not dropped:
+// against a target that never answers, every paced slot ends the run with attempts open.
+func TestPacedAttemptsOpenAtTheEndAreReported(t *testing.T) {
+	res, err := Run(context.Background(), Options{Target: silentServer(t), Workload: WorkloadJSON,
+		Concurrency: 1, Duration: 300 * time.Millisecond, Timeout: 200 * time.Millisecond,
+		Adversary: "bigheader=2,reset=2"})
+	require.NoError(t, err)
+	for _, kind := range []string{AdvBigHeader, AdvReset} {
+		k := kindStat(t, res, kind)
+		require.Positive(t, k.Outcomes[outOpenAtEnd], "%s: %v", kind, k.Outcomes)
+		var sum int64
+		for o, n := range k.Outcomes {
+			if o != outSkipped && o != outLate {
+				sum += n
+			}
+		}
+		require.Equal(t, k.Attempts, sum, "%s: every attempt has one outcome", kind)
+		require.GreaterOrEqual(t, k.Opened, k.Attempts, kind)
+	}
+}
+
 // faultUpstream is an SSE upstream that acts on llmsim's fault header: trickle answers
 // normally, stall-after holds the response open, reset-after resets the connection, big-line
 // sends its first event with that much content.
