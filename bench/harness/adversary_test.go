@@ -163,10 +163,9 @@ func TestAdversaryClientKindsBesideAWorkload(t *testing.T) {
 	}
 }
 
-// refusingServer answers every connection with 408 and closes it 20 ms after its first byte,
-// as a server with a short header timeout would (it reads what came meanwhile, so that its
-// close is not a reset).
-func refusingServer(t *testing.T) string {
+// connServer runs serve, each on a goroutine of its own, for every connection to a loopback
+// listener the test closes at its end, and returns the listener's base URL.
+func connServer(t *testing.T, serve func(c net.Conn)) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -179,21 +178,35 @@ func refusingServer(t *testing.T) string {
 			}
 			go func() {
 				defer c.Close()
-				buf := make([]byte, 64<<10)
-				if _, err := c.Read(buf[:1]); err != nil {
-					return
-				}
-				_ = c.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
-				for {
-					if _, err := c.Read(buf); err != nil {
-						break
-					}
-				}
-				_, _ = io.WriteString(c, "HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+				serve(c)
 			}()
 		}
 	}()
 	return "http://" + ln.Addr().String()
+}
+
+// readFor reads and discards what c sends for d from the first read on.
+func readFor(c net.Conn, d time.Duration) {
+	buf := make([]byte, 64<<10)
+	_ = c.SetReadDeadline(time.Now().Add(d))
+	for {
+		if _, err := c.Read(buf); err != nil {
+			return
+		}
+	}
+}
+
+// refusingServer answers every connection with 408 and closes it 20 ms after its first byte,
+// as a server with a short header timeout would (it reads what came meanwhile, so that its
+// close is not a reset).
+func refusingServer(t *testing.T) string {
+	return connServer(t, func(c net.Conn) {
+		if _, err := c.Read(make([]byte, 1)); err != nil {
+			return
+		}
+		readFor(c, 20*time.Millisecond)
+		_, _ = io.WriteString(c, "HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+	})
 }
 
 // TestAdversaryReportsTheTargetsRefusals: against a target that refuses every request at
@@ -222,33 +235,13 @@ func TestAdversaryReportsTheTargetsRefusals(t *testing.T) {
 	}
 }
 
-// slowRefusingServer answers every connection with 431 hold after its first bytes, then
-// closes it, as a target that is slow to refuse would.
+// slowRefusingServer answers every connection with 431 hold after it opened, then closes
+// it, as a target that is slow to refuse would.
 func slowRefusingServer(t *testing.T, hold time.Duration) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				buf := make([]byte, 64<<10)
-				_ = c.SetReadDeadline(time.Now().Add(hold))
-				for {
-					if _, err := c.Read(buf); err != nil {
-						break
-					}
-				}
-				_, _ = io.WriteString(c, "HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
-			}()
-		}
-	}()
-	return "http://" + ln.Addr().String()
+	return connServer(t, func(c net.Conn) {
+		readFor(c, hold)
+		_, _ = io.WriteString(c, "HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+	})
 }
 
 // The reset and bigheader kinds start an attempt every advPeriod however long the target
@@ -299,25 +292,9 @@ func TestPacedSlotBehindItsScheduleCountsLateNotSkipped(t *testing.T) {
 	require.Equal(t, res.Attempts, res.Outcomes[outClosed], "%v", res.Outcomes)
 }
 
-// silentServer accepts connections, reads what comes and never answers.
+// silentServer reads what every connection sends and never answers.
 func silentServer(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				_, _ = io.Copy(io.Discard, c)
-			}()
-		}
-	}()
-	return "http://" + ln.Addr().String()
+	return connServer(t, func(c net.Conn) { _, _ = io.Copy(io.Discard, c) })
 }
 
 // Attempts a target still holds when the run ends are reported as open_at_end, not dropped:
