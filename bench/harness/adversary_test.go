@@ -164,12 +164,12 @@ func TestAdversaryClientKindsBesideAWorkload(t *testing.T) {
 }
 
 // connServer runs serve, each on a goroutine of its own, for every connection to a loopback
-// listener the test closes at its end, and returns the listener's base URL.
-func connServer(t *testing.T, serve func(c net.Conn)) string {
-	t.Helper()
+// listener the test or benchmark closes at its end, and returns the listener's base URL.
+func connServer(tb testing.TB, serve func(c net.Conn)) string {
+	tb.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = ln.Close() })
+	require.NoError(tb, err)
+	tb.Cleanup(func() { _ = ln.Close() })
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -283,7 +283,7 @@ func TestPacedSlotBehindItsScheduleCountsLateNotSkipped(t *testing.T) {
 		if st.attempts.Load() == 0 {
 			jump.Store(int64(behind))
 		}
-		time.Sleep(20 * time.Millisecond) // the target's answer
+		time.Sleep(20 * time.Millisecond) // the behaviour under test: an attempt the target holds 20 ms, under a period
 		st.add(outClosed)
 	})
 	res := st.result(1, 0)

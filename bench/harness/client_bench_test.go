@@ -13,32 +13,18 @@ import (
 // without allocating per request, so that -benchmem shows the client's own
 // allocations.
 func cannedUpstream(b *testing.B, reqLen int, resp []byte) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = ln.Close() })
-	go func() {
+	url := connServer(b, func(c net.Conn) {
+		buf := make([]byte, reqLen)
 		for {
-			c, err := ln.Accept()
-			if err != nil {
+			if _, err := io.ReadFull(c, buf); err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				buf := make([]byte, reqLen)
-				for {
-					if _, err := io.ReadFull(c, buf); err != nil {
-						return
-					}
-					if _, err := c.Write(resp); err != nil {
-						return
-					}
-				}
-			}()
+			if _, err := c.Write(resp); err != nil {
+				return
+			}
 		}
-	}()
-	return ln.Addr().String()
+	})
+	return strings.TrimPrefix(url, "http://")
 }
 
 func benchRoundTrip(b *testing.B, workload string, resp string) {
