@@ -160,8 +160,10 @@ type Result struct {
 	// an adversary).
 	Adversary *AdversaryResult `json:"adversary,omitempty"`
 
-	// Histograms, for merging runs; not serialised.
+	// Histograms, for merging runs; not serialised. SendLagHist is nil in the closed loop.
 	LatencyHist *Histogram `json:"-"`
+	ServiceHist *Histogram `json:"-"`
+	SendLagHist *Histogram `json:"-"`
 	TTFTHist    *Histogram `json:"-"`
 	ITLHist     *Histogram `json:"-"`
 }
@@ -398,9 +400,11 @@ func (r *runState) result() *Result {
 	res.TTFTHist = r.ttft.Snapshot()
 	res.ITLHist = r.itl.Snapshot()
 	res.Latency = res.LatencyHist.Summary()
-	res.ServiceLatency = r.service.Snapshot().Summary()
+	res.ServiceHist = r.service.Snapshot()
+	res.ServiceLatency = res.ServiceHist.Summary()
 	if res.Mode == "open" {
-		lag := r.lag.Snapshot().Summary()
+		res.SendLagHist = r.lag.Snapshot()
+		lag := res.SendLagHist.Summary()
 		res.SendLag = &lag
 	}
 	res.TTFT = res.TTFTHist.Summary()

@@ -515,42 +515,18 @@ func Compare(ctx context.Context, o CompareOptions) (*report.Comparison, error) 
 	adversaries := append([]string{""}, o.adversaries...)
 	switch names := adversaryNames(o.adversaries); len(o.adversaries) {
 	case 0:
-	case 1:
-		cmp.Setup += "; each run repeated under the adversary " + names
 	default:
-		cmp.Setup += "; each run repeated under each adversary in turn: " + names
+		cmp.Setup += "; in each round every target runs clean, then under the adversary " + names +
+			" (each adversary in turn, every target's run of it back to back), then clean again; its clean figures pool its two clean runs of the round"
 	}
 
 	for round := 1; round <= o.Rounds; round++ {
 		for _, wl := range o.Workloads {
-			for _, t := range roundOrder(targets, round) {
-				if t.proc != nil {
-					select {
-					case <-t.proc.Exited():
-						note("%s exited during the run (round %d): %s", t.name, round, oneLine(t.proc.LogTail(400)))
-						continue
-					default:
-					}
-				}
-				for _, adv := range adversaries {
-					run, err := measure(ctx, &o, t, wl, adv, round)
-					if err != nil {
-						return nil, err
-					}
-					cmp.Runs = append(cmp.Runs, run)
-					r := run.Result
-					label := wl
-					if adv != "" {
-						label += "+" + harness.AdversaryName(adv)
-					}
-					errs := ""
-					if r.Errors > 0 {
-						errs = " (" + r.ErrorSummary() + ")"
-					}
-					fmt.Fprintf(o.Log, "round %d/%d %-14s %-16s %8.0f req/s  p50 %8.1f µs  p99 %8.1f µs  errors %d%s\n",
-						round, o.Rounds, label, t.name, r.RPS, r.Latency.P50Us, r.Latency.P99Us, r.Errors, errs)
-				}
+			runs, err := runRound(ctx, &o, targets, wl, adversaries, round, note)
+			if err != nil {
+				return nil, err
 			}
+			cmp.Runs = append(cmp.Runs, runs...)
 		}
 	}
 	cmp.Rows = report.Summarize(cmp.Runs)
@@ -573,6 +549,84 @@ func Compare(ctx context.Context, o CompareOptions) (*report.Comparison, error) 
 		}
 	}
 	return cmp, nil
+}
+
+// runRound measures every target on workload wl in one round: clean only, or, with
+// adversaries, pass by pass: every target clean, then every target under each adversary in
+// turn, then every target clean again, whose run is pooled with the first clean one
+// (report.PoolRuns). A target's attacked run is set against its clean run and against the
+// peers' runs under the same adversary; taking each pass across the targets back to back puts
+// those runs minutes closer together than running each target's passes in a block, so a slow
+// swing of the machine moves them alike, and the clean runs that open and close the round
+// stand for the machine at both ends of it. Targets go in roundOrder within every pass. A
+// target whose process exited is noted and left out of the rest of the round.
+func runRound(ctx context.Context, o *CompareOptions, targets []target, wl string, adversaries []string, round int, note func(string, ...any)) ([]report.Run, error) {
+	passes := adversaries
+	if len(adversaries) > 1 {
+		passes = append(append([]string(nil), adversaries...), "") // the closing clean pass
+	}
+	var runs []report.Run
+	clean := map[string]int{} // target → index in runs of its opening clean run
+	gone := map[string]bool{}
+	for i, adv := range passes {
+		closing := i > 0 && adv == ""
+		for _, t := range roundOrder(targets, round) {
+			if gone[t.name] {
+				continue
+			}
+			if t.proc != nil {
+				select {
+				case <-t.proc.Exited():
+					note("%s exited during the run (round %d): %s", t.name, round, oneLine(t.proc.LogTail(400)))
+					gone[t.name] = true
+					continue
+				default:
+				}
+			}
+			run, err := measure(ctx, o, t, wl, adv, round)
+			if err != nil {
+				return nil, err
+			}
+			logRun(o, run, closing)
+			if !closing {
+				if adv == "" {
+					clean[t.name] = len(runs)
+				}
+				runs = append(runs, run)
+				continue
+			}
+			j, ok := clean[t.name]
+			if !ok {
+				runs = append(runs, run)
+				continue
+			}
+			pooled, err := report.PoolRuns(runs[j], run)
+			if err != nil {
+				return nil, err
+			}
+			runs[j] = pooled
+		}
+	}
+	return runs, nil
+}
+
+// logRun prints one run's line of the progress log; closing marks the clean run that closes a
+// round under adversaries.
+func logRun(o *CompareOptions, run report.Run, closing bool) {
+	r := run.Result
+	label := run.Workload
+	switch {
+	case run.Adversary != "":
+		label += "+" + harness.AdversaryName(run.Adversary)
+	case closing:
+		label += " (clean again)"
+	}
+	errs := ""
+	if r.Errors > 0 {
+		errs = " (" + r.ErrorSummary() + ")"
+	}
+	fmt.Fprintf(o.Log, "round %d/%d %-14s %-16s %8.0f req/s  p50 %8.1f µs  p99 %8.1f µs  errors %d%s\n",
+		run.Round, o.Rounds, label, run.Target, r.RPS, r.Latency.P50Us, r.Latency.P99Us, r.Errors, errs)
 }
 
 // adversaryNames lists specs as the report names them, separated by "; ".

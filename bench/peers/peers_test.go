@@ -7,7 +7,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -227,6 +229,84 @@ func TestCompareDirectAndInstalledPeers(t *testing.T) {
 			t.Errorf("%s missing without an install hint; notes: %v", peer, cmp.Notes)
 		}
 	}
+}
+
+// Under an adversary a round runs pass by pass: every target clean, every target attacked,
+// every target clean again; each target's two clean runs come back as one run pooling both.
+func TestCompareUnderAnAdversaryRunsPassByPass(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts proxies")
+	}
+	var log lines
+	cmp, err := Compare(context.Background(), CompareOptions{
+		Engines:   []string{},
+		BinDirs:   []string{t.TempDir()},
+		Workloads: []string{"sse"},
+		Rounds:    1,
+		Duration:  300 * time.Millisecond, Warmup: 100 * time.Millisecond,
+		Concurrency: 4,
+		SimTokens:   4,
+		Adversary:   "reset=1",
+		Log:         &log,
+	})
+	require.NoError(t, err)
+
+	targets := map[string]bool{}
+	for _, r := range cmp.Runs {
+		targets[r.Target] = true
+		if r.Adversary != "" {
+			require.Zero(t, r.Pooled, "%s attacked", r.Target)
+			continue
+		}
+		require.Equal(t, 2, r.Pooled, "%s: its clean run pools the opening and the closing one", r.Target)
+		require.InDelta(t, 0.6, r.Result.DurationS, 1e-9, "%s: two windows of 300 ms", r.Target)
+		require.Positive(t, r.Result.OK, r.Target)
+		if r.Target != TargetDirect {
+			require.Positive(t, r.ProxyRequests, r.Target)
+		}
+	}
+	require.Len(t, cmp.Runs, 2*len(targets), "one clean and one attacked run per target")
+
+	// The passes in the progress log: clean, attacked, clean again, each across all targets.
+	var passes []int
+	for _, l := range log.all() {
+		if !strings.HasPrefix(l, "round 1/1 ") {
+			continue
+		}
+		switch f := strings.Fields(strings.TrimPrefix(l, "round 1/1 ")); {
+		case strings.HasPrefix(f[0], "sse+"):
+			passes = append(passes, 1)
+		case len(f) > 2 && f[1] == "(clean" && f[2] == "again)":
+			passes = append(passes, 2)
+		default:
+			passes = append(passes, 0)
+		}
+	}
+	require.Len(t, passes, 3*len(targets), "log: %q", log.all())
+	require.True(t, slices.IsSorted(passes), "runs out of pass order: %v", passes)
+	perPass := make([]int, 3)
+	for _, p := range passes {
+		perPass[p]++
+	}
+	require.Equal(t, []int{len(targets), len(targets), len(targets)}, perPass, "runs per pass: %v", passes)
+}
+
+// lines collects what is written to it, one entry per line.
+type lines struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lines) all() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Split(strings.TrimRight(l.b.String(), "\n"), "\n")
 }
 
 func TestCompareRejectsBadOptions(t *testing.T) {

@@ -8,6 +8,8 @@ package report
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"math"
 	"sort"
@@ -40,6 +42,39 @@ type Run struct {
 	// ProxyRequests is the number of requests the proxy served during the
 	// run, warmup included (the denominator of CPU per 1,000 requests).
 	ProxyRequests int64 `json:"proxy_requests"`
+	// Pooled, when above 1, is how many runs of the round this one stands for (PoolRuns): a
+	// comparison under adversaries runs each target clean at the start and at the end of a
+	// round and pools the two into its clean run.
+	Pooled int `json:"pooled_runs,omitempty"`
+}
+
+// PoolRuns returns the clean runs rs of one target, workload and round as one run: the
+// load's figures as harness.PoolClean takes them, the proxy's CPU seconds and requests
+// summed, its peak RSS the highest. Errors: those of PoolClean, and runs of different
+// targets, workloads or rounds.
+func PoolRuns(rs ...Run) (Run, error) {
+	if len(rs) == 0 {
+		return Run{}, errors.New("pool: no runs")
+	}
+	results := make([]*harness.Result, len(rs))
+	for i, r := range rs {
+		if r.Target != rs[0].Target || r.Workload != rs[0].Workload || r.Round != rs[0].Round || r.Adversary != "" {
+			return Run{}, fmt.Errorf("pool: run %d is %s %s %q round %d, not a clean run of %s %s round %d",
+				i+1, r.Target, r.Workload, r.Adversary, r.Round, rs[0].Target, rs[0].Workload, rs[0].Round)
+		}
+		results[i] = r.Result
+	}
+	res, err := harness.PoolClean(results...)
+	if err != nil {
+		return Run{}, err
+	}
+	out := Run{Round: rs[0].Round, Target: rs[0].Target, Workload: rs[0].Workload, Result: res, Pooled: len(rs)}
+	for _, r := range rs {
+		out.ProxyCPUSeconds += r.ProxyCPUSeconds
+		out.ProxyRequests += r.ProxyRequests
+		out.ProxyPeakRSSBytes = max(out.ProxyPeakRSSBytes, r.ProxyPeakRSSBytes)
+	}
+	return out, nil
 }
 
 // Row is the summary of one target on one workload: medians over rounds

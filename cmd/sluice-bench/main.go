@@ -397,7 +397,7 @@ func compareCmd(ctx context.Context, args []string) error {
 	fs.DurationVar(&o.SimITL, "sim-itl", 0, "upstream inter-token latency (llmsim --itl)")
 	fs.IntVar(&o.SimTokens, "sim-tokens", peers.DefaultSimTokens, "upstream tokens per response (llmsim --tokens)")
 	simArgs := fs.String("sim-args", "", "extra llmsim flags, space-separated")
-	fs.StringVar(&o.Adversary, "adversary", "", "repeat every run under each adversary in turn: specs separated by \";\", or each (every kind alone at its count in mixed, then mixed); a spec is "+adversaryHelp)
+	fs.StringVar(&o.Adversary, "adversary", "", "run every target under each adversary in turn, between clean runs that open and close each round: specs separated by \";\", or each (every kind alone at its count in mixed, then mixed); a spec is "+adversaryHelp)
 	sluiceExtra := fs.String("sluice-extra", "", "a TOML file added to each sluice config after the catch-all router's keys: its middlewares = [...] and their tables, [log] (peers run without)")
 	binDir := fs.String("bin", "./bin", "directory searched for sluice and llmsim before PATH")
 	fs.StringVar(&o.WorkDir, "workdir", "", "directory for generated configs and logs, kept: made if it is missing, in a directory that exists (default: temporary, removed)")
