@@ -229,14 +229,16 @@ func (r *advRun) sleep(d time.Duration) bool {
 }
 
 // dial opens a connection for st whose blocked reads and writes return at once when the run
-// ends (release undoes that).
-func (r *advRun) dial(st *advStat) (h *httpConn, release func(), ok bool) {
+// ends (release undoes that). A failed connect is counted and waits pause before it returns,
+// so that a kind retrying at once does not spin on a closed port; a paced kind passes 0, its
+// schedule paces it, and a wait would hold one of its slot's attempts.
+func (r *advRun) dial(st *advStat, pause time.Duration) (h *httpConn, release func(), ok bool) {
 	h = newHTTPConn(r.addr, r.clk)
 	if err := h.connect(dialTimeout); err != nil {
 		if !r.done() {
 			st.add(outConnect)
 		}
-		r.sleep(advPause)
+		r.sleep(pause)
 		return nil, nil, false
 	}
 	st.opened.Add(1)
@@ -400,7 +402,7 @@ func (r *advRun) slowly(st *advStat, pieces [][]byte, gap, pause time.Duration) 
 // slowOnce sends pieces gap apart on a new connection and records what the target did;
 // false when the run ended.
 func (r *advRun) slowOnce(st *advStat, pieces [][]byte, gap time.Duration) bool {
-	h, release, ok := r.dial(st)
+	h, release, ok := r.dial(st, advPause)
 	if !ok {
 		return !r.done()
 	}
@@ -484,7 +486,7 @@ func (r *advRun) drain(h *httpConn) string {
 // the time) and resets the connection (RST), on a connection of its own each advPeriod (paced).
 func (r *advRun) reset(st *advStat, rng *rand.Rand) {
 	r.paced(st, rng, func(rng *rand.Rand) {
-		h, release, ok := r.dial(st)
+		h, release, ok := r.dial(st, 0)
 		if !ok {
 			return
 		}
@@ -562,8 +564,8 @@ func (r *advRun) readSome(h *httpConn, buf []byte) string {
 		if n >= 12 && !bytes.HasPrefix(buf[:n], []byte("HTTP/1.1 200")) {
 			return "status_" + string(buf[9:12])
 		}
-		if bytes.Contains(buf[:n], sseDone) {
-			return outResetAfter // the whole stream came before the reset
+		if responseComplete(buf[:n]) {
+			return outResetAfter // the whole response came before the reset
 		}
 		if err != nil {
 			if r.done() {
@@ -580,11 +582,33 @@ func (r *advRun) readSome(h *httpConn, buf []byte) string {
 
 var sseDone = []byte("data: [DONE]")
 
+// responseComplete reports whether p, the start of a connection's bytes, holds a whole
+// response: a stream through its [DONE] event, or a head with Content-Length and that many
+// body bytes after it (a target may answer a streaming request with one JSON body and close).
+func responseComplete(p []byte) bool {
+	if bytes.Contains(p, sseDone) {
+		return true
+	}
+	end := bytes.Index(p, []byte("\r\n\r\n"))
+	if end < 0 {
+		return false
+	}
+	for _, line := range bytes.Split(p[:end], []byte("\r\n"))[1:] {
+		name, value, ok := bytes.Cut(line, []byte(":"))
+		if !ok || !bytes.EqualFold(bytes.TrimSpace(name), []byte("Content-Length")) {
+			continue
+		}
+		n, err := strconv.Atoi(string(bytes.TrimSpace(value)))
+		return err == nil && len(p)-end-4 >= n
+	}
+	return false
+}
+
 // pipeline writes bursts of small requests without waiting for their answers (up to
 // pipelineBursts unanswered) while a reader takes the answers, each counted by status.
 func (r *advRun) pipeline(st *advStat, _ *rand.Rand) {
 	for !r.done() {
-		h, release, ok := r.dial(st)
+		h, release, ok := r.dial(st, advPause)
 		if !ok {
 			continue
 		}
@@ -664,7 +688,7 @@ func (r *advRun) bigHeader(st *advStat, rng *rand.Rand) {
 	}
 	heads[1], heads[2] = fields(bigHeaderFields), fields(someHeaderFields)
 	r.paced(st, rng, func(rng *rand.Rand) {
-		h, release, ok := r.dial(st)
+		h, release, ok := r.dial(st, 0)
 		if !ok {
 			return
 		}
@@ -696,7 +720,7 @@ func (r *advRun) bigHeader(st *advStat, rng *rand.Rand) {
 func (r *advRun) segment(st *advStat, rng *rand.Rand) {
 	var cuts []int
 	for !r.done() {
-		h, release, ok := r.dial(st)
+		h, release, ok := r.dial(st, advPause)
 		if !ok {
 			continue
 		}

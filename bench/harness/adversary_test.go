@@ -163,6 +163,29 @@ func TestAdversaryClientKindsBesideAWorkload(t *testing.T) {
 	}
 }
 
+// A target that answers the reset kind's streaming request with a whole JSON body and closes
+// has sent its complete response before the reset: the attempt counts as a reset after the
+// response, not as the target closing on it.
+func TestResetSeesAWholeBodyByContentLength(t *testing.T) {
+	const answer = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 16\r\n\r\n{\"choices\": []}\n"
+	target := connServer(t, func(c net.Conn) {
+		req, err := http.ReadRequest(bufio.NewReader(c))
+		if err != nil {
+			return
+		}
+		_, _ = io.Copy(io.Discard, req.Body) // a close with unread bytes would send a reset
+		_, _ = c.Write([]byte(answer))
+	})
+	res, err := Run(context.Background(), Options{Target: target, Workload: WorkloadJSON, Concurrency: 1,
+		Duration: 300 * time.Millisecond, Seed: 5, Adversary: "reset=2"})
+	require.NoError(t, err)
+	st := kindStat(t, res, AdvReset)
+	require.Positive(t, st.Outcomes[outResetAfter], "outcomes %v", st.Outcomes)
+	for o := range st.Outcomes {
+		require.Contains(t, []string{outResetBefore, outResetMid, outResetAfter, outOpenAtEnd}, o, "outcomes %v", st.Outcomes)
+	}
+}
+
 // connServer runs serve, each on a goroutine of its own, for every connection to a loopback
 // listener the test or benchmark closes at its end, and returns the listener's base URL.
 func connServer(tb testing.TB, serve func(c net.Conn)) string {
