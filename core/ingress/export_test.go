@@ -108,3 +108,10 @@ func SetAcceptHook(f func()) (restore func()) {
 
 // LoopAccepted returns how many connections the engine's event loops accepted themselves.
 func LoopAccepted(tr Transport) int64 { return tr.(*GnetEngine).loopAccepted.Load() }
+
+// SetBacklogHook sets the hook closeListener runs once no event loop accepts any more, before
+// it takes the listener's backlog; restore unsets it.
+func SetBacklogHook(f func()) (restore func()) {
+	backlogHook = f
+	return func() { backlogHook = nil }
+}

@@ -77,6 +77,9 @@ type GnetEngine struct {
 	m         *metrics.Entrypoint
 	release   func() // of the entrypoint's gauges
 	inherited bool   // ln came from Settings.Listener: its accepted connections need keep-alive off
+	// donated is set once ListenerFile gave the socket to a transport taking over the address:
+	// the backlog is that transport's to accept then (closeListener).
+	donated atomic.Bool
 
 	mu      sync.Mutex
 	live    map[*gconn]struct{}   // open connections, for the deadline sweep
@@ -134,7 +137,13 @@ func (e *GnetEngine) Listen() error {
 func (e *GnetEngine) Refusing() <-chan struct{} { return e.closing }
 
 // ListenerFile implements Transport.
-func (e *GnetEngine) ListenerFile() (*os.File, error) { return listenerFile(e.ln) }
+func (e *GnetEngine) ListenerFile() (*os.File, error) {
+	f, err := listenerFile(e.ln)
+	if err == nil {
+		e.donated.Store(true)
+	}
+	return f, err
+}
 
 // Start implements Transport.
 func (e *GnetEngine) Start() error {
@@ -287,7 +296,11 @@ func (e *GnetEngine) registerFailed(err error) {
 }
 
 // closeListener closes the entrypoint's listening socket: from then on the kernel refuses new
-// connections.
+// connections. The connections already in its backlog are taken and served first: the kernel
+// completed their handshakes, so their clients have sent requests that the last close of the
+// socket would answer with a reset (unless the socket went to a transport taking over the
+// address, whose to accept they are). A client connecting between the last take and the close
+// can still meet that reset; the window is one system call wide.
 func (e *GnetEngine) closeListener() {
 	e.lnOnce.Do(func() {
 		e.shareMu.Lock()
@@ -299,10 +312,25 @@ func (e *GnetEngine) closeListener() {
 			e.sharedFD = -1
 		}
 		e.shareMu.Unlock()
+		if backlogHook != nil {
+			backlogHook()
+		}
+		if e.launched.Load() && !e.donated.Load() {
+			for _, c := range takeBacklog(e.ln) {
+				if tc, ok := c.(*net.TCPConn); ok {
+					_ = tc.SetKeepAlive(false) // net.FileConn turns it on; the listener has it off
+				}
+				e.register(c)
+			}
+		}
 		_ = e.ln.Close()
 		close(e.closing)
 	})
 }
+
+// backlogHook, when set (by tests), runs in closeListener once no event loop accepts from the
+// listener any more, before its backlog is taken.
+var backlogHook func()
 
 // waitEnrolled waits until every connection handed to gnet has been opened by a loop, or gnet
 // has stopped (and will open none).
