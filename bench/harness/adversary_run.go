@@ -234,8 +234,10 @@ func (r *advRun) sleep(d time.Duration) bool {
 // schedule paces it, and a wait would hold one of its slot's attempts.
 func (r *advRun) dial(st *advStat, pause time.Duration) (h *httpConn, release func(), ok bool) {
 	h = newHTTPConn(r.addr, r.clk)
-	if err := h.connect(dialTimeout); err != nil {
-		if !r.done() {
+	if err := h.connectCtx(r.ctx, dialTimeout); err != nil {
+		if r.done() {
+			st.add(outOpenAtEnd) // the run's end cut the connect short
+		} else {
 			st.add(outConnect)
 		}
 		r.sleep(pause)
@@ -564,12 +566,15 @@ func (r *advRun) readSome(h *httpConn, buf []byte) string {
 		if n >= 12 && !bytes.HasPrefix(buf[:n], []byte("HTTP/1.1 200")) {
 			return "status_" + string(buf[9:12])
 		}
-		if responseComplete(buf[:n]) {
+		if responseComplete(buf[:n], false) {
 			return outResetAfter // the whole response came before the reset
 		}
 		if err != nil {
 			if r.done() {
 				return outOpenAtEnd
+			}
+			if errors.Is(err, io.EOF) && responseComplete(buf[:n], true) {
+				return outResetAfter // a body delimited by the close came whole
 			}
 			if o := connOutcome(err); o != "" {
 				return o
@@ -583,9 +588,11 @@ func (r *advRun) readSome(h *httpConn, buf []byte) string {
 var sseDone = []byte("data: [DONE]")
 
 // responseComplete reports whether p, the start of a connection's bytes, holds a whole
-// response: a stream through its [DONE] event, or a head with Content-Length and that many
-// body bytes after it (a target may answer a streaming request with one JSON body and close).
-func responseComplete(p []byte) bool {
+// response: a stream through its [DONE] event, or a head and the body its framing delimits
+// (RFC 9112 §6.3: a chunked body through its last chunk, Transfer-Encoding taking precedence;
+// else a valid Content-Length's bytes). eof says the target closed the connection after p,
+// which completes a body delimited by the close (no Transfer-Encoding or Content-Length).
+func responseComplete(p []byte, eof bool) bool {
 	if bytes.Contains(p, sseDone) {
 		return true
 	}
@@ -593,15 +600,68 @@ func responseComplete(p []byte) bool {
 	if end < 0 {
 		return false
 	}
+	body := p[end+4:]
+	var te, cl []byte
 	for _, line := range bytes.Split(p[:end], []byte("\r\n"))[1:] {
 		name, value, ok := bytes.Cut(line, []byte(":"))
-		if !ok || !bytes.EqualFold(bytes.TrimSpace(name), []byte("Content-Length")) {
+		if !ok {
 			continue
 		}
-		n, err := strconv.Atoi(string(bytes.TrimSpace(value)))
-		return err == nil && len(p)-end-4 >= n
+		switch value = bytes.TrimSpace(value); {
+		case bytes.EqualFold(bytes.TrimSpace(name), []byte("Transfer-Encoding")):
+			te = value
+		case bytes.EqualFold(bytes.TrimSpace(name), []byte("Content-Length")):
+			cl = value
+		}
 	}
-	return false
+	switch {
+	case te != nil:
+		return bytes.HasSuffix(bytes.ToLower(te), []byte("chunked")) && chunkedComplete(body)
+	case cl != nil:
+		n, ok := contentLength(cl)
+		return ok && len(body) >= n
+	}
+	return eof
+}
+
+// chunkedComplete reports whether body holds a whole chunked body (RFC 9112 §7.1): chunks
+// through the last (size 0) and the trailer section's end.
+func chunkedComplete(body []byte) bool {
+	for {
+		line, rest, ok := bytes.Cut(body, []byte("\r\n"))
+		if !ok {
+			return false
+		}
+		size, _, _ := bytes.Cut(line, []byte(";")) // chunk extensions
+		n, err := strconv.ParseUint(string(bytes.TrimSpace(size)), 16, 32)
+		if err != nil {
+			return false
+		}
+		if n == 0 {
+			// Trailer fields, each ending in CRLF, then an empty line.
+			return bytes.HasPrefix(rest, []byte("\r\n")) || bytes.Contains(rest, []byte("\r\n\r\n"))
+		}
+		if uint64(len(rest)) < n+2 {
+			return false
+		}
+		body = rest[n+2:]
+	}
+}
+
+// contentLength parses a Content-Length value: digits only (RFC 9110 §8.6), so that "-1" or
+// "+5" frames nothing.
+func contentLength(v []byte) (int, bool) {
+	if len(v) == 0 || len(v) > 12 {
+		return 0, false
+	}
+	n := 0
+	for _, c := range v {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n, true
 }
 
 // pipeline writes bursts of small requests without waiting for their answers (up to

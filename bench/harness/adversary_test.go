@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 func TestParseAdversary(t *testing.T) {
@@ -414,4 +415,62 @@ func TestWithHeaderAddsTheLineAfterTheRequestLine(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "{}", string(body))
 	require.Equal(t, "POST /v1 HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\n{}", string(req), "the prebuilt request is untouched")
+}
+
+// responseComplete goes by the response's framing: [DONE], a chunked body through its last
+// chunk (Transfer-Encoding before Content-Length), a valid Content-Length, or the close.
+func TestResponseCompleteFollowsTheFraming(t *testing.T) {
+	const ok = "HTTP/1.1 200 OK\r\n"
+	for _, c := range []struct {
+		name, p  string
+		eof      bool
+		complete bool
+	}{
+		{"sse done", ok + "Content-Type: text/event-stream\r\n\r\ndata: x\n\ndata: [DONE]\n\n", false, true},
+		{"length whole", ok + "Content-Length: 5\r\n\r\nhello", false, true},
+		{"length short", ok + "Content-Length: 6\r\n\r\nhello", true, false},
+		{"length negative", ok + "Content-Length: -1\r\n\r\n", false, false},
+		{"length signed", ok + "Content-Length: +5\r\n\r\nhello", false, false},
+		{"head split", ok + "Content-Length: 5\r\n", false, false},
+		{"chunked whole", ok + "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", false, true},
+		{"chunked with extension and trailer", ok + "Transfer-Encoding: chunked\r\n\r\n5;x=1\r\nhello\r\n0\r\nT: v\r\n\r\n", false, true},
+		{"chunked without its last chunk", ok + "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n", true, false},
+		{"chunked data holding a zero line", ok + "Transfer-Encoding: chunked\r\n\r\n7\r\n\r\n0\r\n\r\n\r\n", false, false},
+		{"chunked over length", ok + "Transfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n5\r\nhello\r\n", false, false},
+		{"delimited by the close", ok + "\r\nhello", true, true},
+		{"open without framing", ok + "\r\nhello", false, false},
+	} {
+		require.Equal(t, c.complete, responseComplete([]byte(c.p), c.eof), c.name)
+	}
+}
+
+// Paced attempts whose connect the run's end cut short count as open_at_end, not as nothing:
+// against a listener whose accept queue is full, every connect hangs (its SYN dropped).
+func TestPacedConnectsCutByTheEndAreReported(t *testing.T) {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = unix.Close(fd) })
+	require.NoError(t, unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}))
+	require.NoError(t, unix.Listen(fd, 0)) // room for one waiting connection, never accepted
+	sa, err := unix.Getsockname(fd)
+	require.NoError(t, err)
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(sa.(*unix.SockaddrInet4).Port))
+	for i := 0; i < 2; i++ { // fill the queue (Linux lets backlog+1 wait)
+		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err == nil {
+			t.Cleanup(func() { _ = c.Close() })
+		}
+	}
+	res, err := Run(context.Background(), Options{Target: "http://" + addr, Workload: WorkloadJSON, Concurrency: 1,
+		Duration: 300 * time.Millisecond, Timeout: 200 * time.Millisecond, Adversary: "reset=2"})
+	require.NoError(t, err)
+	st := kindStat(t, res, AdvReset)
+	require.Positive(t, st.Outcomes[outOpenAtEnd], "outcomes %v", st.Outcomes)
+	var sum int64
+	for o, n := range st.Outcomes {
+		if o != outSkipped && o != outLate {
+			sum += n
+		}
+	}
+	require.Equal(t, st.Attempts, sum, "every attempt has an outcome: %v", st.Outcomes)
 }

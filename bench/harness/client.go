@@ -3,6 +3,7 @@ package harness
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -86,7 +87,13 @@ func newHTTPConn(addr string, clk func() int64) *httpConn {
 }
 
 func (h *httpConn) connect(timeout time.Duration) error {
-	c, err := net.DialTimeout("tcp", h.addr, timeout)
+	return h.connectCtx(context.Background(), timeout)
+}
+
+// connectCtx is connect whose dial also ends when ctx does.
+func (h *httpConn) connectCtx(ctx context.Context, timeout time.Duration) error {
+	d := net.Dialer{Timeout: timeout}
+	c, err := d.DialContext(ctx, "tcp", h.addr)
 	if err != nil {
 		return err
 	}

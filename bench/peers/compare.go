@@ -520,9 +520,10 @@ func Compare(ctx context.Context, o CompareOptions) (*report.Comparison, error) 
 			" (each adversary in turn, every target's run of it back to back), then clean again; its clean figures pool its two clean runs of the round"
 	}
 
+	dead := map[string]bool{} // targets whose process exited
 	for round := 1; round <= o.Rounds; round++ {
 		for _, wl := range o.Workloads {
-			runs, err := runRound(ctx, &o, targets, wl, adversaries, round, note)
+			runs, err := runRound(ctx, &o, targets, wl, adversaries, round, dead, note)
 			if err != nil {
 				return nil, err
 			}
@@ -559,35 +560,40 @@ func Compare(ctx context.Context, o CompareOptions) (*report.Comparison, error) 
 // those runs minutes closer together than running each target's passes in a block, so a slow
 // swing of the machine moves them alike, and the clean runs that open and close the round
 // stand for the machine at both ends of it. Targets go in roundOrder within every pass. A
-// target whose process exited is noted and left out of the rest of the round.
-func runRound(ctx context.Context, o *CompareOptions, targets []target, wl string, adversaries []string, round int, note func(string, ...any)) ([]report.Run, error) {
+// target whose process exited is noted once, added to dead and left out from then on; a run
+// during which it exited is kept (its failures are the figures), but not pooled into the
+// clean run.
+func runRound(ctx context.Context, o *CompareOptions, targets []target, wl string, adversaries []string, round int, dead map[string]bool, note func(string, ...any)) ([]report.Run, error) {
 	passes := adversaries
 	if len(adversaries) > 1 {
 		passes = append(append([]string(nil), adversaries...), "") // the closing clean pass
 	}
 	var runs []report.Run
 	clean := map[string]int{} // target → index in runs of its opening clean run
-	gone := map[string]bool{}
 	for i, adv := range passes {
 		closing := i > 0 && adv == ""
 		for _, t := range roundOrder(targets, round) {
-			if gone[t.name] {
+			if dead[t.name] {
 				continue
 			}
-			if t.proc != nil {
-				select {
-				case <-t.proc.Exited():
-					note("%s exited during the run (round %d): %s", t.name, round, oneLine(t.proc.LogTail(400)))
-					gone[t.name] = true
-					continue
-				default:
-				}
+			if exited(t) {
+				note("%s exited between runs (round %d): %s", t.name, round, oneLine(t.proc.LogTail(400)))
+				dead[t.name] = true
+				continue
 			}
 			run, err := measure(ctx, o, t, wl, adv, round)
 			if err != nil {
 				return nil, err
 			}
 			logRun(o, run, closing)
+			if exited(t) {
+				// Its failures are in the run; the next runs would only fail to connect.
+				note("%s exited during its run (round %d, %s): %s", t.name, round, passName(adv, closing), oneLine(t.proc.LogTail(400)))
+				dead[t.name] = true
+				if closing {
+					continue // a clean baseline pooled with a failed run would move every rise
+				}
+			}
 			if !closing {
 				if adv == "" {
 					clean[t.name] = len(runs)
@@ -610,6 +616,30 @@ func runRound(ctx context.Context, o *CompareOptions, targets []target, wl strin
 	return runs, nil
 }
 
+// exited reports whether t's process has exited (false for a target without one).
+func exited(t target) bool {
+	if t.proc == nil {
+		return false
+	}
+	select {
+	case <-t.proc.Exited():
+		return true
+	default:
+		return false
+	}
+}
+
+// passName names a pass of runRound for a note: "clean", "clean again" or the adversary.
+func passName(adv string, closing bool) string {
+	switch {
+	case adv != "":
+		return "under " + harness.AdversaryName(adv)
+	case closing:
+		return "clean again"
+	}
+	return "clean"
+}
+
 // logRun prints one run's line of the progress log; closing marks the clean run that closes a
 // round under adversaries.
 func logRun(o *CompareOptions, run report.Run, closing bool) {
@@ -625,7 +655,7 @@ func logRun(o *CompareOptions, run report.Run, closing bool) {
 	if r.Errors > 0 {
 		errs = " (" + r.ErrorSummary() + ")"
 	}
-	fmt.Fprintf(o.Log, "round %d/%d %-14s %-16s %8.0f req/s  p50 %8.1f µs  p99 %8.1f µs  errors %d%s\n",
+	fmt.Fprintf(o.Log, "round %d/%d %-22s %-20s %8.0f req/s  p50 %8.1f µs  p99 %8.1f µs  errors %d%s\n",
 		run.Round, o.Rounds, label, run.Target, r.RPS, r.Latency.P50Us, r.Latency.P99Us, r.Errors, errs)
 }
 

@@ -3,6 +3,10 @@ package peers
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -290,6 +295,46 @@ func TestCompareUnderAnAdversaryRunsPassByPass(t *testing.T) {
 	}
 	require.Equal(t, []int{len(targets), len(targets), len(targets)}, perPass, "runs per pass: %v", passes)
 }
+
+// A target whose process dies during its closing clean run is noted, and that run is not
+// pooled into its clean baseline: the clean run stays the opening one alone. The target here is
+// a loopback server beside a stand-in process, which the server kills when the closing run's
+// first request reaches it (the progress log has shown the two passes before).
+func TestCompareDoesNotPoolARunTheTargetDiedIn(t *testing.T) {
+	proc, err := StartProcess("victim", "/bin/sleep", []string{"60"}, t.TempDir())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = proc.Stop(time.Second) })
+	var log passLog
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if log.passes() == 2 {
+			_ = proc.Stop(0)
+			<-proc.Exited()
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"choices":[]}`)
+	}))
+	t.Cleanup(srv.Close)
+	o := CompareOptions{Duration: 200 * time.Millisecond, Warmup: 50 * time.Millisecond, Concurrency: 2, Rounds: 1, Log: &log}
+	var notes []string
+	runs, err := runRound(context.Background(), &o, []target{{name: "victim", url: srv.URL, proc: proc}}, "json",
+		[]string{"", "noread=1"}, 1, map[string]bool{}, func(f string, a ...any) { notes = append(notes, fmt.Sprintf(f, a...)) })
+	require.NoError(t, err)
+	require.Len(t, runs, 2, "the opening clean run and the attacked run")
+	require.Equal(t, "", runs[0].Adversary)
+	require.Zero(t, runs[0].Pooled, "the run the target died in is not pooled")
+	require.Len(t, notes, 1, "notes %q", notes)
+	require.Contains(t, notes[0], "victim exited during its run (round 1, clean again)")
+}
+
+// passLog counts the progress lines of the runs that ended.
+type passLog struct{ n atomic.Int64 }
+
+func (l *passLog) Write(p []byte) (int, error) {
+	l.n.Add(int64(strings.Count(string(p), "\n")))
+	return len(p), nil
+}
+
+func (l *passLog) passes() int64 { return l.n.Load() }
 
 // lines collects what is written to it, one entry per line.
 type lines struct {
