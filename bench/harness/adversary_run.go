@@ -495,6 +495,7 @@ func (r *advRun) reset(st *advStat, rng *rand.Rand) {
 		out := ""
 		if !r.deadline(h, advAnswerTimeout) {
 			release()
+			st.add(outOpenAtEnd) // opened as the run ended
 			return
 		}
 		if _, err := h.c.Write(r.sseReq); err != nil {
@@ -756,6 +757,7 @@ func (r *advRun) bigHeader(st *advStat, rng *rand.Rand) {
 		out := ""
 		if !r.deadline(h, advWriteTimeout) {
 			release()
+			st.add(outOpenAtEnd) // opened as the run ended
 			return
 		}
 		if _, err := h.c.Write(heads[rng.IntN(len(heads))]); err != nil {
