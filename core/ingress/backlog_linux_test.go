@@ -14,29 +14,56 @@ import (
 	"github.com/sluice-gw/sluice/core/ingress"
 )
 
-// Connections the kernel completed into the listen backlog just before a drain, which no
-// event loop accepted any more, are served when the entrypoint drains (with Connection:
-// close), not reset by the listener's close. The clients connect and send their requests in
-// the window between the loops letting go of the listener and its close.
+// Connections the kernel completed into the listen backlog just before a drain, which the
+// engine had not accepted, are served when the entrypoint drains (with Connection: close), not
+// reset by the listener's close. On gnet the clients connect and send their requests in the
+// window between the loops letting go of the listener and its close; on fasthttp while its
+// accept is held.
 func TestDrainServesTheListenBacklog(t *testing.T) {
+	for _, engine := range []string{"gnet", "fasthttp"} {
+		t.Run(engine, func(t *testing.T) { testDrainServesTheListenBacklog(t, engine) })
+	}
+}
+
+func testDrainServesTheListenBacklog(t *testing.T, engine string) {
 	up := newUpstream(t, answerNow)
-	tr := ingress.NewGnet(ingress.Settings{Name: "web", Address: "127.0.0.1:0", EventLoops: 1}, newResolver(t, up.addr()), nil)
-	require.NoError(t, tr.Start())
+	set := ingress.Settings{Name: "web", Address: "127.0.0.1:0", EventLoops: 1}
 	const waiting = 3
 	var clients []net.Conn
-	restore := ingress.SetBacklogHook(func() {
+	connect := func(addr string) {
 		for range waiting {
-			c := dialClient(t, tr.Addr())
+			c := dialClient(t, addr)
 			writeRequest(t, c, "/x")
 			clients = append(clients, c)
 		}
-	})
-	t.Cleanup(restore)
+	}
+	var tr ingress.Transport
+	if engine == "gnet" {
+		tr = ingress.NewGnet(set, newResolver(t, up.addr()), nil)
+		require.NoError(t, tr.Start())
+		t.Cleanup(ingress.SetBacklogHook(func() { connect(tr.Addr()) }))
+	} else {
+		release := make(chan struct{})
+		t.Cleanup(ingress.SetAcceptGate(func() { <-release }))
+		tr = ingress.NewFast(set, newResolver(t, up.addr()), nil)
+		require.NoError(t, tr.Start())
+		go func() {
+			<-tr.Refusing() // the backlog was taken and the socket closed
+			close(release)
+		}()
+		connect(tr.Addr())
+	}
 
+	// The clients read while the drain runs: the fasthttp engine lingers on a closing
+	// connection until its client has read the response.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	require.NoError(t, drainWithin(t, tr, ctx, 5*time.Second+cutSlack))
-	require.Len(t, clients, waiting, "the hook ran")
+	drained := make(chan error, 1)
+	go func() { drained <- tr.Drain(ctx) }()
+	if engine == "gnet" {
+		<-tr.Refusing() // the hook, which dials the clients, ran before
+	}
+	require.Len(t, clients, waiting, "the clients connected")
 	for i, c := range clients {
 		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 		require.NoError(t, err, "client %d", i)
@@ -45,6 +72,13 @@ func TestDrainServesTheListenBacklog(t *testing.T) {
 		require.Equal(t, 200, resp.StatusCode, "client %d", i)
 		require.Equal(t, "hello", string(body), "client %d", i)
 		require.True(t, resp.Close, "client %d: the draining entrypoint closes the connection", i)
+		_ = c.Close()
+	}
+	select {
+	case err := <-drained:
+		require.NoError(t, err)
+	case <-time.After(5*time.Second + cutSlack):
+		t.Fatal("Drain did not return")
 	}
 	require.True(t, refused(tr.Addr()), "new connections are refused once drained")
 }

@@ -115,3 +115,10 @@ func SetBacklogHook(f func()) (restore func()) {
 	backlogHook = f
 	return func() { backlogHook = nil }
 }
+
+// SetAcceptGate sets the gate the fasthttp engine's listener passes before each accept;
+// restore unsets it.
+func SetAcceptGate(f func()) (restore func()) {
+	acceptGate = f
+	return func() { acceptGate = nil }
+}

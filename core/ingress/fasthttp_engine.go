@@ -39,6 +39,7 @@ type FastEngine struct {
 	ln       net.Listener // the listener being served (Start)
 	done     chan struct{}
 	draining atomic.Bool
+	donated  atomic.Bool    // ListenerFile gave the socket to a transport taking over the address
 	certs    *tlscert.Store // TLS entrypoints: the certificates, reloaded when their files change
 	counters
 	m       *metrics.Entrypoint
@@ -125,14 +126,20 @@ func (e *FastEngine) Refusing() <-chan struct{} {
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // ListenerFile implements Transport.
-func (e *FastEngine) ListenerFile() (*os.File, error) { return listenerFile(e.tcp) }
+func (e *FastEngine) ListenerFile() (*os.File, error) {
+	f, err := listenerFile(e.tcp)
+	if err == nil {
+		e.donated.Store(true)
+	}
+	return f, err
+}
 
 // Start implements Transport.
 func (e *FastEngine) Start() error {
 	if err := e.Listen(); err != nil {
 		return err
 	}
-	ln := e.tcp
+	ln := net.Listener(&backlogListener{Listener: e.tcp, donated: &e.donated})
 	if t := e.set.TLS; t != nil {
 		ln = &tlsListener{Listener: ln, e: e, config: &tls.Config{GetCertificate: e.certs.GetCertificate, MinVersion: max(t.MinVersion, tls.VersionTLS12), NextProtos: []string{"http/1.1", "http/1.0"}}}
 	}
@@ -199,6 +206,13 @@ func (e *FastEngine) Drain(ctx context.Context) error {
 	err := sl.Close()
 	if errors.Is(err, net.ErrClosed) {
 		err = nil // an earlier Drain closed it
+	}
+	// The connections taken from the backlog at the close reach Serve's Accept after it:
+	// they are drained with the others.
+	select {
+	case <-sl.acceptEnded:
+	case <-e.done:
+	case <-ctx.Done():
 	}
 	if !sl.drain(ctx.Done()) && sl.cutAll() > 0 {
 		err = ctx.Err()

@@ -43,6 +43,10 @@ type serveListener struct {
 
 	closed    chan struct{} // closed once the listening socket is
 	closeOnce sync.Once
+	// acceptEnded is closed once Accept has reported the listener closed: every connection
+	// taken from the backlog at the close (backlogListener) was accepted before.
+	acceptEnded chan struct{}
+	endOnce     sync.Once
 
 	mu    sync.Mutex
 	conns map[*servedConn]struct{}
@@ -51,7 +55,7 @@ type serveListener struct {
 }
 
 func newServeListener(ln net.Listener, linger lingerLimits, limits *http1.Limits, m *metrics.Entrypoint, shed *shedLog) *serveListener {
-	return &serveListener{Listener: ln, accepting: make(chan struct{}), closed: make(chan struct{}), conns: make(map[*servedConn]struct{}), linger: linger, limits: limits, m: m, shed: shed}
+	return &serveListener{Listener: ln, accepting: make(chan struct{}), closed: make(chan struct{}), acceptEnded: make(chan struct{}), conns: make(map[*servedConn]struct{}), linger: linger, limits: limits, m: m, shed: shed}
 }
 
 // Close implements net.Listener: a drain calls it first, and Serve then returns.
@@ -74,9 +78,11 @@ func (l *serveListener) Accept() (net.Conn, error) {
 		// fasthttp's Serve returns on any accept error but a timeout, and the entrypoint
 		// would never accept again: out of descriptors, wait a little and try again.
 		if errors.Is(err, net.ErrClosed) {
+			l.endOnce.Do(func() { close(l.acceptEnded) })
 			return nil, err
 		}
 		if !l.retry.wait(l.shed.log, l.shed.entrypoint, err, l.closed) {
+			l.endOnce.Do(func() { close(l.acceptEnded) })
 			return nil, net.ErrClosed
 		}
 	}

@@ -328,8 +328,8 @@ func (e *GnetEngine) closeListener() {
 	})
 }
 
-// backlogHook, when set (by tests), runs in closeListener once no event loop accepts from the
-// listener any more, before its backlog is taken.
+// backlogHook, when set (by tests), runs when an engine closes its listener, before it takes
+// the backlog: on the gnet engine once no event loop accepts from it any more.
 var backlogHook func()
 
 // waitEnrolled waits until every connection handed to gnet has been opened by a loop, or gnet

@@ -44,8 +44,9 @@ type Transport interface {
 	// Addr is the bound address (useful with port 0).
 	Addr() string
 	// Drain closes the listening socket at once, so that new connections are refused (not
-	// accepted and closed), lets in-flight requests finish (their responses close the
-	// connection) and closes idle connections. It returns nil once every connection is gone and the engine has stopped. If
+	// accepted and closed), serves the connections that were waiting in its backlog (on Linux;
+	// unless ListenerFile gave the socket to another transport), lets in-flight requests
+	// finish (their responses close the connection) and closes idle connections. It returns nil once every connection is gone and the engine has stopped. If
 	// ctx ends first, it closes the connections left, aborting their upstream exchanges, stops
 	// the engine, and returns ctx's error. Drain may be called without Start, after a failed
 	// Start, and more than once (later calls return nil); not concurrently with Start.
