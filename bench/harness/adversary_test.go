@@ -158,8 +158,10 @@ func TestAdversaryClientKindsBesideAWorkload(t *testing.T) {
 	require.Equal(t, seg.Attempts, seg.Outcomes[outOK], "segmented requests are valid: %v", seg.Outcomes)
 	pipe := kindStat(t, res, AdvPipeline)
 	require.Equal(t, pipe.Attempts, pipe.Outcomes["status_200"], "pipelined answers: %v", pipe.Outcomes)
+	// Besides its own resets: an attempt the run's end cut off, and starts the pacing skipped
+	// or the harness reached late (a loaded machine), which are not attempts.
 	for o := range kindStat(t, res, AdvReset).Outcomes {
-		require.Contains(t, []string{outResetBefore, outResetMid, outResetAfter}, o)
+		require.Contains(t, []string{outResetBefore, outResetMid, outResetAfter, outOpenAtEnd, outSkipped, outLate}, o)
 	}
 }
 
@@ -251,9 +253,10 @@ func TestAdversaryReportsTheTargetsRefusals(t *testing.T) {
 			require.Positive(t, k.HeldMaxMs, kind)
 		}
 		// A request still being written when the target closes may meet a reset; an attempt
-		// begun just before the end of the run is still open then.
+		// begun just before the end of the run is still open then; a paced start may be
+		// skipped, or missed by a harness the machine ran late.
 		for o := range k.Outcomes {
-			require.Contains(t, []string{"status_408", outClosed, outReset, outResetBefore, outOpenAtEnd, outSkipped}, o, kind)
+			require.Contains(t, []string{"status_408", outClosed, outReset, outResetBefore, outOpenAtEnd, outSkipped, outLate}, o, kind)
 		}
 	}
 }
@@ -337,7 +340,9 @@ func TestPacedAttemptsOpenAtTheEndAreReported(t *testing.T) {
 			}
 		}
 		require.Equal(t, k.Attempts, sum, "%s: every attempt has one outcome", kind)
-		require.GreaterOrEqual(t, k.Opened, k.Attempts, kind)
+		// Every connection opened has its outcome; an attempt whose connect the end cut has
+		// one without a connection.
+		require.LessOrEqual(t, k.Opened, k.Attempts, kind)
 	}
 }
 

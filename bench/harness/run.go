@@ -170,12 +170,14 @@ type Result struct {
 
 // runState is shared by the workers of one run.
 type runState struct {
-	o        Options
-	addr     string
-	base     time.Time
-	measure  int64 // ns: start of the measured window
-	end      int64 // ns: end of the window (no request starts later)
-	stopAt   time.Time
+	o       Options
+	addr    string
+	base    time.Time
+	measure int64 // ns: start of the measured window
+	end     int64 // ns: end of the window (no request starts later)
+	stopAt  time.Time
+	// stopCtx ends at stopAt (or with the run): a connect still under way then is cut short.
+	stopCtx  context.Context
 	timeout  time.Duration
 	stopping atomic.Bool
 
@@ -242,6 +244,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	stopCtx, stopCancel := context.WithDeadline(runCtx, r.stopAt)
+	defer stopCancel()
+	r.stopCtx = stopCtx
 	if adversary != nil {
 		if r.adv, err = startAdversary(runCtx, adversary, &o, addr, u.Host, r.clock); err != nil {
 			return nil, err
@@ -528,11 +533,19 @@ func (w *worker) one(intended int64) {
 	}
 	c := w.conn
 	if c.c == nil {
-		if err := c.connect(dialTimeout); err != nil {
+		if err := c.connectCtx(r.stopCtx, dialTimeout); err != nil {
 			if r.stopping.Load() {
 				return
 			}
-			if intended >= r.measure {
+			switch {
+			case r.stopCtx.Err() != nil:
+				// Still connecting when the run ended: in flight, like an unanswered request.
+				if intended < r.end {
+					r.unfinished.Add(1)
+				}
+				r.sent.Add(1)
+				return
+			case intended >= r.measure:
 				r.errs[ErrConnect].Add(1)
 			}
 			r.sent.Add(1)
