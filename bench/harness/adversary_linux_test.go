@@ -11,8 +11,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Paced attempts whose connect the run's end cut short count as open_at_end, not as nothing:
-// against a listener whose accept queue is full, every connect hangs (its SYN dropped).
+// Paced attempts whose connect the run's end cut short count as open_at_end, not as nothing,
+// and the workload's as unfinished: against a listener whose accept queue is full, every
+// connect hangs (its SYN dropped).
 func TestPacedConnectsCutByTheEndAreReported(t *testing.T) {
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	require.NoError(t, err)
@@ -29,8 +30,11 @@ func TestPacedConnectsCutByTheEndAreReported(t *testing.T) {
 		}
 	}
 	res, err := Run(context.Background(), Options{Target: "http://" + addr, Workload: WorkloadJSON, Concurrency: 1,
-		Duration: 300 * time.Millisecond, Timeout: 200 * time.Millisecond, Adversary: "reset=2"})
+		Duration: 300 * time.Millisecond, Timeout: 200 * time.Millisecond, Drain: 300 * time.Millisecond, Adversary: "reset=2"})
 	require.NoError(t, err)
+	// The workload's own connect hung too, and the run's end cut it: a request in flight.
+	require.Positive(t, res.Unfinished, "the workload's hanging connect: %+v %v ok=%d", res.ErrorsByKind, res.Requests, res.OK)
+	require.Zero(t, res.ErrorsByKind["connect"], "a connect the end cut is not a refusal")
 	st := kindStat(t, res, AdvReset)
 	require.Positive(t, st.Outcomes[outOpenAtEnd], "outcomes %v", st.Outcomes)
 	var sum int64

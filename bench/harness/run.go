@@ -538,8 +538,9 @@ func (w *worker) one(intended int64) {
 				return
 			}
 			switch {
-			case r.stopCtx.Err() != nil:
-				// Still connecting when the run ended: in flight, like an unanswered request.
+			case r.stopCtx.Err() != nil || !time.Now().Before(r.stopAt):
+				// Still connecting when the run ended (the dial's own deadline, which is the
+				// context's, may fire first): in flight, like an unanswered request.
 				if intended < r.end {
 					r.unfinished.Add(1)
 				}
