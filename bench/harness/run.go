@@ -129,7 +129,7 @@ type Result struct {
 	// both maps.
 	ErrorsByStatus map[string]int64 `json:"errors_by_status,omitempty"`
 	// Unfinished counts requests of the window (or of the warmup) still in
-	// flight when the drain time ended, and (open loop) requests scheduled in the window
+	// flight when the drain time ended (their connect included), and (open loop) requests scheduled in the window
 	// that could not be sent before it ended because every connection was
 	// busy. They have no latency sample: a non-zero count means the
 	// percentiles understate a stall.
