@@ -8,7 +8,7 @@ import (
 )
 
 // backlogListener is the fasthttp engine's innermost listener. Its Close takes the
-// connections waiting in the socket's backlog before it closes the socket (takeBacklog), unless
+// connections waiting in the socket's backlog before it closes the socket (acceptBacklog), unless
 // the socket went to a transport taking over the address (donated), and its Accept hands them
 // out once the socket is closed, before it reports the close: the engine's Serve serves them as
 // a drain does instead of the close resetting them.
@@ -20,18 +20,21 @@ type backlogListener struct {
 	taken []net.Conn
 }
 
-// Close implements net.Listener.
+// Close implements net.Listener. It holds mu from the take to the wrapping, so that an Accept
+// that finds the socket closed waits for the connections taken.
 func (l *backlogListener) Close() error {
 	if backlogHook != nil {
 		backlogHook()
 	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var fds []int
 	if !l.donated.Load() {
-		taken := takeBacklog(l.Listener)
-		l.mu.Lock()
-		l.taken = append(l.taken, taken...)
-		l.mu.Unlock()
+		fds = acceptBacklog(l.Listener)
 	}
-	return l.Listener.Close()
+	err := l.Listener.Close()
+	l.taken = append(l.taken, wrapBacklog(fds)...)
+	return err
 }
 
 // Accept implements net.Listener.

@@ -4,5 +4,8 @@ package ingress
 
 import "net"
 
-// takeBacklog takes nothing here: the listener's close resets what waits in its backlog.
-func takeBacklog(net.Listener) []net.Conn { return nil }
+// acceptBacklog takes nothing here: the listener's close resets what waits in its backlog.
+func acceptBacklog(net.Listener) []int { return nil }
+
+// wrapBacklog has nothing to wrap here.
+func wrapBacklog([]int) []net.Conn { return nil }

@@ -300,7 +300,8 @@ func (e *GnetEngine) registerFailed(err error) {
 // completed their handshakes, so their clients have sent requests that the last close of the
 // socket would answer with a reset (unless the socket went to a transport taking over the
 // address, whose to accept they are). A client connecting between the last take and the close
-// can still meet that reset; the window is one system call wide.
+// can still meet that reset; the window is one system call wide, as the descriptors taken are
+// only wrapped and handed to the loops after the close.
 func (e *GnetEngine) closeListener() {
 	e.lnOnce.Do(func() {
 		e.shareMu.Lock()
@@ -315,16 +316,18 @@ func (e *GnetEngine) closeListener() {
 		if backlogHook != nil {
 			backlogHook()
 		}
+		var fds []int
 		if e.launched.Load() && !e.donated.Load() {
-			for _, c := range takeBacklog(e.ln) {
-				if tc, ok := c.(*net.TCPConn); ok {
-					_ = tc.SetKeepAlive(false) // net.FileConn turns it on; the listener has it off
-				}
-				e.register(c)
-			}
+			fds = acceptBacklog(e.ln)
 		}
-		_ = e.ln.Close()
+		_ = e.ln.Close() // at once: the window in which a new connection is reset stays short
 		close(e.closing)
+		for _, c := range wrapBacklog(fds) {
+			if tc, ok := c.(*net.TCPConn); ok {
+				_ = tc.SetKeepAlive(false) // net.FileConn turns it on; the listener has it off
+			}
+			e.register(c)
+		}
 	})
 }
 
