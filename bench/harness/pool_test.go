@@ -59,20 +59,18 @@ func TestPoolCleanTakesEveryFigureOverBothRuns(t *testing.T) {
 
 	_, err = PoolClean()
 	require.ErrorContains(t, err, "no runs")
-	other := *b
-	other.Workload = WorkloadJSON
-	_, err = PoolClean(a, &other)
-	require.ErrorContains(t, err, "run 2")
-	attacked := *b
-	attacked.Adversary = &AdversaryResult{Spec: "reset=1"}
-	_, err = PoolClean(a, &attacked)
-	require.ErrorContains(t, err, "adversary reset=1")
-	readBack := *b
-	readBack.TTFTHist = nil
-	_, err = PoolClean(a, &readBack)
-	require.ErrorContains(t, err, "histograms")
-	closed := *b
-	closed.Mode, closed.Rate, closed.Concurrency = "closed", 0, 4
-	_, err = PoolClean(a, &closed)
-	require.ErrorContains(t, err, "load differs")
+	for _, c := range []struct {
+		want   string
+		change func(r *Result)
+	}{
+		{"run 2", func(r *Result) { r.Workload = WorkloadJSON }},
+		{"adversary reset=1", func(r *Result) { r.Adversary = &AdversaryResult{Spec: "reset=1"} }},
+		{"histograms", func(r *Result) { r.TTFTHist = nil }},
+		{"load differs", func(r *Result) { r.Mode, r.Rate, r.Concurrency = "closed", 0, 4 }},
+	} {
+		bad := *b
+		c.change(&bad)
+		_, err = PoolClean(a, &bad)
+		require.ErrorContains(t, err, c.want)
+	}
 }
