@@ -601,11 +601,8 @@ func runRound(ctx context.Context, o *CompareOptions, targets []target, wl strin
 				runs = append(runs, run)
 				continue
 			}
-			j, ok := clean[t.name]
-			if !ok {
-				runs = append(runs, run)
-				continue
-			}
+			// A target in the closing pass ran the opening one: one it missed is dead since.
+			j := clean[t.name]
 			pooled, err := report.PoolRuns(runs[j], run)
 			if err != nil {
 				return nil, err

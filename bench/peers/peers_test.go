@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -304,9 +303,9 @@ func TestCompareDoesNotPoolARunTheTargetDiedIn(t *testing.T) {
 	proc, err := StartProcess("victim", "/bin/sleep", []string{"60"}, t.TempDir())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = proc.Stop(time.Second) })
-	var log passLog
+	var log lines
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if log.passes() == 2 {
+		if log.ended() == 2 {
 			_ = proc.Stop(0)
 			<-proc.Exited()
 		}
@@ -326,16 +325,6 @@ func TestCompareDoesNotPoolARunTheTargetDiedIn(t *testing.T) {
 	require.Contains(t, notes[0], "victim exited during its run (round 1, clean again)")
 }
 
-// passLog counts the progress lines of the runs that ended.
-type passLog struct{ n atomic.Int64 }
-
-func (l *passLog) Write(p []byte) (int, error) {
-	l.n.Add(int64(strings.Count(string(p), "\n")))
-	return len(p), nil
-}
-
-func (l *passLog) passes() int64 { return l.n.Load() }
-
 // lines collects what is written to it, one entry per line.
 type lines struct {
 	mu sync.Mutex
@@ -346,6 +335,13 @@ func (l *lines) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.Write(p)
+}
+
+// ended counts the lines written whole: in a progress log, the runs that ended.
+func (l *lines) ended() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Count(l.b.String(), "\n")
 }
 
 func (l *lines) all() []string {
