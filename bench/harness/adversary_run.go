@@ -564,17 +564,14 @@ func (r *advRun) readSome(h *httpConn, buf []byte) string {
 	for n < len(buf) {
 		k, err := h.c.Read(buf[n:])
 		n += k
-		if n >= 12 && !bytes.HasPrefix(buf[:n], []byte("HTTP/1.1 200")) {
-			return "status_" + string(buf[9:12])
-		}
-		if responseComplete(buf[:n], false) {
-			return outResetAfter // the whole response came before the reset
+		if o := resetOutcome(buf[:n], false); o != "" {
+			return o
 		}
 		if err != nil {
 			if r.done() {
 				return outOpenAtEnd
 			}
-			if errors.Is(err, io.EOF) && responseComplete(buf[:n], true) {
+			if errors.Is(err, io.EOF) && resetOutcome(buf[:n], true) == outResetAfter {
 				return outResetAfter // a body delimited by the close came whole
 			}
 			if o := connOutcome(err); o != "" {
@@ -584,6 +581,50 @@ func (r *advRun) readSome(h *httpConn, buf []byte) string {
 		}
 	}
 	return outResetMid
+}
+
+// resetOutcome names what p, the bytes a reset attempt has read so far, show: the final
+// response's status when it is not 200 (status_NNN, or bad_response for a malformed status
+// line), outResetAfter when a 200 response is whole (eof: the target closed the connection
+// after p), or "" while the response is still coming. Interim 1xx responses before the final
+// one are skipped (RFC 9110 §15.2), and a 200 of any HTTP/1.x version is the target's answer.
+func resetOutcome(p []byte, eof bool) string {
+	resp, status := finalResponse(p)
+	switch {
+	case status < 0:
+		return ErrBadResponse.String()
+	case status == 0:
+		return ""
+	case status != 200:
+		return "status_" + strconv.Itoa(status)
+	case responseComplete(resp, eof):
+		return outResetAfter
+	}
+	return ""
+}
+
+// finalResponse returns p from the start of its final response, past the interim (1xx)
+// responses before it (RFC 9110 §15.2; 101 is final), with that response's status code: 0
+// while p does not reach the status code of it (its first 13 bytes), -1 when a status line is
+// malformed.
+func finalResponse(p []byte) ([]byte, int) {
+	for {
+		line := p
+		if eol := bytes.IndexByte(p, '\n'); eol >= 0 {
+			line = p[:eol+1]
+		} else if len(p) < len("HTTP/1.1 200 ") {
+			return nil, 0
+		}
+		status := parseStatusLine(line)
+		if status < 0 || status >= 200 || status == 101 {
+			return p, status
+		}
+		end := bytes.Index(p, []byte("\r\n\r\n"))
+		if end < 0 {
+			return nil, 0
+		}
+		p = p[end+4:]
+	}
 }
 
 var sseDone = []byte("data: [DONE]")

@@ -423,6 +423,34 @@ func TestWithHeaderAddsTheLineAfterTheRequestLine(t *testing.T) {
 
 // responseComplete goes by the response's framing: [DONE], a chunked body through its last
 // chunk (Transfer-Encoding before Content-Length), a valid Content-Length, or the close.
+// A reset attempt names the target's final answer: a 200 of HTTP/1.0 is a 200, and interim
+// 1xx responses before it are not the answer.
+func TestResetOutcomeReadsTheFinalStatus(t *testing.T) {
+	const whole = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello"
+	for _, c := range []struct {
+		name, p string
+		eof     bool
+		want    string
+	}{
+		{"whole", whole, false, outResetAfter},
+		{"HTTP/1.0", "HTTP/1.0 200 OK\r\nContent-Length: 5\r\n\r\nhello", false, outResetAfter},
+		{"after 100 Continue", "HTTP/1.1 100 Continue\r\n\r\n" + whole, false, outResetAfter},
+		{"after two interim responses", "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 100 Continue\r\n\r\n" + whole, false, outResetAfter},
+		{"interim head split", "HTTP/1.1 100 Continue\r\n", false, ""},
+		{"final status yet to come", "HTTP/1.1 103 Early Hints\r\n\r\nHTTP/1.1 2", false, ""},
+		{"status code split", "HTTP/1.1 20", false, ""},
+		{"body short", "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhel", false, ""},
+		{"delimited by the close", "HTTP/1.0 200 OK\r\n\r\nhello", true, outResetAfter},
+		{"refused", "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n", false, "status_503"},
+		{"refused after 100 Continue", "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 429 Too Many", false, "status_429"},
+		{"status line before its end", "HTTP/1.1 404 ", false, "status_404"},
+		{"switching protocols is final", "HTTP/1.1 101 Switching Protocols\r\n\r\n", false, "status_101"},
+		{"not HTTP", "SSH-2.0-OpenSSH_9.6\r\n", false, ErrBadResponse.String()},
+	} {
+		require.Equal(t, c.want, resetOutcome([]byte(c.p), c.eof), c.name)
+	}
+}
+
 func TestResponseCompleteFollowsTheFraming(t *testing.T) {
 	const ok = "HTTP/1.1 200 OK\r\n"
 	for _, c := range []struct {

@@ -726,10 +726,11 @@ func roundOrder[T any](targets []T, round int) []T {
 func measure(ctx context.Context, o *CompareOptions, t target, wl, adv string, round int) (report.Run, error) {
 	var (
 		before  Usage
+		berr    error
 		sampler *Sampler
 	)
 	if t.proc != nil {
-		before, _ = TreeUsage(t.proc.PID())
+		before, berr = TreeUsage(t.proc.PID())
 		sampler = StartSampler(t.proc.PID(), rssSampleInterval)
 	}
 	res, err := harness.Run(ctx, harness.Options{
@@ -738,10 +739,11 @@ func measure(ctx context.Context, o *CompareOptions, t target, wl, adv string, r
 		Seed: uint64(round), Progress: o.Progress, Adversary: adv,
 	})
 	run := report.Run{Round: round, Target: t.name, Workload: wl, Adversary: adv, Result: res}
+	cpuRead := false
 	if sampler != nil {
 		run.ProxyPeakRSSBytes = sampler.Stop()
 		after, uerr := TreeUsage(t.proc.PID())
-		if uerr == nil {
+		if cpuRead = uerr == nil && berr == nil; cpuRead {
 			run.ProxyCPUSeconds = after.CPUSeconds - before.CPUSeconds
 			run.ProxyPeakRSSBytes = max(run.ProxyPeakRSSBytes, after.HWMBytes)
 		}
@@ -749,7 +751,9 @@ func measure(ctx context.Context, o *CompareOptions, t target, wl, adv string, r
 	if err != nil {
 		return run, err
 	}
-	if t.proc != nil {
+	if cpuRead {
+		// Only with its CPU: a process that exited in the run has none to read, and its
+		// requests would enter the median CPU per request as a cost of zero.
 		run.ProxyRequests = res.TotalSent
 	}
 	return run, nil

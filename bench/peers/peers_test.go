@@ -23,6 +23,7 @@ import (
 
 	"github.com/sluice-gw/sluice/bench/harness"
 	"github.com/sluice-gw/sluice/bench/llmsim"
+	"github.com/sluice-gw/sluice/bench/report"
 	"github.com/sluice-gw/sluice/core/config"
 )
 
@@ -323,6 +324,31 @@ func TestCompareDoesNotPoolARunTheTargetDiedIn(t *testing.T) {
 	require.Zero(t, runs[0].Pooled, "the run the target died in is not pooled")
 	require.Len(t, notes, 1, "notes %q", notes)
 	require.Contains(t, notes[0], "victim exited during its run (round 1, clean again)")
+}
+
+// A target that exits during its run has no CPU to read: the run counts none of its requests
+// against its CPU, so a cost of zero never enters the median, and the table shows "–".
+func TestMeasureLeavesTheCPUOfADeadTargetUnknown(t *testing.T) {
+	proc, err := StartProcess("victim", "/bin/sleep", []string{"60"}, t.TempDir())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = proc.Stop(time.Second) })
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = proc.Stop(0)
+		<-proc.Exited()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"choices":[]}`)
+	}))
+	t.Cleanup(srv.Close)
+	o := CompareOptions{Duration: 200 * time.Millisecond, Warmup: 50 * time.Millisecond, Concurrency: 2}
+	run, err := measure(context.Background(), &o, target{name: "victim", url: srv.URL, proc: proc}, "json", "", 1)
+	require.NoError(t, err)
+	require.Positive(t, run.Result.TotalSent, "the run's requests were answered")
+	require.Zero(t, run.ProxyRequests, "no requests stand against a CPU that was not read")
+	rows := report.Summarize([]report.Run{run})
+	require.Len(t, rows, 1)
+	require.Zero(t, rows[0].CPUPer1k)
+	table := report.MarkdownTable(rows)
+	require.Contains(t, table, "| – | – | – |", "CPU, its ratio and peak RSS unknown:\n%s", table)
 }
 
 // lines collects what is written to it, one entry per line.

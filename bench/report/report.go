@@ -40,7 +40,8 @@ type Run struct {
 	// during the run; 0 for direct.
 	ProxyPeakRSSBytes int64 `json:"proxy_peak_rss_bytes"`
 	// ProxyRequests is the number of requests the proxy served during the
-	// run, warmup included (the denominator of CPU per 1,000 requests).
+	// run, warmup included (the denominator of CPU per 1,000 requests); 0 when
+	// the proxy's CPU could not be read (its process exited in the run).
 	ProxyRequests int64 `json:"proxy_requests"`
 	// Pooled, when above 1, is how many runs of the round this one stands for (PoolRuns): a
 	// comparison under adversaries runs each target clean at the start and at the end of a
