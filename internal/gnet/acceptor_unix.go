@@ -83,10 +83,14 @@ func (el *eventloop) accept(fd int, ev netpoll.IOEvent, flags netpoll.IOFlags) e
 	nfd, sa, err := socket.Accept(fd)
 	switch err {
 	case nil:
+		el.poller.LeftReady() // sluice patch: one accept per event; more may wait
 	case unix.EINTR, unix.EAGAIN, unix.ECONNRESET, unix.ECONNABORTED:
 		// ECONNRESET or ECONNABORTED could indicate that a socket
 		// in the Accept queue was closed before we Accept()ed it.
 		// It's a silly error, let's retry it.
+		if err != unix.EAGAIN {
+			el.poller.LeftReady() // sluice patch: the retry comes from the listener still ready
+		}
 		return nil
 	default:
 		el.getLogger().Errorf("Accept() failed due to error: %v", err)

@@ -26,6 +26,17 @@ import (
 )
 
 func (c *conn) processIO(_ int, ev netpoll.IOEvent, _ netpoll.IOFlags) error {
+	err := c.handleEvent(ev)
+	// sluice patch: a read that left a hang-up or an error still to read ends with the
+	// connection open, and no wake-up comes for what it left ready (netpoll.Poller.LeftReady).
+	// A peer's half-close comes with data as EPOLLRDHUP, which handleEvent reads to the end.
+	if ev&(netpoll.ErrEvents|unix.EPOLLRDHUP) != 0 && c.opened {
+		c.loop.poller.LeftReady()
+	}
+	return err
+}
+
+func (c *conn) handleEvent(ev netpoll.IOEvent) error {
 	el := c.loop
 	if c.connecting { // sluice patch: the first event of a connect in progress ends it
 		if err := el.connected(c); err != nil || !c.opened {

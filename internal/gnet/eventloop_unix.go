@@ -308,6 +308,9 @@ loop:
 	if isET && n == len(el.buffer) {
 		return el.poller.Trigger(queue.LowPriority, el.read0, c)
 	}
+	if n == len(el.buffer) {
+		el.poller.LeftReady() // sluice patch: more may wait, and no wake-up comes for it
+	}
 
 	return nil
 }
@@ -359,6 +362,11 @@ loop:
 	// remove the writable event from poller to help the future event-loops if necessary.
 	if !isET && c.outboundBuffer.IsEmpty() {
 		return el.poller.ModRead(&c.pollAttachment, false)
+	}
+	if !isET {
+		// sluice patch: the socket took all it was given (iovMax), so it may still be
+		// writable, and no wake-up comes for that.
+		el.poller.LeftReady()
 	}
 
 	// To prevent infinite writing in ET mode and starving other events,
@@ -476,6 +484,7 @@ func (el *eventloop) readUDP(fd int, _ netpoll.IOEvent, _ netpoll.IOFlags) error
 		return fmt.Errorf("failed to read UDP packet from fd=%d in event-loop(%d), %v",
 			fd, el.idx, os.NewSyscallError("recvfrom", err))
 	}
+	el.poller.LeftReady() // sluice patch: one datagram per event; more may wait
 	var c *conn
 	if ln, ok := el.listeners[fd]; ok {
 		c = newUDPConn(fd, el, ln.addr, sa, false)

@@ -39,6 +39,7 @@ type Poller struct {
 	file                        *os.File        // fd, registered with the Go netpoller (sluice patch)
 	raw                         syscall.RawConn // file's, to park the loop on it
 	parked                      atomic.Bool     // its loop waits on the Go netpoller (sluice patch)
+	leftReady                   bool            // an event of this batch may still be ready (sluice patch: LeftReady)
 	efd                         int             // eventfd
 	efdBuf                      []byte          // efd buffer to read an 8-byte integer
 	wakeupCall                  int32
@@ -118,112 +119,144 @@ func (p *Poller) Trigger(priority queue.EventPriority, fn queue.Func, param any)
 
 // Polling blocks the current goroutine, monitoring the registered file descriptors and waiting for network I/O.
 // When I/O occurs on any of the file descriptors, the provided callback function is invoked.
+//
+// sluice patch: every batch is handled within the callback of one syscall.RawConn.Read on the
+// poller's epoll descriptor, which the Go netpoller watches (internal/gnet/PATCHES.md), and
+// Polling returns when that Read does. Each batch is fetched without waiting, as a raw system
+// call. After a batch whose events were all consumed (LeftReady: none may still be ready with
+// no wake-up to come) the loop parks at once: a readiness the kernel reports after the fetch
+// reaches the Go netpoller (an epoll instance watched by another is reported to it whenever
+// an event is added to its ready list), so the Read's wait returns at once or later, and the
+// loop fetches again. A Read called anew would clear the readiness reported meanwhile
+// (internal/poll's prepareRead) and could not park before one more fetch, which finds nothing
+// after most batches: a system call for each wake-up. A full batch, or one that left an
+// event ready, is followed by another fetch at once.
 func (p *Poller) Polling(callback PollEventHandler) error {
 	el := newEventList(InitPollEventsCap)
-	var doChores bool
-
-	// After each batch the loop polls without waiting (a raw system call), and when that
-	// finds nothing it parks its goroutine on the Go netpoller, which watches the epoll
-	// descriptor (internal/gnet/PATCHES.md). A parked goroutine frees its thread and
-	// processor at once; a thread blocked in epoll_wait(2) holds them until the runtime's
-	// monitor takes them away, and the yield before it woke a thread for the idle processor.
-	var n, polls int
-	var perr error
-	poll := func(uintptr) bool {
-		polls++
-		n, perr = epollPoll(p.fd, el.events)
-		ready := n > 0 || (perr != nil && perr != unix.EINTR)
-		if p.parked.Load() == ready {
-			p.parked.Store(!ready)
-		}
-		return ready
-	}
 	p.enlist()
 	defer p.delist()
-	var busySince, lookedAt int64 // when the loop last woke or yielded, and last looked at the others; nanotime
-	for {
-		polls = 0
-		if err := p.raw.Read(poll); err != nil {
-			logging.Errorf("error occurs in epoll: %v", err)
-			return err
-		}
-		if perr != nil {
-			logging.Errorf("error occurs in epoll: %v", os.NewSyscallError("epoll_wait", perr))
-			return perr
-		}
-		// The thread that woke this loop from the netpoller watches it no more while the loop
-		// works, and the scheduler looks there again only when a thread runs out of work (or
-		// after 10 ms, from its monitor). A loop that stays busy therefore looks every
-		// busyYield whether another loop or goroutine waits for a thread, and yields if one
-		// may (and every busyYieldAlways): that wakes an idle processor's thread to watch the
-		// netpoller and to run what the batches made ready.
-		if polls > 1 {
-			busySince = nanotime()
-			lookedAt = busySince
-		} else if now := nanotime(); now-lookedAt > busyYield {
-			lookedAt = now
-			if now-busySince > busyYieldAlways || p.othersWait() {
-				busySince = now
-				runtime.Gosched()
+	var (
+		stop                error // what ends Polling
+		busySince, lookedAt int64 // when the loop last woke or yielded, and last looked at the others; nanotime
+	)
+	turn := func(uintptr) bool {
+		// The loop waited on the Go netpoller (or found its descriptor reported meanwhile),
+		// which took it through the scheduler: as good as a yield.
+		busySince = nanotime()
+		lookedAt = busySince
+		for {
+			n, err := epollPoll(p.fd, el.events)
+			switch {
+			case err == unix.EINTR:
+				continue
+			case err != nil:
+				stop = os.NewSyscallError("epoll_wait", err)
+				logging.Errorf("error occurs in epoll: %v", stop)
+				return true
+			case n == 0:
+				p.parked.Store(true)
+				return false
 			}
-		}
-		var err error
-
-		p.batch++
-		for i := 0; i < n; i++ {
-			ev := &el.events[i]
-			if fd := int(ev.Fd); fd == p.efd { // poller is awakened to run tasks in queues.
-				doChores = true
-			} else {
-				err = callback(fd, ev.Events, 0)
-				if errors.Is(err, errorx.ErrAcceptSocket) || errors.Is(err, errorx.ErrEngineShutdown) {
-					return err
+			if p.parked.Load() {
+				p.parked.Store(false)
+			}
+			if stop = p.handle(el.events[:n], callback); stop != nil {
+				return true
+			}
+			more := n == el.size || p.leftReady
+			p.leftReady = false
+			if n == el.size {
+				el.expand()
+			} else if n < el.size>>1 {
+				el.shrink()
+			}
+			if !more {
+				p.parked.Store(true)
+				return false
+			}
+			// The thread that woke this loop from the netpoller watches it no more while the
+			// loop works, and the scheduler looks there again only when a thread runs out of
+			// work (or after 10 ms, from its monitor). A loop that goes on fetching therefore
+			// looks every busyYield whether another loop or goroutine waits for a thread, and
+			// yields if one may (and every busyYieldAlways): that wakes an idle processor's
+			// thread to watch the netpoller and to run what the batches made ready.
+			if now := nanotime(); now-lookedAt > busyYield {
+				lookedAt = now
+				if now-busySince > busyYieldAlways || p.othersWait() {
+					busySince = now
+					runtime.Gosched()
 				}
 			}
-		}
-
-		if doChores {
-			doChores = false
-			task := p.urgentAsyncTaskQueue.Dequeue()
-			for ; task != nil; task = p.urgentAsyncTaskQueue.Dequeue() {
-				err = task.Exec(task.Param)
-				if errors.Is(err, errorx.ErrEngineShutdown) {
-					return err
-				}
-				queue.PutTask(task)
-			}
-			for i := 0; i < MaxAsyncTasksAtOneTime; i++ {
-				if task = p.asyncTaskQueue.Dequeue(); task == nil {
-					break
-				}
-				err = task.Exec(task.Param)
-				if errors.Is(err, errorx.ErrEngineShutdown) {
-					return err
-				}
-				queue.PutTask(task)
-			}
-			atomic.StoreInt32(&p.wakeupCall, 0)
-			if (!p.asyncTaskQueue.IsEmpty() || !p.urgentAsyncTaskQueue.IsEmpty()) && atomic.CompareAndSwapInt32(&p.wakeupCall, 0, 1) {
-				if err = p.wake(); err != nil {
-					logging.Errorf("failed to notify next round of event-loop for leftover tasks, %v", os.NewSyscallError("write", err))
-				}
-			}
-		}
-
-		if n == el.size {
-			el.expand()
-		} else if n < el.size>>1 {
-			el.shrink()
 		}
 	}
+	if err := p.raw.Read(turn); err != nil {
+		logging.Errorf("error occurs in epoll: %v", err)
+		return err
+	}
+	return stop
+}
+
+// LeftReady (sluice patch) tells the poller that an event of the batch being handled may
+// still be ready, level-triggered, with no wake-up to come for it (a read that filled the
+// loop's buffer, a write that left data queued on a writable socket, one accept of several
+// waiting): the loop then fetches again before it parks. Only the loop's own goroutine calls
+// it, from a callback of Polling.
+func (p *Poller) LeftReady() { p.leftReady = true }
+
+// handle runs the callback for each event of a batch, and the queued tasks when the batch
+// holds the poller's eventfd; it returns what ends Polling (the engine stops, an accept
+// failed), else nil.
+func (p *Poller) handle(events []epollevent, callback PollEventHandler) error {
+	p.batch++
+	var doChores bool
+	for i := range events {
+		ev := &events[i]
+		if fd := int(ev.Fd); fd == p.efd { // poller is awakened to run tasks in queues.
+			doChores = true
+		} else {
+			err := callback(fd, ev.Events, 0)
+			if errors.Is(err, errorx.ErrAcceptSocket) || errors.Is(err, errorx.ErrEngineShutdown) {
+				return err
+			}
+		}
+	}
+	if !doChores {
+		return nil
+	}
+	task := p.urgentAsyncTaskQueue.Dequeue()
+	for ; task != nil; task = p.urgentAsyncTaskQueue.Dequeue() {
+		err := task.Exec(task.Param)
+		if errors.Is(err, errorx.ErrEngineShutdown) {
+			return err
+		}
+		queue.PutTask(task)
+	}
+	for i := 0; i < MaxAsyncTasksAtOneTime; i++ {
+		if task = p.asyncTaskQueue.Dequeue(); task == nil {
+			break
+		}
+		err := task.Exec(task.Param)
+		if errors.Is(err, errorx.ErrEngineShutdown) {
+			return err
+		}
+		queue.PutTask(task)
+	}
+	atomic.StoreInt32(&p.wakeupCall, 0)
+	if (!p.asyncTaskQueue.IsEmpty() || !p.urgentAsyncTaskQueue.IsEmpty()) && atomic.CompareAndSwapInt32(&p.wakeupCall, 0, 1) {
+		if err := p.wake(); err != nil {
+			logging.Errorf("failed to notify next round of event-loop for leftover tasks, %v", os.NewSyscallError("write", err))
+		}
+	}
+	return nil
 }
 
 // AddReadWrite registers the given file descriptor with readable and writable events to the poller.
 func (p *Poller) AddReadWrite(pa *PollAttachment, edgeTriggered bool) error {
 	var ev uint32 = ReadWriteEvents
 	if edgeTriggered {
-		ev |= unix.EPOLLET | unix.EPOLLRDHUP
+		ev |= unix.EPOLLET
 	}
+	ev |= unix.EPOLLRDHUP // sluice patch: Polling parks after a short read (LeftReady)
 	return os.NewSyscallError("epoll_ctl add",
 		unix.EpollCtl(p.fd, unix.EPOLL_CTL_ADD, pa.FD, &unix.EpollEvent{Fd: int32(pa.FD), Events: ev}))
 }
@@ -232,8 +265,9 @@ func (p *Poller) AddReadWrite(pa *PollAttachment, edgeTriggered bool) error {
 func (p *Poller) AddRead(pa *PollAttachment, edgeTriggered bool) error {
 	var ev uint32 = ReadEvents
 	if edgeTriggered {
-		ev |= unix.EPOLLET | unix.EPOLLRDHUP
+		ev |= unix.EPOLLET
 	}
+	ev |= unix.EPOLLRDHUP // sluice patch: Polling parks after a short read (LeftReady)
 	return os.NewSyscallError("epoll_ctl add",
 		unix.EpollCtl(p.fd, unix.EPOLL_CTL_ADD, pa.FD, &unix.EpollEvent{Fd: int32(pa.FD), Events: ev}))
 }
@@ -260,8 +294,9 @@ func (p *Poller) AddWrite(pa *PollAttachment, edgeTriggered bool) error {
 func (p *Poller) ModRead(pa *PollAttachment, edgeTriggered bool) error {
 	var ev uint32 = ReadEvents
 	if edgeTriggered {
-		ev |= unix.EPOLLET | unix.EPOLLRDHUP
+		ev |= unix.EPOLLET
 	}
+	ev |= unix.EPOLLRDHUP // sluice patch: Polling parks after a short read (LeftReady)
 	return os.NewSyscallError("epoll_ctl mod",
 		unix.EpollCtl(p.fd, unix.EPOLL_CTL_MOD, pa.FD, &unix.EpollEvent{Fd: int32(pa.FD), Events: ev}))
 }
@@ -270,8 +305,9 @@ func (p *Poller) ModRead(pa *PollAttachment, edgeTriggered bool) error {
 func (p *Poller) ModReadWrite(pa *PollAttachment, edgeTriggered bool) error {
 	var ev uint32 = ReadWriteEvents
 	if edgeTriggered {
-		ev |= unix.EPOLLET | unix.EPOLLRDHUP
+		ev |= unix.EPOLLET
 	}
+	ev |= unix.EPOLLRDHUP // sluice patch: Polling parks after a short read (LeftReady)
 	return os.NewSyscallError("epoll_ctl mod",
 		unix.EpollCtl(p.fd, unix.EPOLL_CTL_MOD, pa.FD, &unix.EpollEvent{Fd: int32(pa.FD), Events: ev}))
 }

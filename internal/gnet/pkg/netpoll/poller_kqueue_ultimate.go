@@ -92,6 +92,10 @@ func (p *Poller) Trigger(priority queue.EventPriority, fn queue.Func, param any)
 	return os.NewSyscallError("kevent | write", err)
 }
 
+// LeftReady (sluice patch) is a no-op here: this poller waits in the kernel's own call, which
+// reports a level-triggered event again while it stays ready.
+func (p *Poller) LeftReady() {}
+
 // Polling blocks the current goroutine, monitoring the registered file descriptors and waiting for network I/O.
 // When I/O occurs on any of the file descriptors, the provided callback function is invoked.
 func (p *Poller) Polling() error {
