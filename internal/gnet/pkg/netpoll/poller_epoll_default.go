@@ -123,14 +123,14 @@ func (p *Poller) Trigger(priority queue.EventPriority, fn queue.Func, param any)
 // sluice patch: every batch is handled within the callback of one syscall.RawConn.Read on the
 // poller's epoll descriptor, which the Go netpoller watches (internal/gnet/PATCHES.md), and
 // Polling returns when that Read does. Each batch is fetched without waiting, as a raw system
-// call. After a batch whose events were all consumed (LeftReady: none may still be ready with
-// no wake-up to come) the loop parks at once: a readiness the kernel reports after the fetch
+// call. After a batch of one event whose handler consumed it (it called no LeftReady) the loop
+// parks at once: a readiness the kernel reports after the fetch
 // reaches the Go netpoller (an epoll instance watched by another is reported to it whenever
 // an event is added to its ready list), so the Read's wait returns at once or later, and the
 // loop fetches again. A Read called anew would clear the readiness reported meanwhile
 // (internal/poll's prepareRead) and could not park before one more fetch, which finds nothing
-// after most batches: a system call for each wake-up. A full batch, or one that left an
-// event ready, is followed by another fetch at once.
+// after most batches: a system call for each wake-up. A batch of several events, or one that
+// left an event ready, is followed by another fetch at once, as every batch was before.
 func (p *Poller) Polling(callback PollEventHandler) error {
 	el := newEventList(InitPollEventsCap)
 	p.enlist()
@@ -163,7 +163,12 @@ func (p *Poller) Polling(callback PollEventHandler) error {
 			if stop = p.handle(el.events[:n], callback); stop != nil {
 				return true
 			}
-			more := n == el.size || p.leftReady
+			// A batch of several events says they come while the loop works: fetching again
+			// finds the next ones at once, where a park would put the loop behind whatever
+			// goroutines the scheduler runs first (beside hostile clients, the streams' time to
+			// first token showed it). A batch of one says the loop waits between events, and
+			// the fetch would mostly find nothing.
+			more := n > 1 || p.leftReady
 			p.leftReady = false
 			if n == el.size {
 				el.expand()
