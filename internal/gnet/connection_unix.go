@@ -164,6 +164,9 @@ loop:
 			_, err = c.outboundBuffer.Write(data)
 			if !isET {
 				err = c.loop.poller.ModReadWrite(&c.pollAttachment, isET)
+				// sluice patch: space freed before the registration woke nothing, as
+				// the socket was not yet registered for writes.
+				c.loop.poller.LeftReady()
 			}
 			return
 		}
@@ -177,6 +180,9 @@ loop:
 	if len(data) > 0 {
 		_, _ = c.outboundBuffer.Write(data)
 		err = c.loop.poller.ModReadWrite(&c.pollAttachment, isET)
+		// sluice patch: registering for writes wakes nothing for a descriptor this batch
+		// reported (it is still on the ready list), and a short write may leave it writable.
+		c.loop.poller.LeftReady()
 	}
 
 	return
@@ -214,6 +220,9 @@ loop:
 			_, err = c.outboundBuffer.Writev(bs)
 			if !isET {
 				err = c.loop.poller.ModReadWrite(&c.pollAttachment, isET)
+				// sluice patch: space freed before the registration woke nothing, as
+				// the socket was not yet registered for writes.
+				c.loop.poller.LeftReady()
 			}
 			return
 		}
@@ -240,6 +249,9 @@ loop:
 	if remaining > 0 {
 		_, _ = c.outboundBuffer.Writev(bs)
 		err = c.loop.poller.ModReadWrite(&c.pollAttachment, isET)
+		// sluice patch: registering for writes wakes nothing for a descriptor this batch
+		// reported (it is still on the ready list), and a short write may leave it writable.
+		c.loop.poller.LeftReady()
 	}
 
 	return
