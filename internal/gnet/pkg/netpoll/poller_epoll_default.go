@@ -140,8 +140,9 @@ func (p *Poller) Polling(callback PollEventHandler) error {
 		busySince, lookedAt int64 // when the loop last woke or yielded, and last looked at the others; nanotime
 	)
 	turn := func(uintptr) bool {
-		// The loop waited on the Go netpoller (or found its descriptor reported meanwhile),
-		// which took it through the scheduler: as good as a yield.
+		// The loop waited on the Go netpoller, which took it through the scheduler (as good as
+		// a yield), or found its descriptor reported meanwhile, so another thread reads the
+		// netpoller: either way nothing waited for this loop's processor.
 		busySince = nanotime()
 		lookedAt = busySince
 		for {
