@@ -102,3 +102,123 @@ func FuzzRelaySplits(f *testing.F) {
 		}
 	})
 }
+
+// keptRelay runs body through a Relay as the pipeline's relay step does with relay.Keep:
+// reads of the given sizes (cycled) land after the bytes kept back by the last one, and the
+// rest goes out. check, when not nil, sees the bytes read so far, sent so far and kept after
+// each read. It returns the client payload (Payload framing) and whether the upstream's
+// failure, when fail, was followed by the error event.
+func keptRelay(body, sizes []byte, limit int, fail bool, check func(read, sent, kept []byte)) ([]byte, bool) {
+	var r relay.Relay
+	t0 := time.Unix(0, 0)
+	r.Reset(relay.Payload, true, t0)
+	var out, kept []byte
+	for i, off := 0, 0; off < len(body); i++ {
+		n := 1
+		if len(sizes) > 0 {
+			n = int(sizes[i%len(sizes)])%64 + 1
+		}
+		n = min(n, len(body)-off)
+		buf := make([]byte, relay.Headroom+len(kept)+n+relay.Tailroom)
+		copy(buf[relay.Headroom:], kept)
+		copy(buf[relay.Headroom+len(kept):], body[off:off+n])
+		tail := r.Keep(body[off:off+n], limit)
+		send := len(kept) + n - tail
+		kept = append(kept[:0], buf[relay.Headroom+send:relay.Headroom+send+tail]...)
+		lo, hi, _ := r.FrameKept(buf, send, t0.Add(time.Duration(i)))
+		out = append(out, buf[lo:hi]...)
+		off += n
+		if check != nil {
+			check(body[:off], out, kept)
+		}
+	}
+	if fail {
+		r.Drop()
+		n := len(out)
+		out = r.Fail(out, relayErrEvent)
+		return out, len(out) > n
+	}
+	return append(out, kept...), false
+}
+
+// endsBlankLine reports whether a blank line ends anywhere in b, read from a line start
+// (line endings CRLF, LF or CR, WHATWG HTML "event stream interpretation"): a reference
+// independent of the relay's own line scan.
+func endsBlankLine(b []byte) bool {
+	lineLen := 0
+	for i := 0; i < len(b); i++ {
+		switch b[i] {
+		case '\r', '\n':
+			if lineLen == 0 {
+				return true
+			}
+			lineLen = 0
+			if b[i] == '\r' && i+1 < len(b) && b[i+1] == '\n' {
+				i++
+			}
+		default:
+			lineLen++
+		}
+	}
+	return false
+}
+
+// FuzzRelayKeep checks the relay's holding back of an open SSE event (relay.Keep) over any
+// split of any bytes: the client gets every byte in order and, on a clean end, all of them;
+// what is held back never exceeds the limit and never holds an event that ended (so no event
+// waits for the next read); an upstream failure drops only the open event and adds the error
+// event exactly when what went out ended on an event boundary; and the work grows linearly.
+func FuzzRelayKeep(f *testing.F) {
+	f.Add([]byte("data: a\n\ndata: b\r\n\r\n"), []byte{1}, uint8(64), false)
+	f.Add([]byte("data: a\r\rdata: bb\r\n\r"), []byte{0, 3}, uint8(4), true)
+	f.Add([]byte(": c\r\n\ndata: x"), []byte{7, 1}, uint8(255), true)
+	f.Fuzz(func(t *testing.T, body, sizes []byte, limit uint8, fail bool) {
+		checkCost(t, relayCost, body, func(body []byte) { keptRelay(body, sizes, int(limit), fail, nil) })
+		got, event := keptRelay(body, sizes, int(limit), fail, func(read, sent, kept []byte) {
+			if !bytes.Equal(append(append([]byte(nil), sent...), kept...), read) {
+				t.Fatalf("sent %q + kept %q is not what was read, %q", sent, kept, read)
+			}
+			if len(kept) > int(limit) {
+				t.Fatalf("kept %d bytes, more than the limit %d", len(kept), limit)
+			}
+			open := kept
+			if len(open) > 0 && open[0] == '\n' && len(sent) > 0 && sent[len(sent)-1] == '\r' {
+				open = open[1:] // the LF of a CRLF whose CR went out with its event
+			}
+			if endsBlankLine(open) {
+				t.Fatalf("kept %q after sending %q: an event that ended waits", kept, sent)
+			}
+		})
+		if !fail {
+			if !bytes.Equal(got, body) {
+				t.Fatalf("the client got %q, the upstream sent %q", got, body)
+			}
+			return
+		}
+		sent := bytes.TrimSuffix(got, relayErrEvent)
+		if !bytes.HasPrefix(body, sent) {
+			t.Fatalf("the client got %q, not a prefix of what the upstream sent, %q", sent, body)
+		}
+		if event != endsOnBoundary(sent) {
+			t.Fatalf("error event added=%v after %q (ends on an event boundary: %v)", event, sent, !event)
+		}
+	})
+}
+
+// endsOnBoundary reports whether b, an SSE stream from its start, ends where an event may
+// start: nothing yet, or a blank line last (a reference independent of the relay's scan).
+func endsOnBoundary(b []byte) bool {
+	at, lineLen := true, 0
+	for i := 0; i < len(b); i++ {
+		switch b[i] {
+		case '\r', '\n':
+			at, lineLen = lineLen == 0, 0
+			if b[i] == '\r' && i+1 < len(b) && b[i+1] == '\n' {
+				i++
+			}
+		default:
+			at, lineLen = false, lineLen+1
+		}
+	}
+	return at
+}

@@ -57,12 +57,15 @@ type RequestCtx struct {
 	streaming bool // counted in the route's active streams until Finish
 	keepAlive bool
 	isHEAD    bool
-	maxFwd    int64  // Max-Forwards of a TRACE or OPTIONS request, -1 when none applies
-	ended     bool   // the body reached its end or failed; nothing more is read
-	pending   []byte // pull path: bytes to hand out before the end (the SSE error event)
-	websocket bool   // a valid WebSocket opening handshake: forwarded with its upgrade
-	upgraded  bool   // the upstream accepted it (101): the engine runs Tunnel
-	tunnelOut int64  // bytes the upstream sent through the tunnel
+	maxFwd    int64   // Max-Forwards of a TRACE or OPTIONS request, -1 when none applies
+	ended     bool    // the body reached its end or failed; nothing more is read
+	pending   []byte  // pull path: bytes to hand out before the end (the SSE error event)
+	kept      *[]byte // push path: an SSE event's start kept back (relay.Keep), at relay.Headroom
+	keptN     int     // its length
+	keptPull  []byte  // pull path: an SSE event's start kept back
+	websocket bool    // a valid WebSocket opening handshake: forwarded with its upgrade
+	upgraded  bool    // the upstream accepted it (101): the engine runs Tunnel
+	tunnelOut int64   // bytes the upstream sent through the tunnel
 
 	reply    Reply
 	replied  bool
@@ -192,6 +195,7 @@ func (rc *RequestCtx) reset(ep *Entrypoint, now time.Time) {
 	rc.maxFwd = -1
 	rc.websocket, rc.upgraded, rc.tunnelOut = false, false, 0
 	rc.pending = rc.pending[:0]
+	rc.dropKept()
 	rc.releaseWhole()
 	rc.reply, rc.replied = Reply{}, false
 	rc.requestID = rc.requestID[:0]

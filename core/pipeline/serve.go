@@ -962,21 +962,43 @@ func (rc *RequestCtx) RelayStep(ds Downstream) (done bool, _ error) {
 // arrived (an event loop, once per readiness event): now stamps the read's TTFT or ITL
 // observation instead of a clock read per step. A zero now reads the clock after the read.
 func (rc *RequestCtx) RelayStepAt(ds Downstream, now time.Time) (done bool, _ error) {
-	bp := getRelayBuf()
+	// An event's start kept back by the last step goes in front of this read.
+	bp, kept := rc.kept, rc.keptN
+	rc.kept, rc.keptN = nil, 0
+	if bp == nil {
+		bp = getRelayBuf()
+	}
 	b := *bp
-	n, err := rc.x.ReadBody(b[relay.Headroom:len(b)-relay.Tailroom], rc.framing.Raw())
+	at := relay.Headroom + kept
+	n, err := rc.x.ReadBody(b[at:len(b)-relay.Tailroom], rc.framing.Raw())
+	tail := kept // with nothing new, what was kept is still an event's start
 	if n > 0 {
-		rc.route.Chain.onBody(rc, b[relay.Headroom:relay.Headroom+n])
+		rc.route.Chain.onBody(rc, b[at:at+n])
+		tail = rc.relay.Keep(b[at:at+n], maxKeptBytes)
+	}
+	failed := err != nil && err != pool.ErrWouldBlock && !errors.Is(err, io.EOF)
+	if errors.Is(err, io.EOF) {
+		tail = 0 // the body ends inside an event: it goes out as the upstream sent it
+	}
+	if send := kept + n - tail; send > 0 {
+		if tail > 0 && !failed {
+			rc.keep(b[relay.Headroom+send : relay.Headroom+send+tail])
+		}
 		if now.IsZero() {
 			now = time.Now()
 		}
-		lo, hi, o := rc.relay.Frame(b, n, now)
+		lo, hi, o := rc.relay.FrameKept(b, send, now)
 		rc.observe(o)
 		if ds.Send(bp, lo, hi) != nil {
 			return true, rc.clientLeft()
 		}
+	} else if tail > 0 && !failed {
+		rc.kept, rc.keptN = bp, tail
 	} else {
 		ReleaseBuf(bp)
+	}
+	if failed {
+		rc.relay.Drop() // the upstream failed inside that event: the error event replaces it
 	}
 	switch {
 	case err == nil:
@@ -1009,6 +1031,26 @@ func (rc *RequestCtx) RelayStepAt(ds Downstream, now time.Time) (done bool, _ er
 		}
 		return true, err
 	}
+}
+
+// maxKeptBytes bounds the start of an SSE event the relay keeps back until its end comes
+// (relay.Keep): half a relay buffer, so that the read after it has as much room again.
+const maxKeptBytes = relayBufBytes / 2
+
+// keep copies p, the start of an event, into a relay buffer for the next step to send with
+// what follows it.
+func (rc *RequestCtx) keep(p []byte) {
+	bp := getRelayBuf()
+	rc.kept, rc.keptN = bp, copy((*bp)[relay.Headroom:], p)
+}
+
+// dropKept returns the buffer of an event's start kept back by a relay that ended without it.
+func (rc *RequestCtx) dropKept() {
+	if rc.kept != nil {
+		ReleaseBuf(rc.kept)
+		rc.kept, rc.keptN = nil, 0
+	}
+	rc.keptPull = rc.keptPull[:0]
 }
 
 func (rc *RequestCtx) sendTail(ds Downstream, tail func([]byte) []byte) error {
@@ -1066,28 +1108,66 @@ func (rc *RequestCtx) ReadBody(p []byte) (int, error) {
 	if rc.ended {
 		return 0, io.EOF
 	}
-	n, err := rc.x.ReadBody(p, rc.framing.Raw())
-	if n > 0 {
-		rc.observe(rc.relay.Pass(p[:n], time.Now()))
-		rc.route.Chain.onBody(rc, p[:n])
+	// An event's start kept back by the last call goes first.
+	k := copy(p, rc.keptPull)
+	rc.keptPull = rc.keptPull[:copy(rc.keptPull, rc.keptPull[k:])]
+	if len(rc.keptPull) > 0 {
+		// p cannot take all of it: hand out what fits, as the upstream sent it.
+		rc.observe(rc.relay.Sent(k, time.Now()))
+		return k, nil
+	}
+	n, tail, err := rc.readEvents(p, k)
+	failed := err != nil && !errors.Is(err, io.EOF)
+	if errors.Is(err, io.EOF) {
+		tail = 0 // the body ends inside an event: it goes out as the upstream sent it
+	}
+	send := n - tail
+	if tail > 0 && !failed {
+		rc.keptPull = append(rc.keptPull[:0], p[send:n]...)
+	}
+	if send > 0 {
+		rc.observe(rc.relay.Sent(send, time.Now()))
+	}
+	if failed {
+		rc.relay.Drop() // the upstream failed inside that event: the error event replaces it
 	}
 	switch {
 	case err == nil:
-		return n, nil
+		return send, nil
 	case errors.Is(err, io.EOF):
 		rc.ended = true
-		return n, io.EOF
+		return send, io.EOF
 	case rc.Canceled():
 		rc.ended = true
 		rc.outcome.Canceled = true
-		return n, err
+		return send, err
 	}
 	rc.bodyFailed(err)
 	rc.pending = rc.relay.Fail(rc.pending[:0], rc.streamFailure(err))
 	if len(rc.pending) > 0 {
-		return n, nil
+		return send, nil
 	}
-	return n, err
+	return send, err
+}
+
+// readEvents reads the upstream body into p after the k bytes of an event's start already
+// there, and reads on while all it holds is the start of an SSE event (relay.Keep), up to
+// half of p. It returns the bytes in p, how many at their end are such a start, and the
+// read's error.
+func (rc *RequestCtx) readEvents(p []byte, k int) (n, tail int, err error) {
+	limit := min(maxKeptBytes, len(p)/2)
+	for {
+		m, err := rc.x.ReadBody(p[k:], rc.framing.Raw())
+		tail := k // with nothing new, what was kept is still an event's start
+		if m > 0 {
+			rc.route.Chain.onBody(rc, p[k:k+m])
+			tail = rc.relay.Keep(p[k:k+m], limit)
+		}
+		k += m
+		if err != nil || tail < k || m == 0 {
+			return k, tail, err
+		}
+	}
 }
 
 // stamp returns now, or the clock when now is zero and the relay times this response's
@@ -1156,6 +1236,7 @@ func (rc *RequestCtx) FinishAt(now time.Time) {
 	rc.hooks.onComplete(rc)
 	rc.releaseEncoder()
 	rc.releaseWhole()
+	rc.dropKept()
 	rc.dropUpstream()
 	if rc.backend != nil {
 		rc.backend.Release()

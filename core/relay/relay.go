@@ -135,13 +135,16 @@ type Relay struct {
 	bytes   int64
 	ended   bool
 	ev      eventState
+	unsent  int  // payload bytes accounted for and not yet sent (Keep)
+	open    int  // payload bytes since the last SSE event boundary
+	sentEnd bool // the payload sent so far ends on an SSE event boundary
 }
 
 // Reset prepares r for a response framed as f; sse marks an event stream (its boundaries are
 // tracked; only decoded framings can see them); started is when the request began, the origin
 // of the first-byte time.
 func (r *Relay) Reset(f Framing, sse bool, started time.Time) {
-	*r = Relay{framing: f, sse: sse && !f.Raw(), started: started}
+	*r = Relay{framing: f, sse: sse && !f.Raw(), started: started, sentEnd: true}
 	r.ev.reset()
 }
 
@@ -156,36 +159,36 @@ func (r *Relay) Framing() Framing { return r.framing }
 // otherwise), the figure counted as response bytes.
 func (r *Relay) Bytes() int64 { return r.bytes }
 
-// AtEventBoundary reports whether the payload relayed so far ends where a new SSE event may
+// AtEventBoundary reports whether the payload sent so far ends where a new SSE event may
 // start (nothing sent yet, or the last line was blank), for any of the line endings the SSE
 // format allows (LF, CRLF, CR).
-func (r *Relay) AtEventBoundary() bool { return r.ev.atBoundary() }
+func (r *Relay) AtEventBoundary() bool { return r.sentEnd }
 
-// Frame turns the n upstream bytes at buf[Headroom:Headroom+n] into client bytes, in place,
-// and returns their bounds in buf with the timing observation of this read (taken at now).
-// buf must have Headroom bytes before the data and Tailroom after it. n = 0 returns an empty
-// range and no observation.
-func (r *Relay) Frame(buf []byte, n int, now time.Time) (lo, hi int, o Obs) {
-	lo, hi = Headroom, Headroom+n
-	if n == 0 {
-		return lo, lo, Obs{}
+// Keep accounts for the upstream bytes p just read, which follow the payload accounted for
+// before and not yet sent, and returns how many bytes at the end of that payload (p
+// included) the caller should keep back and send after its next read instead of now: the
+// start of an SSE event whose blank line has not come, when it is at most limit bytes (0
+// otherwise, and always for a stream that is not an event stream). A client dispatches an
+// event only at that blank line (WHATWG HTML, "event stream interpretation"), so an event's
+// pieces sent as they come gain it nothing and cost it, the gateway and the network one
+// write each: an upstream that writes its events in pieces, down to a byte per write, then
+// costs one client write per event. The events that did end go out at once.
+func (r *Relay) Keep(p []byte, limit int) int {
+	r.account(p)
+	if !r.sse || r.open == 0 || r.open > limit {
+		return 0
 	}
-	o = r.Pass(buf[lo:hi], now)
-	if r.framing == Chunk {
-		lo = frameChunk(buf, lo, n)
-		buf[hi], buf[hi+1] = '\r', '\n'
-		hi += 2
-	}
-	return lo, hi, o
+	return min(r.open, r.unsent)
 }
 
-// Pass accounts for upstream bytes p that go to the client unchanged (every framing but
-// Chunk, which needs Frame) and returns the timing observation of this read (taken at now).
-func (r *Relay) Pass(p []byte, now time.Time) (o Obs) {
-	if len(p) == 0 {
-		return Obs{}
-	}
-	r.bytes += int64(len(p))
+// Sent records that the first n payload bytes accounted for and not yet sent go to the
+// client now, and returns the timing observation of that write (taken at now): TTFT for a
+// stream's first, else the gap since the previous one.
+func (r *Relay) Sent(n int, now time.Time) (o Obs) {
+	r.unsent -= n
+	// What stays behind is the open event's start exactly when the bytes sent end on its
+	// boundary; a remainder that holds more than that was cut anywhere (treated as inside).
+	r.sentEnd = r.unsent == r.open || (r.unsent == 0 && r.ev.atBoundary())
 	if r.framing != Length {
 		if r.last.IsZero() {
 			o = Obs{ObsFirst, now.Sub(r.started)}
@@ -194,10 +197,67 @@ func (r *Relay) Pass(p []byte, now time.Time) (o Obs) {
 		}
 		r.last = now
 	}
-	if r.sse {
-		r.ev.feed(p)
-	}
 	return o
+}
+
+// FrameKept frames for the client, in place as Frame does, the first n payload bytes
+// accounted for (Keep) and not yet sent, at buf[Headroom:Headroom+n], and returns their
+// bounds with the timing observation of sending them (Sent). buf must have Headroom bytes
+// before the data and Tailroom after it; the Tailroom bytes are overwritten, so bytes kept
+// back there must be copied away first.
+func (r *Relay) FrameKept(buf []byte, n int, now time.Time) (lo, hi int, o Obs) {
+	lo, hi = Headroom, Headroom+n
+	if n == 0 {
+		return lo, lo, Obs{}
+	}
+	o = r.Sent(n, now)
+	if r.framing == Chunk {
+		lo = frameChunk(buf, lo, n)
+		buf[hi], buf[hi+1] = '\r', '\n'
+		hi += 2
+	}
+	return lo, hi, o
+}
+
+// Drop forgets the payload accounted for and not sent, of a stream that ends without it: its
+// upstream failed inside an event, which a client would discard unsent; Fail then ends the
+// events that were sent with the error event.
+func (r *Relay) Drop() { r.unsent = 0 }
+
+// Frame turns the n upstream bytes at buf[Headroom:Headroom+n] into client bytes, in place,
+// and returns their bounds in buf with the timing observation of this read (taken at now).
+// buf must have Headroom bytes before the data and Tailroom after it. n = 0 returns an empty
+// range and no observation.
+func (r *Relay) Frame(buf []byte, n int, now time.Time) (lo, hi int, o Obs) {
+	if n > 0 {
+		r.account(buf[Headroom : Headroom+n])
+	}
+	return r.FrameKept(buf, n, now)
+}
+
+// Pass accounts for upstream bytes p that go to the client unchanged (every framing but
+// Chunk, which needs Frame) and returns the timing observation of this read (taken at now).
+func (r *Relay) Pass(p []byte, now time.Time) (o Obs) {
+	if len(p) == 0 {
+		return Obs{}
+	}
+	r.account(p)
+	return r.Sent(len(p), now)
+}
+
+// account counts p, payload read after the bytes accounted for before, as not yet sent, and
+// follows the stream's events through it.
+func (r *Relay) account(p []byte) {
+	r.bytes += int64(len(p))
+	r.unsent += len(p)
+	if !r.sse {
+		return
+	}
+	if cut := r.ev.feed(p); cut >= 0 {
+		r.open = len(p) - cut
+	} else {
+		r.open += len(p)
+	}
 }
 
 // End appends to dst what ends a complete body (the last chunk of Chunk framing) and returns
@@ -220,7 +280,7 @@ func (r *Relay) End(dst []byte) []byte {
 // else gets nothing: the caller closes the connection and the client sees the truncation.
 // After a Chunk tail the client's response is complete and its connection may be reused.
 func (r *Relay) Fail(dst, event []byte) []byte {
-	if r.ended || !r.sse || !r.ev.atBoundary() {
+	if r.ended || !r.sse || !r.sentEnd || r.unsent > 0 {
 		return dst
 	}
 	r.ended = true
@@ -264,15 +324,24 @@ func (s *eventState) reset() { *s = eventState{lineStart: true, blank: true} }
 
 func (s *eventState) atBoundary() bool { return s.lineStart && s.blank }
 
-func (s *eventState) feed(p []byte) {
+// feed follows the stream through p and returns the offset in p just past the last event
+// boundary in it (past the LF of a CRLF whose CR is in p), -1 when there is none.
+func (s *eventState) feed(p []byte) int {
 	steps.Add(len(p) + 1)
 	ends := sse.NewLineEnds(p)
+	cut := -1
 	for i := 0; i < len(p); i++ {
 		c := p[i]
 		if s.afterCR {
 			s.afterCR = false
 			if c == '\n' {
-				continue // the LF of a CRLF that already ended the line
+				// The LF of a CRLF that already ended the line. When the CR that ended an
+				// event came in an earlier read, the event is sent: the LF alone goes with
+				// the next one rather than in a write of its own.
+				if s.blank && i > 0 {
+					cut = i + 1
+				}
+				continue
 			}
 		}
 		switch c {
@@ -280,14 +349,18 @@ func (s *eventState) feed(p []byte) {
 			s.blank = s.lineStart
 			s.lineStart = true
 			s.afterCR = c == '\r'
+			if s.blank {
+				cut = i + 1
+			}
 		default:
 			// A run of ordinary bytes: skip to the next line ending at once.
 			j := ends.Next(i)
 			s.lineStart, s.blank = false, false
 			if j < 0 {
-				return
+				return cut
 			}
 			i = j - 1
 		}
 	}
+	return cut
 }

@@ -26,3 +26,24 @@ func BenchmarkFrameSSEEvent(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkKeepSSEEvent is the pipeline relay step's cost per SSE event read whole: Keep finds
+// that it ended (nothing to keep back) and FrameKept re-chunks it.
+func BenchmarkKeepSSEEvent(b *testing.B) {
+	var r relay.Relay
+	t0 := time.Now()
+	r.Reset(relay.Chunk, true, t0)
+	buf := make([]byte, relay.Headroom+len(sseEvent)+relay.Tailroom)
+	b.SetBytes(int64(len(sseEvent)))
+	b.ReportAllocs()
+	for b.Loop() {
+		copy(buf[relay.Headroom:], sseEvent)
+		if r.Keep(buf[relay.Headroom:relay.Headroom+len(sseEvent)], 8<<10) != 0 {
+			b.Fatal("a whole event was kept back")
+		}
+		lo, hi, _ := r.FrameKept(buf, len(sseEvent), t0)
+		if hi-lo <= len(sseEvent) {
+			b.Fatal("not framed")
+		}
+	}
+}

@@ -180,3 +180,94 @@ func TestPlan(t *testing.T) {
 		})
 	}
 }
+
+// keepRun relays the upstream reads as the pipeline's relay step does with Keep: each read
+// lands after the bytes kept back by the last one, and what ended goes out while the start of
+// an open event waits. It returns each client write; failed makes the upstream fail after the
+// last read (the kept bytes are dropped and Fail adds its event), otherwise the body ends.
+func keepRun(f relay.Framing, reads []string, limit int, failed bool) []string {
+	var r relay.Relay
+	t0 := time.Unix(0, 0)
+	r.Reset(f, true, t0)
+	var writes []string
+	var kept []byte
+	for i, p := range reads {
+		buf := make([]byte, relay.Headroom+len(kept)+len(p)+relay.Tailroom)
+		copy(buf[relay.Headroom:], kept)
+		copy(buf[relay.Headroom+len(kept):], p)
+		tail := r.Keep([]byte(p), limit)
+		send := len(kept) + len(p) - tail
+		kept = append([]byte(nil), buf[relay.Headroom+send:relay.Headroom+send+tail]...)
+		if lo, hi, _ := r.FrameKept(buf, send, t0.Add(time.Duration(i+1))); hi > lo {
+			writes = append(writes, string(buf[lo:hi]))
+		}
+	}
+	var tail []byte
+	if failed {
+		r.Drop()
+		tail = r.Fail(nil, errEvent)
+	} else {
+		buf := make([]byte, relay.Headroom+len(kept)+relay.Tailroom)
+		copy(buf[relay.Headroom:], kept)
+		if lo, hi, _ := r.FrameKept(buf, len(kept), t0); hi > lo {
+			writes = append(writes, string(buf[lo:hi]))
+		}
+		tail = r.End(nil)
+	}
+	if len(tail) > 0 {
+		writes = append(writes, string(tail))
+	}
+	return writes
+}
+
+// bytesOf splits s into one-byte reads, as an upstream that writes a byte at a time is read.
+func bytesOf(s string) []string {
+	reads := make([]string, len(s))
+	for i := range s {
+		reads[i] = s[i : i+1]
+	}
+	return reads
+}
+
+// An upstream that writes its events a byte at a time costs the client one write per event.
+func TestKeepSendsEachEventWhenItsBlankLineComes(t *testing.T) {
+	stream := "data: a\n\ndata: bb\r\n\r\n: c\r\r"
+	got := keepRun(relay.Payload, bytesOf(stream), 1024, false)
+	// A CR ends the blank line and the event: its LF, read alone, goes with the next event.
+	require.Equal(t, []string{"data: a\n\n", "data: bb\r\n\r", "\n: c\r\r"}, got)
+	chunked := keepRun(relay.Chunk, bytesOf(stream), 1024, false)
+	require.Equal(t, []string{"9\r\ndata: a\n\n\r\n", "b\r\ndata: bb\r\n\r\r\n", "6\r\n\n: c\r\r\r\n", "0\r\n\r\n"}, chunked)
+	// Read whole, a CRLF event goes out whole, its LF included.
+	require.Equal(t, []string{"data: bb\r\n\r\n"}, keepRun(relay.Payload, []string{"data: bb\r\n\r\n"}, 1024, false))
+}
+
+// The events a read ends go out at once; only the start of the next waits.
+func TestKeepHoldsBackOnlyTheOpenEvent(t *testing.T) {
+	got := keepRun(relay.Payload, []string{"data: a\n\ndata: b", "b\n", "\ndata: c\n\n"}, 1024, false)
+	require.Equal(t, []string{"data: a\n\n", "data: bb\n\ndata: c\n\n"}, got)
+}
+
+// An event longer than the limit goes out in pieces, as read; the body's end sends what is left.
+func TestKeepSendsAnEventLongerThanTheLimit(t *testing.T) {
+	got := keepRun(relay.Payload, []string{"data: 01", "23456789", "abc"}, 8, false)
+	require.Equal(t, []string{"data: 0123456789", "abc"}, got)
+}
+
+// An upstream that fails inside an event: the client gets the events that ended and the error
+// event, never the cut event (a client would discard it unread).
+func TestErrorEventReplacesAnEventCutShort(t *testing.T) {
+	got := keepRun(relay.Payload, bytesOf("data: a\n\ndata: b"), 1024, true)
+	require.Equal(t, []string{"data: a\n\n", string(errEvent)}, got)
+	// A cut event already partly sent (longer than the limit) leaves the error event out.
+	got = keepRun(relay.Payload, []string{"data: a\n\ndata: 0123456789", "xyz"}, 8, true)
+	require.Equal(t, []string{"data: a\n\ndata: 0123456789", "xyz"}, got)
+}
+
+// A body that is not an event stream is never held back.
+func TestKeepHoldsNothingOfOtherBodies(t *testing.T) {
+	var r relay.Relay
+	r.Reset(relay.Chunk, false, time.Now())
+	require.Zero(t, r.Keep([]byte("data: a"), 1024))
+	r.Reset(relay.ChunkedRaw, true, time.Now())
+	require.Zero(t, r.Keep([]byte("data: a"), 1024), "raw framings pass the wire bytes as read")
+}

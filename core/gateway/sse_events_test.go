@@ -1,0 +1,103 @@
+package gateway_test
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-gw/sluice/bench/llmsim"
+)
+
+// readChunks reads a chunked response's head and returns the payload of each chunk.
+func readChunks(t *testing.T, r *bufio.Reader) []string {
+	t.Helper()
+	line, err := r.ReadString('\n')
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(line, "HTTP/1.1 200 "), line)
+	chunked := false
+	for {
+		l, err := r.ReadString('\n')
+		require.NoError(t, err)
+		if l == "\r\n" {
+			break
+		}
+		chunked = chunked || strings.EqualFold(strings.TrimSpace(l), "Transfer-Encoding: chunked")
+	}
+	require.True(t, chunked, "an SSE stream to an HTTP/1.1 client is chunked")
+	var chunks []string
+	for {
+		sz, err := r.ReadString('\n')
+		require.NoError(t, err)
+		n, err := strconv.ParseInt(strings.TrimSpace(sz), 16, 64)
+		require.NoError(t, err, "chunk size %q", sz)
+		b := make([]byte, n+2)
+		_, err = io.ReadFull(r, b)
+		require.NoError(t, err)
+		if n == 0 {
+			return chunks
+		}
+		chunks = append(chunks, string(b[:n]))
+	}
+}
+
+// An upstream that writes its events a byte at a time: the client gets each event in one
+// piece (a chunk holds whole events), as from an upstream that writes events whole, and every
+// byte of them.
+func TestTrickledEventsReachTheClientWhole(t *testing.T) {
+	sim := startStreamingSim(t, 6)
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			_, addr := startGatewayServers(t, engine, fmt.Sprintf("servers = [{ url = %q }]", "http://"+sim))
+			c := dial(t, addr)
+			_ = c.SetReadDeadline(time.Now().Add(20 * time.Second))
+			body := `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`
+			send(t, c, fmt.Sprintf("POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\n%s: trickle=50us\r\nContent-Length: %d\r\n\r\n%s",
+				llmsim.FaultHeader, len(body), body))
+			chunks := readChunks(t, bufio.NewReader(c))
+			payload := strings.Join(chunks, "")
+			require.True(t, strings.HasSuffix(payload, "data: [DONE]\n\n"), "the whole stream: %q", payload)
+			require.GreaterOrEqual(t, strings.Count(payload, `"chat.completion.chunk"`), 6)
+			for _, ch := range chunks {
+				require.True(t, strings.HasSuffix(ch, "\n\n"), "each chunk is whole events: %q", ch)
+			}
+		})
+	}
+}
+
+// An upstream that fails inside an event: the client gets the events that ended, then the
+// gateway's error event in good framing, never the start of the cut event (which an SSE client
+// would discard unread, and which would swallow the error event into it).
+func TestUpstreamCutInsideAnEventEndsWithErrorEvent(t *testing.T) {
+	first := "data: {\"i\":0}\n\n"
+	up := serveUpstream(t, func(c net.Conn, _ *bufio.Reader, _ string, _ []byte) bool {
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+		fmt.Fprintf(c, "%x\r\n%s\r\n", len(first), first)
+		cut := "data: {\"i\""
+		fmt.Fprintf(c, "%x\r\n%s\r\n", len(cut), cut)
+		if tc, ok := c.(*net.TCPConn); ok {
+			_ = tc.SetLinger(0) // RST, not FIN
+		}
+		return false
+	})
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			_, addr := startGateway(t, engine, up.addr(), "")
+			c := dial(t, addr)
+			_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			send(t, c, "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Length: 2\r\n\r\n{}")
+			resp := readResponse(t, bufio.NewReader(c), false)
+			require.Equal(t, 200, resp.status)
+			s := string(resp.body)
+			require.True(t, strings.HasPrefix(s, first+"event: error\n"), "the event that ended, then the error event: %q", s)
+			require.Contains(t, s, `"code":"upstream_stream_error"`)
+			require.NotContains(t, s, `{"i"`+"\n", "nothing of the cut event")
+		})
+	}
+}
