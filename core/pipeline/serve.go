@@ -976,10 +976,7 @@ func (rc *RequestCtx) RelayStepAt(ds Downstream, now time.Time) (done bool, _ er
 		rc.route.Chain.onBody(rc, b[at:at+n])
 		tail = rc.relay.Keep(b[at:at+n], maxKeptBytes)
 	}
-	failed := err != nil && err != pool.ErrWouldBlock && !errors.Is(err, io.EOF)
-	if errors.Is(err, io.EOF) {
-		tail = 0 // the body ends inside an event: it goes out as the upstream sent it
-	}
+	tail, failed := afterRead(err, tail)
 	if send := kept + n - tail; send > 0 {
 		if tail > 0 && !failed {
 			rc.keep(b[relay.Headroom+send : relay.Headroom+send+tail])
@@ -1036,6 +1033,19 @@ func (rc *RequestCtx) RelayStepAt(ds Downstream, now time.Time) (done bool, _ er
 // maxKeptBytes bounds the start of an SSE event the relay keeps back until its end comes
 // (relay.Keep): half a relay buffer, so that the read after it has as much room again.
 const maxKeptBytes = relayBufBytes / 2
+
+// afterRead says what becomes of the tail bytes of an event's start that a read left kept
+// back (relay.Keep): kept while the body goes on, sent at its end (the upstream sent them),
+// and dropped on a failure (failed: the error event replaces the cut event).
+func afterRead(err error, tail int) (keep int, failed bool) {
+	switch {
+	case err == nil || err == pool.ErrWouldBlock:
+		return tail, false
+	case errors.Is(err, io.EOF):
+		return 0, false
+	}
+	return tail, true
+}
 
 // keep copies p, the start of an event, into a relay buffer for the next step to send with
 // what follows it.
@@ -1117,10 +1127,7 @@ func (rc *RequestCtx) ReadBody(p []byte) (int, error) {
 		return k, nil
 	}
 	n, tail, err := rc.readEvents(p, k)
-	failed := err != nil && !errors.Is(err, io.EOF)
-	if errors.Is(err, io.EOF) {
-		tail = 0 // the body ends inside an event: it goes out as the upstream sent it
-	}
+	tail, failed := afterRead(err, tail)
 	send := n - tail
 	if tail > 0 && !failed {
 		rc.keptPull = append(rc.keptPull[:0], p[send:n]...)

@@ -159,11 +159,6 @@ func (r *Relay) Framing() Framing { return r.framing }
 // otherwise), the figure counted as response bytes.
 func (r *Relay) Bytes() int64 { return r.bytes }
 
-// AtEventBoundary reports whether the payload sent so far ends where a new SSE event may
-// start (nothing sent yet, or the last line was blank), for any of the line endings the SSE
-// format allows (LF, CRLF, CR).
-func (r *Relay) AtEventBoundary() bool { return r.sentEnd }
-
 // Keep accounts for the upstream bytes p just read, which follow the payload accounted for
 // before and not yet sent, and returns how many bytes at the end of that payload (p
 // included) the caller should keep back and send after its next read instead of now: the
