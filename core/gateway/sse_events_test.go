@@ -47,6 +47,31 @@ func readChunks(t *testing.T, r *bufio.Reader) []string {
 	}
 }
 
+// readCutChunks reads a chunked response that may be cut: the payload of the chunks that came
+// whole, and whether the last chunk came.
+func readCutChunks(t *testing.T, r *bufio.Reader) (payload string, ended bool) {
+	t.Helper()
+	resp := readResponse(t, r, true)
+	require.Equal(t, "chunked", resp.headers["transfer-encoding"])
+	var b strings.Builder
+	for {
+		sz, err := r.ReadString('\n')
+		if err != nil {
+			return b.String(), false
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(sz), 16, 64)
+		require.NoError(t, err, "chunk size %q", sz)
+		if n == 0 {
+			return b.String(), true
+		}
+		p := make([]byte, n+2)
+		if _, err := io.ReadFull(r, p); err != nil {
+			return b.String(), false
+		}
+		b.Write(p[:n])
+	}
+}
+
 // An upstream that writes its events a byte at a time: the client gets each event in one
 // piece (a chunk holds whole events), as from an upstream that writes events whole, and every
 // byte of them.
@@ -73,31 +98,52 @@ func TestTrickledEventsReachTheClientWhole(t *testing.T) {
 
 // An upstream that fails inside an event: the client gets the events that ended, then the
 // gateway's error event in good framing, never the start of the cut event (which an SSE client
-// would discard unread, and which would swallow the error event into it).
+// would discard unread, and which would swallow the error event into it). Every engine keeps
+// an event's start back up to the same bound (8 KiB), so a start larger than a 4 KiB read is
+// still dropped for the error event; one over the bound went out in part, and its stream is
+// cut like any other body.
 func TestUpstreamCutInsideAnEventEndsWithErrorEvent(t *testing.T) {
 	first := "data: {\"i\":0}\n\n"
-	up := serveUpstream(t, func(c net.Conn, _ *bufio.Reader, _ string, _ []byte) bool {
-		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
-		fmt.Fprintf(c, "%x\r\n%s\r\n", len(first), first)
-		cut := "data: {\"i\""
-		fmt.Fprintf(c, "%x\r\n%s\r\n", len(cut), cut)
-		if tc, ok := c.(*net.TCPConn); ok {
-			_ = tc.SetLinger(0) // RST, not FIN
-		}
-		return false
-	})
-	for _, engine := range engines {
-		t.Run(engine, func(t *testing.T) {
-			_, addr := startGateway(t, engine, up.addr(), "")
-			c := dial(t, addr)
-			_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-			send(t, c, "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Length: 2\r\n\r\n{}")
-			resp := readResponse(t, bufio.NewReader(c), false)
-			require.Equal(t, 200, resp.status)
-			s := string(resp.body)
-			require.True(t, strings.HasPrefix(s, first+"event: error\n"), "the event that ended, then the error event: %q", s)
-			require.Contains(t, s, `"code":"upstream_stream_error"`)
-			require.NotContains(t, s, `{"i"`+"\n", "nothing of the cut event")
+	for _, tc := range []struct {
+		name string
+		cut  string // the start of the event the upstream cuts
+		ends bool   // the client's response ends with the error event
+	}{
+		{"short", "data: {\"i\"", true},
+		{"5KiB", "data: " + strings.Repeat("x", 5<<10), true},
+		{"over the bound", "data: " + strings.Repeat("x", 12<<10), false},
+	} {
+		up := serveUpstream(t, func(c net.Conn, _ *bufio.Reader, _ string, _ []byte) bool {
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+			fmt.Fprintf(c, "%x\r\n%s\r\n", len(first), first)
+			fmt.Fprintf(c, "%x\r\n%s\r\n", len(tc.cut), tc.cut)
+			if tc, ok := c.(*net.TCPConn); ok {
+				_ = tc.SetLinger(0) // RST, not FIN
+			}
+			return false
 		})
+		for _, engine := range engines {
+			t.Run(tc.name+"/"+engine, func(t *testing.T) {
+				_, addr := startGateway(t, engine, up.addr(), "")
+				c := dial(t, addr)
+				_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+				send(t, c, "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Length: 2\r\n\r\n{}")
+				if tc.ends {
+					resp := readResponse(t, bufio.NewReader(c), false)
+					require.Equal(t, 200, resp.status)
+					s := string(resp.body)
+					require.True(t, strings.HasPrefix(s, first+"event: error\n"), "the event that ended, then the error event: %q", s)
+					require.Contains(t, s, `"code":"upstream_stream_error"`)
+					rest := s[len(first):]
+					require.True(t, strings.Count(rest, "\n\n") == 1 && strings.HasSuffix(rest, "\n\n"),
+						"after the event that ended, the error event alone, nothing of the cut event: %q", rest)
+					return
+				}
+				payload, ended := readCutChunks(t, bufio.NewReader(c))
+				require.False(t, ended, "the transfer is cut, not ended")
+				require.True(t, strings.HasPrefix(payload, first+tc.cut[:8<<10]), "the event's start went out as it came: %d bytes", len(payload))
+				require.NotContains(t, payload, "event: error", "no error event inside an event sent in part")
+			})
+		}
 	}
 }

@@ -333,7 +333,7 @@ type fastExchange struct {
 	watchTimer *time.Timer
 	addTo      *fasthttp.ResponseHeader // target of addField while the head is built
 	begun      bool                     // the request entered the pipeline: Finish it
-	direct     bool                     // the body stream is written to the connection by WriteTo
+	direct     bool                     // WriteTo writes the body to the connection, not to fasthttp
 }
 
 var fastExchanges = sync.Pool{New: func() any { return &fastExchange{} }}
@@ -527,35 +527,43 @@ func (fx *fastExchange) writeReply(ctx *fasthttp.RequestCtx, rc *pipeline.Reques
 // addField copies one response field into fasthttp's response header.
 func (fx *fastExchange) addField(k, v []byte) { fx.addTo.AddBytesKV(k, v) }
 
-// Read implements io.Reader for fasthttp's body stream: one upstream read per call, which
-// fasthttp flushes to the client at once when it frames the body as chunks; a client that
-// takes none of it for client_stall_timeout fails that write (servedConn.Write) and ends the
-// exchange, upstream included.
-func (fx *fastExchange) Read(p []byte) (int, error) { return fx.rc.ReadBody(p) }
+// Read implements io.Reader, which fasthttp's body streams must; fasthttp never calls it here,
+// since SupportsBodyWriteTo says to call WriteTo instead.
+func (fx *fastExchange) Read([]byte) (int, error) { return 0, errBodyWrittenByWriteTo }
 
-// SupportsBodyWriteTo implements fasthttp.BodyWriterTo: fasthttp calls WriteTo instead of
-// Read for a Content-Length body (direct).
-func (fx *fastExchange) SupportsBodyWriteTo() bool { return fx.direct }
+var errBodyWrittenByWriteTo = errors.New("ingress: the response body is written by WriteTo, not read")
 
-// WriteTo implements io.WriterTo for fasthttp's body stream of a Content-Length body: it
-// relays the body to the client connection itself, one write per upstream read, rather than
-// into w, fasthttp's buffered writer. fasthttp copies such a body into that buffer and writes
-// it out only when the buffer is full, and drops what it holds when the stream fails: a body
-// cut short would reach the client without the bytes the upstream did send, where the gnet
-// engine relays each of them as it comes. The buffer is empty when WriteTo runs (the head was
-// flushed, ImmediateHeaderFlush), so the bytes written here follow the head in order, and
-// fasthttp, told that all of the body was written, adds nothing of its own.
-func (fx *fastExchange) WriteTo(io.Writer) (int64, error) {
-	rc := fx.rc
-	ds := connDownstream{fx.conn}
-	for {
-		if done, err := rc.RelayStep(ds); done {
-			if err != nil {
-				return 0, err
-			}
-			return rc.ContentLength(), nil
-		}
+// SupportsBodyWriteTo implements fasthttp.BodyWriterTo: fasthttp calls WriteTo instead of Read.
+func (fx *fastExchange) SupportsBodyWriteTo() bool { return true }
+
+// WriteTo implements io.WriterTo for fasthttp's body stream: the pipeline relays the body
+// through the same steps as on the gnet engine (RequestCtx.WriteBody), one write per upstream
+// read, so an event stream keeps the same bound on an event's start held back.
+//
+// A body of unknown length goes to w, fasthttp's chunked body writer, which frames each write
+// as one chunk and flushes it; fasthttp writes the last chunk when WriteTo returns nil (the
+// body ended, or ended with the gateway's SSE error event) and cuts the connection on an error.
+// A client that takes nothing for client_stall_timeout fails a write (servedConn.Write) and
+// ends the exchange, upstream included.
+//
+// A Content-Length body (direct) goes to the client connection itself rather than into w,
+// fasthttp's buffered writer: fasthttp copies such a body into that buffer and writes it out
+// only when the buffer is full, and drops what it holds when the stream fails, so a body cut
+// short would reach the client without the bytes the upstream did send. The buffer is empty
+// when WriteTo runs (the head was flushed, ImmediateHeaderFlush), so the bytes written here
+// follow the head in order, and fasthttp, told that all of the body was written, adds
+// nothing of its own.
+func (fx *fastExchange) WriteTo(w io.Writer) (int64, error) {
+	if fx.direct {
+		w = fx.conn
 	}
+	if err := fx.rc.WriteBody(writerDownstream{w}); err != nil {
+		return 0, err
+	}
+	if fx.direct {
+		return fx.rc.ContentLength(), nil
+	}
+	return 0, nil
 }
 
 // watchDelay is how long a request may wait for its upstream before the client's socket is
@@ -601,14 +609,16 @@ func (fx *fastExchange) stopWatch() {
 // fasthttp closes the connection when it returns.
 func (fx *fastExchange) writeRaw(c net.Conn) {
 	defer fx.release()
-	_ = fx.rc.WriteResponse(connDownstream{c})
+	_ = fx.rc.WriteResponse(writerDownstream{c})
 }
 
-// connDownstream writes to a plain connection (a hijacked one), blocking for backpressure.
-type connDownstream struct{ c net.Conn }
+// writerDownstream writes each Send to w in one Write, blocking for backpressure: a plain
+// connection (a hijacked one, or fasthttp's for a Content-Length body), or fasthttp's chunked
+// body writer.
+type writerDownstream struct{ w io.Writer }
 
-func (d connDownstream) Send(bp *[]byte, lo, hi int) error {
-	_, err := d.c.Write((*bp)[lo:hi])
+func (d writerDownstream) Send(bp *[]byte, lo, hi int) error {
+	_, err := d.w.Write((*bp)[lo:hi])
 	pipeline.ReleaseBuf(bp)
 	return err
 }

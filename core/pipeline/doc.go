@@ -8,8 +8,8 @@
 //
 // Engines talk to it through a few calls: Entrypoint.Begin (or Entrypoint.Reject for a request
 // refused before routing), then RequestCtx.WriteResponse with a Downstream (engines that
-// write raw bytes) or the reply accessors and RequestCtx.ReadBody (fasthttp, which frames
-// bodies itself), then RequestCtx.Finish. The engine calls RequestCtx.Cancel when its client
+// write raw bytes) or the reply accessors and RequestCtx.WriteBody (fasthttp, which writes the
+// head and frames bodies itself), then RequestCtx.Finish. The engine calls RequestCtx.Cancel when its client
 // leaves; that one signal aborts the upstream exchange and every wait of the request.
 //
 // A feature is a stage: a type implementing RequestStage, ResponseStage and/or

@@ -79,8 +79,8 @@ func (rc *RequestCtx) readEncoded() error {
 	return err
 }
 
-// relayEncoded is relayTo for a coded body on engines that write raw bytes: each upstream
-// read goes out as one chunk of coded bytes.
+// relayEncoded is relayTo for a coded body: each upstream read goes out as one chunk of coded
+// bytes, framed here (Chunk) or by the engine (Payload).
 func (rc *RequestCtx) relayEncoded(ds Downstream) error {
 	for {
 		err := rc.readEncoded()
@@ -93,7 +93,11 @@ func (rc *RequestCtx) relayEncoded(ds Downstream) error {
 		}
 		if len(rc.pending) > 0 {
 			bp := GetBuf()
-			*bp = appendChunk((*bp)[:0], rc.pending)
+			if rc.framing == relay.Chunk {
+				*bp = appendChunk((*bp)[:0], rc.pending)
+			} else {
+				*bp = append((*bp)[:0], rc.pending...)
+			}
 			rc.pending = rc.pending[:0]
 			if ds.Send(bp, 0, len(*bp)) != nil {
 				return rc.clientLeft()
@@ -103,27 +107,6 @@ func (rc *RequestCtx) relayEncoded(ds Downstream) error {
 			return rc.sendTail(ds, rc.relay.End)
 		}
 	}
-}
-
-// readBodyEncoded is ReadBody for a coded body (engines that frame bodies themselves).
-func (rc *RequestCtx) readBodyEncoded(p []byte) (int, error) {
-	for len(rc.pending) == 0 {
-		if rc.ended {
-			return 0, io.EOF
-		}
-		if err := rc.readEncoded(); err != nil {
-			rc.ended = true
-			if rc.Canceled() {
-				rc.outcome.Canceled = true
-			} else {
-				rc.bodyFailed(err)
-			}
-			return 0, err
-		}
-	}
-	n := copy(p, rc.pending)
-	rc.pending = rc.pending[:copy(rc.pending, rc.pending[n:])]
-	return n, nil
 }
 
 // appendChunk appends p as one chunk of chunked coding (RFC 9112 §7.1).

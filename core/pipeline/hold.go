@@ -213,14 +213,19 @@ func (rc *RequestCtx) afterHold(err error) (event []byte, gone bool) {
 	return appendSSEErrorShaped(nil, ge, rc.errShape), false
 }
 
-// writeHeld writes a held stream to ds: its head, keep-alives while it waits, then the
-// upstream's events or the error event that ends it.
+// writeHeld writes a held stream to ds: its head, then its body (relayHeld).
 func (rc *RequestCtx) writeHeld(ds Downstream) error {
 	hb := GetBuf()
 	*hb = rc.appendHeldHead((*hb)[:0])
 	if err := ds.Send(hb, 0, len(*hb)); err != nil {
 		return rc.clientLeft()
 	}
+	return rc.relayHeld(ds)
+}
+
+// relayHeld writes the body of a held stream to ds: keep-alives while it waits, then the
+// upstream's events or the error event that ends it.
+func (rc *RequestCtx) relayHeld(ds Downstream) error {
 	for {
 		ka, err := rc.holdStep()
 		if ka {
@@ -257,25 +262,4 @@ func (rc *RequestCtx) sendRaw(ds Downstream, p []byte) error {
 	}
 	*bp = b
 	return ds.Send(bp, 0, len(b))
-}
-
-// readHeld is ReadBody for a held stream whose wait is not over: a keep-alive, or what
-// follows the wait.
-func (rc *RequestCtx) readHeld(p []byte) (int, error) {
-	ka, err := rc.holdStep()
-	if ka {
-		return copy(p, keepAliveComment), nil
-	}
-	ev, gone := rc.afterHold(err)
-	if gone {
-		rc.ended = true
-		return 0, errClientGone
-	}
-	if ev != nil {
-		rc.pending = append(rc.pending[:0], ev...)
-		n := copy(p, rc.pending)
-		rc.pending = rc.pending[:copy(rc.pending, rc.pending[n:])]
-		return n, nil
-	}
-	return 0, nil // the upstream's stream follows on the next read
 }

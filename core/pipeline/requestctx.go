@@ -59,10 +59,9 @@ type RequestCtx struct {
 	isHEAD    bool
 	maxFwd    int64   // Max-Forwards of a TRACE or OPTIONS request, -1 when none applies
 	ended     bool    // the body reached its end or failed; nothing more is read
-	pending   []byte  // pull path: bytes to hand out before the end (the SSE error event)
-	kept      *[]byte // push path: an SSE event's start kept back (relay.Keep), at relay.Headroom
+	pending   []byte  // a coded body's bytes not yet sent
+	kept      *[]byte // an SSE event's start kept back (relay.Keep), at relay.Headroom
 	keptN     int     // its length
-	keptPull  []byte  // pull path: an SSE event's start kept back
 	websocket bool    // a valid WebSocket opening handshake: forwarded with its upgrade
 	upgraded  bool    // the upstream accepted it (101): the engine runs Tunnel
 	tunnelOut int64   // bytes the upstream sent through the tunnel

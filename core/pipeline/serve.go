@@ -878,10 +878,26 @@ func (rc *RequestCtx) WriteResponse(ds Downstream) error {
 	if rc.held {
 		return rc.writeHeld(ds)
 	}
-	if err := rc.WriteHead(ds); err != nil || rc.BodyDone() {
+	if err := rc.WriteHead(ds); err != nil {
 		return err
 	}
-	if rc.enc != nil {
+	return rc.WriteBody(ds)
+}
+
+// WriteBody writes the response body to ds after the head went out: the upstream body
+// relayed read by read, coded when a stage set an encoder, or, for a held stream, its
+// keep-alives and then the events or the error event that end the wait. Engines that write
+// the head themselves and frame the body (FramesBodies) call it with a ds that sends each
+// Send as one chunk, flushed. The errors are WriteResponse's.
+func (rc *RequestCtx) WriteBody(ds Downstream) error {
+	switch {
+	case rc.outcome.Canceled:
+		return errClientGone
+	case rc.held:
+		return rc.relayHeld(ds)
+	case rc.BodyDone():
+		return nil
+	case rc.enc != nil:
 		return rc.relayEncoded(ds)
 	}
 	return rc.relayTo(ds)
@@ -1016,11 +1032,12 @@ func (rc *RequestCtx) RelayStepAt(ds Downstream, now time.Time) (done bool, _ er
 		if rc.sendTail(ds, func(dst []byte) []byte {
 			n := len(dst)
 			dst = rc.relay.Fail(dst, ev)
-			ended = len(dst) > n && rc.framing == relay.Chunk
+			ended = len(dst) > n && (rc.framing == relay.Chunk || rc.framing == relay.Payload)
 			return dst
 		}) == nil && ended {
-			// The client's response ended in good framing (the error event, then the last
-			// chunk): its connection may carry the next request, as the client asked. Closing
+			// The client's response ends in good framing (the error event, then the last
+			// chunk, which the engine writes for Payload framing): its connection may carry
+			// the next request, as the client asked. Closing
 			// it instead, which the head sent can no longer announce, fails the next request
 			// of a client that pools connections and sends before it sees the close.
 			rc.keepAlive = keep
@@ -1060,7 +1077,6 @@ func (rc *RequestCtx) dropKept() {
 		ReleaseBuf(rc.kept)
 		rc.kept, rc.keptN = nil, 0
 	}
-	rc.keptPull = rc.keptPull[:0]
 }
 
 func (rc *RequestCtx) sendTail(ds Downstream, tail func([]byte) []byte) error {
@@ -1096,87 +1112,6 @@ func (rc *RequestCtx) bodyFailed(err error) {
 // never takes a cut stream for a finished one.
 var sseErrorEvent = newSSEErrorEvents(ErrUpstreamStream)
 
-// ReadBody reads the next piece of the upstream body as the client gets it (payload for
-// Payload framing, wire bytes for Length), one upstream read per call, for engines that pull
-// the body. It returns io.EOF at the end. After an upstream failure in an SSE stream at an
-// event boundary it returns the gateway's error event, then io.EOF; other failures return
-// the error (the engine then cuts the connection).
-func (rc *RequestCtx) ReadBody(p []byte) (int, error) {
-	if len(rc.pending) > 0 {
-		n := copy(p, rc.pending)
-		rc.pending = rc.pending[:copy(rc.pending, rc.pending[n:])]
-		return n, nil
-	}
-	if rc.held && !rc.hold.resolved {
-		if n, err := rc.readHeld(p); n > 0 || err != nil || rc.ended {
-			return n, err
-		}
-	}
-	if rc.enc != nil {
-		return rc.readBodyEncoded(p)
-	}
-	if rc.ended {
-		return 0, io.EOF
-	}
-	// An event's start kept back by the last call goes first.
-	k := copy(p, rc.keptPull)
-	rc.keptPull = rc.keptPull[:copy(rc.keptPull, rc.keptPull[k:])]
-	if len(rc.keptPull) > 0 {
-		// p cannot take all of it: hand out what fits, as the upstream sent it.
-		rc.observe(rc.relay.Sent(k, time.Now()))
-		return k, nil
-	}
-	n, tail, err := rc.readEvents(p, k)
-	tail, failed := afterRead(err, tail)
-	send := n - tail
-	if tail > 0 && !failed {
-		rc.keptPull = append(rc.keptPull[:0], p[send:n]...)
-	}
-	if send > 0 {
-		rc.observe(rc.relay.Sent(send, time.Now()))
-	}
-	if failed {
-		rc.relay.Drop() // the upstream failed inside that event: the error event replaces it
-	}
-	switch {
-	case err == nil:
-		return send, nil
-	case errors.Is(err, io.EOF):
-		rc.ended = true
-		return send, io.EOF
-	case rc.Canceled():
-		rc.ended = true
-		rc.outcome.Canceled = true
-		return send, err
-	}
-	rc.bodyFailed(err)
-	rc.pending = rc.relay.Fail(rc.pending[:0], rc.streamFailure(err))
-	if len(rc.pending) > 0 {
-		return send, nil
-	}
-	return send, err
-}
-
-// readEvents reads the upstream body into p after the k bytes of an event's start already
-// there, and reads on while all it holds is the start of an SSE event (relay.Keep), up to
-// half of p. It returns the bytes in p, how many at their end are such a start, and the
-// read's error.
-func (rc *RequestCtx) readEvents(p []byte, k int) (n, tail int, err error) {
-	limit := min(maxKeptBytes, len(p)/2)
-	for {
-		m, err := rc.x.ReadBody(p[k:], rc.framing.Raw())
-		tail := k // with nothing new, what was kept is still an event's start
-		if m > 0 {
-			rc.route.Chain.onBody(rc, p[k:k+m])
-			tail = rc.relay.Keep(p[k:k+m], limit)
-		}
-		k += m
-		if err != nil || tail < k || m == 0 {
-			return k, tail, err
-		}
-	}
-}
-
 // stamp returns now, or the clock when now is zero and the relay times this response's
 // framing (a Content-Length body is not timed, so it needs no clock read).
 func (rc *RequestCtx) stamp(now time.Time) time.Time {
@@ -1185,8 +1120,6 @@ func (rc *RequestCtx) stamp(now time.Time) time.Time {
 	}
 	return now
 }
-
-func (rc *RequestCtx) relayComplete() bool { return rc.ended && len(rc.pending) == 0 }
 
 func (rc *RequestCtx) observe(o relay.Obs) {
 	switch o.Kind {
@@ -1226,7 +1159,7 @@ func (rc *RequestCtx) FinishAt(now time.Time) {
 		o.BytesOut = rc.tunnelOut
 	} else if rc.x != nil || rc.hadX {
 		o.BytesOut = rc.relay.Bytes()
-		if !rc.relayComplete() && !o.Canceled && o.UpstreamError == "" && !rc.replied {
+		if !rc.ended && !o.Canceled && o.UpstreamError == "" && !rc.replied {
 			o.Canceled = true // the engine stopped before the end: the client left
 		}
 	}

@@ -4,9 +4,10 @@
 // the Server-Sent Events boundaries of the stream, ends a stream that failed mid-way with an
 // SSE error event when it can, and times the stream (time to first byte, gaps between reads).
 //
-// Both ingress engines drive the same Relay: the gnet engine pushes each framed read to its
-// event loop, the fasthttp engine pulls payload for fasthttp.Server to frame. Keeping the
-// logic free of sockets is what lets it be tested and fuzzed on byte strings alone.
+// Both ingress engines drive the same Relay through the same steps: each framed read goes to
+// the client connection (gnet) or, as payload, to fasthttp.Server's chunked body writer, which
+// frames it. Keeping the logic free of sockets is what lets it be tested and fuzzed on byte
+// strings alone.
 package relay
 
 import (
@@ -36,8 +37,8 @@ const (
 	// Close: decoded payload, delimited by closing the connection (an HTTP/1.0 client and a
 	// body of unknown length).
 	Close
-	// Payload: decoded payload that the downstream frames itself (fasthttp.Server chunks a
-	// body stream of unknown length on its own).
+	// Payload: decoded payload that the downstream frames itself (fasthttp.Server writes each
+	// write of a body of unknown length as one chunk, and the last chunk at its end).
 	Payload
 )
 
