@@ -38,6 +38,53 @@ func TestPipelinedRequestsAnsweredInOrder(t *testing.T) {
 	}
 }
 
+// A response goes out whole as soon as it is ready, also when the client has pipelined
+// another request behind it: it never waits for that request's upstream (a client that
+// pipelines a slow request behind a fast one would otherwise get neither until the slow one
+// is answered). Each case answers the first request in its own framing.
+func TestPipelinedResponseDoesNotWaitForTheNext(t *testing.T) {
+	first := map[string]string{
+		"length":  "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nfast",
+		"chunked": "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n6\r\ndata: \r\n6\r\nfast\n\n\r\n0\r\n\r\n",
+	}
+	for _, framing := range []string{"length", "chunked"} {
+		for _, engine := range engines {
+			t.Run(framing+"/"+engine, func(t *testing.T) {
+				release := make(chan struct{})
+				var releaseOnce sync.Once
+				unblock := func() { releaseOnce.Do(func() { close(release) }) }
+				t.Cleanup(unblock)
+				up := serveUpstreamU(t, func(u *upstream, c net.Conn, _ *bufio.Reader, head string, _ []byte) bool {
+					if strings.HasPrefix(head, "GET /slow ") {
+						select {
+						case <-release:
+						case <-u.stop:
+							return false
+						}
+						_, err := io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nslow")
+						return err == nil
+					}
+					_, err := io.WriteString(c, first[framing])
+					return err == nil
+				})
+				_, addr := startGateway(t, engine, up.addr(), "")
+				c := dial(t, addr)
+				send(t, c, "GET /fast HTTP/1.1\r\nHost: gw\r\n\r\nGET /slow HTTP/1.1\r\nHost: gw\r\n\r\n")
+				r := bufio.NewReader(c)
+				// The slow request's upstream answers only after the first response is in.
+				require.NoError(t, c.SetReadDeadline(time.Now().Add(5*time.Second)))
+				resp := readResponse(t, r, false)
+				require.Equal(t, 200, resp.status)
+				require.Contains(t, string(resp.body), "fast", "the first response, whole, before the second is answered")
+				unblock()
+				require.NoError(t, c.SetReadDeadline(time.Now().Add(10*time.Second)))
+				resp = readResponse(t, r, false)
+				require.Equal(t, "slow", string(resp.body))
+			})
+		}
+	}
+}
+
 // Past max_header_bytes + max_body_bytes of pipelined bytes waiting behind a request in
 // flight, the gnet engine takes no further request on the connection: the response in flight
 // still arrives whole, then the connection ends with a FIN (not a reset), so that the client

@@ -354,6 +354,11 @@ func (e *FastEngine) handle(ctx *fasthttp.RequestCtx) {
 			ctx.SetConnectionClose()
 		}
 	}()
+	// fasthttp leaves a response in its writer, unflushed, while the client's next request is
+	// already read (pipelined), so that it goes out with the next response: a response ready
+	// now would wait for the next request's upstream. It flushes after every response of a
+	// handler that set a write deadline; setting none (the zero time) changes nothing else.
+	_ = ctx.SetWriteDeadline(time.Time{})
 	if !fx.start(ctx) {
 		fx.release()
 	}

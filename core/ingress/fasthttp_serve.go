@@ -244,6 +244,8 @@ type servedConn struct {
 	// not): each write gets that long, and one that times out is a stalled client (counted
 	// once).
 	stall atomic.Int64
+	// reset: a write timed out under stall, so Close resets the connection at once.
+	reset atomic.Bool
 
 	// check follows the request stream with the gateway's parser; only fasthttp's goroutine
 	// of the connection (and, after an upgrade, the tunnel it hands the connection to) reads.
@@ -409,6 +411,7 @@ func (c *servedConn) Write(p []byte) (int, error) {
 		if errors.As(err, &ne) && ne.Timeout() && c.stall.Swap(0) != 0 {
 			if tc := unwrapTCP(c.Conn); tc != nil {
 				_ = tc.SetLinger(0) // reset, not closed: resetOnClose says why
+				c.reset.Store(true)
 			}
 			if c.l.m != nil {
 				c.l.m.Shed(metrics.ShedClientStall)
@@ -441,6 +444,14 @@ func (c *servedConn) Close() error {
 		return nil
 	}
 	c.l.forget(c)
+	if c.reset.Load() {
+		// The socket goes first: over TLS, closing the TLS connection sends its close_notify
+		// alert first, and that write would wait for the client that stopped reading, up to
+		// the alert's own 5 s deadline, holding the connection and its queued bytes.
+		err := unwrapTCP(c.Conn).Close()
+		_ = c.Conn.Close() // the layers above the socket: TLS, the connection count
+		return err
+	}
 	return c.Conn.Close()
 }
 
