@@ -626,6 +626,12 @@ func (e *GnetEngine) sweep(now int64) {
 			if gc.fresh.Load() && now-gc.idleSince.Load() <= freshDrainGrace.Nanoseconds() {
 				continue // its client was promised keep-alive and may be sending (finishServe)
 			}
+			if unreadInput(gc.fd) && now-gc.idleSince.Load() <= freshDrainGrace.Nanoseconds() {
+				// Its next request came before the drain, and its loop has not read it yet:
+				// closing would lose it (a POST is not sent again). The loop serves it, with
+				// Connection: close.
+				continue
+			}
 			_ = gc.c.Close()
 			continue
 		}

@@ -42,3 +42,11 @@ func bytesAcked(fd int) (n uint64, ok bool) {
 	}
 	return ti.Bytes_acked, true
 }
+
+// unreadInput reports whether socket fd holds received bytes not read yet (SIOCINQ). A
+// descriptor closed meanwhile reports false, or another socket's state: the caller then only
+// waits a tick longer.
+func unreadInput(fd int) bool {
+	n, err := unix.IoctlGetInt(fd, unix.SIOCINQ)
+	return err == nil && n > 0
+}

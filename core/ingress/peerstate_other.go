@@ -15,3 +15,7 @@ func peerState(int) int { return peerUnknown }
 // bytesAcked cannot read the acknowledged byte count here: the stall check then goes by the
 // loop's outbound buffer alone.
 func bytesAcked(int) (uint64, bool) { return 0, false }
+
+// unreadInput cannot read the receive queue here: a drain closes an idle connection whose
+// next request its loop has not read yet.
+func unreadInput(int) bool { return false }
