@@ -2,6 +2,7 @@ package ingress
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
@@ -121,4 +122,53 @@ func SetBacklogHook(f func()) (restore func()) {
 func SetAcceptGate(f func()) (restore func()) {
 	acceptGate = f
 	return func() { acceptGate = nil }
+}
+
+// HoldLoop blocks the event loop of a gnet engine's one open client connection until release
+// is called, so that the bytes its client sends meanwhile stay unread in its socket.
+func HoldLoop(tr Transport) (release func()) {
+	e := tr.(*GnetEngine)
+	gate := make(chan struct{})
+	var once sync.Once
+	release = func() { once.Do(func() { close(gate) }) }
+	e.mu.Lock()
+	var gc *gconn
+	for c := range e.live {
+		gc = c
+	}
+	e.mu.Unlock()
+	if gc == nil {
+		return release
+	}
+	started := make(chan struct{})
+	if gc.c.Wake(func(gnet.Conn, error) error {
+		close(started)
+		<-gate
+		return nil
+	}) == nil {
+		<-started
+	}
+	return release
+}
+
+// UnreadInput reports whether the socket of an open client connection of a gnet engine holds
+// bytes its loop has not read.
+func UnreadInput(tr Transport) bool {
+	e := tr.(*GnetEngine)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for gc := range e.live {
+		if unreadInput(gc.fd) {
+			return true
+		}
+	}
+	return false
+}
+
+// SweepDraining runs once the sweep a drain begins with, after its listener closed, without
+// the rest of Drain.
+func SweepDraining(tr Transport) {
+	e := tr.(*GnetEngine)
+	e.draining.Store(true)
+	e.sweep(time.Now().UnixNano())
 }
