@@ -38,6 +38,31 @@ func TestPipelinedRequestsAnsweredInOrder(t *testing.T) {
 	}
 }
 
+// slowUpstream answers GET /slow with "slow" once unblock is called (telling arrived, when not
+// nil, that the request came), and every other request with other.
+func slowUpstream(t *testing.T, arrived chan<- struct{}, other func(c net.Conn, body []byte) bool) (*upstream, func()) {
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	unblock := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(unblock)
+	up := serveUpstreamU(t, func(u *upstream, c net.Conn, _ *bufio.Reader, head string, body []byte) bool {
+		if !strings.HasPrefix(head, "GET /slow ") {
+			return other(c, body)
+		}
+		if arrived != nil {
+			arrived <- struct{}{}
+		}
+		select {
+		case <-release:
+		case <-u.stop:
+			return false
+		}
+		_, err := io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nslow")
+		return err == nil
+	})
+	return up, unblock
+}
+
 // A response goes out whole as soon as it is ready, also when the client has pipelined
 // another request behind it: it never waits for that request's upstream (a client that
 // pipelines a slow request behind a fast one would otherwise get neither until the slow one
@@ -50,20 +75,7 @@ func TestPipelinedResponseDoesNotWaitForTheNext(t *testing.T) {
 	for _, framing := range []string{"length", "chunked"} {
 		for _, engine := range engines {
 			t.Run(framing+"/"+engine, func(t *testing.T) {
-				release := make(chan struct{})
-				var releaseOnce sync.Once
-				unblock := func() { releaseOnce.Do(func() { close(release) }) }
-				t.Cleanup(unblock)
-				up := serveUpstreamU(t, func(u *upstream, c net.Conn, _ *bufio.Reader, head string, _ []byte) bool {
-					if strings.HasPrefix(head, "GET /slow ") {
-						select {
-						case <-release:
-						case <-u.stop:
-							return false
-						}
-						_, err := io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nslow")
-						return err == nil
-					}
+				up, unblock := slowUpstream(t, nil, func(c net.Conn, _ []byte) bool {
 					_, err := io.WriteString(c, first[framing])
 					return err == nil
 				})
@@ -98,21 +110,7 @@ func TestPipelinedOverflowEndsAfterResponseInFlight(t *testing.T) {
 	for _, engine := range engines {
 		t.Run(engine, func(t *testing.T) {
 			arrived := make(chan struct{}, 1)
-			release := make(chan struct{})
-			var releaseOnce sync.Once
-			unblock := func() { releaseOnce.Do(func() { close(release) }) }
-			t.Cleanup(unblock)
-			up := serveUpstreamU(t, func(u *upstream, c net.Conn, _ *bufio.Reader, head string, body []byte) bool {
-				if strings.HasPrefix(head, "GET /slow ") {
-					arrived <- struct{}{}
-					select {
-					case <-release:
-					case <-u.stop:
-						return false
-					}
-					_, err := io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nslow")
-					return err == nil
-				}
+			up, unblock := slowUpstream(t, arrived, func(c net.Conn, body []byte) bool {
 				reply := fmt.Sprintf(`{"n":%d}`, len(body))
 				_, err := fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(reply), reply)
 				return err == nil
