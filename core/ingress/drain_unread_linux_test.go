@@ -4,7 +4,6 @@ import (
 	"io"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -30,11 +29,7 @@ func TestDrainServesTheRequestItsLoopHasNotRead(t *testing.T) {
 			defer release()
 			_, err = io.WriteString(c, "POST /200 HTTP/1.1\r\nHost: gw\r\nContent-Length: 0\r\n\r\n")
 			require.NoError(t, err)
-			deadline := time.Now().Add(eventWait)
-			for !ingress.UnreadInput(tr) {
-				require.True(t, time.Now().Before(deadline), "the request never reached the gateway's socket")
-				time.Sleep(time.Millisecond)
-			}
+			require.True(t, ingress.AwaitUnreadInput(tr, eventWait), "the request never reached the gateway's socket")
 			ingress.SweepDraining(tr)
 			release()
 

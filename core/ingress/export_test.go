@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
+	"golang.org/x/sys/unix"
 )
 
 // WithLinger returns set with the bounds of its lingering closes replaced, so that tests can
@@ -151,18 +152,31 @@ func HoldLoop(tr Transport) (release func()) {
 	return release
 }
 
-// UnreadInput reports whether the socket of an open client connection of a gnet engine holds
-// bytes its loop has not read.
-func UnreadInput(tr Transport) bool {
+// AwaitUnreadInput waits up to d for the socket of a gnet engine's one open client connection
+// to hold bytes its loop has not read (a poll for input; nothing is read).
+func AwaitUnreadInput(tr Transport, d time.Duration) bool {
 	e := tr.(*GnetEngine)
+	fd := -1
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	for gc := range e.live {
-		if unreadInput(gc.fd) {
-			return true
-		}
+		fd = gc.fd
 	}
-	return false
+	e.mu.Unlock()
+	if fd < 0 {
+		return false
+	}
+	deadline := time.Now().Add(d)
+	for {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(fds, int(time.Until(deadline)/time.Millisecond))
+		switch {
+		case err == unix.EINTR && time.Now().Before(deadline):
+			continue
+		case err != nil || n == 0:
+			return false
+		}
+		return unreadInput(fd)
+	}
 }
 
 // SweepDraining runs once the sweep a drain begins with, after its listener closed, without
