@@ -626,10 +626,10 @@ func (e *GnetEngine) sweep(now int64) {
 			if gc.fresh.Load() && now-gc.idleSince.Load() <= freshDrainGrace.Nanoseconds() {
 				continue // its client was promised keep-alive and may be sending (finishServe)
 			}
-			if unreadInput(gc.fd) && now-gc.idleSince.Load() <= freshDrainGrace.Nanoseconds() {
-				// Its next request came before the drain, and its loop has not read it yet:
-				// closing would lose it (a POST is not sent again). The loop serves it, with
-				// Connection: close.
+			if now-gc.idleSince.Load() <= freshDrainGrace.Nanoseconds() {
+				// Its client may have sent its next request just before the drain: the loop
+				// looks for it before it closes the connection (closeIfIdle).
+				_ = gc.c.Wake(closeIfIdle)
 				continue
 			}
 			_ = gc.c.Close()
@@ -639,6 +639,21 @@ func (e *GnetEngine) sweep(now int64) {
 			_ = gc.c.Close()
 		}
 	}
+}
+
+// closeIfIdle runs on the loop for a drain: it closes an idle connection unless its socket
+// holds bytes the loop has not read yet, a request that came before the close would: closing
+// would lose it (a POST is not sent again). The loop serves that request, with Connection:
+// close. Looking on the loop, after it handled the readiness it last fetched, leaves only the
+// moment until the close runs, in the same turn of the loop, for a request to arrive unseen;
+// one that arrives then, or is still on the wire, is lost, as on every server that closes an
+// idle connection.
+func closeIfIdle(c gnet.Conn, _ error) error {
+	gc, ok := c.Context().(*gconn)
+	if !ok || gc.busy.Load() || gc.headSince.Load() != 0 || unreadInput(gc.fd) {
+		return nil
+	}
+	return c.Close()
 }
 
 // gnetLogger routes gnet's own log lines to the gateway's logger, dropping its info chatter.
