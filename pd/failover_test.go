@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"slices"
 	"strconv"
@@ -372,6 +374,42 @@ func TestOutOfDescriptorsIsTheGatewaysShortage(t *testing.T) {
 			require.Equal(t, "[DONE]", data[len(data)-1])
 		})
 	}
+}
+
+// When every decode worker runs its max_active sequences, the model is busy, not broken: a
+// request gets 429 model_at_capacity, as from a full admission queue.
+func TestEveryDecodeWorkerAtCapacityGives429(t *testing.T) {
+	f := startFleet(t, func(i int, ic *llmsim.InstanceConfig) {
+		if i == decodeA || i == decodeB {
+			// One sequence at a time, which stalls after its first token until its client
+			// leaves: a stream there keeps the worker full.
+			ic.MaxRunning, ic.FaultRate, ic.Fault = 1, 1, "stall-after=1"
+		}
+	})
+	g := startGateway(t, f.gatewayTOML("", ""))
+	ctx, leave := context.WithCancel(context.Background())
+	defer leave()
+	for n := range 2 {
+		go func() {
+			req, err := http.NewRequestWithContext(ctx, "POST", "http://"+g.Addr("web")+"/v1/chat/completions",
+				strings.NewReader(chatBody("holding "+strconv.Itoa(n))))
+			if err != nil {
+				return
+			}
+			req.Header.Set("Content-Type", "application/json")
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		}()
+	}
+	waitObservedActive(t, g.AdminAddr(), "decode-a")
+	waitObservedActive(t, g.AdminAddr(), "decode-b")
+
+	status, data := stream(t, g, chatBody("one too many"))
+	require.Equal(t, 429, status, data)
+	require.Contains(t, data[0], `"code":"model_at_capacity"`)
+	require.Contains(t, data[0], `"type":"rate_limit_error"`)
 }
 
 // pdCounters returns this process's sluice_pd_ series by name and labels.

@@ -71,10 +71,11 @@ type candidate struct {
 type pair struct{ p, d int }
 
 // pickPair chooses the prefill and decode workers of a request with key key among the
-// target's workers not in ex. It reports false when either role has no eligible worker.
-// With aff (prompt_cache_affinity), the prefill worker is chosen by cached prefix within
-// the load band (affinity.Select).
-func (t *Target) pickPair(key uint64, ex *excluded, aff *affinityReq) (pair, bool) {
+// target's workers not in ex. It reports ok false when either role has no eligible worker,
+// and then full when a worker not in ex was left out for being at capacity (max_active
+// sequences running). With aff (prompt_cache_affinity), the prefill worker is chosen by
+// cached prefix within the load band (affinity.Select).
+func (t *Target) pickPair(key uint64, ex *excluded, aff *affinityReq) (pr pair, ok, full bool) {
 	g := t.workers
 	var ps, ds [maxCandidates]candidate
 	np, nd := 0, 0
@@ -83,19 +84,22 @@ func (t *Target) pickPair(key uint64, ex *excluded, aff *affinityReq) (pair, boo
 			continue
 		}
 		down := g.Member(i).LB.Down()
-		if r, load := g.Judge(i, &t.prefillNeeds); r == workers.Eligible && np < len(ps) {
+		r, load := g.Judge(i, &t.prefillNeeds)
+		if r == workers.Eligible && np < len(ps) {
 			ps[np] = candidate{i, load, g.Member(i).Worker.ID(), down}
 			np++
 			continue
 		}
-		if r, load := g.Judge(i, &t.decodeNeeds); r == workers.Eligible && nd < len(ds) {
+		full = full || r == workers.AtCapacity
+		if r, load = g.Judge(i, &t.decodeNeeds); r == workers.Eligible && nd < len(ds) {
 			ds[nd] = candidate{i, load, g.Member(i).Worker.ID(), down}
 			nd++
 		}
+		full = full || r == workers.AtCapacity
 	}
 	np, nd = preferUp(ps[:np]), preferUp(ds[:nd])
 	if np == 0 || nd == 0 {
-		return pair{}, false
+		return pair{}, false, full
 	}
 	d := byLoadThenRank(ds[:nd], key)
 	var p candidate
@@ -105,9 +109,9 @@ func (t *Target) pickPair(key uint64, ex *excluded, aff *affinityReq) (pair, boo
 		p = byLoadThenRank(ps[:np], key)
 	}
 	if p.id == d.id { // one process reporting both roles cannot be both halves of a pair
-		return pair{}, false
+		return pair{}, false, false
 	}
-	return pair{p.i, d.i}, true
+	return pair{p.i, d.i}, true, false
 }
 
 // preferUp moves the candidates passive health does not keep out to the front and returns

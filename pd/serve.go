@@ -102,9 +102,11 @@ func (t *Target) Serve(rc *pipeline.RequestCtx, peek *openai.Request) error {
 	}()
 	var ex excluded
 	var last error = pipeline.ErrNoBackend
+	full := false // the last choice found no pair because workers were at capacity
 	for try := 0; try < maxPairTries; try++ {
-		pr, ok := t.pickPair(key, &ex, aff)
+		pr, ok, atCapacity := t.pickPair(key, &ex, aff)
 		if !ok {
+			full = atCapacity
 			break
 		}
 		if try > 0 {
@@ -152,10 +154,15 @@ func (t *Target) Serve(rc *pipeline.RequestCtx, peek *openai.Request) error {
 		ge = errWorkerFailed
 	}
 	if last == pipeline.ErrNoBackend {
-		ge = pipeline.ErrNoBackend
-		if t.workers.Short() {
+		switch {
+		case full:
+			// The model is busy, not broken: the answer of a full admission queue.
+			ge = pipeline.ErrAtCapacity
+		case t.workers.Short():
 			// No pair for want of fresh observations the gateway could not poll for.
 			ge = pipeline.ErrGatewayResources
+		default:
+			ge = pipeline.ErrNoBackend
 		}
 	}
 	return &Exhausted{Answer: ge}

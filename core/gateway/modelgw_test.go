@@ -10,6 +10,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -51,10 +53,25 @@ func startModelGateway(t *testing.T, engine, sim string) string {
 // startModelGatewayAdmin is startModelGateway that also returns the admin API's base URL.
 func startModelGatewayAdmin(t *testing.T, engine, sim string) (string, string) {
 	t.Helper()
+	cfg, err := config.LoadBytes("models.toml", []byte(modelGatewayTOML(engine, sim)))
+	require.NoError(t, err)
+	g, err := gateway.New(cfg, "", nil)
+	require.NoError(t, err)
+	require.NoError(t, g.Start())
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = g.Drain(ctx)
+	})
+	return "http://" + g.Addr("web"), "http://" + g.AdminAddr()
+}
+
+// modelGatewayTOML is the configuration of startModelGateway.
+func modelGatewayTOML(engine, sim string) string {
 	// Nothing listens on port 1, and no listener on port 0 is ever given it: a port closed
 	// by the test could be handed to one of its own listeners and answer.
 	deadAddr := deadUpstream
-	toml := fmt.Sprintf(`
+	return fmt.Sprintf(`
 [entrypoints.web]
 address = "127.0.0.1:0"
 engine = %s
@@ -121,17 +138,6 @@ api_key_sha256 = [%q]
 models = ["chat-model"]
 endpoints = ["/v1/chat/completions"]
 `, engineTOML(engine), sim, deadAddr, sha(teamAKey), sha(teamBKey), sha(teamCKey), sha(chatOnlyKey))
-	cfg, err := config.LoadBytes("models.toml", []byte(toml))
-	require.NoError(t, err)
-	g, err := gateway.New(cfg, "", nil)
-	require.NoError(t, err)
-	require.NoError(t, g.Start())
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = g.Drain(ctx)
-	})
-	return "http://" + g.Addr("web"), "http://" + g.AdminAddr()
 }
 
 type apiResult struct {
@@ -296,6 +302,36 @@ func TestModelPoolAtCapacityAnswers429(t *testing.T) {
 				require.True(t, time.Now().Before(deadline), "the slot never came back: %d %s", r.status, r.raw)
 				time.Sleep(10 * time.Millisecond) // polling for the release, not asserting on time
 			}
+		})
+	}
+}
+
+// A reload that leaves an alias's limits as they were keeps its pool: the request in flight
+// keeps its slot, and a newcomer is refused as before the reload. One that changes them gives
+// the alias a new pool with the new limits.
+func TestReloadKeepsAnAliasAdmissionPool(t *testing.T) {
+	sim := startSimulator(t)
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "sluice.toml")
+			toml := modelGatewayTOML(engine, sim)
+			g, addr, admin := startFileGateway(t, path, toml)
+			base := "http://" + addr
+			holdSlot(t, base, teamAKey, "narrow-model")
+
+			require.NoError(t, g.Reload())
+			r := call(t, "POST", base+"/v1/chat/completions", teamAKey, fmt.Sprintf(chatBody, "narrow-model"))
+			require.Equal(t, 429, r.status, "a reload that changed nothing freed the slot: %s", r.raw)
+			mt := call(t, "GET", admin+"/metrics", "", "")
+			require.Contains(t, mt.raw, `sluice_model_active_requests{model="narrow-model"} 1`)
+
+			wider := strings.Replace(toml, "[models.narrow-model.scheduling]\nmax_concurrent_requests = 1",
+				"[models.narrow-model.scheduling]\nmax_concurrent_requests = 2", 1)
+			require.NotEqual(t, toml, wider)
+			require.NoError(t, os.WriteFile(path, []byte(wider), 0o644))
+			require.NoError(t, g.Reload())
+			r = call(t, "POST", base+"/v1/chat/completions", teamAKey, fmt.Sprintf(chatBody, "narrow-model"))
+			require.Equal(t, 200, r.status, r.raw)
 		})
 	}
 }

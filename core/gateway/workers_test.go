@@ -241,13 +241,21 @@ func holdStream(t *testing.T, addr string) {
 // A model router sends a target's requests only to the workers that may take them: for each
 // reason to leave one out, one worker of the fleet has it and receives nothing; a plain
 // server is used by a target that binds nothing and left out by one that binds a generation;
-// a target with no eligible worker gives way to the next priority.
+// a target with no eligible worker gives way to the next priority. With prefix affinity the
+// choice leaves out, and counts, the same workers.
 func TestWorkerAwareTargetSelection(t *testing.T) {
+	type variant struct{ name, engine, extra string }
+	var variants []variant
 	for _, engine := range engines {
-		t.Run(engine, func(t *testing.T) {
+		variants = append(variants, variant{engine, engine, ""})
+	}
+	variants = append(variants, variant{"gnet-prefix-affinity", "gnet", "[models.bound.scheduling]\nprefix_affinity = true\n"})
+	for _, v := range variants {
+		engine := v.engine
+		t.Run(v.name, func(t *testing.T) {
 			f := startWorkerFleet(t)
 			holdStream(t, f.sim.Addrs()[fullWorker])
-			cfg, err := config.LoadBytes("workers.toml", []byte(workerGatewayTOML(engine, f.urls(), "")))
+			cfg, err := config.LoadBytes("workers.toml", []byte(workerGatewayTOML(engine, f.urls(), v.extra)))
 			require.NoError(t, err)
 			g, err := gateway.New(cfg, "", nil)
 			require.NoError(t, err)

@@ -110,8 +110,11 @@ func consumerLabel(c *consumer.Consumer) string {
 }
 
 // NewTable compiles the models of cfg over the compiled services and the groups observing
-// their servers (both by service name; a service without a group is not observed).
-func NewTable(models map[string]*config.Model, services map[string]*pipeline.Service, groups map[string]*workers.Group) (*Table, error) {
+// their servers (both by service name; a service without a group is not observed). An alias
+// whose admission limits are those of the alias of the same name in prev (the running table,
+// nil for the first) takes over its pool, so that a reload neither frees the slots of the
+// requests in flight nor sends newcomers past the callers waiting in its queue.
+func NewTable(models map[string]*config.Model, services map[string]*pipeline.Service, groups map[string]*workers.Group, prev *Table) (*Table, error) {
 	t := &Table{aliases: map[string]*Alias{}}
 	for name, m := range models {
 		a := &Alias{Name: name, ModelID: m.ModelID, Limits: m.Scheduling,
@@ -145,18 +148,11 @@ func NewTable(models map[string]*config.Model, services map[string]*pipeline.Ser
 			sort.Slice(tier, func(i, j int) bool { return tier[i].Name < tier[j].Name })
 			a.tiers = append(a.tiers, tier)
 		}
-		if s := m.Scheduling; s.MaxConcurrentRequests > 0 {
-			pool, err := admission.New(admission.Config{
-				MaxConcurrent: s.MaxConcurrentRequests,
-				MaxQueued:     s.MaxQueuedRequests,
-				QueueTimeout:  time.Duration(s.QueueTimeoutMs) * time.Millisecond,
-				OnWait:        a.m.Waited,
-			})
-			if err != nil {
-				return nil, err
-			}
-			a.pool = pool
+		pool, err := a.admissionPool(prev.Alias(name))
+		if err != nil {
+			return nil, err
 		}
+		a.pool = pool
 		t.aliases[name] = a
 		t.names = append(t.names, name)
 	}
@@ -164,8 +160,38 @@ func NewTable(models map[string]*config.Model, services map[string]*pipeline.Ser
 	return t, nil
 }
 
-// Alias returns the alias named name, or nil.
-func (t *Table) Alias(name string) *Alias { return t.aliases[name] }
+// Alias returns the alias named name, or nil (also on a nil table).
+func (t *Table) Alias(name string) *Alias {
+	if t == nil {
+		return nil
+	}
+	return t.aliases[name]
+}
+
+// admissionPool returns the pool that admits a's requests: old's when old has the same
+// limits, a new one when they changed (old's requests in flight then finish on old's pool),
+// nil when a is unbounded.
+func (a *Alias) admissionPool(old *Alias) (*admission.Pool, error) {
+	s := a.Limits
+	if s.MaxConcurrentRequests <= 0 {
+		return nil, nil
+	}
+	if old != nil && old.pool != nil && sameAdmission(old.Limits, s) {
+		return old.pool, nil
+	}
+	return admission.New(admission.Config{
+		MaxConcurrent: s.MaxConcurrentRequests,
+		MaxQueued:     s.MaxQueuedRequests,
+		QueueTimeout:  time.Duration(s.QueueTimeoutMs) * time.Millisecond,
+		OnWait:        a.m.Waited,
+	})
+}
+
+// sameAdmission says whether two aliases' scheduling gives the same admission limits.
+func sameAdmission(a, b config.Scheduling) bool {
+	return a.MaxConcurrentRequests == b.MaxConcurrentRequests && a.MaxQueuedRequests == b.MaxQueuedRequests &&
+		a.QueueTimeoutMs == b.QueueTimeoutMs
+}
 
 // Close releases what the table's prefill/decode targets hold for calls to their workers
 // (idle connections), once its configuration is retired.
@@ -290,13 +316,18 @@ func (st *state) serveDisaggregated(rc *pipeline.RequestCtx) error {
 	if st.ep != openai.ChatCompletions {
 		return replyError(rc, st.ep, pd.ErrEndpoint)
 	}
+	full := false // a target had no pair because its workers were at capacity
 	for {
 		err := st.target.PD.Serve(rc, &st.peek)
 		var ex *pd.Exhausted
 		if !errors.As(err, &ex) {
 			return err
 		}
+		full = full || ex.Answer == pipeline.ErrAtCapacity
 		if !st.nextTarget(rc) {
+			if full && ex.Answer == pipeline.ErrNoBackend {
+				return pipeline.ErrAtCapacity
+			}
 			return ex.Answer
 		}
 	}
@@ -394,22 +425,12 @@ func (s *Stage) OnPick(rc *pipeline.RequestCtx, c *balancer.Choice) {
 	case st.target.Workers != nil:
 		switch full, short := st.target.Workers.Exclude(c, &st.target.Needs); {
 		case full:
-			rc.RefusePick(ErrAtCapacity)
+			rc.RefusePick(pipeline.ErrAtCapacity)
 		case short:
 			rc.RefusePick(pipeline.ErrGatewayResources)
 		}
 	}
 }
-
-// ErrAtCapacity answers a request whose targets had no server left because their workers
-// report max_active sequences running: 429 model_at_capacity with Retry-After, the answer of
-// a full admission queue, since the model is busy, not broken (a sequence slot frees in
-// about a request's time). A server left out for another reason (unhealthy, stale, another
-// generation) still gives 503 no_backend when none is at capacity, or 503
-// gateway_resources_exhausted when the gateway could not observe it for want of its own
-// descriptors, memory or ports.
-var ErrAtCapacity = &pipeline.GatewayError{Status: 429, Type: pipeline.RateLimit, Code: "model_at_capacity",
-	Message: "every server of the model is at capacity (its workers report their maximum of running sequences); retry shortly", RetryAfter: 1}
 
 // OnExhausted implements pipeline.FallbackStage: the current target's servers all failed
 // before answering, so the next target takes the request.

@@ -51,7 +51,7 @@ func TestOnPickLeavesOutWorkersTheTargetMustNotUse(t *testing.T) {
 			"new": {Service: "fleet", UpstreamModel: "m", Weight: 1, DeploymentGeneration: 2, ExecutionConfigDigest: ""},
 			"any": {Service: "other", UpstreamModel: "m", Weight: 1, Priority: 1},
 		}},
-	}, map[string]*pipeline.Service{"fleet": svc, "other": other}, map[string]*workers.Group{"fleet": g})
+	}, map[string]*pipeline.Service{"fleet": svc, "other": other}, map[string]*workers.Group{"fleet": g}, nil)
 	require.NoError(t, err)
 	tiers := tbl.Alias("m").Tiers()
 	require.Len(t, tiers, 2)

@@ -128,7 +128,7 @@ func (st *state) pickPrefix(rc *pipeline.RequestCtx, c *balancer.Choice) {
 	p, t := &st.pfx, st.target
 	svc := t.Service
 	p.cands, p.ids = p.cands[:0], p.ids[:0]
-	up, full := false, false
+	up, full, short := false, false, false
 	for i, b := range svc.Backends {
 		if c.Exclude.Has(i) {
 			continue
@@ -143,6 +143,7 @@ func (st *state) pickPrefix(rc *pipeline.RequestCtx, c *balancer.Choice) {
 			if r != workers.Eligible {
 				c.Exclude.Add(i)
 				full = full || r == workers.AtCapacity
+				short = t.Workers.LeftOut(i, r) || short
 				continue
 			}
 			load = l
@@ -163,8 +164,11 @@ func (st *state) pickPrefix(rc *pipeline.RequestCtx, c *balancer.Choice) {
 		p.ids = append(p.ids, i)
 	}
 	if len(p.cands) == 0 {
-		if full {
-			rc.RefusePick(ErrAtCapacity)
+		switch {
+		case full:
+			rc.RefusePick(pipeline.ErrAtCapacity)
+		case short:
+			rc.RefusePick(pipeline.ErrGatewayResources)
 		}
 		return
 	}

@@ -49,6 +49,15 @@ var (
 	// ErrGatewayResources: the gateway could not open an upstream connection for want of its
 	// own descriptors, memory or local ports (pool.LocalResource); no upstream is at fault.
 	ErrGatewayResources = &GatewayError{Status: 503, Type: ServerError, Code: "gateway_resources_exhausted", Message: "the gateway has no descriptor, memory or local port left for an upstream connection", RetryAfter: 1}
+	// ErrAtCapacity answers a model request whose targets had no server left because their
+	// workers report max_active sequences running: 429 model_at_capacity with Retry-After,
+	// the answer of a full admission queue, since the model is busy, not broken (a sequence
+	// slot frees in about a request's time). A server left out for another reason
+	// (unhealthy, stale, another generation) still gives ErrNoBackend when none is at
+	// capacity, or ErrGatewayResources when the gateway could not observe it for want of its
+	// own descriptors, memory or ports.
+	ErrAtCapacity = &GatewayError{Status: 429, Type: RateLimit, Code: "model_at_capacity",
+		Message: "every server of the model is at capacity (its workers report their maximum of running sequences); retry shortly", RetryAfter: 1}
 )
 
 // UpstreamGatewayError maps an error from pool.Exchange.RoundTrip to the response the client

@@ -166,7 +166,11 @@ func Compile(cfg *config.Config, prev *Snapshot, gen uint64) (*Snapshot, error) 
 	s.hooks = hooks
 	consumers := consumer.NewRegistry(cfg.Consumers)
 	s.compileWorkers(cfg, prev)
-	models, merr := modelroute.NewTable(cfg.Models, s.Services, s.Workers)
+	var prevModels *modelroute.Table
+	if prev != nil {
+		prevModels = prev.Models
+	}
+	models, merr := modelroute.NewTable(cfg.Models, s.Services, s.Workers, prevModels)
 	if merr != nil {
 		errs = append(errs, cfg.Errorf([]string{"models"}, "models: %v", merr))
 	}

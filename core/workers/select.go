@@ -141,6 +141,15 @@ func (g *Group) Short() bool {
 // (see Exclude).
 func (g *Group) Judge(i int, n *Needs) (Reason, int64) { return g.judge(i, n, monoNow()) }
 
+// LeftOut records that server i was left out of a request's choice for reason r (not
+// Eligible), found by Judge, in the exclusions metric as Exclude does, and reports whether it
+// was left out without a fresh observation because the gateway could not poll it for want of
+// its own descriptors, memory or ports.
+func (g *Group) LeftOut(i int, r Reason) (short bool) {
+	g.excluded[r].Inc()
+	return (r == Stale || r == NoObservation) && g.members[i].Worker.load().short
+}
+
 // Exclude adds to c the servers a request of a target needing n must not go to now: those
 // Judge finds ineligible, then those more loaded than the least loaded eligible one, so that
 // the balancer only breaks ties. Servers c already excludes are not judged. Up servers are
@@ -164,9 +173,8 @@ func (g *Group) Exclude(c *balancer.Choice, n *Needs) (full, short bool) {
 		r, load := g.judge(i, n, now)
 		if r != Eligible {
 			c.Exclude.Add(i)
-			g.excluded[r].Inc()
 			full = full || r == AtCapacity
-			short = short || (r == Stale || r == NoObservation) && g.members[i].Worker.load().short
+			short = g.LeftOut(i, r) || short
 			continue
 		}
 		if i < len(loads) {
