@@ -345,9 +345,12 @@ func (e *FastEngine) handle(ctx *fasthttp.RequestCtx) {
 	e.counters.active.Add(1)
 	defer func() {
 		if v := recover(); v != nil {
-			// fasthttp recovers nothing: the process would end. fx is left to the
-			// collector, its state unknown.
+			// fasthttp recovers nothing: the process would end. The request gives back
+			// what it holds; fx is left to the collector, its state unknown.
 			e.panics.report(e.log, e.set.Name, v)
+			if again := fx.rc.FinishAfterPanic(); again != nil {
+				e.panics.report(e.log, e.set.Name, again)
+			}
 			e.counters.active.Add(-1)
 			ctx.Response.Reset()
 			ctx.SetStatusCode(fasthttp.StatusInternalServerError)

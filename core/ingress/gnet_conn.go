@@ -575,11 +575,17 @@ func (gc *gconn) serve() {
 	gc.finishServe(gc.proxyGuarded(), 0)
 }
 
-// proxyGuarded is proxy with a panic recovered (panicGuard): the connection then closes.
+// proxyGuarded is proxy with a panic recovered (panicGuard): the request gives back what it
+// holds (pipeline.RequestCtx.FinishAfterPanic) and the connection closes.
 func (gc *gconn) proxyGuarded() (keepAlive bool) {
 	defer func() {
 		if v := recover(); v != nil {
 			gc.e.panics.report(gc.e.log, gc.e.set.Name, v)
+			if again := gc.rc.FinishAfterPanic(); again != nil {
+				gc.e.panics.report(gc.e.log, gc.e.set.Name, again)
+				gc.setCancel(pipeline.CancelHandle{})
+				gc.rc = nil // its state is unknown: left to the collector, not pooled
+			}
 			keepAlive = false
 		}
 	}()

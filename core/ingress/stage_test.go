@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -114,6 +115,77 @@ func TestStageRunsOnBothEngines(t *testing.T) {
 			require.Equal(t, 200, resp.StatusCode)
 			require.Equal(t, `{"tenant":"acme"}`, strings.TrimSpace(string(body)), "the upstream saw the stage's field")
 			require.Equal(t, "tenant", resp.Header.Get("X-Stage"), "the response stage ran")
+		})
+	}
+}
+
+// holdStage stands for a stage that holds something for its request (an admission slot, a
+// reservation) from OnRequest to OnComplete; held counts what is held.
+type holdStage struct{ held *atomic.Int64 }
+
+func (s holdStage) OnRequest(*pipeline.RequestCtx) error { s.held.Add(1); return nil }
+func (s holdStage) OnComplete(*pipeline.RequestCtx)      { s.held.Add(-1) }
+
+// panicStage panics on every response: a bug in a stage.
+type panicStage struct{}
+
+func (panicStage) OnResponse(*pipeline.RequestCtx) error { panic("a stage's bug") }
+
+// A stage that panics costs its request, not what the request held: the engine recovers the
+// panic, the completion stages run (a slot taken in OnRequest is given back), and the
+// connection closes.
+func TestPanicInAStageGivesBackWhatTheRequestHeld(t *testing.T) {
+	up := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{}`)
+	})}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	go func() { _ = up.Serve(ln) }()
+	t.Cleanup(func() { _ = up.Close() })
+
+	toml := fmt.Sprintf("[entrypoints.web]\naddress = \"127.0.0.1:0\"\n[routers.all]\nrule = \"PathPrefix(`/`)\"\nservice = \"up\"\n[services.up.load_balancer]\nservers = [{ url = \"http://%s\" }]\n[admin]\naddress = \"\"\n", ln.Addr())
+	cfg, err := config.LoadBytes("stage.toml", []byte(toml))
+	require.NoError(t, err)
+	snap, err := snapshot.Compile(cfg, nil, 1)
+	require.NoError(t, err)
+	t.Cleanup(func() { snap.Retire(nil) })
+	var held atomic.Int64
+	chain, err := pipeline.NewChain(holdStage{&held}, panicStage{})
+	require.NoError(t, err)
+	res := withStages{snap, chain}
+
+	for _, engine := range []string{"gnet", "fasthttp"} {
+		t.Run(engine, func(t *testing.T) {
+			set := ingress.Settings{Name: "web", Address: "127.0.0.1:0"}
+			var tr ingress.Transport
+			if engine == "gnet" {
+				tr = ingress.NewGnet(set, res, nil)
+			} else {
+				tr = ingress.NewFast(set, res, nil)
+			}
+			require.NoError(t, tr.Start())
+			t.Cleanup(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				_ = tr.Drain(ctx)
+			})
+			for range 3 {
+				c, err := net.DialTimeout("tcp", tr.Addr(), 2*time.Second)
+				require.NoError(t, err)
+				_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+				_, err = io.WriteString(c, "GET /x HTTP/1.1\r\nHost: gw\r\n\r\n")
+				require.NoError(t, err)
+				got, err := io.ReadAll(c) // the connection closes after the panic
+				require.NoError(t, err)
+				require.NotContains(t, string(got), "200 OK", "no success for a request whose handling failed")
+				_ = c.Close()
+			}
+			deadline := time.Now().Add(5 * time.Second)
+			for held.Load() != 0 {
+				require.True(t, time.Now().Before(deadline), "the requests still hold %d", held.Load())
+				time.Sleep(time.Millisecond) // polling for the completion stages, not asserting on time
+			}
 		})
 	}
 }

@@ -68,6 +68,7 @@ type RequestCtx struct {
 
 	reply    Reply
 	replied  bool
+	finished bool       // FinishAt ran for this request
 	errShape ErrorShape // of the gateway's own error bodies and SSE error events
 
 	requestID []byte
@@ -165,6 +166,7 @@ func ReleaseRequestCtx(rc *RequestCtx) {
 	rc.cancelMu.Unlock()
 	rc.ClientIP, rc.peer = rc.ClientIP[:0], netip.Addr{}
 	rc.FramesBodies = false
+	rc.finished = true // until the next request enters the pipeline (reset)
 	// An engine's refusal (Entrypoint.Reject) fills in only what it parsed of its request.
 	rc.Req.Reset()
 	ctxPool.Put(rc)
@@ -196,7 +198,7 @@ func (rc *RequestCtx) reset(ep *Entrypoint, now time.Time) {
 	rc.pending = rc.pending[:0]
 	rc.dropKept()
 	rc.releaseWhole()
-	rc.reply, rc.replied = Reply{}, false
+	rc.reply, rc.replied, rc.finished = Reply{}, false, false
 	rc.requestID = rc.requestID[:0]
 	rc.kv = rc.kv[:0]
 	rc.upExtra = rc.upExtra[:0]

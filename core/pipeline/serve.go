@@ -1146,6 +1146,7 @@ func (rc *RequestCtx) Finish() { rc.FinishAt(time.Now()) }
 // FinishAt is Finish for an engine that read the clock for the event that ends the request
 // (an event loop): now is when the response ended, for its duration and the passive health.
 func (rc *RequestCtx) FinishAt(now time.Time) {
+	rc.finished = true
 	rc.disarmStreamDeadlines()
 	if t := rc.hold.ticker; t != nil {
 		t.Stop()
@@ -1182,6 +1183,29 @@ func (rc *RequestCtx) FinishAt(now time.Time) {
 		rc.backend.Release()
 		rc.backend = nil
 	}
+}
+
+// FinishAfterPanic ends, in place of Finish, a request whose engine recovered a panic out of
+// the pipeline, so that what the request holds is given back all the same: its admission
+// slot, its backend's count of requests in flight, a prefill/decode reservation (the
+// completion stages), and its upstream connection, which is closed, its state unknown. The
+// request counts as a 500 when no response had begun. It does nothing when Finish already
+// ran for the request, or when the request never entered the pipeline. It returns a panic of
+// its own, recovered, or nil; after one the engine must drop rc rather than pool it.
+func (rc *RequestCtx) FinishAfterPanic() (again any) {
+	if rc.finished || rc.ep == nil {
+		return nil
+	}
+	defer func() { again = recover() }()
+	if rc.x != nil {
+		rc.x.Abort()
+	}
+	rc.keepAlive = false
+	if rc.outcome.Status == 0 {
+		rc.outcome.Status = 500
+	}
+	rc.FinishAt(time.Now())
+	return nil
 }
 
 func (rc *RequestCtx) count(now time.Time) {
