@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-gw/sluice/core/config"
@@ -132,6 +133,50 @@ servers = [{ url = "http://%s" }]
 			require.ElementsMatch(t, want, got, "every tenth request, body byte for byte")
 			waitMetric(t, admin+"/metrics", okSeries, func(v float64) bool { return v == ok0+10 })
 			waitMetric(t, admin+"/metrics", sentSeries, func(v float64) bool { return v == sent0+10 })
+		})
+	}
+}
+
+// A WebSocket handshake is not copied to the shadow (it would hold a tunnel nobody uses);
+// the requests after it on the service are. One sender keeps the copies in order, so the
+// first one the shadow gets is the first one taken.
+func TestMirrorLeavesWebSocketHandshakesOut(t *testing.T) {
+	ws := startWSEcho(t)
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			sh := startShadow(t)
+			_, addr, _ := startConfigGateway(t, fmt.Sprintf(`
+[entrypoints.web]
+address = "127.0.0.1:0"
+engine = %s
+[admin]
+address = "127.0.0.1:0"
+[routers.api]
+rule = "PathPrefix(`+"`/`"+`)"
+service = "ws"
+[services.ws.load_balancer]
+servers = [{ url = "http://%s" }]
+[services.ws.mirror]
+service = "shadow"
+percentage = 100
+max_concurrent = 1
+[services.shadow.load_balancer]
+servers = [{ url = "http://%s" }]
+`, engineTOML(engine), ws.Addr(), sh.addr()))
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			c, _, err := websocket.Dial(ctx, "ws://"+addr+"/socket", nil)
+			require.NoError(t, err)
+			defer c.CloseNow()
+			require.NoError(t, c.Write(ctx, websocket.MessageText, []byte("hi")))
+			_, got, err := c.Read(ctx)
+			require.NoError(t, err)
+			require.Equal(t, "hi", string(got))
+
+			const body = `{"after":"the handshake"}`
+			r := call(t, "POST", "http://"+addr+"/echo", "", body)
+			require.NotZero(t, r.status, r.raw)
+			require.Equal(t, []string{body}, sh.wait(t, 1), "the first copy is the POST's")
 		})
 	}
 }

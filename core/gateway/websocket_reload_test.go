@@ -20,23 +20,7 @@ import (
 // A WebSocket opened before a reload goes on on the configuration it started with, though the
 // reload replaced its service's connection pool; a new one after the reload works too.
 func TestWebSocketSurvivesReload(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
-		if err != nil {
-			return
-		}
-		for {
-			typ, msg, err := c.Read(r.Context())
-			if err != nil || c.Write(r.Context(), typ, msg) != nil {
-				return
-			}
-		}
-	})}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Close() })
-
+	ln := startWSEcho(t)
 	for _, engine := range engines {
 		t.Run(engine, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "gateway.toml")
@@ -89,4 +73,26 @@ address = ""
 			echo(before, "still")
 		})
 	}
+}
+
+// startWSEcho starts a WebSocket server on loopback that echoes every message back, until the
+// test ends.
+func startWSEcho(t *testing.T) net.Listener {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
+		if err != nil {
+			return
+		}
+		for {
+			typ, msg, err := c.Read(r.Context())
+			if err != nil || c.Write(r.Context(), typ, msg) != nil {
+				return
+			}
+		}
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return ln
 }

@@ -311,6 +311,8 @@ func testWSBadHandshakes(t *testing.T, ce contractEngine) {
 	}{
 		{"post", "POST", "Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: " + wsKey + "\r\nSec-WebSocket-Version: 13\r\nContent-Length: 0\r\n", 400, "invalid_websocket_handshake"},
 		{"short key", "GET", "Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: c2hvcnQ=\r\nSec-WebSocket-Version: 13\r\n", 400, "invalid_websocket_handshake"},
+		{"long key", "GET", "Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: AAAAAAAAAAAAAAAAAAAAAAAAAAAA\r\nSec-WebSocket-Version: 13\r\n", 400, "invalid_websocket_handshake"},
+		{"long padded key", "GET", "Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: AAAAAAAAAAAAAAAAAAAAAAAAAA==\r\nSec-WebSocket-Version: 13\r\n", 400, "invalid_websocket_handshake"},
 		{"two keys", "GET", "Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: " + wsKey + "\r\nSec-WebSocket-Key: " + wsKey + "\r\nSec-WebSocket-Version: 13\r\n", 400, "invalid_websocket_handshake"},
 		{"no key", "GET", "Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n", 400, "invalid_websocket_handshake"},
 		{"version 8", "GET", "Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: " + wsKey + "\r\nSec-WebSocket-Version: 8\r\n", 426, "unsupported_websocket_version"},

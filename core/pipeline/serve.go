@@ -259,7 +259,11 @@ func (rc *RequestCtx) nextBackend() (*Backend, error) {
 		rc.backend, rc.tried = b, b
 		if m := rc.service.Mirror; m != nil && !rc.mirrored {
 			rc.mirrored = true
-			m.Offer(rc)
+			// A shadow that accepted a copied upgrade would hold a tunnel nobody uses, and
+			// one of the mirror's senders with it until its timeout.
+			if !rc.websocket {
+				m.Offer(rc)
+			}
 		}
 		return b, nil
 	}

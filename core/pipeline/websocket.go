@@ -67,6 +67,10 @@ func asksWebSocket(req *http1.Request) bool {
 	return req.Upgrade && hasToken(req.Headers, hdrUpgrade, tokWebSocket)
 }
 
+// wsKeyLen is the length of a Sec-WebSocket-Key: 16 random bytes in base64 (RFC 6455 §4.1
+// item 7).
+const wsKeyLen = 24
+
 // checkWebSocket validates the opening handshake of RFC 6455 §4.2.1 in req.
 func checkWebSocket(req *http1.Request) *GatewayError {
 	if string(req.Method) != "GET" || req.Major != 1 || req.Minor < 1 {
@@ -88,7 +92,9 @@ func checkWebSocket(req *http1.Request) *GatewayError {
 			version = h.Value
 		}
 	}
-	if keys != 1 || base64.StdEncoding.DecodedLen(len(key)) < 16 {
+	// Sixteen bytes in base64 are exactly 24 characters, the last two "=" padding; checking
+	// the length first also keeps Decode inside raw for any key.
+	if keys != 1 || len(key) != wsKeyLen {
 		return ErrWSKey
 	}
 	var raw [18]byte

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/sluice-gw/sluice/core/http1"
@@ -37,5 +38,33 @@ func TestHasToken(t *testing.T) {
 func TestWSAccept(t *testing.T) {
 	if got := string(wsAccept([]byte("dGhlIHNhbXBsZSBub25jZQ=="))); got != "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=" {
 		t.Fatalf("got %s", got)
+	}
+}
+
+// A Sec-WebSocket-Key passes only when it is 16 bytes in base64 (RFC 6455 §4.2.1 item 5):
+// keys of every length from 0 to 40 characters, padded or not, are checked without a panic.
+func TestCheckWebSocketKeyOfAnyLength(t *testing.T) {
+	check := func(key string) *GatewayError {
+		req := &http1.Request{Method: []byte("GET"), Major: 1, Minor: 1, ContentLength: -1, Headers: []http1.HeaderField{
+			{Key: []byte("Sec-WebSocket-Key"), Value: []byte(key)},
+			{Key: []byte("Sec-WebSocket-Version"), Value: []byte("13")},
+		}}
+		return checkWebSocket(req)
+	}
+	for n := 0; n <= 40; n++ {
+		plain := strings.Repeat("A", n)
+		padded := plain + "=="
+		if n >= 2 {
+			padded = plain[:n-2] + "=="
+		}
+		for _, key := range []string{plain, padded} {
+			want := ErrWSKey
+			if key == "AAAAAAAAAAAAAAAAAAAAAA==" {
+				want = nil
+			}
+			if got := check(key); got != want {
+				t.Errorf("key %q (%d characters): got %v, want %v", key, len(key), got, want)
+			}
+		}
 	}
 }
