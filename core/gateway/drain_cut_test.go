@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -129,5 +130,73 @@ address = ""
 				require.Equal(t, before, streamErrors(t), "no upstream stream error is counted")
 			})
 		}
+	}
+}
+
+// On SIGTERM each entrypoint's streams get its own drain_timeout, not the longest of them:
+// a stream on an entrypoint of 200 ms is cut while one on an entrypoint of 30 s still runs.
+func TestDrainGivesEachEntrypointItsOwnTimeout(t *testing.T) {
+	up := serveUpstreamU(t, func(u *upstream, c net.Conn, r *bufio.Reader, _ string, _ []byte) bool {
+		ev := "data: {\"i\":0}\n\n"
+		if _, err := fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n", len(ev), ev); err != nil {
+			return false
+		}
+		u.watchClose(r) // the stream ends only when the gateway closes the connection
+		<-u.stop
+		return false
+	})
+	g, _ := startFromFile(t, fmt.Sprintf(`
+[entrypoints.web]
+address = "127.0.0.1:0"
+drain_timeout = "200ms"
+[entrypoints.slow]
+address = "127.0.0.1:0"
+drain_timeout = "30s"
+[routers.api]
+rule = "PathPrefix(`+"`/`"+`)"
+service = "up"
+[services.up.load_balancer]
+servers = [{ url = "http://%s" }]
+[admin]
+address = ""
+`, up.addr()))
+	open := func(ep string) (net.Conn, *bufio.Reader) {
+		c := dial(t, g.Addr(ep))
+		send(t, c, "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Length: 2\r\n\r\n{}")
+		r := bufio.NewReader(c)
+		for {
+			line, err := r.ReadString('\n')
+			require.NoError(t, err, ep)
+			if strings.HasPrefix(line, "data: ") {
+				return c, r
+			}
+		}
+	}
+	short, shortR := open("web")
+	long, longR := open("slow")
+
+	drained := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		drained <- g.Drain(ctx)
+	}()
+	require.NoError(t, short.SetReadDeadline(time.Now().Add(10*time.Second)))
+	_, err := io.ReadAll(shortR)
+	require.NoError(t, err, "the 200 ms entrypoint's stream was cut at its drain_timeout, well within 10 s")
+	select {
+	case err := <-drained:
+		t.Fatalf("the drain ended (%v) while the 30 s entrypoint's stream was still running", err)
+	default:
+	}
+	require.NoError(t, long.SetReadDeadline(time.Now().Add(50*time.Millisecond)))
+	_, err = io.ReadAll(longR) // what is left of the first event, then nothing: no close
+	require.ErrorIs(t, err, os.ErrDeadlineExceeded, "the 30 s entrypoint's stream still runs")
+
+	require.NoError(t, long.Close()) // its client leaves: nothing is left to drain
+	select {
+	case <-drained:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the drain did not end once the last stream's client left")
 	}
 }

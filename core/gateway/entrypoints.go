@@ -149,16 +149,22 @@ func listenError(cfg *config.Config, name string, err error) error {
 	return cfg.Errorf(key, "%s: %s", strings.Join(key, "."), cfg.MaskEnv(msg, key...))
 }
 
+// drainTimeout is how long e's requests in flight get to finish when it drains: its
+// drain_timeout, or the default.
+func (e *entrypoint) drainTimeout() time.Duration {
+	if d := e.cfg.DrainTimeout; d > 0 {
+		return d
+	}
+	return config.DefaultDrainTimeout
+}
+
 // retire drains e's transport in the background, for up to its drain_timeout (or until the
 // gateway's own drain gives up): its listener closes at once (new connections are refused,
 // unless a new transport took the socket over), requests, streams and WebSockets in flight
 // finish.
 func (g *Gateway) retire(e *entrypoint, why string) {
 	g.Log.Info("entrypoint draining", "entrypoint", e.name, "address", e.t.Addr(), "reason", why)
-	d := e.cfg.DrainTimeout
-	if d <= 0 {
-		d = config.DefaultDrainTimeout
-	}
+	d := e.drainTimeout()
 	g.retiring.Add(1)
 	go func() {
 		defer g.retiring.Done()

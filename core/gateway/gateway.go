@@ -450,7 +450,7 @@ func changedKey(a, b reflect.Value) []string {
 }
 
 // Drain stops accepting connections on every entrypoint, lets in-flight requests finish until
-// ctx ends, then stops everything. Entrypoints a reload removed or replaced and that are still
+// ctx ends or, on each entrypoint, its own drain_timeout passes, then stops everything. Entrypoints a reload removed or replaced and that are still
 // draining are waited for too, and cut when ctx ends. A reload after Drain began is refused.
 func (g *Gateway) Drain(ctx context.Context) error {
 	g.reloadMu.Lock() // a reload in progress finishes first; later ones are refused
@@ -469,7 +469,9 @@ func (g *Gateway) Drain(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = e.t.Drain(ctx)
+			ectx, cancel := context.WithTimeout(ctx, e.drainTimeout())
+			defer cancel()
+			errs[i] = e.t.Drain(ectx)
 		}()
 	}
 	retired := make(chan struct{})
