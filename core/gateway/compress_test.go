@@ -62,6 +62,7 @@ func decode(t *testing.T, enc string, r io.Reader) io.Reader {
 // the upstream's bytes; short ones and event streams go as they are.
 func TestCompressByAcceptEncoding(t *testing.T) {
 	big := bytes.Repeat([]byte(`{"token":"hello"},`), 400) // 7.2 KB of JSON
+	longETag := `"` + strings.Repeat("e", 298) + `"`
 	for _, engine := range engines {
 		t.Run(engine, func(t *testing.T) {
 			up := serveUpstream(t, func(c net.Conn, _ *bufio.Reader, head string, _ []byte) bool {
@@ -71,6 +72,8 @@ func TestCompressByAcceptEncoding(t *testing.T) {
 					_, err = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
 				case strings.HasPrefix(head, "GET /chunked"):
 					_, err = fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n", len(big), big)
+				case strings.HasPrefix(head, "GET /longetag"):
+					_, err = fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nETag: %s\r\nContent-Length: %d\r\n\r\n%s", longETag, len(big), big)
 				case strings.HasPrefix(head, "GET /png"):
 					_, err = fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: image/png\r\nContent-Length: %d\r\n\r\n%s", len(big), big)
 				default:
@@ -89,6 +92,7 @@ func TestCompressByAcceptEncoding(t *testing.T) {
 				{"/big", "identity", ""},
 				{"/big", "", ""},
 				{"/chunked", "gzip", "gzip"},
+				{"/longetag", "gzip", "gzip"},
 				{"/small", "gzip", ""},
 				{"/png", "gzip", ""},
 			} {
@@ -115,8 +119,11 @@ func TestCompressByAcceptEncoding(t *testing.T) {
 				}
 				if c.want != "" {
 					require.Empty(t, resp.Header.Get("Content-Length"), "the coded length is not the upstream's")
-					if c.path == "/big" {
+					switch c.path {
+					case "/big":
 						require.Equal(t, `W/"v1"`, resp.Header.Get("ETag"), "a strong validator is weakened")
+					case "/longetag":
+						require.Equal(t, "W/"+longETag, resp.Header.Get("ETag"), "a long strong validator is weakened too")
 					}
 				}
 			}

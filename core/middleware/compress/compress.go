@@ -106,8 +106,8 @@ func (s *Stage) OnResponse(rc *pipeline.RequestCtx) error {
 	// Byte ranges of the coded body are not the upstream's, and a strong validator names the
 	// upstream's bytes exactly (RFC 9110 §8.8.1): weaken it.
 	rc.RemoveResponseHeader(hdrAcceptRanges)
-	if et, ok := rc.ResponseHeaderValue("ETag"); ok && !bytes.HasPrefix(et, []byte("W/")) && len(et) <= 256 {
-		var buf [258]byte
+	if et, ok := rc.ResponseHeaderValue("ETag"); ok && !bytes.HasPrefix(et, []byte("W/")) {
+		var buf [258]byte // an ETag longer than 256 bytes is rare: it costs an allocation
 		weak := append(append(buf[:0], "W/"...), et...)
 		rc.RemoveResponseHeader(hdrETag)
 		rc.AddResponseHeader(hdrETag, weak)

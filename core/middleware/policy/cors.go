@@ -46,7 +46,6 @@ var (
 	valTrue          = []byte("true")
 	valStar          = []byte("*")
 	upstreamCORSKeys = [][]byte{hdrACAO, hdrACAC, hdrACAM, hdrACAH, hdrACEH, hdrACMA, hdrACAPN}
-	errOriginRefused = pipeline.GatewayError{Status: 403, Type: pipeline.ErrorType("permission_error"), Code: "cors_origin_not_allowed", Message: "this origin may not call this route (CORS)"}
 )
 
 // NewCORS compiles a cors middleware.
@@ -105,7 +104,7 @@ func (c *CORS) OnRequest(rc *pipeline.RequestCtx) error {
 	preflight = preflight && string(rc.Req.Method) == "OPTIONS"
 	if !c.allowed(origin) {
 		if preflight {
-			return &errOriginRefused
+			return errOriginRefused.Reply(rc)
 		}
 		return nil
 	}

@@ -111,6 +111,12 @@ func TestCORS(t *testing.T) {
 	r = h.Do(t, "192.0.2.1", "OPTIONS / HTTP/1.1\r\nHost: gw\r\nOrigin: https://evil.example\r\nAccess-Control-Request-Method: POST", "")
 	require.Equal(t, 403, r.Status)
 	require.Empty(t, r.Header.Get("Access-Control-Allow-Origin"))
+	require.Contains(t, r.Body, `"code":"cors_origin_not_allowed"`)
+	// On /v1/messages the refusal is in the Anthropic API's error shape, as every other.
+	r = h.Do(t, "192.0.2.1", "OPTIONS /v1/messages HTTP/1.1\r\nHost: gw\r\nOrigin: https://evil.example\r\nAccess-Control-Request-Method: POST", "")
+	require.Equal(t, 403, r.Status)
+	require.Contains(t, r.Body, `"type":"error"`)
+	require.Contains(t, r.Body, `"type":"permission_error"`)
 
 	// An actual request: the gateway's fields replace the upstream's.
 	r = h.Do(t, "192.0.2.1", "GET / HTTP/1.1\r\nHost: gw\r\nOrigin: https://app.example", "")
