@@ -334,6 +334,34 @@ type fastExchange struct {
 	addTo      *fasthttp.ResponseHeader // target of addField while the head is built
 	begun      bool                     // the request entered the pipeline: Finish it
 	direct     bool                     // WriteTo writes the body to the connection, not to fasthttp
+	abandoned  bool                     // a panic left its state unknown: it goes back to no pool
+}
+
+// internalErrorBody is the body of the 500 that answers a request whose handling panicked.
+var internalErrorBody = pipeline.AppendErrorBody(nil, pipeline.ErrInternal)
+
+// errAbandoned ends a body that a panic cut short: fasthttp closes the connection.
+var errAbandoned = errors.New("sluice: the response was abandoned after a panic")
+
+// abandon ends fx's request after a panic v out of the pipeline, on whichever of fasthttp's
+// goroutines it came (the handler's, the body writer's, a hijacked connection's): the request
+// gives back what it held (pipeline.RequestCtx.FinishAfterPanic), and release then puts
+// neither fx nor its RequestCtx back into a pool.
+func (fx *fastExchange) abandon(v any) {
+	e := fx.e
+	e.panics.report(e.log, e.set.Name, v)
+	if again := fx.rc.FinishAfterPanic(); again != nil {
+		e.panics.report(e.log, e.set.Name, again)
+	}
+	fx.begun, fx.abandoned = false, true
+}
+
+// recoverPanic, deferred on a goroutine of fx's that fasthttp does not guard (a hijacked
+// connection's), abandons fx on a panic instead of ending the process.
+func (fx *fastExchange) recoverPanic() {
+	if v := recover(); v != nil {
+		fx.abandon(v)
+	}
 }
 
 var fastExchanges = sync.Pool{New: func() any { return &fastExchange{} }}
@@ -345,15 +373,14 @@ func (e *FastEngine) handle(ctx *fasthttp.RequestCtx) {
 	e.counters.active.Add(1)
 	defer func() {
 		if v := recover(); v != nil {
-			// fasthttp recovers nothing: the process would end. The request gives back
-			// what it holds; fx is left to the collector, its state unknown.
-			e.panics.report(e.log, e.set.Name, v)
-			if again := fx.rc.FinishAfterPanic(); again != nil {
-				e.panics.report(e.log, e.set.Name, again)
-			}
-			e.counters.active.Add(-1)
-			ctx.Response.Reset()
+			// fasthttp recovers nothing here: the process would end.
+			fx.abandon(v)
+			ctx.Hijack(nil)
+			ctx.Response.Reset() // closes a body stream set already: that releases fx
+			fx.release()         // when none was
 			ctx.SetStatusCode(fasthttp.StatusInternalServerError)
+			ctx.SetContentType("application/json")
+			ctx.SetBody(internalErrorBody)
 			ctx.SetConnectionClose()
 		}
 	}()
@@ -451,6 +478,7 @@ func (fx *fastExchange) start(ctx *fasthttp.RequestCtx) bool {
 		ctx.HijackSetNoResponse(true)
 		ctx.Hijack(func(c net.Conn) {
 			defer fx.release()
+			defer fx.recoverPanic()
 			_ = fx.rc.Tunnel(hijacked{Conn: c, raw: raw}, nil)
 		})
 		return true
@@ -561,7 +589,15 @@ func (fx *fastExchange) SupportsBodyWriteTo() bool { return true }
 // when WriteTo runs (the head was flushed, ImmediateHeaderFlush), so the bytes written here
 // follow the head in order, and fasthttp, told that all of the body was written, adds
 // nothing of its own.
-func (fx *fastExchange) WriteTo(w io.Writer) (int64, error) {
+func (fx *fastExchange) WriteTo(w io.Writer) (n int64, err error) {
+	defer func() {
+		// fasthttp would recover it but never close the body stream: fx would not be
+		// released.
+		if v := recover(); v != nil {
+			fx.abandon(v)
+			n, err = 0, errAbandoned
+		}
+	}()
 	if fx.direct {
 		w = fx.conn
 	}
@@ -617,6 +653,7 @@ func (fx *fastExchange) stopWatch() {
 // fasthttp closes the connection when it returns.
 func (fx *fastExchange) writeRaw(c net.Conn) {
 	defer fx.release()
+	defer fx.recoverPanic()
 	_ = fx.rc.WriteResponse(writerDownstream{c})
 }
 
@@ -638,6 +675,9 @@ func (fx *fastExchange) Close() error {
 }
 
 func (fx *fastExchange) release() {
+	if fx.e == nil {
+		return // an abandoned exchange, released already
+	}
 	fx.direct = false
 	if fx.conn != nil {
 		armStall(fx.conn, 0)
@@ -649,11 +689,14 @@ func (fx *fastExchange) release() {
 		fx.rc.Finish()
 		fx.begun = false
 	}
+	fx.e.counters.active.Add(-1)
+	fx.e = nil
+	if fx.abandoned {
+		return // its state unknown: left to the collector
+	}
 	pipeline.ReleaseRequestCtx(fx.rc)
 	fx.rc = nil
 	fx.addTo = nil
-	fx.e.counters.active.Add(-1)
-	fx.e = nil
 	fastExchanges.Put(fx)
 }
 

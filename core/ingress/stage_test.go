@@ -126,18 +126,27 @@ type holdStage struct{ held *atomic.Int64 }
 func (s holdStage) OnRequest(*pipeline.RequestCtx) error { s.held.Add(1); return nil }
 func (s holdStage) OnComplete(*pipeline.RequestCtx)      { s.held.Add(-1) }
 
-// panicStage panics on every response: a bug in a stage.
+// panicStage panics on every response head: a bug in a stage.
 type panicStage struct{}
 
 func (panicStage) OnResponse(*pipeline.RequestCtx) error { panic("a stage's bug") }
+
+// bodyPanicStage panics on the response body, which fasthttp writes on a goroutine of its own.
+type bodyPanicStage struct{}
+
+func (bodyPanicStage) OnBody(*pipeline.RequestCtx, []byte) { panic("a body stage's bug") }
 
 // A stage that panics costs its request, not what the request held: the engine recovers the
 // panic, the completion stages run (a slot taken in OnRequest is given back), and the
 // connection closes.
 func TestPanicInAStageGivesBackWhatTheRequestHeld(t *testing.T) {
+	// A streamed body: the gateway relays it as it comes, after the head.
 	up := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, `{}`)
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i := range 3 {
+			_, _ = fmt.Fprintf(w, "data: %d\n\n", i)
+			w.(http.Flusher).Flush()
+		}
 	})}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -151,12 +160,21 @@ func TestPanicInAStageGivesBackWhatTheRequestHeld(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { snap.Retire(nil) })
 	var held atomic.Int64
-	chain, err := pipeline.NewChain(holdStage{&held}, panicStage{})
-	require.NoError(t, err)
-	res := withStages{snap, chain}
-
-	for _, engine := range []string{"gnet", "fasthttp"} {
-		t.Run(engine, func(t *testing.T) {
+	for _, tc := range []struct {
+		name, engine string
+		stage        any
+		head         bool // the panic comes before the response head
+	}{
+		{"gnet-head", "gnet", panicStage{}, true},
+		{"gnet-body", "gnet", bodyPanicStage{}, false},
+		{"fasthttp-head", "fasthttp", panicStage{}, true},
+		{"fasthttp-body", "fasthttp", bodyPanicStage{}, false},
+	} {
+		engine := tc.engine
+		chain, err := pipeline.NewChain(holdStage{&held}, tc.stage)
+		require.NoError(t, err)
+		res := withStages{snap, chain}
+		t.Run(tc.name, func(t *testing.T) {
 			set := ingress.Settings{Name: "web", Address: "127.0.0.1:0"}
 			var tr ingress.Transport
 			if engine == "gnet" {
@@ -178,7 +196,11 @@ func TestPanicInAStageGivesBackWhatTheRequestHeld(t *testing.T) {
 				require.NoError(t, err)
 				got, err := io.ReadAll(c) // the connection closes after the panic
 				require.NoError(t, err)
-				require.NotContains(t, string(got), "200 OK", "no success for a request whose handling failed")
+				if tc.head {
+					require.NotContains(t, string(got), "200 OK", "no success for a request whose handling failed")
+				} else {
+					require.NotContains(t, string(got), "0\r\n\r\n", "a body cut short does not end like a complete one")
+				}
 				_ = c.Close()
 			}
 			deadline := time.Now().Add(5 * time.Second)
