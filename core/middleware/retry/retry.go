@@ -87,18 +87,25 @@ func (s *Stage) OnRetry(_ *pipeline.RequestCtx, n, status int, err error) (time.
 	return s.backoff(n), true
 }
 
-// backoff returns the wait before attempt n+1: initial × 2^(n-1), capped, with "equal
-// jitter" (half fixed, half random) so that clients that failed together do not retry
-// together.
+// backoff returns the wait before attempt n+1 (n ≥ 1): ceiling(n) with "equal jitter" (half
+// fixed, half random) so that clients that failed together do not retry together; 0 when
+// initial is 0.
 func (s *Stage) backoff(n int) time.Duration {
-	d := s.initial << min(n-1, 20)
-	if d > s.maxWait || d <= 0 {
-		d = s.maxWait
-	}
+	d := s.ceiling(n)
 	if d <= 1 {
 		return d
 	}
 	return d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
+}
+
+// ceiling returns initial × 2^(n-1), at most maxWait. It compares before it shifts, so that a
+// doubling past the range of a Duration caps instead of wrapping, and 0 stays 0.
+func (s *Stage) ceiling(n int) time.Duration {
+	shift := max(n-1, 0)
+	if s.initial > s.maxWait>>shift {
+		return s.maxWait
+	}
+	return s.initial << shift
 }
 
 // Budget returns the retries the bank holds now (for tests and the admin API).

@@ -105,6 +105,52 @@ func TestBackoffDoublesWithJitterAndCap(t *testing.T) {
 	require.False(t, ok, "502 is not in statuses")
 }
 
+// A zero initial_backoff doubles to zero: every retry goes at once. A large one caps at
+// max_backoff however many attempts double it.
+func TestBackoffFromZeroWaitsNothing(t *testing.T) {
+	s := New(config.RetryOptions{Attempts: 10, InitialBackoff: 0, MaxBackoff: 10 * time.Second, MinRetries: 1, Statuses: []int{503}}, nil)
+	for n := 1; n <= 70; n++ {
+		require.Zero(t, s.backoff(n), "attempt %d", n)
+	}
+	s = New(config.RetryOptions{Attempts: 10, InitialBackoff: time.Minute, MaxBackoff: time.Minute, MinRetries: 1, Statuses: []int{503}}, nil)
+	for _, n := range []int{1, 2, 21, 40, 64, 1 << 20} {
+		d := s.backoff(n)
+		require.GreaterOrEqual(t, d, 30*time.Second, "attempt %d", n)
+		require.LessOrEqual(t, d, time.Minute, "attempt %d", n)
+	}
+}
+
+// waits records the backoff of each retry its stage grants.
+type waits struct {
+	*Stage
+	got []time.Duration
+}
+
+func (w *waits) OnRetry(rc *pipeline.RequestCtx, n, status int, err error) (time.Duration, bool) {
+	d, ok := w.Stage.OnRetry(rc, n, status, err)
+	if ok {
+		w.got = append(w.got, d)
+	}
+	return d, ok
+}
+
+// With initial_backoff = "0s" a request whose upstream answered 503 goes again at once, not
+// after max_backoff.
+func TestZeroInitialBackoffRetriesAtOnce(t *testing.T) {
+	answer, seen := failing(1)
+	up := mwtest.NewUpstream(t, answer)
+	o := opts(3, 0.2, 10)
+	o.InitialBackoff, o.MaxBackoff = 0, 10*time.Second
+	w := &waits{Stage: New(o, nil)}
+	h := mwtest.New(t, []any{w}, up.Addr())
+	start := time.Now()
+	r := h.Do(t, "192.0.2.1", "GET /v1/models HTTP/1.1\r\nHost: gw", "")
+	require.Equal(t, 200, r.Status)
+	require.Equal(t, int32(2), seen.Load())
+	require.Equal(t, []time.Duration{0}, w.got, "one retry, with no wait")
+	require.Less(t, time.Since(start), o.MaxBackoff/2, "the pipeline did not wait")
+}
+
 type answer200 struct{}
 
 func (answer200) OnRequest(rc *pipeline.RequestCtx) error {
