@@ -39,12 +39,13 @@ type RequestCtx struct {
 	service    *Service // where the request goes: the route's, or one a stage chose
 	hooks      *Chain
 	slots      [maxSlots]slot
-	backend    *Backend // held (Acquire'd) until Finish
-	tried      *Backend // the last backend tried, for the outcome
-	try        int      // tries on the current service (exchange)
-	hadX       bool     // the upstream exchange was released before Finish (ReleaseUpstream)
-	attempts   int      // attempts that reached an upstream (exchange, the retry stages)
-	last       error    // the answer if no backend answers (exchange)
+	backend    *Backend   // held (Acquire'd) until Finish
+	tried      *Backend   // the last backend tried, for the outcome
+	lastTry    TryVerdict // how the backend the vet stages let through last did (LastTry)
+	try        int        // tries on the current service (exchange)
+	hadX       bool       // the upstream exchange was released before Finish (ReleaseUpstream)
+	attempts   int        // attempts that reached an upstream (exchange, the retry stages)
+	last       error      // the answer if no backend answers (exchange)
 	start      time.Time
 
 	x         *pool.Exchange
@@ -188,6 +189,7 @@ func (rc *RequestCtx) reset(ep *Entrypoint, now time.Time) {
 	rc.clientPath = rc.Req.Path
 	rc.client, rc.clientKnown = netip.Addr{}, false
 	rc.route, rc.service, rc.hooks, rc.backend, rc.tried = nil, nil, nil, nil, nil
+	rc.lastTry = TryInFlight
 	clear(rc.slots[:])
 	rc.start = now
 	rc.x, rc.hadX = nil, false
@@ -233,6 +235,33 @@ func (rc *RequestCtx) RequestID() []byte { return rc.requestID }
 
 // Outcome returns how the request ended (complete once completion stages run).
 func (rc *RequestCtx) Outcome() *Outcome { return &rc.outcome }
+
+// TryVerdict is how the backend of one try of a request did, for stages that judge backends
+// (a circuit breaker).
+type TryVerdict uint8
+
+const (
+	// TryInFlight: the backend the vet stages let through last is the request's: it is
+	// being tried or it answers the request, and the Outcome tells how it did.
+	TryInFlight TryVerdict = iota
+	// TryFailed: the request left the backend after a failure: it could not be reached, the
+	// exchange failed before a response head, or a retry stage sent the request again after
+	// its 5xx answer or its failure.
+	TryFailed
+	// TrySucceeded: a retry stage sent the request again after an answer below 500.
+	TrySucceeded
+	// TryNeither: the backend is not judged: a vet stage refused it before anything was
+	// sent, it refused the request for now (Retry-After), or the gateway's own host was short
+	// of resources to reach it.
+	TryNeither
+)
+
+// LastTry returns the verdict on the backend the vet stages let the request through to last,
+// once the request left it (for another try, or to be answered without it); TryInFlight until
+// the request leaves a backend, and while the one let through last is the request's. A vet
+// stage reads it at the next choice to judge the backend it let through before; a completion
+// stage, to tell a backend the request left from the one that answered.
+func (rc *RequestCtx) LastTry() TryVerdict { return rc.lastTry }
 
 // Exclude keeps backend id of the request's service out of this request's backend choice.
 func (rc *RequestCtx) Exclude(id int) { rc.choice.Exclude.Add(id) }

@@ -195,12 +195,15 @@ func (rc *RequestCtx) pick() (*Backend, error) {
 			return nil, refused
 		}
 		if err := rc.route.Chain.onVet(rc, b); err != nil {
-			// Each refusal excludes one more backend, so this ends.
+			// Each refusal excludes one more backend, so this ends. A vet stage before the
+			// one that refused may have let b through: nothing was sent to it.
+			rc.lastTry = TryNeither
 			refused = err
 			b.Release()
 			rc.Exclude(b.LB.ID)
 			continue
 		}
+		rc.lastTry = TryInFlight
 		if rc.upHead == nil {
 			// Borrowed for the round trip only: an idle keep-alive connection keeps no head
 			// buffer (thousands of idle connections would each pin one).
@@ -291,6 +294,7 @@ func (rc *RequestCtx) afterTry(b *Backend, err error) (again bool, _ error) {
 			// The upstream refused the request for now and said for how long: it did not
 			// act on it, so another backend may take it.
 			b.LB.EjectFor(ra)
+			rc.lastTry = TryNeither
 			rc.last = shorterRetry(rc.last, rc.x.Resp.Status, ra)
 			rc.Exclude(b.LB.ID)
 			rc.dropUpstream()
@@ -320,6 +324,7 @@ func (rc *RequestCtx) afterTry(b *Backend, err error) (again bool, _ error) {
 		// The upstream took the request and left without a response byte: the request
 		// goes to another backend (the failure is counted in the metrics all the same).
 		rc.last = rc.upstreamFailed(b, err)
+		rc.lastTry = TryFailed
 		rc.route.M.UpstreamError(rc.outcome.UpstreamError)
 		rc.countedReason = rc.outcome.UpstreamError
 		rc.Exclude(b.LB.ID)
@@ -332,6 +337,7 @@ func (rc *RequestCtx) afterTry(b *Backend, err error) (again bool, _ error) {
 		// The gateway's own host is short of descriptors, memory or ports: the backend is
 		// not judged (no ejection, no breaker failure), and another would fail alike.
 		rc.ep.elog.shortOfResources(rc.route.Name, b.URL, err)
+		rc.lastTry = TryNeither
 		rc.dropUpstream()
 		b.Release()
 		rc.backend = nil
@@ -343,6 +349,7 @@ func (rc *RequestCtx) afterTry(b *Backend, err error) (again bool, _ error) {
 	// dial failure only while no backend did.
 	rc.route.M.UpstreamError(metrics.ReasonDial)
 	rc.outcome.UpstreamError, rc.countedReason = metrics.ReasonDial, metrics.ReasonDial
+	rc.lastTry = TryFailed
 	rc.Exclude(b.LB.ID)
 	rc.dropUpstream()
 	b.Release()
@@ -391,6 +398,7 @@ func (rc *RequestCtx) retryAfter(b *Backend, n, status int, err error) (bool, er
 		rc.ep.elog.upstreamFailed(rc.route.Name, b.URL, "response head (retried)", err)
 		rc.route.M.UpstreamError(UpstreamReason(err))
 	}
+	rc.lastTry = retriedVerdict(status, err)
 	if rc.service != nil {
 		rc.service.Health.Observe(b.LB.ID, true) // a retried attempt failed
 	}
@@ -414,6 +422,15 @@ func (rc *RequestCtx) retryAfter(b *Backend, n, status int, err error) (bool, er
 		return false, errClientGone
 	}
 	return true, nil
+}
+
+// retriedVerdict judges the backend of an attempt a retry stage sends again, which ended with
+// status or err: as a completion stage judges a request that ends so.
+func retriedVerdict(status int, err error) TryVerdict {
+	if err != nil || status >= 500 {
+		return TryFailed
+	}
+	return TrySucceeded
 }
 
 // MaxConnectTries bounds the backends of one service a request tries after connect failures

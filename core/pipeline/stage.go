@@ -39,7 +39,8 @@ type ResponseStage interface {
 // the others. When no backend is left, the request gets the last refusal's answer (a
 // *GatewayError or the *Reply of RequestCtx.Reply) instead of the gateway's own no_backend,
 // unless a fallback stage finds it another service. A circuit breaker keeps open backends
-// out this way, so that a request reaches a healthy backend when there is one.
+// out this way, so that a request reaches a healthy backend when there is one; at a choice
+// after a try, RequestCtx.LastTry tells it how the backend it let through before did.
 type VetStage interface {
 	OnVet(rc *RequestCtx, b *Backend) error
 }

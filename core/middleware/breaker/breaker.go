@@ -10,12 +10,13 @@
 // 503 circuit_open with Retry-After (the time until the first of them takes a probe). A
 // fast-failing breaker would refuse requests a healthy neighbour could serve.
 //
-// A request counts against the backend that served it last, when it completes: a failure
-// is a 5xx answer, an upstream error (unreachable, timeout, malformed or closed response) or
-// a stream that fails after its head; a success is any other answer the upstream gave. A
-// request whose client left first, or that a stage answered instead of the upstream, counts
-// neither way. A backend a request left for another one because it could not be reached
-// counts as failed at once.
+// Each try of a request counts against the backend it went to: a failure is a 5xx answer, an
+// upstream error (unreachable, timeout, malformed or closed response) or a stream that fails
+// after its head; a success is any other answer the upstream gave. A request whose client
+// left first, or that a stage answered instead of the upstream, counts neither way; so does a
+// backend that refused the request for now (Retry-After). The backend that answers counts
+// when the request completes; one the request left for another try (it could not be reached,
+// or the retry middleware sent the request again) counts at the next backend choice.
 package breaker
 
 import (
@@ -269,16 +270,11 @@ var errOpen = consumer.NewAnswer(503, "server_error", "overloaded_error", "circu
 
 // OnVet implements pipeline.VetStage: the request may go to b unless b's breaker is open
 // (or half-open with its probe in flight). When the request was let through to another
-// backend before and is choosing again, that backend did not serve it: it could not be
-// reached (a failure), or it refused the request for now (an overload refusal with
-// Retry-After, judged neither way).
+// backend before and is choosing again, that backend's try is over and counts as the
+// pipeline judged it (RequestCtx.LastTry).
 func (s *Stage) OnVet(rc *pipeline.RequestCtx, b *pipeline.Backend) error {
 	if prev := rc.Get(&s.slot); prev != nil {
-		r := neither
-		if rc.Outcome().UpstreamError == metrics.ReasonDial {
-			r = failed
-		}
-		s.settle(prev, r)
+		s.settle(prev, tried(rc.LastTry()))
 		rc.Set(&s.slot, nil)
 	}
 	br := s.breakers[b]
@@ -321,25 +317,46 @@ func (s *Stage) refusal(rc *pipeline.RequestCtx, now int64) error {
 }
 
 // OnComplete implements pipeline.CompletionStage: the request counts against the backend it
-// was let through to.
+// was let through to last: by how that backend's try ended when the request left it, else
+// by the request's outcome.
 func (s *Stage) OnComplete(rc *pipeline.RequestCtx) {
 	v := rc.Get(&s.slot)
 	if v == nil {
 		return
 	}
-	o := rc.Outcome()
-	r := succeeded
+	if t := rc.LastTry(); t != pipeline.TryInFlight {
+		s.settle(v, tried(t))
+		return
+	}
+	s.settle(v, ended(rc.Outcome()))
+}
+
+// tried maps the pipeline's verdict on a try the request left to a result (a verdict of
+// TryInFlight, which a try the request left never has, judges nobody).
+func tried(t pipeline.TryVerdict) result {
+	switch t {
+	case pipeline.TryFailed:
+		return failed
+	case pipeline.TrySucceeded:
+		return succeeded
+	}
+	return neither
+}
+
+// ended returns the result of a request that ended with o at the backend it was let through
+// to last.
+func ended(o *pipeline.Outcome) result {
 	switch {
 	case o.Canceled:
-		r = neither
+		return neither
 	case o.UpstreamError != "":
-		r = failed
+		return failed
 	case o.GatewayReply:
-		r = neither
+		return neither
 	case o.Status >= 500:
-		r = failed
+		return failed
 	}
-	s.settle(v, r)
+	return succeeded
 }
 
 // settle records r against the breaker kept in a request slot.

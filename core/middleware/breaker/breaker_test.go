@@ -238,8 +238,8 @@ func TestOutcomesCount(t *testing.T) {
 			s, _ := newStage(t, opts(5, 1, time.Minute), svc)
 			br := s.breakers[svc.Backends[0]]
 			br.record(failed, false, 0, &s.opts) // a streak to clear, or to extend
-			rc := pipeline.AcquireRequestCtx()
-			defer pipeline.ReleaseRequestCtx(rc)
+			// A fresh one: its try in flight, the outcome judges it.
+			rc := new(pipeline.RequestCtx)
 			rc.Set(&s.slot, br)
 			*rc.Outcome() = tc.o
 			s.OnComplete(rc)
