@@ -316,7 +316,8 @@ func drain(g *gateway.Gateway, sig os.Signal, sigs <-chan os.Signal, log *slog.L
 	case err == nil:
 		log.Info("drained; exiting", "took", took)
 	case errors.Is(err, context.DeadlineExceeded):
-		log.Warn("drain timeout reached; closing the remaining connections and exiting", "drain_timeout", time.Duration(g.DrainTimeout()).String())
+		// Each entrypoint drains for its own drain_timeout: the error names those it cut.
+		log.Warn("drain_timeout reached; closed the connections left", "cut", err.Error(), "took", took)
 	case errors.Is(err, context.Canceled):
 		code := 1
 		select {

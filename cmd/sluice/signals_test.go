@@ -113,7 +113,7 @@ func TestSecondSignalCutsTheDrainShort(t *testing.T) {
 		code int
 	}{{"SIGTERM", syscall.SIGTERM, 143}, {"SIGINT", syscall.SIGINT, 130}} {
 		t.Run(c.name, func(t *testing.T) {
-			p, stream := drainingWithAStream(t, bin, c.sig)
+			p, stream := drainingWithAStream(t, bin, c.sig, "60s")
 			require.NoError(t, p.Signal(c.sig))
 			select {
 			case <-p.Done():
@@ -128,10 +128,26 @@ func TestSecondSignalCutsTheDrainShort(t *testing.T) {
 	}
 }
 
-// drainingWithAStream starts bin serving a stream that never ends, with a drain_timeout of a
-// minute, opens one such stream, sends sig and returns once the gateway says it is draining:
-// the stream holds the drain open.
-func drainingWithAStream(t *testing.T, bin string, sig syscall.Signal) (*testenv.Process, net.Conn) {
+// A drain that reaches an entrypoint's drain_timeout closes what is left there and exits 0,
+// naming in its log line the entrypoint whose connections it cut.
+func TestDrainTimeoutNamesTheEntrypointItCut(t *testing.T) {
+	bin := testenv.BuildBinary(t, "./cmd/sluice")
+	p, stream := drainingWithAStream(t, bin, syscall.SIGTERM, "200ms")
+	select {
+	case <-p.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("sluice went on draining past drain_timeout")
+	}
+	require.Equal(t, 0, p.Cmd.ProcessState.ExitCode(), "exit status: %s", p.Output())
+	require.Regexp(t, `msg="drain_timeout reached; closed the connections left" cut="entrypoint web: `, p.Output())
+	_, err := io.Copy(io.Discard, stream)
+	require.NoError(t, err, "the stream ends with the connection (not a timeout)")
+}
+
+// drainingWithAStream starts bin serving a stream that never ends, with drainTimeout, opens one
+// such stream, sends sig and returns once the gateway says it is draining: the stream holds the
+// drain open.
+func drainingWithAStream(t *testing.T, bin string, sig syscall.Signal, drainTimeout string) (*testenv.Process, net.Conn) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = ln.Close() })
@@ -153,7 +169,7 @@ func drainingWithAStream(t *testing.T, bin string, sig syscall.Signal) (*testenv
 		}
 	})
 	port := testenv.FreePort(t)
-	cfg := catchAllConfig(t, port, ln.Addr().String(), `drain_timeout = "60s"`)
+	cfg := catchAllConfig(t, port, ln.Addr().String(), fmt.Sprintf("drain_timeout = %q", drainTimeout))
 	p := testenv.StartProcess(t, bin, "serve", "--config", cfg)
 	p.WaitOutput(t, "entrypoint listening", 10*time.Second)
 

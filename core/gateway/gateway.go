@@ -471,7 +471,9 @@ func (g *Gateway) Drain(ctx context.Context) error {
 			defer wg.Done()
 			ectx, cancel := context.WithTimeout(ctx, e.drainTimeout())
 			defer cancel()
-			errs[i] = e.t.Drain(ectx)
+			if err := e.t.Drain(ectx); err != nil {
+				errs[i] = fmt.Errorf("entrypoint %s: %w", e.name, err)
+			}
 		}()
 	}
 	retired := make(chan struct{})

@@ -98,7 +98,8 @@ func checkWebSocket(req *http1.Request) *GatewayError {
 		return ErrWSKey
 	}
 	var raw [18]byte
-	if n, err := base64.StdEncoding.Decode(raw[:], key); err != nil || n != 16 {
+	// Strict: a key whose padding bits are set is not the base64 of any 16 bytes.
+	if n, err := base64.StdEncoding.Strict().Decode(raw[:], key); err != nil || n != 16 {
 		return ErrWSKey
 	}
 	if versions != 1 || !bytes.Equal(bytes.TrimSpace(version), wsVersion13) {

@@ -67,4 +67,8 @@ func TestCheckWebSocketKeyOfAnyLength(t *testing.T) {
 			}
 		}
 	}
+	// 24 characters, but the last one sets bits the padding leaves out: no 16 bytes encode so.
+	if got := check("AAAAAAAAAAAAAAAAAAAAAB=="); got != ErrWSKey {
+		t.Errorf("a key with padding bits set: got %v, want %v", got, ErrWSKey)
+	}
 }
