@@ -8,8 +8,9 @@ import (
 	"time"
 )
 
-// Config is the admission limits of one model pool. They are fixed for the Pool's life: a
-// reload that changes them makes a new Pool, and tickets taken from the old one release to it.
+// Config is the admission limits of one model pool. A reload changes them in place
+// (Pool.SetLimits), so that the requests admitted keep their slots and the waiters their
+// places.
 type Config struct {
 	// MaxConcurrent is the number of active slots (requests admitted and not yet released),
 	// at least 1.
@@ -48,9 +49,9 @@ type Pool struct {
 	admitted atomic.Uint64
 	_        [48]byte // keep the counters every request touches off the slow path's line
 
-	max       uint64
-	maxQueued uint64
-	timeout   time.Duration
+	max       atomic.Uint64 // MaxConcurrent
+	maxQueued atomic.Uint64 // MaxQueued
+	timeout   atomic.Int64  // QueueTimeout, ns
 	onWait    func(time.Duration)
 
 	mu         sync.Mutex
@@ -66,18 +67,65 @@ type Pool struct {
 // New returns a Pool with the limits of c. It returns an error when MaxConcurrent is not in
 // [1, 2147483647] or MaxQueued not in [0, 2147483647].
 func New(c Config) (*Pool, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	p := &Pool{onWait: c.OnWait}
+	p.store(c)
+	return p, nil
+}
+
+// Validate returns New's errors for c, nil when a Pool can have its limits.
+func (c Config) Validate() error {
 	if c.MaxConcurrent < 1 || c.MaxConcurrent > maxLimit {
-		return nil, errors.New("admission: MaxConcurrent must be between 1 and 2147483647")
+		return errors.New("admission: MaxConcurrent must be between 1 and 2147483647")
 	}
 	if c.MaxQueued < 0 || c.MaxQueued > maxLimit {
-		return nil, errors.New("admission: MaxQueued must be between 0 and 2147483647")
+		return errors.New("admission: MaxQueued must be between 0 and 2147483647")
 	}
-	return &Pool{
-		max:       uint64(c.MaxConcurrent),
-		maxQueued: uint64(c.MaxQueued),
-		timeout:   c.QueueTimeout,
-		onWait:    c.OnWait,
-	}, nil
+	return nil
+}
+
+func (p *Pool) store(c Config) {
+	p.max.Store(uint64(c.MaxConcurrent))
+	p.maxQueued.Store(uint64(c.MaxQueued))
+	p.timeout.Store(int64(c.QueueTimeout))
+}
+
+// SetLimits changes the pool's MaxConcurrent, MaxQueued and QueueTimeout to c's (its OnWait
+// stays), for a reload: the requests admitted keep their slots and the waiters their places.
+// When MaxConcurrent grows, the oldest waiters take the new slots at once; when it shrinks
+// below the active count, no one is admitted until fewer than the new limit are active. When
+// MaxQueued shrinks below the callers waiting, they stay, and newcomers are refused until
+// fewer wait. A new QueueTimeout applies to the waits that begin after the change. It
+// returns Validate's error, the limits then unchanged.
+func (p *Pool) SetLimits(c Config) error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.store(c)
+	p.admitWaiters()
+	return nil
+}
+
+// admitWaiters hands the slots a larger MaxConcurrent freed to the oldest waiters. p.mu is
+// held, so the queue changes only here; a release may change the active count meanwhile,
+// which the compare-and-swap sees.
+func (p *Pool) admitWaiters() {
+	for p.head != nil {
+		st := p.state.Load()
+		if st&math.MaxUint32 >= p.max.Load() {
+			return
+		}
+		if !p.state.CompareAndSwap(st, st+lessQueuedOne+1) {
+			continue
+		}
+		w := p.head
+		p.unlink(w)
+		w.ready <- struct{}{} // buffered: never blocks
+	}
 }
 
 // TryAcquire takes a free slot when one is free and no one waits for it, without locking,
@@ -95,7 +143,7 @@ func (p *Pool) TryAcquire() (Ticket, bool) {
 func (p *Pool) take() bool {
 	for {
 		s := p.state.Load()
-		if s>>32 != 0 || s&math.MaxUint32 >= p.max {
+		if s>>32 != 0 || s&math.MaxUint32 >= p.max.Load() {
 			return false
 		}
 		if p.state.CompareAndSwap(s, s+1) {
@@ -151,7 +199,7 @@ func (p *Pool) wait(done <-chan struct{}) (Ticket, error) {
 		p.full.Add(1)
 		return Ticket{}, ErrQueueFull
 	}
-	expired := s.startTimer(p.timeout)
+	expired := s.startTimer(time.Duration(p.timeout.Load()))
 	select {
 	case <-s.ready:
 		s.stopTimer()
@@ -172,11 +220,11 @@ func (p *Pool) enqueue(s *slot) enqueued {
 		st := p.state.Load()
 		q, a := st>>32, st&math.MaxUint32
 		switch {
-		case q == 0 && a < p.max:
+		case q == 0 && a < p.max.Load():
 			if p.state.CompareAndSwap(st, st+1) {
 				return admitNow
 			}
-		case q >= p.maxQueued:
+		case q >= p.maxQueued.Load():
 			return refused
 		default:
 			// Fails when a release freed a slot since the load (possible only with no
@@ -235,11 +283,12 @@ func (p *Pool) countRejection(why error) {
 }
 
 // release gives back one active slot: to the head of the queue when someone waits, else to
-// the free slots.
+// the free slots. While more are active than a MaxConcurrent lowered by SetLimits allows, a
+// slot given back is freed, not handed on.
 func (p *Pool) release() {
 	for {
 		s := p.state.Load()
-		if s>>32 != 0 {
+		if s>>32 != 0 && s&math.MaxUint32 <= p.max.Load() {
 			p.handOff()
 			return
 		}

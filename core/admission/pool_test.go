@@ -518,3 +518,75 @@ func TestFastPathAndRefusalAllocateNothing(t *testing.T) {
 	}))
 	first.Release()
 }
+
+// A larger MaxConcurrent admits the oldest waiters at once, in order; the slots already held
+// stay held.
+func TestSetLimitsGrowAdmitsOldestWaiters(t *testing.T) {
+	p := newPool(t, Config{MaxConcurrent: 1, MaxQueued: 4, QueueTimeout: time.Minute})
+	first := hold(t, p)
+	got := make(chan result, 3)
+	for i := range 3 {
+		acquireAsync(p, i, nil, got)
+		waitQueued(t, p, i+1)
+	}
+	require.NoError(t, p.SetLimits(Config{MaxConcurrent: 3, MaxQueued: 4, QueueTimeout: time.Minute}))
+	a, b := recv(t, got), recv(t, got)
+	require.NoError(t, a.err)
+	require.NoError(t, b.err)
+	require.ElementsMatch(t, []int{0, 1}, []int{a.i, b.i}, "the two oldest waiters take the new slots")
+	s := p.Stats()
+	require.Equal(t, 3, s.Active)
+	require.Equal(t, 1, s.Queued)
+
+	require.True(t, first.Release()) // handed to the last waiter
+	c := recv(t, got)
+	require.NoError(t, c.err)
+	require.Equal(t, 2, c.i)
+	for _, r := range []result{a, b, c} {
+		require.True(t, r.tk.Release())
+	}
+	requireIdle(t, p)
+}
+
+// A smaller MaxConcurrent admits no one, waiter or newcomer, until fewer than it are active;
+// a smaller MaxQueued refuses newcomers while more wait, and keeps those that do.
+func TestSetLimitsShrinkWaitsForTheActiveToFall(t *testing.T) {
+	p := newPool(t, Config{MaxConcurrent: 3, MaxQueued: 2, QueueTimeout: time.Minute})
+	held := []Ticket{hold(t, p), hold(t, p), hold(t, p)}
+	got := make(chan result, 2)
+	for i := range 2 {
+		acquireAsync(p, i, nil, got)
+		waitQueued(t, p, i+1)
+	}
+	require.NoError(t, p.SetLimits(Config{MaxConcurrent: 1, MaxQueued: 1, QueueTimeout: time.Minute}))
+	_, err := p.Acquire(nil)
+	require.ErrorIs(t, err, ErrQueueFull, "two wait where one may now")
+
+	require.True(t, held[0].Release())
+	require.True(t, held[1].Release())
+	s := p.Stats()
+	require.Equal(t, 1, s.Active, "the slots given back above the new limit are freed, not handed on")
+	require.Equal(t, 2, s.Queued)
+	_, ok := p.TryAcquire()
+	require.False(t, ok)
+
+	require.True(t, held[2].Release()) // the last one: now the oldest waiter's turn
+	r := recv(t, got)
+	require.NoError(t, r.err)
+	require.Equal(t, 0, r.i)
+	require.True(t, r.tk.Release())
+	r = recv(t, got)
+	require.NoError(t, r.err)
+	require.Equal(t, 1, r.i)
+	require.True(t, r.tk.Release())
+	requireIdle(t, p)
+}
+
+// SetLimits refuses what New refuses, and keeps the limits it had.
+func TestSetLimitsRefusesBadLimits(t *testing.T) {
+	p := newPool(t, Config{MaxConcurrent: 1})
+	require.Error(t, p.SetLimits(Config{MaxConcurrent: 0}))
+	hold(t, p)
+	_, ok := p.TryAcquire()
+	require.False(t, ok, "still one slot")
+}

@@ -306,9 +306,10 @@ func TestModelPoolAtCapacityAnswers429(t *testing.T) {
 	}
 }
 
-// A reload that leaves an alias's limits as they were keeps its pool: the request in flight
-// keeps its slot, and a newcomer is refused as before the reload. One that changes them gives
-// the alias a new pool with the new limits.
+// A reload keeps an alias's pool: the request in flight keeps its slot, and a newcomer is
+// refused as before the reload. Changed limits apply to the same pool: a larger limit admits
+// one more beside the request in flight, and a smaller one counts the requests admitted
+// before it.
 func TestReloadKeepsAnAliasAdmissionPool(t *testing.T) {
 	sim := startSimulator(t)
 	for _, engine := range engines {
@@ -332,6 +333,14 @@ func TestReloadKeepsAnAliasAdmissionPool(t *testing.T) {
 			require.NoError(t, g.Reload())
 			r = call(t, "POST", base+"/v1/chat/completions", teamAKey, fmt.Sprintf(chatBody, "narrow-model"))
 			require.Equal(t, 200, r.status, r.raw)
+			holdSlot(t, base, teamAKey, "narrow-model") // two held now, at the limit of two
+
+			require.NoError(t, os.WriteFile(path, []byte(toml), 0o644)) // back to a limit of one
+			require.NoError(t, g.Reload())
+			r = call(t, "POST", base+"/v1/chat/completions", teamAKey, fmt.Sprintf(chatBody, "narrow-model"))
+			require.Equal(t, 429, r.status, "the smaller limit counts the requests admitted before it: %s", r.raw)
+			mt = call(t, "GET", admin+"/metrics", "", "")
+			require.Contains(t, mt.raw, `sluice_model_active_requests{model="narrow-model"} 2`)
 		})
 	}
 }

@@ -49,6 +49,9 @@ type Alias struct {
 	tiers [][]*Target
 	// pool admits the alias's requests; nil when unbounded.
 	pool *admission.Pool
+	// resize holds the limits a reload gives the pool it took over, applied when its table
+	// goes into force (Table.Commit); nil when they did not change.
+	resize *admission.Config
 	// Limits are the alias's admission keys as configured.
 	Limits config.Scheduling
 	m      *metrics.Model
@@ -110,10 +113,11 @@ func consumerLabel(c *consumer.Consumer) string {
 }
 
 // NewTable compiles the models of cfg over the compiled services and the groups observing
-// their servers (both by service name; a service without a group is not observed). An alias
-// whose admission limits are those of the alias of the same name in prev (the running table,
-// nil for the first) takes over its pool, so that a reload neither frees the slots of the
-// requests in flight nor sends newcomers past the callers waiting in its queue.
+// their servers (both by service name; a service without a group is not observed). A bounded
+// alias of the same name as one of prev (the running table, nil for the first) takes over its
+// pool, so that a reload neither frees the slots of the requests in flight nor sends
+// newcomers past the callers waiting in its queue; changed limits are applied to that pool by
+// Commit, once the table goes into force, so that a reload refused later changes nothing.
 func NewTable(models map[string]*config.Model, services map[string]*pipeline.Service, groups map[string]*workers.Group, prev *Table) (*Table, error) {
 	t := &Table{aliases: map[string]*Alias{}}
 	for name, m := range models {
@@ -168,23 +172,44 @@ func (t *Table) Alias(name string) *Alias {
 	return t.aliases[name]
 }
 
-// admissionPool returns the pool that admits a's requests: old's when old has the same
-// limits, a new one when they changed (old's requests in flight then finish on old's pool),
+// admissionPool returns the pool that admits a's requests: old's when old was bounded too
+// (with a.resize set when the limits changed), a new one when old is nil or was unbounded,
 // nil when a is unbounded.
 func (a *Alias) admissionPool(old *Alias) (*admission.Pool, error) {
 	s := a.Limits
 	if s.MaxConcurrentRequests <= 0 {
 		return nil, nil
 	}
-	if old != nil && old.pool != nil && sameAdmission(old.Limits, s) {
-		return old.pool, nil
-	}
-	return admission.New(admission.Config{
+	c := admission.Config{
 		MaxConcurrent: s.MaxConcurrentRequests,
 		MaxQueued:     s.MaxQueuedRequests,
 		QueueTimeout:  time.Duration(s.QueueTimeoutMs) * time.Millisecond,
 		OnWait:        a.m.Waited,
-	})
+	}
+	if old == nil || old.pool == nil {
+		return admission.New(c)
+	}
+	if !sameAdmission(old.Limits, s) {
+		if err := c.Validate(); err != nil {
+			return nil, err
+		}
+		a.resize = &c
+	}
+	return old.pool, nil
+}
+
+// Commit applies to the pools the table took over the limits its configuration changed. The
+// gateway calls it once, as the table goes into force.
+func (t *Table) Commit() {
+	if t == nil {
+		return
+	}
+	for _, a := range t.aliases {
+		if a.resize != nil {
+			_ = a.pool.SetLimits(*a.resize) // validated by NewTable
+			a.resize = nil
+		}
+	}
 }
 
 // sameAdmission says whether two aliases' scheduling gives the same admission limits.

@@ -601,9 +601,11 @@ func (l *Live) Load() *Snapshot { return l.p.Load() }
 // Swap installs s and returns the snapshot it replaced; the caller retires that one.
 func (l *Live) Swap(s *Snapshot) *Snapshot { return l.p.Swap(s) }
 
-// Activate installs s, starts polling its workers and probing its health checks, retires
-// the snapshot it replaces and publishes s's metrics.
+// Activate installs s, applies the admission limits its model aliases changed, starts
+// polling its workers and probing its health checks, retires the snapshot it replaces and
+// publishes s's metrics.
 func (l *Live) Activate(s *Snapshot) {
+	s.Models.Commit()
 	s.StartWorkers()
 	s.startLifecycle()
 	old := l.p.Swap(s)
