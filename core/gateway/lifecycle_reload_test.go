@@ -182,3 +182,35 @@ func TestReloadDuringAColdStartServesAModelRoutersBufferedRequests(t *testing.T)
 		require.Equal(t, 200, r.status, "request %d, queued before the reload: %s", i, r.body)
 	}
 }
+
+// A reload that Compile refuses leaves a scaled service as it was: the scaler, which the
+// refused configuration would have taken over, still marks its replicas' readiness on the
+// backends in force, also once buffer_timeout has passed (a configuration in force keeps the
+// backends it replaced in step that long), so that a cold start then serves the request.
+func TestRefusedReloadLeavesTheScalerOnTheBackendsInForce(t *testing.T) {
+	const bufferTimeout = 2 * time.Second
+	path := filepath.Join(t.TempDir(), "sluice.toml")
+	base := scaledConfig(t, "0s", fmt.Sprintf(`
+min_replicas = 0
+max_replicas = 1
+scale_to_zero_after = "30s"
+buffer_timeout = "%s"
+`, bufferTimeout))
+	g, addr, admin := startFileGateway(t, path, base)
+	s := scalingOf(t, admin)
+	require.Equal(t, 0, s.Ready+s.Starting, "nothing runs before the first request")
+
+	// The scaling keys are as they were; the jwt middleware's key file, read after the
+	// services are compiled, refuses the reload.
+	refused := base + "\n[middlewares.sso]\ntype = \"jwt\"\npublic_key_file = \"/nonexistent/idp.pem\"\n"
+	require.NoError(t, os.WriteFile(path, []byte(refused), 0o644))
+	refusedAt := time.Now()
+	require.ErrorContains(t, g.Reload(), "middlewares.sso.public_key_file")
+
+	// Nothing announces the end of buffer_timeout after a reload (the scaler keeps no clock a
+	// test can drive), so the test lets that time pass.
+	time.Sleep(time.Until(refusedAt.Add(bufferTimeout + 200*time.Millisecond)))
+	r := call(t, "POST", "http://"+addr+"/v1/chat/completions", "", tinyChat)
+	require.Equal(t, 200, r.status, r.raw)
+	require.Equal(t, 1, scalingOf(t, admin).Ready)
+}

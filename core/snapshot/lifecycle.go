@@ -38,6 +38,9 @@ type splitEntry struct {
 // compileLifecycle attaches the lifecycle runtime to the compiled services: a mirror for each
 // service with a [services.<name>.mirror]. Nothing starts here: a mirror starts its senders
 // with its first copy, so a snapshot that is compiled and discarded leaves nothing running.
+// Nor does anything here touch what prev runs: a scaler taken over keeps serving prev's
+// backends until this snapshot goes in force (startLifecycle), so that a configuration that
+// Compile refuses changes nothing.
 func (s *Snapshot) compileLifecycle(cfg *config.Config, prev *Snapshot) {
 	for _, name := range s.ServiceNames {
 		sc, svc := cfg.Services[name], s.Services[name]
@@ -46,7 +49,6 @@ func (s *Snapshot) compileLifecycle(cfg *config.Config, prev *Snapshot) {
 			svc.Hooks = append(svc.Hooks, e.split)
 		}
 		if e := s.life.scalers[name]; e != nil {
-			e.scaler.Bind(svc.Backends)
 			svc.Hooks = append(svc.Hooks, e.scaler)
 		}
 		if mc := sc.Mirror; mc != nil && s.Services[mc.Service] != nil && mc.Percentage > 0 {
@@ -169,12 +171,15 @@ func (s *Snapshot) prepareScalers(cfg *config.Config, prev *Snapshot) config.Err
 	return errs
 }
 
-// startLifecycle starts what runs once the snapshot is in force: the scalers' replicas. A
-// scaler whose service's servers are observed polls a replica's observation through the
-// snapshot's group when the replica becomes ready (a scaler taken over from the snapshot
+// startLifecycle starts what runs once the snapshot is in force: the scalers' replicas. Each
+// scaler is bound to this snapshot's backends, which then follow its replicas' readiness (one
+// taken over keeps the replaced snapshot's in step for the requests that snapshot still
+// holds). A scaler whose service's servers are observed polls a replica's observation through
+// the snapshot's group when the replica becomes ready (a scaler taken over from the snapshot
 // before is pointed at this snapshot's group: the old one stops polling when retired).
 func (s *Snapshot) startLifecycle() {
 	for name, e := range s.life.scalers {
+		e.scaler.Bind(s.Services[name].Backends)
 		if g := s.Workers[name]; g != nil {
 			e.scaler.SetReadyHook(g.Refresh)
 		} else {

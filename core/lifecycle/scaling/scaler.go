@@ -234,7 +234,8 @@ func (s *Scaler) setAllDown(down bool) {
 
 // Bind makes backends (one per slot, in URLs order) the service's backends in force: each is
 // marked down unless its replica is ready. A reload that takes the scaler over binds the new
-// snapshot's backends.
+// snapshot's backends when that snapshot goes in force, not before: a configuration that is
+// refused leaves the scaler on the backends that still serve.
 func (s *Scaler) Bind(backends []*pipeline.Backend) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -761,7 +762,11 @@ func (s *Scaler) Close() {
 		s.setDown(r.slot, true)
 	}
 	s.ready, s.starting = 0, 0
-	s.publish()
+	if s.started {
+		// A scaler never started (one of a configuration compiled and refused) leaves the
+		// service's gauges to the scaler in force.
+		s.publish()
+	}
 	s.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, p := range procs {
