@@ -10,7 +10,8 @@
 // stopped only when the formula has asked for fewer for ScaleDownDelay (the most it asked for
 // meanwhile is kept), and the last one only when the service has been idle (nothing in flight
 // or queued) for ScaleToZeroAfter. A stopped replica first leaves the balancer's choice, then
-// its requests in flight finish, then its process is stopped.
+// its requests in flight finish (those sent under a configuration a reload replaced too, however
+// long they take), then its process is stopped.
 //
 // # The buffer
 //
@@ -197,11 +198,22 @@ func (s *Scaler) URLs() []string {
 	return out
 }
 
-// earlierBound is a replaced snapshot's backends, kept in step until until: a request queued
-// under that snapshot waits at most BufferTimeout after the reload.
+// earlierBound is a replaced snapshot's backends, kept in step until until (a request queued
+// under that snapshot waits at most BufferTimeout after the reload) and, past it, while a
+// request it sent is still in flight on one of them: each snapshot counts its own.
 type earlierBound struct {
 	backends []*pipeline.Backend
 	until    time.Time
+}
+
+// busy reports whether a request is in flight on one of e's backends.
+func (e earlierBound) busy() bool {
+	for _, b := range e.backends {
+		if b.LB.Active.Load() > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // setDown marks the backend of slot down or up, in the snapshot in force and in the replaced
@@ -210,19 +222,42 @@ func (s *Scaler) setDown(slot int, down bool) {
 	if slot < len(s.backends) {
 		s.backends[slot].LB.SetDown(down)
 	}
-	now := time.Now()
-	keep := s.earlier[:0]
+	s.pruneEarlier()
 	for _, e := range s.earlier {
-		if now.After(e.until) {
-			continue
-		}
-		keep = append(keep, e)
 		if slot < len(e.backends) {
 			e.backends[slot].LB.SetDown(down)
 		}
 	}
+}
+
+// pruneEarlier lets go of the replaced snapshots' backends that are past their time and carry
+// no request. s.mu is held.
+func (s *Scaler) pruneEarlier() {
+	now := time.Now()
+	keep := s.earlier[:0]
+	for _, e := range s.earlier {
+		if now.Before(e.until) || e.busy() {
+			keep = append(keep, e)
+		}
+	}
 	clear(s.earlier[len(keep):])
 	s.earlier = keep
+}
+
+// slotActive is the number of requests in flight on the replica of slot, over the snapshot in
+// force and the replaced ones: a request sent before a reload counts on its own snapshot's
+// backend. s.mu is held.
+func (s *Scaler) slotActive(slot int) int64 {
+	var n int64
+	if slot < len(s.backends) {
+		n += s.backends[slot].LB.Active.Load()
+	}
+	for _, e := range s.earlier {
+		if slot < len(e.backends) {
+			n += e.backends[slot].LB.Active.Load()
+		}
+	}
+	return n
 }
 
 // setAllDown marks every backend down or up, as setDown does. s.mu is held.
@@ -239,6 +274,7 @@ func (s *Scaler) setAllDown(down bool) {
 func (s *Scaler) Bind(backends []*pipeline.Backend) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.pruneEarlier()
 	if s.backends != nil {
 		s.earlier = append(s.earlier, earlierBound{backends: s.backends, until: time.Now().Add(s.o.BufferTimeout)})
 	}
@@ -552,7 +588,8 @@ func (s *Scaler) retryAt(t time.Time) {
 }
 
 // victim chooses the replica to stop: a starting one (the last started) before a ready one,
-// and among ready ones the least busy. s.mu is held.
+// and among ready ones the one with the fewest requests in flight, whichever snapshot sent
+// them. s.mu is held.
 func (s *Scaler) victim() *replica {
 	var best *replica
 	var bestActive int64
@@ -562,7 +599,7 @@ func (s *Scaler) victim() *replica {
 		case stateStarting:
 			return r
 		case stateReady:
-			a := s.backends[r.slot].LB.Active.Load()
+			a := s.slotActive(r.slot)
 			if best == nil || a < bestActive {
 				best, bestActive = r, a
 			}
@@ -690,20 +727,14 @@ func (s *Scaler) stopReplica(r *replica) {
 	}
 	r.gen++
 	r.state = stateStopping
-	var b *pipeline.Backend
-	if r.slot < len(s.backends) {
-		b = s.backends[r.slot]
-	}
 	s.setDown(r.slot, true)
 	p := r.proc
 	gen := r.gen
 	go func() {
-		if b != nil {
-			// Its requests in flight finish first (bounded like a queued request's wait).
-			deadline := time.Now().Add(s.o.BufferTimeout)
-			for b.LB.Active.Load() > 0 && time.Now().Before(deadline) {
-				time.Sleep(20 * time.Millisecond)
-			}
+		// Its requests in flight finish first, however long: a stream ends on its own or at
+		// the service's stream deadlines, and is not cut for the scale-down.
+		for s.draining(r, gen) {
+			time.Sleep(drainPoll)
 		}
 		if p != nil {
 			p.Stop(s.o.StopTimeout)
@@ -716,6 +747,17 @@ func (s *Scaler) stopReplica(r *replica) {
 		}
 		s.mu.Unlock()
 	}()
+}
+
+// drainPoll is how often a stopping replica's requests in flight are counted.
+const drainPoll = 20 * time.Millisecond
+
+// draining reports whether the stopping replica r (stopped as gen) still has requests in
+// flight; a scaler that closes ends the wait, as Close stops the process itself.
+func (s *Scaler) draining(r *replica, gen uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !s.closed && r.gen == gen && s.slotActive(r.slot) > 0
 }
 
 // publish sets the gauges. s.mu is held.
