@@ -333,6 +333,8 @@ func TestReloadKeepsAnAliasAdmissionPool(t *testing.T) {
 			require.NoError(t, g.Reload())
 			r = call(t, "POST", base+"/v1/chat/completions", teamAKey, fmt.Sprintf(chatBody, "narrow-model"))
 			require.Equal(t, 200, r.status, r.raw)
+			// Its slot comes back once the response is complete, just after the client has it.
+			waitMetric(t, admin+"/metrics", `sluice_model_active_requests{model="narrow-model"}`, func(v float64) bool { return v == 1 })
 			holdSlot(t, base, teamAKey, "narrow-model") // two held now, at the limit of two
 
 			require.NoError(t, os.WriteFile(path, []byte(toml), 0o644)) // back to a limit of one
