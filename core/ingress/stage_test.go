@@ -57,6 +57,26 @@ func (w withStages) Resolve(ep string, req *http1.Request) (*pipeline.Route, *pi
 	return &cp, hooks
 }
 
+// startStageTransport starts engine ("gnet" or "fasthttp") on loopback with res, drained
+// when the test ends.
+func startStageTransport(t *testing.T, engine string, res pipeline.Resolver) ingress.Transport {
+	t.Helper()
+	set := ingress.Settings{Name: "web", Address: "127.0.0.1:0"}
+	var tr ingress.Transport
+	if engine == "gnet" {
+		tr = ingress.NewGnet(set, res, nil)
+	} else {
+		tr = ingress.NewFast(set, res, nil)
+	}
+	require.NoError(t, tr.Start())
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = tr.Drain(ctx)
+	})
+	return tr
+}
+
 func TestStageRunsOnBothEngines(t *testing.T) {
 	up := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -79,19 +99,7 @@ func TestStageRunsOnBothEngines(t *testing.T) {
 
 	for _, engine := range []string{"gnet", "fasthttp"} {
 		t.Run(engine, func(t *testing.T) {
-			set := ingress.Settings{Name: "web", Address: "127.0.0.1:0"}
-			var tr ingress.Transport
-			if engine == "gnet" {
-				tr = ingress.NewGnet(set, res, nil)
-			} else {
-				tr = ingress.NewFast(set, res, nil)
-			}
-			require.NoError(t, tr.Start())
-			t.Cleanup(func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				defer cancel()
-				_ = tr.Drain(ctx)
-			})
+			tr := startStageTransport(t, engine, res)
 			c, err := net.DialTimeout("tcp", tr.Addr(), 2*time.Second)
 			require.NoError(t, err)
 			defer c.Close()
@@ -175,19 +183,7 @@ func TestPanicInAStageGivesBackWhatTheRequestHeld(t *testing.T) {
 		require.NoError(t, err)
 		res := withStages{snap, chain}
 		t.Run(tc.name, func(t *testing.T) {
-			set := ingress.Settings{Name: "web", Address: "127.0.0.1:0"}
-			var tr ingress.Transport
-			if engine == "gnet" {
-				tr = ingress.NewGnet(set, res, nil)
-			} else {
-				tr = ingress.NewFast(set, res, nil)
-			}
-			require.NoError(t, tr.Start())
-			t.Cleanup(func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				defer cancel()
-				_ = tr.Drain(ctx)
-			})
+			tr := startStageTransport(t, engine, res)
 			for range 3 {
 				c, err := net.DialTimeout("tcp", tr.Addr(), 2*time.Second)
 				require.NoError(t, err)
