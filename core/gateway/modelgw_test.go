@@ -53,17 +53,8 @@ func startModelGateway(t *testing.T, engine, sim string) string {
 // startModelGatewayAdmin is startModelGateway that also returns the admin API's base URL.
 func startModelGatewayAdmin(t *testing.T, engine, sim string) (string, string) {
 	t.Helper()
-	cfg, err := config.LoadBytes("models.toml", []byte(modelGatewayTOML(engine, sim)))
-	require.NoError(t, err)
-	g, err := gateway.New(cfg, "", nil)
-	require.NoError(t, err)
-	require.NoError(t, g.Start())
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = g.Drain(ctx)
-	})
-	return "http://" + g.Addr("web"), "http://" + g.AdminAddr()
+	_, addr, admin := startConfigGateway(t, modelGatewayTOML(engine, sim))
+	return "http://" + addr, admin
 }
 
 // modelGatewayTOML is the configuration of startModelGateway.
