@@ -317,7 +317,7 @@ func drain(g *gateway.Gateway, sig os.Signal, sigs <-chan os.Signal, log *slog.L
 		log.Info("drained; exiting", "took", took)
 	case errors.Is(err, context.DeadlineExceeded):
 		// Each entrypoint drains for its own drain_timeout: the error names those it cut.
-		log.Warn("drain_timeout reached; closed the connections left", "cut", err.Error(), "took", took)
+		log.Warn("drain_timeout reached; closed the connections left", "cut", strings.ReplaceAll(err.Error(), "\n", "; "), "took", took)
 	case errors.Is(err, context.Canceled):
 		code := 1
 		select {

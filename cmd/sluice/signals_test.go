@@ -139,6 +139,7 @@ func TestDrainTimeoutNamesTheEntrypointItCut(t *testing.T) {
 		t.Fatal("sluice went on draining past drain_timeout")
 	}
 	require.Equal(t, 0, p.Cmd.ProcessState.ExitCode(), "exit status: %s", p.Output())
+	require.Contains(t, p.Output(), `msg="entrypoint drain cut connections" entrypoint=web`, "said as the cut happens")
 	require.Regexp(t, `msg="drain_timeout reached; closed the connections left" cut="entrypoint web: `, p.Output())
 	_, err := io.Copy(io.Discard, stream)
 	require.NoError(t, err, "the stream ends with the connection (not a timeout)")

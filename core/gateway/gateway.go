@@ -473,6 +473,8 @@ func (g *Gateway) Drain(ctx context.Context) error {
 			defer cancel()
 			if err := e.t.Drain(ectx); err != nil {
 				errs[i] = fmt.Errorf("entrypoint %s: %w", e.name, err)
+				// Said when it happens: another entrypoint may drain for longer.
+				g.Log.Warn("entrypoint drain cut connections", "entrypoint", e.name, "error", err.Error())
 			}
 		}()
 	}

@@ -82,9 +82,10 @@ func (b *Breaker) State() int { return stateOf(b.w.Load()) }
 type verdict uint8
 
 const (
-	pass      verdict = iota // closed: the request may go
-	passProbe                // the request is the probe of a half-open breaker
-	refuse                   // open, or half-open with its probe in flight
+	pass       verdict = iota // closed: the request may go
+	passProbe                 // the request is the probe of a half-open breaker
+	firstProbe                // passProbe, and the breaker just turned half-open
+	refuse                    // open, or half-open with its probe in flight
 )
 
 // admit decides whether a request may go to b at now (ms), turning an open breaker whose
@@ -108,6 +109,9 @@ func (b *Breaker) admit(now, cooldown int64) verdict {
 			nw = w | probeBit
 		}
 		if b.w.CompareAndSwap(w, nw) {
+			if stateOf(w) == open {
+				return firstProbe
+			}
 			return passProbe
 		}
 	}
@@ -290,6 +294,10 @@ func (s *Stage) OnVet(rc *pipeline.RequestCtx, b *pipeline.Backend) error {
 	switch br.admit(now, s.cooldown) {
 	case pass:
 		rc.Set(&s.slot, br)
+		return nil
+	case firstProbe:
+		slog.Info("circuit breaker half-open: one request probes the backend", "middleware", s.name, "service", br.service, "backend", br.backend)
+		rc.Set(&s.slot, &br.probeTag)
 		return nil
 	case passProbe:
 		rc.Set(&s.slot, &br.probeTag)

@@ -41,8 +41,8 @@ func TestBreakerOpensHalfOpensAndCloses(t *testing.T) {
 	require.Equal(t, time.Millisecond, b.retryAfter(t0+cd-1, cd))
 	require.Equal(t, -1, b.record(succeeded, false, t0+10, &o), "a request admitted before the opening does not close it")
 
-	// After the cooldown, one probe at a time.
-	require.Equal(t, passProbe, b.admit(t0+cd, cd))
+	// After the cooldown, one probe at a time; the first one turns it half-open (logged).
+	require.Equal(t, firstProbe, b.admit(t0+cd, cd))
 	require.Equal(t, halfOpen, b.State())
 	require.Equal(t, refuse, b.admit(t0+cd, cd), "the probe is in flight")
 	require.Equal(t, -1, b.record(failed, false, t0+cd, &o), "only the probe speaks for a half-open backend")
@@ -54,7 +54,7 @@ func TestBreakerOpensHalfOpensAndCloses(t *testing.T) {
 	require.Equal(t, refuse, b.admit(t1+cd-1, cd))
 
 	// A probe whose client left is not judged: the next request probes.
-	require.Equal(t, passProbe, b.admit(t1+cd, cd))
+	require.Equal(t, firstProbe, b.admit(t1+cd, cd))
 	require.Equal(t, -1, b.record(neither, true, t1+cd, &o))
 	require.Equal(t, passProbe, b.admit(t1+cd, cd))
 
@@ -80,7 +80,7 @@ func TestOneProbeAtATime(t *testing.T) {
 		go func() {
 			defer func() { done <- struct{}{} }()
 			for range 1000 {
-				if b.admit(1000, 1000) == passProbe {
+				if v := b.admit(1000, 1000); v == passProbe || v == firstProbe {
 					probes.Add(1)
 				}
 			}
