@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -77,7 +78,7 @@ func TestPromptCacheAffinityKeepsAConversationOnItsPrefillWorker(t *testing.T) {
 		_, _ = stream(t, g, chatBody(msg))
 	}()
 	f.waitCall(t, prefillB, "prefill", "")
-	waitObservedActive(t, g.AdminAddr(), "prefill-b")
+	waitObservedActive(t, g.AdminAddr(), 1, "prefill-b")
 	status, data := stream(t, g, conversation(topic, "first question"))
 	require.Equal(t, 200, status, data)
 	require.Len(t, f.executions(prefillA, "prefill"), 1, "the first turn went to prefill-a")
@@ -100,11 +101,11 @@ func TestPromptCacheAffinityKeepsAConversationOnItsPrefillWorker(t *testing.T) {
 	require.Positive(t, usage.Usage.Details.Cached, "the prefill found the first turn cached")
 }
 
-// waitObservedActive waits until the gateway's observation of worker id shows a running
-// sequence (so that its choices see the worker full).
-func waitObservedActive(t *testing.T, admin, id string) {
+// waitObservedActive waits until the gateway's observations show at least n of the workers
+// ids running a sequence (so that its choices see them full).
+func waitObservedActive(t *testing.T, admin string, n int, ids ...string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for {
 		resp, err := http.Get("http://" + admin + "/api/gateway/workers")
 		require.NoError(t, err)
@@ -117,12 +118,16 @@ func waitObservedActive(t *testing.T, admin, id string) {
 		err = json.NewDecoder(resp.Body).Decode(&rows)
 		resp.Body.Close()
 		require.NoError(t, err)
+		busy := 0
 		for _, r := range rows {
-			if r.Observation != nil && r.Observation.WorkerID == id && r.Observation.Active > 0 {
-				return
+			if r.Observation != nil && r.Observation.Active > 0 && slices.Contains(ids, r.Observation.WorkerID) {
+				busy++
 			}
 		}
-		require.True(t, time.Now().Before(deadline), "%s not observed busy within 5s", id)
+		if busy >= n {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "%d of %v not observed busy within 10s", n, ids)
 		time.Sleep(5 * time.Millisecond) // polling for the condition, not asserting on time
 	}
 }

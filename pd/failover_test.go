@@ -389,7 +389,9 @@ func TestEveryDecodeWorkerAtCapacityGives429(t *testing.T) {
 	g := startGateway(t, f.gatewayTOML("", ""))
 	ctx, leave := context.WithCancel(context.Background())
 	defer leave()
-	for n := range 2 {
+	// The holding streams go one at a time: the second is sent once the gateway has seen the
+	// first's worker full, so it cannot be sent to the same worker on a stale observation.
+	hold := func(n int) {
 		go func() {
 			req, err := http.NewRequestWithContext(ctx, "POST", "http://"+g.Addr("web")+"/v1/chat/completions",
 				strings.NewReader(chatBody("holding "+strconv.Itoa(n))))
@@ -403,8 +405,10 @@ func TestEveryDecodeWorkerAtCapacityGives429(t *testing.T) {
 			}
 		}()
 	}
-	waitObservedActive(t, g.AdminAddr(), "decode-a")
-	waitObservedActive(t, g.AdminAddr(), "decode-b")
+	hold(0)
+	waitObservedActive(t, g.AdminAddr(), 1, "decode-a", "decode-b")
+	hold(1)
+	waitObservedActive(t, g.AdminAddr(), 2, "decode-a", "decode-b")
 
 	status, data := stream(t, g, chatBody("one too many"))
 	require.Equal(t, 429, status, data)

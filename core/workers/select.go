@@ -99,7 +99,10 @@ func (g *Group) judge(i int, n *Needs, now int64) (Reason, int64) {
 		return Eligible, inflight
 	}
 	o := &r.obs
-	active := max(o.Active+inflight-r.inflight, 0)
+	// The server runs at least the gateway's own requests in flight to it: an answer it gave
+	// before one of them arrived (received after it was sent) would otherwise show it free
+	// until the next observation, and a burst would all go to it.
+	active := max(o.Active+inflight-r.inflight, inflight)
 	load := active + max(o.Waiting, 0)
 	switch {
 	case r.changed:

@@ -157,6 +157,25 @@ func TestJudgeAtCapacityCountsGatewayRequestsSinceObservation(t *testing.T) {
 	require.EqualValues(t, 1, load)
 }
 
+// An observation the server answered before the gateway's request reached it (received with
+// that request already counted in flight) does not make the server look free: the gateway's
+// own requests in flight are a floor under what it runs.
+func TestJudgeCountsRequestsTheObservationMissed(t *testing.T) {
+	g := testGroup(t, 1)
+	lb := g.members[0].LB
+	lb.Acquire() // sent; the server's answer below was made before it arrived
+	o := observation("w0")
+	o.Active, o.MaxActive = 0, 1
+	g.observe(0, o)
+	r, load := g.Judge(0, &bound)
+	require.Equal(t, AtCapacity, r)
+	require.EqualValues(t, 1, load)
+	lb.Release()
+	r, load = g.Judge(0, &bound)
+	require.Equal(t, Eligible, r)
+	require.EqualValues(t, 0, load)
+}
+
 func TestExcludeKeepsTheLeastLoaded(t *testing.T) {
 	g := testGroup(t, 5)
 	loads := []int64{3, 1, 1, 0, 0}
