@@ -95,6 +95,17 @@ func HeadTooLarge(head []byte, lim *Limits) error {
 	return r.headTooLarge(head, lim)
 }
 
+// CheckLeadingEmptyLines refuses n bytes of empty lines (CRLF) received before a request
+// line when they are more than the header size limit, as a head that large (431): RFC 9112
+// §2.2 asks a server to ignore at least one, not any number, and a reader that drops them as
+// they come needs this bound to end a connection that sends nothing else.
+func CheckLeadingEmptyLines(n int, lim *Limits) error {
+	if n > lim.HeaderBytes() {
+		return errHeadTooLarge
+	}
+	return nil
+}
+
 // OverHeaderBytes reports whether err refuses a request because its head, or its request line
 // alone, is larger than the header size limit (the 431 or 414 of HeadTooLarge,
 // CheckPartialHead and ParseRequestHead), so that a server can name its own setting in the

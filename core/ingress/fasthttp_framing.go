@@ -34,6 +34,10 @@ type framingCheck struct {
 	chunked bool
 	left    int64 // body bytes still to come (Content-Length)
 	dec     http1.ChunkedDecoder
+	// empty counts the bytes of empty lines before the head being followed that the
+	// connection dropped (dropEmptyLines); pendingCR: it holds back a CR that may begin one.
+	empty     int
+	pendingCR bool
 }
 
 // retainedHeadBytes bounds the head buffer a connection keeps between requests; a larger one
@@ -49,8 +53,11 @@ func (fc *framingCheck) tooLarge() error {
 // blankHead reports whether the head being followed has begun and holds only CR and LF bytes
 // so far: the empty lines a client may send before a request line (RFC 9112 §2.2).
 func (fc *framingCheck) blankHead() bool {
-	if fc.off || fc.inBody || fc.err != nil || len(fc.head) == 0 {
+	if fc.off || fc.inBody || fc.err != nil {
 		return false
+	}
+	if len(fc.head) == 0 {
+		return fc.empty > 0 || fc.pendingCR
 	}
 	for _, b := range fc.head {
 		if b != '\r' && b != '\n' {
@@ -97,6 +104,10 @@ func (fc *framingCheck) headBytes(b []byte) int {
 			fc.fail(err)
 			return len(b)
 		}
+		if err := http1.CheckLeadingEmptyLines(fc.empty+skip, fc.lim); err != nil {
+			fc.fail(err)
+			return len(b)
+		}
 		if len(fc.head) == 0 {
 			fc.head = append(fc.head, b...)
 		}
@@ -113,6 +124,7 @@ func (fc *framingCheck) headBytes(b []byte) int {
 		fc.head = nil
 	}
 	fc.scan.Reset()
+	fc.empty = 0
 	switch {
 	case err != nil:
 		fc.fail(err)
@@ -128,6 +140,42 @@ func (fc *framingCheck) headBytes(b []byte) int {
 		fc.msg++
 	}
 	return consumed
+}
+
+// dropEmptyLines takes out of the start of b, the next bytes read, the empty lines (CRLF)
+// that come before a request line, so that fasthttp never buffers them (RFC 9112 §2.2 lets
+// a server ignore them; fasthttp closes without an answer once its read buffer holds nothing
+// else). A CR held back from the read before leads b when it does not begin an empty line:
+// b then starts one byte into its buffer, which has room for it. It returns the bytes left
+// to pass on, counted toward the header limit as the head's own would be; past the limit it
+// records the refusal (431), which the next read returns.
+func (fc *framingCheck) dropEmptyLines(b []byte, room []byte) []byte {
+	if fc.off || fc.inBody || fc.err != nil || len(fc.head) > 0 {
+		return b
+	}
+	if fc.pendingCR {
+		fc.pendingCR = false
+		if len(b) > 0 && b[0] == '\n' {
+			fc.empty += 2
+			b = b[1:]
+		} else {
+			room[0] = '\r'
+			return room[:len(b)+1]
+		}
+	}
+	k := 0
+	for k+1 < len(b) && b[k] == '\r' && b[k+1] == '\n' {
+		k += 2
+	}
+	fc.empty += k
+	if len(b)-k == 1 && b[k] == '\r' {
+		fc.pendingCR = true
+		k++
+	}
+	if err := http1.CheckLeadingEmptyLines(fc.empty, fc.lim); err != nil {
+		fc.fail(err)
+	}
+	return b[k:]
 }
 
 // body follows the bytes of a body and returns how many of b it consumed.

@@ -264,17 +264,44 @@ type servedConn struct {
 // tolerates the CRLFs some peers leave behind a body) and closes the connection without an
 // answer; with the mark in its buffer the timeout reaches the ErrorHandler, which answers 408
 // and counts the shed, as for any other head that stalls and as the gnet engine does. The
-// mark comes with the error, so no head that holds it can ever complete.
+// mark comes with the error, so no head that holds it can ever complete. Empty lines at the
+// start of a read before a request line never reach fasthttp (framingCheck.dropEmptyLines).
 func (c *servedConn) Read(p []byte) (int, error) {
-	if c.check.err != nil {
-		return 0, c.check.err
-	}
 	if c.phase.Load() == connAnswered {
 		c.phase.CompareAndSwap(connAnswered, connIdle) // fasthttp waits for the next request
 	}
-	n, err := c.Conn.Read(p)
+	for {
+		if c.check.err != nil {
+			return 0, c.check.err
+		}
+		n, err := c.read(p)
+		if n > 0 || err != nil || len(p) == 0 {
+			return n, err
+		}
+		// All the read held was empty lines before a request line: read on.
+	}
+}
+
+// read is one Read of the connection; it returns 0 and no error when the bytes read were all
+// empty lines before a request line, dropped (framingCheck.dropEmptyLines).
+func (c *servedConn) read(p []byte) (int, error) {
+	off := 0
+	if c.check.pendingCR && len(p) > 1 {
+		off = 1 // room for the CR held back, should it not begin an empty line
+	}
+	n, err := c.Conn.Read(p[off:])
 	if n > 0 && c.phase.Load() != connBusy && !c.begin() {
 		return 0, net.ErrClosed // fasthttp takes it for the close it is, without an answer
+	}
+	if n > 0 && len(p) > 1 {
+		blank := c.check.empty > 0 || c.check.pendingCR
+		kept := c.check.dropEmptyLines(p[off:off+n], p)
+		n = copy(p, kept)
+		if n == 0 && !blank && c.l.bodyIdle > 0 {
+			// fasthttp, seeing nothing, still waits for a request to begin: the empty lines
+			// start the head's clock, read_header_timeout, as a head's first byte does.
+			_ = c.Conn.SetReadDeadline(time.Now().Add(c.l.bodyIdle))
+		}
 	}
 	if n > 0 && !c.check.off {
 		_ = c.check.feed(p[:n])

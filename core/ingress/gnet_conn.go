@@ -62,6 +62,7 @@ type gconn struct {
 	dec          http1.ChunkedDecoder
 	continueSent bool
 	replyQueued  bool  // the last reply waits behind queued response writes: the FIN must too
+	emptyLines   int32 // bytes of empty lines dropped before the request line being read (refused past max_header_bytes)
 	lingerBytes  int64 // discarded while lingering
 	loopX              // the upstream exchange when the event loop drives it (gnet_loop.go)
 
@@ -297,6 +298,17 @@ func (gc *gconn) onTraffic() gnet.Action {
 				if err := http1.CheckPartialHead(buf[skip:], lim); err != nil && err != http1.ErrNeedMore {
 					return gc.reject(err)
 				}
+				if skip > 0 {
+					// Empty lines before the request line are dropped as they come, so that a
+					// client sending nothing else holds no buffer and costs no rescans; past
+					// the header limit they are refused as an oversized head.
+					gc.emptyLines += int32(skip)
+					_, _ = c.Discard(skip)
+					gc.head.Reset()
+					if err := http1.CheckLeadingEmptyLines(int(gc.emptyLines), lim); err != nil {
+						return gc.reject(err)
+					}
+				}
 				if gc.headExpired.Load() {
 					return gc.shedHeadTimeout(errHeadTimeout)
 				}
@@ -309,6 +321,7 @@ func (gc *gconn) onTraffic() gnet.Action {
 			}
 			_, _ = c.Discard(skip + n)
 			gc.head.Reset()
+			gc.emptyLines = 0
 			gc.continueSent = false
 			switch {
 			case req.Chunked:

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -48,6 +49,48 @@ func TestHeadsInPieces(t *testing.T) {
 				require.Equal(t, "hello", string(body))
 				require.Equal(t, "2", resp.Header.Get("X-B"))
 			}
+		})
+	}
+}
+
+// TestEmptyLinesBeforeARequest: empty lines before a request line are ignored (RFC 9112
+// §2.2), as many as the header limit allows however they arrive; a client that sends nothing
+// else gets 431 once they pass it, rather than a buffer that grows for as long as it writes.
+func TestEmptyLinesBeforeARequest(t *testing.T) {
+	for _, ce := range contractEngines {
+		t.Run(ce.name, func(t *testing.T) {
+			up := newUpstream(t, answerInPieces)
+			tr := startTransport(t, ce, up.addr())
+
+			c := dialClient(t, tr.Addr())
+			for range 200 {
+				_, err := c.Write([]byte("\r\n"))
+				require.NoError(t, err)
+			}
+			_, err := c.Write([]byte("GET /a HTTP/1.1\r\nHost: x\r\n\r\n"))
+			require.NoError(t, err)
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			require.NoError(t, err)
+			require.Equal(t, 200, resp.StatusCode)
+			resp.Body.Close()
+
+			flood := dialClient(t, tr.Addr())
+			lines := []byte(strings.Repeat("\r\n", 2<<10))
+			go func() {
+				// Bounded: 8 MiB at most, far past any header limit; a write fails once the
+				// gateway has answered and closed.
+				for range 2 << 10 {
+					if _, err := flood.Write(lines); err != nil {
+						return
+					}
+				}
+			}()
+			resp, err = http.ReadResponse(bufio.NewReader(flood), nil)
+			require.NoError(t, err, "no answer to a flood of empty lines")
+			require.Equal(t, 431, resp.StatusCode)
+			body, err := io.ReadAll(resp.Body)
+			require.NoError(t, err)
+			require.Contains(t, string(body), "max_header_bytes")
 		})
 	}
 }
