@@ -571,6 +571,9 @@ func (gc *gconn) dispatch() {
 	if gc.e.set.UpstreamLoop && gc.startLoop() {
 		return
 	}
+	// The worker writes straight to the socket only while the loop holds nothing for it: what
+	// the loop wrote before (a response it relayed, a 100 Continue) may still be buffered.
+	gc.outbound.Store(int64(gc.c.OutboundBuffered()))
 	gc.phase = phaseBusy
 	gc.headSince.Store(0)
 	gc.busy.Store(true)
@@ -761,6 +764,11 @@ func (gc *gconn) writeDirect(p []byte) (int, error) {
 // written runs on the event loop after each AsyncWrite: the bytes are in the socket or in the
 // loop's outbound buffer, so the buffer can go back to its pool.
 func (gc *gconn) written(c gnet.Conn, _ error) error {
+	if c != nil {
+		// Before queued falls: a worker that finds nothing queued must also find what the
+		// loop buffers, or its direct write would go ahead of those bytes.
+		gc.outbound.Store(int64(c.OutboundBuffered()))
+	}
 	if q := gc.sq.Load(); q != nil {
 		select {
 		case it := <-q.sent:

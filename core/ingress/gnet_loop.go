@@ -307,6 +307,11 @@ func (gc *gconn) startLoop() bool {
 	if len(rc.Req.Body) > loopBodyBytes || !gc.e.pipe.LoopRoute(&rc.Req) {
 		return false
 	}
+	if gc.queued.Load() > 0 {
+		// Writes of the response before are still queued on the loop: a write from the loop
+		// now would go ahead of them. A worker's writes queue behind them.
+		return false
+	}
 	if gc.ls == nil {
 		gc.ls = gc.e.loopOf(gc.c)
 	}
