@@ -61,10 +61,15 @@ type gconn struct {
 	head         http1.HeadScan // where the search for the end of the head resumes
 	dec          http1.ChunkedDecoder
 	continueSent bool
-	replyQueued  bool  // the last reply waits behind queued response writes: the FIN must too
-	emptyLines   int32 // bytes of empty lines dropped before the request line being read (refused past max_header_bytes)
-	lingerBytes  int64 // discarded while lingering
-	loopX              // the upstream exchange when the event loop drives it (gnet_loop.go)
+	replyQueued  bool // the last reply waits behind queued response writes: the FIN must too
+	// stepping: a loop-path write step is running (respond, relay); a client write that
+	// fails inside it closes the connection at once (gnet's write), and closedInStep defers
+	// what that close does to the request until the step has returned (loopClosed), so that
+	// the step never touches a request the close gave back.
+	stepping, closedInStep bool
+	emptyLines             int32 // bytes of empty lines dropped before the request line being read (refused past max_header_bytes)
+	lingerBytes            int64 // discarded while lingering
+	loopX                        // the upstream exchange when the event loop drives it (gnet_loop.go)
 
 	// Shared with the worker goroutine and the deadline sweep.
 	busy         atomic.Bool  // a request is in flight

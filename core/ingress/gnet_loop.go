@@ -892,7 +892,11 @@ func (gc *gconn) respond(now time.Time) {
 	if gc.e.draining.Load() {
 		rc.CloseAfter() // the drain closes the connection after this response: say so
 	}
+	gc.stepping = true
 	err := rc.WriteHeadAt(gc, now)
+	if gc.stepDone() {
+		return
+	}
 	if err == pool.ErrWouldBlock {
 		gc.lxState = lxRest
 		gc.upDeadline.Store(now.Add(rc.StreamIdleTimeout()).UnixNano())
@@ -916,7 +920,11 @@ func (gc *gconn) relay(now time.Time) {
 			gc.handoff()
 			return
 		}
+		gc.stepping = true
 		done, err := rc.RelayStepAt(gc, now)
+		if gc.stepDone() {
+			return
+		}
 		if !done {
 			continue
 		}
@@ -1071,6 +1079,10 @@ func (gc *gconn) loopClosed() {
 	if !gc.onLoop {
 		return
 	}
+	if gc.stepping {
+		gc.closedInStep = true // stepDone ends the request once the step has returned
+		return
+	}
 	rc := gc.rc
 	if gc.lxStop != nil {
 		gc.lxConnect = nil // abandoned, not failed: its OnClose counts nothing
@@ -1088,6 +1100,18 @@ func (gc *gconn) loopClosed() {
 		_ = rc.LoopResume(true)
 	}
 	gc.endLoop(false, time.Now())
+}
+
+// stepDone ends a write step of the loop path (gconn.stepping) and reports whether the client
+// connection closed during it; the request has then been ended as the close ends it.
+func (gc *gconn) stepDone() bool {
+	gc.stepping = false
+	if !gc.closedInStep {
+		return false
+	}
+	gc.closedInStep = false
+	gc.loopClosed()
+	return true
 }
 
 // checkDeadline runs on the loop when the sweep woke a loop-driven exchange: an upstream past
