@@ -40,12 +40,13 @@ type Exchange struct {
 	armed  time.Time     // when the stream idle deadline was last set (ReadBody)
 	dialed time.Duration // how long the last dial of this exchange took; 0 when none
 	dec    http1.ChunkedDecoder
-	done   bool  // body fully read (io.EOF reached or BodyNone)
-	broken bool  // conn must not be reused (until-close body, extra bytes, upgrade, error)
-	err    error // sticky error of RoundTrip/ReadBody
-	rerr   error // read error that arrived together with bytes, reported on the next read
-	got    bool  // a response byte arrived on the current conn (readHead resumes on a loop)
-	lc     conn  // the conn of a loop-driven exchange (AttachLoop), kept to save an allocation
+	done   bool           // body fully read (io.EOF reached or BodyNone)
+	broken bool           // conn must not be reused (until-close body, extra bytes, upgrade, error)
+	err    error          // sticky error of RoundTrip/ReadBody
+	rerr   error          // read error that arrived together with bytes, reported on the next read
+	got    bool           // a response byte arrived on the current conn (readHead resumes on a loop)
+	scan   http1.HeadScan // where the search for the end of the response head resumes (hbuf[lo:])
+	lc     conn           // the conn of a loop-driven exchange (AttachLoop), kept to save an allocation
 }
 
 var exchangePool = sync.Pool{New: func() any {
@@ -98,6 +99,7 @@ func ReleaseExchange(x *Exchange) {
 	x.dialed = 0
 	x.dec.Reset()
 	x.done, x.broken, x.got = false, false, false
+	x.scan.Reset()
 	x.err, x.rerr = nil, nil
 	x.Idempotent = false
 	exchangePool.Put(x)
@@ -264,6 +266,7 @@ func (x *Exchange) attach(p *Pool, fresh bool) (reused bool, err error) {
 	x.lo, x.hi = 0, 0
 	x.rerr = nil
 	x.got = false
+	x.scan.Reset()
 	return reused, nil
 }
 
@@ -373,14 +376,14 @@ func (x *Exchange) readHead(c *conn) (retry bool, err error) {
 	lim := x.p.o.Limits
 	maxBuf := x.p.o.maxHeadBuf()
 	interim := 0
-	// The scan resumes where it stopped when more bytes arrive; its offsets are relative to
-	// hbuf[lo:], which compaction and growth keep.
-	var scan http1.HeadScan
+	// The scan resumes where it stopped when more bytes arrive, in this call or, on a loop,
+	// in the next (x.scan); its offsets are relative to hbuf[lo:], which compaction and growth
+	// keep.
 	for {
 		if x.hi > x.lo {
-			skip, n := scan.Find(x.hbuf[x.lo:x.hi])
+			skip, n := x.scan.Find(x.hbuf[x.lo:x.hi])
 			if n >= 0 {
-				scan.Reset()
+				x.scan.Reset()
 				start := x.lo + skip
 				x.Resp.Reset()
 				if perr := x.Resp.ParseResponseHead(x.hbuf[start:start+n], lim); perr != nil {

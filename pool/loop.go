@@ -39,6 +39,7 @@ func (x *Exchange) AttachLoop(p *Pool, nc net.Conn, dialed time.Duration, releas
 	x.lo, x.hi = 0, 0
 	x.rerr = nil
 	x.got = false
+	x.scan.Reset()
 	x.dialed = dialed
 	return nil
 }
