@@ -54,7 +54,7 @@ func TestPromptCacheAffinityKeepsAConversationOnItsPrefillWorker(t *testing.T) {
 	f := startFleet(t, func(i int, ic *llmsim.InstanceConfig) {
 		if i == prefillB {
 			// One sequence at a time, slowly: a request there makes it full for a while.
-			ic.MaxRunning, ic.FaultRate, ic.Fault = 1, 1, "slow=1s"
+			ic.MaxRunning, ic.FaultRate, ic.Fault = 1, 1, "slow=3s"
 		}
 	})
 	g := startGateway(t, f.gatewayTOML("prompt_cache_affinity = true", ""))

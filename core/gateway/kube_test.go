@@ -19,7 +19,8 @@ import (
 // lost the resourceVersion race), the requests wait until the Service's EndpointSlices show a
 // ready replica, and the Deployment goes back to zero replicas once idle.
 func TestKubeExecutorScalesADeploymentFromZero(t *testing.T) {
-	api, err := kubetest.Start("models", "llm", "llm-svc", 300*time.Millisecond)
+	// Replicas become ready well after the poll below has seen the burst queued.
+	api, err := kubetest.Start("models", "llm", "llm-svc", 2*time.Second)
 	require.NoError(t, err)
 	t.Cleanup(api.Close)
 	api.InjectConflicts(1)

@@ -41,7 +41,7 @@ func sha(s string) string { h := sha256.Sum256([]byte(s)); return hex.EncodeToSt
 // chat-model (rewritten to internal/model-v1), secret-model (granted to team-b only),
 // fallback-model (a dead first target, the simulator second), narrow-model (one request
 // at a time, no queue), queued-model (2 at a time, 4 queued for up to 30 s) and brief-model
-// (1 at a time, 2 queued for up to 200 ms). The consumers: team-a (chat, models and messages for chat-model,
+// (1 at a time, 2 queued for up to 2 s). The consumers: team-a (chat, models and messages for chat-model,
 // fallback-model and narrow-model), team-b (everything), team-c (every OpenAI endpoint for
 // chat-model and narrow-model) and chat-only (chat completions of chat-model).
 func startModelGateway(t *testing.T, engine, sim string) string {
@@ -107,7 +107,7 @@ service = "sim"
 [models.brief-model.scheduling]
 max_concurrent_requests = 1
 max_queued_requests = 2
-queue_timeout_ms = 200
+queue_timeout_ms = 2000
 [consumers.team-a]
 api_key_sha256 = [%q]
 [consumers.team-a.grants]

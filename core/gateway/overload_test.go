@@ -93,8 +93,8 @@ func TestModelPoolOverload10x(t *testing.T) {
 			for i, a := range answers {
 				require.Equal(t, 503, a.status, "queued caller %d", i)
 				require.Equal(t, "1", a.retry)
-				require.GreaterOrEqual(t, a.waited, 200*time.Millisecond, "refused before its queue timeout")
-				t.Logf("queued caller %d refused after %v (queue_timeout_ms 200)", i, a.waited)
+				require.GreaterOrEqual(t, a.waited, 2*time.Second, "refused before its queue timeout")
+				t.Logf("queued caller %d refused after %v (queue_timeout_ms 2000)", i, a.waited)
 			}
 		})
 	}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -165,16 +166,21 @@ servers = [{ url = "http://%s" }]
 `, sh.addr()))
 	const n = 8
 	done := make(chan struct{}, n)
+	var answered atomic.Int64
 	for i := 0; i < n; i++ {
 		go func() {
 			body := fmt.Sprintf(`{"model":"m","messages":[{"role":"user","content":"request %d"}],"max_tokens":1}`, i)
 			r := call(t, "POST", "http://"+addr+"/v1/chat/completions", "", body)
 			require.Equal(t, 200, r.status, r.raw)
+			answered.Add(1)
 			done <- struct{}{}
 		}()
 		// The next request is sent once this one is queued (or, for the first, once the
-		// replica took it), so that the arrival order is known.
-		waitScaling(t, admin, 10*time.Second, fmt.Sprintf("request %d queued", i), func(s scalingView) bool { return s.Queued+s.InFlight >= i+1 })
+		// replica took it, or even answered it, should the replica be up by then), so that
+		// the arrival order is known.
+		waitScaling(t, admin, 10*time.Second, fmt.Sprintf("request %d queued", i), func(s scalingView) bool {
+			return int64(s.Queued+s.InFlight)+answered.Load() >= int64(i+1)
+		})
 	}
 	for i := 0; i < n; i++ {
 		<-done

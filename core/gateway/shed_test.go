@@ -261,10 +261,10 @@ func requireStalledHeads408(t *testing.T, dial func() net.Conn) {
 
 // A request body that keeps arriving is not cut by read_header_timeout, however long the
 // upload takes: the timeout bounds a pause in the body (as nginx's client_body_timeout), not
-// the whole of it. The client here sends a body, Content-Length or chunked, in pieces a third
-// of the timeout apart for four times the timeout; the echo upstream returns it whole.
+// the whole of it. The client here sends a body, Content-Length or chunked, in pieces a
+// quarter of the timeout apart for twice the timeout; the echo upstream returns it whole.
 func TestSlowSteadyBodyIsNotCut(t *testing.T) {
-	const timeout = 300 * time.Millisecond
+	const timeout = time.Second
 	up := serveUpstream(t, echo)
 	for _, engine := range engines {
 		for _, chunked := range []bool{false, true} {
@@ -272,7 +272,7 @@ func TestSlowSteadyBodyIsNotCut(t *testing.T) {
 				_, addr := startGateway(t, engine, up.addr(), fmt.Sprintf("read_header_timeout = %q", timeout))
 				c := dial(t, addr)
 				r := bufio.NewReader(c)
-				const pieces = 12
+				const pieces = 8
 				piece := strings.Repeat("b", 10)
 				if chunked {
 					send(t, c, "POST /upload HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding: chunked\r\n\r\n")
@@ -280,7 +280,7 @@ func TestSlowSteadyBodyIsNotCut(t *testing.T) {
 					send(t, c, fmt.Sprintf("POST /upload HTTP/1.1\r\nHost: gw\r\nContent-Length: %d\r\n\r\n", pieces*len(piece)))
 				}
 				for range pieces {
-					time.Sleep(timeout / 3) // the upload's pace: the behaviour under test
+					time.Sleep(timeout / 4) // the upload's pace: the behaviour under test
 					if chunked {
 						send(t, c, fmt.Sprintf("%x\r\n%s\r\n", len(piece), piece))
 					} else {
