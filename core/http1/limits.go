@@ -96,11 +96,12 @@ func HeadTooLarge(head []byte, lim *Limits) error {
 }
 
 // CheckLeadingEmptyLines refuses n bytes of empty lines (CRLF) received before a request
-// line when they are more than the header size limit, as a head that large (431): RFC 9112
-// §2.2 asks a server to ignore at least one, not any number, and a reader that drops them as
-// they come needs this bound to end a connection that sends nothing else.
+// line once they reach the header size limit, as a head that large (431): RFC 9112 §2.2 asks
+// a server to ignore at least one, not any number, and a reader that drops them as they come
+// needs this bound to end a connection that sends nothing else. (At the limit rather than
+// past it: a reader whose buffer is the limit's size would be full of them.)
 func CheckLeadingEmptyLines(n int, lim *Limits) error {
-	if n > lim.HeaderBytes() {
+	if n >= lim.HeaderBytes() {
 		return errHeadTooLarge
 	}
 	return nil

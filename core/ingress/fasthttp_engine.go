@@ -69,7 +69,7 @@ func NewFast(set Settings, res pipeline.Resolver, log *slog.Logger) *FastEngine 
 		ReadTimeout:                   set.ReadHeaderTimeout,
 		IdleTimeout:                   set.IdleTimeout,
 		MaxRequestBodySize:            int(set.Limits.MaxBodyBytes),
-		ReadBufferSize:                set.Limits.MaxHeaderBytes,
+		ReadBufferSize:                set.Limits.HeaderBytes(),
 		Concurrency:                   set.MaxConnections,
 		ConnState:                     e.connState,
 		StreamRequestBody:             false,

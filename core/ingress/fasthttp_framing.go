@@ -38,6 +38,9 @@ type framingCheck struct {
 	// connection dropped (dropEmptyLines); pendingCR: it holds back a CR that may begin one.
 	empty     int
 	pendingCR bool
+	// blankRefused: the refusal recorded is of empty lines past the header limit, and
+	// fasthttp has nothing of a request line to answer it for (servedConn.Read).
+	blankRefused bool
 }
 
 // retainedHeadBytes bounds the head buffer a connection keeps between requests; a larger one
@@ -106,11 +109,16 @@ func (fc *framingCheck) headBytes(b []byte) int {
 		}
 		if err := http1.CheckLeadingEmptyLines(fc.empty+skip, fc.lim); err != nil {
 			fc.fail(err)
+			fc.blankRefused = true
 			return len(b)
 		}
 		if len(fc.head) == 0 {
 			fc.head = append(fc.head, b...)
 		}
+		return len(b)
+	}
+	if err := http1.CheckLeadingEmptyLines(fc.empty+skip, fc.lim); err != nil {
+		fc.fail(err) // the empty lines came with the head
 		return len(b)
 	}
 	req := checkRequests.Get().(*http1.Request)
@@ -174,6 +182,7 @@ func (fc *framingCheck) dropEmptyLines(b []byte, room []byte) []byte {
 	}
 	if err := http1.CheckLeadingEmptyLines(fc.empty, fc.lim); err != nil {
 		fc.fail(err)
+		fc.blankRefused = true
 	}
 	return b[k:]
 }

@@ -272,6 +272,14 @@ func (c *servedConn) Read(p []byte) (int, error) {
 	}
 	for {
 		if c.check.err != nil {
+			if c.check.blankRefused && len(p) > 0 {
+				// fasthttp holds no byte of a request line, or only empty lines: a failed
+				// read would look to it like a client that left after its last response, and
+				// it would close without the answer. The mark makes it a head that failed.
+				c.check.blankRefused = false
+				p[0] = stallMark
+				return 1, c.check.err
+			}
 			return 0, c.check.err
 		}
 		n, err := c.read(p)
@@ -315,6 +323,12 @@ func (c *servedConn) read(p []byte) (int, error) {
 	if n == 0 && len(p) > 0 && err != nil && c.check.blankHead() && isTimeout(err) {
 		p[0] = stallMark
 		return 1, err
+	}
+	if c.check.blankRefused && len(p) > 0 {
+		// Refused for the empty lines of this read: the mark in their place, as in Read.
+		c.check.blankRefused = false
+		p[0] = stallMark
+		return 1, c.check.err
 	}
 	return n, err
 }

@@ -319,6 +319,9 @@ func (gc *gconn) onTraffic() gnet.Action {
 				}
 				return gnet.None
 			}
+			if err := http1.CheckLeadingEmptyLines(int(gc.emptyLines)+skip, lim); err != nil {
+				return gc.reject(err) // the empty lines came with the head, in one read
+			}
 			req := &gc.takeCtx().Req
 			req.Reset()
 			if err := req.ParseRequestHead(buf[skip:skip+n], lim); err != nil {

@@ -85,12 +85,56 @@ func TestEmptyLinesBeforeARequest(t *testing.T) {
 					}
 				}
 			}()
-			resp, err = http.ReadResponse(bufio.NewReader(flood), nil)
-			require.NoError(t, err, "no answer to a flood of empty lines")
-			require.Equal(t, 431, resp.StatusCode)
-			body, err := io.ReadAll(resp.Body)
-			require.NoError(t, err)
-			require.Contains(t, string(body), "max_header_bytes")
+			expect431(t, bufio.NewReader(flood), "a flood of empty lines")
+
+			// Past the limit in the same read as the request line, and after a response on a
+			// keep-alive connection, alone or pipelined behind a request: the same answer.
+			over := strings.Repeat("\r\n", 10<<10)
+			get := "GET /a HTTP/1.1\r\nHost: x\r\n\r\n"
+			for _, tc := range []struct {
+				name  string
+				first string // a request answered before the empty lines, on its own
+				then  string
+				ok    int // requests of then answered 200 before the 431
+			}{
+				{"with the request line", "", over + get, 0},
+				{"after a response", get, over, 0},
+				{"after a response, with the request line", get, over + get, 0},
+				{"pipelined behind a request", "", get + over + get, 1},
+			} {
+				c := dialClient(t, tr.Addr())
+				br := bufio.NewReader(c)
+				if tc.first != "" {
+					_, err := io.WriteString(c, tc.first)
+					require.NoError(t, err)
+					expectOK(t, br, tc.name)
+				}
+				_, err := io.WriteString(c, tc.then)
+				require.NoError(t, err)
+				for range tc.ok {
+					expectOK(t, br, tc.name)
+				}
+				expect431(t, br, tc.name)
+			}
 		})
 	}
+}
+
+func expectOK(t *testing.T, br *bufio.Reader, what string) {
+	t.Helper()
+	resp, err := http.ReadResponse(br, nil)
+	require.NoError(t, err, what)
+	_, err = io.ReadAll(resp.Body)
+	require.NoError(t, err, what)
+	require.Equal(t, 200, resp.StatusCode, what)
+}
+
+func expect431(t *testing.T, br *bufio.Reader, what string) {
+	t.Helper()
+	resp, err := http.ReadResponse(br, nil)
+	require.NoError(t, err, "no answer: %s", what)
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err, what)
+	require.Equal(t, 431, resp.StatusCode, what)
+	require.Contains(t, string(body), "max_header_bytes", what)
 }
