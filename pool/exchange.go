@@ -32,21 +32,22 @@ type Exchange struct {
 	dialCancel context.CancelFunc
 	aborted    atomic.Bool
 
-	p      *Pool
-	hbuf   []byte // response head buffer; hbuf[lo:hi] are received bytes not yet consumed
-	lo, hi int
-	mode   http1.BodyMode
-	remain int64         // BodyLength: body bytes still to read
-	armed  time.Time     // when the stream idle deadline was last set (ReadBody)
-	dialed time.Duration // how long the last dial of this exchange took; 0 when none
-	dec    http1.ChunkedDecoder
-	done   bool           // body fully read (io.EOF reached or BodyNone)
-	broken bool           // conn must not be reused (until-close body, extra bytes, upgrade, error)
-	err    error          // sticky error of RoundTrip/ReadBody
-	rerr   error          // read error that arrived together with bytes, reported on the next read
-	got    bool           // a response byte arrived on the current conn (readHead resumes on a loop)
-	scan   http1.HeadScan // where the search for the end of the response head resumes (hbuf[lo:])
-	lc     conn           // the conn of a loop-driven exchange (AttachLoop), kept to save an allocation
+	p       *Pool
+	hbuf    []byte // response head buffer; hbuf[lo:hi] are received bytes not yet consumed
+	lo, hi  int
+	mode    http1.BodyMode
+	remain  int64         // BodyLength: body bytes still to read
+	armed   time.Time     // when the stream idle deadline was last set (ReadBody)
+	dialed  time.Duration // how long the last dial of this exchange took; 0 when none
+	dec     http1.ChunkedDecoder
+	done    bool           // body fully read (io.EOF reached or BodyNone)
+	broken  bool           // conn must not be reused (until-close body, extra bytes, upgrade, error)
+	err     error          // sticky error of RoundTrip/ReadBody
+	rerr    error          // read error that arrived together with bytes, reported on the next read
+	got     bool           // a response byte arrived on the current conn (readHead resumes on a loop)
+	scan    http1.HeadScan // where the search for the end of the response head resumes (hbuf[lo:])
+	interim int            // 1xx interim responses skipped before the final head (maxInterimResponses)
+	lc      conn           // the conn of a loop-driven exchange (AttachLoop), kept to save an allocation
 }
 
 var exchangePool = sync.Pool{New: func() any {
@@ -100,6 +101,7 @@ func ReleaseExchange(x *Exchange) {
 	x.dec.Reset()
 	x.done, x.broken, x.got = false, false, false
 	x.scan.Reset()
+	x.interim = 0
 	x.err, x.rerr = nil, nil
 	x.Idempotent = false
 	exchangePool.Put(x)
@@ -267,6 +269,7 @@ func (x *Exchange) attach(p *Pool, fresh bool) (reused bool, err error) {
 	x.rerr = nil
 	x.got = false
 	x.scan.Reset()
+	x.interim = 0
 	return reused, nil
 }
 
@@ -375,7 +378,6 @@ func (x *Exchange) write(c *conn, head, body []byte) error {
 func (x *Exchange) readHead(c *conn) (retry bool, err error) {
 	lim := x.p.o.Limits
 	maxBuf := x.p.o.maxHeadBuf()
-	interim := 0
 	// The scan resumes where it stopped when more bytes arrive, in this call or, on a loop,
 	// in the next (x.scan); its offsets are relative to hbuf[lo:], which compaction and growth
 	// keep.
@@ -394,8 +396,8 @@ func (x *Exchange) readHead(c *conn) (retry bool, err error) {
 					x.lo, x.hi = 0, 0
 				}
 				if st := x.Resp.Status; st >= 100 && st < 200 && st != 101 {
-					interim++
-					if interim > maxInterimResponses {
+					x.interim++
+					if x.interim > maxInterimResponses {
 						return false, x.protoErr(nil, "too many 1xx interim responses")
 					}
 					continue

@@ -40,6 +40,7 @@ func (x *Exchange) AttachLoop(p *Pool, nc net.Conn, dialed time.Duration, releas
 	x.rerr = nil
 	x.got = false
 	x.scan.Reset()
+	x.interim = 0
 	x.dialed = dialed
 	return nil
 }

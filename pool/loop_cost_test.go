@@ -16,7 +16,8 @@ import (
 type trickleConn struct {
 	net.Conn // nil: only Read, Write and Close are called
 	data     []byte
-	ready    bool // a byte arrived with this event
+	ready    bool // bytes arrived with this event
+	per      int  // bytes per event (0: one)
 }
 
 func (c *trickleConn) Read(p []byte) (int, error) {
@@ -24,8 +25,9 @@ func (c *trickleConn) Read(p []byte) (int, error) {
 		return 0, ErrWouldBlock
 	}
 	c.ready = false
-	p[0], c.data = c.data[0], c.data[1:]
-	return 1, nil
+	n := copy(p, c.data[:min(max(c.per, 1), len(c.data))])
+	c.data = c.data[n:]
+	return n, nil
 }
 
 func (c *trickleConn) Write(p []byte) (int, error) { return len(p), nil }
@@ -58,4 +60,22 @@ func TestPollHeadOfATrickledHeadIsLinear(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 200, x.Resp.Status)
 	require.LessOrEqual(t, n, int64(8*len(head)), "steps for a head of %d bytes", len(head))
+}
+
+// TestPollHeadBoundsInterimResponsesAcrossPolls: an upstream that sends 1xx interim responses
+// one per event is cut after maxInterimResponses of them, as one that sends them together is,
+// not at its response-head timeout.
+func TestPollHeadBoundsInterimResponsesAcrossPolls(t *testing.T) {
+	interim := "HTTP/1.1 100 Continue\r\n\r\n"
+	p := New(Options{Addr: "127.0.0.1:1"})
+	x := AcquireExchange()
+	defer ReleaseExchange(x)
+	c := &trickleConn{data: []byte(strings.Repeat(interim, maxInterimResponses+1) + "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"), per: len(interim)}
+	require.NoError(t, x.AttachLoop(p, c, 0, func(bool) {}))
+	var err error
+	for err = ErrWouldBlock; err == ErrWouldBlock; {
+		c.ready = true
+		_, err = x.PollHead(false)
+	}
+	require.ErrorContains(t, err, "too many 1xx interim responses")
 }

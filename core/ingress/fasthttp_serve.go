@@ -293,8 +293,16 @@ func (c *servedConn) Read(p []byte) (int, error) {
 // read is one Read of the connection; it returns 0 and no error when the bytes read were all
 // empty lines before a request line, dropped (framingCheck.dropEmptyLines).
 func (c *servedConn) read(p []byte) (int, error) {
+	if c.check.pendingCR && len(p) == 1 {
+		// No room for the CR held back in front of what follows it: it goes on alone, and
+		// the check follows it as the start of a head.
+		c.check.pendingCR = false
+		p[0] = '\r'
+		_ = c.check.feed(p[:1])
+		return 1, nil
+	}
 	off := 0
-	if c.check.pendingCR && len(p) > 1 {
+	if c.check.pendingCR {
 		off = 1 // room for the CR held back, should it not begin an empty line
 	}
 	n, err := c.Conn.Read(p[off:])

@@ -99,10 +99,12 @@ func (g *Group) judge(i int, n *Needs, now int64) (Reason, int64) {
 		return Eligible, inflight
 	}
 	o := &r.obs
-	// The server runs at least the gateway's own requests in flight to it: an answer it gave
-	// before one of them arrived (received after it was sent) would otherwise show it free
-	// until the next observation, and a burst would all go to it.
-	active := max(o.Active+inflight-r.inflight, inflight)
+	// The server runs at least the gateway's own requests in flight to it, less those it may
+	// hold in its queue: an answer it gave before one of them arrived (received after it was
+	// sent) would otherwise show it free until the next observation, and a burst would all
+	// go to it.
+	queued := min(max(o.Waiting, 0), inflight)
+	active := max(o.Active+inflight-r.inflight, inflight-queued)
 	load := active + max(o.Waiting, 0)
 	switch {
 	case r.changed:

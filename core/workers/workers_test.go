@@ -174,6 +174,17 @@ func TestJudgeCountsRequestsTheObservationMissed(t *testing.T) {
 	r, load = g.Judge(0, &bound)
 	require.Equal(t, Eligible, r)
 	require.EqualValues(t, 0, load)
+
+	// Requests the server holds in its queue are not running: the floor leaves them out, and
+	// the load counts them once.
+	for range 8 {
+		lb.Acquire()
+	}
+	o.Active, o.Waiting, o.MaxActive = 3, 5, 8 // all eight are the gateway's
+	g.observe(0, o)
+	r, load = g.Judge(0, &bound)
+	require.Equal(t, Eligible, r)
+	require.EqualValues(t, 8, load)
 }
 
 func TestExcludeKeepsTheLeastLoaded(t *testing.T) {
