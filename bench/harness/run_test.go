@@ -65,7 +65,7 @@ func TestOpenLoopLatencyShowsUpstreamStall(t *testing.T) {
 	var n atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if n.Add(1) == 40 {
-			time.Sleep(300 * time.Millisecond)
+			time.Sleep(300 * time.Millisecond) // the upstream stall under test
 		}
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"choices":[]}`))
@@ -124,19 +124,19 @@ func TestSSETimingOnScriptedUpstream(t *testing.T) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		fmt.Fprint(w, `data: {"choices":[{"delta":{"role":"assistant","content":""}}]}`+"\n\n")
 		f.Flush()
-		time.Sleep(ttft)
+		time.Sleep(ttft) // the scripted stream's timing under test
 		fmt.Fprint(w, ev("a"))
 		f.Flush()
 		for i := 0; i < 4; i++ {
-			time.Sleep(gap)
+			time.Sleep(gap) // the scripted stream's timing under test
 			fmt.Fprint(w, ev("b"))
 			f.Flush()
 		}
-		time.Sleep(gap - 5*time.Millisecond)
+		time.Sleep(gap - 5*time.Millisecond) // the scripted stream's timing under test
 		half := ev("c")
 		fmt.Fprint(w, half[:20])
 		f.Flush()
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond) // an event split across two writes, under test
 		fmt.Fprint(w, half[20:]+"data: [DONE]\n\n")
 		f.Flush()
 	}))
@@ -410,7 +410,7 @@ func TestOpenIdleHoldsConnections(t *testing.T) {
 	set.Close()
 	deadline := time.Now().Add(5 * time.Second)
 	for active.Load() != 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond) // polling for the condition, not asserting on time
 	}
 	if n := active.Load(); n != 0 {
 		t.Fatalf("server still has %d connections after Close", n)

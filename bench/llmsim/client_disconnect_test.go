@@ -33,7 +33,7 @@ func TestClientDisconnectMidStreamStopsGeneration(t *testing.T) {
 	st := f.Stats(0)
 	// Generation stopped: no token is produced during the next 5 ITLs.
 	tokens := st.CompletionTokens
-	time.Sleep(5 * itl)
+	time.Sleep(5 * itl) // the window in which no token may come: what is under test
 	if now := f.Stats(0).CompletionTokens; now != tokens {
 		t.Fatalf("generated %d tokens after the abort", now-tokens)
 	}
