@@ -272,14 +272,6 @@ func (c *servedConn) Read(p []byte) (int, error) {
 	}
 	for {
 		if c.check.err != nil {
-			if c.check.blankRefused && len(p) > 0 {
-				// fasthttp holds no byte of a request line, or only empty lines: a failed
-				// read would look to it like a client that left after its last response, and
-				// it would close without the answer. The mark makes it a head that failed.
-				c.check.blankRefused = false
-				p[0] = stallMark
-				return 1, c.check.err
-			}
 			return 0, c.check.err
 		}
 		n, err := c.read(p)
@@ -333,7 +325,10 @@ func (c *servedConn) read(p []byte) (int, error) {
 		return 1, err
 	}
 	if c.check.blankRefused && len(p) > 0 {
-		// Refused for the empty lines of this read: the mark in their place, as in Read.
+		// Refused for the empty lines of this read. fasthttp holds no byte of a request line,
+		// or only empty lines: a failed read would look to it like a client that left after
+		// its last response, and it would close without the answer. The mark in their place
+		// makes it a head that failed.
 		c.check.blankRefused = false
 		p[0] = stallMark
 		return 1, c.check.err
