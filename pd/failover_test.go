@@ -451,3 +451,39 @@ func pairRetries(t *testing.T) float64 {
 	}
 	return sum
 }
+
+// Workers that answer a leg with 429 are busy, not broken, whichever leg it is: when every
+// pair tried was refused so, the request gets the gateway's 429 model_at_capacity with
+// Retry-After, not a 502 or a worker's internal answer.
+func TestEveryPairRefusedBusyGives429(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		roles []int
+	}{
+		{"decode", []int{decodeA, decodeB}},
+		{"prefill", []int{prefillA, prefillB}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := startFleet(t, func(i int, ic *llmsim.InstanceConfig) {
+				if slices.Contains(tc.roles, i) {
+					ic.FaultRate, ic.Fault = 1, "status=429"
+				}
+			})
+			g := startGateway(t, f.gatewayTOML("", ""))
+			resp, err := http.Post("http://"+g.Addr("web")+"/v1/chat/completions", "application/json",
+				strings.NewReader(chatBody("busy everywhere")))
+			require.NoError(t, err)
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			require.NoError(t, err)
+			require.Equal(t, 429, resp.StatusCode, string(body))
+			require.Equal(t, "1", resp.Header.Get("Retry-After"))
+			require.Contains(t, string(body), `"code":"model_at_capacity"`)
+			refused := 0
+			for _, w := range tc.roles {
+				refused += len(f.executions(w, tc.name))
+			}
+			require.Equal(t, 2, refused, "both busy workers were tried")
+		})
+	}
+}

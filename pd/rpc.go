@@ -61,6 +61,12 @@ func retryable(err error) bool {
 	return false
 }
 
+// busy reports whether err is a worker's 429: it has no room for the request now.
+func busy(err error) bool {
+	var le *legError
+	return errors.As(err, &le) && le.status == 429
+}
+
 // isDial reports whether err is a failed connect: nothing was sent.
 func isDial(err error) bool {
 	var op *net.OpError

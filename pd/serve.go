@@ -153,6 +153,11 @@ func (t *Target) Serve(rc *pipeline.RequestCtx, peek *openai.Request) error {
 	if ge == nil {
 		ge = errWorkerFailed
 	}
+	if busy(last) {
+		// The last pair refused it for want of room: the model is busy, and a client that
+		// retries shortly may be served, where a 502 says it is broken.
+		ge = pipeline.ErrAtCapacity
+	}
 	if last == pipeline.ErrNoBackend {
 		switch {
 		case full:
