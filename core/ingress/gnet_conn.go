@@ -116,7 +116,10 @@ type gconn struct {
 	fd       int
 	writeMu  sync.Mutex
 	fdClosed bool
-	closedCh chan struct{}
+	// answering: the worker sent the client part of the response in flight (Send). Not
+	// guarded by writeMu: only the goroutine running the request reads and writes it.
+	answering bool
+	closedCh  chan struct{}
 	// cancel cancels the request in flight when the client leaves (OnClose); guarded by
 	// writeMu. OnClose uses it rather than rc, which a worker may be giving back meanwhile;
 	// it is cleared when the request ends, so that an idle connection keeps no RequestCtx
@@ -582,6 +585,7 @@ func (gc *gconn) dispatch() {
 	// The worker writes straight to the socket only while the loop holds nothing for it: what
 	// the loop wrote before (a response it relayed, a 100 Continue) may still be buffered.
 	gc.outbound.Store(int64(gc.c.OutboundBuffered()))
+	gc.answering = false
 	gc.phase = phaseBusy
 	gc.headSince.Store(0)
 	gc.busy.Store(true)
@@ -599,12 +603,16 @@ func (gc *gconn) serve() {
 	gc.finishServe(gc.proxyGuarded(), 0)
 }
 
-// proxyGuarded is proxy with a panic recovered (panicGuard): the request gives back what it
-// holds (pipeline.RequestCtx.FinishAfterPanic) and the connection closes.
+// proxyGuarded is proxy with a panic recovered (panicGuard): a client that got no byte of the
+// response gets a 500 (as on engine fasthttp), the request gives back what it holds
+// (pipeline.RequestCtx.FinishAfterPanic) and the connection closes.
 func (gc *gconn) proxyGuarded() (keepAlive bool) {
 	defer func() {
 		if v := recover(); v != nil {
 			gc.e.panics.report(gc.e.log, gc.e.set.Name, v)
+			if !gc.answering {
+				gc.answerInternalError()
+			}
 			if again := gc.rc.FinishAfterPanic(); again != nil {
 				gc.e.panics.report(gc.e.log, gc.e.set.Name, again)
 				gc.setCancel(pipeline.CancelHandle{})
@@ -614,6 +622,15 @@ func (gc *gconn) proxyGuarded() (keepAlive bool) {
 		}
 	}()
 	return gc.proxy()
+}
+
+// answerInternalError sends the client a 500 with Connection: close, for a request whose
+// handling failed before any byte of its response went out.
+func (gc *gconn) answerInternalError() {
+	head := string(gc.rc.Req.Method) == "HEAD"
+	bp := pipeline.GetBuf()
+	*bp = pipeline.AppendErrorResponse((*bp)[:0], pipeline.ErrInternal, 1, 1, false, head)
+	_ = gc.Send(bp, 0, len(*bp))
 }
 
 // finishServe ends the connection's request after its response: the connection waits for
@@ -704,6 +721,7 @@ func (gc *gconn) Send(bp *[]byte, lo, hi int) error {
 		pipeline.ReleaseBuf(bp)
 		return nil
 	}
+	gc.answering = true
 	if gc.queued.Load() == 0 && gc.outbound.Load() == 0 {
 		n, err := gc.writeDirect((*bp)[lo:hi])
 		if err != nil {

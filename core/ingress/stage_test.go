@@ -145,8 +145,8 @@ type bodyPanicStage struct{}
 func (bodyPanicStage) OnBody(*pipeline.RequestCtx, []byte) { panic("a body stage's bug") }
 
 // A stage that panics costs its request, not what the request held: the engine recovers the
-// panic, the completion stages run (a slot taken in OnRequest is given back), and the
-// connection closes.
+// panic, answers 500 when no byte of the response went out, the completion stages run (a
+// slot taken in OnRequest is given back), and the connection closes.
 func TestPanicInAStageGivesBackWhatTheRequestHeld(t *testing.T) {
 	// A streamed body: the gateway relays it as it comes, after the head.
 	up := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -193,6 +193,9 @@ func TestPanicInAStageGivesBackWhatTheRequestHeld(t *testing.T) {
 				got, err := io.ReadAll(c) // the connection closes after the panic
 				require.NoError(t, err)
 				if tc.head {
+					// No byte of the response went out: the client learns that the gateway failed.
+					require.True(t, strings.HasPrefix(string(got), "HTTP/1.1 500 "), "a 500 for a request whose handling failed: %q", got)
+					require.Contains(t, string(got), `"type":"server_error"`)
 					require.NotContains(t, string(got), "200 OK", "no success for a request whose handling failed")
 				} else {
 					require.NotContains(t, string(got), "0\r\n\r\n", "a body cut short does not end like a complete one")
