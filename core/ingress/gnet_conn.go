@@ -116,8 +116,8 @@ type gconn struct {
 	fd       int
 	writeMu  sync.Mutex
 	fdClosed bool
-	// answering: the worker sent the client part of the response in flight (Send). Not
-	// guarded by writeMu: only the goroutine running the request reads and writes it.
+	// answering: part of the response in flight went to the client (Send). Not guarded by
+	// writeMu: only the goroutine running the request (a worker, or the loop) touches it.
 	answering bool
 	closedCh  chan struct{}
 	// cancel cancels the request in flight when the client leaves (OnClose); guarded by
@@ -600,37 +600,44 @@ func (gc *gconn) dispatch() {
 // serve proxies gc.req; it runs on its own goroutine and must not touch loop-owned state
 // other than the request.
 func (gc *gconn) serve() {
-	gc.finishServe(gc.proxyGuarded(), 0)
+	gc.finishServe(gc.guarded((*gconn).proxy), 0)
 }
 
-// proxyGuarded is proxy with a panic recovered (panicGuard): a client that got no byte of the
-// response gets a 500 (as on engine fasthttp), the request gives back what it holds
-// (pipeline.RequestCtx.FinishAfterPanic) and the connection closes.
-func (gc *gconn) proxyGuarded() (keepAlive bool) {
+// guarded runs run, a request's handling on a worker goroutine, with a panic recovered
+// (panicGuard): a client that got no byte of the response gets a 500 (as on engine fasthttp),
+// the request gives back what it holds (pipeline.RequestCtx.FinishAfterPanic) and the
+// connection closes. It returns run's keepAlive, false after a panic.
+func (gc *gconn) guarded(run func(*gconn) bool) (keepAlive bool) {
 	defer func() {
 		if v := recover(); v != nil {
 			gc.e.panics.report(gc.e.log, gc.e.set.Name, v)
 			if !gc.answering {
-				gc.answerInternalError()
+				bp := pipeline.GetBuf()
+				*bp = internalErrorResponse((*bp)[:0], &gc.rc.Req)
+				_ = gc.Send(bp, 0, len(*bp))
 			}
-			if again := gc.rc.FinishAfterPanic(); again != nil {
-				gc.e.panics.report(gc.e.log, gc.e.set.Name, again)
-				gc.setCancel(pipeline.CancelHandle{})
-				gc.rc = nil // its state is unknown: left to the collector, not pooled
-			}
+			gc.finishAfterPanic()
 			keepAlive = false
 		}
 	}()
-	return gc.proxy()
+	return run(gc)
 }
 
-// answerInternalError sends the client a 500 with Connection: close, for a request whose
-// handling failed before any byte of its response went out.
-func (gc *gconn) answerInternalError() {
-	head := string(gc.rc.Req.Method) == "HEAD"
-	bp := pipeline.GetBuf()
-	*bp = pipeline.AppendErrorResponse((*bp)[:0], pipeline.ErrInternal, 1, 1, false, head)
-	_ = gc.Send(bp, 0, len(*bp))
+// finishAfterPanic gives back what a request whose handling panicked holds
+// (pipeline.RequestCtx.FinishAfterPanic); after a panic of its own, the RequestCtx is left to
+// the collector, its state unknown.
+func (gc *gconn) finishAfterPanic() {
+	if again := gc.rc.FinishAfterPanic(); again != nil {
+		gc.e.panics.report(gc.e.log, gc.e.set.Name, again)
+		gc.setCancel(pipeline.CancelHandle{})
+		gc.rc = nil
+	}
+}
+
+// internalErrorResponse appends the 500 that answers req when its handling failed before any
+// byte of the response went out; the connection closes after it.
+func internalErrorResponse(dst []byte, req *http1.Request) []byte {
+	return pipeline.AppendErrorResponse(dst, pipeline.ErrInternal, 1, 1, false, string(req.Method) == "HEAD")
 }
 
 // finishServe ends the connection's request after its response: the connection waits for
@@ -708,6 +715,7 @@ func (gc *gconn) Send(bp *[]byte, lo, hi int) error {
 		}
 		// On the event loop: gnet buffers what the socket does not take; the loop's relay
 		// bounds that (gnet_loop.go).
+		gc.answering = true
 		_, err := gc.c.Write((*bp)[lo:hi])
 		pipeline.ReleaseBuf(bp)
 		if err != nil {

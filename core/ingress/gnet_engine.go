@@ -533,7 +533,7 @@ func (e *GnetEngine) OnClose(c gnet.Conn, err error) gnet.Action {
 		}
 	}
 	gc.markClosed()
-	gc.loopClosed()
+	gc.loopClosedGuarded()
 	if gc.phase == phaseHead || gc.phase == phaseBody {
 		// A request was being read: its RequestCtx is the loop's to give back. In the other
 		// phases it is with the goroutine that ends the request, or already back.
@@ -555,6 +555,7 @@ func (e *GnetEngine) OnTraffic(c gnet.Conn) gnet.Action {
 		}
 		return gnet.Close
 	}
+	defer gc.recoverOnLoop()
 	return gc.onTraffic()
 }
 

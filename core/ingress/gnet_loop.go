@@ -320,6 +320,7 @@ func (gc *gconn) startLoop() bool {
 	gc.busy.Store(true)
 	gc.e.counters.active.Add(1)
 	gc.onLoop = true
+	gc.answering = false
 	gc.ls.served++
 	// One clock read for the request's start and its first try: they happen together.
 	now := time.Now()
@@ -370,6 +371,7 @@ func (gc *gconn) waitRetry(d time.Duration) {
 	seq, el := gc.lxSeq, gc.ls.el
 	time.AfterFunc(d, func() {
 		_ = el.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
+			defer gc.recoverOnLoop()
 			if gc.onLoop && gc.lxState == lxWait && gc.lxSeq == seq {
 				gc.lxState = lxNone
 				gc.tryOn(gc.rc.LoopResume(false), time.Now())
@@ -812,6 +814,7 @@ func (e *GnetEngine) upOpened(uc *upConn, c gnet.Conn) {
 		uc.released(true) // the request went on without it: keep it for the next one
 		return
 	}
+	defer gc.recoverOnLoop()
 	gc.lxStop = nil
 	x := gc.rc.Exchange()
 	now := time.Now()
@@ -834,6 +837,7 @@ func (e *GnetEngine) dialFailed(uc *upConn, err error) {
 	if !gc.waitsFor(uc) {
 		return
 	}
+	defer gc.recoverOnLoop()
 	gc.lxStop = nil
 	gc.lxState = lxNone
 	gc.tryOn(gc.rc.LoopTried(gc.lxB, err), time.Now())
@@ -964,6 +968,10 @@ func (gc *gconn) handoff() {
 // relayRest relays the rest of a handed-off exchange on a worker goroutine, then ends the
 // request as serve does.
 func (gc *gconn) relayRest() {
+	gc.finishServe(gc.guarded((*gconn).relayToEnd), 0)
+}
+
+func (gc *gconn) relayToEnd() bool {
 	rc := gc.rc
 	var err error
 	for {
@@ -973,7 +981,7 @@ func (gc *gconn) relayRest() {
 		}
 	}
 	rc.Finish()
-	gc.finishServe(err == nil && rc.KeepAlive(), 0)
+	return err == nil && rc.KeepAlive()
 }
 
 // detachSocket duplicates uc's socket into a blocking net.Conn for a worker and closes the gnet
@@ -1052,15 +1060,18 @@ func (gc *gconn) endLoop(keepAlive bool, now time.Time) {
 	gc.ls.releaseAt = 0
 	gc.lxUp, gc.lxB, gc.lxState = nil, nil, lxNone
 	gc.upDeadline.Store(0)
-	gc.onLoop = false
 	if gc.overflow.Load() {
 		keepAlive = false // the connection ends after this response: finishServe may wait for it
 	}
 	if !rc.FinishWaits() && (keepAlive || gc.closed.Load()) {
+		// onLoop holds until the request is finished: a completion stage that panics leaves
+		// the loop a request to abandon (recoverOnLoop).
 		rc.FinishAt(now)
+		gc.onLoop = false
 		gc.finishServe(keepAlive, now.UnixNano())
 		return
 	}
+	gc.onLoop = false
 	gc.outbound.Store(int64(gc.c.OutboundBuffered()))
 	gc.endKeep = keepAlive
 	if workers.Submit(gc.endFn) != nil {
@@ -1069,8 +1080,12 @@ func (gc *gconn) endLoop(keepAlive bool, now time.Time) {
 }
 
 func (gc *gconn) endOnWorker() {
+	gc.finishServe(gc.guarded((*gconn).finish), 0)
+}
+
+func (gc *gconn) finish() bool {
 	gc.rc.Finish()
-	gc.finishServe(gc.endKeep, 0)
+	return gc.endKeep
 }
 
 // loopClosed runs on the loop when the client of a loop-driven exchange left: the request
@@ -1100,6 +1115,70 @@ func (gc *gconn) loopClosed() {
 		_ = rc.LoopResume(true)
 	}
 	gc.endLoop(false, time.Now())
+}
+
+// recoverOnLoop, deferred around a request's handling on the event loop, keeps a panic there
+// (a bug in a loop-safe stage, say) from ending the process, as guarded does on a worker: a
+// request driven by the loop ends with a 500 when no byte of its response went out, gives back
+// what it holds (its upstream connection closes, its completion stages run on a worker:
+// pipeline.RequestCtx.FinishAfterPanic), and the client connection closes. Outside such a
+// request (a request being read, or one a worker runs) the connection just closes.
+func (gc *gconn) recoverOnLoop() {
+	v := recover()
+	if v == nil {
+		return
+	}
+	gc.e.panics.report(gc.e.log, gc.e.set.Name, v)
+	if again := gc.abandonOnLoop(); again != nil {
+		gc.e.panics.report(gc.e.log, gc.e.set.Name, again)
+		gc.onLoop = false
+		_ = gc.c.Close()
+	}
+}
+
+// abandonOnLoop ends the loop's part of a request whose handling panicked; it returns a panic
+// of its own, recovered.
+func (gc *gconn) abandonOnLoop() (again any) {
+	defer func() { again = recover() }()
+	gc.stepping, gc.closedInStep = false, false
+	if !gc.onLoop {
+		_ = gc.c.Close() // OnClose ends a request being read; a worker's request sees the close
+		return nil
+	}
+	rc := gc.rc
+	if gc.lxStop != nil {
+		gc.lxConnect = nil
+		gc.lxStop()
+		gc.lxStop = nil
+	}
+	if x := rc.Exchange(); x != nil {
+		x.Abort() // its state is unknown: the upstream connection closes
+	}
+	rc.ReleaseUpstream() // on the loop, which owns the upstream connection
+	gc.lxUp, gc.lxB, gc.lxNext, gc.lxState = nil, nil, nil, lxNone
+	gc.lxSeq++ // a retry's timer or a dial still to come finds itself stale
+	gc.upDeadline.Store(0)
+	gc.onLoop = false
+	if !gc.answering && !gc.closed.Load() {
+		_, _ = gc.c.Write(internalErrorResponse(nil, &rc.Req))
+	}
+	gc.outbound.Store(int64(gc.c.OutboundBuffered()))
+	if workers.Submit(gc.endAfterPanic) != nil {
+		go gc.endAfterPanic()
+	}
+	return nil
+}
+
+// endAfterPanic completes a request whose handling panicked on the loop (completion may write
+// the access log) and closes the connection once the client has what was written.
+func (gc *gconn) endAfterPanic() {
+	gc.finishAfterPanic()
+	gc.finishServe(false, 0)
+}
+
+func (gc *gconn) loopClosedGuarded() {
+	defer gc.recoverOnLoop()
+	gc.loopClosed()
 }
 
 // stepDone ends a write step of the loop path (gconn.stepping) and reports whether the client
@@ -1154,6 +1233,7 @@ func (e *GnetEngine) upTraffic(uc *upConn) gnet.Action {
 		// Idle: an upstream that sends unasked is not in step with its requests.
 		return gnet.Close
 	}
+	defer uc.owner.recoverOnLoop()
 	uc.owner.onUpstream(time.Now()) // the one clock read of this event
 	return gnet.None
 }
@@ -1192,6 +1272,7 @@ func (e *GnetEngine) upClosed(uc *upConn, err error) {
 		return
 	}
 	if gc := uc.owner; gc != nil && gc.lxUp == uc {
+		defer gc.recoverOnLoop()
 		gc.onUpstream(time.Now())
 	}
 }

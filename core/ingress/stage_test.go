@@ -210,3 +210,101 @@ func TestPanicInAStageGivesBackWhatTheRequestHeld(t *testing.T) {
 		})
 	}
 }
+
+// The loop-safe versions of the stages above: the route runs on an event loop.
+type loopHoldStage struct{ holdStage }
+
+func (loopHoldStage) LoopSafe() bool { return true }
+
+type loopPanicStage struct{ panicStage }
+
+func (loopPanicStage) LoopSafe() bool { return true }
+
+type loopBodyPanicStage struct{ bodyPanicStage }
+
+func (loopBodyPanicStage) LoopSafe() bool { return true }
+
+// requestPanicStage panics when the request arrives, before any upstream is chosen.
+type requestPanicStage struct{}
+
+func (requestPanicStage) OnRequest(*pipeline.RequestCtx) error { panic("a request stage's bug") }
+func (requestPanicStage) LoopSafe() bool                       { return true }
+
+// completePanicStage panics when its request completes, after the response went out.
+type completePanicStage struct{}
+
+func (completePanicStage) OnComplete(*pipeline.RequestCtx) { panic("a completion stage's bug") }
+func (completePanicStage) LoopSafe() bool                  { return true }
+
+// A stage that panics on an event loop costs its request, not the loop: the loop recovers,
+// answers 500 when no byte of the response went out, gives back what the request held
+// (its completion stages run) and closes the connection; the gateway goes on serving.
+func TestPanicOnTheEventLoopCostsOnlyItsRequest(t *testing.T) {
+	up := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i := range 3 {
+			_, _ = fmt.Fprintf(w, "data: %d\n\n", i)
+			w.(http.Flusher).Flush()
+		}
+	})}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	go func() { _ = up.Serve(ln) }()
+	t.Cleanup(func() { _ = up.Close() })
+	toml := fmt.Sprintf("[entrypoints.web]\naddress = \"127.0.0.1:0\"\n[routers.all]\nrule = \"PathPrefix(`/`)\"\nservice = \"up\"\n[services.up.load_balancer]\nservers = [{ url = \"http://%s\" }]\n[admin]\naddress = \"\"\n", ln.Addr())
+	cfg, err := config.LoadBytes("stage.toml", []byte(toml))
+	require.NoError(t, err)
+
+	var held atomic.Int64
+	for _, tc := range []struct {
+		name  string
+		stage any
+		head  bool // the panic comes before the response head
+	}{
+		{"request", requestPanicStage{}, true},
+		{"head", loopPanicStage{}, true},
+		{"body", loopBodyPanicStage{}, false},
+		{"complete", completePanicStage{}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			snap, err := snapshot.Compile(cfg, nil, 1)
+			require.NoError(t, err)
+			t.Cleanup(func() { snap.Retire(nil) })
+			chain, err := pipeline.NewChain(loopHoldStage{holdStage{&held}}, tc.stage)
+			require.NoError(t, err)
+			set := ingress.Settings{Name: "web", Address: "127.0.0.1:0", UpstreamLoop: true}
+			tr := ingress.NewGnet(set, withStages{snap, chain}, nil)
+			require.NoError(t, tr.Start())
+			t.Cleanup(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				_ = tr.Drain(ctx)
+			})
+			for range 3 {
+				c, err := net.DialTimeout("tcp", tr.Addr(), 2*time.Second)
+				require.NoError(t, err)
+				_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+				_, err = io.WriteString(c, "GET /x HTTP/1.1\r\nHost: gw\r\n\r\n")
+				require.NoError(t, err)
+				got, err := io.ReadAll(c) // the connection closes after the panic
+				require.NoError(t, err)
+				if tc.head {
+					require.True(t, strings.HasPrefix(string(got), "HTTP/1.1 500 "), "a 500 for a request whose handling failed: %q", got)
+					require.Contains(t, string(got), `"type":"server_error"`)
+				} else {
+					require.True(t, strings.HasPrefix(string(got), "HTTP/1.1 200 "), "%q", got)
+				}
+				if tc.name == "body" {
+					require.NotContains(t, string(got), "0\r\n\r\n", "a body cut short does not end like a complete one")
+				}
+				_ = c.Close()
+			}
+			require.Equal(t, int64(3), ingress.LoopServed(tr), "the requests ran on the event loops")
+			deadline := time.Now().Add(5 * time.Second)
+			for held.Load() != 0 {
+				require.True(t, time.Now().Before(deadline), "the requests still hold %d", held.Load())
+				time.Sleep(time.Millisecond) // polling for the completion stages, not asserting on time
+			}
+		})
+	}
+}
