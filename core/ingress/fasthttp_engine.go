@@ -269,8 +269,16 @@ func (e *FastEngine) refuse(ctx *fasthttp.RequestCtx, ge *pipeline.GatewayError)
 	e.pipe.Reject(rc, ge)
 	var fx fastExchange
 	fx.writeReply(ctx, rc)
+	defer func() {
+		if v := recover(); v != nil {
+			// A completion stage's bug, raised once rc is finished (pipeline.StagePanic):
+			// fasthttp recovers nothing in its error handler.
+			e.panics.report(e.log, e.set.Name, v)
+			return
+		}
+		pipeline.ReleaseRequestCtx(rc)
+	}()
 	rc.Finish()
-	pipeline.ReleaseRequestCtx(rc)
 }
 
 // onExpectContinue answers a request that asked for 100 Continue (RFC 9110 §10.1.1) and will
@@ -674,6 +682,18 @@ func (fx *fastExchange) Close() error {
 	return nil
 }
 
+// finish runs the request's Finish from release, which fasthttp calls where it recovers
+// nothing (closing a body stream): a completion stage's panic, which Finish raises once the
+// request is finished (pipeline.StagePanic), is reported rather than ending the process.
+func (fx *fastExchange) finish() {
+	defer func() {
+		if v := recover(); v != nil {
+			fx.e.panics.report(fx.e.log, fx.e.set.Name, v)
+		}
+	}()
+	fx.rc.Finish()
+}
+
 func (fx *fastExchange) release() {
 	if fx.e == nil {
 		return // an abandoned exchange, released already
@@ -686,7 +706,7 @@ func (fx *fastExchange) release() {
 	}
 	fx.stopWatch()
 	if fx.begun {
-		fx.rc.Finish()
+		fx.finish()
 		fx.begun = false
 	}
 	fx.e.counters.active.Add(-1)

@@ -468,6 +468,13 @@ func (gc *gconn) reject(err error) gnet.Action {
 	gc.rc = nil
 	gc.setCancel(pipeline.CancelHandle{})
 	finish := func() {
+		defer func() {
+			if v := recover(); v != nil {
+				// A completion stage's bug: the request was finished all the same
+				// (pipeline.StagePanic), and the reply is already on its way.
+				gc.e.panics.report(gc.e.log, gc.e.set.Name, v)
+			}
+		}()
 		rc.Finish()
 		if cap(rc.Req.Body) > maxKeptBodyBytes {
 			rc.Req.Body = nil

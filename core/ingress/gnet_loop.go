@@ -1129,10 +1129,19 @@ func (gc *gconn) recoverOnLoop() {
 		return
 	}
 	gc.e.panics.report(gc.e.log, gc.e.set.Name, v)
+	ours := gc.onLoop
 	if again := gc.abandonOnLoop(); again != nil {
 		gc.e.panics.report(gc.e.log, gc.e.set.Name, again)
-		gc.onLoop = false
 		_ = gc.c.Close()
+		if ours && gc.onLoop {
+			// The request's state is unknown: its RequestCtx is left to the collector, and the
+			// connection's part of the request ends as any other (the count of requests in
+			// flight that a drain waits for).
+			gc.onLoop = false
+			gc.setCancel(pipeline.CancelHandle{})
+			gc.rc = nil
+			go gc.finishServe(false, 0)
+		}
 	}
 }
 

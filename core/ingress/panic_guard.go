@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 
+	"github.com/sluice-gw/sluice/core/pipeline"
 	"github.com/sluice-gw/sluice/internal/loglimit"
 )
 
@@ -14,9 +15,15 @@ import (
 // waiting for an answer that will never come, or losing the process with it.
 type panicGuard struct{ limit loglimit.Limit }
 
+// A completion stage's panic reaches the engine once the request is finished
+// (pipeline.StagePanic): the stack logged is the one where the stage panicked.
 func (p *panicGuard) report(log *slog.Logger, entrypoint string, v any) {
 	if n, ok := p.limit.Allow(); ok {
+		stack := debug.Stack()
+		if sp, is := v.(*pipeline.StagePanic); is {
+			v, stack = sp.Value, sp.Stack
+		}
 		log.Error("request handling panicked; its connection is closed", "entrypoint", entrypoint,
-			"panic", fmt.Sprint(v), "stack", string(debug.Stack()), "suppressed_since_last", n)
+			"panic", fmt.Sprint(v), "stack", string(stack), "suppressed_since_last", n)
 	}
 }

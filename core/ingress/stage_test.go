@@ -175,11 +175,13 @@ func TestPanicInAStageGivesBackWhatTheRequestHeld(t *testing.T) {
 	}{
 		{"gnet-head", "gnet", panicStage{}, true},
 		{"gnet-body", "gnet", bodyPanicStage{}, false},
+		{"gnet-complete", "gnet", workerCompletePanicStage{}, false},
 		{"fasthttp-head", "fasthttp", panicStage{}, true},
 		{"fasthttp-body", "fasthttp", bodyPanicStage{}, false},
+		{"fasthttp-complete", "fasthttp", workerCompletePanicStage{}, false},
 	} {
 		engine := tc.engine
-		chain, err := pipeline.NewChain(holdStage{&held}, tc.stage)
+		chain, err := pipeline.NewChain(holdStage{&held}, tc.stage, holdStage{&held})
 		require.NoError(t, err)
 		res := withStages{snap, chain}
 		t.Run(tc.name, func(t *testing.T) {
@@ -188,25 +190,28 @@ func TestPanicInAStageGivesBackWhatTheRequestHeld(t *testing.T) {
 				c, err := net.DialTimeout("tcp", tr.Addr(), 2*time.Second)
 				require.NoError(t, err)
 				_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-				_, err = io.WriteString(c, "GET /x HTTP/1.1\r\nHost: gw\r\n\r\n")
+				req := "GET /x HTTP/1.1\r\nHost: gw\r\n\r\n"
+				if strings.HasSuffix(tc.name, "-complete") {
+					// The response goes out whole before the completion stage panics; engine
+					// fasthttp then keeps the connection, so the client ends it.
+					req = "GET /x HTTP/1.1\r\nHost: gw\r\nConnection: close\r\n\r\n"
+				}
+				_, err = io.WriteString(c, req)
 				require.NoError(t, err)
 				got, err := io.ReadAll(c) // the connection closes after the panic
 				require.NoError(t, err)
-				if tc.head {
+				switch {
+				case tc.head:
 					// No byte of the response went out: the client learns that the gateway failed.
 					require.True(t, strings.HasPrefix(string(got), "HTTP/1.1 500 "), "a 500 for a request whose handling failed: %q", got)
 					require.Contains(t, string(got), `"type":"server_error"`)
 					require.NotContains(t, string(got), "200 OK", "no success for a request whose handling failed")
-				} else {
+				case strings.HasSuffix(tc.name, "-body"):
 					require.NotContains(t, string(got), "0\r\n\r\n", "a body cut short does not end like a complete one")
 				}
 				_ = c.Close()
 			}
-			deadline := time.Now().Add(5 * time.Second)
-			for held.Load() != 0 {
-				require.True(t, time.Now().Before(deadline), "the requests still hold %d", held.Load())
-				time.Sleep(time.Millisecond) // polling for the completion stages, not asserting on time
-			}
+			waitReleased(t, snap, &held)
 		})
 	}
 }
@@ -229,6 +234,31 @@ type requestPanicStage struct{}
 
 func (requestPanicStage) OnRequest(*pipeline.RequestCtx) error { panic("a request stage's bug") }
 func (requestPanicStage) LoopSafe() bool                       { return true }
+
+// workerCompletePanicStage panics when its request completes, after the response went out.
+type workerCompletePanicStage struct{}
+
+func (workerCompletePanicStage) OnComplete(*pipeline.RequestCtx) { panic("a completion stage's bug") }
+
+// waitReleased waits until the requests gave back what they held: the hold stages' count and
+// every backend's count of requests in flight.
+func waitReleased(t *testing.T, snap *snapshot.Snapshot, held *atomic.Int64) {
+	t.Helper()
+	rt, _ := snap.Resolve("web", &http1.Request{Method: []byte("GET"), URI: []byte("/x"), Path: []byte("/x"), Host: []byte("gw")})
+	require.NotNil(t, rt)
+	inFlight := func() int64 {
+		var n int64
+		for _, b := range rt.Service.Backends {
+			n += b.LB.Active.Load()
+		}
+		return n
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for held.Load() != 0 || inFlight() != 0 {
+		require.True(t, time.Now().Before(deadline), "the requests still hold %d, %d in flight at the backends", held.Load(), inFlight())
+		time.Sleep(time.Millisecond) // polling for the completion stages, not asserting on time
+	}
+}
 
 // completePanicStage panics when its request completes, after the response went out.
 type completePanicStage struct{}
@@ -270,7 +300,13 @@ func TestPanicOnTheEventLoopCostsOnlyItsRequest(t *testing.T) {
 			snap, err := snapshot.Compile(cfg, nil, 1)
 			require.NoError(t, err)
 			t.Cleanup(func() { snap.Retire(nil) })
-			chain, err := pipeline.NewChain(loopHoldStage{holdStage{&held}}, tc.stage)
+			// Stages on both sides of the one that panics, where the one after it entered the
+			// request: its completion runs all the same.
+			stages := []any{loopHoldStage{holdStage{&held}}, tc.stage, loopHoldStage{holdStage{&held}}}
+			if tc.name == "request" {
+				stages = stages[:2]
+			}
+			chain, err := pipeline.NewChain(stages...)
 			require.NoError(t, err)
 			set := ingress.Settings{Name: "web", Address: "127.0.0.1:0", UpstreamLoop: true}
 			tr := ingress.NewGnet(set, withStages{snap, chain}, nil)
@@ -300,11 +336,7 @@ func TestPanicOnTheEventLoopCostsOnlyItsRequest(t *testing.T) {
 				_ = c.Close()
 			}
 			require.Equal(t, int64(3), ingress.LoopServed(tr), "the requests ran on the event loops")
-			deadline := time.Now().Add(5 * time.Second)
-			for held.Load() != 0 {
-				require.True(t, time.Now().Before(deadline), "the requests still hold %d", held.Load())
-				time.Sleep(time.Millisecond) // polling for the completion stages, not asserting on time
-			}
+			waitReleased(t, snap, &held)
 		})
 	}
 }

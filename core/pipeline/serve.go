@@ -5,10 +5,12 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"sync/atomic"
@@ -1186,16 +1188,20 @@ func (rc *RequestCtx) FinishAt(now time.Time) {
 		}
 	}
 	rc.count(now)
+	// A completion stage or hook that panics (a bug) must not keep the others, or the
+	// releases below, from giving back what the request holds: each runs guarded, and the
+	// first panic goes on to the engine once the request is finished.
+	var failed *StagePanic
 	for _, s := range rc.entered {
 		for _, h := range s.Hooks {
-			h.OnServiceDone(rc)
+			failed = serviceDone(h, rc, failed)
 		}
 	}
 	rc.observeHealth(now)
 	if rt := rc.route; rt != nil {
-		rt.Chain.onComplete(rc)
+		failed = rt.Chain.onComplete(rc, failed)
 	}
-	rc.hooks.onComplete(rc)
+	failed = rc.hooks.onComplete(rc, failed)
 	rc.releaseEncoder()
 	rc.releaseWhole()
 	rc.dropKept()
@@ -1204,6 +1210,34 @@ func (rc *RequestCtx) FinishAt(now time.Time) {
 		rc.backend.Release()
 		rc.backend = nil
 	}
+	if failed != nil {
+		panic(failed)
+	}
+}
+
+// StagePanic is what Finish panics with, once the request is finished, when a completion
+// stage or a service hook's OnServiceDone panicked: Value is what it panicked with, Stack the
+// goroutine's stack where it did (runtime/debug.Stack).
+type StagePanic struct {
+	Value any
+	Stack []byte
+}
+
+func (p *StagePanic) String() string { return fmt.Sprint(p.Value) }
+
+// recovered returns failed, or when it is nil and v is a panic's value, a StagePanic of v.
+func recovered(failed *StagePanic, v any) *StagePanic {
+	if v == nil || failed != nil {
+		return failed
+	}
+	return &StagePanic{Value: v, Stack: debug.Stack()}
+}
+
+func serviceDone(h ServiceHook, rc *RequestCtx, failed *StagePanic) (out *StagePanic) {
+	out = failed
+	defer func() { out = recovered(out, recover()) }()
+	h.OnServiceDone(rc)
+	return out
 }
 
 // FinishAfterPanic ends, in place of Finish, a request whose engine recovered a panic out of

@@ -262,11 +262,21 @@ func (c *Chain) onRetry(rc *RequestCtx, n, status int, err error) (time.Duration
 	return 0, false
 }
 
-func (c *Chain) onComplete(rc *RequestCtx) {
+// onComplete runs the completion stages, each guarded (RequestCtx.FinishAt); it returns
+// failed, or the first panic of one of them.
+func (c *Chain) onComplete(rc *RequestCtx, failed *StagePanic) *StagePanic {
 	if c == nil {
-		return
+		return failed
 	}
 	for _, s := range c.complete {
-		s.OnComplete(rc)
+		failed = complete(s, rc, failed)
 	}
+	return failed
+}
+
+func complete(s CompletionStage, rc *RequestCtx, failed *StagePanic) (out *StagePanic) {
+	out = failed
+	defer func() { out = recovered(out, recover()) }()
+	s.OnComplete(rc)
+	return out
 }
