@@ -28,9 +28,9 @@
 //     5xx, 408, 409 or 429 answer) leaves the failing worker out of the request and tries
 //     another pair of the same target, at most maxPairTries pairs (a refused connect also
 //     ejects the worker by passive health, so other requests leave it out a while); then
-//     the router falls back to its next target priority; when the last pair tried answered
-//     429, the request gets the gateway's 429 model_at_capacity (the model is busy, not
-//     broken) rather than a 502. Once the decode response has begun
+//     the router falls back to its next target priority; when a worker of the pairs tried
+//     answered 429, the request gets 429 model_at_capacity (ErrWorkersBusy: the model is
+//     busy, not broken) rather than a 502. Once the decode response has begun
 //     nothing is replayed: a failure mid-stream ends an SSE stream with the gateway's error
 //     event;
 //  5. the prompt cache key (pcache.go): a caller's prompt_cache_key never reaches a worker;

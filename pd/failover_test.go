@@ -452,38 +452,47 @@ func pairRetries(t *testing.T) float64 {
 	return sum
 }
 
-// Workers that answer a leg with 429 are busy, not broken, whichever leg it is: when every
-// pair tried was refused so, the request gets the gateway's 429 model_at_capacity with
-// Retry-After, not a 502 or a worker's internal answer.
-func TestEveryPairRefusedBusyGives429(t *testing.T) {
+// Workers that answer a leg with 429 are busy, not broken, whichever leg it is and whatever
+// the other pairs answered: when no pair served the request and a worker tried refused it so,
+// the request gets 429 model_at_capacity with Retry-After, not a 502 or a worker's own answer.
+func TestWorkersRefusingBusyGive429(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		roles []int
+		name   string
+		leg    string
+		faults map[int]string
 	}{
-		{"decode", []int{decodeA, decodeB}},
-		{"prefill", []int{prefillA, prefillB}},
+		{"decode", "decode", map[int]string{decodeA: "status=429", decodeB: "status=429"}},
+		{"prefill", "prefill", map[int]string{prefillA: "status=429", prefillB: "status=429"}},
+		{"decode-busy-and-failing", "decode", map[int]string{decodeA: "status=500", decodeB: "status=429"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := startFleet(t, func(i int, ic *llmsim.InstanceConfig) {
-				if slices.Contains(tc.roles, i) {
-					ic.FaultRate, ic.Fault = 1, "status=429"
+				if spec, ok := tc.faults[i]; ok {
+					ic.FaultRate, ic.Fault = 1, spec
 				}
 			})
 			g := startGateway(t, f.gatewayTOML("", ""))
-			resp, err := http.Post("http://"+g.Addr("web")+"/v1/chat/completions", "application/json",
-				strings.NewReader(chatBody("busy everywhere")))
-			require.NoError(t, err)
-			body, err := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			require.NoError(t, err)
-			require.Equal(t, 429, resp.StatusCode, string(body))
-			require.Equal(t, "1", resp.Header.Get("Retry-After"))
-			require.Contains(t, string(body), `"code":"model_at_capacity"`)
-			refused := 0
-			for _, w := range tc.roles {
-				refused += len(f.executions(w, tc.name))
+			// Each worker of the leg first in turn: the answer does not hang on which one
+			// was tried last.
+			ids := []string{tc.leg + "-a", tc.leg + "-b"}
+			for _, first := range ids {
+				msg := promptRankedFirst(t, first, slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return id == first })...)
+				resp, err := http.Post("http://"+g.Addr("web")+"/v1/chat/completions", "application/json",
+					strings.NewReader(chatBody(msg)))
+				require.NoError(t, err)
+				body, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				require.NoError(t, err)
+				require.Equal(t, 429, resp.StatusCode, string(body))
+				require.Equal(t, "1", resp.Header.Get("Retry-After"))
+				require.Contains(t, string(body), `"code":"model_at_capacity"`)
+				require.Contains(t, string(body), "had no room for the request")
 			}
-			require.Equal(t, 2, refused, "both busy workers were tried")
+			refused := 0
+			for w := range tc.faults {
+				refused += len(f.executions(w, tc.leg))
+			}
+			require.Equal(t, 4, refused, "both failing workers were tried for each request")
 		})
 	}
 }

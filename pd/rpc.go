@@ -102,6 +102,10 @@ var (
 		Message: "the prefill/decode workers refused the gateway's key (distributed_serving.api_key_env)"}
 	errWorkerFailed = &pipeline.GatewayError{Status: 502, Type: pipeline.UpstreamError, Code: "upstream_error",
 		Message: "the prefill/decode workers failed the request"}
+	// ErrWorkersBusy answers a request no pair served when a worker tried refused it with 429
+	// (it had no room): the answer of a model at capacity.
+	ErrWorkersBusy = &pipeline.GatewayError{Status: 429, Type: pipeline.RateLimit, Code: "model_at_capacity",
+		Message: "the prefill/decode workers of the model had no room for the request (429); retry shortly", RetryAfter: 1}
 	// ErrEndpoint answers a request to another endpoint than chat completions: the decode
 	// stream is chat completion chunks.
 	ErrEndpoint = &pipeline.GatewayError{Status: 400, Type: pipeline.InvalidRequest, Code: "unsupported_endpoint",

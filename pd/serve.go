@@ -102,7 +102,8 @@ func (t *Target) Serve(rc *pipeline.RequestCtx, peek *openai.Request) error {
 	}()
 	var ex excluded
 	var last error = pipeline.ErrNoBackend
-	full := false // the last choice found no pair because workers were at capacity
+	full := false       // the last choice found no pair because workers were at capacity
+	busyAnswer := false // a worker tried answered 429
 	for try := 0; try < maxPairTries; try++ {
 		pr, ok, atCapacity := t.pickPair(key, &ex, aff)
 		if !ok {
@@ -140,6 +141,7 @@ func (t *Target) Serve(rc *pipeline.RequestCtx, peek *openai.Request) error {
 			cancel()
 			return answerFor(rc, err)
 		}
+		busyAnswer = busyAnswer || busy(err)
 		if isDial(err) {
 			// Nothing listens there now: other requests leave it out for a while too.
 			t.service.Backends[culprit].LB.ConnectFailed()
@@ -149,14 +151,14 @@ func (t *Target) Serve(rc *pipeline.RequestCtx, peek *openai.Request) error {
 	}
 	cancel()
 	t.m.Exhausted()
-	ge, _ := answerFor(rc, last).(*pipeline.GatewayError)
-	if ge == nil {
+	var ge *pipeline.GatewayError
+	if busyAnswer {
+		// A worker refused it for want of room: the model is busy, and a client that retries
+		// shortly may be served, where a 502 would say it is broken. (answerFor is not asked:
+		// it would set the worker's own 429 body as the reply.)
+		ge = ErrWorkersBusy
+	} else if ge, _ = answerFor(rc, last).(*pipeline.GatewayError); ge == nil {
 		ge = errWorkerFailed
-	}
-	if busy(last) {
-		// The last pair refused it for want of room: the model is busy, and a client that
-		// retries shortly may be served, where a 502 says it is broken.
-		ge = pipeline.ErrAtCapacity
 	}
 	if last == pipeline.ErrNoBackend {
 		switch {

@@ -348,7 +348,7 @@ func (st *state) serveDisaggregated(rc *pipeline.RequestCtx) error {
 		if !errors.As(err, &ex) {
 			return err
 		}
-		full = full || ex.Answer == pipeline.ErrAtCapacity
+		full = full || ex.Answer == pipeline.ErrAtCapacity || ex.Answer == pd.ErrWorkersBusy
 		if !st.nextTarget(rc) {
 			if full && ex.Answer == pipeline.ErrNoBackend {
 				return pipeline.ErrAtCapacity
