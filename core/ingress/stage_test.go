@@ -144,11 +144,10 @@ type bodyPanicStage struct{}
 
 func (bodyPanicStage) OnBody(*pipeline.RequestCtx, []byte) { panic("a body stage's bug") }
 
-// A stage that panics costs its request, not what the request held: the engine recovers the
-// panic, answers 500 when no byte of the response went out, the completion stages run (a
-// slot taken in OnRequest is given back), and the connection closes.
-func TestPanicInAStageGivesBackWhatTheRequestHeld(t *testing.T) {
-	// A streamed body: the gateway relays it as it comes, after the head.
+// streamingUpstreamConfig starts an upstream that streams three SSE events (the gateway relays
+// them as they come, after the head) and returns a configuration that routes everything to it.
+func streamingUpstreamConfig(t *testing.T) *config.Config {
+	t.Helper()
 	up := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		for i := range 3 {
@@ -160,10 +159,17 @@ func TestPanicInAStageGivesBackWhatTheRequestHeld(t *testing.T) {
 	require.NoError(t, err)
 	go func() { _ = up.Serve(ln) }()
 	t.Cleanup(func() { _ = up.Close() })
-
 	toml := fmt.Sprintf("[entrypoints.web]\naddress = \"127.0.0.1:0\"\n[routers.all]\nrule = \"PathPrefix(`/`)\"\nservice = \"up\"\n[services.up.load_balancer]\nservers = [{ url = \"http://%s\" }]\n[admin]\naddress = \"\"\n", ln.Addr())
 	cfg, err := config.LoadBytes("stage.toml", []byte(toml))
 	require.NoError(t, err)
+	return cfg
+}
+
+// A stage that panics costs its request, not what the request held: the engine recovers the
+// panic, answers 500 when no byte of the response went out, the completion stages run (a
+// slot taken in OnRequest is given back), and the connection closes.
+func TestPanicInAStageGivesBackWhatTheRequestHeld(t *testing.T) {
+	cfg := streamingUpstreamConfig(t)
 	snap, err := snapshot.Compile(cfg, nil, 1)
 	require.NoError(t, err)
 	t.Cleanup(func() { snap.Retire(nil) })
@@ -270,21 +276,7 @@ func (completePanicStage) LoopSafe() bool                  { return true }
 // answers 500 when no byte of the response went out, gives back what the request held
 // (its completion stages run) and closes the connection; the gateway goes on serving.
 func TestPanicOnTheEventLoopCostsOnlyItsRequest(t *testing.T) {
-	up := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/event-stream")
-		for i := range 3 {
-			_, _ = fmt.Fprintf(w, "data: %d\n\n", i)
-			w.(http.Flusher).Flush()
-		}
-	})}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	go func() { _ = up.Serve(ln) }()
-	t.Cleanup(func() { _ = up.Close() })
-	toml := fmt.Sprintf("[entrypoints.web]\naddress = \"127.0.0.1:0\"\n[routers.all]\nrule = \"PathPrefix(`/`)\"\nservice = \"up\"\n[services.up.load_balancer]\nservers = [{ url = \"http://%s\" }]\n[admin]\naddress = \"\"\n", ln.Addr())
-	cfg, err := config.LoadBytes("stage.toml", []byte(toml))
-	require.NoError(t, err)
-
+	cfg := streamingUpstreamConfig(t)
 	var held atomic.Int64
 	for _, tc := range []struct {
 		name  string
