@@ -496,3 +496,70 @@ func TestWorkersRefusingBusyGive429(t *testing.T) {
 		})
 	}
 }
+
+// Busy workers make the model busy whichever target priority they serve: a model whose
+// targets failed, one with workers answering 429 and the other with 500s, gets 429
+// model_at_capacity in either order of the targets.
+func TestBusyTargetGives429WhicheverTargetFailedLast(t *testing.T) {
+	for _, order := range []string{"busy-first", "broken-first"} {
+		t.Run(order, func(t *testing.T) {
+			prefills := func(spec string) func(int, *llmsim.InstanceConfig) {
+				return func(i int, ic *llmsim.InstanceConfig) {
+					if i == prefillA || i == prefillB {
+						ic.FaultRate, ic.Fault = 1, spec
+					}
+				}
+			}
+			first, second := startFleet(t, prefills("status=429")), startFleet(t, prefills("status=500"))
+			if order == "broken-first" {
+				first, second = second, first
+			}
+			servers := func(f *fleet) string {
+				var s []string
+				for _, a := range f.sim.Addrs() {
+					s = append(s, `{ url = "http://`+a+`" }`)
+				}
+				return strings.Join(s, ", ")
+			}
+			g := startGateway(t, `
+[entrypoints.web]
+address = "127.0.0.1:0"
+[admin]
+address = "127.0.0.1:0"
+[routers.openai]
+rule = "PathPrefix(`+"`/v1`"+`)"
+models = true
+[services.first.load_balancer]
+servers = [`+servers(first)+`]
+[services.first.workers]
+observe_interval = "20ms"
+api_key_env = "`+workerKeyEnv+`"
+[services.second.load_balancer]
+servers = [`+servers(second)+`]
+[services.second.workers]
+observe_interval = "20ms"
+api_key_env = "`+workerKeyEnv+`"
+[models.chat.targets.first]
+service = "first"
+[models.chat.targets.second]
+service = "second"
+priority = 1
+[models.chat.scheduling]
+phase = "decode"
+[models.chat.scheduling.distributed_serving]
+api_key_env = "`+workerKeyEnv+`"
+`)
+			resp, err := http.Post("http://"+g.Addr("web")+"/v1/chat/completions", "application/json",
+				strings.NewReader(chatBody("two targets")))
+			require.NoError(t, err)
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			require.NoError(t, err)
+			require.NotEmpty(t, first.executions(prefillA, "prefill"), "the first target was tried")
+			require.NotEmpty(t, second.executions(prefillA, "prefill"), "the second target was tried")
+			require.Equal(t, 429, resp.StatusCode, string(body))
+			require.Equal(t, "1", resp.Header.Get("Retry-After"))
+			require.Contains(t, string(body), `"code":"model_at_capacity"`)
+		})
+	}
+}

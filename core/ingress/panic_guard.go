@@ -23,7 +23,7 @@ func (p *panicGuard) report(log *slog.Logger, entrypoint string, v any) {
 		if sp, is := v.(*pipeline.StagePanic); is {
 			v, stack = sp.Value, sp.Stack
 		}
-		log.Error("request handling panicked; its connection is closed", "entrypoint", entrypoint,
+		log.Error("request handling panicked", "entrypoint", entrypoint,
 			"panic", fmt.Sprint(v), "stack", string(stack), "suppressed_since_last", n)
 	}
 }

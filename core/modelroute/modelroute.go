@@ -342,15 +342,22 @@ func (st *state) serveDisaggregated(rc *pipeline.RequestCtx) error {
 		return replyError(rc, st.ep, pd.ErrEndpoint)
 	}
 	full := false // a target had no pair because its workers were at capacity
+	busy := false // a target's workers refused the request for want of room (429)
 	for {
 		err := st.target.PD.Serve(rc, &st.peek)
 		var ex *pd.Exhausted
 		if !errors.As(err, &ex) {
 			return err
 		}
-		full = full || ex.Answer == pipeline.ErrAtCapacity || ex.Answer == pd.ErrWorkersBusy
+		full = full || ex.Answer == pipeline.ErrAtCapacity
+		busy = busy || ex.Answer == pd.ErrWorkersBusy
 		if !st.nextTarget(rc) {
-			if full && ex.Answer == pipeline.ErrNoBackend {
+			// Busy workers anywhere make the model busy, not broken, whatever the target
+			// tried last answered.
+			switch {
+			case busy:
+				return pd.ErrWorkersBusy
+			case full && ex.Answer == pipeline.ErrNoBackend:
 				return pipeline.ErrAtCapacity
 			}
 			return ex.Answer

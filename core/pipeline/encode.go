@@ -27,7 +27,8 @@ type Encoder interface {
 // by the engine), its Content-Length dropped. It must not be used for an event stream (SSE
 // events must reach the client as they come, and the relay tracks their boundaries), for a
 // HEAD request, a response without a body, or an HTTP/1.0 client (who cannot take chunked
-// coding); the compress middleware checks all of these.
+// coding); the compress middleware checks all of these. Coding costs CPU per byte, so a
+// stage that calls it must not report LoopSafe: the event loop's relay does not code.
 func (rc *RequestCtx) SetEncoder(e Encoder) {
 	if rc.enc != nil {
 		rc.enc.Release()

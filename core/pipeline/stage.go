@@ -94,9 +94,10 @@ type CompletionStage interface {
 // when each of its phases returns at once (it never waits: no queue, no timer, no lock held
 // across I/O, no write that can block) and costs bounded CPU, of the order of a header
 // rewrite or a map lookup (no JSON parsing of bodies, no RSA or ECDSA signature check, no
-// body hashing). A route whose stages and service hooks all report true runs whole on the
-// loop with upstream_io = "loop" (Entrypoint.LoopRoute); any other runs on a worker
-// goroutine. A stage that does not implement LoopSafe is taken to be unsafe.
+// body hashing, no body coding: a stage that calls RequestCtx.SetEncoder is not LoopSafe, as
+// the loop's relay does not code bodies). A route whose stages and service hooks all report
+// true runs whole on the loop with upstream_io = "loop" (Entrypoint.LoopRoute); any other
+// runs on a worker goroutine. A stage that does not implement LoopSafe is taken to be unsafe.
 type LoopSafe interface {
 	LoopSafe() bool
 }
