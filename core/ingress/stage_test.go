@@ -332,3 +332,52 @@ func TestPanicOnTheEventLoopCostsOnlyItsRequest(t *testing.T) {
 		})
 	}
 }
+
+// markEncoder wraps each piece of a body in marks; it counts its releases.
+type markEncoder struct{ released *atomic.Int64 }
+
+func (markEncoder) Encode(dst, p []byte) []byte { return append(append(append(dst, '<'), p...), '>') }
+func (markEncoder) Close(dst []byte) []byte     { return dst }
+func (e markEncoder) Release()                  { e.released.Add(1) }
+
+// loopEncodeStage is a stage that codes bodies yet reports LoopSafe: a bug of its own.
+type loopEncodeStage struct{ released *atomic.Int64 }
+
+func (s loopEncodeStage) OnResponse(rc *pipeline.RequestCtx) error {
+	rc.AddResponseHeader([]byte("Content-Encoding"), []byte("x-mark"))
+	rc.SetEncoder(markEncoder(s))
+	return nil
+}
+func (loopEncodeStage) LoopSafe() bool { return true }
+
+// The event loop's relay does not code bodies: a loop-safe stage that sets an encoder gets its
+// request a 500 (and the encoder back to its pool), never a body that is not what its
+// Content-Encoding says.
+func TestAnEncoderOnTheEventLoopIsRefused(t *testing.T) {
+	cfg := streamingUpstreamConfig(t)
+	snap, err := snapshot.Compile(cfg, nil, 1)
+	require.NoError(t, err)
+	t.Cleanup(func() { snap.Retire(nil) })
+	var released atomic.Int64
+	chain, err := pipeline.NewChain(loopEncodeStage{&released})
+	require.NoError(t, err)
+	tr := ingress.NewGnet(ingress.Settings{Name: "web", Address: "127.0.0.1:0", UpstreamLoop: true}, withStages{snap, chain}, nil)
+	require.NoError(t, tr.Start())
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = tr.Drain(ctx)
+	})
+	c, err := net.DialTimeout("tcp", tr.Addr(), 2*time.Second)
+	require.NoError(t, err)
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	_, err = io.WriteString(c, "GET /x HTTP/1.1\r\nHost: gw\r\n\r\n")
+	require.NoError(t, err)
+	got, err := io.ReadAll(c)
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(string(got), "HTTP/1.1 500 "), "%q", got)
+	require.NotContains(t, string(got), "x-mark")
+	require.Equal(t, int64(1), ingress.LoopServed(tr), "the request ran on the event loop")
+	require.Equal(t, int64(1), released.Load(), "the encoder went back to its pool")
+}

@@ -28,13 +28,21 @@ type Encoder interface {
 // events must reach the client as they come, and the relay tracks their boundaries), for a
 // HEAD request, a response without a body, or an HTTP/1.0 client (who cannot take chunked
 // coding); the compress middleware checks all of these. Coding costs CPU per byte, so a
-// stage that calls it must not report LoopSafe: the event loop's relay does not code.
+// stage that calls it must not report LoopSafe: the event loop's relay does not code, and
+// SetEncoder on an event loop releases e and panics (a bug of the stage's, which the engine
+// answers with a 500) rather than send a body that is not what its Content-Encoding says.
 func (rc *RequestCtx) SetEncoder(e Encoder) {
+	if rc.onLoop {
+		e.Release()
+		panic(errEncoderOnLoop)
+	}
 	if rc.enc != nil {
 		rc.enc.Release()
 	}
 	rc.enc = e
 }
+
+var errEncoderOnLoop = errors.New("pipeline: SetEncoder on an event loop: a stage that codes bodies must not report LoopSafe")
 
 // releaseEncoder releases the request's encoder, if any.
 func (rc *RequestCtx) releaseEncoder() {
