@@ -257,42 +257,7 @@ func TestExhaustedTargetFallsBackToNextPriority(t *testing.T) {
 		}
 	})
 	healthy := startFleet(t, nil)
-	servers := func(f *fleet) string {
-		var s []string
-		for _, a := range f.sim.Addrs() {
-			s = append(s, `{ url = "http://`+a+`" }`)
-		}
-		return strings.Join(s, ", ")
-	}
-	toml := `
-[entrypoints.web]
-address = "127.0.0.1:0"
-[admin]
-address = "127.0.0.1:0"
-[routers.openai]
-rule = "PathPrefix(` + "`/v1`" + `)"
-models = true
-[services.first.load_balancer]
-servers = [` + servers(broken) + `]
-[services.first.workers]
-observe_interval = "20ms"
-api_key_env = "` + workerKeyEnv + `"
-[services.second.load_balancer]
-servers = [` + servers(healthy) + `]
-[services.second.workers]
-observe_interval = "20ms"
-api_key_env = "` + workerKeyEnv + `"
-[models.chat.targets.first]
-service = "first"
-[models.chat.targets.second]
-service = "second"
-priority = 1
-[models.chat.scheduling]
-phase = "decode"
-[models.chat.scheduling.distributed_serving]
-api_key_env = "` + workerKeyEnv + `"
-`
-	g := startGateway(t, toml)
+	g := startGateway(t, twoTargetsTOML(broken, healthy))
 	status, data := stream(t, g, chatBody("fall back"))
 	require.Equal(t, 200, status, data)
 	require.Equal(t, "[DONE]", data[len(data)-1])
@@ -514,41 +479,7 @@ func TestBusyTargetGives429WhicheverTargetFailedLast(t *testing.T) {
 			if order == "broken-first" {
 				first, second = second, first
 			}
-			servers := func(f *fleet) string {
-				var s []string
-				for _, a := range f.sim.Addrs() {
-					s = append(s, `{ url = "http://`+a+`" }`)
-				}
-				return strings.Join(s, ", ")
-			}
-			g := startGateway(t, `
-[entrypoints.web]
-address = "127.0.0.1:0"
-[admin]
-address = "127.0.0.1:0"
-[routers.openai]
-rule = "PathPrefix(`+"`/v1`"+`)"
-models = true
-[services.first.load_balancer]
-servers = [`+servers(first)+`]
-[services.first.workers]
-observe_interval = "20ms"
-api_key_env = "`+workerKeyEnv+`"
-[services.second.load_balancer]
-servers = [`+servers(second)+`]
-[services.second.workers]
-observe_interval = "20ms"
-api_key_env = "`+workerKeyEnv+`"
-[models.chat.targets.first]
-service = "first"
-[models.chat.targets.second]
-service = "second"
-priority = 1
-[models.chat.scheduling]
-phase = "decode"
-[models.chat.scheduling.distributed_serving]
-api_key_env = "`+workerKeyEnv+`"
-`)
+			g := startGateway(t, twoTargetsTOML(first, second))
 			resp, err := http.Post("http://"+g.Addr("web")+"/v1/chat/completions", "application/json",
 				strings.NewReader(chatBody("two targets")))
 			require.NoError(t, err)

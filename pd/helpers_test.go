@@ -261,3 +261,43 @@ func promptRankedFirst(t *testing.T, first string, ids ...string) string {
 	t.Fatal("no prompt ranks " + first + " first")
 	return ""
 }
+
+// twoTargetsTOML returns a gateway config whose model chat has two P/D targets: first's fleet
+// at priority 0, then second's at priority 1.
+func twoTargetsTOML(first, second *fleet) string {
+	servers := func(f *fleet) string {
+		var s []string
+		for _, a := range f.sim.Addrs() {
+			s = append(s, `{ url = "http://`+a+`" }`)
+		}
+		return strings.Join(s, ", ")
+	}
+	return `
+[entrypoints.web]
+address = "127.0.0.1:0"
+[admin]
+address = "127.0.0.1:0"
+[routers.openai]
+rule = "PathPrefix(` + "`/v1`" + `)"
+models = true
+[services.first.load_balancer]
+servers = [` + servers(first) + `]
+[services.first.workers]
+observe_interval = "20ms"
+api_key_env = "` + workerKeyEnv + `"
+[services.second.load_balancer]
+servers = [` + servers(second) + `]
+[services.second.workers]
+observe_interval = "20ms"
+api_key_env = "` + workerKeyEnv + `"
+[models.chat.targets.first]
+service = "first"
+[models.chat.targets.second]
+service = "second"
+priority = 1
+[models.chat.scheduling]
+phase = "decode"
+[models.chat.scheduling.distributed_serving]
+api_key_env = "` + workerKeyEnv + `"
+`
+}
