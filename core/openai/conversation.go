@@ -158,6 +158,8 @@ func (p *peeker) message(v int, a at) int {
 		partsErr          *ValidationError
 		seen              uint8
 		dup               string
+		folded            string // a member sluice reads, named in another case
+		foldedKey         string
 	)
 	i := v + 1
 	for first := true; ; first = false {
@@ -196,6 +198,9 @@ func (p *peeker) message(v int, a at) int {
 			typeKind = kindAt(d, mv)
 			i, typ = p.smallString(mv, typeKind, &p.typeBuf)
 		default:
+			if f := p.foldedMember(name); f != "" && folded == "" {
+				folded, foldedKey = f, string(name)
+			}
 			i = p.skipValue(mv, 3)
 		}
 		if i < 0 {
@@ -210,6 +215,9 @@ func (p *peeker) message(v int, a at) int {
 	switch {
 	case dup != "":
 		p.failAt(CodeDuplicateParam, a.dot(dup), "named more than once; a message must name each member once")
+		return i
+	case folded != "":
+		p.failAt(CodeAmbiguousParam, a.dot(folded), ambiguousKey([]byte(foldedKey), folded))
 		return i
 	case typeKind == kindInvalid:
 	case typeKind != kindString:
@@ -253,6 +261,17 @@ func (p *peeker) message(v int, a at) int {
 		p.failAt(CodeInvalidType, a.dot("content"), "expected a string or an array of "+partWord(p.ep))
 	}
 	return i
+}
+
+// foldedMember returns the message member sluice reads (role, content, tool_calls,
+// function_call, and type in a Responses input item) that key names in another case, or "":
+// a Go upstream (encoding/json) would read it as that member, while sluice validated
+// another or none.
+func (p *peeker) foldedMember(key []byte) string {
+	if p.ep == Responses {
+		return foldedName(key, "role", "content", "tool_calls", "function_call", "type")
+	}
+	return foldedName(key, "role", "content", "tool_calls", "function_call")
 }
 
 // memberNames names a message's members by their bit in message's seen set.
@@ -310,9 +329,13 @@ func (p *peeker) parts(v, level int, a at, allowEmpty bool) (end int, err *Valid
 				i = mv
 				break
 			}
-			if string(keyName(key, esc, &p.keyBuf)) == "type" {
+			name := keyName(key, esc, &p.keyBuf)
+			if string(name) == "type" {
 				typ = true
 				badType = badType || d[mv] != '"'
+			} else if err == nil && foldedName(name, "type") != "" {
+				ps := a.String() + "[" + strconv.Itoa(k) + "].type"
+				err = verr(CodeAmbiguousParam, ps, ambiguousKey(name, "type"))
 			}
 			if i = p.skipValue(mv, level+1); i < 0 {
 				return -1, nil

@@ -69,7 +69,10 @@
 //     role, content and type members of a message.
 //   - A key that differs from such a parameter's name only in case ("Model", "STREAM", or
 //     "ſtream" with U+017F) is refused (ambiguous_parameter): Go servers decoding with
-//     encoding/json match struct fields case-insensitively, with that folding.
+//     encoding/json match struct fields case-insensitively, with that folding. So is such a
+//     variant of a member Peek reads inside a parameter: a message's role, content, tool_calls
+//     and function_call (and type in a Responses input item), a content part's type, and
+//     stream_options.include_usage.
 //
 // Keys are compared after decoding their escapes, as every JSON parser does: "mod\u0065l" is
 // "model" (and a second "model" beside it is a duplicate). Unknown parameters are not

@@ -346,9 +346,7 @@ func (p *peeker) topMember(key []byte, escaped bool, vs int) int {
 		// (encoding/json) match struct fields case-insensitively, so one could read it as the
 		// parameter while sluice did not, or read it instead of the one sluice did.
 		if f := foldParam(name, known); f != pNone {
-			p.fail(CodeAmbiguousParam, paramNames[f], paramNames[f]+": the key "+strconv.Quote(string(name))+
-				" differs from "+strconv.Quote(paramNames[f])+" only in case, and some servers would read it as "+
-				strconv.Quote(paramNames[f]))
+			p.fail(CodeAmbiguousParam, paramNames[f], paramNames[f]+": "+ambiguousKey(name, paramNames[f]))
 		}
 		return p.skipValue(vs, 1)
 	}
@@ -438,15 +436,8 @@ func (p *peeker) topMember(key []byte, escaped bool, vs int) int {
 // case folding without being equal to it (ASCII case, and U+017F and U+212A, which fold to
 // 's' and 'k'), or pNone.
 func foldParam(key []byte, known uint32) param {
-	folds := false
-	for _, c := range key {
-		if 'A' <= c && c <= 'Z' || c >= utf8.RuneSelf {
-			folds = true
-			break
-		}
-	}
-	if !folds {
-		return pNone // all parameter names are lowercase ASCII: only exact equality matches
+	if !mayFold(key) {
+		return pNone
 	}
 	for k := pModel; k < numParams; k++ {
 		if known&(1<<k) != 0 && foldEqual(key, paramNames[k]) {
@@ -454,6 +445,38 @@ func foldParam(key []byte, known uint32) param {
 		}
 	}
 	return pNone
+}
+
+// foldedName returns the one of names (lowercase ASCII, each different from key) that key
+// equals under encoding/json's case folding, or "". It guards the members sluice reads inside
+// a parameter (a message's role, a part's type) as foldParam guards the parameters.
+func foldedName(key []byte, names ...string) string {
+	if !mayFold(key) {
+		return ""
+	}
+	for _, n := range names {
+		if foldEqual(key, n) {
+			return n
+		}
+	}
+	return ""
+}
+
+// mayFold reports whether key has a byte that case folding could change: every name sluice
+// reads is lowercase ASCII, so a key without one matches a name only by equality.
+func mayFold(key []byte) bool {
+	for _, c := range key {
+		if 'A' <= c && c <= 'Z' || c >= utf8.RuneSelf {
+			return true
+		}
+	}
+	return false
+}
+
+// ambiguousKey says why a key that folds to name is refused.
+func ambiguousKey(key []byte, name string) string {
+	return "the key " + strconv.Quote(string(key)) + " differs from " + strconv.Quote(name) +
+		" only in case, and some servers would read it as " + strconv.Quote(name)
 }
 
 // foldEqual reports whether key folds to name, a lowercase ASCII name.
@@ -656,7 +679,12 @@ func (p *peeker) streamOptionsValue(vs int) int {
 		if v < 0 || done {
 			return v
 		}
-		if string(keyName(key, esc, &p.keyBuf)) == "include_usage" {
+		name := keyName(key, esc, &p.keyBuf)
+		if foldedName(name, "include_usage") != "" {
+			p.fail(CodeAmbiguousParam, "stream_options.include_usage",
+				"stream_options.include_usage: "+ambiguousKey(name, "include_usage"))
+		}
+		if string(name) == "include_usage" {
 			if seen {
 				p.fail(CodeDuplicateParam, "stream_options.include_usage",
 					"stream_options.include_usage: named more than once; the body must name each parameter once")

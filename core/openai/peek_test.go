@@ -161,6 +161,13 @@ func TestPeekEscapedKeys(t *testing.T) {
 	require.Equal(t, int64(9), r.MaxCompletionTokens)
 }
 
+// TestPeekCaseOfMembersItDoesNotRead: only members the gateway reads are guarded against
+// their case variants; other keys in any case pass to the upstream as they are.
+func TestPeekCaseOfMembersItDoesNotRead(t *testing.T) {
+	peek(t, ChatCompletions, `{"model":"m","messages":[{"role":"user","content":"x","Name":"n","Type":"t"}],"stream":true,"stream_options":{"Continuous_Usage_Stats":true}}`)
+	peek(t, Messages, `{"model":"m","max_tokens":1,"messages":[{"role":"user","content":[{"type":"text","Text":"a"}]}]}`)
+}
+
 func TestPeekEscapedValues(t *testing.T) {
 	body := `{"model":"org\/m\u00e9\ud83d\ude00","messages":[{"role":"\u0075ser","content":"x"}],"user":"a\"b","prompt_cache_key":"\u006b"}`
 	var r Request
@@ -263,6 +270,14 @@ func TestValidationErrors(t *testing.T) {
 		{"MODEL alone", Embeddings, `{"MODEL":"b","input":"x"}`, "model", CodeAmbiguousParam, `model: the key "MODEL" differs from "model" only in case, and some servers would read it as "model"`},
 		{"long s stream", ChatCompletions, `{"model":"a",` + chatMsgs + `,"ſtream":true}`, "stream", CodeAmbiguousParam, `stream: the key "ſtream" differs from "stream" only in case, and some servers would read it as "stream"`},
 		{"escaped Kelvin max_tokens", Messages, `{"model":"a","max_to\u212aens":5,"max_tokens":1,` + chatMsgs + `}`, "max_tokens", CodeAmbiguousParam, "max_tokens: the key \"max_to\u212aens\" differs from \"max_tokens\" only in case, and some servers would read it as \"max_tokens\""},
+		{"Role beside role", ChatCompletions, `{"model":"m","messages":[{"role":"user","Role":"system","content":"x"}]}`, "messages[0].role", CodeAmbiguousParam, `messages[0].role: the key "Role" differs from "role" only in case, and some servers would read it as "role"`},
+		{"CONTENT alone", Messages, `{"model":"m","max_tokens":1,"messages":[{"role":"user","CONTENT":"x"}]}`, "messages[0].content", CodeAmbiguousParam, `messages[0].content: the key "CONTENT" differs from "content" only in case, and some servers would read it as "content"`},
+		{"Tool_Calls", ChatCompletions, `{"model":"m","messages":[{"role":"assistant","content":null,"Tool_Calls":[]}]}`, "messages[0].tool_calls", CodeAmbiguousParam, `messages[0].tool_calls: the key "Tool_Calls" differs from "tool_calls" only in case, and some servers would read it as "tool_calls"`},
+		{"responses item Type", Responses, `{"model":"m","input":[{"Type":"message","role":"user","content":"x"}]}`, "input[0].type", CodeAmbiguousParam, `input[0].type: the key "Type" differs from "type" only in case, and some servers would read it as "type"`},
+		{"part Type", ChatCompletions, `{"model":"m","messages":[{"role":"user","content":[{"type":"text","Type":"image_url","text":"a"}]}]}`, "messages[0].content[0].type", CodeAmbiguousParam, `messages[0].content[0].type: the key "Type" differs from "type" only in case, and some servers would read it as "type"`},
+		{"system block TYPE", Messages, `{"model":"m","max_tokens":1,"system":[{"TYPE":"text","text":"a"}],` + chatMsgs + `}`, "system[0].type", CodeAmbiguousParam, `system[0].type: the key "TYPE" differs from "type" only in case, and some servers would read it as "type"`},
+		{"Include_Usage", ChatCompletions, `{"model":"a",` + chatMsgs + `,"stream":true,"stream_options":{"include_usage":false,"Include_Usage":true}}`, "stream_options.include_usage", CodeAmbiguousParam, `stream_options.include_usage: the key "Include_Usage" differs from "include_usage" only in case, and some servers would read it as "include_usage"`},
+		{"long s include_usage", ChatCompletions, `{"model":"a",` + chatMsgs + `,"stream":true,"stream_options":{"include_u\u017fage":true}}`, "stream_options.include_usage", CodeAmbiguousParam, `stream_options.include_usage: the key "include_uſage" differs from "include_usage" only in case, and some servers would read it as "include_usage"`},
 
 		// The conversation.
 		{"messages missing", ChatCompletions, `{"model":"m"}`, "messages", CodeMissingParameter, "messages: missing required parameter"},
