@@ -48,6 +48,11 @@ type Backend struct {
 	// (monotonic ns since epoch), for a backoff that doubles with each one.
 	connectFails atomic.Int32
 	ejectedUntil atomic.Int64
+	// An upstream's refusal with a Retry-After keeps the backend out until refusedUntil
+	// (monotonic ns since epoch), even when every backend is out: the server is alive and
+	// asked to be left alone, so a guess at it would only be refused again.
+	refusedUntil  atomic.Int64
+	refusedStatus atomic.Int32
 	// Active is written by every request on every core: keep it off the
 	// cache lines of neighbouring backends (false sharing).
 	_ [cacheLinePad]byte
@@ -73,8 +78,9 @@ func (b *Backend) SetDown(down bool) {
 	}
 }
 
-// Down reports whether b is marked down or ejected by passive health.
-func (b *Backend) Down() bool { return b.down.Load() || b.Ejected() }
+// Down reports whether b is marked down, ejected by passive health or refusing requests for
+// the time its Retry-After asked.
+func (b *Backend) Down() bool { return b.down.Load() || b.Ejected() || b.refusingNow() }
 
 // Passive health backoff bounds: the first connect failure ejects a backend for
 // MinEjection, each further consecutive one doubles it, up to MaxEjection.
@@ -105,8 +111,9 @@ func (b *Backend) ConnectFailed() {
 	b.ejectedUntil.Store(now + int64(min(d, MaxEjection)))
 }
 
-// EjectFor keeps b out of rotation for d (an upstream's Retry-After), without counting a
-// failure: the server is alive and asked to be left alone.
+// EjectFor keeps b out of rotation for d without counting a connect failure (passive
+// health's ejection after failed responses). A pick may still take b when every backend is
+// out (Choice.IgnoreEjection).
 func (b *Backend) EjectFor(d time.Duration) {
 	until := monoNow() + int64(d)
 	for {
@@ -115,6 +122,45 @@ func (b *Backend) EjectFor(d time.Duration) {
 			return
 		}
 	}
+}
+
+// RefuseFor keeps b out of rotation for d: the server answered status (429 or 503) with a
+// Retry-After of d (RFC 9110 §10.2.3). Unlike an ejection, no pick takes b before then, even
+// when no other backend is left; Refusing says until when, for the gateway's own answer. A
+// later refusal that asks for less does not shorten an earlier one.
+func (b *Backend) RefuseFor(status int, d time.Duration) {
+	until := monoNow() + int64(d)
+	for {
+		u := b.refusedUntil.Load()
+		if u >= until {
+			return
+		}
+		if b.refusedUntil.CompareAndSwap(u, until) {
+			b.refusedStatus.Store(int32(status))
+			return
+		}
+	}
+}
+
+// Refusing reports whether b is refusing requests now, with the status it refused with and
+// how long it has left to wait (> 0).
+func (b *Backend) Refusing() (status int, left time.Duration, ok bool) {
+	now := monoNow()
+	if !b.refusing(now) {
+		return 0, 0, false
+	}
+	return int(b.refusedStatus.Load()), time.Duration(b.refusedUntil.Load() - now), true
+}
+
+func (b *Backend) refusing(now int64) bool {
+	u := b.refusedUntil.Load()
+	return u != 0 && now < u
+}
+
+// refusingNow is refusing without reading the clock for a backend that never refused.
+func (b *Backend) refusingNow() bool {
+	u := b.refusedUntil.Load()
+	return u != 0 && monoNow() < u
 }
 
 // ConnectSucceeded ends a streak of connect failures.

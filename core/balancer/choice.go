@@ -6,8 +6,8 @@ type Choice struct {
 	// or refused by a stage); they are skipped like down backends.
 	Exclude Set
 	// IgnoreEjection lets a pick take backends that passive health ejected (not those marked
-	// down, nor excluded ones): the panic mode used when every backend is ejected, since a
-	// guess at a recovering server beats refusing every request.
+	// down, refusing for a Retry-After, nor excluded ones): the panic mode used when every
+	// backend is ejected, since a guess at a recovering server beats refusing every request.
 	IgnoreEjection bool
 }
 
@@ -25,9 +25,10 @@ func (c *Choice) CopyFrom(src *Choice) {
 	c.IgnoreEjection = src.IgnoreEjection
 }
 
-// eligible reports whether b may be picked under c: up, not ejected and not excluded.
+// eligible reports whether b may be picked under c: up, not refusing, not ejected and not
+// excluded.
 func (c *Choice) eligible(b *Backend) bool {
-	if b.down.Load() || c != nil && c.Exclude.Has(b.ID) {
+	if b.down.Load() || c != nil && c.Exclude.Has(b.ID) || b.refusingNow() {
 		return false
 	}
 	return c != nil && c.IgnoreEjection || !b.Ejected()

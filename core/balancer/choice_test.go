@@ -2,6 +2,7 @@ package balancer
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -72,6 +73,42 @@ func TestEjectedBackendsArePickedOnlyInPanicMode(t *testing.T) {
 	bs[0].SetDown(true)
 	c.Exclude.Add(1)
 	require.Nil(t, bal.Pick(&c), "panic mode never picks a down or excluded backend")
+}
+
+// A backend refusing requests for a Retry-After is not picked even in panic mode: it asked
+// to be left alone and would only refuse again.
+func TestRefusingBackendsAreNeverPicked(t *testing.T) {
+	for _, strategy := range Strategies {
+		bs := []*Backend{{ID: 0}, {ID: 1}}
+		bal, err := New(strategy, bs)
+		require.NoError(t, err)
+		bs[0].RefuseFor(429, time.Minute)
+		var c Choice
+		for range 10 {
+			require.Equal(t, 1, bal.Pick(&c).ID, strategy)
+		}
+		bs[1].ConnectFailed()
+		c.IgnoreEjection = true
+		for range 10 {
+			require.Equal(t, 1, bal.Pick(&c).ID, "%s: panic mode takes the ejected backend, not the refusing one", strategy)
+		}
+		bs[1].RefuseFor(503, time.Second)
+		require.Nil(t, bal.Pick(&c), strategy)
+		require.True(t, bs[0].Down() && bs[1].Down())
+	}
+}
+
+func TestRefusalLastsItsLongestRetryAfter(t *testing.T) {
+	var b Backend
+	_, _, ok := b.Refusing()
+	require.False(t, ok)
+	b.RefuseFor(503, time.Minute)
+	b.RefuseFor(429, time.Second) // a shorter refusal does not end the longer one
+	status, left, ok := b.Refusing()
+	require.True(t, ok)
+	require.Equal(t, 503, status)
+	require.Greater(t, left, 50*time.Second)
+	require.LessOrEqual(t, left, time.Minute)
 }
 
 func TestChoiceCopyFrom(t *testing.T) {

@@ -425,10 +425,16 @@ func waitFor(t *testing.T, cond func() bool) {
 
 // An upstream that refuses with 429 or 503 and a Retry-After did not act on the request: the
 // model router sends it to another backend and keeps the refusing one out for the time it
-// asked; when every backend refuses, the caller gets the shortest Retry-After of them.
+// asked; when every backend refuses, the caller gets the shortest Retry-After of them, and
+// the next callers get it from the gateway until that time is up, without the refusing
+// backends being asked again.
 func TestModelRouterMovesOverloadRefusals(t *testing.T) {
+	var refusals atomic.Int32
 	refuse := func(status, after int) *upstream {
-		return serveUpstream(t, func(c net.Conn, _ *bufio.Reader, _ string, _ []byte) bool {
+		return serveUpstream(t, func(c net.Conn, _ *bufio.Reader, head string, _ []byte) bool {
+			if strings.HasPrefix(head, "POST /v1/chat/completions ") {
+				refusals.Add(1)
+			}
 			_, err := fmt.Fprintf(c, "HTTP/1.1 %d Busy\r\nRetry-After: %d\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}", status, after)
 			return err == nil
 		})
@@ -480,10 +486,20 @@ service = "busy"
 			require.EqualValues(t, 4, okHits.Load()-before)
 			require.True(t, g.Snapshot().Services["mixed"].Backends[0].LB.Down(), "the refusing backend is out for its Retry-After")
 
+			refused := refusals.Load()
 			r := call(t, "POST", base, "", fmt.Sprintf(chatBody, "b"))
-			require.Contains(t, []int{429, 503}, r.status, r.raw)
+			require.Equal(t, 503, r.status, r.raw)
 			require.Equal(t, "3", r.header.Get("Retry-After"), "the shortest Retry-After of the refusals")
 			require.Equal(t, "upstream_overloaded", errField(r, "code"))
+			require.EqualValues(t, 2, refusals.Load()-refused, "both busy backends were asked once")
+
+			for i := 0; i < 3; i++ {
+				r := call(t, "POST", base, "", fmt.Sprintf(chatBody, "b"))
+				require.Equal(t, 503, r.status, "the refusal that ends first: %s", r.raw)
+				require.Contains(t, []string{"1", "2", "3"}, r.header.Get("Retry-After"), "the time left of the shortest Retry-After")
+				require.Equal(t, "upstream_overloaded", errField(r, "code"))
+			}
+			require.EqualValues(t, 2, refusals.Load()-refused, "a backend waiting out its Retry-After is not asked")
 		})
 	}
 }

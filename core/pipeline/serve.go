@@ -251,6 +251,7 @@ func (rc *RequestCtx) nextBackend() (*Backend, error) {
 		}
 		rc.try++
 		if b == nil {
+			rc.foldRefusals()
 			if refused != nil && rc.last == ErrNoBackend {
 				rc.last = refused // a pick stage kept the backends out, and says why
 			}
@@ -295,7 +296,7 @@ func (rc *RequestCtx) afterTry(b *Backend, err error) (again bool, _ error) {
 		if ra, ok := rc.overloaded(); ok {
 			// The upstream refused the request for now and said for how long: it did not
 			// act on it, so another backend may take it.
-			b.LB.EjectFor(ra)
+			b.LB.RefuseFor(rc.x.Resp.Status, ra)
 			rc.lastTry = TryNeither
 			rc.last = shorterRetry(rc.last, rc.x.Resp.Status, ra)
 			rc.Exclude(b.LB.ID)
@@ -465,12 +466,32 @@ func (rc *RequestCtx) overloaded() (time.Duration, bool) {
 	return min(max(d, time.Second), maxRetryAfter), true
 }
 
+// foldRefusals makes the answer of a request that found no backend left the refusal of the
+// service's backends still waiting out a Retry-After, when nothing else answered it: their
+// status and the shortest time left, as if they had refused it again. The backends are not
+// asked, so an overloaded fleet is not sent a request per request it cannot serve.
+func (rc *RequestCtx) foldRefusals() {
+	if rc.last != ErrNoBackend && !isOverloaded(rc.last) {
+		return
+	}
+	for _, b := range rc.service.Backends {
+		if status, left, ok := b.LB.Refusing(); ok {
+			rc.last = shorterRetry(rc.last, status, left)
+		}
+	}
+}
+
+func isOverloaded(err error) bool {
+	ge, ok := err.(*GatewayError)
+	return ok && ge.Code == overloadedCode
+}
+
 // shorterRetry returns the answer for a request every backend refused for now: the status of
 // the refusals and the shortest Retry-After they asked for (what a client can best wait).
 func shorterRetry(last error, status int, ra time.Duration) error {
 	secs := int((ra + time.Second - 1) / time.Second)
-	if ge, ok := last.(*GatewayError); ok && ge.Code == overloadedCode && ge.RetryAfter <= secs {
-		return ge
+	if isOverloaded(last) && last.(*GatewayError).RetryAfter <= secs {
+		return last
 	}
 	typ, msg := RateLimit, "every backend of the model is rate limited; retry after the time given"
 	if status == 503 {
