@@ -26,8 +26,9 @@ var downEpoch atomic.Uint64
 
 // Backend is one upstream server of a service as the balancer sees it.
 // Create it with a composite literal; the zero value is an up backend of
-// weight 1. A Backend may be shared by several balancers (for example the
-// old and the new snapshot during a config reload).
+// weight 1 with a State of its own. A Backend may be shared by several
+// balancers, and several Backends (one per snapshot of the configuration) may
+// share the State of the server they stand for.
 type Backend struct {
 	// ID is the caller's handle for the backend (an index into the
 	// service's server list); the balancer does not interpret it.
@@ -38,36 +39,69 @@ type Backend struct {
 	// backends of the service, 1..MaxWeight; 0 means 1. It must not change
 	// after the backend is passed to New.
 	Weight int
-	// Active is the number of requests in flight to the backend. The
-	// caller maintains it with Acquire and Release; the least-connections
-	// strategy reads it.
-	Active atomic.Int64
+	// State is the server's live state: its requests in flight and its
+	// passive-health ejection. Backends of successive configurations that
+	// stand for the same server share one, so that what one snapshot counts
+	// the next balances on. Nil uses a State of the backend's own. It must
+	// not change after the backend is passed to New.
+	State *State
 
+	own State
+	// down is the judgement of the snapshot's own checks (an active health
+	// check, a scaler's readiness), set while a new snapshot compiles: it is
+	// not shared, so that a configuration that is refused changes nothing.
 	down atomic.Bool
+}
+
+// State is what the balancer knows of a server beyond one configuration:
+// the requests in flight to it and its passive-health ejection. The zero
+// value has nothing in flight and is in rotation. A State must not be copied
+// after first use.
+type State struct {
+	// active is the number of requests in flight (Acquire, Release).
+	active atomic.Int64
 	// Passive health: consecutive connect failures eject the backend until ejectedUntil
 	// (monotonic ns since epoch), for a backoff that doubles with each one.
 	connectFails atomic.Int32
 	ejectedUntil atomic.Int64
-	// An upstream's refusal with a Retry-After keeps the backend out until refusedUntil
+	// An upstream's refusal with a Retry-After keeps the server out until refusedUntil
 	// (monotonic ns since epoch), even when every backend is out: the server is alive and
 	// asked to be left alone, so a guess at it would only be refused again.
 	refusedUntil  atomic.Int64
 	refusedStatus atomic.Int32
-	// Active is written by every request on every core: keep it off the
-	// cache lines of neighbouring backends (false sharing).
+	// active is written by every request on every core: keep it off the
+	// cache lines of neighbouring states (false sharing).
 	_ [cacheLinePad]byte
 }
 
-// cacheLinePad separates the hot counters of backends allocated together.
+// cacheLinePad separates the hot counters of states allocated together.
 const cacheLinePad = 64
+
+// state returns the State b counts on: the shared one, or its own.
+func (b *Backend) state() *State {
+	if s := b.State; s != nil {
+		return s
+	}
+	return &b.own
+}
+
+// SharesState reports whether b and o count on one State: they stand for the
+// same server in two configurations, and a request counted on one is counted
+// on both.
+func (b *Backend) SharesState(o *Backend) bool { return b.state() == o.state() }
+
+// Active returns the number of requests in flight to the backend's server,
+// counted by Acquire and Release on every Backend sharing its State; the
+// least-connections strategy reads it.
+func (b *Backend) Active() int64 { return b.state().active.Load() }
 
 // Acquire records one more in-flight request on b (call it when a request
 // is sent to the backend picked by Pick).
-func (b *Backend) Acquire() { b.Active.Add(1) }
+func (b *Backend) Acquire() { b.state().active.Add(1) }
 
 // Release records the end of a request counted by Acquire (response fully
 // relayed, failed or cancelled). Every Acquire needs exactly one Release.
-func (b *Backend) Release() { b.Active.Add(-1) }
+func (b *Backend) Release() { b.state().active.Add(-1) }
 
 // SetDown marks b as down (true: health check failing, never picked) or up
 // (false). It is safe to call concurrently with Pick; a pick that races with
@@ -102,23 +136,23 @@ func monoNow() int64 { return int64(time.Since(epoch)) }
 // Failures while b is already ejected do not lengthen the backoff: they are requests that
 // picked b before the ejection, and a burst of them is one failure of the server, not many.
 func (b *Backend) ConnectFailed() {
-	now := monoNow()
-	if u := b.ejectedUntil.Load(); u != 0 && now < u {
+	st, now := b.state(), monoNow()
+	if u := st.ejectedUntil.Load(); u != 0 && now < u {
 		return
 	}
-	n := b.connectFails.Add(1)
+	n := st.connectFails.Add(1)
 	d := MinEjection << min(n-1, 5)
-	b.ejectedUntil.Store(now + int64(min(d, MaxEjection)))
+	st.ejectedUntil.Store(now + int64(min(d, MaxEjection)))
 }
 
 // EjectFor keeps b out of rotation for d without counting a connect failure (passive
 // health's ejection after failed responses). A pick may still take b when every backend is
 // out (Choice.IgnoreEjection).
 func (b *Backend) EjectFor(d time.Duration) {
-	until := monoNow() + int64(d)
+	st, until := b.state(), monoNow()+int64(d)
 	for {
-		u := b.ejectedUntil.Load()
-		if u >= until || b.ejectedUntil.CompareAndSwap(u, until) {
+		u := st.ejectedUntil.Load()
+		if u >= until || st.ejectedUntil.CompareAndSwap(u, until) {
 			return
 		}
 	}
@@ -129,14 +163,15 @@ func (b *Backend) EjectFor(d time.Duration) {
 // when no other backend is left; Refusing says until when, for the gateway's own answer. A
 // later refusal that asks for less does not shorten an earlier one.
 func (b *Backend) RefuseFor(status int, d time.Duration) {
-	until := monoNow() + int64(d)
+	st, until := b.state(), monoNow()+int64(d)
 	for {
-		u := b.refusedUntil.Load()
+		u := st.refusedUntil.Load()
 		if u >= until {
 			return
 		}
-		if b.refusedUntil.CompareAndSwap(u, until) {
-			b.refusedStatus.Store(int32(status))
+		// The status first: a reader that sees the new time sees a status with it.
+		st.refusedStatus.Store(int32(status))
+		if st.refusedUntil.CompareAndSwap(u, until) {
 			return
 		}
 	}
@@ -145,35 +180,32 @@ func (b *Backend) RefuseFor(status int, d time.Duration) {
 // Refusing reports whether b is refusing requests now, with the status it refused with and
 // how long it has left to wait (> 0).
 func (b *Backend) Refusing() (status int, left time.Duration, ok bool) {
-	now := monoNow()
-	if !b.refusing(now) {
+	st, now := b.state(), monoNow()
+	u := st.refusedUntil.Load()
+	if u == 0 || now >= u {
 		return 0, 0, false
 	}
-	return int(b.refusedStatus.Load()), time.Duration(b.refusedUntil.Load() - now), true
+	return int(st.refusedStatus.Load()), time.Duration(u - now), true
 }
 
-func (b *Backend) refusing(now int64) bool {
-	u := b.refusedUntil.Load()
-	return u != 0 && now < u
-}
-
-// refusingNow is refusing without reading the clock for a backend that never refused.
+// refusingNow reports whether b is refusing requests now, without reading the clock for a
+// server that never refused.
 func (b *Backend) refusingNow() bool {
-	u := b.refusedUntil.Load()
+	u := b.state().refusedUntil.Load()
 	return u != 0 && monoNow() < u
 }
 
 // ConnectSucceeded ends a streak of connect failures.
 func (b *Backend) ConnectSucceeded() {
-	if b.connectFails.Load() != 0 {
-		b.connectFails.Store(0)
-		b.ejectedUntil.Store(0)
+	if st := b.state(); st.connectFails.Load() != 0 {
+		st.connectFails.Store(0)
+		st.ejectedUntil.Store(0)
 	}
 }
 
 // Ejected reports whether passive health has b out of rotation now.
 func (b *Backend) Ejected() bool {
-	u := b.ejectedUntil.Load()
+	u := b.state().ejectedUntil.Load()
 	return u != 0 && monoNow() < u
 }
 

@@ -183,7 +183,7 @@ func TestLeastConnections(t *testing.T) {
 	for range 40 {
 		b.Pick(nil).Acquire()
 	}
-	if a, bb, c := bs[0].Active.Load(), bs[1].Active.Load(), bs[2].Active.Load(); a != 10 || bb != 10 || c != 20 {
+	if a, bb, c := bs[0].Active(), bs[1].Active(), bs[2].Active(); a != 10 || bb != 10 || c != 20 {
 		t.Fatalf("active after 40 picks: %d %d %d, want 10 10 20", a, bb, c)
 	}
 }
@@ -258,8 +258,8 @@ func TestConcurrentPickWhileFlapping(t *testing.T) {
 			flapper.Wait()
 			for _, x := range bs {
 				x.SetDown(false)
-				if x.Active.Load() != 0 {
-					t.Errorf("backend %d: active %d after all releases", x.ID, x.Active.Load())
+				if x.Active() != 0 {
+					t.Errorf("backend %d: active %d after all releases", x.ID, x.Active())
 				}
 			}
 		})

@@ -47,12 +47,12 @@ func TestConnectFailureEjectsWithBackoff(t *testing.T) {
 	require.False(t, b.Down())
 	b.ConnectFailed()
 	require.True(t, b.Down() && b.Ejected())
-	first := b.ejectedUntil.Load()
+	first := b.state().ejectedUntil.Load()
 	for range 50 { // a burst of requests that picked b before it was ejected
 		b.ConnectFailed()
 	}
-	require.Equal(t, first, b.ejectedUntil.Load(), "a burst is one failure, not fifty")
-	require.EqualValues(t, 1, b.connectFails.Load())
+	require.Equal(t, first, b.state().ejectedUntil.Load(), "a burst is one failure, not fifty")
+	require.EqualValues(t, 1, b.state().connectFails.Load())
 	b.ConnectSucceeded()
 	require.False(t, b.Down())
 }

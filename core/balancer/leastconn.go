@@ -23,7 +23,7 @@ func (lc *leastConn) Pick(c *Choice) *Backend {
 		if !c.eligible(b) {
 			continue
 		}
-		a, w := b.Active.Load(), b.weight()
+		a, w := b.Active(), b.weight()
 		if a < 0 {
 			a = 0
 		}

@@ -372,7 +372,7 @@ func (g *Gateway) adminBackends(w http.ResponseWriter, _ *http.Request) {
 		for _, b := range snap.Services[name].Backends {
 			ps := b.Pool.Stats()
 			// b.URL is as written in the configuration (runtime.Compile).
-			out = append(out, backendStatus{Service: name, URL: b.URL, Active: b.LB.Active.Load(), Down: b.LB.Down(), IdleConns: ps.Idle, Dials: ps.Dials, Reuses: ps.Reuses, DialErrors: ps.DialErrors})
+			out = append(out, backendStatus{Service: name, URL: b.URL, Active: b.LB.Active(), Down: b.LB.Down(), IdleConns: ps.Idle, Dials: ps.Dials, Reuses: ps.Reuses, DialErrors: ps.DialErrors})
 		}
 	}
 	writeJSON(w, 200, out)
@@ -623,7 +623,7 @@ func (g *Gateway) adminWorkers(w http.ResponseWriter, _ *http.Request) {
 			v := m.Worker.View()
 			// m.Name is the URL as written in the configuration, as /api/gateway/backends shows it.
 			st := workerStatus{Service: name, URL: m.Name, Kind: v.Kind.String(), IdentityChanged: v.IdentityChanged,
-				ActiveRequests: m.LB.Active.Load(), Targets: []workerVerdict{}}
+				ActiveRequests: m.LB.Active(), Targets: []workerVerdict{}}
 			if o := v.Observation; o != nil {
 				wo := &workerObservation{WorkerID: o.WorkerID, Role: o.Role, Ready: o.Ready, Healthy: o.Healthy,
 					Active: o.Active, MaxActive: o.MaxActive, Waiting: o.Waiting, StateTransfer: o.StateTransfer,

@@ -255,7 +255,7 @@ func waitReleased(t *testing.T, snap *snapshot.Snapshot, held *atomic.Int64) {
 	inFlight := func() int64 {
 		var n int64
 		for _, b := range rt.Service.Backends {
-			n += b.LB.Active.Load()
+			n += b.LB.Active()
 		}
 		return n
 	}

@@ -148,7 +148,7 @@ func (st *state) pickPrefix(rc *pipeline.RequestCtx, c *balancer.Choice) {
 			}
 			load = l
 		} else {
-			load = max(b.LB.Active.Load(), 0)
+			load = max(b.LB.Active(), 0)
 		}
 		if !ejected && !up {
 			// The first up server: the ejected ones seen before are left out.

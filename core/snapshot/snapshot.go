@@ -250,7 +250,7 @@ func Compile(cfg *config.Config, prev *Snapshot, gen uint64) (*Snapshot, error) 
 		for _, b := range s.Services[name].Backends {
 			b.M = metrics.ForBackend(name, b.URL)
 			lb, p := b.LB, b.Pool
-			s.Metrics.Backend(name, b.URL, lb.Active.Load, func() bool { return !lb.Down() }, func() int { return p.Stats().Idle })
+			s.Metrics.Backend(name, b.URL, lb.Active, func() bool { return !lb.Down() }, func() int { return p.Stats().Idle })
 		}
 	}
 	for _, name := range sortedKeys(s.middlewares) {

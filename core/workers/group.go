@@ -235,7 +235,7 @@ func (g *Group) poll(ctx context.Context, i int) {
 			g.failed(m, err.Error(), wall)
 			return
 		}
-		m.Worker.observed(o, m.LB.Active.Load(), sent, now, wall)
+		m.Worker.observed(o, m.LB.Active(), sent, now, wall)
 	}
 }
 

@@ -91,7 +91,7 @@ func (r Reason) String() string {
 func (g *Group) judge(i int, n *Needs, now int64) (Reason, int64) {
 	m := &g.members[i]
 	r := m.Worker.load()
-	inflight := max(m.LB.Active.Load(), 0)
+	inflight := max(m.LB.Active(), 0)
 	if r.kind != Observed {
 		if n.binds() {
 			return NoObservation, inflight

@@ -36,7 +36,7 @@ func testGroup(t testing.TB, n int) *Group {
 
 func (g *Group) observe(i int, o Observation) {
 	now := monoNow()
-	g.members[i].Worker.observed(o, g.members[i].LB.Active.Load(), now, now, time.Now())
+	g.members[i].Worker.observed(o, g.members[i].LB.Active(), now, now, time.Now())
 }
 
 var bound = Needs{Role: "aggregated", Generation: 2, Digest: "d2"}
@@ -139,7 +139,8 @@ func TestJudgeStateTransfer(t *testing.T) {
 func TestJudgeAtCapacityCountsGatewayRequestsSinceObservation(t *testing.T) {
 	g := testGroup(t, 1)
 	lb := g.members[0].LB
-	lb.Active.Store(2)
+	lb.Acquire()
+	lb.Acquire()
 	o := observation("w0")
 	o.Active, o.MaxActive = 3, 4 // the gateway's 2 among them
 	g.observe(0, o)
@@ -196,7 +197,8 @@ func TestExcludeKeepsTheLeastLoaded(t *testing.T) {
 		g.observe(i, o)
 	}
 	g.members[3].Worker.plain(monoNow())
-	g.members[3].LB.Active.Store(2) // a plain server: the gateway's own count
+	g.members[3].LB.Acquire() // a plain server: the gateway's own count
+	g.members[3].LB.Acquire()
 	o := observation("w4")
 	o.DeploymentGeneration = 9
 	g.observe(4, o)

@@ -38,6 +38,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-gw/sluice/core/balancer"
 	"github.com/sluice-gw/sluice/core/metrics"
 	"github.com/sluice-gw/sluice/core/pipeline"
 )
@@ -200,16 +201,21 @@ func (s *Scaler) URLs() []string {
 
 // earlierBound is a replaced snapshot's backends, kept in step until until (a request queued
 // under that snapshot waits at most BufferTimeout after the reload) and, past it, while a
-// request it sent is still in flight on one of them: each snapshot counts its own.
+// request it sent is still in flight on one of them and counted nowhere else.
 type earlierBound struct {
 	backends []*pipeline.Backend
 	until    time.Time
 }
 
-// busy reports whether a request is in flight on one of e's backends.
-func (e earlierBound) busy() bool {
-	for _, b := range e.backends {
-		if b.LB.Active.Load() > 0 {
+// busy reports whether a request is in flight on one of e's backends that keeps its own
+// count: one that shares the count of the backend in force for its slot (the same replica,
+// balancer.State) is counted there.
+func (e earlierBound) busy(current []*pipeline.Backend) bool {
+	for i, b := range e.backends {
+		if i < len(current) && b.LB.SharesState(current[i].LB) {
+			continue
+		}
+		if b.LB.Active() > 0 {
 			return true
 		}
 	}
@@ -236,7 +242,7 @@ func (s *Scaler) pruneEarlier() {
 	now := time.Now()
 	keep := s.earlier[:0]
 	for _, e := range s.earlier {
-		if now.Before(e.until) || e.busy() {
+		if now.Before(e.until) || e.busy(s.backends) {
 			keep = append(keep, e)
 		}
 	}
@@ -245,16 +251,27 @@ func (s *Scaler) pruneEarlier() {
 }
 
 // slotActive is the number of requests in flight on the replica of slot, over the snapshot in
-// force and the replaced ones: a request sent before a reload counts on its own snapshot's
-// backend. s.mu is held.
+// force and the replaced ones. Their backends for one replica normally share one count
+// (balancer.State), which is taken once; a backend with a count of its own adds it. s.mu is
+// held.
 func (s *Scaler) slotActive(slot int) int64 {
 	var n int64
+	var cur *balancer.Backend
 	if slot < len(s.backends) {
-		n += s.backends[slot].LB.Active.Load()
+		cur = s.backends[slot].LB
+		n += cur.Active()
 	}
-	for _, e := range s.earlier {
-		if slot < len(e.backends) {
-			n += e.backends[slot].LB.Active.Load()
+	for i, e := range s.earlier {
+		if slot >= len(e.backends) {
+			continue
+		}
+		b := e.backends[slot].LB
+		counted := cur != nil && b.SharesState(cur)
+		for _, o := range s.earlier[:i] {
+			counted = counted || slot < len(o.backends) && b.SharesState(o.backends[slot].LB)
+		}
+		if !counted {
+			n += b.Active()
 		}
 	}
 	return n
