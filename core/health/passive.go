@@ -55,6 +55,11 @@ type Member struct {
 	LB *balancer.Backend
 	// Metrics count its ejections (nil: none).
 	Metrics *metrics.Health
+	// State is the server's judgement so far (its runs of failures and successes, its
+	// ejections); nil starts afresh. The Passive of a reloaded configuration shares it with
+	// the one it replaces, whose requests still in flight go on to count in it, and LB shares
+	// the server's balancer.State, which holds the ejection itself.
+	State *PassiveState
 }
 
 // Passive judges the servers of one service by the outcomes of their requests. Observe is
@@ -63,12 +68,15 @@ type Passive struct {
 	spec    PassiveSpec
 	service string
 	members []Member
-	states  []passiveState
+	states  []*PassiveState
 	log     *slog.Logger
 	bucket  time.Duration
 }
 
-type passiveState struct {
+// PassiveState is what passive health has learnt of one server. The zero value is a server
+// with no outcome seen. Several Passives (one per configuration) may share it; it must not be
+// copied after first use.
+type PassiveState struct {
 	mu        sync.Mutex
 	failRun   int
 	okRun     int
@@ -76,7 +84,7 @@ type passiveState struct {
 	ejections int  // in a row, without a readmission between
 	refused   bool // a refused ejection was logged since the last success
 	buckets   [windowBuckets]bucket
-	_         [64]byte // members of one service sit side by side: no false sharing
+	_         [64]byte // states allocated together sit side by side: no false sharing
 }
 
 type bucket struct {
@@ -85,12 +93,18 @@ type bucket struct {
 }
 
 // NewPassive returns the passive health of service over members (indexed by their
-// balancer.Backend ID). log nil uses slog.Default().
+// balancer.Backend ID), each judged on from its State. log nil uses slog.Default().
 func NewPassive(spec PassiveSpec, service string, members []Member, log *slog.Logger) *Passive {
 	if log == nil {
 		log = slog.Default()
 	}
-	p := &Passive{spec: spec, service: service, members: members, states: make([]passiveState, len(members)), log: log}
+	p := &Passive{spec: spec, service: service, members: members, states: make([]*PassiveState, len(members)), log: log}
+	for i, m := range members {
+		p.states[i] = m.State
+		if p.states[i] == nil {
+			p.states[i] = new(PassiveState)
+		}
+	}
 	p.bucket = max(spec.ErrorWindow/windowBuckets, time.Millisecond)
 	return p
 }
@@ -105,7 +119,7 @@ func (p *Passive) ObserveAt(id int, failed bool, now time.Time) {
 	if p == nil || id < 0 || id >= len(p.states) {
 		return
 	}
-	m, st := &p.members[id], &p.states[id]
+	m, st := &p.members[id], p.states[id]
 	if failed && m.LB.Ejected() {
 		return // a request that was sent before the ejection: the same failure
 	}
@@ -167,7 +181,7 @@ func (p *Passive) othersUp(id int) bool {
 type windowCount struct{ total, failed int }
 
 // count adds one outcome to the window and returns the window's counts.
-func (st *passiveState) count(now time.Time, width time.Duration, failed bool) windowCount {
+func (st *PassiveState) count(now time.Time, width time.Duration, failed bool) windowCount {
 	epoch := now.UnixNano() / int64(width)
 	b := &st.buckets[epoch%windowBuckets]
 	if b.epoch != epoch {
