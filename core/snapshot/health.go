@@ -19,17 +19,18 @@ type healthLB struct {
 	lb *balancer.Backend
 }
 
-// compileHealth gives service name its passive health and, with a health_check, the active
-// checker of its servers, whose judged states it takes over from prev by server.
+// compileHealth gives service name its passive health, judging on from the servers' states
+// (one per backend, shared with prev for the servers it had), and, with a health_check, the
+// active checker of its servers, whose judged states it takes over from prev by server.
 // Probes of https servers verify them as requests do: with the service's CA file (roots, nil
 // for the system's) and server name.
-func (s *Snapshot) compileHealth(cfg *config.Config, name string, svc *pipeline.Service, prev *Snapshot, roots *x509.CertPool) {
+func (s *Snapshot) compileHealth(cfg *config.Config, name string, svc *pipeline.Service, states []*serverState, prev *Snapshot, roots *x509.CertPool) {
 	lb, servers := s.serviceServers(name, cfg.Services[name])
 	members := make([]health.Member, len(svc.Backends))
 	hm := make([]*metrics.Health, len(svc.Backends))
 	for i, b := range svc.Backends {
 		hm[i] = metrics.ForHealth(name, b.URL)
-		members[i] = health.Member{LB: b.LB, Metrics: hm[i]}
+		members[i] = health.Member{LB: b.LB, Metrics: hm[i], State: states[i].passive}
 	}
 	svc.Health = health.NewPassive(lb.PassiveHealth.Spec(), name, members, slog.Default())
 	hc := lb.HealthCheck

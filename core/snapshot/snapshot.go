@@ -82,6 +82,10 @@ type Snapshot struct {
 	entrypoints map[string]*entrypointRoutes
 	pools       map[string]*pool.Pool // by poolKey, shared with the next snapshot when unchanged
 
+	// servers are the live states of the services' servers by serverKey, shared with the
+	// next snapshot for each server it keeps (servers.go).
+	servers map[string]*serverState
+
 	life lifecycle // mirrors (lifecycle.go)
 }
 
@@ -141,6 +145,7 @@ func Compile(cfg *config.Config, prev *Snapshot, gen uint64) (*Snapshot, error) 
 		Routes:      map[string]*pipeline.Route{},
 		entrypoints: map[string]*entrypointRoutes{},
 		pools:       map[string]*pool.Pool{},
+		servers:     map[string]*serverState{},
 	}
 	errs := s.prepareScalers(cfg, prev)
 	for _, name := range sortedKeys(cfg.Services) {
@@ -453,6 +458,7 @@ func (s *Snapshot) compileService(cfg *config.Config, name string, sc *config.Se
 	svc := &pipeline.Service{Name: name, PassHostHeader: lb.PassHostHeader, RetryNonIdempotent: lb.RetryNonIdempotent, WebSocketIdleTimeout: lb.WebSocketIdleTimeout,
 		StreamTimeouts: pipeline.StreamTimeouts{FirstToken: lb.FirstTokenTimeout, Total: lb.StreamTimeout}}
 	var lbs []*balancer.Backend
+	var states []*serverState
 	var errs config.ErrorList
 	roots, rootsKey, rerr := upstreamRoots(cfg, name, lb.TLS)
 	if rerr != nil {
@@ -503,7 +509,9 @@ func (s *Snapshot) compileService(cfg *config.Config, name string, sc *config.Se
 			p = pool.New(opts)
 		}
 		s.pools[key] = p
-		lbb := &balancer.Backend{ID: len(svc.Backends), Name: shown, Weight: srv.Weight}
+		st := s.serverState(name, u.Scheme, addr, prev)
+		states = append(states, st)
+		lbb := &balancer.Backend{ID: len(svc.Backends), Name: shown, Weight: srv.Weight, State: st.lb}
 		lbs = append(lbs, lbb)
 		svc.Backends = append(svc.Backends, &pipeline.Backend{URL: shown, Host: []byte(u.Host), LB: lbb, Pool: p})
 	}
@@ -515,7 +523,7 @@ func (s *Snapshot) compileService(cfg *config.Config, name string, sc *config.Se
 		return nil, config.ErrorList{cfg.Errorf([]string{"services", name, "load_balancer", "strategy"}, "services.%s.load_balancer.strategy: %s", name, cfg.MaskEnv(err.Error(), "services", name, "load_balancer", "strategy"))}
 	}
 	svc.Balancer = bal
-	s.compileHealth(cfg, name, svc, prev, roots)
+	s.compileHealth(cfg, name, svc, states, prev, roots)
 	return svc, nil
 }
 

@@ -1,0 +1,94 @@
+package snapshot_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-gw/sluice/core/config"
+	"github.com/sluice-gw/sluice/core/snapshot"
+)
+
+// compileServers compiles a configuration whose services s and t have the given servers
+// lines, with passive health ejecting after 3 failures; extra follows t's load_balancer table.
+func compileServers(t *testing.T, s, tt, extra string, prev *snapshot.Snapshot) (*snapshot.Snapshot, error) {
+	t.Helper()
+	toml := fmt.Sprintf(`
+[entrypoints.web]
+address = "127.0.0.1:0"
+[routers.r]
+rule = "PathPrefix(`+"`/`"+`)"
+service = "s"
+[services.s.load_balancer]
+strategy = "least-connections"
+servers = [%s]
+passive_health = { consecutive_failures = 3, error_rate = 0 }
+[services.t.load_balancer]
+servers = [%s]
+%s
+`, s, tt, extra)
+	cfg, err := config.LoadBytes("t.toml", []byte(toml))
+	require.NoError(t, err)
+	return snapshot.Compile(cfg, prev, 1)
+}
+
+// A recompile shares each kept server's live state with the configuration it replaces: the
+// requests in flight (released into the same count whichever snapshot sent them) and passive
+// health's judgement and ejection. A server is kept when its service and address are, whatever
+// its weight or the form of its URL; the same server listed twice keeps a state per listing; a
+// server new to a service, moved there from another included, starts afresh. A recompile that
+// is refused changes nothing.
+func TestRecompileSharesTheStateOfKeptServers(t *testing.T) {
+	const x, y, z, w = "http://127.0.0.1:1001", "http://127.0.0.1:1002", "http://127.0.0.1:1003", "http://127.0.0.1:1004"
+	prev, err := compileServers(t, fmt.Sprintf("{ url = %q }, { url = %q }, { url = %q }", x, y, x), fmt.Sprintf("{ url = %q }", z), "", nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { prev.Retire(nil) })
+	ps := prev.Services["s"]
+	for i, n := range []int{1, 2, 3} { // x, y, the second x
+		for range n {
+			ps.Backends[i].LB.Acquire()
+		}
+	}
+	prev.Services["t"].Backends[0].LB.Acquire()
+	ps.Health.Observe(1, true)
+	ps.Health.Observe(1, true) // y: one failure short of its ejection
+
+	_, err = compileServers(t, fmt.Sprintf("{ url = %q }", y), fmt.Sprintf("{ url = %q }", z),
+		fmt.Sprintf("[log]\naccess_log = %q", t.TempDir()+"/missing/access.log"), prev)
+	require.Error(t, err, "an access log that cannot be opened refuses the configuration")
+	require.Equal(t, []int64{1, 2, 3}, []int64{ps.Backends[0].LB.Active(), ps.Backends[1].LB.Active(), ps.Backends[2].LB.Active()},
+		"a refused configuration changes nothing")
+
+	next, err := compileServers(t,
+		fmt.Sprintf("{ url = %q }, { url = %q, weight = 5 }, { url = %q }, { url = %q }, { url = %q }", w, y, x+"/", x, z),
+		fmt.Sprintf("{ url = %q }", w), "", prev)
+	require.NoError(t, err)
+	t.Cleanup(func() { next.Retire(nil) })
+	ns := next.Services["s"]
+	active := func() []int64 {
+		var out []int64
+		for _, b := range ns.Backends {
+			out = append(out, b.LB.Active())
+		}
+		return out
+	}
+	require.Equal(t, []int64{0, 2, 1, 3, 0}, active(), "w new, y reweighted, x twice in its order, z moved from t")
+
+	ps.Backends[1].LB.Release()
+	ns.Backends[1].LB.Acquire()
+	ns.Backends[1].LB.Acquire()
+	require.Equal(t, int64(3), ps.Backends[1].LB.Active(), "one count, whichever snapshot counts")
+	require.Equal(t, int64(3), ns.Backends[1].LB.Active())
+
+	require.False(t, ns.Backends[1].LB.Down())
+	ns.Health.Observe(1, true) // y's third failure in a row, across the recompile
+	require.True(t, ns.Backends[1].LB.Down(), "the third failure ejects y")
+	require.True(t, ps.Backends[1].LB.Down(), "in both configurations")
+	require.False(t, ns.Backends[2].LB.Down(), "x is not y")
+
+	ps.Backends[0].LB.ConnectFailed()
+	require.True(t, ns.Backends[2].LB.Ejected(), "a connect failure under the old configuration ejects x under the new")
+	require.False(t, ns.Backends[3].LB.Ejected(), "but not x's second listing")
+	require.False(t, ns.Backends[0].LB.SharesState(next.Services["t"].Backends[0].LB), "w of s is not w of t")
+}
