@@ -46,11 +46,12 @@ type Backend struct {
 	// not change after the backend is passed to New.
 	State *State
 
-	own State
 	// down is the judgement of the snapshot's own checks (an active health
 	// check, a scaler's readiness), set while a new snapshot compiles: it is
 	// not shared, so that a configuration that is refused changes nothing.
+	// It sits with the fields every pick reads, before own's hot counter.
 	down atomic.Bool
+	own  State
 }
 
 // State is what the balancer knows of a server beyond one configuration:
