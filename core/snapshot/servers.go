@@ -21,7 +21,7 @@ type serverState struct {
 // for it when prev has that server, or a new one. The same server listed more than once in
 // the service keeps a state per listing, matched in the order they are listed.
 //
-// A server is the same when its service and its address are: its weight, its URL as written
+// A server is the same when its service, scheme and address are: its weight, its URL as written
 // (a host from the environment) and its upstream settings may change. A server moved to
 // another service starts afresh there, as a server listed in two services has a state in each:
 // the requests of a service and its passive health are the service's own.
