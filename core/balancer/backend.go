@@ -55,7 +55,8 @@ type Backend struct {
 }
 
 // State is what the balancer knows of a server beyond one configuration:
-// the requests in flight to it and its passive-health ejection. The zero
+// the requests in flight to it, its passive-health ejection and a Retry-After
+// refusal. The zero
 // value has nothing in flight and is in rotation. A State must not be copied
 // after first use.
 type State struct {
