@@ -84,6 +84,7 @@ type Result struct {
 type Checker struct {
 	spec    Spec
 	client  *http.Client
+	owned   bool // client was made by New: Stop closes its connections
 	targets []*Target
 	observe func(Result)
 
@@ -94,13 +95,17 @@ type Checker struct {
 }
 
 // New returns a checker of targets by spec. observe, when not nil, is called from the probing
-// goroutines after each probe; it must not block for long. client nil uses NewClient().
+// goroutines after each probe; it must not block for long. client nil uses NewClient(), whose
+// connections Stop closes; a client passed in is the caller's, who closes its idle
+// connections (CloseIdleConnections) once no checker uses it, so that checkers one after the
+// other (a reload) can probe over the same connections.
 func New(spec Spec, client *http.Client, targets []*Target, observe func(Result)) *Checker {
-	if client == nil {
+	owned := client == nil
+	if owned {
 		client = NewClient(nil)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Checker{spec: spec, client: client, targets: targets, observe: observe, ctx: ctx, cancel: cancel}
+	return &Checker{spec: spec, client: client, owned: owned, targets: targets, observe: observe, ctx: ctx, cancel: cancel}
 }
 
 // Targets returns the checker's targets.
@@ -118,11 +123,16 @@ func (c *Checker) Start() {
 
 // Stop ends probing: a probe in flight is cancelled, and Stop returns when every goroutine of
 // the checker has ended, so that no probe reaches a server after it (a removed backend gets
-// none). It is idempotent; Start after Stop does nothing.
+// none), and with the connections of a client New made closed: an idle keep-alive
+// connection would otherwise hold a descriptor and two goroutines until the transport's idle
+// timeout. It is idempotent; Start after Stop does nothing.
 func (c *Checker) Stop() {
 	c.start.Do(func() {}) // a checker stopped before it started never starts
 	c.cancel()
 	c.wg.Wait()
+	if c.owned {
+		c.client.CloseIdleConnections()
+	}
 }
 
 func (c *Checker) run(t *Target) {

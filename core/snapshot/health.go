@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"log/slog"
+	"net/http"
 	"strconv"
 
 	"github.com/sluice-gw/sluice/core/balancer"
@@ -23,8 +24,8 @@ type healthLB struct {
 // (one per backend, shared with prev for the servers it had), and, with a health_check, the
 // active checker of its servers, whose judged states it takes over from prev by server.
 // Probes of https servers verify them as requests do: with the service's CA file (roots, nil
-// for the system's) and server name.
-func (s *Snapshot) compileHealth(cfg *config.Config, name string, svc *pipeline.Service, states []*serverState, prev *Snapshot, roots *x509.CertPool) {
+// for the system's; rootsKey changes with its content) and server name.
+func (s *Snapshot) compileHealth(cfg *config.Config, name string, svc *pipeline.Service, states []*serverState, prev *Snapshot, roots *x509.CertPool, rootsKey string) {
 	lb, servers := s.serviceServers(name, cfg.Services[name])
 	members := make([]health.Member, len(svc.Backends))
 	hm := make([]*metrics.Health, len(svc.Backends))
@@ -63,11 +64,7 @@ func (s *Snapshot) compileHealth(cfg *config.Config, name string, svc *pipeline.
 		byTarget[t] = i
 	}
 	log := slog.Default()
-	tc := &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: roots}
-	if lb.TLS != nil {
-		tc.ServerName = lb.TLS.ServerName
-	}
-	s.checkers = append(s.checkers, health.New(hc.Spec(), health.NewClient(tc), targets, func(r health.Result) {
+	s.checkers = append(s.checkers, health.New(hc.Spec(), s.healthClient(name, lb, prev, roots, rootsKey), targets, func(r health.Result) {
 		i := byTarget[r.Target]
 		b := svc.Backends[i]
 		hm[i].Check(r.Err == nil)
@@ -92,6 +89,33 @@ func (s *Snapshot) compileHealth(cfg *config.Config, name string, svc *pipeline.
 	}))
 }
 
+// healthClient returns the client of service name's checker: prev's when it probes with the
+// same TLS settings, else a new one.
+func (s *Snapshot) healthClient(name string, lb *config.LoadBalancer, prev *Snapshot, roots *x509.CertPool, rootsKey string) *http.Client {
+	serverName := ""
+	if lb.TLS != nil {
+		serverName = lb.TLS.ServerName
+	}
+	key := name + "\x00" + rootsKey + "\x00" + serverName
+	c := prev.healthClientOf(key)
+	if c == nil {
+		c = health.NewClient(&tls.Config{MinVersion: tls.VersionTLS12, RootCAs: roots, ServerName: serverName})
+	}
+	if s.healthClients == nil {
+		s.healthClients = map[string]*http.Client{}
+	}
+	s.healthClients[key] = c
+	return c
+}
+
+// healthClientOf returns the checker client of s under key (nil for a nil s).
+func (s *Snapshot) healthClientOf(key string) *http.Client {
+	if s == nil {
+		return nil
+	}
+	return s.healthClients[key]
+}
+
 // StartHealth begins the active checks of s (Live.Activate calls it), after setting each
 // backend's state from its check's latest judgement. It is idempotent.
 func (s *Snapshot) StartHealth() {
@@ -106,9 +130,15 @@ func (s *Snapshot) StartHealth() {
 }
 
 // stopHealth ends the active checks of s: no probe goes out after it returns, so servers a
-// reload removed get none.
-func (s *Snapshot) stopHealth() {
+// reload removed get none. The clients next does not take over close their connections at
+// once rather than after their idle timeout, which reloads in a row would outpace.
+func (s *Snapshot) stopHealth(next *Snapshot) {
 	for _, c := range s.checkers {
 		c.Stop()
+	}
+	for k, c := range s.healthClients {
+		if next.healthClientOf(k) != c {
+			c.CloseIdleConnections()
+		}
 	}
 }

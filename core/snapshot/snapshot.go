@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"slices"
@@ -67,6 +68,10 @@ type Snapshot struct {
 	healthLBs     []healthLB
 	healthTargets map[string]*health.Target
 	startHealth   sync.Once
+	// healthClients are the checkers' HTTP clients by service and TLS settings, taken over by
+	// the next snapshot whose service probes the same way (its checkers go on over the same
+	// connections); Retire closes the connections of those it does not take over.
+	healthClients map[string]*http.Client
 
 	// hooks are the completion stages every request of this snapshot runs, routed or not.
 	hooks *pipeline.Chain
@@ -523,7 +528,7 @@ func (s *Snapshot) compileService(cfg *config.Config, name string, sc *config.Se
 		return nil, config.ErrorList{cfg.Errorf([]string{"services", name, "load_balancer", "strategy"}, "services.%s.load_balancer.strategy: %s", name, cfg.MaskEnv(err.Error(), "services", name, "load_balancer", "strategy"))}
 	}
 	svc.Balancer = bal
-	s.compileHealth(cfg, name, svc, states, prev, roots)
+	s.compileHealth(cfg, name, svc, states, prev, roots, rootsKey)
 	return svc, nil
 }
 
@@ -583,7 +588,7 @@ func (s *Snapshot) Retire(next *Snapshot) {
 	if s.Models != nil {
 		s.Models.Close()
 	}
-	s.stopHealth()
+	s.stopHealth(next)
 	for k, p := range s.pools {
 		if next == nil || next.pools[k] != p {
 			p.Close()

@@ -1,0 +1,74 @@
+package gateway_test
+
+import (
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// connCountingServer is a health endpoint that counts the connections open to it, as the
+// server sees them.
+type connCountingServer struct {
+	url    string
+	open   atomic.Int64
+	probed chan struct{}
+}
+
+func startConnCountingServer(t *testing.T) *connCountingServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	s := &connCountingServer{url: "http://" + ln.Addr().String(), probed: make(chan struct{}, 4096)}
+	srv := &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			select {
+			case s.probed <- struct{}{}:
+			default:
+			}
+			w.WriteHeader(200)
+		}),
+		ConnState: func(_ net.Conn, st http.ConnState) {
+			switch st {
+			case http.StateNew:
+				s.open.Add(1)
+			case http.StateClosed, http.StateHijacked:
+				s.open.Add(-1)
+			}
+		},
+	}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return s
+}
+
+// Reloads leave no health check connection behind: after many reloads that change nothing,
+// the probed server has as many connections open from the gateway as before them, and a
+// reload that drops the check closes its connection.
+func TestReloadsReleaseHealthCheckConnections(t *testing.T) {
+	s := startConnCountingServer(t)
+	path := filepath.Join(t.TempDir(), "sluice.toml")
+	const hc = `health_check = { path = "/health", interval = "200ms" }`
+	withCheck := healthConfig("gnet", hc, &healthServer{url: s.url})
+	g, _ := startHealthGateway(t, path, withCheck)
+	<-s.probed
+	require.Eventually(t, func() bool { return s.open.Load() == 1 }, 5*time.Second, time.Millisecond, "one probe connection")
+
+	const reloads = 30
+	for range reloads {
+		require.NoError(t, g.Reload())
+		<-s.probed // the new checker's first probe, at once
+	}
+	require.Eventually(t, func() bool { return s.open.Load() <= 1 }, 5*time.Second, 10*time.Millisecond,
+		"connections open after %d reloads: %d", reloads, s.open.Load())
+
+	require.NoError(t, os.WriteFile(path, []byte(healthConfig("gnet", "", &healthServer{url: s.url})), 0o644))
+	require.NoError(t, g.Reload())
+	require.Eventually(t, func() bool { return s.open.Load() == 0 }, 5*time.Second, 10*time.Millisecond,
+		"a dropped check's connection stays open: %d", s.open.Load())
+}
