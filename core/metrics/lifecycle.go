@@ -1,6 +1,8 @@
 package metrics
 
 import (
+	"sync"
+
 	vm "github.com/VictoriaMetrics/metrics"
 )
 
@@ -89,17 +91,40 @@ func (m *Mirror) Answered(status int) {
 	m.responses[c].Inc()
 }
 
+// Split holds the gauges of a service's split over its revisions and of its rollout. Each
+// split writes gauges of its own, exposed as the service's only while the split is in force
+// (InForce): a split a reload replaced may still write, and a service that no longer has
+// revisions, or a rollout, has no such series. Safe for concurrent use.
+type Split struct {
+	service string
+	g       *ownedGauges
+}
+
+// ForSplit returns the gauges of a new split of service, not exposed until InForce.
+func ForSplit(service string) *Split {
+	return &Split{service: service, g: newOwnedGauges("split\x00" + service)}
+}
+
+// InForce exposes the split's gauges as its service's, in place of those of the split it
+// replaces. Idempotent.
+func (s *Split) InForce() { s.g.inForce() }
+
+// Retire removes the service's split gauges when they are this split's: its service no
+// longer has revisions. Idempotent.
+func (s *Split) Retire() { s.g.retire() }
+
 // Revision holds the metrics of one revision of a service. Safe for concurrent use.
 type Revision struct {
 	percent          *vm.Gauge
 	success, failure *vm.Counter
 }
 
-// ForRevision returns the metrics of revision of service, creating them on first use.
-func ForRevision(service, revision string) *Revision {
-	l := labels("service", service, "revision", revision)
+// Revision returns the metrics of revision of the split's service: its traffic share, a
+// gauge of the split, and its request counters, which survive reloads.
+func (s *Split) Revision(revision string) *Revision {
+	l := labels("service", s.service, "revision", revision)
 	return &Revision{
-		percent: vm.GetOrCreateGauge(`sluice_revision_traffic_percent{`+l+`}`, nil),
+		percent: s.g.s.GetOrCreateGauge(`sluice_revision_traffic_percent{`+l+`}`, nil),
 		success: vm.GetOrCreateCounter(`sluice_revision_requests_total{` + l + `,result="success"}`),
 		failure: vm.GetOrCreateCounter(`sluice_revision_requests_total{` + l + `,result="error"}`),
 	}
@@ -138,10 +163,11 @@ type Rollout struct {
 	events map[string]*vm.Counter
 }
 
-// ForRollout returns the metrics of service's rollout, creating them on first use.
-func ForRollout(service string) *Rollout {
-	l := labels("service", service)
-	r := &Rollout{state: vm.GetOrCreateGauge(`sluice_rollout_state{`+l+`}`, nil), events: map[string]*vm.Counter{}}
+// Rollout returns the metrics of the rollout of the split's service: its state, a gauge of
+// the split, and its event counters, which survive reloads.
+func (s *Split) Rollout() *Rollout {
+	l := labels("service", s.service)
+	r := &Rollout{state: s.g.s.GetOrCreateGauge(`sluice_rollout_state{`+l+`}`, nil), events: map[string]*vm.Counter{}}
 	for _, e := range []string{RolloutAdvanced, RolloutWaiting, RolloutDone, RolloutRollback} {
 		r.events[e] = vm.GetOrCreateCounter(`sluice_rollout_events_total{` + l + `,event="` + e + `"}`)
 	}
@@ -161,21 +187,28 @@ const (
 	ScalingNoReplica = "no_replica"
 )
 
-// Scaling holds the metrics of a scaled service. Safe for concurrent use.
+// Scaling holds the metrics of a scaled service's scaler. Each scaler writes gauges of its
+// own, exposed as the service's only while the scaler is in force (InForce): a scaler a
+// reload replaced goes on writing while it stops its replicas, and a service that no longer
+// scales has no gauges. Safe for concurrent use.
 type Scaling struct {
+	g                                          *ownedGauges
 	desired, starting, ready, inFlight, queued *vm.Gauge
 	rejected                                   map[string]*vm.Counter
 }
 
-// ForScaling returns the metrics of the scaled service, creating them on first use.
+// ForScaling returns the metrics of a new scaler of service: its gauges, not exposed until
+// InForce, and its rejection counters, which survive reloads.
 func ForScaling(service string) *Scaling {
 	l := labels("service", service)
+	g := newOwnedGauges("scaling\x00" + service)
 	s := &Scaling{
-		desired:  vm.GetOrCreateGauge(`sluice_scaling_desired_replicas{`+l+`}`, nil),
-		starting: vm.GetOrCreateGauge(`sluice_scaling_replicas{`+l+`,state="starting"}`, nil),
-		ready:    vm.GetOrCreateGauge(`sluice_scaling_replicas{`+l+`,state="ready"}`, nil),
-		inFlight: vm.GetOrCreateGauge(`sluice_scaling_in_flight{`+l+`}`, nil),
-		queued:   vm.GetOrCreateGauge(`sluice_scaling_queue_depth{`+l+`}`, nil),
+		g:        g,
+		desired:  g.s.GetOrCreateGauge(`sluice_scaling_desired_replicas{`+l+`}`, nil),
+		starting: g.s.GetOrCreateGauge(`sluice_scaling_replicas{`+l+`,state="starting"}`, nil),
+		ready:    g.s.GetOrCreateGauge(`sluice_scaling_replicas{`+l+`,state="ready"}`, nil),
+		inFlight: g.s.GetOrCreateGauge(`sluice_scaling_in_flight{`+l+`}`, nil),
+		queued:   g.s.GetOrCreateGauge(`sluice_scaling_queue_depth{`+l+`}`, nil),
 		rejected: map[string]*vm.Counter{},
 	}
 	for _, r := range []string{ScalingQueueFull, ScalingTimeout, ScalingNoReplica} {
@@ -183,6 +216,14 @@ func ForScaling(service string) *Scaling {
 	}
 	return s
 }
+
+// InForce exposes the scaler's gauges as its service's, in place of those of the scaler it
+// replaces. Idempotent.
+func (s *Scaling) InForce() { s.g.inForce() }
+
+// Retire removes the service's scaling gauges when they are this scaler's: its service no
+// longer scales. Idempotent.
+func (s *Scaling) Retire() { s.g.retire() }
 
 // Set publishes the scaler's state.
 func (s *Scaling) Set(desired, starting, ready, inFlight, queued int) {
@@ -195,3 +236,51 @@ func (s *Scaling) Set(desired, starting, ready, inFlight, queued int) {
 
 // Rejected counts a request the buffer refused for reason (a Scaling* constant).
 func (s *Scaling) Rejected(reason string) { s.rejected[reason].Inc() }
+
+// ownedGauges is a set of gauges that one object writes (a scaler, a split) and that are
+// exposed under key only while that object is in force: another object's set under the same
+// key replaces them, and retiring the object in force removes them. Objects a reload
+// replaced may outlive their replacement for a while (a scaler stopping its replicas); they
+// write to sets nobody scrapes.
+type ownedGauges struct {
+	key string
+	s   *vm.Set
+}
+
+// owners holds the set exposed under each key.
+var owners struct {
+	mu sync.Mutex
+	m  map[string]*vm.Set
+}
+
+func newOwnedGauges(key string) *ownedGauges { return &ownedGauges{key: key, s: vm.NewSet()} }
+
+// inForce exposes g under its key in place of the set exposed there.
+func (g *ownedGauges) inForce() {
+	owners.mu.Lock()
+	defer owners.mu.Unlock()
+	cur := owners.m[g.key]
+	if cur == g.s {
+		return
+	}
+	if owners.m == nil {
+		owners.m = map[string]*vm.Set{}
+	}
+	// The old set goes first: a scrape between the two misses the series rather than seeing
+	// each twice.
+	if cur != nil {
+		vm.UnregisterSet(cur, false)
+	}
+	vm.RegisterSet(g.s)
+	owners.m[g.key] = g.s
+}
+
+// retire removes g's gauges when they are the ones exposed under its key.
+func (g *ownedGauges) retire() {
+	owners.mu.Lock()
+	defer owners.mu.Unlock()
+	if owners.m[g.key] == g.s {
+		vm.UnregisterSet(g.s, false)
+		delete(owners.m, g.key)
+	}
+}

@@ -68,6 +68,7 @@ const (
 // implements pipeline.ServiceHook. Safe for concurrent use.
 type Split struct {
 	service string
+	m       *metrics.Split // the gauges of the revisions and the rollout
 	revs    []*revision
 	split   *share.Split
 	slot    pipeline.Slot
@@ -84,9 +85,9 @@ type revision struct {
 // New returns the split of service over revs, with its rollout when rc is not nil. The
 // rollout's first step starts now.
 func New(service string, revs []Revision, rc *Config) *Split {
-	s := &Split{service: service, split: share.NewSplit(len(revs))}
+	s := &Split{service: service, m: metrics.ForSplit(service), split: share.NewSplit(len(revs))}
 	for i, r := range revs {
-		rv := &revision{Revision: r, m: metrics.ForRevision(service, r.Name)}
+		rv := &revision{Revision: r, m: s.m.Revision(r.Name)}
 		for j, o := range revs {
 			if j != i {
 				rv.others = append(rv.others, o.Backends...)
@@ -159,12 +160,19 @@ func (s *Split) OnServiceDone(rc *pipeline.RequestCtx) {
 	}
 }
 
-// Close stops the rollout's timer. The split keeps serving (a reload that keeps the same
-// revisions and rollout takes it over instead).
+// InForce makes the split's gauges (its revisions' shares, its rollout's state) the service's,
+// in place of those of the split it replaces: until then a reload that is refused, or that
+// replaces the split, would have two splits write the same series. Idempotent.
+func (s *Split) InForce() { s.m.InForce() }
+
+// Close stops the rollout's timer and removes the service's split gauges when they are this
+// split's (a split in force that is closed is one whose service no longer has it). The split
+// keeps serving (a reload that keeps the same revisions and rollout takes it over instead).
 func (s *Split) Close() {
 	if s.ctl != nil {
 		s.ctl.close()
 	}
+	s.m.Retire()
 }
 
 // RevisionStatus is a revision as Status shows it.
@@ -250,7 +258,7 @@ func newController(s *Split, cfg Config, w []int64) *controller {
 	if cfg.HistoryEntries <= 0 {
 		cfg.HistoryEntries = DefaultHistoryEntries
 	}
-	c := &controller{s: s, cfg: cfg, m: metrics.ForRollout(s.service), w: append([]int64(nil), w...), state: StateProgressing}
+	c := &controller{s: s, cfg: cfg, m: s.m.Rollout(), w: append([]int64(nil), w...), state: StateProgressing}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.m.SetState(metrics.RolloutProgressing)

@@ -309,11 +309,18 @@ func (s *Scaler) Bind(backends []*pipeline.Backend) {
 	}
 }
 
-// Start begins running replicas: min_replicas at once. Idempotent.
+// Start puts the scaler in force (its gauges become the service's) and begins running
+// replicas: min_replicas at once. Idempotent.
 func (s *Scaler) Start() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.started || s.closed {
+	if s.closed {
+		return
+	}
+	// In force from here: the service's gauges are this scaler's, not those of the one it
+	// replaces, which goes on writing its own while it stops.
+	s.m.InForce()
+	if s.started {
 		return
 	}
 	s.started = true
@@ -821,11 +828,10 @@ func (s *Scaler) Close() {
 		s.setDown(r.slot, true)
 	}
 	s.ready, s.starting = 0, 0
-	if s.started {
-		// A scaler never started (one of a configuration compiled and refused) leaves the
-		// service's gauges to the scaler in force.
-		s.publish()
-	}
+	s.publish()
+	// A scaler in force that closes is one whose service no longer scales: its gauges go.
+	// One replaced, or never in force (compiled and refused), has none exposed.
+	s.m.Retire()
 	s.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, p := range procs {
