@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	vm "github.com/VictoriaMetrics/metrics"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-gw/sluice/core/config"
@@ -248,7 +247,7 @@ servers = [{ url = %q }]
 tls = { ca_file = %q }
 health_check = { path = "/health", interval = "500ms", unhealthy_threshold = 1 }
 `, url, certFile))
-	ok := vm.GetOrCreateCounter(`sluice_health_checks_total{service="up",backend="` + url + `",result="ok"}`)
+	ok := `sluice_health_checks_total{service="up",backend="` + url + `",result="ok"}`
 	lb := g.Snapshot().Services["up"].Backends[0].LB
-	require.Eventually(t, func() bool { return ok.Get() >= 2 && !lb.Down() }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return processSeries(t, ok) >= 2 && !lb.Down() }, 10*time.Second, time.Millisecond)
 }

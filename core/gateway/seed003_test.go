@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	vm "github.com/VictoriaMetrics/metrics"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-gw/sluice/core/config"
@@ -97,7 +96,7 @@ func TestSeed003ConfigRunsAgainstTheSimulator(t *testing.T) {
 
 	// The Ollama health check probes the simulator's /api/version, which answers: the backend
 	// stays in rotation.
-	probes := vm.GetOrCreateCounter(`sluice_health_checks_total{service="ollama",backend="http://` + sim + `",result="ok"}`)
-	require.Eventually(t, func() bool { return probes.Get() > 0 }, 10*time.Second, time.Millisecond)
+	probes := `sluice_health_checks_total{service="ollama",backend="http://` + sim + `",result="ok"}`
+	require.Eventually(t, func() bool { return processSeries(t, probes) > 0 }, 10*time.Second, time.Millisecond)
 	require.False(t, g.Snapshot().Services["ollama"].Backends[0].LB.Down())
 }

@@ -43,7 +43,7 @@ type FastEngine struct {
 	certs    *tlscert.Store // TLS entrypoints: the certificates, reloaded when their files change
 	counters
 	m       *metrics.Entrypoint
-	release func()  // of the entrypoint's gauges
+	release func()  // of the entrypoint's gauges, once it serves (Start)
 	shed    shedLog // "client connection shed" lines
 }
 
@@ -55,7 +55,7 @@ func NewFast(set Settings, res pipeline.Resolver, log *slog.Logger) *FastEngine 
 	}
 	e := &FastEngine{set: set, log: log, done: make(chan struct{})}
 	e.shed.log, e.shed.entrypoint = log, set.Name
-	e.m, e.release = newEntrypointMetrics(set.Name, &e.counters)
+	e.m = metrics.ForEntrypoint(set.Name)
 	e.pipe = pipeline.NewEntrypoint(set.Name, set.TLS != nil, res, e.m, log)
 	e.pipe.TrustedIPs = set.TrustedIPs
 	e.srv = &fasthttp.Server{
@@ -155,6 +155,7 @@ func (e *FastEngine) Start() error {
 	select {
 	case <-sl.accepting:
 		e.ln = sl
+		e.release = e.counters.publish(e.set.Name, e.m)
 		return nil
 	case <-e.done:
 		_ = sl.Close()
@@ -188,7 +189,7 @@ func (e *FastEngine) Drain(ctx context.Context) error {
 	if e.certs != nil {
 		e.certs.Close()
 	}
-	defer e.release()
+	defer func() { releaseGauges(e.release) }()
 	sl, _ := e.ln.(*serveListener)
 	if sl == nil {
 		if e.tcp != nil && e.ln == nil { // bound (Listen) and never served

@@ -75,7 +75,7 @@ type GnetEngine struct {
 	draining atomic.Bool
 	counters
 	m         *metrics.Entrypoint
-	release   func() // of the entrypoint's gauges
+	release   func() // of the entrypoint's gauges, once it serves (Start)
 	inherited bool   // ln came from Settings.Listener: its accepted connections need keep-alive off
 	// donated is set once ListenerFile gave the socket to a transport taking over the address:
 	// the backlog is that transport's to accept then (closeListener).
@@ -105,7 +105,7 @@ func NewGnet(set Settings, res pipeline.Resolver, log *slog.Logger) *GnetEngine 
 	e := &GnetEngine{set: set, log: log, running: make(chan struct{}), stopped: make(chan struct{}), acceptDone: make(chan struct{}), closing: make(chan struct{}), sharedFD: -1, live: make(map[*gconn]struct{}), tunnels: make(map[net.Conn]struct{})}
 	e.shed.log, e.shed.entrypoint = log, set.Name
 	e.dialCtx, e.stopDials = context.WithCancel(context.Background())
-	e.m, e.release = newEntrypointMetrics(set.Name, &e.counters)
+	e.m = metrics.ForEntrypoint(set.Name)
 	e.pipe = pipeline.NewEntrypoint(set.Name, false, res, e.m, log)
 	e.pipe.TrustedIPs = set.TrustedIPs
 	return e
@@ -167,6 +167,7 @@ func (e *GnetEngine) Start() error {
 	}()
 	select {
 	case <-e.running:
+		e.release = e.counters.publish(e.set.Name, e.m)
 		if e.shareListener() {
 			close(e.acceptDone)
 		} else {
@@ -358,7 +359,7 @@ func (e *GnetEngine) Stats() Stats { return e.counters.stats() }
 // Drain implements Transport.
 func (e *GnetEngine) Drain(ctx context.Context) error {
 	e.draining.Store(true)
-	defer e.release()
+	defer func() { releaseGauges(e.release) }()
 	if !e.launched.Load() {
 		if e.ln != nil { // bound (Listen) and never served
 			e.closeListener()

@@ -167,11 +167,20 @@ type counters struct {
 	active atomic.Int64
 }
 
-// newEntrypointMetrics registers the gauges of an entrypoint over c and returns its counters
-// and the release of its gauges, which the transport calls when it has drained.
-func newEntrypointMetrics(name string, c *counters) (*metrics.Entrypoint, func()) {
-	release := metrics.EntrypointGauges(name, c.conns.Load, c.active.Load)
-	return metrics.ForEntrypoint(name), release
+// publish exposes the series of entrypoint name once a transport of it serves: its counters m
+// and its gauges over c. It returns the release of the gauges, which the transport calls when
+// it has drained. Not before: a transport bound for a reload that is then refused never
+// serves, and leaves no series.
+func (c *counters) publish(name string, m *metrics.Entrypoint) (release func()) {
+	m.Publish()
+	return metrics.EntrypointGauges(name, c.conns.Load, c.active.Load)
+}
+
+// releaseGauges releases what publish registered; nothing for a transport that never served.
+func releaseGauges(release func()) {
+	if release != nil {
+		release()
+	}
 }
 
 func (c *counters) stats() Stats { return Stats{Connections: c.conns.Load(), Active: c.active.Load()} }

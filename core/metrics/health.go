@@ -3,8 +3,10 @@ package metrics
 import vm "github.com/VictoriaMetrics/metrics"
 
 // Health holds the health metrics of one server of a service: active check results and
-// ejections. They outlive config snapshots. A nil *Health records nothing.
+// ejections. They outlive config snapshots, and are exposed from Publish on. A nil *Health
+// records nothing.
 type Health struct {
+	backend, service   *series
 	checkOK, checkFail *vm.Counter
 	ejectedActive      *vm.Counter
 	ejectedPassive     *vm.Counter
@@ -15,13 +17,26 @@ type Health struct {
 // ForHealth returns the health metrics of backend (a server URL as configured) of service.
 func ForHealth(service, backend string) *Health {
 	l := labels("service", service, "backend", backend)
+	sl := labels("service", service)
+	x, sx := seriesOf("backend{"+l+"}"), seriesOf("service{"+sl+"}")
 	return &Health{
-		checkOK:        vm.GetOrCreateCounter(`sluice_health_checks_total{` + l + `,result="ok"}`),
-		checkFail:      vm.GetOrCreateCounter(`sluice_health_checks_total{` + l + `,result="fail"}`),
-		ejectedActive:  vm.GetOrCreateCounter(`sluice_backend_ejections_total{` + l + `,reason="active"}`),
-		ejectedPassive: vm.GetOrCreateCounter(`sluice_backend_ejections_total{` + l + `,reason="passive"}`),
-		refused:        vm.GetOrCreateCounter(`sluice_backend_ejections_refused_total{` + l + `}`),
-		emptied:        vm.GetOrCreateCounter(`sluice_service_no_healthy_backend_total{` + labels("service", service) + `}`),
+		backend:        x,
+		service:        sx,
+		checkOK:        x.s.GetOrCreateCounter(`sluice_health_checks_total{` + l + `,result="ok"}`),
+		checkFail:      x.s.GetOrCreateCounter(`sluice_health_checks_total{` + l + `,result="fail"}`),
+		ejectedActive:  x.s.GetOrCreateCounter(`sluice_backend_ejections_total{` + l + `,reason="active"}`),
+		ejectedPassive: x.s.GetOrCreateCounter(`sluice_backend_ejections_total{` + l + `,reason="passive"}`),
+		refused:        x.s.GetOrCreateCounter(`sluice_backend_ejections_refused_total{` + l + `}`),
+		emptied:        sx.s.GetOrCreateCounter(`sluice_service_no_healthy_backend_total{` + sl + `}`),
+	}
+}
+
+// Publish exposes the health series once a configuration naming the backend is in force.
+// Idempotent.
+func (h *Health) Publish() {
+	if h != nil {
+		h.backend.publish()
+		h.service.publish()
 	}
 }
 

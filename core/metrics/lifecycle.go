@@ -45,29 +45,37 @@ const (
 // Mirror holds the metrics of one mirror (a service and its shadow). The series survive
 // reloads; its methods are safe for concurrent use.
 type Mirror struct {
+	series    *series
 	sent      *vm.Counter
 	dropped   map[string]*vm.Counter
 	responses [len(classes) + 1]*vm.Counter // by class, then "error"
 	queue     *vm.Gauge
 }
 
-// ForMirror returns the metrics of the mirror of service to shadow, creating them on first use.
+// ForMirror returns the metrics of the mirror of service to shadow, creating them on first
+// use; they are exposed from Publish on.
 func ForMirror(service, shadow string) *Mirror {
 	l := labels("service", service, "shadow", shadow)
+	x := seriesOf("mirror{" + l + "}")
 	m := &Mirror{
-		sent:    vm.GetOrCreateCounter(`sluice_mirror_sent_total{` + l + `}`),
+		series:  x,
+		sent:    x.s.GetOrCreateCounter(`sluice_mirror_sent_total{` + l + `}`),
 		dropped: map[string]*vm.Counter{},
-		queue:   vm.GetOrCreateGauge(`sluice_mirror_queue_depth{`+l+`}`, nil),
+		queue:   x.s.GetOrCreateGauge(`sluice_mirror_queue_depth{`+l+`}`, nil),
 	}
 	for _, r := range []string{MirrorQueueFull, MirrorNoBackend, MirrorStopped, MirrorMaxBytes} {
-		m.dropped[r] = vm.GetOrCreateCounter(`sluice_mirror_dropped_total{` + l + `,reason="` + r + `"}`)
+		m.dropped[r] = x.s.GetOrCreateCounter(`sluice_mirror_dropped_total{` + l + `,reason="` + r + `"}`)
 	}
 	for i, c := range classes {
-		m.responses[i] = vm.GetOrCreateCounter(`sluice_mirror_responses_total{` + l + `,code="` + c + `"}`)
+		m.responses[i] = x.s.GetOrCreateCounter(`sluice_mirror_responses_total{` + l + `,code="` + c + `"}`)
 	}
-	m.responses[len(classes)] = vm.GetOrCreateCounter(`sluice_mirror_responses_total{` + l + `,code="error"}`)
+	m.responses[len(classes)] = x.s.GetOrCreateCounter(`sluice_mirror_responses_total{` + l + `,code="error"}`)
 	return m
 }
+
+// Publish exposes the mirror's series once a configuration that has it is in force.
+// Idempotent.
+func (m *Mirror) Publish() { m.series.publish() }
 
 // Sent counts a copy queued; the queue depth goes up by one until Dequeued.
 func (m *Mirror) Sent() { m.sent.Inc(); m.queue.Inc() }
@@ -98,6 +106,8 @@ func (m *Mirror) Answered(status int) {
 type Split struct {
 	service string
 	g       *ownedGauges
+	mu      sync.Mutex
+	counted []*series // the revisions' and the rollout's counters
 }
 
 // ForSplit returns the gauges of a new split of service, not exposed until InForce.
@@ -106,8 +116,24 @@ func ForSplit(service string) *Split {
 }
 
 // InForce exposes the split's gauges as its service's, in place of those of the split it
-// replaces. Idempotent.
-func (s *Split) InForce() { s.g.inForce() }
+// replaces, and its counters. Idempotent.
+func (s *Split) InForce() {
+	s.g.inForce()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, x := range s.counted {
+		x.publish()
+	}
+}
+
+// counters returns the group of the split's counters of key, which InForce publishes.
+func (s *Split) counters(key string) *series {
+	x := seriesOf(key)
+	s.mu.Lock()
+	s.counted = append(s.counted, x)
+	s.mu.Unlock()
+	return x
+}
 
 // Retire removes the service's split gauges when they are this split's: its service no
 // longer has revisions. Idempotent.
@@ -123,10 +149,11 @@ type Revision struct {
 // gauge of the split, and its request counters, which survive reloads.
 func (s *Split) Revision(revision string) *Revision {
 	l := labels("service", s.service, "revision", revision)
+	x := s.counters("revision{" + l + "}")
 	return &Revision{
 		percent: s.g.s.GetOrCreateGauge(`sluice_revision_traffic_percent{`+l+`}`, nil),
-		success: vm.GetOrCreateCounter(`sluice_revision_requests_total{` + l + `,result="success"}`),
-		failure: vm.GetOrCreateCounter(`sluice_revision_requests_total{` + l + `,result="error"}`),
+		success: x.s.GetOrCreateCounter(`sluice_revision_requests_total{` + l + `,result="success"}`),
+		failure: x.s.GetOrCreateCounter(`sluice_revision_requests_total{` + l + `,result="error"}`),
 	}
 }
 
@@ -167,9 +194,10 @@ type Rollout struct {
 // the split, and its event counters, which survive reloads.
 func (s *Split) Rollout() *Rollout {
 	l := labels("service", s.service)
+	x := s.counters("rollout{" + l + "}")
 	r := &Rollout{state: s.g.s.GetOrCreateGauge(`sluice_rollout_state{`+l+`}`, nil), events: map[string]*vm.Counter{}}
 	for _, e := range []string{RolloutAdvanced, RolloutWaiting, RolloutDone, RolloutRollback} {
-		r.events[e] = vm.GetOrCreateCounter(`sluice_rollout_events_total{` + l + `,event="` + e + `"}`)
+		r.events[e] = x.s.GetOrCreateCounter(`sluice_rollout_events_total{` + l + `,event="` + e + `"}`)
 	}
 	return r
 }
@@ -193,6 +221,7 @@ const (
 // scales has no gauges. Safe for concurrent use.
 type Scaling struct {
 	g                                          *ownedGauges
+	counted                                    *series // the rejection counters
 	desired, starting, ready, inFlight, queued *vm.Gauge
 	rejected                                   map[string]*vm.Counter
 }
@@ -202,8 +231,10 @@ type Scaling struct {
 func ForScaling(service string) *Scaling {
 	l := labels("service", service)
 	g := newOwnedGauges("scaling\x00" + service)
+	x := seriesOf("scaling{" + l + "}")
 	s := &Scaling{
 		g:        g,
+		counted:  x,
 		desired:  g.s.GetOrCreateGauge(`sluice_scaling_desired_replicas{`+l+`}`, nil),
 		starting: g.s.GetOrCreateGauge(`sluice_scaling_replicas{`+l+`,state="starting"}`, nil),
 		ready:    g.s.GetOrCreateGauge(`sluice_scaling_replicas{`+l+`,state="ready"}`, nil),
@@ -212,14 +243,17 @@ func ForScaling(service string) *Scaling {
 		rejected: map[string]*vm.Counter{},
 	}
 	for _, r := range []string{ScalingQueueFull, ScalingTimeout, ScalingNoReplica} {
-		s.rejected[r] = vm.GetOrCreateCounter(`sluice_scaling_buffer_rejected_total{` + l + `,reason="` + r + `"}`)
+		s.rejected[r] = x.s.GetOrCreateCounter(`sluice_scaling_buffer_rejected_total{` + l + `,reason="` + r + `"}`)
 	}
 	return s
 }
 
 // InForce exposes the scaler's gauges as its service's, in place of those of the scaler it
-// replaces. Idempotent.
-func (s *Scaling) InForce() { s.g.inForce() }
+// replaces, and its counters. Idempotent.
+func (s *Scaling) InForce() {
+	s.g.inForce()
+	s.counted.publish()
+}
 
 // Retire removes the service's scaling gauges when they are this scaler's: its service no
 // longer scales. Idempotent.

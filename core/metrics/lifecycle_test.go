@@ -11,6 +11,7 @@ import (
 // populateLifecycle creates a series of every lifecycle family.
 func populateLifecycle() {
 	m := ForMirror("up", "shadow")
+	m.Publish()
 	m.Sent()
 	m.Dequeued()
 	m.Answered(200)

@@ -1,8 +1,10 @@
 // Package metrics defines the gateway's Prometheus metrics on VictoriaMetrics/metrics: prefix
 // sluice_, bounded label sets (entrypoint, router, service, backend, code class, status,
 // reason). Every metric name is written here. Metric handles are created when a config is
-// compiled or an entrypoint starts, so the hot path only updates counters, gauges and
-// histograms and never formats a name. WritePrometheus (expose.go) writes them for a scrape.
+// compiled or an entrypoint's transport is made, so the hot path only updates counters,
+// gauges and histograms and never formats a name; their series are exposed once the
+// configuration is in force or the entrypoint serves (Publish), so that a refused reload
+// leaves none. WritePrometheus (expose.go) writes them for a scrape.
 package metrics
 
 import (
@@ -41,6 +43,7 @@ var (
 // Route holds the per-router metrics. Its methods are safe for concurrent use and allocation
 // free.
 type Route struct {
+	series    *series
 	responses [6]*vm.Counter // by status class: index 1..5 for 1xx..5xx, 0 for anything else
 	duration  *vm.PrometheusHistogram
 	ttft      *vm.PrometheusHistogram
@@ -57,28 +60,34 @@ var classes = [6]string{"other", "1xx", "2xx", "3xx", "4xx", "5xx"}
 
 // ForRoute returns the metrics of router (served by service), creating them on first use.
 // Metrics survive reloads: the same router name gets the same series, and a request in flight
-// across a reload counts into them.
+// across a reload counts into them. They are exposed from Publish on.
 func ForRoute(router, service string) *Route {
 	l := labels("router", router, "service", service)
+	x := seriesOf("route{" + l + "}")
 	r := &Route{
-		duration: vm.GetOrCreatePrometheusHistogramExt(`sluice_request_duration_seconds{`+l+`}`, DurationBuckets),
-		ttft:     vm.GetOrCreatePrometheusHistogramExt(`sluice_ttft_seconds{`+l+`}`, TTFTBuckets),
-		itl:      vm.GetOrCreatePrometheusHistogramExt(`sluice_inter_token_latency_seconds{`+l+`}`, ITLBuckets),
-		streams:  vm.GetOrCreateGauge(`sluice_active_streams{`+l+`}`, nil),
-		sockets:  vm.GetOrCreateGauge(`sluice_active_websockets{`+l+`}`, nil),
-		tunnelIn: vm.GetOrCreateCounter(`sluice_websocket_client_bytes_total{` + l + `}`),
-		bytesOut: vm.GetOrCreateCounter(`sluice_response_bytes_total{` + l + `}`),
-		canceled: vm.GetOrCreateCounter(`sluice_client_canceled_total{` + l + `}`),
+		series:   x,
+		duration: x.s.GetOrCreatePrometheusHistogramExt(`sluice_request_duration_seconds{`+l+`}`, DurationBuckets),
+		ttft:     x.s.GetOrCreatePrometheusHistogramExt(`sluice_ttft_seconds{`+l+`}`, TTFTBuckets),
+		itl:      x.s.GetOrCreatePrometheusHistogramExt(`sluice_inter_token_latency_seconds{`+l+`}`, ITLBuckets),
+		streams:  x.s.GetOrCreateGauge(`sluice_active_streams{`+l+`}`, nil),
+		sockets:  x.s.GetOrCreateGauge(`sluice_active_websockets{`+l+`}`, nil),
+		tunnelIn: x.s.GetOrCreateCounter(`sluice_websocket_client_bytes_total{` + l + `}`),
+		bytesOut: x.s.GetOrCreateCounter(`sluice_response_bytes_total{` + l + `}`),
+		canceled: x.s.GetOrCreateCounter(`sluice_client_canceled_total{` + l + `}`),
 		upErr:    map[string]*vm.Counter{},
 	}
 	for i, c := range classes {
-		r.responses[i] = vm.GetOrCreateCounter(`sluice_responses_total{` + l + `,code="` + c + `"}`)
+		r.responses[i] = x.s.GetOrCreateCounter(`sluice_responses_total{` + l + `,code="` + c + `"}`)
 	}
 	for _, reason := range []string{ReasonDial, ReasonTimeout, ReasonProtocol, ReasonClosed, ReasonStream} {
-		r.upErr[reason] = vm.GetOrCreateCounter(`sluice_upstream_errors_total{` + l + `,reason="` + reason + `"}`)
+		r.upErr[reason] = x.s.GetOrCreateCounter(`sluice_upstream_errors_total{` + l + `,reason="` + reason + `"}`)
 	}
 	return r
 }
+
+// Publish exposes the router's series: once a configuration naming it is in force, so that a
+// configuration compiled and refused leaves none. Idempotent.
+func (r *Route) Publish() { r.series.publish() }
 
 // Response counts a response with status to the client, d the time it took (from the
 // request's start to the response's end) and the response body bytes relayed.
@@ -133,14 +142,21 @@ func (r *Route) Canceled() { r.canceled.Inc() }
 // Backend holds the metrics of one server of a service that outlive a config snapshot. A nil
 // *Backend records nothing.
 type Backend struct {
+	series  *series
 	connect *vm.PrometheusHistogram
 }
 
-// ForBackend returns the metrics of backend (a server URL as configured) of service.
+// ForBackend returns the metrics of backend (a server URL as configured) of service, exposed
+// from Publish on.
 func ForBackend(service, backend string) *Backend {
 	l := labels("service", service, "backend", backend)
-	return &Backend{connect: vm.GetOrCreatePrometheusHistogramExt(`sluice_upstream_connect_seconds{`+l+`}`, ConnectBuckets)}
+	x := seriesOf("backend{" + l + "}")
+	return &Backend{series: x, connect: x.s.GetOrCreatePrometheusHistogramExt(`sluice_upstream_connect_seconds{`+l+`}`, ConnectBuckets)}
 }
+
+// Publish exposes the backend's series once a configuration naming it is in force.
+// Idempotent.
+func (b *Backend) Publish() { b.series.publish() }
 
 // Connected records d, the time a new upstream connection took to open (TCP connect, plus
 // the TLS handshake for https).
@@ -152,6 +168,7 @@ func (b *Backend) Connected(d time.Duration) {
 
 // Entrypoint holds the per-entrypoint counters.
 type Entrypoint struct {
+	series   *series
 	requests *vm.Counter
 	loop     *vm.Counter         // requests run on an event loop
 	rejected map[int]*vm.Counter // gateway errors by status
@@ -187,23 +204,30 @@ func (s Shed) String() string { return shedNames[s] }
 // failures (502, 503, 504). A stage may answer with others; they count as status="other".
 var gatewayErrorStatuses = []int{400, 404, 408, 413, 414, 431, 500, 501, 502, 503, 504, 505}
 
-// ForEntrypoint returns the counters of entrypoint name.
+// ForEntrypoint returns the counters of entrypoint name, the same series for every transport
+// of the name; they are exposed from Publish on.
 func ForEntrypoint(name string) *Entrypoint {
 	l := labels("entrypoint", name)
+	x := seriesOf("entrypoint{" + l + "}")
 	e := &Entrypoint{
-		requests: vm.GetOrCreateCounter(`sluice_requests_total{` + l + `}`),
-		loop:     vm.GetOrCreateCounter(`sluice_loop_requests_total{` + l + `}`),
+		series:   x,
+		requests: x.s.GetOrCreateCounter(`sluice_requests_total{` + l + `}`),
+		loop:     x.s.GetOrCreateCounter(`sluice_loop_requests_total{` + l + `}`),
 		rejected: map[int]*vm.Counter{},
-		other:    vm.GetOrCreateCounter(`sluice_gateway_errors_total{` + l + `,status="other"}`),
+		other:    x.s.GetOrCreateCounter(`sluice_gateway_errors_total{` + l + `,status="other"}`),
 	}
 	for _, st := range gatewayErrorStatuses {
-		e.rejected[st] = vm.GetOrCreateCounter(`sluice_gateway_errors_total{` + l + `,status="` + strconv.Itoa(st) + `"}`)
+		e.rejected[st] = x.s.GetOrCreateCounter(`sluice_gateway_errors_total{` + l + `,status="` + strconv.Itoa(st) + `"}`)
 	}
 	for i, r := range shedNames {
-		e.shed[i] = vm.GetOrCreateCounter(`sluice_connections_shed_total{` + l + `,reason="` + r + `"}`)
+		e.shed[i] = x.s.GetOrCreateCounter(`sluice_connections_shed_total{` + l + `,reason="` + r + `"}`)
 	}
 	return e
 }
+
+// Publish exposes the entrypoint's counters: once it starts listening, so that an entrypoint
+// of a refused configuration, bound and dropped, leaves none. Idempotent.
+func (e *Entrypoint) Publish() { e.series.publish() }
 
 // Shed counts a client connection closed for reason r. Allocation free.
 func (e *Entrypoint) Shed(r Shed) { e.shed[r].Inc() }
@@ -291,6 +315,39 @@ func (g *epGaugeSources) sum(name string, active bool) float64 {
 	}
 	return float64(n)
 }
+
+// series is a group of series that keep their values across reloads (a router's, a
+// backend's, an entrypoint's): created, unexposed, when a configuration naming them is
+// compiled, and exposed from the first publish on, once such a configuration is in force.
+// The same key always gives the same group, so a reload counts into the same series.
+type series struct {
+	s    *vm.Set
+	once sync.Once
+}
+
+// allSeries holds every group by key: the family's kind and its labels.
+var allSeries struct {
+	mu sync.Mutex
+	m  map[string]*series
+}
+
+// seriesOf returns the group of key, creating it unexposed.
+func seriesOf(key string) *series {
+	allSeries.mu.Lock()
+	defer allSeries.mu.Unlock()
+	x := allSeries.m[key]
+	if x == nil {
+		if allSeries.m == nil {
+			allSeries.m = map[string]*series{}
+		}
+		x = &series{s: vm.NewSet()}
+		allSeries.m[key] = x
+	}
+	return x
+}
+
+// publish exposes the group; later calls do nothing.
+func (x *series) publish() { x.once.Do(func() { vm.RegisterSet(x.s) }) }
 
 // The configuration's load and reload metrics.
 var (

@@ -18,14 +18,18 @@ import (
 func populate(t *testing.T) {
 	t.Helper()
 	r := ForRoute("api", "up")
+	r.Publish()
 	r.Response(200, time.Second, 10)
 	r.FirstByte(30 * time.Millisecond)
 	r.Gap(20 * time.Millisecond)
 	e := ForEntrypoint("web")
+	e.Publish()
 	e.Request()
 	e.GatewayError(404)
 	EntrypointGauges("web", func() int64 { return 1 }, func() int64 { return 2 })
-	ForBackend("up", "http://127.0.0.1:1").Connected(time.Millisecond)
+	be := ForBackend("up", "http://127.0.0.1:1")
+	be.Publish()
+	be.Connected(time.Millisecond)
 	s := NewSet()
 	s.Backend("up", "http://127.0.0.1:1", func() int64 { return 0 }, func() bool { return true }, func() int { return 3 })
 	s.Model("chat", func() int64 { return 1 }, func() int64 { return 0 })
@@ -48,7 +52,9 @@ func populate(t *testing.T) {
 	pm.Invalidated()
 	PrefixEvicted()
 	PrefixIndex(func() int { return 7 })
-	ForHealth("up", "http://127.0.0.1:1").Check(true)
+	h := ForHealth("up", "http://127.0.0.1:1")
+	h.Publish()
+	h.Check(true)
 	s.Breaker("breaker", "up", "http://127.0.0.1:1", func() int { return BreakerClosed })
 	s.Register()
 	t.Cleanup(s.Retire)
@@ -222,12 +228,29 @@ func TestUpdatesDoNotAllocate(t *testing.T) {
 
 func TestActiveStreamsGaugeIsSharedAcrossReloads(t *testing.T) {
 	a, b := ForRoute("streams", "up"), ForRoute("streams", "up")
+	a.Publish()
 	a.StreamStarted()
 	b.StreamStarted()
 	a.StreamEnded() // a request that began before a reload ends after it
 	x := scrape(t)
 	require.Contains(t, x.samples["sluice_active_streams"], `sluice_active_streams{router="streams",service="up"} 1`)
 	b.StreamEnded()
+}
+
+// The series of a router, a backend or an entrypoint appear once published (the
+// configuration naming them is in force), with what was counted before.
+func TestSeriesAppearWhenPublished(t *testing.T) {
+	r := ForRoute("unpublished", "up")
+	e := ForEntrypoint("unpublished")
+	r.Response(200, time.Millisecond, 1)
+	e.Request()
+	require.Empty(t, scrapeLines(`sluice_responses_total{router="unpublished"`))
+	require.Empty(t, scrapeLines(`sluice_requests_total{entrypoint="unpublished"}`))
+	ForRoute("unpublished", "up").Publish()
+	e.Publish()
+	e.Publish()
+	require.Equal(t, []string{`sluice_responses_total{router="unpublished",service="up",code="2xx"} 1`}, scrapeLines(`sluice_responses_total{router="unpublished",service="up",code="2xx"}`))
+	require.Equal(t, []string{`sluice_requests_total{entrypoint="unpublished"} 1`}, scrapeLines(`sluice_requests_total{entrypoint="unpublished"}`))
 }
 
 func TestConfigReloadMetrics(t *testing.T) {

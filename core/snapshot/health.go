@@ -31,6 +31,7 @@ func (s *Snapshot) compileHealth(cfg *config.Config, name string, svc *pipeline.
 	hm := make([]*metrics.Health, len(svc.Backends))
 	for i, b := range svc.Backends {
 		hm[i] = metrics.ForHealth(name, b.URL)
+		s.series = append(s.series, hm[i])
 		members[i] = health.Member{LB: b.LB, Metrics: hm[i], State: states[i].passive}
 	}
 	svc.Health = health.NewPassive(lb.PassiveHealth.Spec(), name, members, slog.Default())

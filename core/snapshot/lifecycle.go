@@ -171,8 +171,8 @@ func (s *Snapshot) prepareScalers(cfg *config.Config, prev *Snapshot) config.Err
 	return errs
 }
 
-// startLifecycle starts what runs once the snapshot is in force: the scalers' replicas, and
-// the splits' gauges, which replace those of the splits they replace. Each
+// startLifecycle starts what runs once the snapshot is in force: the scalers' replicas, the
+// mirrors' series, and the splits' gauges, which replace those of the splits they replace. Each
 // scaler is bound to this snapshot's backends, which then follow its replicas' readiness (one
 // taken over keeps the replaced snapshot's in step for the requests that snapshot still
 // holds). A scaler whose service's servers are observed polls a replica's observation through
@@ -181,6 +181,9 @@ func (s *Snapshot) prepareScalers(cfg *config.Config, prev *Snapshot) config.Err
 func (s *Snapshot) startLifecycle() {
 	for _, e := range s.life.splits {
 		e.split.InForce()
+	}
+	for _, m := range s.life.mirrors {
+		m.InForce()
 	}
 	for name, e := range s.life.scalers {
 		e.scaler.Bind(s.Services[name].Backends)

@@ -78,6 +78,10 @@ type Snapshot struct {
 
 	// Metrics are the gauges over this snapshot's backends, published by Activate.
 	Metrics *metrics.Set
+	// series are the metrics of its routers and backends that keep their values across
+	// reloads, made when the snapshot is compiled and exposed by Activate, so that a
+	// configuration that is refused leaves no series behind.
+	series []publisher
 
 	// middlewares are the compiled stages of the rate-limit, circuit-breaker and jwt
 	// middlewares by name, one per middleware whatever the routers that list it; the next
@@ -93,6 +97,9 @@ type Snapshot struct {
 
 	life lifecycle // mirrors (lifecycle.go)
 }
+
+// publisher is a group of series exposed once the snapshot naming it is in force.
+type publisher interface{ Publish() }
 
 type entrypointRoutes struct {
 	table  *router.Table
@@ -203,6 +210,7 @@ func Compile(cfg *config.Config, prev *Snapshot, gen uint64) (*Snapshot, error) 
 			serviceLabel = modelsServiceLabel
 		}
 		rt := &pipeline.Route{Name: name, Service: svc, M: metrics.ForRoute(name, serviceLabel), RetryOverload: r.Models}
+		s.series = append(s.series, rt.M)
 		var stages []any
 		for _, m := range r.Middlewares {
 			mw := cfg.Middlewares[m]
@@ -259,6 +267,7 @@ func Compile(cfg *config.Config, prev *Snapshot, gen uint64) (*Snapshot, error) 
 	for _, name := range s.ServiceNames {
 		for _, b := range s.Services[name].Backends {
 			b.M = metrics.ForBackend(name, b.URL)
+			s.series = append(s.series, b.M)
 			lb, p := b.LB, b.Pool
 			s.Metrics.Backend(name, b.URL, lb.Active, func() bool { return !lb.Down() }, func() int { return p.Stats().Idle })
 		}
@@ -616,7 +625,8 @@ func (l *Live) Swap(s *Snapshot) *Snapshot { return l.p.Swap(s) }
 
 // Activate installs s, applies the admission limits its model aliases changed, starts
 // polling its workers and probing its health checks, retires the snapshot it replaces and
-// publishes s's metrics.
+// publishes s's metrics: its gauges, and the series of its routers and backends, which
+// appear now if no configuration in force named them before.
 func (l *Live) Activate(s *Snapshot) {
 	s.Models.Commit()
 	s.StartWorkers()
@@ -630,6 +640,9 @@ func (l *Live) Activate(s *Snapshot) {
 	s.StartHealth()
 	if s.Metrics != nil {
 		s.Metrics.Register()
+	}
+	for _, x := range s.series {
+		x.Publish()
 	}
 }
 

@@ -283,6 +283,10 @@ func (m *Mirror) send(j *job) {
 	}
 }
 
+// InForce exposes the mirror's series, once the configuration that has it is in force (a
+// configuration compiled and refused leaves none). Idempotent.
+func (m *Mirror) InForce() { m.m.Publish() }
+
 // Close stops the senders (a copy in flight finishes on its own, bounded by the timeout) and
 // drops the copies still queued. Offer afterwards drops every copy. Idempotent; it does not
 // wait.
