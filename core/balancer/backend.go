@@ -66,11 +66,10 @@ type State struct {
 	// (monotonic ns since epoch), for a backoff that doubles with each one.
 	connectFails atomic.Int32
 	ejectedUntil atomic.Int64
-	// An upstream's refusal with a Retry-After keeps the server out until refusedUntil
-	// (monotonic ns since epoch), even when every backend is out: the server is alive and
-	// asked to be left alone, so a guess at it would only be refused again.
-	refusedUntil  atomic.Int64
-	refusedStatus atomic.Int32
+	// An upstream's refusal with a Retry-After keeps the server out until the time in
+	// refused (monotonic ns since epoch, shifted left one bit; the low bit is 1 for a 503,
+	// 0 for a 429), so that the time and its status change together.
+	refused atomic.Int64
 	// active is written by every request on every core: keep it off the
 	// cache lines of neighbouring states (false sharing).
 	_ [cacheLinePad]byte
@@ -161,40 +160,52 @@ func (b *Backend) EjectFor(d time.Duration) {
 }
 
 // RefuseFor keeps b out of rotation for d: the server answered status (429 or 503) with a
-// Retry-After of d (RFC 9110 §10.2.3). Unlike an ejection, no pick takes b before then, even
-// when no other backend is left; Refusing says until when, for the gateway's own answer. A
-// later refusal that asks for less does not shorten an earlier one.
+// Retry-After of d (RFC 9110 §10.2.3). Unlike an ejection, a pick under
+// Choice.StrictRefusals does not take b before then even when no other backend is left, and
+// Refusing says until when, for the gateway's own answer. A later refusal that asks for less
+// does not shorten an earlier one.
 func (b *Backend) RefuseFor(status int, d time.Duration) {
 	st, until := b.state(), monoNow()+int64(d)
+	v := until << 1
+	if status == 503 {
+		v |= 1
+	}
 	for {
-		u := st.refusedUntil.Load()
-		if u >= until {
-			return
-		}
-		// The status first: a reader that sees the new time sees a status with it.
-		st.refusedStatus.Store(int32(status))
-		if st.refusedUntil.CompareAndSwap(u, until) {
+		u := st.refused.Load()
+		if u>>1 >= until || st.refused.CompareAndSwap(u, v) {
 			return
 		}
 	}
 }
 
-// Refusing reports whether b is refusing requests now, with the status it refused with and
-// how long it has left to wait (> 0).
+// Refusing reports whether b is refusing requests now, with the status it refused with (429
+// or 503) and how long it has left to wait (> 0).
 func (b *Backend) Refusing() (status int, left time.Duration, ok bool) {
-	st, now := b.state(), monoNow()
-	u := st.refusedUntil.Load()
-	if u == 0 || now >= u {
+	u := b.state().refused.Load()
+	now := monoNow()
+	if u == 0 || now >= u>>1 {
 		return 0, 0, false
 	}
-	return int(st.refusedStatus.Load()), time.Duration(u - now), true
+	status = 429
+	if u&1 != 0 {
+		status = 503
+	}
+	return status, time.Duration(u>>1 - now), true
 }
 
-// refusingNow reports whether b is refusing requests now, without reading the clock for a
-// server that never refused.
+// refusingNow reports whether b is refusing requests now, reading the clock only while a
+// refusal is recorded, and clearing one that has passed (see pending).
 func (b *Backend) refusingNow() bool {
-	u := b.state().refusedUntil.Load()
-	return u != 0 && monoNow() < u
+	st := b.state()
+	u := st.refused.Load()
+	if u == 0 {
+		return false
+	}
+	if monoNow() < u>>1 {
+		return true
+	}
+	st.refused.CompareAndSwap(u, 0)
+	return false
 }
 
 // ConnectSucceeded ends a streak of connect failures.
@@ -206,9 +217,21 @@ func (b *Backend) ConnectSucceeded() {
 }
 
 // Ejected reports whether passive health has b out of rotation now.
-func (b *Backend) Ejected() bool {
-	u := b.state().ejectedUntil.Load()
-	return u != 0 && monoNow() < u
+func (b *Backend) Ejected() bool { return pending(&b.state().ejectedUntil) }
+
+// pending reports whether the time in until (monotonic ns since epoch; 0: none) is still to
+// come, and clears it once it has passed: a server's State outlives reloads, so one ejection
+// long ago would otherwise cost a clock read on every pick for good.
+func pending(until *atomic.Int64) bool {
+	u := until.Load()
+	if u == 0 {
+		return false
+	}
+	if monoNow() < u {
+		return true
+	}
+	until.CompareAndSwap(u, 0) // a newer time stored meanwhile stays
+	return false
 }
 
 // weight returns the effective weight (0 means 1).

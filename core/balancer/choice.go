@@ -9,12 +9,17 @@ type Choice struct {
 	// down, refusing for a Retry-After, nor excluded ones): the panic mode used when every
 	// backend is ejected, since a guess at a recovering server beats refusing every request.
 	IgnoreEjection bool
+	// StrictRefusals keeps backends refusing for a Retry-After out even in panic mode: set
+	// for a route that answers for them (a model route), which has no use for a server that
+	// would only refuse again. Elsewhere a refusal counts as an ejection.
+	StrictRefusals bool
 }
 
 // Reset empties c for the next request, keeping its capacity.
 func (c *Choice) Reset() {
 	c.Exclude.Reset()
 	c.IgnoreEjection = false
+	c.StrictRefusals = false
 }
 
 // CopyFrom makes c a copy of src, reusing c's storage (no allocation once c has held as many
@@ -23,15 +28,21 @@ func (c *Choice) CopyFrom(src *Choice) {
 	c.Exclude.lo = src.Exclude.lo
 	c.Exclude.more = append(c.Exclude.more[:0], src.Exclude.more...)
 	c.IgnoreEjection = src.IgnoreEjection
+	c.StrictRefusals = src.StrictRefusals
 }
 
-// eligible reports whether b may be picked under c: up, not refusing, not ejected and not
-// excluded.
+// eligible reports whether b may be picked under c: up, not excluded, and neither ejected nor
+// refusing for a Retry-After (in panic mode either may be picked, but a refusing backend only
+// without StrictRefusals).
 func (c *Choice) eligible(b *Backend) bool {
-	if b.down.Load() || c != nil && c.Exclude.Has(b.ID) || b.refusingNow() {
+	if b.down.Load() || c != nil && c.Exclude.Has(b.ID) {
 		return false
 	}
-	return c != nil && c.IgnoreEjection || !b.Ejected()
+	refusing := b.refusingNow()
+	if c != nil && c.IgnoreEjection {
+		return !refusing || !c.StrictRefusals
+	}
+	return !refusing && !b.Ejected()
 }
 
 // Set is a set of backend IDs (small non-negative integers). The zero value is empty; IDs

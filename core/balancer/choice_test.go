@@ -75,9 +75,10 @@ func TestEjectedBackendsArePickedOnlyInPanicMode(t *testing.T) {
 	require.Nil(t, bal.Pick(&c), "panic mode never picks a down or excluded backend")
 }
 
-// A backend refusing requests for a Retry-After is not picked even in panic mode: it asked
-// to be left alone and would only refuse again.
-func TestRefusingBackendsAreNeverPicked(t *testing.T) {
+// A backend refusing requests for a Retry-After is left out like an ejected one, and under
+// StrictRefusals (a route that answers for it) even in panic mode: it asked to be left alone
+// and would only refuse again.
+func TestRefusingBackendsAreLeftOut(t *testing.T) {
 	for _, strategy := range Strategies {
 		bs := []*Backend{{ID: 0}, {ID: 1}}
 		bal, err := New(strategy, bs)
@@ -88,14 +89,28 @@ func TestRefusingBackendsAreNeverPicked(t *testing.T) {
 			require.Equal(t, 1, bal.Pick(&c).ID, strategy)
 		}
 		bs[1].ConnectFailed()
-		c.IgnoreEjection = true
+		require.Nil(t, bal.Pick(&c), "%s: one refusing, one ejected", strategy)
+		c.IgnoreEjection, c.StrictRefusals = true, true
 		for range 10 {
-			require.Equal(t, 1, bal.Pick(&c).ID, "%s: panic mode takes the ejected backend, not the refusing one", strategy)
+			require.Equal(t, 1, bal.Pick(&c).ID, "%s: strict panic mode takes the ejected backend, not the refusing one", strategy)
 		}
 		bs[1].RefuseFor(503, time.Second)
 		require.Nil(t, bal.Pick(&c), strategy)
 		require.True(t, bs[0].Down() && bs[1].Down())
+		c.StrictRefusals = false
+		require.NotNil(t, bal.Pick(&c), "%s: plain panic mode takes a refusing backend as an ejected one", strategy)
 	}
+}
+
+// A refusal that has passed is cleared, so that a server's State (which outlives reloads)
+// does not make every later pick read the clock.
+func TestPassedRefusalsAndEjectionsAreCleared(t *testing.T) {
+	var b Backend
+	b.RefuseFor(429, time.Nanosecond)
+	b.EjectFor(time.Nanosecond)
+	require.Eventually(t, func() bool { return !b.Down() }, time.Second, time.Millisecond)
+	require.Zero(t, b.state().refused.Load())
+	require.Zero(t, b.state().ejectedUntil.Load())
 }
 
 func TestRefusalLastsItsLongestRetryAfter(t *testing.T) {
@@ -106,7 +121,7 @@ func TestRefusalLastsItsLongestRetryAfter(t *testing.T) {
 	b.RefuseFor(429, time.Second) // a shorter refusal does not end the longer one
 	status, left, ok := b.Refusing()
 	require.True(t, ok)
-	require.Equal(t, 503, status)
+	require.Equal(t, 503, status, "the status of the refusal in force")
 	require.Greater(t, left, 50*time.Second)
 	require.LessOrEqual(t, left, time.Minute)
 }

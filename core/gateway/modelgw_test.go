@@ -432,7 +432,7 @@ func TestModelRouterMovesOverloadRefusals(t *testing.T) {
 	var refusals atomic.Int32
 	refuse := func(status, after int) *upstream {
 		return serveUpstream(t, func(c net.Conn, _ *bufio.Reader, head string, _ []byte) bool {
-			if strings.HasPrefix(head, "POST /v1/chat/completions ") {
+			if strings.HasPrefix(head, "POST ") { // not the worker observation polls
 				refusals.Add(1)
 			}
 			_, err := fmt.Fprintf(c, "HTTP/1.1 %d Busy\r\nRetry-After: %d\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}", status, after)
@@ -458,6 +458,9 @@ address = ""
 [routers.openai]
 rule = "PathPrefix(`+"`/v1`"+`)"
 models = true
+[routers.plain]
+rule = "PathPrefix(`+"`/plain`"+`)"
+service = "busy"
 [services.mixed.load_balancer]
 servers = [{ url = "http://%s" }, { url = "http://%s" }]
 [services.busy.load_balancer]
@@ -500,6 +503,13 @@ service = "busy"
 				require.Equal(t, "upstream_overloaded", errField(r, "code"))
 			}
 			require.EqualValues(t, 2, refusals.Load()-refused, "a backend waiting out its Retry-After is not asked")
+
+			// A plain route does not answer for the upstreams: with every server out, it sends
+			// the request to one anyway (panic mode), and relays what that one says.
+			r = call(t, "POST", "http://"+g.Addr("web")+"/plain/v1/chat/completions", "", fmt.Sprintf(chatBody, "b"))
+			require.Contains(t, []int{429, 503}, r.status, r.raw)
+			require.NotEqual(t, "upstream_overloaded", errField(r, "code"), "the upstream's own answer: %s", r.raw)
+			require.EqualValues(t, 3, refusals.Load()-refused, "the plain route asked a refusing backend")
 		})
 	}
 }

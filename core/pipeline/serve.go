@@ -181,6 +181,7 @@ func (rc *RequestCtx) pick() (*Backend, error) {
 		return nil, nil
 	}
 	var refused error
+	rc.choice.StrictRefusals = rc.route.RetryOverload
 	for {
 		c := &rc.choice
 		rc.pickWhy = nil
@@ -466,12 +467,13 @@ func (rc *RequestCtx) overloaded() (time.Duration, bool) {
 	return min(max(d, time.Second), maxRetryAfter), true
 }
 
-// foldRefusals makes the answer of a request that found no backend left the refusal of the
-// service's backends still waiting out a Retry-After, when nothing else answered it: their
-// status and the shortest time left, as if they had refused it again. The backends are not
-// asked, so an overloaded fleet is not sent a request per request it cannot serve.
+// foldRefusals makes the answer of a request on a route that moves refusals (a model route)
+// that found no backend left the refusal of the service's backends still waiting out a
+// Retry-After, when nothing else answered it: their status and the shortest time left, as if
+// they had refused it again. The backends are not asked, so an overloaded fleet is not sent a
+// request per request it cannot serve.
 func (rc *RequestCtx) foldRefusals() {
-	if rc.last != ErrNoBackend && !isOverloaded(rc.last) {
+	if !rc.route.RetryOverload || rc.last != ErrNoBackend && !isOverloaded(rc.last) {
 		return
 	}
 	for _, b := range rc.service.Backends {
