@@ -3,6 +3,7 @@ package health
 import (
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-gw/sluice/core/balancer"
@@ -71,6 +72,18 @@ type Passive struct {
 	states  []*PassiveState
 	log     *slog.Logger
 	bucket  time.Duration
+	// retired: a newer configuration judges the servers. This one goes on counting the
+	// outcomes of the requests it sent into the shared states, but ejects nobody: whether
+	// a server is the last one in rotation is for the configuration in force to say.
+	retired atomic.Bool
+}
+
+// Retire stops p ejecting servers, once the configuration it belongs to is replaced; the
+// outcomes it still observes count toward the next judgement of the configuration in force.
+func (p *Passive) Retire() {
+	if p != nil {
+		p.retired.Store(true)
+	}
 }
 
 // PassiveState is what passive health has learnt of one server. The zero value is a server
@@ -144,6 +157,9 @@ func (p *Passive) ObserveAt(id int, failed bool, now time.Time) {
 	case p.spec.ErrorRate > 0 && rate.total >= p.spec.MinRequests && float64(rate.failed) > p.spec.ErrorRate*float64(rate.total):
 		reason = "error rate"
 	default:
+		return
+	}
+	if p.retired.Load() {
 		return
 	}
 	if !p.othersUp(id) {

@@ -92,3 +92,24 @@ func TestRecompileSharesTheStateOfKeptServers(t *testing.T) {
 	require.False(t, ns.Backends[3].LB.Ejected(), "but not x's second listing")
 	require.False(t, ns.Backends[0].LB.SharesState(next.Services["t"].Backends[0].LB), "w of s is not w of t")
 }
+
+// Once replaced, a configuration's passive health goes on counting the outcomes of the
+// requests it sent but ejects nobody: a server it still had company for may be the only one
+// of the configuration in force, which keeps its last server in rotation.
+func TestReplacedConfigurationEjectsNobody(t *testing.T) {
+	const x, y, z = "http://127.0.0.1:1001", "http://127.0.0.1:1002", "http://127.0.0.1:1003"
+	prev, err := compileServers(t, fmt.Sprintf("{ url = %q }, { url = %q }", x, y), fmt.Sprintf("{ url = %q }", z), "", nil)
+	require.NoError(t, err)
+	next, err := compileServers(t, fmt.Sprintf("{ url = %q }", x), fmt.Sprintf("{ url = %q }", z), "", prev)
+	require.NoError(t, err)
+	t.Cleanup(func() { next.Retire(nil) })
+	prev.Retire(next)
+
+	ps, ns := prev.Services["s"], next.Services["s"]
+	for range 3 {
+		ps.Health.Observe(0, true) // streams sent to x before the reload fail
+	}
+	require.False(t, ns.Backends[0].LB.Down(), "x is the only server of the configuration in force")
+	ns.Health.Observe(0, true)
+	require.False(t, ns.Backends[0].LB.Down(), "nor does the configuration in force eject its last server")
+}

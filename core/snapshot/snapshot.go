@@ -590,6 +590,9 @@ func (s *Snapshot) Retire(next *Snapshot) {
 		s.Metrics.Retire()
 	}
 	s.retireLifecycle(next)
+	for _, svc := range s.Services {
+		svc.Health.Retire() // next judges the servers both have
+	}
 	// next polls with its own groups (started by Activate); the servers' states carry over.
 	for _, g := range s.Workers {
 		g.Stop()
