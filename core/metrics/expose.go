@@ -43,7 +43,7 @@ var Families = []Family{
 	{"sluice_client_canceled_total", "counter", "Requests whose client left before the response was complete (the upstream exchange was aborted)."},
 	{"sluice_upstream_connect_seconds", "histogram", "Time to open a new upstream connection (TCP connect, plus the TLS handshake for https backends), in seconds; reused connections are not observed."},
 	{"sluice_upstream_active", "gauge", "Requests in flight to the backend."},
-	{"sluice_backend_up", "gauge", "1 when the backend is eligible for balancing, 0 while passive health keeps it out after a connect failure."},
+	{"sluice_backend_up", "gauge", "1 when the backend is eligible for balancing, 0 while it is out: an active health check failing, passive health ejecting it (connect failures, failed responses) or a Retry-After refusal running."},
 	{"sluice_upstream_idle_connections", "gauge", "Idle keep-alive connections pooled for the backend."},
 	{"sluice_log_dropped_total", "counter", "Lines of the gateway's own log lost because standard error fell behind by 1 MiB of lines (a pipe nobody reads): nothing that logs waits for it."},
 	{"sluice_access_log_dropped_total", "counter", "Access log lines lost because their destination fell behind by 1 MiB of lines (a full disk, a pipe nobody reads): requests never wait for the access log."},

@@ -189,7 +189,7 @@ func TestAnnotateMergesFamilies(t *testing.T) {
 		"# HELP go_cgo_calls_count\n# TYPE go_cgo_calls_count counter\ngo_cgo_calls_count 0\n" +
 		"# HELP process_io_read_bytes_total\n# TYPE process_io_read_bytes_total gauge\nprocess_io_read_bytes_total 7\n" +
 		"# HELP sluice_backend_up\n# TYPE sluice_backend_up gauge\nsluice_backend_up{service=\"b\",backend=\"y\"} 0\n"
-	want := "# HELP sluice_backend_up 1 when the backend is eligible for balancing, 0 while passive health keeps it out after a connect failure.\n" +
+	want := "# HELP sluice_backend_up 1 when the backend is eligible for balancing, 0 while it is out: an active health check failing, passive health ejecting it (connect failures, failed responses) or a Retry-After refusal running.\n" +
 		"# TYPE sluice_backend_up gauge\n" +
 		"sluice_backend_up{service=\"a\",backend=\"x\"} 1\n" +
 		"sluice_backend_up{service=\"b\",backend=\"y\"} 0\n" +

@@ -263,15 +263,18 @@ func (p *peeker) message(v int, a at) int {
 	return i
 }
 
-// foldedMember returns the message member sluice reads (role, content, tool_calls,
-// function_call, and type in a Responses input item) that key names in another case, or "":
+// foldedMember returns the message member sluice reads (role and content; tool_calls and
+// function_call in chat, type in a Responses input item) that key names in another case, or "":
 // a Go upstream (encoding/json) would read it as that member, while sluice validated
 // another or none.
 func (p *peeker) foldedMember(key []byte) string {
-	if p.ep == Responses {
-		return foldedName(key, "role", "content", "tool_calls", "function_call", "type")
+	switch p.ep {
+	case ChatCompletions:
+		return foldedName(key, "role", "content", "tool_calls", "function_call")
+	case Responses:
+		return foldedName(key, "role", "content", "type")
 	}
-	return foldedName(key, "role", "content", "tool_calls", "function_call")
+	return foldedName(key, "role", "content")
 }
 
 // memberNames names a message's members by their bit in message's seen set.

@@ -70,8 +70,8 @@
 //   - A key that differs from such a parameter's name only in case ("Model", "STREAM", or
 //     "ſtream" with U+017F) is refused (ambiguous_parameter): Go servers decoding with
 //     encoding/json match struct fields case-insensitively, with that folding. So is such a
-//     variant of a member Peek reads inside a parameter: a message's role, content, tool_calls
-//     and function_call (and type in a Responses input item), a content part's type, and
+//     variant of a member Peek reads inside a parameter: a message's role and content (tool_calls
+//     and function_call in chat, type in a Responses input item), a content part's type, and
 //     stream_options.include_usage.
 //
 // Keys are compared after decoding their escapes, as every JSON parser does: "mod\u0065l" is
