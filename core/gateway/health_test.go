@@ -26,6 +26,7 @@ type healthServer struct {
 	health, status atomic.Int32
 	probes, hits   atomic.Int32
 	probed         chan struct{}
+	hang           atomic.Bool // probes get no answer until they give up
 }
 
 func startHealthServer(t *testing.T) *healthServer {
@@ -41,6 +42,10 @@ func startHealthServer(t *testing.T) *healthServer {
 			select {
 			case h.probed <- struct{}{}:
 			default:
+			}
+			if h.hang.Load() {
+				<-r.Context().Done() // the probe's timeout
+				return
 			}
 			w.WriteHeader(int(h.health.Load()))
 			return
@@ -174,6 +179,45 @@ func TestActiveChecksFollowAReload(t *testing.T) {
 	}
 	require.Equal(t, n, a.probes.Load(), "no probe to a removed server after the reload")
 	require.False(t, g.Snapshot().Services["up"].Backends[1].LB.Down())
+}
+
+// A reload keeps an unhealthy server out of rotation wherever the new configuration lists it
+// and however its URL is written: its judged state goes with the server (its service, scheme
+// and address), not with its place in the list. Its probes hang meanwhile, so a server judged
+// afresh would be in rotation until the first of them gave up.
+func TestActiveJudgementFollowsTheServerAcrossAReload(t *testing.T) {
+	a, sick, b, c := startHealthServer(t), startHealthServer(t), startHealthServer(t), startHealthServer(t)
+	sick.health.Store(503)
+	path := filepath.Join(t.TempDir(), "sluice.toml")
+	const hc = `health_check = { path = "/health", interval = "3s", timeout = "2s", unhealthy_threshold = 1, healthy_threshold = 1 }`
+	g, _ := startHealthGateway(t, path, healthConfig("gnet", hc, a, sick, b))
+	require.Eventually(t, g.Snapshot().Services["up"].Backends[1].LB.Down, 10*time.Second, time.Millisecond)
+	sick.hang.Store(true)
+
+	slashed := &healthServer{url: sick.url + "/"}
+	for _, step := range []struct {
+		name    string
+		servers []*healthServer
+		at      int
+	}{
+		{"a server before it removed", []*healthServer{sick, b}, 0},
+		{"its URL written with a slash", []*healthServer{slashed, b}, 0},
+		{"servers inserted before it", []*healthServer{b, c, sick}, 2},
+	} {
+		require.NoError(t, os.WriteFile(path, []byte(healthConfig("gnet", hc, step.servers...)), 0o644))
+		require.NoError(t, g.Reload(), step.name)
+		backends := g.Snapshot().Services["up"].Backends
+		require.True(t, backends[step.at].LB.Down(), "%s: still out of rotation", step.name)
+		for i, be := range backends {
+			if i != step.at {
+				require.False(t, be.LB.Down(), "%s: %s", step.name, be.URL)
+			}
+		}
+	}
+	sick.hang.Store(false)
+	sick.health.Store(200)
+	require.Eventually(t, func() bool { return !g.Snapshot().Services["up"].Backends[2].LB.Down() }, 10*time.Second, time.Millisecond,
+		"the checks go on judging it")
 }
 
 // A stream that fails after its 200 counts as a failure of its backend: five cut streams in a

@@ -5,7 +5,6 @@ import (
 	"crypto/x509"
 	"log/slog"
 	"net/http"
-	"strconv"
 
 	"github.com/sluice-gw/sluice/core/balancer"
 	"github.com/sluice-gw/sluice/core/config"
@@ -44,16 +43,22 @@ func (s *Snapshot) compileHealth(cfg *config.Config, name string, svc *pipeline.
 	}
 	targets := make([]*health.Target, len(svc.Backends))
 	for i, b := range svc.Backends {
-		// The key tells the same server listed twice apart, and a changed check starts over.
-		key := name + "\x00" + servers[i].srv.URL + "\x00" + strconv.Itoa(i) + "\x00" + hc.Path
-		t := s.healthTargets[key]
-		if t == nil && prev != nil {
+		// The same server as passive health's (its service, scheme and address, wherever it
+		// is listed and however its URL is written; a listing of its own when it is listed
+		// twice), and a changed check path starts over.
+		key := states[i].key + "\x00" + hc.Path
+		var t *health.Target
+		if prev != nil {
 			t = prev.healthTargets[key]
 		}
-		if t == nil {
+		switch {
+		case t == nil:
 			// A server starts in rotation: the first probe runs at once, and a gateway that
 			// refused every request until then would turn a reload into an outage.
 			t = health.NewTarget(b.URL, servers[i].srv.URL, true)
+		case t.URL != servers[i].srv.URL || t.Name != b.URL:
+			// Its URL is written another way: probe that one, judged as the server was.
+			t = health.NewTarget(b.URL, servers[i].srv.URL, t.Healthy())
 		}
 		s.healthTargets[key] = t
 		targets[i] = t

@@ -15,6 +15,7 @@ import (
 type serverState struct {
 	lb      *balancer.State
 	passive *health.PassiveState
+	key     string // the server's identity (serverState): what active health checks carry over by
 }
 
 // serverState returns the state of the server at scheme://addr of service, the one prev has
@@ -33,7 +34,7 @@ func (s *Snapshot) serverState(service, scheme, addr string, prev *Snapshot) *se
 	}
 	st := prev.serverStateOf(key)
 	if st == nil {
-		st = &serverState{lb: new(balancer.State), passive: new(health.PassiveState)}
+		st = &serverState{lb: new(balancer.State), passive: new(health.PassiveState), key: key}
 	}
 	s.servers[key] = st
 	return st
