@@ -6,8 +6,9 @@ type Choice struct {
 	// or refused by a stage); they are skipped like down backends.
 	Exclude Set
 	// IgnoreEjection lets a pick take backends that passive health ejected (not those marked
-	// down, refusing for a Retry-After, nor excluded ones): the panic mode used when every
-	// backend is ejected, since a guess at a recovering server beats refusing every request.
+	// down nor excluded ones, nor under StrictRefusals those refusing for a Retry-After): the
+	// panic mode used when every backend is ejected, since a guess at a recovering server
+	// beats refusing every request.
 	IgnoreEjection bool
 	// StrictRefusals keeps backends refusing for a Retry-After out even in panic mode: set
 	// for a route that answers for them (a model route), which has no use for a server that
