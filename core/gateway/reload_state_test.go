@@ -2,7 +2,6 @@ package gateway_test
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -19,7 +18,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-gw/sluice/bench/llmsim"
-	"github.com/sluice-gw/sluice/core/config"
 	"github.com/sluice-gw/sluice/core/gateway"
 )
 
@@ -68,17 +66,7 @@ servers = [%s]
 // returns the gateway and its admin API's base URL.
 func reloadableGateway(t *testing.T, path, toml string) (*gateway.Gateway, string) {
 	t.Helper()
-	require.NoError(t, os.WriteFile(path, []byte(toml), 0o644))
-	cfg, err := config.Load(path)
-	require.NoError(t, err)
-	g, err := gateway.New(cfg, path, nil)
-	require.NoError(t, err)
-	require.NoError(t, g.Start())
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = g.Drain(ctx)
-	})
+	g, _ := startHealthGateway(t, path, toml)
 	return g, "http://" + g.AdminAddr()
 }
 
