@@ -242,15 +242,35 @@ type entrypointStatus struct {
 
 func (g *Gateway) adminHealth(w http.ResponseWriter, _ *http.Request) {
 	snap := g.live.Load()
-	eps := []entrypointStatus{}
-	for _, e := range g.entrypoints() {
+	live, draining := g.entrypointsAndDraining()
+	eps := make([]entrypointStatus, 0, len(live))
+	at := make(map[string]int, len(live))
+	for _, e := range live {
 		name, t := e.name, e.t
 		st := t.Stats()
 		// The bound address (the port chosen for ":0"), unless the configured one was
 		// written with ${NAME}: then its host came from the environment.
 		addr := asWritten(snap.Config, t.Addr(), "entrypoints", name, "address")
 		engine := asWritten(snap.Config, engineName(e.cfg), "entrypoints", name, "engine")
+		at[name] = len(eps)
 		eps = append(eps, entrypointStatus{Name: name, Address: addr, Engine: engine, Connections: st.Connections, Active: st.Active})
+	}
+	// A listener that a reload replaced or removed still serves its connections until they
+	// finish: they count under the entrypoint's name, as sluice_open_connections counts them,
+	// so that a reload does not hide requests in flight. A removed entrypoint stays listed,
+	// with its old address and engine, until its drain ends.
+	for _, e := range draining {
+		st := e.t.Stats()
+		i, ok := at[e.name]
+		if !ok {
+			i = len(eps)
+			at[e.name] = i
+			addr := asWritten(e.from, e.t.Addr(), "entrypoints", e.name, "address")
+			engine := asWritten(e.from, engineName(e.cfg), "entrypoints", e.name, "engine")
+			eps = append(eps, entrypointStatus{Name: e.name, Address: addr, Engine: engine})
+		}
+		eps[i].Connections += st.Connections
+		eps[i].Active += st.Active
 	}
 	// A draining gateway refuses new connections: a load balancer that polls health must take
 	// it out of rotation, so the answer is 503, not an "ok" for listeners that are closed.

@@ -20,6 +20,7 @@ import (
 type entrypoint struct {
 	name string
 	cfg  *config.Entrypoint
+	from *config.Config // the configuration that made it: how its values were written
 	t    ingress.Transport
 	res  *epResolver
 }
@@ -128,7 +129,7 @@ func (g *Gateway) planEntrypoints(cfg *config.Config, cur map[string]*entrypoint
 			}
 		}
 		res := &epResolver{live: &g.live}
-		e := &entrypoint{name: name, cfg: ep, res: res, t: g.newTransport(ep, set, res)}
+		e := &entrypoint{name: name, cfg: ep, from: cfg, res: res, t: g.newTransport(ep, set, res)}
 		if err := e.t.Listen(); err != nil {
 			p.abandon()
 			return nil, listenError(cfg, name, err)
@@ -166,8 +167,12 @@ func (g *Gateway) retire(e *entrypoint, why string) {
 	g.Log.Info("entrypoint draining", "entrypoint", e.name, "address", e.t.Addr(), "reason", why)
 	d := e.drainTimeout()
 	g.retiring.Add(1)
+	g.epMu.Lock()
+	g.drainingEps = append(g.drainingEps, e)
+	g.epMu.Unlock()
 	go func() {
 		defer g.retiring.Done()
+		defer g.drained(e)
 		ctx, cancel := context.WithTimeout(g.retireCtx, d)
 		defer cancel()
 		start := time.Now()
@@ -183,6 +188,18 @@ func (g *Gateway) retire(e *entrypoint, why string) {
 	case <-e.t.Refusing():
 	case <-time.After(refuseWait):
 		g.Log.Warn("entrypoint listener not closed yet", "entrypoint", e.name)
+	}
+}
+
+// drained takes e, whose drain ended, off the list of draining transports.
+func (g *Gateway) drained(e *entrypoint) {
+	g.epMu.Lock()
+	defer g.epMu.Unlock()
+	for i, d := range g.drainingEps {
+		if d == e {
+			g.drainingEps = append(g.drainingEps[:i:i], g.drainingEps[i+1:]...)
+			return
+		}
 	}
 }
 

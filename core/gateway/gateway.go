@@ -45,8 +45,10 @@ type Gateway struct {
 	epMu    sync.RWMutex
 	eps     map[string]*entrypoint
 	epNames []string
-	// Transports a reload removed or replaced, draining in the background; Drain waits for
-	// them and cancels retireCtx when its own time is up.
+	// Transports a reload removed or replaced, draining in the background (listed in
+	// drainingEps, under epMu, for the health answer); Drain waits for them and cancels
+	// retireCtx when its own time is up.
+	drainingEps  []*entrypoint
 	retiring     sync.WaitGroup
 	retireCtx    context.Context
 	retireCancel context.CancelFunc
@@ -178,6 +180,18 @@ func (g *Gateway) entrypoints() []*entrypoint {
 		out[i] = g.eps[n]
 	}
 	return out
+}
+
+// entrypointsAndDraining returns the listening entrypoints, in name order, and the
+// transports a reload retired that still drain, oldest first.
+func (g *Gateway) entrypointsAndDraining() (live, draining []*entrypoint) {
+	g.epMu.RLock()
+	defer g.epMu.RUnlock()
+	live = make([]*entrypoint, len(g.epNames))
+	for i, n := range g.epNames {
+		live[i] = g.eps[n]
+	}
+	return live, append([]*entrypoint(nil), g.drainingEps...)
 }
 
 func engineName(ep *config.Entrypoint) string {
