@@ -2,6 +2,7 @@ package ingress
 
 import (
 	"context"
+	"net"
 	"sync"
 	"time"
 
@@ -185,4 +186,11 @@ func SweepDraining(tr Transport) {
 	e := tr.(*GnetEngine)
 	e.draining.Store(true)
 	e.sweep(time.Now().UnixNano())
+}
+
+// SetTunnelClientHook makes f wrap the client connection of every WebSocket tunnel, on both
+// engines, until restore is called. Set it before starting an engine.
+func SetTunnelClientHook(f func(net.Conn) net.Conn) (restore func()) {
+	tunnelClientHook = f
+	return func() { tunnelClientHook = nil }
 }

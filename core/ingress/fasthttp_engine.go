@@ -488,7 +488,7 @@ func (fx *fastExchange) start(ctx *fasthttp.RequestCtx) bool {
 		ctx.Hijack(func(c net.Conn) {
 			defer fx.release()
 			defer fx.recoverPanic()
-			_ = fx.rc.Tunnel(hijacked{Conn: c, raw: raw}, nil)
+			_ = fx.rc.Tunnel(tunnelClient(hijacked{Conn: c, raw: raw}), nil)
 		})
 		return true
 	}

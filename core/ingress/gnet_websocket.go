@@ -44,10 +44,33 @@ func (gc *gconn) tunnel() {
 	e.tunnels[nc] = struct{}{}
 	e.mu.Unlock()
 	e.counters.conns.Add(1)
-	_ = rc.Tunnel(nc, gc.leftover)
+	// Deferred: a panic in the tunnel (a bug in anything it runs) is recovered further up
+	// (guarded), and the tunnel must end all the same, or Drain would wait for it until its
+	// deadline and the engine would count the connection for good.
+	defer gc.endTunnel(nc)
+	_ = rc.Tunnel(tunnelClient(nc), gc.leftover)
+}
+
+// endTunnel ends the tunnel on nc: it closes nc, which Tunnel closes only when it returns (not
+// when it panics), and the engine forgets the tunnel.
+func (gc *gconn) endTunnel(nc net.Conn) {
+	_ = nc.Close()
+	e := gc.e
 	e.mu.Lock()
 	delete(e.tunnels, nc)
 	e.mu.Unlock()
 	e.counters.conns.Add(-1)
 	gc.leftover = nil
+}
+
+// tunnelClientHook, when set (by tests), wraps the client connection each WebSocket tunnel
+// relays through, on both engines.
+var tunnelClientHook func(net.Conn) net.Conn
+
+// tunnelClient is c as a tunnel gets it: wrapped by tunnelClientHook when that is set.
+func tunnelClient(c net.Conn) net.Conn {
+	if tunnelClientHook != nil {
+		return tunnelClientHook(c)
+	}
+	return c
 }

@@ -12,14 +12,17 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-gw/sluice/core/config"
 	"github.com/sluice-gw/sluice/core/ingress"
+	"github.com/sluice-gw/sluice/core/pipeline"
 	"github.com/sluice-gw/sluice/core/snapshot"
 )
 
@@ -476,4 +479,92 @@ func testWSBackpressure(t *testing.T, ce contractEngine) {
 	t.Logf("client to an upstream that reads nothing: %d KiB in flight when the client blocked", sent>>10)
 	require.Less(t, sent, bound)
 	drain(up, sent)
+}
+
+// panicAfter is a tunnel's client connection whose writes after the first ok panic: a bug in
+// code the tunnel runs, on the tunnel's own goroutine.
+type panicAfter struct {
+	net.Conn
+	ok     int32
+	writes atomic.Int32
+}
+
+func (c *panicAfter) Write(p []byte) (int, error) {
+	if c.writes.Add(1) > c.ok {
+		panic("a bug in the tunnel")
+	}
+	return c.Conn.Write(p)
+}
+
+// A panic in a WebSocket tunnel costs the tunnel, not the engine: the client and the upstream
+// both see their connection end, the request gives back what it held (its completion runs,
+// the backend's count of requests in flight returns to 0), the engine no longer counts the
+// connection, and a drain has no tunnel left to wait for.
+func TestPanicInATunnelGivesBackItsConnection(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ok   int32 // client writes before the panic
+	}{
+		{"writing the 101", 0},
+		{"relaying", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Cleanup(ingress.SetTunnelClientHook(func(c net.Conn) net.Conn { return &panicAfter{Conn: c, ok: tc.ok} }))
+			for _, ce := range contractEngines {
+				t.Run(ce.name, func(t *testing.T) { testWSPanic(t, ce, tc.ok > 0) })
+			}
+		})
+	}
+}
+
+// testWSPanic opens a tunnel whose client writes panic, after the 101 when relaying.
+func testWSPanic(t *testing.T, ce contractEngine, relaying bool) {
+	u := newWSUpstream(t)
+	snap := newResolver(t, u.ln.Addr().String()).Load()
+	var held atomic.Int64
+	chain, err := pipeline.NewChain(holdStage{&held})
+	require.NoError(t, err)
+	tr := ce.make(ingress.Settings{Name: "web", Address: "127.0.0.1:0"}, withStages{snap, chain})
+	require.NoError(t, tr.Start())
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = tr.Drain(ctx) // after a failure; a second Drain returns at once
+	})
+	before := tr.Stats()
+
+	c := dialClient(t, tr.Addr())
+	_, err = io.WriteString(c, "GET /socket HTTP/1.1\r\nHost: gw\r\n"+
+		"Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: "+wsKey+"\r\nSec-WebSocket-Version: 13\r\n\r\n")
+	require.NoError(t, err)
+	r := bufio.NewReader(c)
+	if relaying {
+		resp, err := http.ReadResponse(r, nil)
+		require.NoError(t, err)
+		require.Equal(t, 101, resp.StatusCode)
+		// One masked text frame (RFC 6455 §5.2): writing its echo to the client panics.
+		mask := [4]byte{1, 2, 3, 4}
+		_, err = c.Write([]byte{0x81, 0x80 | 2, mask[0], mask[1], mask[2], mask[3], 'h' ^ mask[0], 'i' ^ mask[1]})
+		require.NoError(t, err)
+	}
+
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(eventWait)))
+	got, err := io.ReadAll(r)
+	assert.NoError(t, err, "the client's side of the tunnel was left open")
+	assert.Empty(t, got, "no byte after the write that panicked")
+	select {
+	case err := <-u.closed:
+		assert.Error(t, err, "the upstream's read ends without a close frame")
+	case <-time.After(eventWait):
+		t.Error("the tunnel's upstream side was left open")
+	}
+	for deadline := time.Now().Add(eventWait); tr.Stats() != before && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond) // polling for the count, not asserting on time
+	}
+	assert.Equal(t, before, tr.Stats(), "the engine still counts the tunnel")
+	waitReleased(t, snap, &held)
+
+	ctx, cancel := context.WithTimeout(context.Background(), drainPrompt)
+	defer cancel()
+	assert.NoError(t, drainWithin(t, tr, ctx, drainPrompt+cutSlack), "the drain waited for a tunnel that had ended")
 }
