@@ -97,8 +97,8 @@ func FuzzRelaySplits(f *testing.F) {
 		if ended != (!fail || len(whole) > len(body)) {
 			t.Fatalf("chunk: last chunk present=%v (fail=%v, event added=%v)", ended, fail, len(whole) > len(body))
 		}
-		if fail && len(whole) > len(body) && !bytes.HasSuffix(whole, relayErrEvent) {
-			t.Fatalf("failure added bytes that are not the error event: %q", whole[len(body):])
+		if fail && len(whole) > len(body) && !bytes.Equal(whole[len(body):], failTail(body)) {
+			t.Fatalf("failure added %q after %q, want %q", whole[len(body):], body, failTail(body))
 		}
 	})
 }
@@ -106,13 +106,13 @@ func FuzzRelaySplits(f *testing.F) {
 // keptRelay runs body through a Relay as the pipeline's relay step does with relay.Keep:
 // reads of the given sizes (cycled) land after the bytes kept back by the last one, and the
 // rest goes out. check, when not nil, sees the bytes read so far, sent so far and kept after
-// each read. It returns the client payload (Payload framing) and whether the upstream's
-// failure, when fail, was followed by the error event.
-func keptRelay(body, sizes []byte, limit int, fail bool, check func(read, sent, kept []byte)) ([]byte, bool) {
+// each read. It returns the client payload (Payload framing) and what the upstream's failure,
+// when fail, added after it (the error event, or nothing).
+func keptRelay(body, sizes []byte, limit int, fail bool, check func(read, sent, kept []byte)) (out, added []byte) {
 	var r relay.Relay
 	t0 := time.Unix(0, 0)
 	r.Reset(relay.Payload, true, t0)
-	var out, kept []byte
+	var kept []byte
 	for i, off := 0, 0; off < len(body); i++ {
 		n := 1
 		if len(sizes) > 0 {
@@ -134,11 +134,9 @@ func keptRelay(body, sizes []byte, limit int, fail bool, check func(read, sent, 
 	}
 	if fail {
 		r.Drop()
-		n := len(out)
-		out = r.Fail(out, relayErrEvent)
-		return out, len(out) > n
+		return out, r.Fail(nil, relayErrEvent)
 	}
-	return append(out, kept...), false
+	return append(out, kept...), nil
 }
 
 // endsBlankLine reports whether a blank line ends anywhere in b, read from a line start
@@ -167,14 +165,15 @@ func endsBlankLine(b []byte) bool {
 // split of any bytes: the client gets every byte in order and, on a clean end, all of them;
 // what is held back never exceeds the limit and never holds an event that ended (so no event
 // waits for the next read); an upstream failure drops only the open event and adds the error
-// event exactly when what went out ended on an event boundary; and the work grows linearly.
+// event exactly when what went out ended on an event boundary, in the stream's line endings
+// (failTail); and the work grows linearly.
 func FuzzRelayKeep(f *testing.F) {
 	f.Add([]byte("data: a\n\ndata: b\r\n\r\n"), []byte{1}, uint8(64), false)
 	f.Add([]byte("data: a\r\rdata: bb\r\n\r"), []byte{0, 3}, uint8(4), true)
 	f.Add([]byte(": c\r\n\ndata: x"), []byte{7, 1}, uint8(255), true)
 	f.Fuzz(func(t *testing.T, body, sizes []byte, limit uint8, fail bool) {
 		checkCost(t, relayCost, body, func(body []byte) { keptRelay(body, sizes, int(limit), fail, nil) })
-		got, event := keptRelay(body, sizes, int(limit), fail, func(read, sent, kept []byte) {
+		got, added := keptRelay(body, sizes, int(limit), fail, func(read, sent, kept []byte) {
 			if !bytes.Equal(append(append([]byte(nil), sent...), kept...), read) {
 				t.Fatalf("sent %q + kept %q is not what was read, %q", sent, kept, read)
 			}
@@ -195,14 +194,42 @@ func FuzzRelayKeep(f *testing.F) {
 			}
 			return
 		}
-		sent := bytes.TrimSuffix(got, relayErrEvent)
+		sent := got
 		if !bytes.HasPrefix(body, sent) {
 			t.Fatalf("the client got %q, not a prefix of what the upstream sent, %q", sent, body)
 		}
-		if event != endsOnBoundary(sent) {
+		if event := len(added) > 0; event != endsOnBoundary(sent) {
 			t.Fatalf("error event added=%v after %q (ends on an event boundary: %v)", event, sent, !event)
 		}
+		if len(added) > 0 && !bytes.Equal(added, failTail(sent)) {
+			t.Fatalf("failure added %q after %q, want %q", added, sent, failTail(sent))
+		}
 	})
+}
+
+// failTail is what the relay adds after sent, an SSE stream from its start that ends on an
+// event boundary, when its upstream fails: the error event with its line endings turned into
+// the last whole one of sent (LF when there is none), after an LF that completes a final CR
+// unless the stream ends its lines with a lone CR. A reference independent of the relay's
+// scan.
+func failTail(sent []byte) []byte {
+	end := []byte("\n")
+	for i := 0; i < len(sent); i++ {
+		switch {
+		case sent[i] == '\n':
+			end = []byte("\n")
+		case sent[i] == '\r' && i+1 < len(sent) && sent[i+1] == '\n':
+			end = []byte("\r\n")
+			i++
+		case sent[i] == '\r' && i+1 < len(sent):
+			end = []byte("\r")
+		}
+	}
+	var out []byte
+	if len(sent) > 0 && sent[len(sent)-1] == '\r' && string(end) != "\r" {
+		out = append(out, '\n')
+	}
+	return append(out, bytes.ReplaceAll(relayErrEvent, []byte("\n"), end)...)
 }
 
 // endsOnBoundary reports whether b, an SSE stream from its start, ends where an event may

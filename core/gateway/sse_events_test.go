@@ -147,3 +147,51 @@ func TestUpstreamCutInsideAnEventEndsWithErrorEvent(t *testing.T) {
 		}
 	}
 }
+
+// An upstream whose events end in CRLF, cut between the CR and the LF of an event's blank
+// line: a client that splits events on "\r\n\r\n" (or on "\n\n" after turning CRLF into LF)
+// would read the error event as the end of that event if it followed the lone CR. The client
+// gets the missing LF (CRLF is one line ending, so no blank line is added), then the error
+// event on its own, in the stream's CRLF line endings, then the end of the body. The same
+// bytes come when the LF did arrive, with the start of the next event, before the cut; and
+// whether the upstream body is chunked or delimited by its close.
+func TestStreamCutBetweenCRAndLFEndsWithWholeErrorEvent(t *testing.T) {
+	const first = "data: {\"i\":0}\r\n\r\n"
+	const errorEvent = "event: error\r\n" +
+		`data: {"error":{"message":"the upstream failed during the stream","type":"upstream_error","param":null,"code":"upstream_stream_error"}}` +
+		"\r\n\r\n"
+	for _, tc := range []struct {
+		name    string
+		sent    string // what the upstream sends of its body before it resets
+		chunked bool
+	}{
+		{"after CR/chunked", first[:len(first)-1], true},
+		{"after CR/until close", first[:len(first)-1], false},
+		{"LF and a cut event/chunked", first + "data: {\"i\"", true},
+		{"LF and a cut event/until close", first + "data: {\"i\"", false},
+	} {
+		up := serveUpstream(t, func(c net.Conn, _ *bufio.Reader, _ string, _ []byte) bool {
+			if tc.chunked {
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+				fmt.Fprintf(c, "%x\r\n%s\r\n", len(tc.sent), tc.sent)
+			} else {
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n"+tc.sent)
+			}
+			if tc, ok := c.(*net.TCPConn); ok {
+				_ = tc.SetLinger(0) // RST, not FIN: a cut, not the end of an until-close body
+			}
+			return false
+		})
+		for _, engine := range engines {
+			t.Run(tc.name+"/"+engine, func(t *testing.T) {
+				_, addr := startGateway(t, engine, up.addr(), "")
+				c := dial(t, addr)
+				_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+				send(t, c, "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Length: 2\r\n\r\n{}")
+				payload, ended := readCutChunks(t, bufio.NewReader(c))
+				require.True(t, ended, "the body ends with its last chunk: %q", payload)
+				require.Equal(t, first+errorEvent, payload)
+			})
+		}
+	}
+}

@@ -139,6 +139,8 @@ type Relay struct {
 	unsent  int  // payload bytes accounted for and not yet sent (Keep)
 	open    int  // payload bytes since the last SSE event boundary
 	sentEnd bool // the payload sent so far ends on an SSE event boundary
+	sentCR  bool // and its last byte is a CR whose LF, if any, has not been sent
+	sentEOL eol  // the last line ending known whole in the payload sent so far
 }
 
 // Reset prepares r for a response framed as f; sse marks an event stream (its boundaries are
@@ -185,6 +187,13 @@ func (r *Relay) Sent(n int, now time.Time) (o Obs) {
 	// What stays behind is the open event's start exactly when the bytes sent end on its
 	// boundary; a remainder that holds more than that was cut anywhere (treated as inside).
 	r.sentEnd = r.unsent == r.open || (r.unsent == 0 && r.ev.atBoundary())
+	// What Fail adds must follow the last byte the client got, not the last one read: the
+	// bytes sent end at the last boundary, or at the end of what was read.
+	if r.unsent == r.open {
+		r.sentCR, r.sentEOL = r.ev.cutCR, r.ev.cutEOL
+	} else {
+		r.sentCR, r.sentEOL = r.ev.afterCR, r.ev.eol
+	}
 	if r.framing != Length {
 		if r.last.IsZero() {
 			o = Obs{ObsFirst, now.Sub(r.started)}
@@ -271,10 +280,23 @@ func (r *Relay) End(dst []byte) []byte {
 
 // Fail appends to dst what the client gets after the upstream failed mid-body, and returns
 // it: for an event stream whose payload ends at an event boundary, the SSE event event (the
-// gateway's error event) framed for the client and, for Chunk framing, the last chunk, so the
-// client reads an error instead of a silent cut (the stream still gets no "[DONE]"). Anything
-// else gets nothing: the caller closes the connection and the client sees the truncation.
-// After a Chunk tail the client's response is complete and its connection may be reused.
+// gateway's error event, its lines ended by LF as sse.AppendErrorEvent writes them) framed
+// for the client and, for Chunk framing, the last chunk, so the client reads an error instead
+// of a silent cut (the stream still gets no "[DONE]"). Anything else gets nothing: the caller
+// closes the connection and the client sees the truncation; a client discards an event still
+// open at the end of the stream (WHATWG HTML, "event stream interpretation"), where any bytes
+// added to close it would have it dispatched as if whole. After a Chunk tail the client's
+// response is complete and its connection may be reused.
+//
+// The event is written in the line endings of the stream (CRLF, LF or CR, the last one the
+// client got whole; LF when it got none), so that a client that splits events on its
+// stream's own blank line ("\r\n\r\n", say) finds the end of the error event too. When the
+// payload sent ends with a CR that ended the last event and the upstream failed before its
+// LF could follow, an LF goes first, unless the stream ends its lines with a lone CR: the CR
+// already ended the event for a parser that follows the SSE rules, but one that splits
+// events on "\r\n\r\n", or on "\n\n" after turning CRLF into LF, would read the error event
+// as the rest of that event. The LF completes the CRLF, one line ending (the SSE rules skip
+// an LF right after a CR), so it adds no blank line and no parser dispatches an event for it.
 func (r *Relay) Fail(dst, event []byte) []byte {
 	if r.ended || !r.sse || !r.sentEnd || r.unsent > 0 {
 		return dst
@@ -282,15 +304,51 @@ func (r *Relay) Fail(dst, event []byte) []byte {
 	r.ended = true
 	switch r.framing {
 	case Chunk:
-		dst = http1.AppendChunkHeader(dst, len(event))
-		dst = append(dst, event...)
+		dst = http1.AppendChunkHeader(dst, r.failLen(event))
+		dst = r.appendFail(dst, event)
 		dst = append(dst, '\r', '\n')
 		return append(dst, http1.LastChunk...)
 	case Close, Payload:
-		return append(dst, event...)
+		return r.appendFail(dst, event)
 	}
 	return dst
 }
+
+// appendFail appends the client bytes of Fail's payload: the LF that completes a CRLF cut
+// after its CR, then event in the stream's line endings.
+func (r *Relay) appendFail(dst, event []byte) []byte {
+	if r.completesCRLF() {
+		dst = append(dst, '\n')
+	}
+	end := r.sentEOL.bytes()
+	if len(end) == 1 && end[0] == '\n' {
+		return append(dst, event...)
+	}
+	for {
+		i := bytes.IndexByte(event, '\n')
+		if i < 0 {
+			return append(dst, event...)
+		}
+		dst = append(dst, event[:i]...)
+		dst = append(dst, end...)
+		event = event[i+1:]
+	}
+}
+
+// failLen is the length of what appendFail appends for event.
+func (r *Relay) failLen(event []byte) int {
+	n := len(event) + bytes.Count(event, lf)*(len(r.sentEOL.bytes())-1)
+	if r.completesCRLF() {
+		n++
+	}
+	return n
+}
+
+// completesCRLF reports whether the payload sent ends with a CR that an LF must follow, as
+// in the stream's other line endings, before anything else is sent.
+func (r *Relay) completesCRLF() bool { return r.sentCR && r.sentEOL != eolCR }
+
+var lf = []byte{'\n'}
 
 // frameChunk writes the chunk-size line for n payload bytes ending just before b[lo] and
 // returns the new start (RFC 9112 §7.1).
@@ -307,13 +365,41 @@ func frameChunk(b []byte, lo, n int) int {
 	}
 }
 
+// eol is a line ending of an SSE stream (WHATWG HTML, "event stream interpretation").
+type eol uint8
+
+// Line endings; eolNone: none known yet.
+const (
+	eolNone eol = iota
+	eolLF
+	eolCRLF
+	eolCR
+)
+
+// bytes returns the line ending e, LF for eolNone (the gateway's own).
+func (e eol) bytes() []byte {
+	switch e {
+	case eolCRLF:
+		return crlf
+	case eolCR:
+		return crlf[:1]
+	}
+	return lf
+}
+
+var crlf = []byte{'\r', '\n'}
+
 // eventState follows the line structure of an SSE stream (WHATWG HTML, "event stream
 // interpretation": a line ends in CRLF, LF or CR; a blank line dispatches the event) just far
-// enough to know whether the bytes so far end on an event boundary.
+// enough to know whether the bytes so far end on an event boundary, and which line endings
+// the stream uses, so that bytes the relay adds after it match them.
 type eventState struct {
 	lineStart bool // the next byte starts a line
 	blank     bool // the line that ended last was blank (or nothing was sent)
 	afterCR   bool // the last byte was CR: an LF now completes that CRLF
+	eol       eol  // the last line ending known whole (a CR is known lone by the byte after it)
+	cutCR     bool // the byte before the last event boundary is a CR (its LF came later, or not yet)
+	cutEOL    eol  // eol at the last event boundary
 }
 
 func (s *eventState) reset() { *s = eventState{lineStart: true, blank: true} }
@@ -334,19 +420,26 @@ func (s *eventState) feed(p []byte) int {
 				// The LF of a CRLF that already ended the line. When the CR that ended an
 				// event came in an earlier read, the event is sent: the LF alone goes with
 				// the next one rather than in a write of its own.
+				s.eol = eolCRLF
 				if s.blank && i > 0 {
 					cut = i + 1
+					s.cutCR, s.cutEOL = false, eolCRLF
 				}
 				continue
 			}
+			s.eol = eolCR
 		}
 		switch c {
 		case '\r', '\n':
 			s.blank = s.lineStart
 			s.lineStart = true
 			s.afterCR = c == '\r'
+			if !s.afterCR {
+				s.eol = eolLF
+			}
 			if s.blank {
 				cut = i + 1
+				s.cutCR, s.cutEOL = s.afterCR, s.eol
 			}
 		default:
 			// A run of ordinary bytes: skip to the next line ending at once.

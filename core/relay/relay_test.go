@@ -63,29 +63,29 @@ func TestEndIsWrittenOnce(t *testing.T) {
 	require.Empty(t, r.End(nil))
 }
 
-// Every line ending the SSE format allows ends an event on a blank line.
+// Every line ending the SSE format allows ends an event on a blank line; the error event
+// follows in the line ending the stream used last.
 func TestErrorEventAfterEveryEventBoundaryForm(t *testing.T) {
-	boundaries := map[string]string{
-		"LF LF":           "data: a\n\n",
-		"CRLF CRLF":       "data: a\r\n\r\n",
-		"CR CR":           "data: a\r\r",
-		"CRLF LF":         "data: a\r\n\n",
-		"LF CRLF":         "data: a\n\r\n",
-		"CR LF-as-CRLF":   "data: a\r\n\r\n",
-		"comment then LF": ": keep-alive\n\n",
-		"two events CRLF": "data: a\r\n\r\ndata: b\r\n\r\n",
-		"nothing yet":     "",
+	boundaries := map[string]struct{ stream, event string }{
+		"LF LF":           {"data: a\n\n", string(errEvent)},
+		"CRLF CRLF":       {"data: a\r\n\r\n", errEventCRLF},
+		"CR CR":           {"data: a\r\r", errEventCR},
+		"CRLF LF":         {"data: a\r\n\n", string(errEvent)},
+		"LF CRLF":         {"data: a\n\r\n", errEventCRLF},
+		"comment then LF": {": keep-alive\n\n", string(errEvent)},
+		"two events CRLF": {"data: a\r\n\r\ndata: b\r\n\r\n", errEventCRLF},
+		"nothing yet":     {"", string(errEvent)},
 	}
-	for name, stream := range boundaries {
+	for name, c := range boundaries {
 		t.Run(name, func(t *testing.T) {
 			reads := []string{}
-			if stream != "" {
-				reads = append(reads, stream)
+			if c.stream != "" {
+				reads = append(reads, c.stream)
 			}
 			out := run(relay.Close, true, reads, true)
-			require.Equal(t, stream+string(errEvent), out)
+			require.Equal(t, c.stream+c.event, out)
 			chunked := run(relay.Chunk, true, reads, true)
-			require.Contains(t, chunked, string(errEvent))
+			require.Contains(t, chunked, c.event)
 			require.True(t, len(chunked) > 5 && chunked[len(chunked)-5:] == "0\r\n\r\n", "ends with the last chunk: %q", chunked)
 		})
 	}
