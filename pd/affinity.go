@@ -53,10 +53,10 @@ func releaseAffinity(a *affinityReq) {
 	}
 }
 
-// choose returns the prefill candidate affinity.Select picks: within affinity.LoadBand of
-// the least load, the longest shared prefix covering at least half the request; else the
-// highest rendezvous weight for the conversation.
-func (x *prefixIndex) choose(cs []candidate, a *affinityReq) candidate {
+// choose returns the index in cs (not empty) of the prefill candidate affinity.Select picks:
+// within affinity.LoadBand of the least load, the longest shared prefix covering at least
+// half the request; else the highest rendezvous weight for the conversation.
+func (x *prefixIndex) choose(cs []candidate, a *affinityReq) int {
 	cands := a.cands[:len(cs)]
 	for i, c := range cs {
 		cands[i] = affinity.Candidate{Target: workerTarget(c.id), Load: int(c.load)}
@@ -64,7 +64,7 @@ func (x *prefixIndex) choose(cs []candidate, a *affinityReq) candidate {
 	x.idx.Lookup(a.scope, &a.print, cands)
 	ch := affinity.Select(cands, a.print.Scanned, a.print.Conversation)
 	a.chosen, a.hinted = cands[ch.Index].Target, ch.Outcome == affinity.OutcomeHit
-	return cs[ch.Index]
+	return ch.Index
 }
 
 // learned records that the prefill worker chosen for a computed the request's prompt;

@@ -10,7 +10,10 @@
 //     request's key and the worker_id, so that every gateway replica chooses alike without
 //     shared state; the prefill worker likewise, or, with prompt_cache_affinity, the one
 //     with the longest shared prompt prefix among those within one request of the least
-//     load (affinity.go);
+//     load (affinity.go). Each worker is counted as running the request in the same step
+//     as it is judged to have room (workers.Group.Take), so that requests choosing at once
+//     never send a worker more than its max_active by the gateway's own count: one that
+//     finds the worker taken meanwhile chooses among the rest;
 //  2. orchestration (serve.go): POST /power/v1/decode/prepare (reserve the target state;
 //     coalesced into decode/prepare:batch calls, batch.go), POST /power/v1/prefill/execute
 //     (run the prefill, publish the source state), POST /power/v1/decode/execute, whose

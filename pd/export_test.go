@@ -18,3 +18,13 @@ func SetDialHook(f func(ctx context.Context, network, addr string) (net.Conn, er
 	}
 	dialHook.Store(&f)
 }
+
+// SetPairHook makes f run in each request once a pair is chosen, before its exchange begins
+// (nil: nothing).
+func SetPairHook(f func()) {
+	if f == nil {
+		pairHook.Store(nil)
+		return
+	}
+	pairHook.Store(&f)
+}

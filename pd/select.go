@@ -71,10 +71,20 @@ type candidate struct {
 type pair struct{ p, d int }
 
 // pickPair chooses the prefill and decode workers of a request with key key among the
-// target's workers not in ex. It reports ok false when either role has no eligible worker,
-// and then full when a worker not in ex was left out for being at capacity (max_active
-// sequences running). With aff (prompt_cache_affinity), the prefill worker is chosen by
-// cached prefix within the load band (affinity.Select).
+// target's workers not in ex, and counts the request in flight on both (their balancer
+// entries: release each when its leg ends). It reports ok false, having counted nothing,
+// when no pair can be made (a role has no eligible worker, or none left once those filled
+// by other requests meanwhile are dropped), and then full when a worker not in ex was left
+// out for being at capacity (max_active sequences running). With aff
+// (prompt_cache_affinity), the prefill worker is chosen by cached prefix within the load
+// band (affinity.Select).
+//
+// A worker is counted in the same step as it is judged (workers.Group.Take): were the count
+// taken after the choice, requests choosing at once would all find a worker's last free
+// sequence free, and every one but the first would be sent to a worker that must refuse it
+// (a decode worker, after a prefill computed for it in vain). A chosen worker that another
+// request filled since the candidates were judged is left out, and the choice made again
+// among the rest.
 func (t *Target) pickPair(key uint64, ex *excluded, aff *affinityReq) (pr pair, ok, full bool) {
 	g := t.workers
 	var ps, ds [maxCandidates]candidate
@@ -97,21 +107,64 @@ func (t *Target) pickPair(key uint64, ex *excluded, aff *affinityReq) (pr pair, 
 		}
 		full = full || r == workers.AtCapacity
 	}
-	np, nd = preferUp(ps[:np]), preferUp(ds[:nd])
 	if np == 0 || nd == 0 {
 		return pair{}, false, full
 	}
-	d := byLoadThenRank(ds[:nd], key)
-	var p candidate
-	if aff != nil {
-		p = t.affinity.choose(ps[:np], aff)
-	} else {
-		p = byLoadThenRank(ps[:np], key)
+	pr, ok, lost, same := t.takePair(ps[:np], ds[:nd], key, aff)
+	return pr, ok, !ok && !same && (full || lost)
+}
+
+// takePair chooses a pair among the eligible prefill candidates ps and decode candidates ds
+// (both not empty; reordered) and counts the request on both, as pickPair says. It reports
+// ok false, having counted nothing, when no candidate of a role could be taken, then lost
+// when one was dropped for being at capacity; or when the preferred prefill worker has the
+// decode worker's worker_id (same).
+func (t *Target) takePair(ps, ds []candidate, key uint64, aff *affinityReq) (pr pair, ok, lost, same bool) {
+	// The decode worker first: the prefill choice leaves out its worker_id.
+	d, taken, lost := t.take(ds, &t.decodeNeeds, key, nil, "")
+	if !taken {
+		return pair{}, false, lost, false
 	}
-	if p.id == d.id { // one process reporting both roles cannot be both halves of a pair
-		return pair{}, false, false
+	p, taken, lostP := t.take(ps, &t.prefillNeeds, key, aff, d.id)
+	if !taken {
+		// The decode worker's count is given back: this request will not use it.
+		t.workers.Member(d.i).LB.Release()
+		// One process reporting both roles cannot be both halves of a pair.
+		return pair{}, false, lost || lostP, p.id == d.id
 	}
-	return pair{p.i, d.i}, true, false
+	return pair{p.i, d.i}, true, false, false
+}
+
+// take chooses among cs, the eligible candidates of one role (n), the one a pair choice
+// prefers (up before down, then least loaded, ties by rendezvous rank of key; with aff, by
+// cached prefix within the load band) and counts the request in flight on it, judging it
+// again on the count it joins (workers.Group.Take). A candidate found ineligible then (most
+// often another request took its last free sequence) is dropped and the choice made again
+// among the rest; cs is reordered. It reports taken false when none is left, and also,
+// counting nothing, when the preferred candidate's worker_id is not ("" leaves none out; c
+// is that candidate then); and lost when a candidate was dropped for being at capacity.
+func (t *Target) take(cs []candidate, n *workers.Needs, key uint64, aff *affinityReq, not string) (c candidate, taken, lost bool) {
+	for len(cs) > 0 {
+		up := cs[:preferUp(cs)]
+		var k int
+		if aff != nil {
+			k = t.affinity.choose(up, aff)
+		} else {
+			k = byLoadThenRank(up, key)
+		}
+		c = cs[k]
+		if not != "" && c.id == not {
+			return c, false, lost
+		}
+		r, _ := t.workers.Take(c.i, n)
+		if r == workers.Eligible {
+			return c, true, lost
+		}
+		lost = lost || r == workers.AtCapacity
+		cs[k] = cs[len(cs)-1]
+		cs = cs[:len(cs)-1]
+	}
+	return candidate{}, false, lost
 }
 
 // preferUp moves the candidates passive health does not keep out to the front and returns
@@ -134,23 +187,24 @@ func preferUp(cs []candidate) int {
 // maxCandidates bounds the workers of one role a choice considers (on the stack).
 const maxCandidates = 64
 
-// byLoadThenRank returns the least loaded candidate, ties broken by the highest Rank (then
-// by the lower worker_id, for equal scores).
-func byLoadThenRank(cs []candidate, key uint64) candidate {
-	best := cs[0]
-	bestRank := Rank(key, best.id)
-	for _, c := range cs[1:] {
-		switch {
-		case c.load < best.load:
-		case c.load > best.load:
+// byLoadThenRank returns the index in cs (not empty) of the least loaded candidate, ties
+// broken by the highest Rank (then by the lower worker_id, for equal scores).
+func byLoadThenRank(cs []candidate, key uint64) int {
+	best := 0
+	bestRank := Rank(key, cs[0].id)
+	for i := 1; i < len(cs); i++ {
+		c := &cs[i]
+		switch b := &cs[best]; {
+		case c.load < b.load:
+		case c.load > b.load:
 			continue
 		default:
 			r := Rank(key, c.id)
-			if r < bestRank || r == bestRank && c.id > best.id {
+			if r < bestRank || r == bestRank && c.id > b.id {
 				continue
 			}
 		}
-		best, bestRank = c, Rank(key, c.id)
+		best, bestRank = i, Rank(key, c.id)
 	}
 	return best
 }

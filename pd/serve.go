@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	json "github.com/goccy/go-json"
@@ -29,6 +30,11 @@ const abortTimeout = 500 * time.Millisecond
 // gateway's own time from the start of Serve to the decode response head: that time less the
 // time spent waiting on worker calls (a batched prepare counts its call, not its queue).
 var overheadHook func(time.Duration)
+
+// pairHook, when set (by tests), runs in each request once pickPair has chosen a pair (and
+// counted the request on it), before the exchange on it begins: a test holds requests there
+// so that they all choose while none has gone further.
+var pairHook atomic.Pointer[func()]
 
 // Exhausted is what Serve returns when no pair of the target could serve the request before
 // any byte went out: the model router then tries its next target. Answer is what the client
@@ -110,6 +116,9 @@ func (t *Target) Serve(rc *pipeline.RequestCtx, peek *openai.Request) error {
 			full = atCapacity
 			break
 		}
+		if h := pairHook.Load(); h != nil {
+			(*h)()
+		}
 		if try > 0 {
 			t.m.PairRetry()
 		}
@@ -182,8 +191,11 @@ func identity(c *consumer.Consumer) Identity {
 	return Identity{Consumer: c.Name, Environment: c.Environment, Generation: c.Generation}
 }
 
-// attempt runs the exchange on pair pr. On failure it has sent both workers an abort and
-// returns the worker to leave out of the next pair with the error.
+// attempt runs the exchange on pair pr, which pickPair counted the request on: it releases
+// the prefill worker's count when the prefill ends, and the decode worker's when the exchange
+// fails or, once the pipeline adopted the decode response, when that response ends. On
+// failure it has sent both workers an abort and returns the worker to leave out of the next
+// pair with the error.
 // legs accumulates the time spent waiting on worker calls (for the overhead measure).
 func (t *Target) attempt(ctx context.Context, cancel context.CancelFunc, rc *pipeline.RequestCtx, pr pair, fwd []byte, cacheKey string, aff *affinityReq, legs *time.Duration) (int, error) {
 	id := newExecutionID()
@@ -206,12 +218,11 @@ func (t *Target) attempt(ctx context.Context, cancel context.CancelFunc, rc *pip
 		return culprit, err
 	}
 
-	// Both workers count the request in their load from now on (the prefill worker until its
-	// prefill ends, the decode worker until the response ends), so that concurrent requests
-	// chosen before the next observation spread over the workers.
+	// Both workers count the request in their load since pickPair chose them (the prefill
+	// worker until its prefill ends, the decode worker until the response ends), so that
+	// concurrent requests chosen before the next observation spread over the workers and none
+	// is sent beyond a worker's capacity.
 	pb, db := t.service.Backends[pr.p], t.service.Backends[pr.d]
-	pb.LB.Acquire()
-	db.LB.Acquire()
 	start := time.Now()
 	target, rtt, err := t.batchers[pr.d].prepare(ctx, id)
 	*legs += rtt

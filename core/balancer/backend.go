@@ -100,8 +100,18 @@ func (b *Backend) Active() int64 { return b.state().active.Load() }
 // is sent to the backend picked by Pick).
 func (b *Backend) Acquire() { b.state().active.Add(1) }
 
-// Release records the end of a request counted by Acquire (response fully
-// relayed, failed or cancelled). Every Acquire needs exactly one Release.
+// AcquireFrom records one more in-flight request on b if exactly n are in
+// flight now (as Active returned), and reports whether it did. A caller that
+// judged b by its count n (is there room left?) takes b with it, and the
+// judgement holds for the count the request joins: when another request was
+// counted or released in between, nothing is recorded and the caller judges
+// again with the new count. Every AcquireFrom that reports true needs exactly
+// one Release.
+func (b *Backend) AcquireFrom(n int64) bool { return b.state().active.CompareAndSwap(n, n+1) }
+
+// Release records the end of a request counted by Acquire or AcquireFrom
+// (response fully relayed, failed or cancelled). Every Acquire needs exactly
+// one Release.
 func (b *Backend) Release() { b.state().active.Add(-1) }
 
 // SetDown marks b as down (true: health check failing, never picked) or up

@@ -274,3 +274,21 @@ func TestPickDoesNotAllocate(t *testing.T) {
 		}
 	}
 }
+
+// AcquireFrom counts a request only on the count its caller judged: one that lost the count
+// to another request in between counts nothing.
+func TestAcquireFromCountsOnlyOnTheCountJudged(t *testing.T) {
+	var b Backend
+	if !b.AcquireFrom(0) || b.Active() != 1 {
+		t.Fatalf("AcquireFrom(0) on an idle backend: active %d", b.Active())
+	}
+	if b.AcquireFrom(0) || b.Active() != 1 {
+		t.Fatalf("AcquireFrom(0) on a backend with one in flight counted: active %d", b.Active())
+	}
+	shared := &State{}
+	x, y := &Backend{State: shared}, &Backend{State: shared}
+	x.Acquire()
+	if y.AcquireFrom(0) || !y.AcquireFrom(1) || x.Active() != 2 {
+		t.Fatalf("backends sharing a state count on one: active %d", x.Active())
+	}
+}

@@ -456,10 +456,11 @@ func (rc *RequestCtx) OnCancel(f func()) {
 // Adopt makes x, a round trip a request stage ran itself to backend b of the request's
 // service, the request's upstream exchange: the pipeline skips its own backend choice and
 // relays x's response (response stages, body stages and the relay apply as to any upstream
-// response). The stage must have completed x.RoundTrip without error and taken b with
-// b.LB.Acquire; Finish releases both. A client that leaves from now on aborts x. A stage that
-// orchestrates several upstream calls (prefill/decode serving) adopts the one whose body
-// the client gets. It reports false, with x aborted, when the client already left.
+// response). The stage must have completed x.RoundTrip without error and counted the
+// request on b (b.LB.Acquire or AcquireFrom); Finish releases both. A client that leaves
+// from now on aborts x. A stage that orchestrates several upstream calls (prefill/decode
+// serving) adopts the one whose body the client gets. It reports false, with x aborted, when
+// the client already left.
 func (rc *RequestCtx) Adopt(b *Backend, x *pool.Exchange) bool {
 	rc.x, rc.backend, rc.tried = x, b, b
 	return rc.watch(x)

@@ -85,13 +85,14 @@ func (r Reason) String() string {
 }
 
 // judge says whether server i may take a request of a target needing n at now (monotonic
-// ns), and its load: for a worker its active sequences, corrected by the gateway's requests
-// sent or finished since the observation, plus its waiting ones; for a server without an
+// ns), count being the gateway's requests in flight to it (its balancer entry's Active), and
+// its load: for a worker its active sequences, corrected by the gateway's requests sent or
+// finished since the observation, plus its waiting ones; for a server without an
 // observation, the gateway's requests in flight to it.
-func (g *Group) judge(i int, n *Needs, now int64) (Reason, int64) {
+func (g *Group) judge(i int, n *Needs, now, count int64) (Reason, int64) {
 	m := &g.members[i]
 	r := m.Worker.load()
-	inflight := max(m.LB.Active(), 0)
+	inflight := max(count, 0)
 	if r.kind != Observed {
 		if n.binds() {
 			return NoObservation, inflight
@@ -144,7 +145,29 @@ func (g *Group) Short() bool {
 
 // Judge says whether server i may take a request of a target needing n now, and its load
 // (see Exclude).
-func (g *Group) Judge(i int, n *Needs) (Reason, int64) { return g.judge(i, n, monoNow()) }
+func (g *Group) Judge(i int, n *Needs) (Reason, int64) {
+	return g.judge(i, n, monoNow(), g.members[i].LB.Active())
+}
+
+// Take judges server i for a request of a target needing n as Judge does and, when it is
+// Eligible, counts the request in flight to it (its balancer entry's count, as Acquire does)
+// in the same step: the judgement is made on the very count the request joins, so that
+// requests choosing at once cannot all take a worker's last free sequence (each would find
+// it free on a count that did not hold the others yet). It returns the reason and the load
+// judged (the request not included). The caller must Release the entry when the request
+// ends; nothing is counted unless the reason is Eligible. It does not lock or allocate: a
+// count another request changed between the judgement and the taking makes it judge again.
+func (g *Group) Take(i int, n *Needs) (Reason, int64) {
+	lb := g.members[i].LB
+	now := monoNow()
+	for {
+		count := lb.Active()
+		r, load := g.judge(i, n, now, count)
+		if r != Eligible || lb.AcquireFrom(count) {
+			return r, load
+		}
+	}
+}
 
 // LeftOut records that server i was left out of a request's choice for reason r (not
 // Eligible), found by Judge, in the exclusions metric as Exclude does, and reports whether it
@@ -175,7 +198,7 @@ func (g *Group) Exclude(c *balancer.Choice, n *Needs) (full, short bool) {
 		if c.Exclude.Has(i) {
 			continue
 		}
-		r, load := g.judge(i, n, now)
+		r, load := g.judge(i, n, now, g.members[i].LB.Active())
 		if r != Eligible {
 			c.Exclude.Add(i)
 			full = full || r == AtCapacity
@@ -204,7 +227,7 @@ func (g *Group) Exclude(c *balancer.Choice, n *Needs) (full, short bool) {
 		if i == best || c.Exclude.Has(i) {
 			continue
 		}
-		if _, load := g.judge(i, n, now); load > bestLoad {
+		if _, load := g.judge(i, n, now, g.members[i].LB.Active()); load > bestLoad {
 			c.Exclude.Add(i)
 		}
 	}
