@@ -106,6 +106,11 @@ type Backend struct {
 	Pool *pool.Pool
 	// M holds the backend's metrics that outlive a snapshot (nil: none recorded).
 	M *metrics.Backend
+	// Key identifies the server across configurations: its service, scheme and address
+	// (host:port, the default port filled in) whatever its URL's form, and which listing
+	// when the service lists it more than once (core/snapshot/servers.go). A stage that
+	// keeps state per server across reloads keeps it by Key.
+	Key string
 }
 
 // Pick chooses a backend with the service's balancing strategy under c (which backends to

@@ -15,7 +15,9 @@ import (
 type serverState struct {
 	lb      *balancer.State
 	passive *health.PassiveState
-	key     string // the server's identity (serverState): what active health checks carry over by
+	// key is the server's identity (serverState), its backends' pipeline.Backend.Key: what
+	// active health checks and circuit breakers carry over by.
+	key string
 }
 
 // serverState returns the state of the server at scheme://addr of service, the one prev has

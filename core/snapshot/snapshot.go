@@ -527,7 +527,7 @@ func (s *Snapshot) compileService(cfg *config.Config, name string, sc *config.Se
 		states = append(states, st)
 		lbb := &balancer.Backend{ID: len(svc.Backends), Name: shown, Weight: srv.Weight, State: st.lb}
 		lbs = append(lbs, lbb)
-		svc.Backends = append(svc.Backends, &pipeline.Backend{URL: shown, Host: []byte(u.Host), LB: lbb, Pool: p})
+		svc.Backends = append(svc.Backends, &pipeline.Backend{URL: shown, Host: []byte(u.Host), LB: lbb, Pool: p, Key: st.key})
 	}
 	if len(errs) > 0 {
 		return nil, errs

@@ -34,7 +34,7 @@ func TestMaxIdleConnsZeroKeepsNone(t *testing.T) {
 
 // The rate-limit and circuit-breaker middlewares are compiled once per configuration, shared
 // by the routers that list them, and a recompile takes over their state: buckets while the
-// options are unchanged, breakers by service and server URL always.
+// options are unchanged, breakers by server always.
 func TestMiddlewareStateSurvivesARecompile(t *testing.T) {
 	compile := func(rate string, prev *snapshot.Snapshot) *snapshot.Snapshot {
 		toml := fmt.Sprintf(`

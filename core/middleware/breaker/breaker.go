@@ -62,14 +62,25 @@ func probing(w uint64) bool   { return w&probeBit != 0 }
 func countOf(w uint64) int    { return int(w >> countShift & countMask) }
 func openedAt(w uint64) int64 { return int64(w >> timeShift) }
 
-// Breaker is the breaker of one backend. Its word is written only on failures and state
-// changes: requests that succeed against a closed breaker with no failure streak only read
-// it, so cores serving one backend do not contend for its cache line.
+// Breaker is the breaker of one backend. Its word is the state of the backend's server,
+// shared with the breakers of the stages before and after a reload that keep the server
+// (pipeline.Backend.Key), so that the server has one state whatever form its URL is written
+// in. The word is written only on failures and state changes: requests that succeed against
+// a closed breaker with no failure streak only read it, so cores serving one backend do not
+// contend for its cache line.
 type Breaker struct {
-	w        atomic.Uint64
+	w        *atomic.Uint64
 	service  string
 	backend  string // the backend's URL as configured
 	probeTag probe  // kept in a request that holds the probe, to tell it from a plain one
+}
+
+// newBreaker returns the breaker of the backend shown as backend of service, over the state
+// word w.
+func newBreaker(w *atomic.Uint64, service, backend string) *Breaker {
+	b := &Breaker{w: w, service: service, backend: backend}
+	b.probeTag.b = b
+	return b
 }
 
 // probe marks a request holding its breaker's probe.
@@ -195,8 +206,8 @@ func nowMs() int64 { return time.Since(epoch).Milliseconds() }
 type Stage struct {
 	name     string
 	opts     config.CircuitBreakerOptions
-	cooldown int64 // ms
-	byKey    map[string]*Breaker
+	cooldown int64               // ms
+	byKey    map[string]*Breaker // by pipeline.Backend.Key
 	breakers map[*pipeline.Backend]*Breaker
 	// slot keeps, per request, the breaker of the backend it was let through to: a
 	// *Breaker, or a *probe when it holds that breaker's probe. A field, so that two
@@ -206,9 +217,10 @@ type Stage struct {
 }
 
 // New returns the stage of circuit-breaker middleware name with options o, over the backends
-// of services (those its routers can send requests to). Breakers of backends that prev (the
-// stage of the configuration being replaced, or nil) had, by service name and URL, are kept:
-// a reload does not forget which backends are failing.
+// of services (those its routers can send requests to). The state of each backend's breaker
+// is that of the breaker prev (the stage of the configuration being replaced, or nil) had
+// for the same server (pipeline.Backend.Key), however its URL is now written: a reload does
+// not forget which servers are failing, and o applies to them from now on.
 func New(name string, o config.CircuitBreakerOptions, services []*pipeline.Service, prev *Stage) *Stage {
 	s := &Stage{
 		name:     name,
@@ -223,16 +235,18 @@ func New(name string, o config.CircuitBreakerOptions, services []*pipeline.Servi
 	}
 	for _, svc := range services {
 		for _, b := range svc.Backends {
-			key := svc.Name + "\x00" + b.URL
-			br := s.byKey[key]
-			if br == nil && prev != nil {
-				br = prev.byKey[key]
+			var br *Breaker
+			if prev != nil {
+				br = prev.byKey[b.Key]
 			}
-			if br == nil {
-				br = &Breaker{service: svc.Name, backend: b.URL}
-				br.probeTag.b = br
+			switch {
+			case br == nil:
+				br = newBreaker(new(atomic.Uint64), svc.Name, b.URL)
+			case br.backend != b.URL:
+				// The server written another way: shown as written now, in the state it is in.
+				br = newBreaker(br.w, svc.Name, b.URL)
 			}
-			s.byKey[key] = br
+			s.byKey[b.Key] = br
 			s.breakers[b] = br
 		}
 	}

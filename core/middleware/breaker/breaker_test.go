@@ -23,8 +23,7 @@ func opts(failures, successes int, cooldown time.Duration) config.CircuitBreaker
 func TestBreakerOpensHalfOpensAndCloses(t *testing.T) {
 	o := opts(3, 2, time.Second)
 	const cd = 1000
-	b := &Breaker{}
-	b.probeTag.b = b
+	b := newBreaker(new(atomic.Uint64), "up", "http://127.0.0.1:1")
 	t0 := int64(50_000)
 
 	// Consecutive failures: a success in between starts the count over.
@@ -71,8 +70,7 @@ func TestBreakerOpensHalfOpensAndCloses(t *testing.T) {
 // Concurrent picks of a half-open backend admit exactly one probe (run with -race).
 func TestOneProbeAtATime(t *testing.T) {
 	o := opts(1, 1, time.Second)
-	b := &Breaker{}
-	b.probeTag.b = b
+	b := newBreaker(new(atomic.Uint64), "up", "http://127.0.0.1:1")
 	b.record(failed, false, 0, &o)
 	var probes atomic.Int32
 	done := make(chan struct{})
@@ -251,16 +249,28 @@ func TestOutcomesCount(t *testing.T) {
 	}
 }
 
-// A reload keeps each backend's breaker, by service and URL.
+// A reload keeps each server's breaker, by the server's key: written as before, the breaker
+// itself; written another way, a breaker shown as written now over the same state.
 func TestBreakersSurviveAReload(t *testing.T) {
 	svc := mwtest.NewService(t, "up", "127.0.0.1:1", "127.0.0.1:2")
 	first := New("cb", opts(1, 1, time.Minute), []*pipeline.Service{svc}, nil)
-	first.breakers[svc.Backends[1]].record(failed, false, 0, &first.opts)
+	failing := first.breakers[svc.Backends[1]]
+	failing.record(failed, false, 0, &first.opts)
 	again := mwtest.NewService(t, "up", "127.0.0.1:2", "127.0.0.1:3") // one kept, one new
 	second := New("cb", opts(3, 1, time.Minute), []*pipeline.Service{again}, first)
+	require.Same(t, failing, second.breakers[again.Backends[0]])
 	require.Equal(t, open, second.breakers[again.Backends[0]].State())
 	require.Equal(t, closed, second.breakers[again.Backends[1]].State())
 	require.Len(t, second.Breakers(), 2)
+
+	slashed := mwtest.NewService(t, "up", "127.0.0.1:2")
+	slashed.Backends[0].URL = "http://127.0.0.1:2/" // the same server (the same Key)
+	third := New("cb", opts(3, 1, time.Minute), []*pipeline.Service{slashed}, second)
+	br := third.breakers[slashed.Backends[0]]
+	require.Equal(t, "http://127.0.0.1:2/", br.Backend(), "shown as written now")
+	require.Equal(t, open, br.State())
+	require.Equal(t, firstProbe, br.admit(time.Minute.Milliseconds(), third.cooldown), "after the cooldown, one probe")
+	require.Equal(t, refuse, failing.admit(time.Minute.Milliseconds(), second.cooldown), "the server's probe is in flight, whichever stage asks")
 }
 
 // BenchmarkStage is the breaker's cost for one request to a healthy backend: the pick and the

@@ -58,7 +58,8 @@ func On(t testing.TB, svc *pipeline.Service, stages ...any) *Harness {
 }
 
 // NewService returns a service named name over upstreams, with their connection pools closed
-// when the test ends.
+// when the test ends. A backend's Key is the service's name and its address, as a snapshot
+// would key an upstream listed once.
 func NewService(t testing.TB, name string, upstreams ...string) *pipeline.Service {
 	t.Helper()
 	var lbs []*balancer.Backend
@@ -68,7 +69,7 @@ func NewService(t testing.TB, name string, upstreams ...string) *pipeline.Servic
 		lbs = append(lbs, lb)
 		p := pool.New(pool.Options{Addr: addr})
 		t.Cleanup(p.Close)
-		svc.Backends = append(svc.Backends, &pipeline.Backend{URL: lb.Name, Host: []byte(addr), LB: lb, Pool: p})
+		svc.Backends = append(svc.Backends, &pipeline.Backend{URL: lb.Name, Host: []byte(addr), LB: lb, Pool: p, Key: name + "\x00" + lb.Name})
 	}
 	bal, err := balancer.New(balancer.RoundRobin, lbs)
 	require.NoError(t, err)
