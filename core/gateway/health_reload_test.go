@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// connCountingServer is a health endpoint that counts the connections open to it, as the
-// server sees them.
+// connCountingServer is a health endpoint (200 to every request) that counts the
+// connections open to it, as the server sees them.
 type connCountingServer struct {
 	url    string
 	open   atomic.Int64
@@ -22,7 +22,14 @@ type connCountingServer struct {
 
 func startConnCountingServer(t *testing.T) *connCountingServer {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return startConnCountingServerAt(t, "127.0.0.1:0")
+}
+
+// startConnCountingServerAt is startConnCountingServer listening on addr ("host:port"): a
+// port the gateway chose for a replica, say.
+func startConnCountingServerAt(t *testing.T, addr string) *connCountingServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
 	require.NoError(t, err)
 	s := &connCountingServer{url: "http://" + ln.Addr().String(), probed: make(chan struct{}, 4096)}
 	srv := &http.Server{

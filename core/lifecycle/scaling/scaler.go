@@ -31,6 +31,7 @@ package scaling
 
 import (
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -81,8 +82,30 @@ const (
 // started again, so that a command that fails at once does not spin.
 const restartBackoff = time.Second
 
+// maxProbeBody is how much of a readiness probe's answer is read, in bytes; the rest is
+// discarded with its connection.
+const maxProbeBody = 64 << 10
+
 // probeTimeout bounds one readiness probe.
 const probeTimeout = time.Second
+
+// newProbeClient returns the client of a scaler's readiness probes, sent every interval: a
+// transport of its own, not http.DefaultTransport, whose idle connections would outlive the
+// scaler by 90 s and are shared with the rest of the process. A connection stays idle for two
+// intervals (at least probeTimeout), long enough for the next probe of a starting replica to
+// reuse it and short enough that one to a replica no longer probed (ready, or stopped) goes
+// soon after; the scaler's Close closes those left. A reload that keeps the scaler keeps its
+// client; one that replaces it gives the new scaler new ports, where no connection of the
+// old one could be reused.
+func newProbeClient(interval time.Duration) *http.Client {
+	return &http.Client{
+		Timeout: probeTimeout,
+		Transport: &http.Transport{
+			MaxIdleConnsPerHost: 1, // a replica has one probe at a time
+			IdleConnTimeout:     max(2*interval, probeTimeout),
+		},
+	}
+}
 
 type replica struct {
 	slot    int
@@ -157,7 +180,7 @@ func New(o Options) (*Scaler, error) {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	s := &Scaler{o: o, m: metrics.ForScaling(o.Service), probe: &http.Client{Timeout: probeTimeout}, lastBusy: time.Now()}
+	s := &Scaler{o: o, m: metrics.ForScaling(o.Service), probe: newProbeClient(o.ReadyInterval), lastBusy: time.Now()}
 	if o.Kube != nil {
 		s.kube = newKubeRunner(o.Kube, s.kubeReady, o.Log)
 		return s, nil
@@ -721,6 +744,8 @@ func (s *Scaler) probeUntilReady(r *replica, gen uint64, p Process, port int) bo
 	defer tick.Stop()
 	for {
 		if resp, err := s.probe.Get(url); err == nil {
+			// Read to its end (bounded), so that the connection is kept for the next probe.
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxProbeBody))
 			_ = resp.Body.Close()
 			if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 				return true
@@ -789,9 +814,10 @@ func (s *Scaler) publish() {
 	s.m.Set(s.desired, s.starting, s.ready, s.inFlight, s.queued)
 }
 
-// Close stops every replica, waiting for their processes to end, and lets the queued requests
-// go on to the service's backends, which are all down by then: they get the gateway's
-// no_backend answer (503) instead of waiting for their deadline. Idempotent.
+// Close stops every replica, waiting for their processes to end, closes the readiness
+// probes' idle connections, and lets the queued requests go on to the service's backends,
+// which are all down by then: they get the gateway's no_backend answer (503) instead of
+// waiting for their deadline. Idempotent.
 func (s *Scaler) Close() {
 	s.mu.Lock()
 	if s.closed {
@@ -842,6 +868,7 @@ func (s *Scaler) Close() {
 		}()
 	}
 	wg.Wait()
+	s.probe.CloseIdleConnections()
 	ReleasePorts(s.ports)
 }
 
