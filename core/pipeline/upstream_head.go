@@ -28,18 +28,57 @@ var (
 // the client's Host through. The Max-Forwards of a TRACE or OPTIONS request goes one less (RFC
 // 9110 §7.6.2). Fields added by request stages come last.
 func appendUpstreamHead(dst []byte, rc *RequestCtx, b *Backend) []byte {
-	return appendHeadFor(dst, rc, rc.service, b, len(rc.Req.Body))
+	dst, _ = appendHeadFor(dst, rc, hostFor(rc.service, rc.Req.Host, b), len(rc.Req.Body))
+	return dst
 }
 
-// AppendCopyHead appends the head of a copy of rc's request for backend b of service svc
-// (traffic mirroring), with a body of bodyLen bytes: the head the request itself would get
-// there (see appendUpstreamHead), its X-Request-Id included, so that the copy's answer can be
-// compared with the original's.
-func (rc *RequestCtx) AppendCopyHead(dst []byte, svc *Service, b *Backend, bodyLen int) []byte {
-	return appendHeadFor(dst, rc, svc, b, bodyLen)
+// hostFor returns the Host value a request whose client sent clientHost gets at backend b of
+// svc: the client's when svc passes it through and there is one, else b's own.
+func hostFor(svc *Service, clientHost []byte, b *Backend) []byte {
+	if svc.PassHostHeader && len(clientHost) > 0 {
+		return clientHost
+	}
+	return b.Host
 }
 
-func appendHeadFor(dst []byte, rc *RequestCtx, svc *Service, b *Backend, bodyLen int) []byte {
+// CopyHead is the head of a copy of a request for a shadow service (traffic mirroring), built
+// by AppendCopyHead when the copy is taken and completed by AppendFor when it is sent. The
+// backend, and the shadow service it belongs to, are chosen only then: a copy may wait in a
+// queue for a while, across a reload that replaces the shadow service, and a backend chosen
+// when it was taken would count it in flight there all that time. The zero value is empty;
+// its buffer is reused by the next AppendCopyHead.
+type CopyHead struct {
+	head      []byte // with the client's Host value, if any, at [hostStart, hostEnd)
+	hostStart int
+	hostEnd   int
+}
+
+// AppendCopyHead sets h to the head of a copy of rc's request with a body of bodyLen bytes:
+// the head the request itself would get at a backend (see appendUpstreamHead), its
+// X-Request-Id included, so that the copy's answer can be compared with the original's. Only
+// its Host value waits for the backend (CopyHead.AppendFor).
+func (rc *RequestCtx) AppendCopyHead(h *CopyHead, bodyLen int) {
+	h.head, h.hostStart = appendHeadFor(h.head[:0], rc, rc.Req.Host, bodyLen)
+	h.hostEnd = h.hostStart + len(rc.Req.Host)
+}
+
+// Len returns the length of the head as AppendCopyHead built it.
+func (h *CopyHead) Len() int { return len(h.head) }
+
+// Cap returns the capacity of the head's buffer.
+func (h *CopyHead) Cap() int { return cap(h.head) }
+
+// AppendFor appends the head to dst as it goes to backend b of svc: with the client's Host
+// when svc passes it through and the client sent one, else b's own.
+func (h *CopyHead) AppendFor(dst []byte, svc *Service, b *Backend) []byte {
+	dst = append(dst, h.head[:h.hostStart]...)
+	dst = append(dst, hostFor(svc, h.head[h.hostStart:h.hostEnd], b)...)
+	return append(dst, h.head[h.hostEnd:]...)
+}
+
+// appendHeadFor appends the head of rc's request with host as its Host value and a body of
+// bodyLen bytes, and returns where the Host value starts in dst.
+func appendHeadFor(dst []byte, rc *RequestCtx, host []byte, bodyLen int) (_ []byte, hostAt int) {
 	req, rt := &rc.Req, rc.route
 	dst = append(dst, req.Method...)
 	dst = append(dst, ' ')
@@ -50,11 +89,8 @@ func appendHeadFor(dst []byte, rc *RequestCtx, svc *Service, b *Backend, bodyLen
 		dst = append(dst, req.RawQuery...)
 	}
 	dst = append(dst, " HTTP/1.1\r\nHost: "...)
-	if svc.PassHostHeader && len(req.Host) > 0 {
-		dst = append(dst, req.Host...)
-	} else {
-		dst = append(dst, b.Host...)
-	}
+	hostAt = len(dst)
+	dst = append(dst, host...)
 	dst = append(dst, "\r\n"...)
 	var seen fwdSeen
 	for i := range req.Headers {
@@ -102,5 +138,5 @@ func appendHeadFor(dst []byte, rc *RequestCtx, svc *Service, b *Backend, bodyLen
 		dst = strconv.AppendInt(dst, int64(bodyLen), 10)
 		dst = append(dst, "\r\n"...)
 	}
-	return append(dst, "\r\n"...)
+	return append(dst, "\r\n"...), hostAt
 }

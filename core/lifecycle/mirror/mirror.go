@@ -3,11 +3,12 @@
 // real traffic before any caller depends on it.
 //
 // A copy is taken on the request path only when the request is in the share (share.Sampler:
-// exact and evenly spaced), before the primary exchange starts: the shadow's backend is
-// chosen, the request head is built for it and the body copied (with its "model" replaced for
-// a shadow that runs another model), and the copy goes into a bounded queue, never waiting:
-// when the queue is full the copy is dropped and counted. A fixed number of senders take
-// copies off the queue and run them against the shadow, each bounded by a timeout. The bytes
+// exact and evenly spaced), before the primary exchange starts: the request head is built and
+// the body copied (with its "model" replaced for a shadow that runs another model), and the
+// copy goes into a bounded queue, never waiting: when the queue is full the copy is dropped
+// and counted. A fixed number of senders take copies off the queue and run them against the
+// shadow, each bounded by a timeout; the shadow's backend is chosen only then, so that a copy
+// counts in that backend's requests in flight only while it is sent. The bytes
 // of the copies held at once, queued and in flight, have a budget too: a copy that would go
 // over it is dropped before its body is copied, so memory stays bounded whatever the bodies
 // weigh (the queue bounds their number, not their size). The
@@ -57,7 +58,7 @@ type Options struct {
 // stop at Close.
 type Mirror struct {
 	o      Options
-	shadow *pipeline.Service
+	shadow *pipeline.Service // each copy's backend is chosen from it when the copy is sent
 	sample *share.Sampler
 	m      *metrics.Mirror
 
@@ -69,11 +70,11 @@ type Mirror struct {
 	stop   chan struct{}
 }
 
-// job is one copy: the shadow backend chosen for it (held until the copy is done), its
-// request head and body.
+// job is one copy: its request head and body, and the head as sent to the backend chosen for
+// it.
 type job struct {
-	b      *pipeline.Backend
-	head   []byte
+	head   pipeline.CopyHead
+	out    []byte // head completed for the backend (CopyHead.AppendFor)
 	body   []byte
 	peek   openai.Request
 	queued time.Time
@@ -86,8 +87,7 @@ var jobPool = sync.Pool{New: func() any { return new(job) }}
 const maxKeptJobBytes = 256 << 10
 
 func putJob(j *job) {
-	j.b = nil
-	if cap(j.head)+cap(j.body) > maxKeptJobBytes {
+	if j.head.Cap()+cap(j.out)+cap(j.body) > maxKeptJobBytes {
 		return
 	}
 	jobPool.Put(j)
@@ -124,16 +124,10 @@ func New(o Options, shadow *pipeline.Service) *Mirror {
 }
 
 // Offer implements pipeline.Mirror: when rc is in the share, a copy of it is queued for the
-// shadow, or dropped (and counted) when the queue is full or the shadow has no backend. It
-// never blocks.
+// shadow, or dropped (and counted) when the queue is full, the bytes held would go over the
+// budget or the mirror is closed. It never blocks.
 func (m *Mirror) Offer(rc *pipeline.RequestCtx) {
 	if !m.sample.Take() {
-		return
-	}
-	var c balancer.Choice
-	b := m.shadow.Pick(&c)
-	if b == nil {
-		m.m.Dropped(metrics.MirrorNoBackend)
 		return
 	}
 	// The budget is taken before the body is copied: a copy to be dropped costs no copying.
@@ -141,15 +135,15 @@ func (m *Mirror) Offer(rc *pipeline.RequestCtx) {
 	// are bounded by a margin rather than measured first.
 	need := int64(len(rc.Req.Body)) + copyMarginBytes + int64(len(m.o.Model))
 	if !m.take(need) {
-		b.Release()
 		m.m.Dropped(metrics.MirrorMaxBytes)
 		return
 	}
 	j := jobPool.Get().(*job)
-	j.b, j.held = b, need
+	j.held = need
 	j.body = m.copyBody(j, rc)
-	j.head = rc.AppendCopyHead(j.head[:0], m.shadow, b, len(j.body))
-	if extra := int64(len(j.body)+len(j.head)) - need; extra > 0 {
+	rc.AppendCopyHead(&j.head, len(j.body))
+	// The head is held twice once the copy is sent: as taken, and as completed for its backend.
+	if extra := int64(len(j.body)+2*j.head.Len()) - need; extra > 0 {
 		// A head over the margin (an entrypoint with a large header limit): counted as it is.
 		m.held.Add(extra)
 		j.held += extra
@@ -170,7 +164,6 @@ func (m *Mirror) Offer(rc *pipeline.RequestCtx) {
 	closed := m.closed
 	m.mu.RUnlock()
 	if !queued {
-		b.Release()
 		m.putJob(j)
 		if closed {
 			m.m.Dropped(metrics.MirrorStopped)
@@ -181,8 +174,8 @@ func (m *Mirror) Offer(rc *pipeline.RequestCtx) {
 }
 
 // copyMarginBytes is what a copy takes from the budget besides its body: its head (the
-// request's head as rebuilt for the shadow, within the entrypoint's header limit) and the
-// job itself.
+// request's head as rebuilt for the shadow, within the entrypoint's header limit, held as taken
+// and as completed for its backend) and the job itself.
 const copyMarginBytes = 64 << 10
 
 // take takes n bytes from the mirror's budget; false when they would take it over MaxBytes.
@@ -234,19 +227,26 @@ func (m *Mirror) sender() {
 // errCopyTimeout marks a copy cut by Options.Timeout in the summary.
 var errCopyTimeout = errors.New("mirror: timeout")
 
-// send runs one copy against its shadow backend and discards the answer.
+// send runs one copy against a backend of the shadow chosen now (so that the copy counts in
+// its requests in flight only while it is sent), and discards the answer. A shadow with no
+// backend left drops the copy.
 func (m *Mirror) send(j *job) {
-	defer func() {
-		j.b.Release()
-		m.putJob(j)
-	}()
+	defer m.putJob(j)
+	var c balancer.Choice
+	b := m.shadow.Pick(&c)
+	if b == nil {
+		m.m.Dropped(metrics.MirrorNoBackend)
+		return
+	}
+	defer b.Release()
 	x := pool.AcquireExchange()
 	defer pool.ReleaseExchange(x)
 	h := x.AbortHandle()
 	timer := time.AfterFunc(m.o.Timeout, h.Abort)
 	defer timer.Stop()
 	start := time.Now()
-	err := x.RoundTrip(j.b.Pool, j.head, j.body, false)
+	j.out = j.head.AppendFor(j.out[:0], m.shadow, b)
+	err := x.RoundTrip(b.Pool, j.out, j.body, false)
 	status, headAfter := 0, time.Since(start)
 	var n int64
 	if err == nil {
@@ -273,7 +273,7 @@ func (m *Mirror) send(j *job) {
 		m.m.Answered(status)
 	}
 	if m.o.Summary != nil {
-		attrs := []any{"service", m.o.Service, "shadow", m.o.Shadow, "backend", j.b.URL,
+		attrs := []any{"service", m.o.Service, "shadow", m.o.Shadow, "backend", b.URL,
 			"status", status, "queued_ms", start.Sub(j.queued).Milliseconds(),
 			"head_ms", headAfter.Milliseconds(), "total_ms", time.Since(start).Milliseconds(), "bytes", n}
 		if err != nil {
@@ -304,7 +304,6 @@ func (m *Mirror) Close() {
 		case j := <-m.jobs:
 			m.m.Dequeued()
 			m.m.Dropped(metrics.MirrorStopped)
-			j.b.Release()
 			m.putJob(j)
 		default:
 			return
