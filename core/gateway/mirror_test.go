@@ -298,17 +298,19 @@ func TestMirrorBoundsTheBytesItHolds(t *testing.T) {
 	}
 }
 
-// The budget holds across reloads: a reload makes a new mirror while the copy the old one sent
-// is still held by the shadow, and the new mirror counts that copy, so it drops the next one
-// instead of granting the budget again (each reload would add its bytes).
+// The budget holds across reloads: a reload that changes the mirror's settings (here its
+// timeout) makes a new mirror while the copy the old one sent is still held by the shadow, and
+// the new mirror counts that copy, so it drops the next one instead of granting the budget
+// again (each reload would add its bytes).
 func TestMirrorBudgetHoldsAcrossReloads(t *testing.T) {
 	sim := startSimulator(t)
 	stuck, held := startStuckShadow(t)
-	conf := func(extra string) string {
-		return budgetMirrorConfig(sim, stuck.addr(), "reloaded", "shadow-r", 4) + extra
+	conf := func(reload int) string {
+		c := budgetMirrorConfig(sim, stuck.addr(), "reloaded", "shadow-r", 4)
+		return strings.Replace(c, `timeout = "1m"`, fmt.Sprintf(`timeout = "%ds"`, 60+reload), 1)
 	}
 	path := filepath.Join(t.TempDir(), "sluice.toml")
-	g, addr, admin := startFileGateway(t, path, conf(""))
+	g, addr, admin := startFileGateway(t, path, conf(0))
 	// The metrics are the process's: a run of the test with -count counts from where the last
 	// one left them.
 	const sentSeries = `sluice_mirror_sent_total{service="reloaded",shadow="shadow-r"}`
@@ -326,7 +328,7 @@ func TestMirrorBudgetHoldsAcrossReloads(t *testing.T) {
 		t.Fatal("the stuck shadow never got the first copy")
 	}
 	for i := 1; i <= 3; i++ {
-		require.NoError(t, os.WriteFile(path, []byte(conf(fmt.Sprintf("# reload %d\n", i))), 0o644))
+		require.NoError(t, os.WriteFile(path, []byte(conf(i)), 0o644))
 		require.NoError(t, g.Reload())
 		addr = g.Addr("web")
 		send()

@@ -10,7 +10,7 @@ import (
 // rollout, scaling.
 var lifecycleFamilies = []Family{
 	{"sluice_mirror_sent_total", "counter", "Copies of requests queued for the shadow service of a mirror."},
-	{"sluice_mirror_dropped_total", "counter", "Copies of requests a mirror dropped instead of sending, by reason: queue_full (its queue was full), no_backend (the shadow had none when the copy was to be sent), stopped (the configuration was replaced), max_bytes (the copies held would have gone over max_bytes)."},
+	{"sluice_mirror_dropped_total", "counter", "Copies of requests a mirror dropped instead of sending, by reason: queue_full (its queue was full), no_backend (the shadow had none when the copy was to be sent), stopped (a reload replaced or removed the mirror while the copy was queued), max_bytes (the copies held would have gone over max_bytes)."},
 	{"sluice_mirror_responses_total", "counter", "Answers of a mirror's shadow service, read and discarded, by status class (1xx to 5xx, other) or error (no answer: connect failure, timeout, cut)."},
 	{"sluice_mirror_queue_depth", "gauge", "Copies waiting in a mirror's queue for a sender."},
 	{"sluice_revision_traffic_percent", "gauge", "Share of the service's requests the revision gets now, in percent (a rollout moves it)."},

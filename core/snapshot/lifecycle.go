@@ -16,9 +16,18 @@ import (
 // lifecycle is the runtime of the services' lifecycle keys in one snapshot: their mirrors
 // and their splits over revisions (with their rollouts).
 type lifecycle struct {
-	mirrors []*mirror.Mirror
+	mirrors map[string]*mirrorEntry // by service name
 	splits  map[string]*splitEntry  // by service name
 	scalers map[string]*scalerEntry // by service name
+}
+
+// mirrorEntry is a service's mirror and the settings it was made from: a reload whose service
+// mirrors the same way takes it over with the copies it queued and its senders, so that a
+// reload that changes nothing about the mirror loses none of its copies (it sends them to the
+// shadow service of the new configuration once that is in force).
+type mirrorEntry struct {
+	mirror *mirror.Mirror
+	conf   config.Mirror
 }
 
 // scalerEntry is a scaled service's scaler and what it was made from: a reload whose service
@@ -36,10 +45,11 @@ type splitEntry struct {
 }
 
 // compileLifecycle attaches the lifecycle runtime to the compiled services: a mirror for each
-// service with a [services.<name>.mirror]. Nothing starts here: a mirror starts its senders
-// with its first copy, so a snapshot that is compiled and discarded leaves nothing running.
-// Nor does anything here touch what prev runs: a scaler taken over keeps serving prev's
-// backends until this snapshot goes in force (startLifecycle), so that a configuration that
+// service with a [services.<name>.mirror] (prev's when it has the same settings). Nothing
+// starts here: a mirror starts its senders with its first copy, so a snapshot that is compiled
+// and discarded leaves nothing running. Nor does anything here touch what prev runs: a scaler
+// taken over keeps serving prev's backends, and a mirror taken over sending to prev's shadow
+// service, until this snapshot goes in force (startLifecycle), so that a configuration that
 // Compile refuses changes nothing.
 func (s *Snapshot) compileLifecycle(cfg *config.Config, prev *Snapshot) {
 	for _, name := range s.ServiceNames {
@@ -52,18 +62,34 @@ func (s *Snapshot) compileLifecycle(cfg *config.Config, prev *Snapshot) {
 			svc.Hooks = append(svc.Hooks, e.scaler)
 		}
 		if mc := sc.Mirror; mc != nil && s.Services[mc.Service] != nil && mc.Percentage > 0 {
-			o := mirror.Options{
-				Service: name, Shadow: mc.Service, Percentage: mc.Percentage, Model: mc.Model,
-				QueueSize: mc.QueueSize, MaxConcurrent: mc.MaxConcurrent, MaxBytes: mc.MaxBytes, Timeout: mc.Timeout,
-			}
-			if mc.LogSummary {
-				o.Summary = slog.Default()
-			}
-			m := mirror.New(o, s.Services[mc.Service])
-			svc.Mirror = m
-			s.life.mirrors = append(s.life.mirrors, m)
+			svc.Mirror = s.compileMirror(name, mc, prev).mirror
 		}
 	}
+}
+
+// compileMirror makes the mirror of service name, or takes over prev's when its settings are
+// the same. Its shadow service being rebuilt with every snapshot is no reason for a new
+// mirror: the one taken over sends to this snapshot's from startLifecycle on.
+func (s *Snapshot) compileMirror(name string, mc *config.Mirror, prev *Snapshot) *mirrorEntry {
+	if s.life.mirrors == nil {
+		s.life.mirrors = map[string]*mirrorEntry{}
+	}
+	if prev != nil {
+		if e := prev.life.mirrors[name]; e != nil && e.conf == *mc {
+			s.life.mirrors[name] = e
+			return e
+		}
+	}
+	o := mirror.Options{
+		Service: name, Shadow: mc.Service, Percentage: mc.Percentage, Model: mc.Model,
+		QueueSize: mc.QueueSize, MaxConcurrent: mc.MaxConcurrent, MaxBytes: mc.MaxBytes, Timeout: mc.Timeout,
+	}
+	if mc.LogSummary {
+		o.Summary = slog.Default()
+	}
+	e := &mirrorEntry{mirror: mirror.New(o, s.Services[mc.Service]), conf: *mc}
+	s.life.mirrors[name] = e
+	return e
 }
 
 // compileSplit makes the split of service name over its revisions, or takes over prev's when
@@ -172,7 +198,10 @@ func (s *Snapshot) prepareScalers(cfg *config.Config, prev *Snapshot) config.Err
 }
 
 // startLifecycle starts what runs once the snapshot is in force: the scalers' replicas, the
-// mirrors' series, and the splits' gauges, which replace those of the splits they replace. Each
+// mirrors' series and their sending to this snapshot's shadow services (a mirror taken over
+// sends the copies it queued before the reload there too, before the snapshot it was taken
+// from retires and closes the pools this one does not keep), and the splits' gauges, which
+// replace those of the splits they replace. Each
 // scaler is bound to this snapshot's backends, which then follow its replicas' readiness (one
 // taken over keeps the replaced snapshot's in step for the requests that snapshot still
 // holds). A scaler whose service's servers are observed polls a replica's observation through
@@ -182,8 +211,8 @@ func (s *Snapshot) startLifecycle() {
 	for _, e := range s.life.splits {
 		e.split.InForce()
 	}
-	for _, m := range s.life.mirrors {
-		m.InForce()
+	for _, e := range s.life.mirrors {
+		e.mirror.InForce(s.Services[e.conf.Service])
 	}
 	for name, e := range s.life.scalers {
 		e.scaler.Bind(s.Services[name].Backends)
@@ -204,11 +233,14 @@ func (s *Snapshot) Scaler(name string) *scaling.Scaler {
 	return nil
 }
 
-// retireLifecycle stops the lifecycle runtime of a snapshot that next replaced: its mirrors,
-// and the rollouts and scalers next did not take over (a scaler stops its replicas).
+// retireLifecycle stops the lifecycle runtime of a snapshot that next replaced: the mirrors,
+// rollouts and scalers next did not take over (a mirror drops the copies it still queues, a
+// scaler stops its replicas).
 func (s *Snapshot) retireLifecycle(next *Snapshot) {
-	for _, m := range s.life.mirrors {
-		m.Close()
+	for name, e := range s.life.mirrors {
+		if next == nil || next.life.mirrors[name] != e {
+			e.mirror.Close()
+		}
 	}
 	for name, e := range s.life.scalers {
 		if next == nil || next.life.scalers[name] != e {

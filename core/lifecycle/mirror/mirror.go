@@ -7,8 +7,10 @@
 // the body copied (with its "model" replaced for a shadow that runs another model), and the
 // copy goes into a bounded queue, never waiting: when the queue is full the copy is dropped
 // and counted. A fixed number of senders take copies off the queue and run them against the
-// shadow, each bounded by a timeout; the shadow's backend is chosen only then, so that a copy
-// counts in that backend's requests in flight only while it is sent. The bytes
+// shadow, each bounded by a timeout; the shadow's backend is chosen only then, from the shadow
+// service of the configuration in force, so that a copy counts in that backend's requests in
+// flight only while it is sent, and a reload that keeps the mirror (InForce) sends the copies
+// it queued to the shadow as the new configuration has it. The bytes
 // of the copies held at once, queued and in flight, have a budget too: a copy that would go
 // over it is dropped before its body is copied, so memory stays bounded whatever the bodies
 // weigh (the queue bounds their number, not their size). The
@@ -55,10 +57,13 @@ type Options struct {
 }
 
 // Mirror implements pipeline.Mirror for one service. Senders start with the first copy and
-// stop at Close.
+// stop at Close. A configuration that mirrors a service as the one before did takes its
+// Mirror over (InForce), queue and senders with it.
 type Mirror struct {
-	o      Options
-	shadow *pipeline.Service // each copy's backend is chosen from it when the copy is sent
+	o Options
+	// shadow is the shadow service of the configuration in force, which each copy's backend
+	// is chosen from when the copy is sent (InForce replaces it).
+	shadow atomic.Pointer[pipeline.Service]
 	sample *share.Sampler
 	m      *metrics.Mirror
 
@@ -94,9 +99,10 @@ func putJob(j *job) {
 }
 
 // budgets holds the count of bytes held by the mirrors of each service and shadow. A reload
-// makes a new Mirror while the one it replaced still has copies in flight (each bounded by its
-// timeout, not cut by the reload), so that the budget holds across reloads both count against
-// the one budget: a budget per Mirror would grant its bytes again with every reload.
+// that changes a mirror's settings makes a new Mirror while the one it replaced still has
+// copies in flight (each bounded by its timeout, not cut by the reload), so that the budget
+// holds across reloads both count against the one budget: a budget per Mirror would grant its
+// bytes again with every such reload.
 var budgets sync.Map // budgetKey -> *atomic.Int64
 
 type budgetKey struct{ service, shadow string }
@@ -111,16 +117,19 @@ func budgetOf(service, shadow string) *atomic.Int64 {
 	return v.(*atomic.Int64)
 }
 
-// New returns a mirror of the requests of o.Service to shadow. Its budget of held bytes is
-// shared with the mirrors of the same service and shadow that earlier snapshots made.
+// New returns a mirror of the requests of o.Service to shadow, the shadow service of the
+// configuration that has it. Its budget of held bytes is shared with the mirrors of the same
+// service and shadow that earlier snapshots made.
 func New(o Options, shadow *pipeline.Service) *Mirror {
-	return &Mirror{
-		o: o, shadow: shadow, held: budgetOf(o.Service, o.Shadow),
+	m := &Mirror{
+		o: o, held: budgetOf(o.Service, o.Shadow),
 		sample: share.NewSampler(o.Percentage),
 		m:      metrics.ForMirror(o.Service, o.Shadow),
 		jobs:   make(chan *job, max(o.QueueSize, 1)),
 		stop:   make(chan struct{}),
 	}
+	m.shadow.Store(shadow)
+	return m
 }
 
 // Offer implements pipeline.Mirror: when rc is in the share, a copy of it is queued for the
@@ -227,26 +236,48 @@ func (m *Mirror) sender() {
 // errCopyTimeout marks a copy cut by Options.Timeout in the summary.
 var errCopyTimeout = errors.New("mirror: timeout")
 
-// send runs one copy against a backend of the shadow chosen now (so that the copy counts in
-// its requests in flight only while it is sent), and discards the answer. A shadow with no
-// backend left drops the copy.
+// maxShadowSwaps bounds how many times one copy goes to a newer shadow service because the
+// pool of the backend it was about to be sent to closed under it (sendTo).
+const maxShadowSwaps = 3
+
+// send runs one copy against a backend of the shadow service in force, chosen now (so that the
+// copy counts in its requests in flight only while it is sent), and discards the answer. A
+// shadow with no backend left drops the copy.
 func (m *Mirror) send(j *job) {
 	defer m.putJob(j)
-	var c balancer.Choice
-	b := m.shadow.Pick(&c)
-	if b == nil {
-		m.m.Dropped(metrics.MirrorNoBackend)
-		return
+	for tries := 0; ; tries++ {
+		sh := m.shadow.Load()
+		var c balancer.Choice
+		b := sh.Pick(&c)
+		if b == nil {
+			m.m.Dropped(metrics.MirrorNoBackend)
+			return
+		}
+		again := m.sendTo(j, sh, b, tries < maxShadowSwaps)
+		b.Release()
+		if !again {
+			return
+		}
 	}
-	defer b.Release()
+}
+
+// sendTo runs one copy against backend b of shadow service sh. It reports that the copy should
+// go again, to the shadow in force now, when it could not be sent because b's pool was closed
+// and the shadow in force is no longer sh (retry allowing): the copy raced with a reload whose
+// snapshot replaced sh and, once in force, retired the pool. Nothing was sent then, so
+// sending it again sends it once.
+func (m *Mirror) sendTo(j *job, sh *pipeline.Service, b *pipeline.Backend, retry bool) (again bool) {
 	x := pool.AcquireExchange()
 	defer pool.ReleaseExchange(x)
 	h := x.AbortHandle()
 	timer := time.AfterFunc(m.o.Timeout, h.Abort)
 	defer timer.Stop()
 	start := time.Now()
-	j.out = j.head.AppendFor(j.out[:0], m.shadow, b)
+	j.out = j.head.AppendFor(j.out[:0], sh, b)
 	err := x.RoundTrip(b.Pool, j.out, j.body, false)
+	if retry && errors.Is(err, pool.ErrPoolClosed) && m.shadow.Load() != sh {
+		return true
+	}
 	status, headAfter := 0, time.Since(start)
 	var n int64
 	if err == nil {
@@ -281,11 +312,18 @@ func (m *Mirror) send(j *job) {
 		}
 		m.o.Summary.Info("mirror answer", attrs...)
 	}
+	return false
 }
 
-// InForce exposes the mirror's series, once the configuration that has it is in force (a
-// configuration compiled and refused leaves none). Idempotent.
-func (m *Mirror) InForce() { m.m.Publish() }
+// InForce makes shadow, the shadow service of a configuration going in force that has this
+// mirror (made by it, or taken over from the one before), the service each copy's backend is
+// chosen from from now on, the copies already queued included, and exposes the mirror's series
+// (a configuration compiled and refused leaves none). Compiling a configuration that takes the
+// mirror over changes nothing it does until then. Idempotent.
+func (m *Mirror) InForce(shadow *pipeline.Service) {
+	m.shadow.Store(shadow)
+	m.m.Publish()
+}
 
 // Close stops the senders (a copy in flight finishes on its own, bounded by the timeout) and
 // drops the copies still queued. Offer afterwards drops every copy. Idempotent; it does not
