@@ -35,17 +35,14 @@ func observedTarget(tb testing.TB, obs ...string) *Target {
 	g := workers.NewGroup(workers.Config{Service: "svc", Interval: time.Hour, TTL: 2 * time.Hour}, members)
 	g.Start()
 	tb.Cleanup(g.Stop)
-	deadline := time.Now().Add(5 * time.Second)
-	for i := 0; i < len(obs); {
-		if g.Member(i).Worker.View().Kind == workers.Observed {
-			i++
-			continue
+	require.Eventually(tb, func() bool {
+		for i := range obs {
+			if g.Member(i).Worker.View().Kind != workers.Observed {
+				return false
+			}
 		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("worker %d not observed within 5s", i)
-		}
-		time.Sleep(time.Millisecond) // polling for the observation, not asserting on time
-	}
+		return true
+	}, 5*time.Second, time.Millisecond, "the workers were not all observed")
 	t := NewTarget(Options{Alias: "chat", APIKey: "k", ExecutionTimeout: time.Second}, "t", svc, g, 1, "d")
 	tb.Cleanup(t.Close)
 	return t

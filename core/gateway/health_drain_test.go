@@ -72,15 +72,10 @@ func TestHealthCountsListenersThatDrain(t *testing.T) {
 
 			finishStream(t, r, next)
 			require.NoError(t, c.Close())
-			deadline := time.Now().Add(5 * time.Second)
-			for {
-				eps = healthEntries(t, admin)
-				if _, ok := eps["web"]; !ok {
-					break
-				}
-				require.True(t, time.Now().Before(deadline), "the drained entrypoint is still listed: %+v", eps)
-				time.Sleep(10 * time.Millisecond)
-			}
+			require.Eventually(t, func() bool {
+				_, listed := healthEntries(t, admin)["web"]
+				return !listed
+			}, 5*time.Second, 10*time.Millisecond, "the drained entrypoint is still listed")
 		})
 	}
 }

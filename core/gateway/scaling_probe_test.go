@@ -59,11 +59,7 @@ func serveReplica(t *testing.T, g *gateway.Gateway, base string) *connCountingSe
 // what and the number still open.
 func waitAllClosed(t *testing.T, s *connCountingServer, what string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for s.open.Load() != 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond) // polling an observable count, not asserting on time
-	}
-	require.Zero(t, s.open.Load(), what)
+	require.Eventually(t, func() bool { return s.open.Load() == 0 }, 5*time.Second, 10*time.Millisecond, what)
 }
 
 // A scaler that a reload replaces, or one whose service no longer scales, leaves no readiness

@@ -558,10 +558,7 @@ func testWSPanic(t *testing.T, ce contractEngine, relaying bool) {
 	case <-time.After(eventWait):
 		t.Error("the tunnel's upstream side was left open")
 	}
-	for deadline := time.Now().Add(eventWait); tr.Stats() != before && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond) // polling for the count, not asserting on time
-	}
-	assert.Equal(t, before, tr.Stats(), "the engine still counts the tunnel")
+	assert.Eventually(t, func() bool { return tr.Stats() == before }, eventWait, time.Millisecond, "the engine still counts the tunnel")
 	waitReleased(t, snap, &held)
 
 	ctx, cancel := context.WithTimeout(context.Background(), drainPrompt)
