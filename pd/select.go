@@ -117,20 +117,19 @@ func (t *Target) pickPair(key uint64, ex *excluded, aff *affinityReq) (pr pair, 
 // takePair chooses a pair among the eligible prefill candidates ps and decode candidates ds
 // (both not empty; reordered) and counts the request on both, as pickPair says. It reports
 // ok false, having counted nothing, when no candidate of a role could be taken, then lost
-// when one was dropped for being at capacity; or when the preferred prefill worker has the
-// decode worker's worker_id (same).
+// when one was dropped for being at capacity, and same when a prefill candidate was dropped
+// for having the decode worker's worker_id.
 func (t *Target) takePair(ps, ds []candidate, key uint64, aff *affinityReq) (pr pair, ok, lost, same bool) {
 	// The decode worker first: the prefill choice leaves out its worker_id.
-	d, taken, lost := t.take(ds, &t.decodeNeeds, key, nil, "")
+	d, taken, lost, _ := t.take(ds, &t.decodeNeeds, key, nil, "")
 	if !taken {
 		return pair{}, false, lost, false
 	}
-	p, taken, lostP := t.take(ps, &t.prefillNeeds, key, aff, d.id)
+	p, taken, lostP, same := t.take(ps, &t.prefillNeeds, key, aff, d.id)
 	if !taken {
 		// The decode worker's count is given back: this request will not use it.
 		t.workers.Member(d.i).LB.Release()
-		// One process reporting both roles cannot be both halves of a pair.
-		return pair{}, false, lost || lostP, p.id == d.id
+		return pair{}, false, lost || lostP, same
 	}
 	return pair{p.i, d.i}, true, false, false
 }
@@ -140,10 +139,11 @@ func (t *Target) takePair(ps, ds []candidate, key uint64, aff *affinityReq) (pr 
 // cached prefix within the load band) and counts the request in flight on it, judging it
 // again on the count it joins (workers.Group.Take). A candidate found ineligible then (most
 // often another request took its last free sequence) is dropped and the choice made again
-// among the rest; cs is reordered. It reports taken false when none is left, and also,
-// counting nothing, when the preferred candidate's worker_id is not ("" leaves none out; c
-// is that candidate then); and lost when a candidate was dropped for being at capacity.
-func (t *Target) take(cs []candidate, n *workers.Needs, key uint64, aff *affinityReq, not string) (c candidate, taken, lost bool) {
+// among the rest, as is one whose worker_id is not ("" leaves none out): one process
+// reporting both roles cannot be both halves of a pair. cs is reordered. It reports taken
+// false when none is left; lost when a candidate was dropped for being at capacity, and same
+// when one was dropped for its worker_id.
+func (t *Target) take(cs []candidate, n *workers.Needs, key uint64, aff *affinityReq, not string) (c candidate, taken, lost, same bool) {
 	for len(cs) > 0 {
 		up := cs[:preferUp(cs)]
 		var k int
@@ -154,17 +154,18 @@ func (t *Target) take(cs []candidate, n *workers.Needs, key uint64, aff *affinit
 		}
 		c = cs[k]
 		if not != "" && c.id == not {
-			return c, false, lost
+			same = true
+		} else {
+			r, _ := t.workers.Take(c.i, n)
+			if r == workers.Eligible {
+				return c, true, lost, same
+			}
+			lost = lost || r == workers.AtCapacity
 		}
-		r, _ := t.workers.Take(c.i, n)
-		if r == workers.Eligible {
-			return c, true, lost
-		}
-		lost = lost || r == workers.AtCapacity
 		cs[k] = cs[len(cs)-1]
 		cs = cs[:len(cs)-1]
 	}
-	return candidate{}, false, lost
+	return candidate{}, false, lost, same
 }
 
 // preferUp moves the candidates passive health does not keep out to the front and returns

@@ -66,7 +66,7 @@ func TestTakeLeavesOutAWorkerFilledSinceJudged(t *testing.T) {
 
 	// Another request takes the preferred worker's one sequence after this one judged it.
 	tg.service.Backends[first.i].LB.Acquire()
-	c, taken, lost := tg.take(decodes(), &tg.decodeNeeds, key, nil, "")
+	c, taken, lost, _ := tg.take(decodes(), &tg.decodeNeeds, key, nil, "")
 	require.True(t, taken)
 	require.True(t, lost, "a candidate was dropped for being at capacity")
 	require.Equal(t, other, c.i, "the next best is taken")
@@ -74,7 +74,7 @@ func TestTakeLeavesOutAWorkerFilledSinceJudged(t *testing.T) {
 	require.EqualValues(t, 1, active(other))
 
 	// Both full now: nothing is taken, nothing counted.
-	_, taken, lost = tg.take(decodes(), &tg.decodeNeeds, key, nil, "")
+	_, taken, lost, _ = tg.take(decodes(), &tg.decodeNeeds, key, nil, "")
 	require.False(t, taken)
 	require.True(t, lost)
 	require.EqualValues(t, 1, active(first.i))
@@ -113,4 +113,21 @@ func TestTakePairGivesBackTheDecodeWorkerWithoutAPrefillOne(t *testing.T) {
 	require.True(t, same)
 	require.Zero(t, tg.service.Backends[0].LB.Active())
 	require.Zero(t, tg.service.Backends[1].LB.Active())
+}
+
+// A preferred prefill worker of the decode worker's worker_id is passed over for the next
+// one, rather than failing the pair while another prefill worker has room.
+func TestTakePairPassesOverAPrefillWorkerOfTheDecodeWorkersID(t *testing.T) {
+	tg := observedTarget(t, workerObs("d0", RolePrefill), workerObs("d0", RoleDecode), workerObs("p1", RolePrefill))
+	key := RequestKey([]byte("a request"))
+	// The prefill worker reporting the decode worker's worker_id is the less loaded one.
+	ps := []candidate{{i: 0, id: "d0"}, {i: 2, id: "p1", load: 1}}
+	pr, ok, lost, same := tg.takePair(ps, []candidate{{i: 1, id: "d0"}}, key, nil)
+	require.True(t, ok, "the other prefill worker makes the pair")
+	require.False(t, lost)
+	require.False(t, same)
+	require.Equal(t, pair{2, 1}, pr)
+	require.Zero(t, tg.service.Backends[0].LB.Active(), "the passed-over worker is not counted")
+	require.EqualValues(t, 1, tg.service.Backends[1].LB.Active())
+	require.EqualValues(t, 1, tg.service.Backends[2].LB.Active())
 }
