@@ -21,8 +21,10 @@ import (
 	"github.com/sluice-gw/sluice/core/gateway"
 )
 
-func adminGet(t *testing.T, url string) (int, string) {
-	t.Helper()
+func adminGet(t require.TestingT, url string) (int, string) {
+	if h, ok := t.(interface{ Helper() }); ok {
+		h.Helper()
+	}
 	resp, err := http.Get(url)
 	require.NoError(t, err)
 	defer resp.Body.Close()

@@ -160,16 +160,14 @@ func (e *entrypoint) drainTimeout() time.Duration {
 }
 
 // retire drains e's transport in the background, for up to its drain_timeout (or until the
-// gateway's own drain gives up): its listener closes at once (new connections are refused,
+// gateway's own drain gives up), once setEntrypoint or removeEntrypoint put it with the
+// draining transports: its listener closes at once (new connections are refused,
 // unless a new transport took the socket over), requests, streams and WebSockets in flight
 // finish.
 func (g *Gateway) retire(e *entrypoint, why string) {
 	g.Log.Info("entrypoint draining", "entrypoint", e.name, "address", e.t.Addr(), "reason", why)
 	d := e.drainTimeout()
 	g.retiring.Add(1)
-	g.epMu.Lock()
-	g.drainingEps = append(g.drainingEps, e)
-	g.epMu.Unlock()
 	go func() {
 		defer g.retiring.Done()
 		defer g.drained(e)

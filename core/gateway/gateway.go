@@ -144,21 +144,28 @@ func (g *Gateway) Start() error {
 	return nil
 }
 
-// setEntrypoint puts e in the table of listening entrypoints (replacing one of its name).
+// setEntrypoint puts e in the table of listening entrypoints. One of its name that e
+// replaces joins the draining transports in the same step (retire drains it), so that the
+// health answer never misses its connections between the two lists.
 func (g *Gateway) setEntrypoint(e *entrypoint) {
 	g.epMu.Lock()
 	defer g.epMu.Unlock()
-	if g.eps[e.name] == nil {
+	switch old := g.eps[e.name]; {
+	case old == nil:
 		g.epNames = append(g.epNames, e.name)
 		sort.Strings(g.epNames)
+	case old != e:
+		g.drainingEps = append(g.drainingEps, old)
 	}
 	g.eps[e.name] = e
 }
 
-// removeEntrypoint takes e out of the table, unless another entrypoint took its name.
+// removeEntrypoint takes e out of the table, unless another entrypoint took its name, and
+// puts it with the draining transports in the same step, as setEntrypoint does.
 func (g *Gateway) removeEntrypoint(e *entrypoint) {
 	g.epMu.Lock()
 	defer g.epMu.Unlock()
+	g.drainingEps = append(g.drainingEps, e)
 	if g.eps[e.name] != e {
 		return
 	}

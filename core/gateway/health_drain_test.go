@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -19,8 +20,11 @@ type healthEntry struct {
 }
 
 // healthEntries reads GET /api/gateway/health at admin and returns its entrypoints by name.
-func healthEntries(t *testing.T, admin string) map[string]healthEntry {
-	t.Helper()
+// t may be an assert.CollectT, for a check that is retried.
+func healthEntries(t require.TestingT, admin string) map[string]healthEntry {
+	if h, ok := t.(interface{ Helper() }); ok {
+		h.Helper()
+	}
 	code, body := adminGet(t, "http://"+admin+"/api/gateway/health")
 	require.Equal(t, 200, code, body)
 	var h struct {
@@ -72,9 +76,9 @@ func TestHealthCountsListenersThatDrain(t *testing.T) {
 
 			finishStream(t, r, next)
 			require.NoError(t, c.Close())
-			require.Eventually(t, func() bool {
-				_, listed := healthEntries(t, admin)["web"]
-				return !listed
+			require.EventuallyWithT(t, func(c *assert.CollectT) {
+				_, listed := healthEntries(c, admin)["web"]
+				assert.False(c, listed)
 			}, 5*time.Second, 10*time.Millisecond, "the drained entrypoint is still listed")
 		})
 	}
