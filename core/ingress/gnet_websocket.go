@@ -44,6 +44,9 @@ func (gc *gconn) tunnel() {
 	e.tunnels[nc] = struct{}{}
 	e.mu.Unlock()
 	e.counters.conns.Add(1)
+	// The tunnel answers the client from here, on the duplicate: after a panic, guarded has
+	// nothing to write on gnet's connection, which is closed.
+	gc.answering = true
 	// Deferred: a panic in the tunnel (a bug in anything it runs) is recovered further up
 	// (guarded), and the tunnel must end all the same, or Drain would wait for it until its
 	// deadline and the engine would count the connection for good.
@@ -51,8 +54,8 @@ func (gc *gconn) tunnel() {
 	_ = rc.Tunnel(tunnelClient(nc), gc.leftover)
 }
 
-// endTunnel ends the tunnel on nc: it closes nc, which Tunnel closes only when it returns (not
-// when it panics), and the engine forgets the tunnel.
+// endTunnel ends the tunnel on nc: it closes nc (Tunnel closed it already, on any way out; the
+// engine's count does not rest on that) and the engine forgets the tunnel.
 func (gc *gconn) endTunnel(nc net.Conn) {
 	_ = nc.Close()
 	e := gc.e

@@ -8,10 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
+	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -481,50 +484,126 @@ func testWSBackpressure(t *testing.T, ce contractEngine) {
 	drain(up, sent)
 }
 
-// panicAfter is a tunnel's client connection whose writes after the first ok panic: a bug in
-// code the tunnel runs, on the tunnel's own goroutine.
-type panicAfter struct {
+// panicPoint is where a panickingConn panics: a bug in code a tunnel runs, on the goroutine
+// that runs it there.
+type panicPoint int
+
+const (
+	panicArming  panicPoint = iota // arming the deadline of the 101's write: no byte is out
+	panicWriting                   // in the 101's write: some of it may be out
+	panicEchoing                   // relaying to the client, on the tunnel's own goroutine
+	panicReading                   // reading the client, on the goroutine relaying it upstream
+)
+
+// panickingConn is a tunnel's client connection that panics once, at its point.
+type panickingConn struct {
 	net.Conn
-	ok     int32
-	writes atomic.Int32
+	at        panicPoint
+	deadlines atomic.Int32
+	writes    atomic.Int32
 }
 
-func (c *panicAfter) Write(p []byte) (int, error) {
-	if c.writes.Add(1) > c.ok {
+func (c *panickingConn) SetWriteDeadline(d time.Time) error {
+	if c.deadlines.Add(1) == 1 && c.at == panicArming {
+		panic("a bug in the tunnel")
+	}
+	return c.Conn.SetWriteDeadline(d)
+}
+
+func (c *panickingConn) Write(p []byte) (int, error) {
+	switch n := c.writes.Add(1); {
+	case n == 1 && c.at == panicWriting, n == 2 && c.at == panicEchoing:
 		panic("a bug in the tunnel")
 	}
 	return c.Conn.Write(p)
 }
 
-// A panic in a WebSocket tunnel costs the tunnel, not the engine: the client and the upstream
-// both see their connection end, the request gives back what it held (its completion runs,
-// the backend's count of requests in flight returns to 0), the engine no longer counts the
-// connection, and a drain has no tunnel left to wait for.
+func (c *panickingConn) Read(p []byte) (int, error) {
+	if c.at == panicReading {
+		panic("a bug in the tunnel")
+	}
+	return c.Conn.Read(p)
+}
+
+// panicLog records the stacks of the engines' "request handling panicked" lines.
+type panicLog struct {
+	mu     sync.Mutex
+	stacks []string
+}
+
+func (l *panicLog) Enabled(context.Context, slog.Level) bool { return true }
+func (l *panicLog) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *panicLog) WithGroup(string) slog.Handler            { return l }
+
+func (l *panicLog) Handle(_ context.Context, r slog.Record) error {
+	if r.Message != "request handling panicked" {
+		return nil
+	}
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "stack" {
+			l.mu.Lock()
+			l.stacks = append(l.stacks, a.Value.String())
+			l.mu.Unlock()
+		}
+		return true
+	})
+	return nil
+}
+
+func (l *panicLog) logged() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.stacks...)
+}
+
+// makeLogged is ce.make with the engine logging to h: an engine takes the default logger when
+// it is made, which is h meanwhile.
+func makeLogged(ce contractEngine, set ingress.Settings, res pipeline.Resolver, h slog.Handler) ingress.Transport {
+	prev, w, flags := slog.Default(), log.Writer(), log.Flags()
+	slog.SetDefault(slog.New(h)) // which sends package log's output to h as well
+	defer func() {
+		slog.SetDefault(prev)
+		log.SetOutput(w)
+		log.SetFlags(flags)
+	}()
+	return ce.make(set, res)
+}
+
+// A panic in a WebSocket tunnel costs the tunnel, not the engine nor the process, on either of
+// its goroutines: the engine logs it with the stack where it happened, the client and the
+// upstream both see their connection end (a client that got no byte of the 101 gets the
+// gateway's 500 first), the request gives back what it held (its completion runs, the
+// backend's count of requests in flight returns to 0), the engine no longer counts the
+// connection, a drain has no tunnel left to wait for, and other requests are served.
 func TestPanicInATunnelGivesBackItsConnection(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		ok   int32 // client writes before the panic
+		name  string
+		at    panicPoint
+		frame string // in the stack logged: where the panic happened
 	}{
-		{"writing the 101", 0},
-		{"relaying", 1},
+		{"building the 101", panicArming, "(*panickingConn).SetWriteDeadline"},
+		{"writing the 101", panicWriting, "(*panickingConn).Write"},
+		{"relaying to the client", panicEchoing, "(*panickingConn).Write"},
+		{"relaying to the upstream", panicReading, "(*panickingConn).Read"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Cleanup(ingress.SetTunnelClientHook(func(c net.Conn) net.Conn { return &panicAfter{Conn: c, ok: tc.ok} }))
+			t.Cleanup(ingress.SetTunnelClientHook(func(c net.Conn) net.Conn { return &panickingConn{Conn: c, at: tc.at} }))
 			for _, ce := range contractEngines {
-				t.Run(ce.name, func(t *testing.T) { testWSPanic(t, ce, tc.ok > 0) })
+				t.Run(ce.name, func(t *testing.T) { testWSPanic(t, ce, tc.at, tc.frame) })
 			}
 		})
 	}
 }
 
-// testWSPanic opens a tunnel whose client writes panic, after the 101 when relaying.
-func testWSPanic(t *testing.T, ce contractEngine, relaying bool) {
+// testWSPanic opens a tunnel whose client connection panics at at.
+func testWSPanic(t *testing.T, ce contractEngine, at panicPoint, frame string) {
 	u := newWSUpstream(t)
 	snap := newResolver(t, u.ln.Addr().String()).Load()
 	var held atomic.Int64
 	chain, err := pipeline.NewChain(holdStage{&held})
 	require.NoError(t, err)
-	tr := ce.make(ingress.Settings{Name: "web", Address: "127.0.0.1:0"}, withStages{snap, chain})
+	var plog panicLog
+	tr := makeLogged(ce, ingress.Settings{Name: "web", Address: "127.0.0.1:0"}, withStages{snap, chain}, &plog)
 	require.NoError(t, tr.Start())
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -537,18 +616,31 @@ func testWSPanic(t *testing.T, ce contractEngine, relaying bool) {
 	_, err = io.WriteString(c, "GET /socket HTTP/1.1\r\nHost: gw\r\n"+
 		"Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: "+wsKey+"\r\nSec-WebSocket-Version: 13\r\n\r\n")
 	require.NoError(t, err)
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(eventWait)))
 	r := bufio.NewReader(c)
-	if relaying {
+	switch at {
+	case panicArming:
+		// No byte of the 101 went out: the client learns that the gateway failed.
+		resp, err := http.ReadResponse(r, nil)
+		require.NoError(t, err, "no answer to a handshake whose tunnel failed before its 101")
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		assert.Equal(t, 500, resp.StatusCode)
+		assert.Equal(t, "application/json", resp.Header.Get("Content-Type"))
+		assert.True(t, resp.Close, "the connection closes after the 500")
+		assert.JSONEq(t, `{"error":{"message":"the gateway failed to handle the request","type":"server_error","param":null,"code":"internal_error"}}`, string(body))
+	case panicEchoing, panicReading:
 		resp, err := http.ReadResponse(r, nil)
 		require.NoError(t, err)
 		require.Equal(t, 101, resp.StatusCode)
-		// One masked text frame (RFC 6455 §5.2): writing its echo to the client panics.
-		mask := [4]byte{1, 2, 3, 4}
-		_, err = c.Write([]byte{0x81, 0x80 | 2, mask[0], mask[1], mask[2], mask[3], 'h' ^ mask[0], 'i' ^ mask[1]})
-		require.NoError(t, err)
+		if at == panicEchoing {
+			// One masked text frame (RFC 6455 §5.2): writing its echo to the client panics.
+			mask := [4]byte{1, 2, 3, 4}
+			_, err = c.Write([]byte{0x81, 0x80 | 2, mask[0], mask[1], mask[2], mask[3], 'h' ^ mask[0], 'i' ^ mask[1]})
+			require.NoError(t, err)
+		}
 	}
 
-	require.NoError(t, c.SetReadDeadline(time.Now().Add(eventWait)))
 	got, err := io.ReadAll(r)
 	assert.NoError(t, err, "the client's side of the tunnel was left open")
 	assert.Empty(t, got, "no byte after the write that panicked")
@@ -560,6 +652,22 @@ func testWSPanic(t *testing.T, ce contractEngine, relaying bool) {
 	}
 	assert.Eventually(t, func() bool { return tr.Stats() == before }, eventWait, time.Millisecond, "the engine still counts the tunnel")
 	waitReleased(t, snap, &held)
+	stacks := plog.logged()
+	if assert.Len(t, stacks, 1, "the panic is logged once") {
+		assert.Contains(t, stacks[0], frame, "the stack logged is the one where the tunnel panicked")
+	}
+
+	// The engine serves on: an ordinary request gets the upstream's answer.
+	rc := dialClient(t, tr.Addr())
+	_, err = io.WriteString(rc, "GET /refuse HTTP/1.1\r\nHost: gw\r\nConnection: close\r\n\r\n")
+	require.NoError(t, err)
+	require.NoError(t, rc.SetReadDeadline(time.Now().Add(eventWait)))
+	resp, err := http.ReadResponse(bufio.NewReader(rc), nil)
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusForbidden, resp.StatusCode)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = rc.Close()
+	assert.Eventually(t, func() bool { return tr.Stats() == before }, eventWait, time.Millisecond, "the engine still counts a connection")
 
 	ctx, cancel := context.WithTimeout(context.Background(), drainPrompt)
 	defer cancel()

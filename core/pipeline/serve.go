@@ -1238,9 +1238,11 @@ func (rc *RequestCtx) FinishAt(now time.Time) {
 	}
 }
 
-// StagePanic is what Finish panics with, once the request is finished, when a completion
-// stage or a service hook's OnServiceDone panicked: Value is what it panicked with, Stack the
-// goroutine's stack where it did (runtime/debug.Stack).
+// StagePanic is a panic recovered where it happened and raised again later or elsewhere:
+// what Finish panics with, once the request is finished, when a completion stage or a service
+// hook's OnServiceDone panicked, and what Tunnel panics with when its relay goroutine did.
+// Value is what it panicked with, Stack the goroutine's stack where it did
+// (runtime/debug.Stack).
 type StagePanic struct {
 	Value any
 	Stack []byte
@@ -1254,6 +1256,16 @@ func recovered(failed *StagePanic, v any) *StagePanic {
 		return failed
 	}
 	return &StagePanic{Value: v, Stack: debug.Stack()}
+}
+
+// stagePanicOf returns v, a recovered panic's value, as a StagePanic: v itself when it is one,
+// else one with the stack of the goroutine still panicking (call it from the deferred function
+// that recovered v).
+func stagePanicOf(v any) *StagePanic {
+	if sp, ok := v.(*StagePanic); ok {
+		return sp
+	}
+	return recovered(nil, v)
 }
 
 func serviceDone(h ServiceHook, rc *RequestCtx, failed *StagePanic) (out *StagePanic) {

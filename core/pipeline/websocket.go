@@ -217,8 +217,15 @@ func (rc *RequestCtx) appendUpgradeHead(dst []byte) []byte {
 // websocket_idle_timeout; then it closes both at once. early are client bytes the engine read
 // past the request (sent upstream first). Each direction writes what it read before it reads
 // more, so a side that does not read holds back the other (backpressure both ways, one 16 KiB
-// buffer per direction). The client connection is closed when Tunnel returns; the engine
-// calls Finish afterwards. The error is nil when a side closed normally.
+// buffer per direction). Both connections are closed when Tunnel returns or panics, and its
+// relay goroutine has ended; the engine calls Finish afterwards. The error is nil when a side
+// closed normally.
+//
+// A panic in either direction (a bug in code the tunnel runs) ends the tunnel and goes on to
+// the engine, which recovers it as any other of the request's (FinishAfterPanic): one on the
+// relay goroutine is raised again on the caller's as a *StagePanic with the stack where it
+// happened. When no write of the 101 to client had begun, client gets the gateway's 500
+// (ErrInternal) first; after one had, some of the 101 may be out and client is just closed.
 func (rc *RequestCtx) Tunnel(client net.Conn, early []byte) error {
 	up, upEarly, ok := rc.x.Upgraded()
 	if !ok {
@@ -232,10 +239,21 @@ func (rc *RequestCtx) Tunnel(client net.Conn, early []byte) error {
 	t := &tunnel{idle: idle, client: client, abort: rc.x.AbortHandle()}
 	t.touch()
 	rc.route.M.WebSocketStarted()
+	var wg sync.WaitGroup
 	defer func() {
+		v := recover()
+		if v != nil && !t.wrote.Load() {
+			t.answerInternalError()
+			rc.outcome.Status = 500
+		}
+		t.closeBoth()
+		wg.Wait() // the relay goroutine uses both connections and t until it ends
 		rc.route.M.WebSocketEnded(t.fromClient.Load())
 		rc.ended = true
 		rc.tunnelOut = t.fromUpstream.Load()
+		if v != nil {
+			panic(stagePanicOf(v))
+		}
 	}()
 	hb := GetBuf()
 	*hb = rc.appendUpgradeHead((*hb)[:0])
@@ -244,28 +262,33 @@ func (rc *RequestCtx) Tunnel(client net.Conn, early []byte) error {
 	_, err := t.write(client, *hb)
 	ReleaseBuf(hb)
 	if err != nil {
-		t.closeBoth()
 		rc.outcome.Canceled = true
 		return errClientGone
 	}
 	if len(early) > 0 {
 		if _, err := t.write(up, early); err != nil {
-			t.closeBoth()
 			return err
 		}
 		t.fromClient.Add(int64(len(early)))
 	}
-	var wg sync.WaitGroup
 	wg.Add(1)
 	var clientErr error
+	var clientPanic *StagePanic
 	go func() {
 		defer wg.Done()
+		// Nothing recovers a panic on this goroutine but this: it would end the process.
+		defer func() {
+			clientPanic = recovered(nil, recover())
+			t.closeBoth()
+		}()
 		clientErr = t.pump(up, client, &t.fromClient)
-		t.closeBoth()
 	}()
 	upErr := t.pump(client, up, &t.fromUpstream)
 	t.closeBoth()
 	wg.Wait()
+	if clientPanic != nil {
+		panic(clientPanic) // on the goroutine the engine recovers a request's panics on
+	}
 	switch {
 	case t.idleOut.Load():
 		return errTunnelIdle
@@ -292,6 +315,9 @@ type tunnel struct {
 	fromUpstream atomic.Int64
 	idleOut      atomic.Bool
 	once         sync.Once
+	// wrote: a write began on either connection. The first is the 101's to the client: until
+	// then no byte of it is out.
+	wrote atomic.Bool
 }
 
 func (t *tunnel) touch() { t.last.Store(time.Now().UnixNano()) }
@@ -305,11 +331,25 @@ func (t *tunnel) closeBoth() {
 	})
 }
 
+// answerInternalError writes the gateway's 500 to the client of a tunnel that failed before
+// any byte of its 101 went out. A panic doing so is dropped: the one that ended the tunnel goes
+// on, and the client is closed all the same.
+func (t *tunnel) answerInternalError() {
+	defer func() { _ = recover() }()
+	bp := GetBuf()
+	*bp = AppendErrorResponse((*bp)[:0], ErrInternal, 1, 1, false, false)
+	_, _ = t.write(t.client, *bp)
+	ReleaseBuf(bp)
+}
+
 // write writes p to c within the idle timeout, re-armed while the other direction moves bytes.
 func (t *tunnel) write(c net.Conn, p []byte) (int, error) {
 	done := 0
 	for done < len(p) {
 		_ = c.SetWriteDeadline(time.Now().Add(t.idle))
+		if !t.wrote.Load() {
+			t.wrote.Store(true)
+		}
 		n, err := c.Write(p[done:])
 		done += n
 		if err == nil {
