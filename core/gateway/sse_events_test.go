@@ -117,8 +117,8 @@ func TestUpstreamCutInsideAnEventEndsWithErrorEvent(t *testing.T) {
 			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
 			fmt.Fprintf(c, "%x\r\n%s\r\n", len(first), first)
 			fmt.Fprintf(c, "%x\r\n%s\r\n", len(tc.cut), tc.cut)
-			if tc, ok := c.(*net.TCPConn); ok {
-				_ = tc.SetLinger(0) // RST, not FIN
+			if tcp, ok := c.(*net.TCPConn); ok {
+				_ = tcp.SetLinger(0) // RST, not FIN
 			}
 			return false
 		})
@@ -177,8 +177,8 @@ func TestStreamCutBetweenCRAndLFEndsWithWholeErrorEvent(t *testing.T) {
 			} else {
 				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n"+tc.sent)
 			}
-			if tc, ok := c.(*net.TCPConn); ok {
-				_ = tc.SetLinger(0) // RST, not FIN: a cut, not the end of an until-close body
+			if tcp, ok := c.(*net.TCPConn); ok {
+				_ = tcp.SetLinger(0) // RST, not FIN: a cut, not the end of an until-close body
 			}
 			return false
 		})

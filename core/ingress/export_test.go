@@ -191,6 +191,6 @@ func SweepDraining(tr Transport) {
 // SetTunnelClientHook makes f wrap the client connection of every WebSocket tunnel, on both
 // engines, until restore is called. Set it before starting an engine.
 func SetTunnelClientHook(f func(net.Conn) net.Conn) (restore func()) {
-	tunnelClientHook = f
-	return func() { tunnelClientHook = nil }
+	tunnelClientHook.Store(&f)
+	return func() { tunnelClientHook.Store(nil) }
 }

@@ -3,6 +3,7 @@ package ingress
 import (
 	"net"
 	"os"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -67,13 +68,14 @@ func (gc *gconn) endTunnel(nc net.Conn) {
 }
 
 // tunnelClientHook, when set (by tests), wraps the client connection each WebSocket tunnel
-// relays through, on both engines.
-var tunnelClientHook func(net.Conn) net.Conn
+// relays through, on both engines. Atomic: a tunnel still running when a test restores it
+// reads it on its own goroutine.
+var tunnelClientHook atomic.Pointer[func(net.Conn) net.Conn]
 
 // tunnelClient is c as a tunnel gets it: wrapped by tunnelClientHook when that is set.
 func tunnelClient(c net.Conn) net.Conn {
-	if tunnelClientHook != nil {
-		return tunnelClientHook(c)
+	if f := tunnelClientHook.Load(); f != nil {
+		return (*f)(c)
 	}
 	return c
 }

@@ -64,7 +64,8 @@ func countingShadow(t *testing.T) (string, <-chan struct{}) {
 // A copy whose backend was chosen from the shadow service of a configuration that a reload
 // then replaced, and whose pool that configuration closed as it retired before the copy went
 // out, goes to the shadow service in force instead: nothing was sent, so it is sent once. A
-// copy that meets a closed pool with no newer shadow in force fails as before.
+// copy that meets a closed pool with no newer shadow in force fails: there is nowhere else to
+// send it.
 func TestACopyRacingAReloadGoesToTheNewShadow(t *testing.T) {
 	addr, got := countingShadow(t)
 	closed := pool.New(pool.Options{Addr: "127.0.0.1:1"})
