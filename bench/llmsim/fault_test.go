@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -108,6 +109,32 @@ func TestFaultResetBeforeAnyEvent(t *testing.T) {
 	evs, err := readEvents(resp.Body, nil)
 	if len(evs) != 0 || err == nil {
 		t.Fatalf("%d events, err %v; want a reset before any event", len(evs), err)
+	}
+}
+
+// A non-streamed response that reset-after cuts is never begun: the client gets the reset
+// and no status line, as from a server that dies before it answers, on every API.
+func TestFaultResetNonStreamedSendsNoResponse(t *testing.T) {
+	for _, tc := range []struct{ path, body string }{
+		{"/v1/chat/completions", chatBody("x", false, "")},
+		{"/v1/completions", `{"model":"m","prompt":"x"}`},
+		{"/v1/responses", `{"model":"m","input":"x"}`},
+		{"/v1/messages", `{"model":"m","max_tokens":64,"messages":[{"role":"user","content":"x"}]}`},
+	} {
+		for _, n := range []int{0, 2} {
+			t.Run(fmt.Sprintf("%s/reset-after=%d", tc.path, n), func(t *testing.T) {
+				_, url := startOne(t, nil)
+				req, err := http.NewRequest(http.MethodPost, url+tc.path, strings.NewReader(tc.body))
+				require.NoError(t, err)
+				req.Header.Set(FaultHeader, fmt.Sprintf("reset-after=%d", n))
+				resp, err := newClient().Do(req)
+				if err == nil {
+					b, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					require.Failf(t, "a response began", "status %d, body %q: want the connection reset before any response", resp.StatusCode, b)
+				}
+			})
+		}
 	}
 }
 

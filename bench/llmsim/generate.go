@@ -472,9 +472,13 @@ func (g *job) checkFaults(done int) bool {
 	return true
 }
 
-// reset aborts the TCP connection with an RST (SO_LINGER 0), after flushing what was sent.
+// reset aborts the TCP connection with an RST (SO_LINGER 0). A stream's events sent so far are
+// flushed first; a non-streamed response has sent nothing, and a flush would send its status
+// line and headers: it is reset unanswered, as a server that dies before it answers.
 func (g *job) reset() {
-	g.rc.Flush()
+	if g.p.stream {
+		g.rc.Flush()
+	}
 	conn, _, err := g.rc.Hijack()
 	if err != nil {
 		return
