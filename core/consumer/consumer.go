@@ -117,7 +117,10 @@ func (a *APIKey) LoopSafe() bool { return true }
 
 // OnRequest implements pipeline.RequestStage.
 func (a *APIKey) OnRequest(rc *pipeline.RequestCtx) error {
-	key, ok := a.key(rc)
+	key, ok, only := a.key(rc)
+	if !only {
+		return refuseKey(rc, errTwoKeys)
+	}
 	if !ok {
 		return unauthorized(rc, false)
 	}
@@ -129,21 +132,24 @@ func (a *APIKey) OnRequest(rc *pipeline.RequestCtx) error {
 	return nil
 }
 
-func (a *APIKey) key(rc *pipeline.RequestCtx) ([]byte, bool) {
+// key returns the request's API key and whether it sent one; only is false when the field
+// that carries it came more than once, which leaves which key counts to whoever reads it (the
+// request parser already refuses a second Authorization field).
+func (a *APIKey) key(rc *pipeline.RequestCtx) (k []byte, ok, only bool) {
 	if a.header != "" {
-		v, ok := rc.Req.HeaderValue(a.header)
-		return v, ok && len(v) > 0
+		v, ok, only := rc.Req.HeaderValueOnly(a.header)
+		return v, ok && len(v) > 0, only || !ok
 	}
 	if v, ok := rc.Req.HeaderValue("Authorization"); ok {
 		// The scheme is case-insensitive (RFC 9110 §11.1).
 		if len(v) > 7 && bytes.EqualFold(v[:7], []byte("bearer ")) {
 			k := bytes.TrimSpace(v[7:])
-			return k, len(k) > 0
+			return k, len(k) > 0, true
 		}
-		return nil, false
+		return nil, false, true
 	}
-	v, ok := rc.Req.HeaderValue("X-Api-Key")
-	return v, ok && len(v) > 0
+	v, ok, only := rc.Req.HeaderValueOnly("X-Api-Key")
+	return v, ok && len(v) > 0, only || !ok
 }
 
 // subject is the request slot holding the authenticated token subject (a string).

@@ -12,6 +12,8 @@ var (
 		"no API key: send it as Authorization: Bearer <key> or X-Api-Key: <key>")
 	errInvalidKey = NewAnswer(401, "invalid_request_error", "authentication_error", "invalid_api_key",
 		"the API key is not valid")
+	errTwoKeys = NewAnswer(401, "invalid_request_error", "authentication_error", "invalid_api_key",
+		"more than one API key field: send the key once")
 	errEndpoint = NewAnswer(403, "permission_error", "permission_error", "endpoint_not_granted",
 		"this API key may not call this endpoint")
 )
@@ -53,11 +55,16 @@ func (a *Answer) Reply(rc *pipeline.RequestCtx) *pipeline.Reply {
 }
 
 func unauthorized(rc *pipeline.RequestCtx, present bool) error {
-	rc.AddResponseHeader([]byte("WWW-Authenticate"), []byte(`Bearer realm="sluice"`))
 	if present {
-		return errInvalidKey.Reply(rc)
+		return refuseKey(rc, errInvalidKey)
 	}
-	return errMissingKey.Reply(rc)
+	return refuseKey(rc, errMissingKey)
+}
+
+// refuseKey answers rc with a, a 401, and the challenge RFC 9110 §11.6.1 asks of one.
+func refuseKey(rc *pipeline.RequestCtx, a *Answer) error {
+	rc.AddResponseHeader([]byte("WWW-Authenticate"), []byte(`Bearer realm="sluice"`))
+	return a.Reply(rc)
 }
 
 // EndpointForbidden answers rc with 403: its caller may not call this endpoint.

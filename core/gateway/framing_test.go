@@ -254,6 +254,7 @@ func TestConflictingFramingIsRefusedAndClosed(t *testing.T) {
 		"bad chunk size":     "POST / HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n",
 		"te not chunked":     "POST / HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding: gzip\r\n\r\n",
 		"space before colon": "GET / HTTP/1.1\r\nHost : gw\r\n\r\n",
+		"two authorization":  "GET / HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer a\r\nAuthorization: Bearer b\r\n\r\n",
 	}
 	for _, engine := range engines {
 		for name, raw := range cases {

@@ -223,6 +223,23 @@ func TestModelRouterAuthorisesValidatesAndRoutes(t *testing.T) {
 			require.Equal(t, "error", r.body["type"], "Anthropic's error shape on /v1/messages: %s", r.raw)
 			r = call(t, "POST", base+"/v1/messages", "", `{"model":"chat-model","max_tokens":4,"messages":[{"role":"user","content":"hi"}]}`, "X-Api-Key", teamAKey)
 			require.Equal(t, 200, r.status, "Anthropic clients send X-Api-Key: %s", r.raw)
+
+			// A key field sent twice is refused, whichever of its values is valid: a reader
+			// that takes the other one would see another caller.
+			for _, keys := range [][2]string{{teamAKey, "sk-wrong"}, {"sk-wrong", teamAKey}, {teamAKey, teamAKey}} {
+				req, err := http.NewRequest("POST", base+"/v1/messages", strings.NewReader(`{"model":"chat-model","max_tokens":4,"messages":[{"role":"user","content":"hi"}]}`))
+				require.NoError(t, err)
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Add("X-Api-Key", keys[0])
+				req.Header.Add("X-Api-Key", keys[1])
+				resp, err := http.DefaultClient.Do(req)
+				require.NoError(t, err)
+				body, err := io.ReadAll(resp.Body)
+				require.NoError(t, err)
+				_ = resp.Body.Close()
+				require.Equal(t, 401, resp.StatusCode, "two X-Api-Key fields: %s", body)
+				require.Contains(t, string(body), "more than one API key field")
+			}
 		})
 	}
 }

@@ -71,6 +71,7 @@ var (
 	errTEInHTTP10       = newErr(400, "Transfer-Encoding in an HTTP/1.0 request (RFC 9112 §6.1)")
 	errNoHost           = newErr(400, "missing Host in an HTTP/1.1 request (RFC 9112 §3.2)")
 	errDupHost          = newErr(400, "more than one Host field (RFC 9112 §3.2)")
+	errDupCredentials   = newErr(400, "more than one Authorization or Proxy-Authorization field (RFC 9110 §11.6.2, §11.7.2: one set of credentials)")
 	errBadHost          = newErr(400, "invalid Host (RFC 9110 §7.2)")
 	errBodyTooLarge     = newErr(413, "body larger than the body size limit")
 	errAmbiguousName    = newErr(400, "Content_Length or Transfer_Encoding field name (underscore variant, request smuggling)")

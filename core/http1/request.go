@@ -71,8 +71,10 @@ var slashPath = []byte("/")
 //     duplicated-with-different-values Content-Length, both Transfer-Encoding and
 //     Content-Length, a Transfer-Encoding whose final coding is not chunked or that applies
 //     chunked twice, any Transfer-Encoding in HTTP/1.0, a missing, duplicated or invalid Host
-//     in HTTP/1.1 (RFC 9112 §2.2, §3, §5, §6.1, §6.3; RFC 9110 §5.5, §8.6), and a field named
-//     Content_Length or Transfer_Encoding (servers that map '_' to '-' would frame differently);
+//     in HTTP/1.1 (RFC 9112 §2.2, §3, §5, §6.1, §6.3; RFC 9110 §5.5, §8.6), a field named
+//     Content_Length or Transfer_Encoding (servers that map '_' to '-' would frame differently),
+//     and more than one Authorization or Proxy-Authorization field (RFC 9110 §5.3, §11.6.2,
+//     §11.7.2: neither is a list, so which credentials count would depend on who reads them);
 //   - 413: Content-Length over lim.MaxBodyBytes;
 //   - 414: head over lim.MaxHeaderBytes within its request line (see HeadTooLarge);
 //   - 431: head over lim.MaxHeaderBytes in its field lines, or more than lim.MaxHeaderCount fields;
@@ -119,6 +121,8 @@ func (r *Request) ParseRequestHead(head []byte, lim *Limits) error {
 		te        teState
 		conn      connState
 		hosts     int
+		auths     int // Authorization fields
+		proxyAuth int // Proxy-Authorization fields
 		host      []byte
 		upgradeHd bool
 		expect100 bool
@@ -143,6 +147,14 @@ func (r *Request) ParseRequestHead(head []byte, lim *Limits) error {
 		case 10:
 			if equalFold(k, "connection") {
 				r.connTokens = conn.add(h.Value, r.connTokens)
+			}
+		case 13:
+			if equalFold(k, "authorization") {
+				auths++
+			}
+		case 19:
+			if equalFold(k, "proxy-authorization") {
+				proxyAuth++
 			}
 		case 14:
 			if equalFoldUnderscore(k, "content-length") && !equalFold(k, "content-length") {
@@ -188,6 +200,9 @@ func (r *Request) ParseRequestHead(head []byte, lim *Limits) error {
 			return errTECoded
 		}
 		r.Chunked = true
+	}
+	if auths > 1 || proxyAuth > 1 {
+		return errDupCredentials
 	}
 	if r.ContentLength > lim.BodyBytes() {
 		return errBodyTooLarge

@@ -1,6 +1,7 @@
 package http1
 
 import (
+	"errors"
 	"testing"
 )
 
@@ -177,5 +178,36 @@ func TestSpaceInTargetIsNamed(t *testing.T) {
 		if err != want {
 			t.Errorf("%q: got %v, want %v", line, err, want)
 		}
+	}
+}
+
+// A request carries one set of credentials: a second Authorization or Proxy-Authorization
+// field (neither is a list, RFC 9110 §11.6.2, §11.7.2) is refused, so that the gateway and an
+// upstream it forwards credentials to cannot read different ones.
+func TestTwoSetsOfCredentialsAreRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name, fields string
+		status       int
+	}{
+		{"one of each", "Authorization: Bearer a\r\nProxy-Authorization: Basic b\r\n", 0},
+		{"two Authorization", "Authorization: Bearer a\r\nAuthorization: Bearer b\r\n", 400},
+		{"two Authorization, any case", "authorization: Bearer a\r\nAUTHORIZATION: Bearer a\r\n", 400},
+		{"two Proxy-Authorization", "Proxy-Authorization: Basic a\r\nproxy-authorization: Basic b\r\n", 400},
+		{"an empty second", "Authorization: Bearer a\r\nAuthorization:\r\n", 400},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var r Request
+			err := r.ParseRequestHead([]byte("GET /v1/models HTTP/1.1\r\nHost: h\r\n"+tc.fields+"\r\n"), nil)
+			if tc.status == 0 {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			var he *Error
+			if !errors.As(err, &he) || he.Status != tc.status {
+				t.Fatalf("got %v, want a %d", err, tc.status)
+			}
+		})
 	}
 }

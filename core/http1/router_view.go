@@ -20,6 +20,23 @@ func (r *Request) HeaderValue(name string) ([]byte, bool) {
 	return headerValue(r.Headers, name)
 }
 
+// HeaderValueOnly returns the value of the first field named name (ASCII case-insensitive),
+// whether there was one, and whether it was the only one: for a field that is not a list,
+// where a second value would leave which one counts to whoever reads it.
+func (r *Request) HeaderValueOnly(name string) (v []byte, ok, only bool) {
+	steps.Add(len(r.Headers) + 1)
+	for i := range r.Headers {
+		if !equalFoldAny(r.Headers[i].Key, name) {
+			continue
+		}
+		if ok {
+			return v, true, false
+		}
+		v, ok = r.Headers[i].Value, true
+	}
+	return v, ok, ok
+}
+
 // QueryValue returns the raw (not unescaped) value of the first parameter named name in
 // RawQuery (pairs separated by '&', name and value by '='; a parameter without '=' has an empty
 // value) and whether there was one. Names compare byte for byte.
