@@ -38,7 +38,14 @@ func BenchmarkRouteToUpstreamHeadTrustedPeer(b *testing.B) {
 	})
 }
 
-func benchRouteToUpstreamHead(b *testing.B, trusted []netip.Prefix) {
+// BenchmarkRouteToUpstreamHeadTaker is BenchmarkRouteToUpstreamHead with a pick stage that
+// leaves out the backends with no room and has the backend chosen counted by its Taker,
+// judged again on the count the request joins (as a model router over observed workers).
+func BenchmarkRouteToUpstreamHeadTaker(b *testing.B) {
+	benchRouteToUpstreamHead(b, nil, &firstFree{max: 1 << 20})
+}
+
+func benchRouteToUpstreamHead(b *testing.B, trusted []netip.Prefix, stages ...any) {
 	lbs := []*balancer.Backend{{ID: 0, Name: "http://10.0.0.2:8000"}, {ID: 1, Name: "http://10.0.0.3:8000"}}
 	bal, err := balancer.New(balancer.RoundRobin, lbs)
 	if err != nil {
@@ -48,7 +55,7 @@ func benchRouteToUpstreamHead(b *testing.B, trusted []netip.Prefix) {
 	for _, lb := range lbs {
 		svc.Backends = append(svc.Backends, &Backend{URL: lb.Name, Host: []byte(lb.Name[7:]), LB: lb, Pool: pool.New(pool.Options{Addr: lb.Name[7:]})})
 	}
-	chain, err := NewChain(noopStage{}, noopStage{}, noopStage{})
+	chain, err := NewChain(append([]any{noopStage{}, noopStage{}, noopStage{}}, stages...)...)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -52,6 +52,7 @@ type RequestCtx struct {
 	choice    balancer.Choice
 	pickC     balancer.Choice // the choice of one pick when pick stages add to it
 	pickWhy   error           // why the pick stages left no backend in this pick (RefusePick)
+	pickTake  Taker           // counts the backend of this pick in place of Acquire (TakePick)
 	relay     relay.Relay
 	framing   relay.Framing
 	sse       bool

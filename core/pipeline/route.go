@@ -119,6 +119,15 @@ type Backend struct {
 // below its panic threshold): refusing every request would turn a flapping fleet into an
 // outage. It returns nil when no backend is eligible.
 func (s *Service) Pick(c *balancer.Choice) *Backend {
+	b := s.choose(c)
+	if b != nil {
+		b.LB.Acquire()
+	}
+	return b
+}
+
+// choose is Pick without counting the backend: its caller counts it.
+func (s *Service) choose(c *balancer.Choice) *Backend {
 	if c == nil {
 		c = new(balancer.Choice)
 	}
@@ -130,7 +139,6 @@ func (s *Service) Pick(c *balancer.Choice) *Backend {
 	if b == nil {
 		return nil
 	}
-	b.Acquire()
 	return s.Backends[b.ID]
 }
 

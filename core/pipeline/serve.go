@@ -118,6 +118,13 @@ func (rc *RequestCtx) responseHead() {
 // with (after the route's fallback stages had their turn) instead of ErrNoBackend.
 func (rc *RequestCtx) RefusePick(err error) { rc.pickWhy = err }
 
+// TakePick makes t count the request on the backend chosen in this pick, from a PickStage's
+// OnPick (nil, the default at each pick: the pipeline counts it; a later call replaces an
+// earlier one). When t refuses the backend, nothing is counted and the pick is made again, the
+// pick stages judging afresh: the backend another request filled meanwhile is then left out
+// by their judgement, not by the request's own choice.
+func (rc *RequestCtx) TakePick(t Taker) { rc.pickTake = t }
+
 // Reject answers a request the engine refused before routing (a framing error, a head or
 // body over its limit) with ge: the reply carries an X-Request-Id and closes the connection,
 // and the configuration's completion stages (access log) and metrics see it like any other
@@ -172,10 +179,12 @@ func (ep *Entrypoint) trusts(a netip.Addr) bool {
 }
 
 // pick chooses the next backend for the request: the route's pick stages first narrow the
-// choice (a copy of the request's own, judged afresh at every pick), then its vet stages may
-// refuse the backend chosen (which is then excluded for the request, and the choice made
-// again). It builds the upstream head in rc.upHead. When no backend is eligible it returns
-// nil and the answer of the last vet refusal (nil when none refused).
+// choice (a copy of the request's own, judged afresh at every pick), then the backend chosen
+// is counted (by the stages' Taker when one was given: a backend it refuses sends the choice
+// back to the pick stages), then its vet stages may refuse it (it is then excluded for the
+// request, and the choice made again). It builds the upstream head in rc.upHead. When no
+// backend is eligible it returns nil and the answer of the last vet refusal (nil when none
+// refused).
 func (rc *RequestCtx) pick() (*Backend, error) {
 	if rc.service == nil {
 		return nil, nil
@@ -184,18 +193,28 @@ func (rc *RequestCtx) pick() (*Backend, error) {
 	rc.choice.StrictRefusals = rc.route.RetryOverload
 	for {
 		c := &rc.choice
-		rc.pickWhy = nil
+		rc.pickWhy, rc.pickTake = nil, nil
 		if rc.route.Chain.picks() {
 			rc.pickC.CopyFrom(c)
 			rc.route.Chain.onPick(rc, &rc.pickC)
 			c = &rc.pickC
 		}
-		b := rc.service.Pick(c)
+		b := rc.service.choose(c)
+		take := rc.pickTake
+		rc.pickTake = nil // held for this pick only
 		if b == nil {
 			if refused == nil {
 				refused = rc.pickWhy
 			}
 			return nil, refused
+		}
+		switch {
+		case take == nil:
+			b.LB.Acquire()
+		case !take.Take(b.LB):
+			// Filled since the stages judged it: they judge again, on counts another
+			// request moved, so this ends as a CAS loop does.
+			continue
 		}
 		if err := rc.route.Chain.onVet(rc, b); err != nil {
 			// Each refusal excludes one more backend, so this ends. A vet stage before the

@@ -57,9 +57,26 @@ type BodyStage interface {
 // choice by adding their IDs to c.Exclude. c is a copy of the request's own choice, made
 // afresh for every pick: the backends that failed stay out of it, and the stage's judgement
 // (a worker at capacity, or more loaded than another) does not outlive the pick, so a retry
-// judges again. It runs on the request path and must not allocate or block.
+// judges again. A stage that judges the backends by the requests in flight to them (room left
+// for one more) hands the counting of the backend chosen to a Taker (RequestCtx.TakePick), so
+// that its judgement holds for the count the request joins. It runs on the request path and
+// must not allocate or block.
 type PickStage interface {
 	OnPick(rc *RequestCtx, c *balancer.Choice)
+}
+
+// Taker counts a request in flight on the backend the balancer chose for it, in place of the
+// pipeline's own count (balancer.Backend.Acquire), judging the backend again on the very count
+// the request joins (balancer.Backend.AcquireFrom). A pick stage's judgement is made before
+// the balancer chooses: requests choosing at once would otherwise all find a backend's last
+// free slot free, on a count that holds none of them yet, and all be sent to it.
+type Taker interface {
+	// Take counts one more request in flight on b and reports true; or reports false,
+	// counting nothing, when b may no longer take the request on the count it would join
+	// (another request took its last free slot since the stage judged it). It refuses only
+	// what the stage, judging again, would leave out: the pick is made again until it
+	// takes one or the stages leave none. It must not allocate, block or lock.
+	Take(b *balancer.Backend) bool
 }
 
 // FallbackStage runs when the request's service has no backend left to try (every one down,
