@@ -447,22 +447,48 @@ func (st *state) route(rc *pipeline.RequestCtx, t *Target) {
 // OnPick implements pipeline.PickStage: with prefix affinity, every server but the one it
 // chooses is left out (pickPrefix); otherwise, when the target's servers are observed, the
 // workers it must not use now and those more loaded than the least loaded one are
-// (workers.Group.Exclude).
+// (workers.Group.Exclude). When the target's servers are observed, the server chosen is
+// judged again as it is counted (pipeline.RequestCtx.TakePick, workers.Group.Take): were it
+// counted after this judgement, requests choosing at once would all find a worker's last
+// free sequence free and all be sent to it, beyond its max_active.
 func (s *Stage) OnPick(rc *pipeline.RequestCtx, c *balancer.Choice) {
 	st, _ := rc.Get(&stateSlot).(*state)
+	if st == nil || st.target == nil {
+		return
+	}
+	t := st.target
 	switch {
-	case st == nil || st.target == nil:
 	case st.pfx.on:
 		st.pickPrefix(rc, c)
-	case st.target.Workers != nil:
-		switch full, short := st.target.Workers.Exclude(c, &st.target.Needs); {
+	case t.Workers != nil:
+		switch full, short := t.Workers.Exclude(c, &t.Needs); {
 		case full:
 			rc.RefusePick(pipeline.ErrAtCapacity)
 		case short:
 			rc.RefusePick(pipeline.ErrGatewayResources)
 		}
 	}
+	if t.Workers != nil {
+		rc.TakePick((*taker)(t))
+	}
+	if h := pickHook.Load(); h != nil {
+		(*h)()
+	}
 }
+
+// taker counts a request on a server of its target when the target may still use it on the
+// count the request joins (pipeline.Taker).
+type taker Target
+
+// Take implements pipeline.Taker: the server is judged as OnPick judged it (workers.Group.Take).
+func (t *taker) Take(b *balancer.Backend) bool {
+	r, _ := t.Workers.Take(b.ID, &t.Needs)
+	return r == workers.Eligible
+}
+
+// pickHook, when set (by tests), runs in each request once OnPick has judged the servers of
+// its target, before the server is chosen and counted.
+var pickHook atomic.Pointer[func()]
 
 // OnExhausted implements pipeline.FallbackStage: the current target's servers all failed
 // before answering, so the next target takes the request.

@@ -78,3 +78,32 @@ func TestOnPickLeavesOutWorkersTheTargetMustNotUse(t *testing.T) {
 	s.OnPick(&rc, &c) // a request the stage did not route
 	require.Zero(t, c.Exclude.Len())
 }
+
+// The stage's taker counts a request on a worker only when the target may use it on the
+// count the request joins: up to the worker's max_active, and never on a worker the target
+// must not use; it does not allocate.
+func TestTakerCountsOnlyWhereTheTargetMayGo(t *testing.T) {
+	svc, g := fleet(t)
+	tbl, err := NewTable(map[string]*config.Model{
+		"m": {Name: "m", Targets: map[string]*config.Target{
+			"new": {Service: "fleet", UpstreamModel: "m", Weight: 1, DeploymentGeneration: 2},
+		}},
+	}, map[string]*pipeline.Service{"fleet": svc}, map[string]*workers.Group{"fleet": g}, nil)
+	require.NoError(t, err)
+	tk := (*taker)(tbl.Alias("m").Tiers()[0][0])
+	old, cur := svc.Backends[0].LB, svc.Backends[1].LB
+
+	require.False(t, tk.Take(old), "generation 1 is not the target's")
+	require.Zero(t, old.Active())
+	for range 4 { // max_active
+		require.True(t, tk.Take(cur))
+	}
+	require.False(t, tk.Take(cur), "at capacity")
+	require.EqualValues(t, 4, cur.Active(), "counted up to max_active, not beyond")
+	cur.Release()
+	require.Zero(t, testing.AllocsPerRun(200, func() {
+		if tk.Take(cur) {
+			cur.Release()
+		}
+	}))
+}

@@ -14,5 +14,7 @@
 // the TTL; those unhealthy, of another role, not ready, or at capacity; those lacking the
 // target's deployment generation or execution config digest (servers without an observation
 // too, when the target binds either). Among the rest it keeps the least loaded, so that the
-// service's balancer only breaks ties.
+// service's balancer only breaks ties. The server chosen is counted by Group.Take, which
+// judges it again on the very count the request joins, so that requests choosing at once
+// cannot all take a worker's last free sequence.
 package workers

@@ -293,6 +293,33 @@ func BenchmarkSelect64(b *testing.B) {
 	}
 }
 
+// BenchmarkSelectTake64 is BenchmarkSelect64 with the request counted as a model router
+// counts it: the worker picked is judged again on the count the request joins (Take), and
+// released.
+func BenchmarkSelectTake64(b *testing.B) {
+	g := benchGroup(b, 64)
+	lbs := make([]*balancer.Backend, g.Len())
+	for i := range lbs {
+		lbs[i] = g.members[i].LB
+	}
+	bal, err := balancer.New(balancer.RoundRobin, lbs)
+	require.NoError(b, err)
+	var c balancer.Choice
+	b.ReportAllocs()
+	for b.Loop() {
+		c.Reset()
+		g.Exclude(&c, &bound)
+		lb := bal.Pick(&c)
+		if lb == nil {
+			b.Fatal("no worker picked")
+		}
+		if r, _ := g.Take(lb.ID, &bound); r != Eligible {
+			b.Fatal("the worker picked was not taken")
+		}
+		lb.Release()
+	}
+}
+
 // A group polls its servers: a worker's observation (with the bearer key), a plain
 // server's 404, and failures; Stop ends the polling for good.
 func TestGroupPolls(t *testing.T) {
