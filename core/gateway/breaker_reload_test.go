@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -81,6 +82,34 @@ func TestBreakerStaysOpenAcrossAReloadThatRewritesTheServerURL(t *testing.T) {
 		require.Equal(t, 1, breakerState(t, "cb", step.url), "%s: the gauge shows the breaker open", step.name)
 		cooldown, _ := strconv.Atoi(step.cooldown)
 		require.True(t, ra > cooldown-10 && ra <= cooldown, "%s: Retry-After %d: the rest of the new %d s cooldown", step.name, ra, cooldown)
+	}
+	require.Equal(t, int32(2), up.hits.Load(), "no request reached the failing upstream after its breaker opened")
+}
+
+// A breaker is the server's whatever letter case its URL's scheme and host are written in
+// (they are case-insensitive, RFC 3986 §6.2.2.1) and however many leading zeros its port
+// has: one opened under http://localhost:PORT is still open after reloads that write the
+// server http://LocalHost:PORT and HTTP://LOCALHOST:0PORT/, and no request reaches the
+// failing upstream.
+func TestBreakerStaysOpenAcrossAReloadThatChangesTheHostsLetterCase(t *testing.T) {
+	up := serveCounting(t)
+	up.fail.Store(500)
+	_, port, err := net.SplitHostPort(up.addr())
+	require.NoError(t, err)
+	lower := "http://localhost:" + port
+	path := filepath.Join(t.TempDir(), "sluice.toml")
+	g, base := startHealthGateway(t, path, breakerConfig(2, "600", lower))
+	for range 2 {
+		require.Equal(t, 500, get(t, base+"/v1/models").StatusCode, "the upstream's own answer")
+	}
+	waitFor(t, func() bool { return breakerState(t, "cb", lower) == 1 })
+	refusedOpen(t, base, "open before the reload")
+
+	for _, u := range []string{"http://LocalHost:" + port, "HTTP://LOCALHOST:0" + port + "/", lower} {
+		require.NoError(t, os.WriteFile(path, []byte(breakerConfig(2, "600", u)), 0o644))
+		require.NoError(t, g.Reload(), u)
+		refusedOpen(t, base, u)
+		require.Equal(t, 1, breakerState(t, "cb", u), "%s: the gauge shows the breaker open", u)
 	}
 	require.Equal(t, int32(2), up.hits.Load(), "no request reached the failing upstream after its breaker opened")
 }

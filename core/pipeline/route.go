@@ -107,9 +107,10 @@ type Backend struct {
 	// M holds the backend's metrics that outlive a snapshot (nil: none recorded).
 	M *metrics.Backend
 	// Key identifies the server across configurations: its service, scheme and address
-	// (host:port, the default port filled in) whatever its URL's form, and which listing
-	// when the service lists it more than once (core/snapshot/servers.go). A stage that
-	// keeps state per server across reloads keeps it by Key.
+	// (host:port, the default port filled in, the scheme and a host name in lower case, an
+	// IP address in one form) whatever its URL's form, and which listing when the service
+	// lists it more than once (core/snapshot/servers.go). A stage that keeps state per
+	// server across reloads keeps it by Key.
 	Key string
 }
 

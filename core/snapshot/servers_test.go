@@ -113,3 +113,61 @@ func TestReplacedConfigurationEjectsNobody(t *testing.T) {
 	ns.Health.Observe(0, true)
 	require.False(t, ns.Backends[0].LB.Down(), "nor does the configuration in force eject its last server")
 }
+
+// A server is the same across a reload whichever equivalent form its URL is written in (RFC
+// 3986 §6.2.2, §6.2.3): the scheme's and the host name's letter case, the default port
+// written or not, a port's leading zeros, a trailing slash, and the text of an IP address
+// (RFC 5952; an IPv4-mapped IPv6 address is the IPv4 address connected to). It keeps its
+// requests in flight, its passive health and its identity (pipeline.Backend.Key) then. URLs
+// that may name other servers are other servers: another scheme or port, a name with a
+// trailing dot, a name and the address it resolves to.
+func TestAServersIdentityIgnoresTheFormOfItsURL(t *testing.T) {
+	for _, c := range []struct {
+		before, after string
+		same          bool
+	}{
+		{"http://llm.example:8000", "http://LLM.Example:8000", true},
+		{"http://llm.example:8000", "HTTP://llm.example:8000", true},
+		{"https://llm.example:8443", "HtTpS://LLM.EXAMPLE:8443/", true},
+		{"http://llm.example", "http://llm.example:80", true},
+		{"https://llm.example", "https://llm.example:443/", true},
+		{"http://llm.example:8000", "http://llm.example:8000/", true},
+		{"http://llm.example:80", "http://llm.example:0080", true},
+		{"http://[::1]:8000", "http://[0:0::1]:8000", true},
+		{"http://[::1]:8000", "http://[0000:0000:0000:0000:0000:0000:0000:0001]:8000", true},
+		{"http://[2001:db8::a]:8000", "http://[2001:DB8:0::A]:8000", true},
+		{"http://127.0.0.1:8000", "http://[::ffff:127.0.0.1]:8000", true},
+		{"http://[::ffff:7f00:1]:8000", "http://127.0.0.1:8000", true},
+
+		{"http://llm.example:8000", "https://llm.example:8000", false},
+		{"http://llm.example", "http://llm.example:8080", false},
+		{"http://llm.example:8000", "http://llm.example.:8000", false},
+		{"http://localhost:8000", "http://127.0.0.1:8000", false},
+		{"http://[::1]:8000", "http://[::2]:8000", false},
+	} {
+		t.Run(c.before+" then "+c.after, func(t *testing.T) {
+			prev, err := compileServers(t, fmt.Sprintf("{ url = %q }, { url = \"http://127.0.0.1:1009\" }", c.before), `{ url = "http://127.0.0.1:1003" }`, "", nil)
+			require.NoError(t, err)
+			t.Cleanup(func() { prev.Retire(nil) })
+			pb := prev.Services["s"].Backends[0]
+			pb.LB.Acquire()
+			prev.Services["s"].Health.Observe(0, true)
+
+			next, err := compileServers(t, fmt.Sprintf("{ url = %q }, { url = \"http://127.0.0.1:1009\" }", c.after), `{ url = "http://127.0.0.1:1003" }`, "", prev)
+			require.NoError(t, err)
+			t.Cleanup(func() { next.Retire(nil) })
+			nb := next.Services["s"].Backends[0]
+			require.Equal(t, c.after, nb.URL, "shown as written")
+			require.Equal(t, c.same, nb.LB.SharesState(pb.LB), "one balancer state")
+			require.Equal(t, c.same, nb.Key == pb.Key, "one identity: %q, %q", pb.Key, nb.Key)
+			want := int64(0)
+			if c.same {
+				want = 1
+			}
+			require.Equal(t, want, nb.LB.Active(), "the request in flight")
+			next.Services["s"].Health.Observe(0, true)
+			next.Services["s"].Health.Observe(0, true)
+			require.Equal(t, c.same, nb.LB.Down(), "the failure before the reload counts towards the ejection")
+		})
+	}
+}

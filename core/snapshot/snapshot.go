@@ -91,7 +91,7 @@ type Snapshot struct {
 	entrypoints map[string]*entrypointRoutes
 	pools       map[string]*pool.Pool // by poolKey, shared with the next snapshot when unchanged
 
-	// servers are the live states of the services' servers by serverKey, shared with the
+	// servers are the live states of the services' servers by identity, shared with the
 	// next snapshot for each server it keeps (servers.go).
 	servers map[string]*serverState
 
@@ -491,14 +491,11 @@ func (s *Snapshot) compileService(cfg *config.Config, name string, sc *config.Se
 			errs = append(errs, cfg.Errorf(ref.path, "%s: want http://host[:port] or https://host[:port], got %q", dottedPath(ref.path), shown))
 			continue
 		}
-		addr := u.Host
-		if u.Port() == "" {
-			port := "80"
-			if u.Scheme == "https" {
-				port = "443"
-			}
-			addr = net.JoinHostPort(u.Hostname(), port)
-		}
+		// The server's address in its one form: its identity, and what its connections go to
+		// and its certificate is verified for (names compared without regard to case, RFC
+		// 6125 §6.4.1), so that a reload that writes it another way keeps its pool.
+		scheme, host, port := serverAddr(u)
+		addr := net.JoinHostPort(host, port)
 		opts := pool.Options{
 			Addr:                  addr,
 			DialTimeout:           lb.DialTimeout,
@@ -507,9 +504,9 @@ func (s *Snapshot) compileService(cfg *config.Config, name string, sc *config.Se
 			StreamIdleTimeout:     lb.StreamIdleTimeout,
 			MaxIdleConns:          poolIdleConns(lb.MaxIdleConns),
 		}
-		key := poolKey(u.Scheme, opts)
-		if u.Scheme == "https" {
-			opts.TLS = &tls.Config{ServerName: u.Hostname(), MinVersion: tls.VersionTLS12, RootCAs: roots}
+		key := poolKey(scheme, opts)
+		if scheme == "https" {
+			opts.TLS = &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12, RootCAs: roots}
 			if lb.TLS != nil && lb.TLS.ServerName != "" {
 				opts.TLS.ServerName = lb.TLS.ServerName
 			}
@@ -523,7 +520,7 @@ func (s *Snapshot) compileService(cfg *config.Config, name string, sc *config.Se
 			p = pool.New(opts)
 		}
 		s.pools[key] = p
-		st := s.serverState(name, u.Scheme, addr, prev)
+		st := s.serverState(name, scheme+"://"+addr, prev)
 		states = append(states, st)
 		lbb := &balancer.Backend{ID: len(svc.Backends), Name: shown, Weight: srv.Weight, State: st.lb}
 		lbs = append(lbs, lbb)
