@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -410,6 +412,67 @@ func TestWorkerObservationsSurviveReload(t *testing.T) {
 	require.Equal(t, "w-reload", rows[0].Observation.WorkerID)
 	require.Equal(t, "", rows[0].verdict("bound"), "and counts until its TTL")
 	require.NotSame(t, old, g.Snapshot().Workers["fleet"])
+}
+
+// A worker's observation is the server's, not its URL's: a reload that writes the server's URL
+// another way (a trailing slash, the host in another letter case) keeps the observation in
+// hand, so that the request right after the reload is served on the observed worker, before
+// any poll answers, and no server is left out for want of an observation.
+func TestWorkerObservationSurvivesAReloadThatRewritesTheServerURL(t *testing.T) {
+	cfg := llmsim.DefaultConfig()
+	cfg.Defaults.Listen, cfg.Defaults.WorkerID, cfg.Defaults.Generation, cfg.Defaults.Digest = "127.0.0.1:0", "w-rewrite", 2, "sha256:good"
+	sim, err := llmsim.Start(cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sim.Close() })
+	// The worker behind a front that stops answering its observations on demand and serves
+	// its requests all along: after the reload only the observation in hand can count.
+	var paused atomic.Bool
+	proxy := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "http", Host: sim.Addrs()[0]})
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/power/v1/observation" && paused.Load() {
+			http.Error(w, "observations paused", http.StatusServiceUnavailable)
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	_, port, err := net.SplitHostPort(front.Listener.Addr().String())
+	require.NoError(t, err)
+
+	path := filepath.Join(t.TempDir(), "sluice.toml")
+	write := func(u string) {
+		toml := workerGatewayTOML("gnet", []string{u}, "")
+		toml = strings.Replace(toml, `observation_ttl = "3s"`, `observation_ttl = "1m"`, 1)
+		require.NoError(t, os.WriteFile(path, []byte(toml), 0o644))
+	}
+	write("http://localhost:" + port)
+	c, err := config.Load(path)
+	require.NoError(t, err)
+	g, err := gateway.New(c, path, nil)
+	require.NoError(t, err)
+	require.NoError(t, g.Start())
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = g.Drain(ctx)
+	})
+	base, admin := "http://"+g.Addr("web"), "http://"+g.AdminAddr()
+	waitWorkers(t, admin, func(rows []workerRow) bool { return rows[0].Kind == "worker" })
+	paused.Store(true)
+	waitWorkers(t, admin, func(rows []workerRow) bool { return rows[0].LastError != nil })
+
+	for _, u := range []string{"http://localhost:" + port + "/", "http://LocalHost:" + port} {
+		excluded, served := exclusionCounts(t)["no_observation"], simRequests(t, sim, 0)
+		write(u)
+		require.NoError(t, g.Reload(), u)
+		r := call(t, "POST", base+"/v1/chat/completions", "", fmt.Sprintf(chatBody, "bound"))
+		require.Equal(t, 200, r.status, "%s: %s", u, r.raw)
+		require.Equal(t, served+1, simRequests(t, sim, 0), "%s: served on the observed worker", u)
+		require.Equal(t, excluded, exclusionCounts(t)["no_observation"], "%s: left out for want of an observation", u)
+		rows := adminWorkers(t, admin)
+		require.Equal(t, "worker", rows[0].Kind, u)
+		require.Equal(t, "w-rewrite", rows[0].Observation.WorkerID, u)
+	}
 }
 
 // exclusionCounts reads sluice_worker_exclusions_total of the fleet service by reason.

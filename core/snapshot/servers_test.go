@@ -171,3 +171,47 @@ func TestAServersIdentityIgnoresTheFormOfItsURL(t *testing.T) {
 		})
 	}
 }
+
+// compileWorkerServers compiles a configuration whose model m uses service s, whose servers
+// (the given servers lines) are observed.
+func compileWorkerServers(t *testing.T, servers string, prev *snapshot.Snapshot) *snapshot.Snapshot {
+	t.Helper()
+	toml := fmt.Sprintf(`
+[entrypoints.web]
+address = "127.0.0.1:0"
+[routers.r]
+rule = "PathPrefix(`+"`/`"+`)"
+models = true
+[services.s.load_balancer]
+servers = [%s]
+[services.s.workers]
+observe_interval = "1h"
+observation_ttl = "2h"
+[models.m.targets.t]
+service = "s"
+`, servers)
+	cfg, err := config.LoadBytes("t.toml", []byte(toml))
+	require.NoError(t, err)
+	s, err := snapshot.Compile(cfg, prev, 1)
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Retire(nil) })
+	return s
+}
+
+// A server's worker observation (and what the poller knows of it) follows the server's
+// identity, as its balancer state does: a reload that writes its URL another way, or lists it
+// twice in other forms, keeps each listing's observation; a server the reload adds starts
+// without one.
+func TestWorkerObservationsFollowTheServersIdentity(t *testing.T) {
+	prev := compileWorkerServers(t, `{ url = "http://llm.example:8000" }, { url = "http://[::1]:8001" }, { url = "http://llm.example:8000" }`, nil)
+	next := compileWorkerServers(t, `{ url = "HTTP://LLM.Example:8000/" }, { url = "http://[0:0::1]:08001" }, { url = "http://llm.example:8000/" }, { url = "http://llm.example:8002" }`, prev)
+	pg, ng := prev.Workers["s"], next.Workers["s"]
+	require.Equal(t, 4, ng.Len())
+	for i := range pg.Len() {
+		require.Same(t, pg.Member(i).Worker, ng.Member(i).Worker, "server %d keeps its observation", i)
+	}
+	require.NotSame(t, pg.Member(0).Worker, ng.Member(2).Worker, "the second listing has its own")
+	for i := range pg.Len() {
+		require.NotSame(t, pg.Member(i).Worker, ng.Member(3).Worker, "the server added starts afresh")
+	}
+}

@@ -15,7 +15,6 @@ import (
 	"os"
 	"slices"
 	"sort"
-	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -56,8 +55,9 @@ type Snapshot struct {
 	// (absent for a service with workers.observe = false). They poll from Live.Activate
 	// until Retire.
 	Workers map[string]*workers.Group
-	// workerStates are the observed states of those servers, by service and URL, taken over
-	// by the next snapshot so that a reload keeps the last observations.
+	// workerStates are the observed states of those servers, by server identity
+	// (pipeline.Backend.Key), taken over by the next snapshot so that a reload keeps the last
+	// observations.
 	workerStates map[string]*workers.Worker
 	startWorkers sync.Once
 
@@ -308,27 +308,22 @@ func (s *Snapshot) compileWorkers(cfg *config.Config, prev *Snapshot) {
 		}
 		_, servers := s.serviceServers(name, sc)
 		members := make([]workers.Member, len(svc.Backends))
-		keys := make([]string, len(svc.Backends))
-		seen := map[string]bool{}
 		for i, b := range svc.Backends {
-			// Backends are the servers in order (compileService), so i indexes both.
-			u := servers[i].srv.URL
-			keys[i] = name + "\x00" + u
-			if seen[keys[i]] { // the same server listed twice: each keeps its own state
-				keys[i] += "\x00" + strconv.Itoa(i)
-			}
-			seen[keys[i]] = true
+			// Backends are the servers in order (compileService), so i indexes both. A
+			// server's observation is the server's, as its balancer state is: kept by its
+			// identity (b.Key, a listing of its own when it is listed twice), however its URL
+			// is now written.
 			var w *workers.Worker
 			if prev != nil {
-				w = prev.workerStates[keys[i]]
+				w = prev.workerStates[b.Key]
 			}
-			members[i] = workers.Member{URL: u, Name: b.URL, LB: b.LB, Worker: w}
+			members[i] = workers.Member{URL: servers[i].srv.URL, Name: b.URL, LB: b.LB, Worker: w}
 		}
 		g := workers.NewGroup(workers.Config{
 			Service: name, Interval: sc.Workers.ObserveInterval, TTL: sc.Workers.ObservationTTL, APIKey: sc.Workers.APIKey,
 		}, members)
-		for i, k := range keys {
-			s.workerStates[k] = g.Member(i).Worker
+		for i, b := range svc.Backends {
+			s.workerStates[b.Key] = g.Member(i).Worker
 		}
 		s.Workers[name] = g
 	}
