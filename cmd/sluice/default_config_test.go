@@ -42,7 +42,8 @@ func TestServeOnTheEmbeddedDefaultNamesItWhenItsAddressIsTaken(t *testing.T) {
 	require.Equal(t, 1, exit.ExitCode(), p.Output())
 	at := def.Pos("entrypoints", "web", "address")
 	require.Contains(t, p.Output(), fmt.Sprintf("embedded configs/default.toml:%d:%d: entrypoints.web.address: ", at.Line, at.Col))
-	require.Contains(t, p.Output(), "address already in use")
+	require.Contains(t, p.Output(), "address already in use (another process listens there: stop it, or set another address)")
+	require.Contains(t, p.Output(), "sluice serve --config FILE", "how to listen elsewhere")
 	// The log's lines come out in the order they happened, before the error that ends it.
 	starting := strings.Index(p.Output(), `msg="sluice starting"`)
 	require.GreaterOrEqual(t, starting, 0, p.Output())

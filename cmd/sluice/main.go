@@ -66,6 +66,11 @@ flags:
   -h, --help      print this help
 `
 
+// embeddedInUse tells a user of the embedded default whose address is taken how to listen
+// elsewhere.
+const embeddedInUse = `sluice: to listen on other addresses, copy configs/default.toml, change its addresses and
+run 'sluice serve --config FILE' (or 'make run CONFIG=FILE' in the repository)`
+
 const versionUsage = `usage: sluice version
 
 Print the version sluice was built as.
@@ -287,6 +292,10 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	if err := g.Start(); err != nil {
 		flush() // the lines logged so far come before the error, as they happened
 		fmt.Fprintln(stderr, err)
+		if *path == "" && strings.Contains(err.Error(), syscall.EADDRINUSE.Error()) {
+			// The embedded default cannot be edited where it is.
+			fmt.Fprintln(stderr, embeddedInUse)
+		}
 		return 1
 	}
 	for sig := range sigs {

@@ -2,10 +2,12 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"net"
 	"reflect"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/sluice-gw/sluice/core/config"
@@ -147,7 +149,16 @@ func listenError(cfg *config.Config, name string, err error) error {
 	if strings.HasPrefix(msg, "tls: ") {
 		key[2], msg = "tls", strings.TrimPrefix(msg, "tls: ")
 	}
-	return cfg.Errorf(key, "%s: %s", strings.Join(key, "."), cfg.MaskEnv(msg, key...))
+	return cfg.Errorf(key, "%s: %s%s", strings.Join(key, "."), cfg.MaskEnv(msg, key...), inUseHint(err))
+}
+
+// inUseHint is what a listen error adds when another socket holds the address: the two ways
+// out, since the error alone does not say that the address, not the gateway, is the problem.
+func inUseHint(err error) string {
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return " (another process listens there: stop it, or set another address)"
+	}
+	return ""
 }
 
 // drainTimeout is how long e's requests in flight get to finish when it drains: its

@@ -136,7 +136,7 @@ func (g *Gateway) Start() error {
 		a, err := startAdmin(g, cfg.Admin)
 		if err != nil {
 			g.stopAll()
-			return cfg.Errorf([]string{"admin", "address"}, "admin.address: %s", cfg.MaskEnv(strings.TrimPrefix(err.Error(), "sluice: admin listener: "), "admin", "address"))
+			return cfg.Errorf([]string{"admin", "address"}, "admin.address: %s%s", cfg.MaskEnv(strings.TrimPrefix(err.Error(), "sluice: admin listener: "), "admin", "address"), inUseHint(err))
 		}
 		g.admin = a
 		g.Log.Info("admin listening", "address", a.addr)
