@@ -472,7 +472,7 @@ func Compare(ctx context.Context, o CompareOptions) (*report.Comparison, error) 
 	for _, peer := range o.Peers {
 		bin, err := FindBinary(peer)
 		if err != nil {
-			note("%s not found in PATH: install with `%s`; continuing without it", peer, InstallHint)
+			note("%s not found in PATH or %s: install with `%s`; continuing without it", peer, strings.Join(sbinDirs, ", "), InstallHint)
 			continue
 		}
 		listen, err := freeAddr()
