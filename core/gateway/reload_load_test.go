@@ -292,6 +292,16 @@ func (s *reloadSignal) done() {
 // reload holds until it is done: a drain never begins while the connection waits between two
 // requests. It would close the connection then, and the request sent an instant later would be
 // lost: the race of every drain, which only a client that sends requests again can ride out.
+//
+// The next request goes on the connection kept alive also when a reload removed the entrypoint
+// while the stream was in flight: the connection is open and was promised keep-alive, and the
+// drain serves that request (with Connection: close, routed by the entrypoint's last
+// configuration). Only a new connection needs the entrypoint. A client that waited for the
+// entrypoint to return before it sent would leave the connection idle for as long as that took,
+// under load longer than the second a drain spares a connection whose response ended under
+// such a head; the drain then closes it as the idle connection it is, which a server may do at
+// any time (RFC 9112 §9.6), and the POST sent on it after the close is lost: a client does not
+// send a non-idempotent request again (RFC 9112 §9.3.1).
 type heldClient struct {
 	h    *heldUpstream
 	addr func() string // the entrypoint's address; "" while it is absent
@@ -322,11 +332,19 @@ func (hc *heldClient) run(tl *tally, fails *failures, mayRefuse bool, stop <-cha
 			return
 		default:
 		}
-		addr := hc.addr()
-		if addr == "" {
-			gate.RUnlock()
-			time.Sleep(time.Millisecond) // the entrypoint is absent: look again
-			continue
+		var addr string
+		if hc.c == nil {
+			if addr = hc.addr(); addr == "" {
+				// The entrypoint is absent: it returns with a reload. The signal is taken
+				// before the read lock goes, so that no reload done after the look is missed.
+				back := reloaded.next()
+				gate.RUnlock()
+				select {
+				case <-back:
+				case <-stop:
+				}
+				continue
+			}
 		}
 		tl.begun.Add(1)
 		sent, err := hc.start(addr)
@@ -351,8 +369,8 @@ func (hc *heldClient) run(tl *tally, fails *failures, mayRefuse bool, stop <-cha
 	}
 }
 
-// start sends a request for a held stream, on a new connection if there is none, and reads its
-// head and first event; sent reports whether a connection was there to send it on.
+// start sends a request for a held stream, on a new connection to addr if there is none, and
+// reads its head and first event; sent reports whether a connection was there to send it on.
 func (hc *heldClient) start(addr string) (sent bool, err error) {
 	reused := hc.c != nil
 	if !reused {
