@@ -126,6 +126,11 @@ type InstanceConfig struct {
 	// EmbeddingDims is the length of the vectors /v1/embeddings returns when the request has
 	// no "dimensions".
 	EmbeddingDims int `toml:"embedding_dims"`
+	// MaxModelLen is the context window in tokens (vLLM's --max-model-len), 0 for none. A
+	// generation request whose prompt leaves no room for one output token, or whose prompt
+	// plus requested output cap exceeds it, is refused at once with a 400
+	// context_length_exceeded; so is an embeddings input longer than it.
+	MaxModelLen int `toml:"max_model_len"`
 }
 
 // Config is a fleet: either explicit Instance entries, or Instances copies of Defaults on
@@ -168,6 +173,7 @@ const (
 	defaultPrepareTTL       = 30 * time.Second
 	defaultCrashDowntime    = 2 * time.Second
 	defaultEmbeddingDims    = 64
+	defaultMaxModelLen      = 131072
 	maxRequestBodyBytes     = 32 << 20
 	defaultQueueFullStatus  = 429
 	defaultHost             = "127.0.0.1"
@@ -181,7 +187,8 @@ const MaxOutputTokens = 1 << 20
 // DefaultInstance returns the built-in instance defaults: listen 127.0.0.1:8000, role
 // aggregated, TTFT 200ms + 100µs per uncached token, ITL 30ms + 100µs per other running
 // sequence, 64 output tokens, 256 running, 1,024 waiting (429 beyond), 16-token blocks ×
-// 8,192, KV transfer 5ms + 10µs per token, prepare TTL 30s.
+// 8,192, KV transfer 5ms + 10µs per token, prepare TTL 30s, a context window of 131,072
+// tokens.
 func DefaultInstance() InstanceConfig {
 	return InstanceConfig{
 		Listen:             DefaultListen,
@@ -201,6 +208,7 @@ func DefaultInstance() InstanceConfig {
 		PrepareTTL:         Duration(defaultPrepareTTL),
 		CrashDowntime:      Duration(defaultCrashDowntime),
 		EmbeddingDims:      defaultEmbeddingDims,
+		MaxModelLen:        defaultMaxModelLen,
 	}
 }
 
@@ -287,6 +295,8 @@ func (ic *InstanceConfig) validate() error {
 		return fmt.Errorf("fault_rate %v: must be within [0, 1]", ic.FaultRate)
 	case ic.EmbeddingDims < 1 || ic.EmbeddingDims > 65536:
 		return fmt.Errorf("embedding_dims %d out of range [1, 65536]", ic.EmbeddingDims)
+	case ic.MaxModelLen < 0:
+		return fmt.Errorf("max_model_len %d: must not be negative (0: no context window)", ic.MaxModelLen)
 	}
 	if ic.Fault != "" {
 		if _, err := ParseFault(ic.Fault); err != nil {

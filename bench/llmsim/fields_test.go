@@ -111,6 +111,10 @@ var refusedFields = []struct {
 	{"/v1/chat/completions", `"n":3`, "n"},
 	{"/v1/chat/completions", `"stream_options":{"include_usage":true}`, "stream_options"},
 	{"/v1/chat/completions", `"max_tokens":0`, "max_tokens"},
+	// Over the default context window (131,072 tokens) with the prompt's few tokens.
+	{"/v1/chat/completions", `"max_tokens":131072`, "max_tokens"},
+	{"/v1/chat/completions", `"max_tokens":5,"max_completion_tokens":200000`, "max_completion_tokens"},
+	{"/v1/completions", `"max_tokens":131072`, "max_tokens"},
 	{"/v1/completions", `"echo":true`, "echo"},
 	{"/v1/completions", `"best_of":2`, "best_of"},
 	{"/v1/completions", `"suffix":"end"`, "suffix"},

@@ -18,7 +18,9 @@ type genParams struct {
 	model        string
 	stream       bool
 	includeUsage bool
-	maxTokens    int // output cap from the request (0: none)
+	maxTokens    int    // output cap from the request (0: none)
+	capParam     string // the request field maxTokens came from, named by a window refusal
+	promptParam  string // the request field holding the prompt, named by a window refusal
 	reqSeed      *int64
 	salt         string   // prompt cache key / cache salt: scopes the block hashes
 	stops        []string // stop sequences (non-empty strings): the output ends before the first
@@ -125,11 +127,18 @@ func (in *instance) admit(w http.ResponseWriter, ctx context.Context, arrival ti
 	return time.Time{}, false
 }
 
-// serveGeneration admits the request, models prefill (or KV transfer) and decode, and writes
-// the streamed or whole response in p.enc's format; a client that leaves stops it at once
-// (counted aborted). Every API is an encoding of this one generation: the timing, cache,
-// stop sequences, faults and accounting are the same whatever the wire format.
+// serveGeneration refuses a request over the context window, admits the others, models
+// prefill (or KV transfer) and decode, and writes the streamed or whole response in p.enc's
+// format; a client that leaves stops it at once (counted aborted). Every API is an encoding
+// of this one generation: the window, timing, cache, stop sequences, faults and accounting
+// are the same whatever the wire format.
 func (in *instance) serveGeneration(w http.ResponseWriter, r *http.Request, p *genParams, prompt []byte) {
+	promptTokens := CountTokens(len(prompt))
+	// Before admission, as vLLM validates before scheduling: a request over the window is
+	// answered at once and never waits in the queue or pays for its prefill.
+	if in.checkWindow(promptTokens, p).answer(w, p.enc.writeError) {
+		return
+	}
 	ctx := r.Context()
 	if p.executionID != "" {
 		var cancel context.CancelFunc
@@ -156,7 +165,6 @@ func (in *instance) serveGeneration(w http.ResponseWriter, r *http.Request, p *g
 	g.out = g.out[:0]
 	g.hashes = g.hashes[:0]
 
-	promptTokens := CountTokens(len(prompt))
 	var cached int
 	var first time.Duration
 	if p.source != nil {

@@ -330,7 +330,7 @@ func (in *instance) handleModels(w http.ResponseWriter, r *http.Request) {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendModel(b, m)
+		b = appendModel(b, m, in.cfg.MaxModelLen)
 	}
 	b = append(b, "]}"...)
 	writeJSON(w, b)
@@ -343,16 +343,21 @@ func (in *instance) handleModel(w http.ResponseWriter, id string) {
 		writeError(w, http.StatusNotFound, "The model `"+id+"` does not exist.", "model", "model_not_found")
 		return
 	}
-	writeJSON(w, appendModel(nil, id))
+	writeJSON(w, appendModel(nil, id, in.cfg.MaxModelLen))
 }
 
-// appendModel appends one model object (OpenAI's fields plus vLLM's root and max_model_len).
-func appendModel(b []byte, id string) []byte {
+// appendModel appends one model object: OpenAI's fields plus vLLM's root and max_model_len
+// (the context window in tokens, left out when the instance has none).
+func appendModel(b []byte, id string, maxModelLen int) []byte {
 	b = append(b, `{"id":`...)
 	b = appendJSONString(b, id)
 	b = append(b, `,"object":"model","created":1700000000,"owned_by":"llmsim","root":`...)
 	b = appendJSONString(b, id)
-	return append(b, `,"max_model_len":131072}`...)
+	if maxModelLen > 0 {
+		b = append(b, `,"max_model_len":`...)
+		b = strconv.AppendInt(b, int64(maxModelLen), 10)
+	}
+	return append(b, '}')
 }
 
 // modelKnown reports whether the instance serves model (any model when none configured).

@@ -136,7 +136,8 @@ func (in *instance) handleMessages(w http.ResponseWriter, r *http.Request) {
 	}
 	p := genParams{
 		enc: messagesEnc, fault: f, arrival: arrival, model: req.Model, stream: req.Stream,
-		maxTokens: *req.MaxTokens, reqSeed: req.Seed, salt: req.CacheSalt, stops: stops,
+		maxTokens: *req.MaxTokens, capParam: "max_tokens", promptParam: "messages",
+		reqSeed: req.Seed, salt: req.CacheSalt, stops: stops,
 	}
 	in.serveGeneration(w, r, &p, prompt)
 }

@@ -362,6 +362,7 @@ per_uncached_token = "50us"
 itl = "4ms"
 tokens = 5
 generation = 2
+max_model_len = 4096
 [[instance]]
 listen = "127.0.0.1:0"
 role = "prefill"
@@ -370,6 +371,7 @@ listen = "127.0.0.1:0"
 role = "decode"
 tokens = 9
 digest = "sha256:d"
+max_model_len = 0
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -379,10 +381,10 @@ digest = "sha256:d"
 	}
 	a, b := cfg.Instance[0], cfg.Instance[1]
 	if a.Role != RolePrefill || a.Tokens != 5 || a.TTFT.D() != 15*time.Millisecond || a.PerUncachedToken.D() != 50*time.Microsecond ||
-		a.Generation != 2 || a.MaxRunning != defaultMaxRunning || len(a.Models) != 1 {
+		a.Generation != 2 || a.MaxRunning != defaultMaxRunning || len(a.Models) != 1 || a.MaxModelLen != 4096 {
 		t.Fatalf("instance 0 %+v", a)
 	}
-	if b.Role != RoleDecode || b.Tokens != 9 || b.Digest != "sha256:d" || b.ITL.D() != 4*time.Millisecond {
+	if b.Role != RoleDecode || b.Tokens != 9 || b.Digest != "sha256:d" || b.ITL.D() != 4*time.Millisecond || b.MaxModelLen != 0 {
 		t.Fatalf("instance 1 %+v", b)
 	}
 	f := startFleet(t, cfg)
@@ -456,6 +458,7 @@ func TestConfigValidation(t *testing.T) {
 		"rate without fault": func(ic *InstanceConfig) { ic.FaultRate = 0.1 },
 		"bad fault":          func(ic *InstanceConfig) { ic.Fault = "nope" },
 		"bad role":           func(ic *InstanceConfig) { ic.Role = "boss" },
+		"max_model_len -1":   func(ic *InstanceConfig) { ic.MaxModelLen = -1 },
 	} {
 		ic := testInstance()
 		mod(&ic)

@@ -89,21 +89,45 @@ func (b *badRequest) answer(w http.ResponseWriter, errf errorWriter) bool {
 }
 
 // outputCap validates max_completion_tokens / max_tokens (the former wins, as in OpenAI's
-// API) and returns the cap (0: none).
-func outputCap(req *inferRequest) (int, *badRequest) {
+// API) and returns the cap (0: none) with the field it came from.
+func outputCap(req *inferRequest) (int, string, *badRequest) {
 	if v := req.MaxCompletionTokens; v != nil {
 		if *v < 1 {
-			return 0, invalid("max_completion_tokens", "max_completion_tokens must be at least 1")
+			return 0, "", invalid("max_completion_tokens", "max_completion_tokens must be at least 1")
 		}
-		return *v, nil
+		return *v, "max_completion_tokens", nil
 	}
 	if v := req.MaxTokens; v != nil {
 		if *v < 1 {
-			return 0, invalid("max_tokens", "max_tokens must be at least 1")
+			return 0, "", invalid("max_tokens", "max_tokens must be at least 1")
 		}
-		return *v, nil
+		return *v, "max_tokens", nil
 	}
-	return 0, nil
+	return 0, "", nil
+}
+
+// checkWindow refuses a generation that does not fit the context window (MaxModelLen
+// tokens; 0: none), with vLLM's messages: a prompt of MaxModelLen tokens or more (no room
+// for one output token), or a prompt plus the request's output cap (p.maxTokens, from the
+// field p.capParam) over it. The configured output length (Tokens) is not counted: it is
+// the simulated model's own end, not an amount the client asked for. The 400's param names
+// the field to shorten, its code is context_length_exceeded (OpenAI's).
+func (in *instance) checkWindow(promptTokens int, p *genParams) *badRequest {
+	limit := in.cfg.MaxModelLen
+	if limit <= 0 {
+		return nil
+	}
+	window := "This model's maximum context length is " + strconv.Itoa(limit) + " tokens"
+	if promptTokens >= limit {
+		return &badRequest{p.promptParam, window + ". However, your request has " + strconv.Itoa(promptTokens) +
+			" input tokens. Please reduce the length of the input messages.", "context_length_exceeded"}
+	}
+	if p.maxTokens > limit-promptTokens {
+		return &badRequest{p.capParam, "'" + p.capParam + "' is too large: " + strconv.Itoa(p.maxTokens) + ". " + window +
+			" and your request has " + strconv.Itoa(promptTokens) + " input tokens (" + strconv.Itoa(p.maxTokens) +
+			" > " + strconv.Itoa(limit) + " - " + strconv.Itoa(promptTokens) + ").", "context_length_exceeded"}
+	}
+	return nil
 }
 
 // checkRange refuses a number outside [lo, hi].
@@ -211,7 +235,7 @@ func checkGeneration(req *inferRequest, p *genParams) *badRequest {
 	if req.N != nil && *req.N != 1 {
 		return &badRequest{"n", "llmsim supports only n=1", "unsupported_n"}
 	}
-	capTok, bad := outputCap(req)
+	capTok, capParam, bad := outputCap(req)
 	if bad != nil {
 		return bad
 	}
@@ -230,7 +254,7 @@ func checkGeneration(req *inferRequest, p *genParams) *badRequest {
 	}
 	p.stream = req.Stream
 	p.includeUsage = req.StreamOptions != nil && req.StreamOptions.IncludeUsage
-	p.maxTokens = capTok
+	p.maxTokens, p.capParam = capTok, capParam
 	p.reqSeed = req.Seed
 	p.salt = req.CacheSalt
 	p.stops = stops
@@ -293,7 +317,7 @@ func (in *instance) handleChat(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	p := genParams{enc: chatEnc, fault: f, arrival: arrival}
+	p := genParams{enc: chatEnc, fault: f, arrival: arrival, promptParam: "messages"}
 	if !in.validateGeneration(w, &req, &p) {
 		return
 	}
@@ -316,7 +340,7 @@ func (in *instance) handleCompletion(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	p := genParams{enc: completionEnc, fault: f, arrival: arrival}
+	p := genParams{enc: completionEnc, fault: f, arrival: arrival, promptParam: "prompt"}
 	if !in.validateGeneration(w, &req, &p) || checkCompletionOnly(&req).answer(w, writeError) {
 		return
 	}
@@ -390,6 +414,24 @@ func parseEmbeddingInput(raw json.RawMessage) ([]embeddingInput, *badRequest) {
 	return nil, bad
 }
 
+// checkEmbeddingWindow refuses an embeddings input longer than the context window
+// (MaxModelLen tokens; 0: none), with vLLM's message. Each input is one sequence: only its
+// own length counts.
+func (in *instance) checkEmbeddingWindow(inputs []embeddingInput) *badRequest {
+	limit := in.cfg.MaxModelLen
+	if limit <= 0 {
+		return nil
+	}
+	for i, s := range inputs {
+		if s.tokens > limit {
+			return &badRequest{"input", "This model's maximum context length is " + strconv.Itoa(limit) + " tokens. However, you requested " +
+				strconv.Itoa(s.tokens) + " tokens in the input for embedding generation (input " + strconv.Itoa(i) +
+				"). Please reduce the length of the input.", "context_length_exceeded"}
+		}
+	}
+	return nil
+}
+
 // handleEmbeddings serves POST /v1/embeddings: deterministic unit vectors of "dimensions"
 // (default EmbeddingDims) float32 values per input, after TTFT + PerUncachedToken × tokens,
 // as JSON numbers ("encoding_format": "float" or absent) or as the base64 of the
@@ -421,7 +463,7 @@ func (in *instance) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	inputs, bad := parseEmbeddingInput(req.Input)
-	if bad.answer(w, writeError) {
+	if bad.answer(w, writeError) || in.checkEmbeddingWindow(inputs).answer(w, writeError) {
 		return
 	}
 	start, ok := in.admit(w, r.Context(), arrival, writeError)

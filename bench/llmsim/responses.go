@@ -176,10 +176,10 @@ func (in *instance) handleResponses(w http.ResponseWriter, r *http.Request) {
 	}
 	p := genParams{
 		enc: responsesEnc, fault: f, arrival: arrival, model: req.Model, stream: req.Stream,
-		reqSeed: req.Seed, salt: req.CacheSalt, echo: echo,
+		reqSeed: req.Seed, salt: req.CacheSalt, echo: echo, promptParam: "input",
 	}
 	if req.MaxOutputTokens != nil {
-		p.maxTokens = *req.MaxOutputTokens
+		p.maxTokens, p.capParam = *req.MaxOutputTokens, "max_output_tokens"
 	}
 	in.serveGeneration(w, r, &p, prompt)
 }

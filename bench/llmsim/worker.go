@@ -274,8 +274,9 @@ type executeRequest struct {
 // parseInner decodes the request a P/D call forwards (a chat completion request, or a
 // completion request with a prompt), refuses what /v1/chat/completions (/v1/completions)
 // refuses, with the same answer, the model aside (the workers serve whatever model the
-// gateway names), fills p's output parameters and serialises its prompt. On error it answers.
-func parseInner(w http.ResponseWriter, raw json.RawMessage, p *genParams) (*inferRequest, []byte, bool) {
+// gateway names), the context window included, fills p's output parameters and serialises
+// its prompt. On error it answers.
+func (in *instance) parseInner(w http.ResponseWriter, raw json.RawMessage, p *genParams) (*inferRequest, []byte, bool) {
 	var req inferRequest
 	if len(raw) == 0 || json.Unmarshal(raw, &req) != nil {
 		writeError(w, http.StatusBadRequest, "request must be a chat completion request object", "request", "invalid_value")
@@ -284,21 +285,28 @@ func parseInner(w http.ResponseWriter, raw json.RawMessage, p *genParams) (*infe
 	if checkGeneration(&req, p).answer(w, writeError) {
 		return nil, nil, false
 	}
+	var prompt []byte
 	if len(req.Messages) == 0 {
-		prompt, ok := appendTextInput(nil, req.Prompt)
-		if !ok {
+		var ok bool
+		if prompt, ok = appendTextInput(nil, req.Prompt); !ok {
 			writeError(w, http.StatusBadRequest, "request has no messages and no prompt", "request", "invalid_value")
 			return nil, nil, false
 		}
 		if checkCompletionOnly(&req).answer(w, writeError) {
 			return nil, nil, false
 		}
-		return &req, prompt, true
+		p.promptParam = "prompt"
+	} else {
+		if checkChatOnly(&req).answer(w, writeError) {
+			return nil, nil, false
+		}
+		prompt = appendChatPrompt(make([]byte, 0, 1024), req.Messages, req.Tools)
+		p.promptParam = "messages"
 	}
-	if checkChatOnly(&req).answer(w, writeError) {
+	if in.checkWindow(CountTokens(len(prompt)), p).answer(w, writeError) {
 		return nil, nil, false
 	}
-	return &req, appendChatPrompt(make([]byte, 0, 1024), req.Messages, req.Tools), true
+	return &req, prompt, true
 }
 
 func writeHandleError(w http.ResponseWriter, err error, param, msg string) {
@@ -346,7 +354,7 @@ func (in *instance) handlePrefill(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// The request is refused here already, before a prefill the decode worker would refuse.
-	_, prompt, ok := parseInner(w, req.Request, &genParams{})
+	_, prompt, ok := in.parseInner(w, req.Request, &genParams{})
 	if !ok {
 		return
 	}
@@ -410,7 +418,7 @@ func (in *instance) handleDecode(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := genParams{enc: chatEnc, fault: f, executionID: req.ExecutionID, source: sc, arrival: arrival}
-	inner, prompt, ok := parseInner(w, req.Request, &p)
+	inner, prompt, ok := in.parseInner(w, req.Request, &p)
 	if !ok {
 		return
 	}

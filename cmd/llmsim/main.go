@@ -48,6 +48,7 @@ func run(args []string) error {
 	durVar(fs, &d.ITL, "itl", "inter-token latency of a sequence running alone")
 	durVar(fs, &d.ITLPerRunning, "itl-per-running", "ITL added per other running sequence (batch effect)")
 	fs.IntVar(&d.Tokens, "tokens", d.Tokens, "output tokens per response (max_tokens caps it)")
+	fs.IntVar(&d.MaxModelLen, "max-model-len", d.MaxModelLen, "context window in tokens: a longer prompt, or prompt + max_tokens over it, is a 400 (0: none)")
 	fs.IntVar(&d.MaxRunning, "max-running", d.MaxRunning, "max running sequences per instance")
 	fs.IntVar(&d.MaxWaiting, "max-waiting", d.MaxWaiting, "max waiting requests per instance")
 	fs.IntVar(&d.QueueFullStatus, "queue-full-status", d.QueueFullStatus, "status when the waiting queue is full (429 or 503)")

@@ -23,6 +23,7 @@ func TestUsageErrorsNameTheMistake(t *testing.T) {
 		// A value out of range names the instance as the startup line does, from 0.
 		{[]string{"--tokens", "-5"}, "llmsim: instance 0 (127.0.0.1:8000): tokens -5 out of range [0, 1048576]"},
 		{[]string{"--instances", "2", "--max-running", "0"}, "llmsim: instance 0 (127.0.0.1:0): max_running 0: must be at least 1"},
+		{[]string{"--max-model-len", "-1"}, "llmsim: instance 0 (127.0.0.1:8000): max_model_len -1: must not be negative (0: no context window)"},
 	} {
 		err := run(c.args)
 		require.Error(t, err, "%q", c.args)
