@@ -261,6 +261,9 @@ func runPolicy(ctx context.Context, o *AffinityOptions, policy, bin, dir string,
 	cfg.Defaults.ITL = llmsim.Duration(o.ITL)
 	cfg.Defaults.Tokens = o.MaxTokens
 	cfg.Defaults.Blocks = o.Blocks
+	// No context window: the conversations' length (Turns, ReplyBytes) and MaxTokens are the
+	// caller's to choose, and a refusal would measure nothing.
+	cfg.Defaults.MaxModelLen = 0
 	fleet, err := llmsim.Start(cfg)
 	if err != nil {
 		return nil, err

@@ -93,7 +93,7 @@ type CompareOptions struct {
 	// SimArgs are extra llmsim flags; one of Compare's own that they give too is left out
 	// (theirs wins: llmsim refuses a flag given twice):
 	// Compare runs llmsim with --per-uncached-token 0s --itl-per-running 0s
-	// --max-running 100000 --max-waiting 100000, a pure timing model.
+	// --max-running 100000 --max-waiting 100000 --max-model-len 0, a pure timing model.
 	SimArgs []string
 	// IdleConns, when > 0, adds a memory run after the rounds: each proxy
 	// in turn holds this many idle keep-alive client connections (each has
@@ -849,9 +849,10 @@ func llmsimArgs(o CompareOptions, upAddr string) []string {
 		{"listen", upAddr}, {"ttft", o.SimTTFT.String()}, {"itl", o.SimITL.String()},
 		{"tokens", fmt.Sprint(o.SimTokens)},
 		// A pure timing model: no prefill cost per prompt token, no batch slowdown, no
-		// queueing (flags).
+		// queueing, no context window (MaxTokens is the caller's choice, and a refusal
+		// would measure nothing).
 		{"per-uncached-token", "0s"}, {"itl-per-running", "0s"},
-		{"max-running", "100000"}, {"max-waiting", "100000"},
+		{"max-running", "100000"}, {"max-waiting", "100000"}, {"max-model-len", "0"},
 	}
 	given := map[string]bool{}
 	for _, a := range o.SimArgs {

@@ -14,7 +14,7 @@ func TestLLMSimArgsLetSimArgsReplaceCompareFlags(t *testing.T) {
 		SimArgs: []string{"--itl-per-running", "1ms", "-tokens=8", "--fault-rate", "0.1"}}
 	require.Equal(t, []string{
 		"--listen", "127.0.0.1:1", "--ttft", "0s", "--itl", "5ms",
-		"--per-uncached-token", "0s", "--max-running", "100000", "--max-waiting", "100000",
+		"--per-uncached-token", "0s", "--max-running", "100000", "--max-waiting", "100000", "--max-model-len", "0",
 		"--itl-per-running", "1ms", "-tokens=8", "--fault-rate", "0.1",
 	}, llmsimArgs(o, "127.0.0.1:1"))
 }
