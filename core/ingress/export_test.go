@@ -153,40 +153,107 @@ func HoldLoop(tr Transport) (release func()) {
 	return release
 }
 
-// AwaitUnreadInput waits up to d for the socket of a gnet engine's one open client connection
-// to hold bytes its loop has not read (a poll for input; nothing is read).
-func AwaitUnreadInput(tr Transport, d time.Duration) bool {
-	e := tr.(*GnetEngine)
-	fd := -1
-	e.mu.Lock()
-	for gc := range e.live {
-		fd = gc.fd
-	}
-	e.mu.Unlock()
-	if fd < 0 {
-		return false
-	}
-	deadline := time.Now().Add(d)
-	for {
-		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-		n, err := unix.Poll(fds, int(time.Until(deadline)/time.Millisecond))
-		switch {
-		case err == unix.EINTR && time.Now().Before(deadline):
-			continue
-		case err != nil || n == 0:
-			return false
+// HoldRead makes fasthttp's goroutine of a fasthttp engine's connection wait before it reads,
+// until release is called, so that the bytes its client sends meanwhile stay unread in its
+// socket: before the connection's first request (first), or as it waits for the next one
+// after a response. waiting is closed once it waits. Call it before the connection's first
+// request.
+func HoldRead(first bool) (waiting <-chan struct{}, release func()) {
+	held, gate := make(chan struct{}), make(chan struct{})
+	var heldOnce, releaseOnce sync.Once
+	hold := func(isFirst bool) {
+		if isFirst != first {
+			return
 		}
-		return unreadInput(fd)
+		heldOnce.Do(func() { close(held) })
+		<-gate
+	}
+	waitReadHook.Store(&hold)
+	release = func() {
+		releaseOnce.Do(func() {
+			waitReadHook.Store(nil)
+			close(gate)
+		})
+	}
+	return held, release
+}
+
+// AwaitUnreadInput waits up to d for the socket of an engine's one open client connection to
+// hold bytes the engine has not read (a poll for input; nothing is read).
+func AwaitUnreadInput(tr Transport, d time.Duration) bool {
+	in := false
+	withClientFd(tr, func(fd int) {
+		deadline := time.Now().Add(d)
+		for {
+			fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+			n, err := unix.Poll(fds, int(time.Until(deadline)/time.Millisecond))
+			switch {
+			case err == unix.EINTR && time.Now().Before(deadline):
+				continue
+			case err != nil || n == 0:
+				return
+			}
+			in = unreadInput(fd)
+			return
+		}
+	})
+	return in
+}
+
+// withClientFd runs f with the socket descriptor of an engine's one open client connection;
+// not when there is none.
+func withClientFd(tr Transport, f func(fd int)) {
+	switch e := tr.(type) {
+	case *GnetEngine:
+		fd := -1
+		e.mu.Lock()
+		for gc := range e.live {
+			fd = gc.fd
+		}
+		e.mu.Unlock()
+		if fd >= 0 {
+			f(fd)
+		}
+	case *FastEngine:
+		sl := e.ln.(*serveListener)
+		var sc *servedConn
+		sl.mu.Lock()
+		for c := range sl.conns {
+			sc = c
+		}
+		sl.mu.Unlock()
+		if sc == nil {
+			return
+		}
+		if tc := unwrapTCP(sc.Conn); tc != nil {
+			if rc, err := tc.SyscallConn(); err == nil {
+				_ = rc.Control(func(fd uintptr) { f(int(fd)) })
+			}
+		}
 	}
 }
 
 // SweepDraining runs once the sweep a drain begins with, after its listener closed, without
 // the rest of Drain.
-func SweepDraining(tr Transport) {
-	e := tr.(*GnetEngine)
-	e.draining.Store(true)
-	e.sweep(time.Now().UnixNano())
+func SweepDraining(tr Transport) { SweepDrainingAt(tr, 0) }
+
+// SweepDrainingAt runs once the sweep of a drain, after its listener closed, as it would run
+// later than now (past freshDrainGrace, say), without the rest of Drain.
+func SweepDrainingAt(tr Transport, later time.Duration) {
+	now := time.Now().Add(later).UnixNano()
+	switch e := tr.(type) {
+	case *GnetEngine:
+		e.draining.Store(true)
+		e.sweep(now)
+	case *FastEngine:
+		e.draining.Store(true)
+		e.ln.(*serveListener).closeIdle(now)
+	}
 }
+
+// FreshDrainGrace is how long a drain spares a connection whose client may be sending a
+// request it had every reason to send.
+const FreshDrainGrace = freshDrainGrace
 
 // SetTunnelClientHook makes f wrap the client connection of every WebSocket tunnel, on both
 // engines, until restore is called. Set it before starting an engine.
@@ -194,3 +261,7 @@ func SetTunnelClientHook(f func(net.Conn) net.Conn) (restore func()) {
 	tunnelClientHook.Store(&f)
 	return func() { tunnelClientHook.Store(nil) }
 }
+
+// NewConnDrainGrace is how long a drain of the fasthttp engine spares a connection that has
+// sent nothing yet.
+const NewConnDrainGrace = newConnDrainGrace

@@ -267,8 +267,13 @@ type servedConn struct {
 // mark comes with the error, so no head that holds it can ever complete. Empty lines at the
 // start of a read before a request line never reach fasthttp (framingCheck.dropEmptyLines).
 func (c *servedConn) Read(p []byte) (int, error) {
-	if c.phase.Load() == connAnswered {
-		c.phase.CompareAndSwap(connAnswered, connIdle) // fasthttp waits for the next request
+	if p := c.phase.Load(); p != connBusy {
+		if p == connAnswered {
+			c.phase.CompareAndSwap(connAnswered, connIdle) // fasthttp waits for the next request
+		}
+		if h := waitReadHook.Load(); h != nil {
+			(*h)(p == connNew)
+		}
 	}
 	for {
 		if c.check.err != nil {
@@ -367,7 +372,8 @@ func (c *servedConn) answered(draining bool) {
 // claimIdle takes the connection for a drain at now (unix ns) to close, and reports whether it
 // did: one waiting for its next request, at once when its last response was written before
 // the drain began and after freshDrainGrace when during it, or a new one that has sent nothing
-// newConnDrainGrace after its accept. A request that begins first keeps it (begin).
+// newConnDrainGrace after its accept. A request that begins first keeps it (begin), and so does
+// one whose bytes wait in the socket, not yet read by fasthttp's goroutine (socketHasInput).
 func (c *servedConn) claimIdle(now int64) bool {
 	p := c.phase.Load()
 	switch p {
@@ -382,8 +388,38 @@ func (c *servedConn) claimIdle(now int64) bool {
 	default:
 		return false
 	}
+	if socketHasInput(c.Conn) {
+		// A request came, and its goroutine has not read it yet (it is runnable, not run):
+		// closing would reset the connection under a request its client sent (a POST is not
+		// sent again). The goroutine reads it and fasthttp serves it, with Connection: close.
+		return false
+	}
 	return c.phase.CompareAndSwap(p, connClaimed)
 }
+
+// socketHasInput reports whether the TCP socket under c holds received bytes not read yet
+// (unreadInput, one ioctl). Over TLS such bytes are a record the client sent: a request, or a
+// part of one. False when c has no TCP socket under it or the queue cannot be read. Only a
+// drain looks, once for each connection it would close, never a request.
+func socketHasInput(c net.Conn) bool {
+	tc := unwrapTCP(c)
+	if tc == nil {
+		return false
+	}
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	in := false
+	// Control keeps the descriptor open while the ioctl runs on it.
+	_ = rc.Control(func(fd uintptr) { in = unreadInput(int(fd)) })
+	return in
+}
+
+// waitReadHook, when set, runs on fasthttp's goroutine of a connection before each read while
+// no request is arriving on it; first: the connection has sent nothing yet (tests hold the
+// goroutine there).
+var waitReadHook atomic.Pointer[func(first bool)]
 
 // stallMark is the byte servedConn.Read adds to a head of empty lines that timed out: a NUL,
 // which neither ends a line nor starts a request line.

@@ -609,7 +609,9 @@ func (e *GnetEngine) sweep(now int64) {
 			// fasthttp wait 5 s before they count a new connection as idle). Its head clock
 			// started when it opened.
 			if draining && gc.fresh.Load() && now-hs > freshDrainGrace.Nanoseconds() {
-				_ = gc.c.Close()
+				// Its loop looks for a request it has not read yet before it closes the
+				// connection (closeIfSilent).
+				_ = gc.c.Wake(closeIfSilent)
 				continue
 			}
 			// The loop answers 408 (it owns the parser state); a connection still waiting
@@ -628,13 +630,10 @@ func (e *GnetEngine) sweep(now int64) {
 			if gc.fresh.Load() && now-gc.idleSince.Load() <= freshDrainGrace.Nanoseconds() {
 				continue // its client was promised keep-alive and may be sending (finishServe)
 			}
-			if now-gc.idleSince.Load() <= freshDrainGrace.Nanoseconds() {
-				// Its client may have sent its next request just before the drain: the loop
-				// looks for it before it closes the connection (closeIfIdle).
-				_ = gc.c.Wake(closeIfIdle)
-				continue
-			}
-			_ = gc.c.Close()
+			// Its client may have sent its next request just before the drain, or just
+			// before this sweep: the loop looks for it before it closes the connection
+			// (closeIfIdle).
+			_ = gc.c.Wake(closeIfIdle)
 			continue
 		}
 		if now-gc.idleSince.Load() > idleLimit {
@@ -653,6 +652,17 @@ func (e *GnetEngine) sweep(now int64) {
 func closeIfIdle(c gnet.Conn, _ error) error {
 	gc, ok := c.Context().(*gconn)
 	if !ok || gc.busy.Load() || gc.headSince.Load() != 0 || unreadInput(gc.fd) {
+		return nil
+	}
+	return c.Close()
+}
+
+// closeIfSilent runs on the loop for a drain: it closes a connection that has sent nothing
+// since it opened, unless its socket holds bytes the loop has not read yet, its first request
+// (closeIfIdle says why).
+func closeIfSilent(c gnet.Conn, _ error) error {
+	gc, ok := c.Context().(*gconn)
+	if !ok || gc.busy.Load() || !gc.fresh.Load() || unreadInput(gc.fd) {
 		return nil
 	}
 	return c.Close()

@@ -17,5 +17,5 @@ func peerState(int) int { return peerUnknown }
 func bytesAcked(int) (uint64, bool) { return 0, false }
 
 // unreadInput cannot read the receive queue here: a drain closes an idle connection whose
-// next request its loop has not read yet.
+// next request the engine has not read yet.
 func unreadInput(int) bool { return false }
