@@ -40,6 +40,13 @@ func (h *Health) Publish() {
 	}
 }
 
+func (h *Health) groups() []*series {
+	if h == nil {
+		return nil
+	}
+	return []*series{h.backend, h.service}
+}
+
 // Check counts one active health check of the backend.
 func (h *Health) Check(ok bool) {
 	if h == nil {

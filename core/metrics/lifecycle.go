@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"slices"
 	"sync"
 
 	vm "github.com/VictoriaMetrics/metrics"
@@ -43,7 +44,7 @@ const (
 )
 
 // Mirror holds the metrics of one mirror (a service and its shadow). The series survive
-// reloads; its methods are safe for concurrent use.
+// reloads that keep the mirror (InForce); its methods are safe for concurrent use.
 type Mirror struct {
 	series    *series
 	sent      *vm.Counter
@@ -76,6 +77,8 @@ func ForMirror(service, shadow string) *Mirror {
 // Publish exposes the mirror's series once a configuration that has it is in force.
 // Idempotent.
 func (m *Mirror) Publish() { m.series.publish() }
+
+func (m *Mirror) groups() []*series { return []*series{m.series} }
 
 // Sent counts a copy queued; the queue depth goes up by one until Dequeued.
 func (m *Mirror) Sent() { m.sent.Inc(); m.queue.Inc() }
@@ -126,6 +129,13 @@ func (s *Split) InForce() {
 	}
 }
 
+// groups returns the groups of the split's counters; its gauges follow InForce and Retire.
+func (s *Split) groups() []*series {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.counted)
+}
+
 // counters returns the group of the split's counters of key, which InForce publishes.
 func (s *Split) counters(key string) *series {
 	x := seriesOf(key)
@@ -146,7 +156,8 @@ type Revision struct {
 }
 
 // Revision returns the metrics of revision of the split's service: its traffic share, a
-// gauge of the split, and its request counters, which survive reloads.
+// gauge of the split, and its request counters, which survive reloads that keep the revision
+// (InForce).
 func (s *Split) Revision(revision string) *Revision {
 	l := labels("service", s.service, "revision", revision)
 	x := s.counters("revision{" + l + "}")
@@ -191,7 +202,7 @@ type Rollout struct {
 }
 
 // Rollout returns the metrics of the rollout of the split's service: its state, a gauge of
-// the split, and its event counters, which survive reloads.
+// the split, and its event counters, which survive reloads that keep the rollout (InForce).
 func (s *Split) Rollout() *Rollout {
 	l := labels("service", s.service)
 	x := s.counters("rollout{" + l + "}")
@@ -227,7 +238,8 @@ type Scaling struct {
 }
 
 // ForScaling returns the metrics of a new scaler of service: its gauges, not exposed until
-// InForce, and its rejection counters, which survive reloads.
+// InForce, and its rejection counters, which survive reloads that keep the service scaled
+// (metrics.InForce).
 func ForScaling(service string) *Scaling {
 	l := labels("service", service)
 	g := newOwnedGauges("scaling\x00" + service)
@@ -254,6 +266,9 @@ func (s *Scaling) InForce() {
 	s.g.inForce()
 	s.counted.publish()
 }
+
+// groups returns the group of the rejection counters; the gauges follow InForce and Retire.
+func (s *Scaling) groups() []*series { return []*series{s.counted} }
 
 // Retire removes the service's scaling gauges when they are this scaler's: its service no
 // longer scales. Idempotent.

@@ -4,7 +4,8 @@
 // compiled or an entrypoint's transport is made, so the hot path only updates counters,
 // gauges and histograms and never formats a name; their series are exposed once the
 // configuration is in force or the entrypoint serves (Publish), so that a refused reload
-// leaves none. WritePrometheus (expose.go) writes them for a scrape.
+// leaves none, and those of routers, backends and the like go once no configuration in force
+// names them (InForce). WritePrometheus (expose.go) writes them for a scrape.
 package metrics
 
 import (
@@ -59,8 +60,9 @@ type Route struct {
 var classes = [6]string{"other", "1xx", "2xx", "3xx", "4xx", "5xx"}
 
 // ForRoute returns the metrics of router (served by service), creating them on first use.
-// Metrics survive reloads: the same router name gets the same series, and a request in flight
-// across a reload counts into them. They are exposed from Publish on.
+// Metrics survive reloads that keep the router: the same router name gets the same series, and
+// a request in flight across a reload counts into them. They are exposed from Publish or
+// InForce on, until no configuration in force names the router (InForce).
 func ForRoute(router, service string) *Route {
 	l := labels("router", router, "service", service)
 	x := seriesOf("route{" + l + "}")
@@ -88,6 +90,8 @@ func ForRoute(router, service string) *Route {
 // Publish exposes the router's series: once a configuration naming it is in force, so that a
 // configuration compiled and refused leaves none. Idempotent.
 func (r *Route) Publish() { r.series.publish() }
+
+func (r *Route) groups() []*series { return []*series{r.series} }
 
 // Response counts a response with status to the client, d the time it took (from the
 // request's start to the response's end) and the response body bytes relayed.
@@ -157,6 +161,13 @@ func ForBackend(service, backend string) *Backend {
 // Publish exposes the backend's series once a configuration naming it is in force.
 // Idempotent.
 func (b *Backend) Publish() { b.series.publish() }
+
+func (b *Backend) groups() []*series {
+	if b == nil {
+		return nil
+	}
+	return []*series{b.series}
+}
 
 // Connected records d, the time a new upstream connection took to open (TCP connect, plus
 // the TLS handshake for https).
@@ -319,13 +330,19 @@ func (g *epGaugeSources) sum(name string, active bool) float64 {
 // series is a group of series that keep their values across reloads (a router's, a
 // backend's, an entrypoint's): created, unexposed, when a configuration naming them is
 // compiled, and exposed from the first publish on, once such a configuration is in force.
-// The same key always gives the same group, so a reload counts into the same series.
+// The same key gives the same group as long as the group is kept: while a configuration in
+// force names it (InForce), or for ever once published outside InForce (an entrypoint's).
+// A group no configuration in force names any more is unexposed and forgotten, and the key
+// then gives a new group, counting from zero. Its fields are guarded by allSeries.mu.
 type series struct {
-	s    *vm.Set
-	once sync.Once
+	key       string
+	s         *vm.Set
+	published bool
+	held      int  // configurations in force that name the group
+	forgotten bool // out of allSeries: publish does nothing
 }
 
-// allSeries holds every group by key: the family's kind and its labels.
+// allSeries holds every group kept by key: the family's kind and its labels.
 var allSeries struct {
 	mu sync.Mutex
 	m  map[string]*series
@@ -340,14 +357,97 @@ func seriesOf(key string) *series {
 		if allSeries.m == nil {
 			allSeries.m = map[string]*series{}
 		}
-		x = &series{s: vm.NewSet()}
+		x = &series{key: key, s: vm.NewSet()}
 		allSeries.m[key] = x
 	}
 	return x
 }
 
 // publish exposes the group; later calls do nothing.
-func (x *series) publish() { x.once.Do(func() { vm.RegisterSet(x.s) }) }
+func (x *series) publish() {
+	allSeries.mu.Lock()
+	defer allSeries.mu.Unlock()
+	x.publishLocked()
+}
+
+func (x *series) publishLocked() {
+	if !x.published && x.keptLocked() {
+		vm.RegisterSet(x.s)
+		x.published = true
+	}
+}
+
+// keptLocked reports whether x is in allSeries, putting it back when it was forgotten, as
+// made for a refused configuration, while it was made for one going in force or for an
+// entrypoint about to serve (an activation forgets every group not yet published); false
+// when another group of its key is kept, which x must not be exposed beside.
+func (x *series) keptLocked() bool {
+	if !x.forgotten {
+		return true
+	}
+	if allSeries.m[x.key] != nil {
+		return false
+	}
+	x.forgotten = false
+	allSeries.m[x.key] = x
+	return true
+}
+
+// forgetLocked unexposes x and takes it out of allSeries.
+func (x *series) forgetLocked() {
+	if x.published {
+		vm.UnregisterSet(x.s, false)
+		x.published = false
+	}
+	if allSeries.m[x.key] == x {
+		delete(allSeries.m, x.key)
+	}
+	x.forgotten = true
+}
+
+// Named is a metrics handle whose series a configuration names: a *Route, *Backend, *Health,
+// *Mirror, *Split or *Scaling. A nil handle names none.
+type Named interface{ groups() []*series }
+
+// Held is what InForce holds for one configuration in force, to be passed back when that
+// configuration is replaced.
+type Held []*series
+
+// InForce exposes the series of next (the handles a configuration going in force was compiled
+// with) and holds them while it is in force; it then lets go of prev (what InForce returned
+// for the configuration it replaces, nil for none). A group that no configuration in force
+// holds any more is unexposed and forgotten: a configuration naming its router, backend,
+// mirror... again later starts it from zero, and a request of the replaced configuration still
+// in flight counts into series no one scrapes. Groups made for configurations compiled and
+// refused (never published) are forgotten too. Several configurations may be in force at once
+// (one per gateway of a process); a group goes when none holds it. Runs at activation only:
+// it walks every group.
+func InForce(next []Named, prev Held) Held {
+	allSeries.mu.Lock()
+	defer allSeries.mu.Unlock()
+	var held Held
+	for _, n := range next {
+		for _, x := range n.groups() {
+			if !x.keptLocked() {
+				continue // x stays unexposed
+			}
+			x.held++
+			x.publishLocked()
+			held = append(held, x)
+		}
+	}
+	for _, x := range prev {
+		if x.held--; x.held == 0 {
+			x.forgetLocked()
+		}
+	}
+	for _, x := range allSeries.m {
+		if x.held == 0 && !x.published {
+			x.forgetLocked()
+		}
+	}
+	return held
+}
 
 // The configuration's load and reload metrics.
 var (

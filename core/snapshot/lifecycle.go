@@ -3,6 +3,7 @@ package snapshot
 import (
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/sluice-gw/sluice/core/lifecycle/mirror"
 	"github.com/sluice-gw/sluice/core/lifecycle/rollout"
 	"github.com/sluice-gw/sluice/core/lifecycle/scaling"
+	"github.com/sluice-gw/sluice/core/metrics"
 )
 
 // lifecycle is the runtime of the services' lifecycle keys in one snapshot: their mirrors
@@ -223,6 +225,22 @@ func (s *Snapshot) startLifecycle() {
 		}
 		e.scaler.Start()
 	}
+}
+
+// namedSeries returns the metrics whose series s names: its routers', backends' and health
+// checks', and those of its mirrors, splits and scalers, made by s or taken over.
+func (s *Snapshot) namedSeries() []metrics.Named {
+	named := slices.Clone(s.series)
+	for _, e := range s.life.mirrors {
+		named = append(named, e.mirror.Metrics())
+	}
+	for _, e := range s.life.splits {
+		named = append(named, e.split.Metrics())
+	}
+	for _, e := range s.life.scalers {
+		named = append(named, e.scaler.Metrics())
+	}
+	return named
 }
 
 // Scaler returns the scaler of service name (nil when it does not scale), for the admin API.

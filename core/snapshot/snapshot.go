@@ -80,8 +80,11 @@ type Snapshot struct {
 	Metrics *metrics.Set
 	// series are the metrics of its routers and backends that keep their values across
 	// reloads, made when the snapshot is compiled and exposed by Activate, so that a
-	// configuration that is refused leaves no series behind.
-	series []publisher
+	// configuration that is refused leaves no series behind; held are the groups Activate
+	// holds while s is in force (those of its lifecycle runtime too), let go when s is
+	// replaced: the series no configuration in force names any more go then.
+	series []metrics.Named
+	held   metrics.Held
 
 	// middlewares are the compiled stages of the rate-limit, circuit-breaker and jwt
 	// middlewares by name, one per middleware whatever the routers that list it; the next
@@ -97,9 +100,6 @@ type Snapshot struct {
 
 	life lifecycle // mirrors (lifecycle.go)
 }
-
-// publisher is a group of series exposed once the snapshot naming it is in force.
-type publisher interface{ Publish() }
 
 type entrypointRoutes struct {
 	table  *router.Table
@@ -620,8 +620,10 @@ func (l *Live) Swap(s *Snapshot) *Snapshot { return l.p.Swap(s) }
 
 // Activate installs s, applies the admission limits its model aliases changed, starts
 // polling its workers and probing its health checks, retires the snapshot it replaces and
-// publishes s's metrics: its gauges, and the series of its routers and backends, which
-// appear now if no configuration in force named them before.
+// publishes s's metrics: its gauges, and the series of its routers, backends, health checks,
+// mirrors, revisions, rollouts and scalers, which appear now if no configuration in force
+// named them before. The series that only the replaced snapshot named go: a configuration
+// naming those objects again starts them from zero (metrics.InForce).
 func (l *Live) Activate(s *Snapshot) {
 	s.Models.Commit()
 	s.StartWorkers()
@@ -636,9 +638,11 @@ func (l *Live) Activate(s *Snapshot) {
 	if s.Metrics != nil {
 		s.Metrics.Register()
 	}
-	for _, x := range s.series {
-		x.Publish()
+	var prev metrics.Held
+	if old != nil {
+		prev = old.held
 	}
+	s.held = metrics.InForce(s.namedSeries(), prev)
 }
 
 // Hooks implements pipeline.Resolver: the completion stages of the snapshot in force.

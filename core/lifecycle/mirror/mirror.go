@@ -325,6 +325,10 @@ func (m *Mirror) InForce(shadow *pipeline.Service) {
 	m.m.Publish()
 }
 
+// Metrics returns the mirror's metrics, for the configurations that have the mirror to hold
+// while in force (metrics.InForce).
+func (m *Mirror) Metrics() *metrics.Mirror { return m.m }
+
 // Close stops the senders (a copy in flight finishes on its own, bounded by the timeout) and
 // drops the copies still queued. Offer afterwards drops every copy. Idempotent; it does not
 // wait.

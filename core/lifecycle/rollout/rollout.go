@@ -165,6 +165,10 @@ func (s *Split) OnServiceDone(rc *pipeline.RequestCtx) {
 // replaces the split, would have two splits write the same series. Idempotent.
 func (s *Split) InForce() { s.m.InForce() }
 
+// Metrics returns the split's metrics, for the configurations that have the split to hold
+// while in force (metrics.InForce).
+func (s *Split) Metrics() *metrics.Split { return s.m }
+
 // Close stops the rollout's timer and removes the service's split gauges when they are this
 // split's (a split in force that is closed is one whose service no longer has it). The split
 // keeps serving (a reload that keeps the same revisions and rollout takes it over instead).

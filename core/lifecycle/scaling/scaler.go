@@ -332,6 +332,10 @@ func (s *Scaler) Bind(backends []*pipeline.Backend) {
 	}
 }
 
+// Metrics returns the scaler's metrics, for the configurations that have the scaler to hold
+// while in force (metrics.InForce).
+func (s *Scaler) Metrics() *metrics.Scaling { return s.m }
+
 // Start puts the scaler in force (its gauges become the service's) and begins running
 // replicas: min_replicas at once. Idempotent.
 func (s *Scaler) Start() {

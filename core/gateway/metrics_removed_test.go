@@ -1,0 +1,87 @@
+package gateway_test
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// A reload that renames a router and its service takes the series of the old names off the
+// metrics page; a reload back to the old names starts their counters from zero; a refused
+// reload changes no series.
+func TestMetricsOfRemovedObjectsGo(t *testing.T) {
+	up := serveUpstream(t, echo)
+	conf := func(router, service string) string {
+		return fmt.Sprintf(`
+[entrypoints.web]
+address = "127.0.0.1:0"
+[admin]
+address = "127.0.0.1:0"
+[routers.%s]
+rule = "PathPrefix(`+"`/`"+`)"
+service = %q
+[services.%s.load_balancer]
+servers = [{ url = "http://%s" }]
+`, router, service, service, up.addr())
+	}
+	path := filepath.Join(t.TempDir(), "sluice.toml")
+	g, addr, admin := startFileGateway(t, path, conf("gone_a", "gone_up_a"))
+	reload := func(toml string) error {
+		require.NoError(t, os.WriteFile(path, []byte(toml), 0o644))
+		return g.Reload()
+	}
+	get := func() {
+		resp, err := http.Get("http://" + addr + "/x")
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		require.Equal(t, 200, resp.StatusCode)
+	}
+	// ours returns the series on the metrics page that name this test's objects.
+	ours := func() []string {
+		_, body := adminGet(t, admin+"/metrics")
+		var out []string
+		for _, line := range strings.Split(body, "\n") {
+			if !strings.HasPrefix(line, "#") && strings.Contains(line, `="gone_`) {
+				out = append(out, line)
+			}
+		}
+		return out
+	}
+	const okA = `sluice_responses_total{router="gone_a",service="gone_up_a",code="2xx"}`
+	const okB = `sluice_responses_total{router="gone_b",service="gone_up_b",code="2xx"}`
+	connectA := fmt.Sprintf(`sluice_upstream_connect_seconds_count{service="gone_up_a",backend="http://%s"}`, up.addr())
+
+	get()
+	waitMetric(t, admin+"/metrics", okA, func(v float64) bool { return v == 1 })
+	require.Contains(t, ours(), connectA+" 1")
+
+	require.NoError(t, reload(conf("gone_b", "gone_up_b")))
+	get()
+	waitMetric(t, admin+"/metrics", okB, func(v float64) bool { return v == 1 })
+	for _, line := range ours() {
+		require.NotContains(t, line, `"gone_a"`)
+		require.NotContains(t, line, `"gone_up_a"`)
+	}
+
+	require.NoError(t, reload(conf("gone_a", "gone_up_a")))
+	page := ours()
+	require.Contains(t, page, okA+" 0", "a router named again starts from zero")
+	require.Contains(t, page, connectA+" 0")
+	for _, line := range page {
+		require.NotContains(t, line, `"gone_b"`)
+	}
+	get()
+	waitMetric(t, admin+"/metrics", okA, func(v float64) bool { return v == 1 })
+
+	before := ours()
+	require.Error(t, reload(conf("gone_c", "gone_up_c")+"[routers.gone_d]\nrule = 5\n"))
+	require.True(t, slices.Equal(before, ours()), "a refused reload changes no series")
+}

@@ -1,0 +1,119 @@
+package metrics
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// linesNaming returns the exposition's series lines that contain pair (a label and its
+// quoted value).
+func linesNaming(pair string) []string {
+	var b bytes.Buffer
+	WritePrometheus(&b)
+	var out []string
+	for _, l := range strings.Split(b.String(), "\n") {
+		if !strings.HasPrefix(l, "#") && strings.Contains(l, pair) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// kept reports whether allSeries still holds a group of key.
+func kept(key string) bool {
+	allSeries.mu.Lock()
+	defer allSeries.mu.Unlock()
+	return allSeries.m[key] != nil
+}
+
+// The series of a router the configuration in force no longer names go with the
+// configuration that named it; a configuration naming the router again starts its series from
+// zero, and one that still names it keeps their values.
+func TestInForceForgetsWhatNoConfigurationNames(t *testing.T) {
+	a := ForRoute("inforce_a", "up")
+	held := InForce([]Named{a, ForBackend("inforce_up", "http://inforce:1")}, nil)
+	a.Response(200, time.Millisecond, 1)
+	const okA = `sluice_responses_total{router="inforce_a",service="up",code="2xx"}`
+	require.Equal(t, []string{okA + " 1"}, scrapeLines(okA))
+	require.NotEmpty(t, linesNaming(`service="inforce_up"`))
+
+	still := ForRoute("inforce_a", "up")
+	held = InForce([]Named{still}, held)
+	require.Equal(t, []string{okA + " 1"}, scrapeLines(okA), "a router still named keeps its series")
+	require.Empty(t, linesNaming(`service="inforce_up"`), "a backend no longer named goes")
+
+	b := ForRoute("inforce_b", "up")
+	held = InForce([]Named{b}, held)
+	require.Empty(t, linesNaming(`router="inforce_a"`))
+	require.NotEmpty(t, linesNaming(`router="inforce_b"`))
+	a.Response(200, time.Millisecond, 1) // a request of the replaced configuration, in flight
+	require.Empty(t, linesNaming(`router="inforce_a"`))
+
+	again := ForRoute("inforce_a", "up")
+	InForce([]Named{again, b}, held)
+	require.Equal(t, []string{okA + " 0"}, scrapeLines(okA), "named again, it starts from zero")
+}
+
+// A group goes when no configuration in force names it: two gateways of one process may each
+// have one in force.
+func TestInForceCountsEveryConfigurationInForce(t *testing.T) {
+	one := InForce([]Named{ForRoute("inforce_shared", "up")}, nil)
+	two := InForce([]Named{ForRoute("inforce_shared", "up")}, nil)
+	InForce(nil, one)
+	require.NotEmpty(t, linesNaming(`router="inforce_shared"`))
+	InForce(nil, two)
+	require.Empty(t, linesNaming(`router="inforce_shared"`))
+	require.False(t, kept(`route{router="inforce_shared",service="up"}`))
+}
+
+// The groups made for a configuration compiled and refused are forgotten at the next
+// activation; those it shares with the configuration in force stay.
+func TestInForceForgetsRefusedConfigurations(t *testing.T) {
+	held := InForce([]Named{ForRoute("inforce_live", "up")}, nil)
+	ForRoute("inforce_refused", "up").Response(200, time.Millisecond, 1)
+	ForRoute("inforce_live", "up")
+	require.True(t, kept(`route{router="inforce_refused",service="up"}`))
+	held = InForce([]Named{ForRoute("inforce_live", "up")}, held)
+	require.False(t, kept(`route{router="inforce_refused",service="up"}`))
+	require.Empty(t, linesNaming(`router="inforce_refused"`))
+	require.True(t, kept(`route{router="inforce_live",service="up"}`))
+	InForce(nil, held)
+}
+
+// An entrypoint's counters, made when its listener is bound and published once it serves,
+// survive an activation between the two.
+func TestActivationKeepsAnEntrypointAboutToServe(t *testing.T) {
+	e := ForEntrypoint("inforce_ep")
+	InForce(nil, nil)
+	e.Request()
+	e.Publish()
+	require.Equal(t, []string{`sluice_requests_total{entrypoint="inforce_ep"} 1`}, scrapeLines(`sluice_requests_total{entrypoint="inforce_ep"}`))
+	InForce(nil, nil)
+	require.NotEmpty(t, scrapeLines(`sluice_requests_total{entrypoint="inforce_ep"}`), "published outside InForce, it stays")
+}
+
+// The counters of mirrors, revisions, rollouts, scalers and health checks follow the same
+// rule as a router's.
+func TestInForceForgetsLifecycleAndHealthCounters(t *testing.T) {
+	m := ForMirror("inforce_svc", "inforce_shadow")
+	m.Publish() // as the mirror does when its configuration goes in force
+	sp := ForSplit("inforce_svc")
+	sp.Revision("v1").Request(false)
+	sp.Rollout().Event(RolloutAdvanced)
+	sp.InForce()
+	sc := ForScaling("inforce_svc")
+	sc.InForce()
+	h := ForHealth("inforce_svc", "http://inforce:2")
+	held := InForce([]Named{m, sp, sc, h}, nil)
+	for _, f := range []string{"sluice_mirror_sent_total", "sluice_revision_requests_total", "sluice_rollout_events_total", "sluice_scaling_buffer_rejected_total", "sluice_health_checks_total", "sluice_service_no_healthy_backend_total"} {
+		require.NotEmpty(t, scrapeLines(f+`{service="inforce_svc"`), f)
+	}
+	InForce(nil, held)
+	sp.Retire()
+	sc.Retire()
+	require.Empty(t, linesNaming(`service="inforce_svc"`))
+}
