@@ -7,7 +7,9 @@ BIN := $(CURDIR)/bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 # Where the embedded default config expects the simulator (not a setting: the config is fixed).
-LLMSIM_ADDR := 127.0.0.1:8000
+DEFAULT_LLMSIM_ADDR := 127.0.0.1:8000
+# Where make run starts the simulator: another address needs a CONFIG whose upstream it is.
+LLMSIM_ADDR := $(DEFAULT_LLMSIM_ADDR)
 FUZZTIME ?= 30s
 # FUZZMINTIME bounds the minimisation of a failing or newly interesting input, which otherwise
 # may take a minute of its own (the default).
@@ -30,6 +32,7 @@ build:
 # own (set -m) so that the terminal's Ctrl-C does not cut those streams by stopping it first.
 run: build
 	@if [ -n "$(CONFIG)" ]; then $(BIN)/sluice validate --config "$(CONFIG)" >/dev/null || { echo "make run: $(CONFIG) is refused (above); nothing started"; exit 1; }; fi; \
+	if [ -z "$(CONFIG)" ] && [ "$(LLMSIM_ADDR)" != "$(DEFAULT_LLMSIM_ADDR)" ]; then echo "make run: the embedded default config sends to the simulator at $(DEFAULT_LLMSIM_ADDR), not $(LLMSIM_ADDR); give a config whose upstream is $(LLMSIM_ADDR) too: make run LLMSIM_ADDR=$(LLMSIM_ADDR) CONFIG=FILE (docs/config.md). Nothing started."; exit 1; fi; \
 	set -m; $(BIN)/llmsim --listen $(LLMSIM_ADDR) --ttft 300ms --itl 60ms --tokens 48 & sim=$$!; set +m; \
 	trap 'kill $$sim 2>/dev/null' EXIT INT TERM; \
 	for i in $$(seq 50); do kill -0 $$sim 2>/dev/null || break; curl -fsS -m 1 http://$(LLMSIM_ADDR)/health >/dev/null 2>&1 && break; sleep 0.1; done; \
