@@ -85,6 +85,10 @@ func TestSyntaxErrorNamesTheKeyAndHowToWriteIt(t *testing.T) {
 			`s.toml:2:14: log.level: the string is not closed on its line: end it with ' (text over several lines goes between ''' and ''')`},
 		{"[services.s.load_balancer]\nservers = [\n  { url = \"http://127.0.0.1:8000, weight = 1 },\n]\n",
 			`s.toml:3:48: services.s.load_balancer.servers: the string is not closed on its line: end it with " (a " inside it is written \"; text over several lines goes between """ and """)`},
+		{"[log]\nlevel = \nformat = \"text\"\n",
+			`s.toml:2:9: log.level: the value is missing after = (write one; a string is quoted, as in level = "text")`},
+		{"[log]\nlevel =   # the default\n",
+			`s.toml:2:11: log.level: the value is missing after = (write one; a string is quoted, as in level = "text")`},
 		{"[log]\nlevel = 'info\nformat = 'text'\n",
 			`s.toml:2:14: log.level: the string is not closed on its line: end it with ' (text over several lines goes between ''' and ''')`},
 	} {

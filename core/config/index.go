@@ -447,6 +447,10 @@ func parseFile(file string, data []byte) (map[string]any, *indexer, *Error) {
 				// control character in a string, which TOML allows only escaped.
 				msg = key + fmt.Sprintf(": control character 0x%02X in a string (TOML 1.0.0: control characters other than tab must be escaped, as \\u%04X)", c, c)
 			}
+			if missingValue(data, line) {
+				// go-toml reads the line's end as a number cut short ("incomplete number").
+				msg = key + ": the value is missing after = (write one; a string is quoted, as in " + lastKeyPart(key) + ` = "text")`
+			}
 			if strings.HasSuffix(de.Error(), "value out of range") {
 				// A number go-toml cannot hold: its strconv error is noise, and quoting the
 				// number (syntaxHint's advice for a bad bare value) helps no integer key.
@@ -591,6 +595,24 @@ func syntaxHint(data []byte, line int) (key, hint string) {
 	}
 	return key, fmt.Sprintf(" (a string is quoted: write %s = %q)", local, value)
 }
+
+// missingValue reports whether the given line of data (1-based) is a key = with nothing but
+// blanks or a comment after the =.
+func missingValue(data []byte, line int) bool {
+	lines := strings.Split(string(data), "\n")
+	if line < 1 || line > len(lines) {
+		return false
+	}
+	m := keyValueLine.FindStringSubmatch(strings.TrimSuffix(lines[line-1], "\r"))
+	if m == nil {
+		return false
+	}
+	value := strings.TrimSpace(m[2])
+	return value == "" || value[0] == '#'
+}
+
+// lastKeyPart is the last dotted part of key.
+func lastKeyPart(key string) string { return key[strings.LastIndexByte(key, '.')+1:] }
 
 // unclosedString rewords go-toml's errors for a string whose closing quote is missing (it
 // reports the line end, or the file's end, that the string ran into), or returns "".
