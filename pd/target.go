@@ -53,6 +53,9 @@ type Target struct {
 	shortLog                  loglimit.Limit // "the gateway is short of resources" lines
 }
 
+// Metrics returns the target's metrics, for metrics.InForce.
+func (t *Target) Metrics() *metrics.PD { return t.m }
+
 // NewTarget returns target name of an alias served with o: the workers of service svc,
 // observed by g (g's members are svc's backends, in order), bound to deployment generation
 // gen (0: any) and execution config digest digest ("": any). g must not be nil: prefill and

@@ -85,3 +85,81 @@ servers = [{ url = "http://%s" }]
 	require.Error(t, reload(conf("gone_c", "gone_up_c")+"[routers.gone_d]\nrule = 5\n"))
 	require.True(t, slices.Equal(before, ours()), "a refused reload changes no series")
 }
+
+// A reload that renames a model alias, its target, a rate-limit middleware and an observed
+// service takes their series (admission, prefix affinity, rate limiting, worker exclusions)
+// off the metrics page; a reload back to the old names brings them back from zero.
+func TestMetricsOfRemovedModelsAndMiddlewaresGo(t *testing.T) {
+	up := serveUpstream(t, echo)
+	conf := func(suffix string) string {
+		return fmt.Sprintf(`
+[entrypoints.web]
+address = "127.0.0.1:0"
+[admin]
+address = "127.0.0.1:0"
+[routers.openai]
+rule = "PathPrefix(`+"`/v1`"+`)"
+models = true
+middlewares = ["gmr_rl_%[1]s"]
+[middlewares.gmr_rl_%[1]s]
+type = "rate-limit"
+rate = 1000
+burst = 1000
+[services.gmr_fleet_%[1]s.load_balancer]
+servers = [{ url = "http://%[2]s" }]
+[services.gmr_fleet_%[1]s.workers]
+observe = true
+[models.gmr_model_%[1]s.targets.gmr_t_%[1]s]
+service = "gmr_fleet_%[1]s"
+[models.gmr_model_%[1]s.scheduling]
+max_concurrent_requests = 4
+prefix_affinity = true
+`, suffix, up.addr())
+	}
+	path := filepath.Join(t.TempDir(), "sluice.toml")
+	g, _, admin := startFileGateway(t, path, conf("a"))
+	reload := func(toml string) {
+		require.NoError(t, os.WriteFile(path, []byte(toml), 0o644))
+		require.NoError(t, g.Reload())
+	}
+	// naming returns the series lines on the metrics page that contain the quoted value of
+	// one of this test's objects.
+	naming := func(suffix string) []string {
+		_, body := adminGet(t, admin+"/metrics")
+		var out []string
+		for _, line := range strings.Split(body, "\n") {
+			if !strings.HasPrefix(line, "#") && strings.Contains(line, `_`+suffix+`"`) && strings.Contains(line, `="gmr_`) {
+				out = append(out, line)
+			}
+		}
+		return out
+	}
+	families := func(lines []string) []string {
+		var out []string
+		for _, l := range lines {
+			name, _, _ := strings.Cut(l, "{")
+			if !slices.Contains(out, name) {
+				out = append(out, name)
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	want := []string{
+		"sluice_model_queue_wait_seconds_bucket", "sluice_model_queue_wait_seconds_count", "sluice_model_queue_wait_seconds_sum",
+		"sluice_model_rejected_total", "sluice_prefix_affinity_invalidations_total", "sluice_prefix_affinity_selections_total",
+		"sluice_rate_limited_total", "sluice_worker_exclusions_total",
+	}
+	have := families(naming("a"))
+	for _, f := range want {
+		require.Contains(t, have, f, "the series of the objects in force are listed")
+	}
+
+	reload(conf("b"))
+	require.Empty(t, naming("a"), "no series of the renamed objects is left")
+	require.NotEmpty(t, naming("b"))
+
+	reload(conf("a"))
+	require.Empty(t, naming("b"))
+	require.Contains(t, naming("a"), `sluice_rate_limited_total{middleware="gmr_rl_a"} 0`, "named again, they start from zero")
+}

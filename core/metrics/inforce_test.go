@@ -117,3 +117,46 @@ func TestInForceForgetsLifecycleAndHealthCounters(t *testing.T) {
 	sc.Retire()
 	require.Empty(t, linesNaming(`service="inforce_svc"`))
 }
+
+// The series of a model alias (admission, tokens by target and consumer, usage missing, prefix
+// affinity, prefill/decode), of a rate-limit middleware and of an observed service's
+// exclusions follow the same rule as a router's: they go with the last configuration in force
+// that names them, and come back from zero.
+func TestInForceForgetsModelRateLimitAndExclusionCounters(t *testing.T) {
+	named := func() []Named {
+		m := ForModel("inforce_model", "queue_full")
+		m.Rejected("queue_full")
+		m.Tokens("inforce_target", "inforce_team").Add(3, 2, 1)
+		m.UsageMissing()
+		p := ForPrefix("inforce_model")
+		p.Selected(1)
+		pd := ForPD("inforce_model", "inforce_target")
+		pd.PairRetry()
+		rl := ForRateLimit("inforce_rl")
+		rl.Limited()
+		ex := ForExclusions("inforce_fleet", "stale")
+		ex.Counters[0].Inc()
+		return []Named{m, p, pd, rl, ex}
+	}
+	families := []string{
+		`sluice_model_rejected_total{model="inforce_model"`, `sluice_model_queue_wait_seconds_bucket{model="inforce_model"`,
+		`sluice_model_tokens_total{model="inforce_model"`, `sluice_model_usage_missing_total{model="inforce_model"`,
+		`sluice_prefix_affinity_selections_total{model="inforce_model"`, `sluice_pd_pair_retries_total{model="inforce_model"`,
+		`sluice_rate_limited_total{middleware="inforce_rl"`, `sluice_worker_exclusions_total{service="inforce_fleet"`,
+	}
+	held := InForce(named(), nil)
+	for _, f := range families {
+		require.NotEmpty(t, scrapeLines(f), f)
+	}
+	require.Equal(t, []string{`sluice_rate_limited_total{middleware="inforce_rl"} 1`}, scrapeLines(`sluice_rate_limited_total{middleware="inforce_rl"}`))
+
+	held = InForce(nil, held)
+	for _, pair := range []string{`model="inforce_model"`, `middleware="inforce_rl"`, `service="inforce_fleet"`} {
+		require.Empty(t, linesNaming(pair), pair)
+	}
+
+	again := ForRateLimit("inforce_rl")
+	held = InForce([]Named{again}, held)
+	require.Equal(t, []string{`sluice_rate_limited_total{middleware="inforce_rl"} 0`}, scrapeLines(`sluice_rate_limited_total{middleware="inforce_rl"}`), "named again, it starts from zero")
+	InForce(nil, held)
+}

@@ -554,22 +554,35 @@ var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
 // QueueWaitBuckets are the bucket bounds of admission queue waits, in seconds: 1 ms to 60 s.
 var QueueWaitBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
 
-// Model holds the admission metrics of one model alias. Its methods are safe for concurrent
-// use and allocation free.
+// Model holds the metrics of one model alias: its admission's refusals and queue waits, its
+// targets' tokens by consumer and the answers that did not report their usage. They survive
+// reloads that keep the alias and go once no configuration in force names it (InForce). Its
+// methods are safe for concurrent use; all but Tokens and UsageMissing are allocation free.
 type Model struct {
+	series   *series
+	alias    string
 	rejected map[string]*vm.Counter // by reason
 	wait     *vm.PrometheusHistogram
 }
 
-// ForModel returns the metrics of model alias, creating them on first use; the series survive
-// reloads. reasons are the rejection reasons the alias can count.
+// ForModel returns the metrics of model alias, creating them on first use. reasons are the
+// rejection reasons the alias can count.
 func ForModel(alias string, reasons ...string) *Model {
 	l := labels("model", alias)
-	m := &Model{rejected: map[string]*vm.Counter{}, wait: vm.GetOrCreatePrometheusHistogramExt(`sluice_model_queue_wait_seconds{`+l+`}`, QueueWaitBuckets)}
+	x := seriesOf("model{" + l + "}")
+	m := &Model{series: x, alias: alias, rejected: map[string]*vm.Counter{},
+		wait: x.s.GetOrCreatePrometheusHistogramExt(`sluice_model_queue_wait_seconds{`+l+`}`, QueueWaitBuckets)}
 	for _, r := range reasons {
-		m.rejected[r] = vm.GetOrCreateCounter(`sluice_model_rejected_total{` + labels("model", alias, "reason", r) + `}`)
+		m.rejected[r] = x.s.GetOrCreateCounter(`sluice_model_rejected_total{` + labels("model", alias, "reason", r) + `}`)
 	}
 	return m
+}
+
+func (m *Model) groups() []*series {
+	if m == nil {
+		return nil
+	}
+	return []*series{m.series}
 }
 
 // Rejected counts a request the alias's admission refused, by reason.
@@ -587,11 +600,11 @@ type Tokens struct {
 	prompt, completion, cached *vm.Counter
 }
 
-// ForTokens returns the token counters of (model alias, target, consumer), creating them on
-// first use; they survive reloads.
-func ForTokens(model, target, consumer string) *Tokens {
+// Tokens returns the token counters of the alias's target for consumer, creating them on
+// first use (it formats their names: callers keep what it returns).
+func (m *Model) Tokens(target, consumer string) *Tokens {
 	series := func(kind string) *vm.Counter {
-		return vm.GetOrCreateCounter(`sluice_model_tokens_total{` + labels("model", model, "target", target, "consumer", consumer, "kind", kind) + `}`)
+		return m.series.s.GetOrCreateCounter(`sluice_model_tokens_total{` + labels("model", m.alias, "target", target, "consumer", consumer, "kind", kind) + `}`)
 	}
 	return &Tokens{prompt: series("prompt"), completion: series("completion"), cached: series("cached")}
 }
@@ -609,32 +622,59 @@ func (t *Tokens) Add(prompt, completion, cached int64) {
 	}
 }
 
-// UsageMissing counts a response of model alias that should have reported its usage and did
+// UsageMissing counts a response of the alias that should have reported its usage and did
 // not: a stream cut before its usage chunk, or a failed or oversized answer.
-func UsageMissing(model string) {
-	vm.GetOrCreateCounter(`sluice_model_usage_missing_total{` + labels("model", model) + `}`).Inc()
+func (m *Model) UsageMissing() {
+	m.series.s.GetOrCreateCounter(`sluice_model_usage_missing_total{` + labels("model", m.alias) + `}`).Inc()
 }
 
-// WorkerExclusions returns the counters of the servers of service left out of a choice, one
-// per reason name (in the order given; sluice_worker_exclusions_total). They survive reloads.
-func WorkerExclusions(service string, reasons ...string) []*vm.Counter {
-	cs := make([]*vm.Counter, len(reasons))
+// Exclusions counts the servers of one observed service left out of a choice, by reason
+// (sluice_worker_exclusions_total). The counters survive reloads that keep the service and go
+// once no configuration in force observes it (InForce).
+type Exclusions struct {
+	series *series
+	// Counters are the reasons' counters, in the order given to ForExclusions.
+	Counters []*vm.Counter
+}
+
+// ForExclusions returns the exclusion counters of service, one per reason name.
+func ForExclusions(service string, reasons ...string) *Exclusions {
+	x := seriesOf("exclusions{" + labels("service", service) + "}")
+	e := &Exclusions{series: x, Counters: make([]*vm.Counter, len(reasons))}
 	for i, r := range reasons {
-		cs[i] = vm.GetOrCreateCounter(`sluice_worker_exclusions_total{` + labels("service", service, "reason", r) + `}`)
+		e.Counters[i] = x.s.GetOrCreateCounter(`sluice_worker_exclusions_total{` + labels("service", service, "reason", r) + `}`)
 	}
-	return cs
+	return e
+}
+
+func (e *Exclusions) groups() []*series {
+	if e == nil {
+		return nil
+	}
+	return []*series{e.series}
 }
 
 // RateLimit counts the requests a rate-limit middleware refused. Its methods are safe for
 // concurrent use and allocation free.
 type RateLimit struct {
+	series  *series
 	limited *vm.Counter
 }
 
 // ForRateLimit returns the counter of rate-limit middleware name, creating it on first use;
-// it survives reloads.
+// it survives reloads that keep the middleware and goes once no configuration in force names
+// it (InForce).
 func ForRateLimit(name string) *RateLimit {
-	return &RateLimit{limited: vm.GetOrCreateCounter(`sluice_rate_limited_total{` + labels("middleware", name) + `}`)}
+	l := labels("middleware", name)
+	x := seriesOf("ratelimit{" + l + "}")
+	return &RateLimit{series: x, limited: x.s.GetOrCreateCounter(`sluice_rate_limited_total{` + l + `}`)}
+}
+
+func (r *RateLimit) groups() []*series {
+	if r == nil {
+		return nil
+	}
+	return []*series{r.series}
 }
 
 // Limited counts one request refused with 429.
@@ -643,6 +683,7 @@ func (r *RateLimit) Limited() { r.limited.Inc() }
 // Prefix holds the prefix-affinity metrics of one model alias. Its methods are safe for
 // concurrent use and allocation free.
 type Prefix struct {
+	series      *series
 	outcomes    [7]*vm.Counter // by affinity.Outcome: none, hit, miss, short, busy, shared, behind
 	invalidated *vm.Counter
 }
@@ -652,15 +693,23 @@ type Prefix struct {
 var PrefixOutcomes = [7]string{"", "hit", "miss", "short", "busy", "shared", "behind"}
 
 // ForPrefix returns the prefix-affinity metrics of model alias, creating them on first use;
-// the series survive reloads.
+// the series survive reloads that keep the alias and go with its other series (InForce).
 func ForPrefix(alias string) *Prefix {
-	p := &Prefix{invalidated: vm.GetOrCreateCounter(`sluice_prefix_affinity_invalidations_total{` + labels("model", alias) + `}`)}
+	x := seriesOf("prefix{" + labels("model", alias) + "}")
+	p := &Prefix{series: x, invalidated: x.s.GetOrCreateCounter(`sluice_prefix_affinity_invalidations_total{` + labels("model", alias) + `}`)}
 	for i, o := range PrefixOutcomes {
 		if o != "" {
-			p.outcomes[i] = vm.GetOrCreateCounter(`sluice_prefix_affinity_selections_total{` + labels("model", alias, "outcome", o) + `}`)
+			p.outcomes[i] = x.s.GetOrCreateCounter(`sluice_prefix_affinity_selections_total{` + labels("model", alias, "outcome", o) + `}`)
 		}
 	}
 	return p
+}
+
+func (p *Prefix) groups() []*series {
+	if p == nil {
+		return nil
+	}
+	return []*series{p.series}
 }
 
 // Selected counts a request routed with outcome (an affinity.Outcome value).

@@ -30,6 +30,7 @@ var PDBatchBuckets = []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}
 
 // PD holds the prefill/decode serving metrics of one target of a model alias.
 type PD struct {
+	series    *series
 	phase     map[string]*vm.PrometheusHistogram
 	failures  map[string]*vm.Counter
 	aborts    map[string]*vm.Counter
@@ -38,25 +39,35 @@ type PD struct {
 	batchSize *vm.PrometheusHistogram
 }
 
-// ForPD returns the prefill/decode metrics of target of model alias model.
+// ForPD returns the prefill/decode metrics of target of model alias model. They survive
+// reloads that keep the target and go once no configuration in force names it (InForce).
 func ForPD(model, target string) *PD {
-	l := `model="` + model + `",target="` + target + `"`
+	l := labels("model", model, "target", target)
+	x := seriesOf("pd{" + l + "}")
 	m := &PD{
-		phase: map[string]*vm.PrometheusHistogram{}, failures: map[string]*vm.Counter{}, aborts: map[string]*vm.Counter{},
-		pairRetry: vm.GetOrCreateCounter(`sluice_pd_pair_retries_total{` + l + `}`),
-		exhausted: vm.GetOrCreateCounter(`sluice_pd_pairs_exhausted_total{` + l + `}`),
-		batchSize: vm.GetOrCreatePrometheusHistogramExt(`sluice_pd_prepare_batch_size{`+l+`}`, PDBatchBuckets),
+		series: x,
+		phase:  map[string]*vm.PrometheusHistogram{}, failures: map[string]*vm.Counter{}, aborts: map[string]*vm.Counter{},
+		pairRetry: x.s.GetOrCreateCounter(`sluice_pd_pair_retries_total{` + l + `}`),
+		exhausted: x.s.GetOrCreateCounter(`sluice_pd_pairs_exhausted_total{` + l + `}`),
+		batchSize: x.s.GetOrCreatePrometheusHistogramExt(`sluice_pd_prepare_batch_size{`+l+`}`, PDBatchBuckets),
 	}
 	for _, p := range []string{PDPrepare, PDPrefill, PDDecodeHead, PDDecode} {
-		m.phase[p] = vm.GetOrCreatePrometheusHistogramExt(`sluice_pd_phase_duration_seconds{`+l+`,phase="`+p+`"}`, DurationBuckets)
+		m.phase[p] = x.s.GetOrCreatePrometheusHistogramExt(`sluice_pd_phase_duration_seconds{`+l+`,phase="`+p+`"}`, DurationBuckets)
 	}
 	for _, p := range []string{PDPrepare, PDPrefill, PDDecodeHead} {
-		m.failures[p] = vm.GetOrCreateCounter(`sluice_pd_phase_failures_total{` + l + `,phase="` + p + `"}`)
+		m.failures[p] = x.s.GetOrCreateCounter(`sluice_pd_phase_failures_total{` + l + `,phase="` + p + `"}`)
 	}
 	for _, r := range []string{PDAbortLegFailed, PDAbortClientGone, PDAbortTimeout, PDAbortStream, PDAbortGatewayResources} {
-		m.aborts[r] = vm.GetOrCreateCounter(`sluice_pd_aborts_total{` + l + `,reason="` + r + `"}`)
+		m.aborts[r] = x.s.GetOrCreateCounter(`sluice_pd_aborts_total{` + l + `,reason="` + r + `"}`)
 	}
 	return m
+}
+
+func (m *PD) groups() []*series {
+	if m == nil {
+		return nil
+	}
+	return []*series{m.series}
 }
 
 // Phase records a phase that succeeded, begun at since.

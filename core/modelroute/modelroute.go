@@ -78,9 +78,9 @@ type Target struct {
 	// PD serves the target's requests on prefill/decode worker pairs (phase "decode");
 	// nil for a target whose servers serve whole requests.
 	PD         *pd.Target
-	next       atomic.Uint64 // smooth share within the tier, by weight
-	alias      string
-	byConsumer sync.Map // consumer name -> *metrics.Tokens
+	next       atomic.Uint64  // smooth share within the tier, by weight
+	m          *metrics.Model // the alias's
+	byConsumer sync.Map       // consumer name -> *metrics.Tokens
 }
 
 // Judge says whether server i of the target's service may take the target's requests now
@@ -99,7 +99,7 @@ func (t *Target) tokens(consumer string) *metrics.Tokens {
 	if m, ok := t.byConsumer.Load(consumer); ok {
 		return m.(*metrics.Tokens)
 	}
-	m, _ := t.byConsumer.LoadOrStore(consumer, metrics.ForTokens(t.alias, t.Name, consumer))
+	m, _ := t.byConsumer.LoadOrStore(consumer, t.m.Tokens(t.Name, consumer))
 	return m.(*metrics.Tokens)
 }
 
@@ -131,7 +131,7 @@ func NewTable(models map[string]*config.Model, services map[string]*pipeline.Ser
 			}
 			t := &Target{
 				Name: id, Service: svc, UpstreamModel: ct.UpstreamModel, Priority: ct.Priority, Weight: ct.Weight,
-				Workers: groups[ct.Service], alias: name,
+				Workers: groups[ct.Service], m: a.m,
 				Needs: workers.Needs{Role: workers.RoleAggregated, Generation: int64(ct.DeploymentGeneration), Digest: ct.ExecutionConfigDigest},
 			}
 			if ds := m.Scheduling.DistributedServing; m.Scheduling.Phase == config.PhaseDecode && ds != nil && t.Workers != nil {
@@ -230,6 +230,25 @@ func (t *Table) Close() {
 			}
 		}
 	}
+}
+
+// Metrics returns the metrics the table's aliases name, for metrics.InForce.
+func (t *Table) Metrics() []metrics.Named {
+	var out []metrics.Named
+	for _, a := range t.aliases {
+		out = append(out, a.m)
+		if a.prefix != nil {
+			out = append(out, a.prefix.m)
+		}
+		for _, tier := range a.tiers {
+			for _, tg := range tier {
+				if tg.PD != nil {
+					out = append(out, tg.PD.Metrics())
+				}
+			}
+		}
+	}
+	return out
 }
 
 // Aliases returns every alias sorted by name.

@@ -1,7 +1,6 @@
 package modelroute
 
 import (
-	"github.com/sluice-gw/sluice/core/metrics"
 	"github.com/sluice-gw/sluice/core/openai"
 	"github.com/sluice-gw/sluice/core/pipeline"
 	"github.com/sluice-gw/sluice/sse"
@@ -147,6 +146,6 @@ func (st *state) account(rc *pipeline.RequestCtx, callerName string) {
 		return
 	}
 	if u.want || u.over {
-		metrics.UsageMissing(st.alias.Name)
+		st.alias.m.UsageMissing()
 	}
 }

@@ -192,6 +192,9 @@ func Compile(cfg *config.Config, prev *Snapshot, gen uint64) (*Snapshot, error) 
 		errs = append(errs, cfg.Errorf([]string{"models"}, "models: %v", merr))
 	}
 	s.Models = models
+	if models != nil {
+		s.series = append(s.series, models.Metrics()...)
+	}
 	errs = append(errs, s.compileMiddlewares(cfg, consumers, prev)...)
 	tables := map[string][]router.Route{}
 	for _, name := range sortedKeys(cfg.Routers) {
@@ -326,6 +329,7 @@ func (s *Snapshot) compileWorkers(cfg *config.Config, prev *Snapshot) {
 			s.workerStates[b.Key] = g.Member(i).Worker
 		}
 		s.Workers[name] = g
+		s.series = append(s.series, g.Metrics())
 	}
 }
 
@@ -354,7 +358,9 @@ func (s *Snapshot) compileMiddlewares(cfg *config.Config, consumers *consumer.Re
 		switch {
 		case mw.RateLimit != nil:
 			prevStage, _ := old.(*ratelimit.Stage)
-			s.middlewares[name] = ratelimit.New(name, *mw.RateLimit, prevStage)
+			st := ratelimit.New(name, *mw.RateLimit, prevStage)
+			s.middlewares[name] = st
+			s.series = append(s.series, st.Metrics())
 		case mw.CircuitBreaker != nil:
 			prevStage, _ := old.(*breaker.Stage)
 			s.middlewares[name] = breaker.New(name, *mw.CircuitBreaker, s.servicesOf(cfg, name), prevStage)

@@ -63,13 +63,17 @@ type Group struct {
 	client  *http.Client
 
 	// excluded counts the servers left out of a choice, by reason (sluice_worker_exclusions_total).
-	excluded [numReasons]*vm.Counter
+	excluded   [numReasons]*vm.Counter
+	exclusions *metrics.Exclusions // the series of excluded
 
 	startOnce, stopOnce sync.Once
 	ctx                 context.Context
 	cancel              context.CancelFunc
 	done                chan struct{}
 }
+
+// Metrics returns the group's exclusion counters, for metrics.InForce.
+func (g *Group) Metrics() *metrics.Exclusions { return g.exclusions }
 
 // NewGroup returns the group over members (in balancer ID order), taking over the Workers
 // they carry. It does not poll until Start.
@@ -82,7 +86,8 @@ func NewGroup(cfg Config, members []Member) *Group {
 		}
 		g.urls = append(g.urls, strings.TrimSuffix(m.URL, "/")+ObservationPath)
 	}
-	copy(g.excluded[IdentityChanged:], metrics.WorkerExclusions(cfg.Service, reasonNames[IdentityChanged:]...))
+	g.exclusions = metrics.ForExclusions(cfg.Service, reasonNames[IdentityChanged:]...)
+	copy(g.excluded[IdentityChanged:], g.exclusions.Counters)
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	g.client = &http.Client{
 		Transport: &http.Transport{

@@ -66,6 +66,9 @@ func New(name string, o config.RateLimitOptions, prev *Stage) *Stage {
 	return s
 }
 
+// Metrics returns the stage's counter, for metrics.InForce.
+func (s *Stage) Metrics() *metrics.RateLimit { return s.m }
+
 // Limiter returns the stage's buckets.
 func (s *Stage) Limiter() *Limiter { return s.l }
 
