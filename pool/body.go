@@ -94,6 +94,27 @@ func (x *Exchange) ReadBody(buf []byte, raw bool) (n int, err error) {
 	}
 }
 
+// CutByClose turns the end of a body delimited by the upstream's close (RFC 9112 §6.3 rule 8),
+// which ReadBody returned as io.EOF, into the failure of a body cut short, and returns that
+// failure: for a caller that finds in the body itself that it was not complete (an event stream
+// closed inside an event), the close cut it as a reset would have. The error wraps
+// ErrUpstreamClosed ("closed the connection before the response was complete", as a length or
+// chunked body cut short) with io.ErrUnexpectedEOF (ErrAborted after Abort), and is sticky:
+// ReadBody and CutByClose return it from then on. The conn is never reused (an until-close
+// body's never is). It returns nil and changes nothing for any other body, or before the body
+// ended.
+func (x *Exchange) CutByClose() error {
+	switch {
+	case x.mode != http1.BodyUntilClose:
+		return nil
+	case x.err != nil:
+		return x.err
+	case !x.done:
+		return nil
+	}
+	return x.fail(x.ioErr(io.ErrUnexpectedEOF, OpReadBody))
+}
+
 // fill puts the next available body bytes into buf: leftover bytes from the head read first,
 // then one socket read with the stream idle deadline. A BodyLength read is capped at the bytes
 // remaining, so it never reads past the end of the response.

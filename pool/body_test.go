@@ -162,6 +162,65 @@ func TestTruncatedBody(t *testing.T) {
 	}
 }
 
+// TestCutByClose: a body delimited by the upstream's close that the caller finds cut short
+// (CutByClose after io.EOF) fails as a length or chunked body cut short does, with a sticky
+// error; before its end, and for a body with framing of its own, CutByClose changes nothing.
+func TestCutByClose(t *testing.T) {
+	for _, tc := range []struct {
+		resp string
+		cuts bool
+	}{
+		{"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\ndata: a", true},
+		{"HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\ndata: a", false},
+		{"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n7\r\ndata: a\r\n0\r\n\r\n", false},
+	} {
+		u := startUpstream(t, func(c net.Conn, _ int) {
+			readReq(bufio.NewReader(c))
+			io.WriteString(c, tc.resp)
+		})
+		p := New(Options{Addr: u.addr()})
+		x := AcquireExchange()
+		if err := x.RoundTrip(p, []byte(getHead), nil, false); err != nil {
+			t.Fatal(err)
+		}
+		if err := x.CutByClose(); err != nil {
+			t.Fatalf("%q: CutByClose before the end: %v", tc.resp, err)
+		}
+		b, err := readAll(x, false, 4096)
+		if err != nil || string(b) != "data: a" {
+			t.Fatalf("%q: body %q %v", tc.resp, b, err)
+		}
+		err = x.CutByClose()
+		if !tc.cuts {
+			if err != nil {
+				t.Fatalf("%q: CutByClose of a framed body: %v", tc.resp, err)
+			}
+			if _, err := x.ReadBody(make([]byte, 8), false); err != io.EOF {
+				t.Fatalf("%q: ReadBody after CutByClose: %v, want io.EOF", tc.resp, err)
+			}
+		} else {
+			var ue *UpstreamError
+			if !errors.Is(err, ErrUpstreamClosed) || !errors.Is(err, io.ErrUnexpectedEOF) || !errors.As(err, &ue) {
+				t.Fatalf("%q: err %v, want ErrUpstreamClosed (unexpected EOF)", tc.resp, err)
+			}
+			if got, want := ue.Failure(), "closed the connection before the response was complete"; got != want {
+				t.Fatalf("failure %q, want %q", got, want)
+			}
+			if _, again := x.ReadBody(make([]byte, 8), false); again != err {
+				t.Fatalf("ReadBody after CutByClose: %v, want the same error", again)
+			}
+			if again := x.CutByClose(); again != err {
+				t.Fatalf("CutByClose again: %v, want the same error", again)
+			}
+		}
+		ReleaseExchange(x)
+		if s := p.Stats(); s.Active != 0 || (tc.cuts && s.Idle != 0) {
+			t.Fatalf("%q: stats %+v", tc.resp, s)
+		}
+		p.Close()
+	}
+}
+
 // TestExtraBytesAfterBody: an upstream that sends more than the framing says: the body ends at
 // its framing and the conn is not reused.
 func TestExtraBytesAfterBody(t *testing.T) {

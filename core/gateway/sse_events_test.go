@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -48,7 +49,8 @@ func readChunks(t *testing.T, r *bufio.Reader) []string {
 }
 
 // readCutChunks reads a chunked response that may be cut: the payload of the chunks that came
-// whole, and whether the last chunk came.
+// whole, and whether the last chunk came (with the end of its trailer section, so that r is
+// left at the next response).
 func readCutChunks(t *testing.T, r *bufio.Reader) (payload string, ended bool) {
 	t.Helper()
 	resp := readResponse(t, r, true)
@@ -62,7 +64,12 @@ func readCutChunks(t *testing.T, r *bufio.Reader) (payload string, ended bool) {
 		n, err := strconv.ParseInt(strings.TrimSpace(sz), 16, 64)
 		require.NoError(t, err, "chunk size %q", sz)
 		if n == 0 {
-			return b.String(), true
+			for {
+				l, err := r.ReadString('\n')
+				if err != nil || l == "\r\n" {
+					return b.String(), err == nil
+				}
+			}
 		}
 		p := make([]byte, n+2)
 		if _, err := io.ReadFull(r, p); err != nil {
@@ -191,6 +198,103 @@ func TestStreamCutBetweenCRAndLFEndsWithWholeErrorEvent(t *testing.T) {
 				payload, ended := readCutChunks(t, bufio.NewReader(c))
 				require.True(t, ended, "the body ends with its last chunk: %q", payload)
 				require.Equal(t, first+errorEvent, payload)
+			})
+		}
+	}
+}
+
+// An event stream delimited by its upstream's close (no Content-Length, not chunked: RFC 9112
+// §6.3 rule 8) whose upstream closes cleanly (FIN) inside an event was cut, not ended: an SSE
+// client drops the event still open at the end of the stream, so the close passed on as the
+// end would leave it a stream that stops with neither its end nor an error. It ends as one
+// that the upstream resets there: the events that ended, then the error event in the stream's
+// line endings and the end of the body, the client's connection carrying its next request,
+// counted as a failed stream (sluice_upstream_errors_total reason "stream", the access log's
+// upstream_error); an HTTP/1.0 client gets the same bytes and the close; an event that went
+// out in part (over the 8 KiB bound) leaves the transfer cut. Closed at an event boundary, the
+// stream ended: the client gets every byte and the end of the body, and no failure counts.
+func TestStreamClosedInsideAnEventEndsWithErrorEvent(t *testing.T) {
+	const first = "data: {\"i\":0}\n\n"
+	const firstCRLF = "data: {\"i\":0}\r\n\r\n"
+	const errorEvent = "event: error\n" +
+		`data: {"error":{"message":"the upstream failed during the stream","type":"upstream_error","param":null,"code":"upstream_stream_error"}}` +
+		"\n\n"
+	errorEventCRLF := strings.ReplaceAll(errorEvent, "\n", "\r\n")
+	big := "data: " + strings.Repeat("x", 12<<10)
+	for i, tc := range []struct {
+		name   string
+		sent   string // the upstream's body, then its FIN
+		http10 bool
+		want   string // the client's payload
+		ended  bool   // the client's body ends in good framing (else: the transfer is cut)
+		failed bool   // counted as a failed stream
+	}{
+		{"inside a line", first + "data: {\"i\"", false, first + errorEvent, true, true},
+		{"after a line, its blank line to come", first + "data: {\"i\":1}\n", false, first + errorEvent, true, true},
+		{"CRLF: between a line's CR and LF", firstCRLF + "data: {\"i\":1}\r", false, firstCRLF + errorEventCRLF, true, true},
+		{"inside the first event", "da", false, errorEvent, true, true},
+		{"HTTP/1.0 client, inside a line", first + "data: {\"i\"", true, first + errorEvent, false, true},
+		{"an event over the bound, sent in part", first + big, false, first + big, false, true},
+		{"at a boundary", first + "data: {\"i\":1}\n\n", false, first + "data: {\"i\":1}\n\n", true, false},
+		{"CRLF: between the blank line's CR and LF", firstCRLF[:len(firstCRLF)-1], false, firstCRLF[:len(firstCRLF)-1], true, false},
+		{"no event at all", "", false, "", true, false},
+	} {
+		up := serveUpstream(t, func(c net.Conn, _ *bufio.Reader, head string, _ []byte) bool {
+			if strings.HasPrefix(head, "GET /v1/ok ") {
+				_, err := io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+				return err == nil
+			}
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n"+tc.sent)
+			return false // the close (FIN) ends the body
+		})
+		for _, engine := range engines {
+			t.Run(tc.name+"/"+engine, func(t *testing.T) {
+				router := fmt.Sprintf("fin_%d_%s", i, engine)
+				logPath := filepath.Join(t.TempDir(), "access.log")
+				m := startMetricsGateway(t, engine, router, router, up.addr(), fmt.Sprintf("[log]\naccess_log = %q", logPath))
+				streamErrs := fmt.Sprintf(`sluice_upstream_errors_total{router=%q,service="up",reason="stream"}`, router)
+				errs0 := m.value(t, streamErrs)
+
+				c := dial(t, m.addr)
+				_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+				r := bufio.NewReader(c)
+				if tc.http10 {
+					send(t, c, "POST /v1/chat/completions HTTP/1.0\r\nHost: gw\r\nContent-Length: 2\r\n\r\n{}")
+					resp := readResponse(t, r, false) // delimited by the close
+					require.Equal(t, 200, resp.status)
+					require.Equal(t, tc.want, string(resp.body))
+				} else {
+					send(t, c, "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Length: 2\r\n\r\n{}")
+					payload, ended := readCutChunks(t, r)
+					require.Equal(t, tc.ended, ended, "the body ends with its last chunk: %q", payload)
+					require.Equal(t, tc.want, payload)
+				}
+				if tc.ended {
+					send(t, c, "GET /v1/ok HTTP/1.1\r\nHost: gw\r\n\r\n")
+					next := readResponse(t, r, false)
+					require.Equal(t, 200, next.status, "the next request on the same connection")
+					require.Equal(t, "ok", string(next.body))
+				}
+
+				lines := 1
+				if tc.ended {
+					lines = 2
+				}
+				var line map[string]any
+				for _, l := range accessLines(t, logPath, lines) {
+					if l["path"] == "/v1/chat/completions" {
+						line = l
+					}
+				}
+				require.NotNil(t, line, "the stream's access log line")
+				require.EqualValues(t, 200, line["status"])
+				if tc.failed {
+					require.Equal(t, "stream", line["upstream_error"])
+					m.waitValue(t, streamErrs, errs0+1)
+				} else {
+					require.Empty(t, line["upstream_error"])
+					require.Equal(t, errs0, m.value(t, streamErrs), "a stream that ended is no failure")
+				}
 			})
 		}
 	}

@@ -1057,6 +1057,14 @@ func (rc *RequestCtx) RelayStepAt(ds Downstream, now time.Time) (done bool, _ er
 		rc.route.Chain.onBody(rc, b[at:at+n])
 		tail = rc.relay.Keep(b[at:at+n], maxKeptBytes)
 	}
+	if err != nil && rc.relay.InEvent() && errors.Is(err, io.EOF) {
+		// An event stream delimited by its upstream's close that closed inside an event was
+		// cut, not ended: its client would drop the open event and see the stream stop with
+		// neither its end nor an error. It ends as one the upstream reset there does.
+		if cut := rc.x.CutByClose(); cut != nil {
+			err = cut
+		}
+	}
 	tail, failed := afterRead(err, tail)
 	if send := kept + n - tail; send > 0 {
 		if tail > 0 && !failed {

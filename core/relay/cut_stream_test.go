@@ -3,6 +3,7 @@ package relay_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -98,5 +99,56 @@ func TestNoErrorEventAfterAnEventSentInPart(t *testing.T) {
 	} {
 		got := keepRun(relay.Payload, []string{stream}, 8, true)
 		require.Equal(t, stream, strings.Join(got, ""), "%q", stream)
+	}
+}
+
+// InEvent says whether a stream that ended where its bytes end was inside an event: after any
+// byte of an event whose blank line had not come, whatever the line endings, and however the
+// bytes were split into reads; never at an event boundary (a CR that ended the blank line
+// counts, its LF to come or not) or before any byte. A stream whose events the relay does not
+// follow (not an event stream, or wire bytes) is never inside one.
+func TestInEventAtEachEndOfStream(t *testing.T) {
+	for _, c := range []struct {
+		stream string
+		in     bool
+	}{
+		{"", false},
+		{"data: a\n\n", false},
+		{"data: a\r\n\r\n", false},
+		{"data: a\r\n\r", false},
+		{"data: a\r\r", false},
+		{": ping\n\n", false},
+		{"\n", false}, // a blank line alone dispatches nothing and opens nothing
+		{"d", true},
+		{"data: a", true},
+		{"data: a\n", true},
+		{"data: a\r", true},
+		{"data: a\r\n", true},
+		{": ping", true},
+		{"data: a\n\ndata: b", true},
+		{"data: a\r\n\r\ndata: b\r\n", true},
+		{"data: a\r\rd", true},
+	} {
+		splits := [][]string{{c.stream}, bytesOf(c.stream)}
+		for i := 0; i <= len(c.stream); i++ {
+			splits = append(splits, []string{c.stream[:i], c.stream[i:]})
+		}
+		for _, f := range []relay.Framing{relay.Chunk, relay.Close, relay.Payload} {
+			for _, reads := range splits {
+				var r relay.Relay
+				r.Reset(f, true, time.Unix(0, 0))
+				for _, p := range reads {
+					r.Keep([]byte(p), 1024)
+				}
+				require.Equal(t, c.in, r.InEvent(), "%s %q", f, reads)
+			}
+		}
+		var plain, raw relay.Relay
+		plain.Reset(relay.Chunk, false, time.Unix(0, 0))
+		raw.Reset(relay.ChunkedRaw, true, time.Unix(0, 0))
+		plain.Keep([]byte(c.stream), 1024)
+		raw.Keep([]byte(c.stream), 1024)
+		require.False(t, plain.InEvent(), "not an event stream: %q", c.stream)
+		require.False(t, raw.InEvent(), "wire bytes: %q", c.stream)
 	}
 }

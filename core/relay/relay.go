@@ -224,6 +224,15 @@ func (r *Relay) FrameKept(buf []byte, n int, now time.Time) (lo, hi int, o Obs) 
 	return lo, hi, o
 }
 
+// InEvent reports whether the payload accounted for so far ends inside an SSE event: after
+// bytes of an event (a field, a comment, a line not yet ended) whose blank line has not come.
+// It is false at an event boundary, before any byte, and for a response that is not an event
+// stream or whose framing passes wire bytes (Raw), whose events the relay does not follow. A
+// body delimited by the upstream's close (RFC 9112 §6.3 rule 8) that ends there was cut: a
+// client discards the open event at the end of the stream (WHATWG HTML, "event stream
+// interpretation") and would see a stream that merely stops.
+func (r *Relay) InEvent() bool { return r.sse && !r.ev.atBoundary() }
+
 // Drop forgets the payload accounted for and not sent, of a stream that ends without it: its
 // upstream failed inside an event, which a client would discard unsent; Fail then ends the
 // events that were sent with the error event.
