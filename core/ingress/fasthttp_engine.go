@@ -341,6 +341,7 @@ type fastExchange struct {
 	watchConn  net.Conn
 	watchTimer *time.Timer
 	addTo      *fasthttp.ResponseHeader // target of addField while the head is built
+	client     *servedConn              // the connection the request came on (nil: not a served one)
 	begun      bool                     // the request entered the pipeline: Finish it
 	direct     bool                     // WriteTo writes the body to the connection, not to fasthttp
 	abandoned  bool                     // a panic left its state unknown: it goes back to no pool
@@ -379,6 +380,8 @@ func (e *FastEngine) handle(ctx *fasthttp.RequestCtx) {
 	fx := fastExchanges.Get().(*fastExchange)
 	fx.e = e
 	fx.rc = pipeline.AcquireRequestCtx()
+	sc := servedConnOf(ctx.Conn())
+	fx.client = sc
 	e.counters.active.Add(1)
 	defer func() {
 		if v := recover(); v != nil {
@@ -401,9 +404,9 @@ func (e *FastEngine) handle(ctx *fasthttp.RequestCtx) {
 	if !fx.start(ctx) {
 		fx.release()
 	}
-	if e.draining.Load() {
+	if e.draining.Load() || (sc != nil && sc.ending.Load()) {
 		// A response whose head goes out during a drain ends its connection, also when its
-		// request came before the drain began.
+		// request came before the drain began; so does one whose completion panicked.
 		ctx.Response.SetConnectionClose()
 	}
 }
@@ -446,7 +449,14 @@ func (fx *fastExchange) start(ctx *fasthttp.RequestCtx) bool {
 	}
 	rc.SetClientAddr(peerAddr(ctx.RemoteAddr()))
 	var err error
-	if sc := servedConnOf(ctx.Conn()); sc != nil {
+	if sc := fx.client; sc != nil {
+		if sc.ending.Load() {
+			// A request pipelined behind one whose completion panicked: the connection ends
+			// after that response, as on the gnet engine, and this request goes unanswered.
+			ctx.HijackSetNoResponse(true)
+			ctx.Hijack(func(net.Conn) {})
+			return false
+		}
 		err = sc.refusal()
 		sc.served++
 	}
@@ -685,14 +695,17 @@ func (fx *fastExchange) Close() error {
 
 // finish runs the request's Finish from release, which fasthttp calls where it recovers
 // nothing (closing a body stream): a completion stage's panic, which Finish raises once the
-// request is finished (pipeline.StagePanic), is reported rather than ending the process.
-func (fx *fastExchange) finish() {
+// request is finished (pipeline.StagePanic), is reported rather than ending the process. It
+// reports false after such a panic.
+func (fx *fastExchange) finish() (ok bool) {
 	defer func() {
 		if v := recover(); v != nil {
 			fx.e.panics.report(fx.e.log, fx.e.set.Name, v)
+			ok = false
 		}
 	}()
 	fx.rc.Finish()
+	return true
 }
 
 func (fx *fastExchange) release() {
@@ -707,9 +720,15 @@ func (fx *fastExchange) release() {
 	}
 	fx.stopWatch()
 	if fx.begun {
-		fx.finish()
+		if !fx.finish() && fx.client != nil {
+			// A bug ran where the response is completed, in a state no one can vouch for:
+			// the connection ends after the response (whole, as it went out or is about to),
+			// as the gnet engines end theirs.
+			fx.client.endAfterResponse()
+		}
 		fx.begun = false
 	}
+	fx.client = nil
 	fx.e.counters.active.Add(-1)
 	fx.e = nil
 	if fx.abandoned {

@@ -240,6 +240,8 @@ type servedConn struct {
 	isCut bool
 
 	lingers atomic.Bool // the last response ends the connection: Close lingers (linger.go)
+	// ending: the response being written is the connection's last (endAfterResponse).
+	ending atomic.Bool
 	// stall is client_stall_timeout in ns while a response body is written under it (0 when
 	// not): each write gets that long, and one that times out is a stalled client (counted
 	// once).
@@ -267,6 +269,9 @@ type servedConn struct {
 // mark comes with the error, so no head that holds it can ever complete. Empty lines at the
 // start of a read before a request line never reach fasthttp (framingCheck.dropEmptyLines).
 func (c *servedConn) Read(p []byte) (int, error) {
+	if c.ending.Load() {
+		return 0, net.ErrClosed // fasthttp takes it for the close it is, without an answer
+	}
 	if p := c.phase.Load(); p != connBusy {
 		if p == connAnswered {
 			c.phase.CompareAndSwap(connAnswered, connIdle) // fasthttp waits for the next request
@@ -339,6 +344,16 @@ func (c *servedConn) read(p []byte) (int, error) {
 		return 1, c.check.err
 	}
 	return n, err
+}
+
+// endAfterResponse makes the response being written, or just written, the connection's last,
+// when the connection cannot be trusted with another request: fasthttp's next read of it
+// fails as a closed connection's (Read), a request it had already read behind that response
+// is not served (fastExchange.start), and the close lingers, since the client may have sent
+// more.
+func (c *servedConn) endAfterResponse() {
+	c.lingers.Store(true)
+	c.ending.Store(true)
 }
 
 // begin marks the connection busy: a request has begun to arrive on it. It reports false

@@ -196,13 +196,7 @@ func TestPanicInAStageGivesBackWhatTheRequestHeld(t *testing.T) {
 				c, err := net.DialTimeout("tcp", tr.Addr(), 2*time.Second)
 				require.NoError(t, err)
 				_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-				req := "GET /x HTTP/1.1\r\nHost: gw\r\n\r\n"
-				if strings.HasSuffix(tc.name, "-complete") {
-					// The response goes out whole before the completion stage panics; engine
-					// fasthttp then keeps the connection, so the client ends it.
-					req = "GET /x HTTP/1.1\r\nHost: gw\r\nConnection: close\r\n\r\n"
-				}
-				_, err = io.WriteString(c, req)
+				_, err = io.WriteString(c, "GET /x HTTP/1.1\r\nHost: gw\r\n\r\n")
 				require.NoError(t, err)
 				got, err := io.ReadAll(c) // the connection closes after the panic
 				require.NoError(t, err)
@@ -380,4 +374,92 @@ func TestAnEncoderOnTheEventLoopIsRefused(t *testing.T) {
 	require.NotContains(t, string(got), "x-mark")
 	require.Equal(t, int64(1), ingress.LoopServed(tr), "the request ran on the event loop")
 	require.Equal(t, int64(1), released.Load(), "the encoder went back to its pool")
+}
+
+// A completion stage that panics (a bug) does so after the response went out whole, and
+// leaves the connection's state unknown: on every engine the client gets that response whole,
+// then the close, and a request it pipelined behind it is not served. On engine fasthttp the
+// connection used to stay open for the next request.
+func TestPanicAtCompletionEndsTheConnection(t *testing.T) {
+	var served atomic.Int64
+	up := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		served.Add(1)
+		if r.URL.Path == "/json" {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, `{"ok":true}`)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i := range 3 {
+			_, _ = fmt.Fprintf(w, "data: %d\n\n", i)
+			w.(http.Flusher).Flush()
+		}
+	})}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	go func() { _ = up.Serve(ln) }()
+	t.Cleanup(func() { _ = up.Close() })
+	toml := fmt.Sprintf("[entrypoints.web]\naddress = \"127.0.0.1:0\"\n[routers.all]\nrule = \"PathPrefix(`/`)\"\nservice = \"up\"\n[services.up.load_balancer]\nservers = [{ url = \"http://%s\" }]\n[admin]\naddress = \"\"\n", ln.Addr())
+	cfg, err := config.LoadBytes("stage.toml", []byte(toml))
+	require.NoError(t, err)
+	snap, err := snapshot.Compile(cfg, nil, 1)
+	require.NoError(t, err)
+	t.Cleanup(func() { snap.Retire(nil) })
+	var held atomic.Int64
+	for _, engine := range []string{"gnet", "gnet-loop", "fasthttp"} {
+		stages := []any{holdStage{&held}, workerCompletePanicStage{}}
+		if engine == "gnet-loop" {
+			stages = []any{loopHoldStage{holdStage{&held}}, completePanicStage{}}
+		}
+		chain, err := pipeline.NewChain(stages...)
+		require.NoError(t, err)
+		res := withStages{snap, chain}
+		for _, tc := range []struct {
+			path, body string
+			pipelined  bool
+		}{
+			{"/json", `{"ok":true}`, false},
+			{"/json", `{"ok":true}`, true},
+			{"/stream", "data: 0\n\ndata: 1\n\ndata: 2\n\n", false},
+			{"/stream", "data: 0\n\ndata: 1\n\ndata: 2\n\n", true},
+		} {
+			t.Run(fmt.Sprintf("%s%s/pipelined=%v", engine, tc.path, tc.pipelined), func(t *testing.T) {
+				var tr ingress.Transport
+				if engine == "gnet-loop" {
+					tr = ingress.NewGnet(ingress.Settings{Name: "web", Address: "127.0.0.1:0", UpstreamLoop: true}, res, nil)
+					require.NoError(t, tr.Start())
+					t.Cleanup(func() {
+						ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+						defer cancel()
+						_ = tr.Drain(ctx)
+					})
+				} else {
+					tr = startStageTransport(t, engine, res)
+				}
+				served0 := served.Load()
+				c, err := net.DialTimeout("tcp", tr.Addr(), 2*time.Second)
+				require.NoError(t, err)
+				defer c.Close()
+				_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+				req := "GET " + tc.path + " HTTP/1.1\r\nHost: gw\r\n\r\n"
+				if tc.pipelined {
+					req += req
+				}
+				_, err = io.WriteString(c, req)
+				require.NoError(t, err)
+				r := bufio.NewReader(c)
+				resp, err := http.ReadResponse(r, nil)
+				require.NoError(t, err)
+				body, err := io.ReadAll(resp.Body)
+				require.NoError(t, err, "the response went out whole")
+				require.Equal(t, 200, resp.StatusCode)
+				require.Equal(t, tc.body, string(body))
+				rest, err := io.ReadAll(r)
+				require.Empty(t, string(rest), "no second response")
+				require.NoError(t, err, "the connection closes after the response")
+				require.Equal(t, served0+1, served.Load(), "the pipelined request never reached the upstream")
+				waitReleased(t, snap, &held)
+			})
+		}
+	}
 }
