@@ -2,6 +2,7 @@ package fuzz
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"testing"
@@ -112,6 +113,60 @@ func FuzzSSE(f *testing.F) {
 				if fmt.Sprint(got) != fmt.Sprint(whole) {
 					t.Fatalf("max %d step %d: events\n%v\nwhole gave\n%v", max, st, got, whole)
 				}
+			}
+		}
+	})
+}
+
+// usageReaderCost bounds the work of reading a body's usage whole and byte by byte.
+var usageReaderCost = linearCost{PerByte: 8, Fixed: 64}
+
+// FuzzUsageReader checks that the usage reader never panics, that its work grows linearly
+// with the body, that feeding a body whole, byte by byte or in slices of a fuzzed size reads
+// the same usage, and that for a well-formed JSON body it is the usage ParseUsage reads from
+// the whole.
+func FuzzUsageReader(f *testing.F) {
+	for _, s := range []string{
+		`{"id":"c","object":"chat.completion","choices":[{"message":{"content":"a \"usage\": {}"}}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4,"prompt_tokens_details":{"cached_tokens":2}}}`,
+		`{"object":"list","data":[{"embedding":[0.1,-2e-3,[]]},{"embedding":"QUJD\\"}],"usage":{"prompt_tokens":7}}`,
+		`{"usage":null,"x":{"usage":{"total_tokens":1}}}`,
+		`{"a":"\\\\","usage":{"total_tokens":4}}`,
+		`{ "usage" : { "total_tokens" : 3 } }`,
+		`["usage",{"usage":{}}]`,
+	} {
+		f.Add([]byte(s), uint8(3))
+	}
+	f.Fuzz(func(t *testing.T, body []byte, step uint8) {
+		var r sse.UsageReader
+		read := func(body []byte, st int) (sse.Usage, bool) {
+			r.Reset()
+			if st <= 0 {
+				st = len(body) + 1
+			}
+			for len(body) > 0 {
+				n := min(st, len(body))
+				buf := bytes.Clone(body[:n])
+				r.Feed(buf)
+				for i := range buf {
+					buf[i] = 0xAA // a reader keeping a reference into the caller's slice shows up
+				}
+				body = body[n:]
+			}
+			return r.Usage()
+		}
+		checkCost(t, usageReaderCost, body, func(body []byte) {
+			read(body, 0)
+			read(body, 1)
+		})
+		u, ok := read(body, 0)
+		for _, st := range []int{1, int(step)} {
+			if u2, ok2 := read(body, st); u2 != u || ok2 != ok {
+				t.Fatalf("step %d: %+v %v, whole gave %+v %v", st, u2, ok2, u, ok)
+			}
+		}
+		if json.Valid(body) {
+			if want, wantOK := sse.ParseUsage(body); want != u || wantOK != ok {
+				t.Fatalf("UsageReader read %+v %v, ParseUsage %+v %v", u, ok, want, wantOK)
 			}
 		}
 	})

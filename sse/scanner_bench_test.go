@@ -71,3 +71,39 @@ func BenchmarkAppendErrorEvent(b *testing.B) {
 		buf = AppendErrorEvent(buf[:0], "upstream closed the connection mid-stream", "upstream_error", "upstream_reset")
 	}
 }
+
+// chatAnswer is a non-streamed chat.completion of about 1 KiB, as vLLM answers it.
+var chatAnswer = []byte(`{"id":"chatcmpl-8f3a2b1c9d7e4f60a1b2c3d4","object":"chat.completion","created":1732900000,"model":"internal/model-v1","choices":[{"index":0,"message":{"role":"assistant","content":"` +
+	"The quick brown fox jumps over the lazy dog. A proxy that reads the usage of an answer must not keep the answer: it relays it and keeps the counts. \\\"Quoted\\\" text and a\\nnew line are part of it too. The quick brown fox jumps over the lazy dog again, and again, until the answer is about one kibibyte long, which is what a short chat answer weighs. More words follow here to make up the length of a typical answer from a model that was asked a short question and gave a few sentences back." +
+	`","tool_calls":[]},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":1200,"completion_tokens":34,"total_tokens":1234,"prompt_tokens_details":{"cached_tokens":1024}}}`)
+
+// BenchmarkUsageOfJSONAnswer reads the usage of a non-streamed answer relayed in two reads:
+// kept whole and parsed at the end (buffered), or followed as it goes by (UsageReader).
+func BenchmarkUsageOfJSONAnswer(b *testing.B) {
+	p1, p2 := chatAnswer[:512], chatAnswer[512:]
+	b.Run("buffered", func(b *testing.B) {
+		var buf []byte
+		b.ReportAllocs()
+		b.SetBytes(int64(len(chatAnswer)))
+		for b.Loop() {
+			buf = append(buf[:0], p1...)
+			buf = append(buf, p2...)
+			if _, ok := ParseUsage(buf); !ok {
+				b.Fatal("no usage")
+			}
+		}
+	})
+	b.Run("reader", func(b *testing.B) {
+		var r UsageReader
+		b.ReportAllocs()
+		b.SetBytes(int64(len(chatAnswer)))
+		for b.Loop() {
+			r.Reset()
+			r.Feed(p1)
+			r.Feed(p2)
+			if _, ok := r.Usage(); !ok {
+				b.Fatal("no usage")
+			}
+		}
+	})
+}

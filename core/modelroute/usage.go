@@ -6,16 +6,12 @@ import (
 	"github.com/sluice-gw/sluice/sse"
 )
 
-// maxUsageBodyBytes bounds the JSON answer kept to read its usage: chat and completion answers
-// are a few KiB; a larger one (a big embeddings batch) is relayed without being counted.
-const maxUsageBodyBytes = 256 << 10
-
 // usageMode says how a response's usage is read.
 type usageMode uint8
 
 const (
-	usageNone   usageMode = iota // not read (an error answer, or a body over the bound)
-	usageJSON                    // the "usage" of the whole JSON answer
+	usageNone   usageMode = iota // not read (an error answer)
+	usageJSON                    // the top-level "usage" of the JSON answer, read as it goes by
 	usageStream                  // the "usage" of the chunk the caller asked for with include_usage
 )
 
@@ -25,8 +21,7 @@ type usageState struct {
 	mode   usageMode
 	ep     openai.Endpoint
 	want   bool // the response should report usage: a missing one is counted as such
-	body   []byte
-	over   bool
+	rd     sse.UsageReader
 	sc     sse.Scanner
 	usage  pipeline.Usage
 	gotUse bool
@@ -36,7 +31,8 @@ type usageState struct {
 }
 
 func (u *usageState) reset() {
-	u.mode, u.want, u.body, u.over, u.gotUse, u.usage = usageNone, false, u.body[:0], false, false, pipeline.Usage{}
+	u.mode, u.want, u.gotUse, u.usage = usageNone, false, false, pipeline.Usage{}
+	u.rd.Reset()
 	u.cachedKnown = false
 	u.sc.Reset()
 	// An event over the scanner's bound (a tool call's arguments, an inline image) is passed
@@ -119,12 +115,9 @@ func (s *Stage) OnBody(rc *pipeline.RequestCtx, p []byte) {
 	case usageStream:
 		_ = u.sc.Feed(p, u) // never fails: oversized events are skipped
 	case usageJSON:
-		if len(u.body)+len(p) > maxUsageBodyBytes {
-			u.over, u.body = true, u.body[:0]
-			u.mode = usageNone
-			return
-		}
-		u.body = append(u.body, p...)
+		// Only the usage object is kept: the answer may be megabytes (an embeddings batch),
+		// and its usage comes last.
+		u.rd.Feed(p)
 	}
 }
 
@@ -134,7 +127,7 @@ func (st *state) account(rc *pipeline.RequestCtx, callerName string) {
 	o := rc.Outcome()
 	if u.mode == usageJSON {
 		var us sse.Usage
-		if us, u.gotUse = sse.ParseUsage(u.body); u.gotUse {
+		if us, u.gotUse = u.rd.Usage(); u.gotUse {
 			u.usage, u.cachedKnown = fromUsage(u.ep, us), us.CachedKnown && u.ep != openai.Messages
 		}
 	}
@@ -145,7 +138,7 @@ func (st *state) account(rc *pipeline.RequestCtx, callerName string) {
 		}
 		return
 	}
-	if u.want || u.over {
+	if u.want {
 		st.alias.m.UsageMissing()
 	}
 }
