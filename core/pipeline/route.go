@@ -41,6 +41,12 @@ type Route struct {
 	// Retry-After to another backend before anything reached the client, keeping the refusing
 	// backend out for the time it asked (model routers: an LLM engine's queue is full).
 	RetryOverload bool
+	// UncodedResponses asks the upstream for a response without a content coding: the
+	// client's Accept-Encoding is replaced by "Accept-Encoding: identity" (RFC 9110 §12.5.3).
+	// Set on model routers, which read every answer as they relay it (its usage, its SSE
+	// events, the error event they may append), and could read none of it gzipped; a compress
+	// middleware of the router still codes the answer for the client.
+	UncodedResponses bool
 	// M holds the router's metrics.
 	M *metrics.Route
 

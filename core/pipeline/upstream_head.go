@@ -14,6 +14,7 @@ var (
 	hdrXAPIKey       = []byte("X-Api-Key")
 	hdrExpect        = []byte("Expect")
 	hdrMaxForwards   = []byte("Max-Forwards")
+	hdrAcceptEnc     = []byte("Accept-Encoding")
 )
 
 // appendUpstreamHead appends the HTTP/1.1 request head sent to backend b for rc's request.
@@ -23,7 +24,8 @@ var (
 // it goes upstream with its own Content-Length, which is right even when a stage rewrote it.
 // Forwarding fields (Forwarded, X-Forwarded-*, X-Real-IP and the like, see forwardingKind)
 // are dropped unless the peer is trusted, so that no client can tell the upstream another
-// address than its own; then sluice sets its own (appendForwardingFields). X-Request-Id is
+// address than its own; then sluice sets its own (appendForwardingFields). On a route with
+// UncodedResponses, Accept-Encoding is identity whatever the client sent. X-Request-Id is
 // the request's (the client's when sane). Host is the backend's own unless the service passes
 // the client's Host through. The Max-Forwards of a TRACE or OPTIONS request goes one less (RFC
 // 9110 §7.6.2). Fields added by request stages come last.
@@ -104,7 +106,8 @@ func appendHeadFor(dst []byte, rc *RequestCtx, host []byte, bodyLen int) (_ []by
 			bytes.EqualFold(k, hdrRequestID):
 			continue
 		case rt.StripAuthorization && (bytes.EqualFold(k, hdrAuthorization) || bytes.EqualFold(k, hdrXAPIKey)),
-			len(rt.StripHeader) > 0 && bytes.EqualFold(k, rt.StripHeader):
+			len(rt.StripHeader) > 0 && bytes.EqualFold(k, rt.StripHeader),
+			rt.UncodedResponses && bytes.EqualFold(k, hdrAcceptEnc):
 			continue
 		case rc.maxFwd > 0 && bytes.EqualFold(k, hdrMaxForwards):
 			continue // sent below, one less
@@ -122,6 +125,9 @@ func appendHeadFor(dst []byte, rc *RequestCtx, host []byte, bodyLen int) (_ []by
 		dst = appendField(dst, k, f.Value)
 	}
 	dst = rc.appendForwardingFields(dst, seen)
+	if rt.UncodedResponses {
+		dst = append(dst, "Accept-Encoding: identity\r\n"...)
+	}
 	dst = appendField(dst, hdrRequestID, rc.requestID)
 	if rc.maxFwd > 0 {
 		dst = append(dst, "Max-Forwards: "...)

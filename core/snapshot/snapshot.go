@@ -212,7 +212,8 @@ func Compile(cfg *config.Config, prev *Snapshot, gen uint64) (*Snapshot, error) 
 		if r.Models {
 			serviceLabel = modelsServiceLabel
 		}
-		rt := &pipeline.Route{Name: name, Service: svc, M: metrics.ForRoute(name, serviceLabel), RetryOverload: r.Models}
+		rt := &pipeline.Route{Name: name, Service: svc, M: metrics.ForRoute(name, serviceLabel), RetryOverload: r.Models,
+			UncodedResponses: r.Models}
 		s.series = append(s.series, rt.M)
 		var stages []any
 		for _, m := range r.Middlewares {
