@@ -63,8 +63,8 @@ type forwardClaim struct {
 }
 
 // forwardClaims adds the configured claims of a verified token to the upstream request: a
-// string as is, a number or a boolean in its JSON form; other claims (objects, arrays) and
-// values with control characters are not sent.
+// string as is, a number or a boolean in its JSON form. Other claims (objects, arrays), and
+// values a field cannot carry exactly (fieldValue), are not sent.
 func (s *Stage) forwardClaims(rc *pipeline.RequestCtx, claims jwt.MapClaims) {
 	for _, f := range s.forward {
 		var v []byte
@@ -80,12 +80,30 @@ func (s *Stage) forwardClaims(rc *pipeline.RequestCtx, claims jwt.MapClaims) {
 		default:
 			continue
 		}
-		if len(v) == 0 || bytes.ContainsAny(v, "\r\n\x00") {
+		if !fieldValue(v) {
 			continue
 		}
 		rc.AddUpstreamHeader(f.header, v)
 	}
 }
+
+// fieldValue reports whether v travels in a request field exactly as it is (RFC 9110 §5.5):
+// it is not empty, holds no control character but HTAB (CR, LF and NUL would split or cut
+// the head, the others make servers refuse the request), and neither starts nor ends with SP
+// or HTAB, which every recipient strips (a subject " admin" would arrive as "admin").
+func fieldValue(v []byte) bool {
+	if len(v) == 0 || isOWS(v[0]) || isOWS(v[len(v)-1]) {
+		return false
+	}
+	for _, c := range v {
+		if (c < 0x20 && c != '\t') || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+func isOWS(c byte) bool { return c == ' ' || c == '\t' }
 
 // New returns the stage of a jwt middleware with options o (checked by config.Load). It reads
 // o.PublicKeyFile when set; its error describes what is wrong with that file. When consumers
