@@ -52,3 +52,20 @@ func TestForwardClaimsOnlyWhatAFieldCarriesExactly(t *testing.T) {
 		}
 	}
 }
+
+// The client's own fields of a forwarded claim's name never reach the upstream, in any
+// spelling that names the same variable for CGI-style servers (PHP, WSGI, Rack map
+// X-User-Id, X_User_Id and X-User_Id all to HTTP_X_USER_ID): a client that wrote one of them
+// would otherwise pose as another user, beside or instead of the gateway's field.
+func TestForwardClaimsRemoveTheClientsUnderscoreSpellings(t *testing.T) {
+	up := mwtest.NewUpstream(t, mwtest.Status(200))
+	o := hmacOpts()
+	o.ForwardClaims = []config.HeaderPair{{Name: "sub", Value: "X-User-Id"}}
+	h := mwtest.New(t, []any{newStage(t, o, nil)}, up.Addr())
+	tok := sign(t, jwt.SigningMethodHS256, []byte(secret), claims())
+	r := h.Do(t, "192.0.2.1", "GET / HTTP/1.1\r\nHost: gw\r\nX_User_Id: forged-1\r\nx-user_id: forged-2\r\nX_USER_ID: forged-3\r\nAuthorization: Bearer "+tok, "")
+	require.Equal(t, 200, r.Status)
+	head := up.Heads()[0]
+	require.NotContains(t, head, "forged", "the client's spellings of the field are removed")
+	require.Contains(t, head, "X-User-Id: team-a\r\n")
+}
