@@ -29,7 +29,7 @@ type dateClaim struct {
 func newDateClaim(name string) *dateClaim {
 	return &dateClaim{
 		name:       name,
-		wrongType:  wrongType(name, "a NumericDate: a number of seconds since 1970-01-01T00:00:00Z UTC, RFC 7519 §2"),
+		wrongType:  wrongType(name, "a NumericDate: a number of seconds since 1970-01-01T00:00:00Z UTC, RFC 7519 section 2"),
 		outOfRange: newRefusal(401, "the token's "+name+" claim is out of range (want a NumericDate of a four-digit year: seconds since 1970-01-01T00:00:00Z UTC from -62135596800 to 253402300799)"),
 	}
 }

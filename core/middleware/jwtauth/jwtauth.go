@@ -292,15 +292,38 @@ type refusal struct {
 var hdrWWWAuthenticate = []byte("WWW-Authenticate")
 
 // newRefusal builds a 401 for an invalid token whose challenge describes why (RFC 6750 §3:
-// error="invalid_token" and error_description; desc must not hold a double quote), or a 403.
+// error="invalid_token" and error_description), or a 403. desc goes into the body as it is,
+// and into the challenge as descriptionText makes it.
 func newRefusal(status int, desc string) *refusal {
 	if status == 403 {
 		return &refusal{answer: consumer.NewAnswer(403, "permission_error", "permission_error", "unknown_consumer", desc)}
 	}
 	return &refusal{
 		answer:    consumer.NewAnswer(401, "invalid_request_error", "authentication_error", "invalid_token", desc),
-		challenge: []byte(`Bearer realm="sluice", error="invalid_token", error_description="` + desc + `"`),
+		challenge: []byte(`Bearer realm="sluice", error="invalid_token", error_description="` + descriptionText(desc) + `"`),
 	}
+}
+
+// descriptionText returns desc in the characters an error_description may hold (RFC 6750
+// §3: %x20-21 / %x23-5B / %x5D-7E, printable ASCII without '"' and '\'), so that the quotes
+// around it delimit it whatever a configured name put in desc: a double quote becomes a
+// single one, a backslash a slash, and any other character (a control, a non-ASCII letter)
+// a '?'.
+func descriptionText(desc string) string {
+	b := make([]byte, 0, len(desc))
+	for _, r := range desc {
+		switch {
+		case r == '"':
+			b = append(b, '\'')
+		case r == '\\':
+			b = append(b, '/')
+		case r >= 0x20 && r <= 0x7e:
+			b = append(b, byte(r))
+		default:
+			b = append(b, '?')
+		}
+	}
+	return string(b)
 }
 
 func (r *refusal) reply(rc *pipeline.RequestCtx) error {
