@@ -229,3 +229,39 @@ func TestCompressFlushesEachPiece(t *testing.T) {
 		}
 	}
 }
+
+// A router may list two compress middlewares (one per family of content types, say, with
+// their own codings); where both would code a response, the first codes it and the second
+// leaves it be: the client gets one Content-Encoding and a body coded once. A body coded once
+// but labelled twice ("gzip, gzip") is one that curl and browsers fail to decode.
+func TestCompressTwiceOnOneRouterCodesOnce(t *testing.T) {
+	big := bytes.Repeat([]byte(`{"token":"hello"},`), 400)
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			up := serveUpstream(t, func(c net.Conn, _ *bufio.Reader, _ string, _ []byte) bool {
+				_, err := fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(big), big)
+				return err == nil
+			})
+			cfg := strings.Replace(compressConfig(engine, up.addr()), `middlewares = ["zip"]`, `middlewares = ["zip", "zip-json"]`, 1) + `
+[middlewares.zip-json]
+type = "compress"
+encodings = ["gzip"]
+content_types = ["application/json"]
+`
+			base := startGatewayConfig(t, cfg)
+			for _, accept := range []string{"gzip", "gzip, zstd"} {
+				req, err := http.NewRequest("GET", base+"/v1/models", nil)
+				require.NoError(t, err)
+				req.Header.Set("Accept-Encoding", accept)
+				resp, err := rawClient.Do(req)
+				require.NoError(t, err)
+				codings := resp.Header.Values("Content-Encoding")
+				require.Len(t, codings, 1, "Accept-Encoding %q: one coding, applied once: %q", accept, codings)
+				body, err := io.ReadAll(decode(t, codings[0], resp.Body))
+				require.NoError(t, err)
+				resp.Body.Close()
+				require.Equal(t, big, body, "Accept-Encoding %q", accept)
+			}
+		})
+	}
+}

@@ -42,6 +42,11 @@ func (rc *RequestCtx) SetEncoder(e Encoder) {
 	rc.enc = e
 }
 
+// Encoded reports whether a response stage has set an encoder for the response
+// (SetEncoder), so that its body goes out coded: a later stage's SetEncoder would replace
+// that encoder, whose Content-Encoding the response already names.
+func (rc *RequestCtx) Encoded() bool { return rc.enc != nil }
+
 var errEncoderOnLoop = errors.New("pipeline: SetEncoder on an event loop: a stage that codes bodies must not report LoopSafe")
 
 // releaseEncoder releases the request's encoder, if any.

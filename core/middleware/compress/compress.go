@@ -83,7 +83,9 @@ func (s *Stage) OnResponse(rc *pipeline.RequestCtx) error {
 	if !ok || hasPrefixFold(ct, eventStream) || !s.compressible(ct) {
 		return nil
 	}
-	if _, coded := rc.ResponseHeaderValue("Content-Encoding"); coded {
+	if _, coded := rc.ResponseHeaderValue("Content-Encoding"); coded || rc.Encoded() {
+		// Coded already: by the upstream, or by a compress middleware listed before this one
+		// on the router (a second coding on top would gain nothing).
 		return nil
 	}
 	if cc, ok := rc.ResponseHeaderValue("Cache-Control"); ok && containsFold(cc, noTransform) {
