@@ -21,8 +21,9 @@ import (
 //   - The upstream's own Access-Control-* response fields are removed: the route's policy is
 //     the gateway's, and two Access-Control-Allow-Origin fields make browsers refuse both.
 //
-// Every answer to a request with Origin varies by it (Vary: Origin), so that a shared cache
-// does not hand one origin's answer to another.
+// Every answer of the route varies by Origin (Vary: Origin), also one to a request without
+// Origin, so that a cache hands neither one origin's answer to another nor an answer without
+// CORS fields to a script's request (Fetch standard §3.2.5).
 type CORS struct {
 	any         bool
 	origins     [][]byte
@@ -95,11 +96,11 @@ func (c *CORS) allowOrigin(rc *pipeline.RequestCtx, origin []byte) {
 
 // OnRequest implements pipeline.RequestStage.
 func (c *CORS) OnRequest(rc *pipeline.RequestCtx) error {
+	rc.AddResponseHeader(hdrVary, valOrigin)
 	origin, ok := rc.Req.HeaderValue("Origin")
 	if !ok {
 		return nil
 	}
-	rc.AddResponseHeader(hdrVary, valOrigin)
 	_, preflight := rc.Req.HeaderValue("Access-Control-Request-Method")
 	preflight = preflight && string(rc.Req.Method) == "OPTIONS"
 	if !c.allowed(origin) {

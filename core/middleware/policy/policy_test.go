@@ -131,9 +131,10 @@ func TestCORS(t *testing.T) {
 	require.Equal(t, 200, r.Status)
 	require.Empty(t, r.Header.Values("Access-Control-Allow-Origin"))
 
-	// Without Origin it is not a CORS request: nothing added.
+	// Without Origin it is not a CORS request: no CORS fields, but the answer varies by
+	// Origin all the same.
 	r = h.Do(t, "192.0.2.1", "GET / HTTP/1.1\r\nHost: gw", "")
-	require.Empty(t, r.Header.Get("Vary"))
+	require.Equal(t, "Origin", r.Header.Get("Vary"))
 	require.Empty(t, r.Header.Values("Access-Control-Allow-Origin"))
 }
 
@@ -146,4 +147,29 @@ func TestCORSOnGatewayRefusals(t *testing.T) {
 	r := h.Do(t, "192.0.2.1", "POST / HTTP/1.1\r\nHost: gw\r\nOrigin: https://any.example", "too long")
 	require.Equal(t, 413, r.Status)
 	require.Equal(t, "*", r.Header.Get("Access-Control-Allow-Origin"))
+}
+
+// Whether an answer carries CORS fields depends on Origin, so every answer of a cors route
+// says so, also one to a request without Origin (Fetch standard §3.2.5, "CORS protocol and
+// HTTP caches"): a cache that kept such an answer without Vary: Origin would hand it, without
+// Access-Control-Allow-Origin, to a script's request for the same URL, which the browser
+// then refuses. Answers of the gateway itself (a later stage's 413) vary alike.
+func TestCORSAnswersVaryByOriginWithoutOriginToo(t *testing.T) {
+	up := mwtest.NewUpstream(t, mwtest.Status(200))
+	for _, origins := range [][]string{{"https://app.example"}, {"*"}} {
+		h := mwtest.New(t, []any{
+			NewCORS(config.CORSOptions{AllowOrigins: origins, MaxAge: time.Minute}),
+			NewBodyLimit(config.BodyLimitOptions{MaxBytes: 4}),
+		}, up.Addr())
+		for _, head := range []string{
+			"GET /v1/models HTTP/1.1\r\nHost: gw",
+			"GET /v1/models HTTP/1.1\r\nHost: gw\r\nOrigin: https://app.example",
+			"GET /v1/models HTTP/1.1\r\nHost: gw\r\nOrigin: https://other.example",
+		} {
+			for _, body := range []string{"", "too long"} {
+				r := h.Do(t, "192.0.2.1", head, body)
+				require.Equal(t, []string{"Origin"}, r.Header.Values("Vary"), "%v %q body %q", origins, head, body)
+			}
+		}
+	}
 }
