@@ -77,12 +77,41 @@ func (rc *RequestCtx) AppendClientIP(dst []byte) []byte {
 	return a.AppendTo(dst)
 }
 
-// RemoveRequestHeader removes every field named name (ASCII case-insensitive) from the
-// request, so that neither later stages nor the upstream see it. Framing and routing fields
+// RemoveRequestHeader removes every field named name from the request, so that neither
+// later stages nor the upstream see it: in any ASCII case, and in any spelling with '_' for
+// '-' or '-' for '_', since CGI-style servers (PHP, WSGI, Rack) read X-User-Id, X_User_Id and
+// X-User_Id as one variable (HTTP_X_USER_ID), and a client's X_User_Id would otherwise stand
+// for the field removed (or set by the gateway in its place). Framing and routing fields
 // (Host, Content-Length, Transfer-Encoding, Connection) must not be removed this way: the
 // request was parsed with them.
 func (rc *RequestCtx) RemoveRequestHeader(name []byte) {
-	rc.Req.Headers = removeFields(rc.Req.Headers, name)
+	rc.Req.Headers = removeFields(rc.Req.Headers, name, sameVariable)
+}
+
+// sameVariable reports whether field names a and b name one CGI variable: they are equal
+// ignoring ASCII case and the difference between '-' and '_'.
+func sameVariable(a, b []byte) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if cgiFold(a[i]) != cgiFold(b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// cgiFold maps a byte of a field name to the one its CGI variable has, in lower case: '-'
+// for '_'.
+func cgiFold(c byte) byte {
+	switch {
+	case c == '_':
+		return '-'
+	case 'A' <= c && c <= 'Z':
+		return c + 'a' - 'A'
+	}
+	return c
 }
 
 // RemoveResponseHeader removes every field named name from the upstream's response head
@@ -92,7 +121,7 @@ func (rc *RequestCtx) RemoveResponseHeader(name []byte) {
 	if rc.x == nil || rc.replied {
 		return
 	}
-	rc.x.Resp.Headers = removeFields(rc.x.Resp.Headers, name)
+	rc.x.Resp.Headers = removeFields(rc.x.Resp.Headers, name, bytes.EqualFold)
 }
 
 // ResponseHeaderValue returns the value of the upstream response's first field named name
@@ -104,10 +133,11 @@ func (rc *RequestCtx) ResponseHeaderValue(name string) ([]byte, bool) {
 	return rc.x.Resp.HeaderValue(name)
 }
 
-func removeFields(hs []http1.HeaderField, name []byte) []http1.HeaderField {
+// removeFields removes from hs the fields whose name same reports the same as name.
+func removeFields(hs []http1.HeaderField, name []byte, same func(a, b []byte) bool) []http1.HeaderField {
 	out := hs[:0]
 	for _, f := range hs {
-		if !bytes.EqualFold(f.Key, name) {
+		if !same(f.Key, name) {
 			out = append(out, f)
 		}
 	}

@@ -87,59 +87,6 @@ func (s *Stage) forwardClaims(rc *pipeline.RequestCtx, claims jwt.MapClaims) {
 	}
 }
 
-// removeClientFields removes the request's fields that a forwarded claim's field names, in
-// any case and in any spelling with '_' for '-' or '-' for '_': CGI-style servers (PHP, WSGI,
-// Rack) map X-User-Id, X_User_Id and X-User_Id to one variable (HTTP_X_USER_ID), so a client's
-// X_User_Id would pose as the gateway's X-User-Id.
-func (s *Stage) removeClientFields(rc *pipeline.RequestCtx) {
-	hs := rc.Req.Headers
-	out := hs[:0]
-	for _, h := range hs {
-		if !s.forwardsField(h.Key) {
-			out = append(out, h)
-		}
-	}
-	clear(hs[len(out):])
-	rc.Req.Headers = out
-}
-
-// forwardsField reports whether field name k names the field of a forwarded claim, as
-// removeClientFields matches them.
-func (s *Stage) forwardsField(k []byte) bool {
-	for _, f := range s.forward {
-		if sameVariable(k, f.header) {
-			return true
-		}
-	}
-	return false
-}
-
-// sameVariable reports whether field names a and b are equal ignoring ASCII case and the
-// difference between '-' and '_'.
-func sameVariable(a, b []byte) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if foldName(a[i]) != foldName(b[i]) {
-			return false
-		}
-	}
-	return true
-}
-
-// foldName maps a field name's byte to the one CGI-style servers read it as: lower case, '-'
-// for '_'.
-func foldName(c byte) byte {
-	switch {
-	case c == '_':
-		return '-'
-	case 'A' <= c && c <= 'Z':
-		return c + 'a' - 'A'
-	}
-	return c
-}
-
 // fieldValue reports whether v travels in a request field exactly as it is (RFC 9110 §5.5):
 // it is not empty, holds no control character but HTAB (CR, LF and NUL would split or cut
 // the head, the others make servers refuse the request), and neither starts nor ends with SP
@@ -358,8 +305,9 @@ func refusalFor(err error) *refusal {
 // OnRequest implements pipeline.RequestStage: the request goes on when its bearer token
 // verifies, carrying its consumer when consumers are defined.
 func (s *Stage) OnRequest(rc *pipeline.RequestCtx) error {
-	if len(s.forward) > 0 {
-		s.removeClientFields(rc) // only the gateway says who the caller is
+	for _, f := range s.forward {
+		// Only the gateway says who the caller is, in any spelling of the field.
+		rc.RemoveRequestHeader(f.header)
 	}
 	tok, ok := bearer(rc)
 	if !ok {

@@ -173,3 +173,22 @@ func TestCORSAnswersVaryByOriginWithoutOriginToo(t *testing.T) {
 		}
 	}
 }
+
+// A field the headers middleware removes or sets goes in every spelling with '_' for '-' the
+// client wrote: CGI-style servers (PHP, WSGI, Rack) read X_Env and X-Env as one variable
+// (HTTP_X_ENV), so a client's X_Env would stand beside the value the route sets, or carry a
+// field the route removes past it.
+func TestHeadersRemoveTheClientsUnderscoreSpellings(t *testing.T) {
+	up := mwtest.NewUpstream(t, mwtest.Status(200))
+	h := mwtest.New(t, []any{NewHeaders(config.HeadersOptions{
+		RequestSet:    []config.HeaderPair{{Name: "X-Env", Value: "prod"}},
+		RequestRemove: []string{"X-Debug-Mode"},
+	})}, up.Addr())
+	r := h.Do(t, "192.0.2.1", "GET /x HTTP/1.1\r\nHost: gw\r\nX_Env: dev\r\nx-env: dev2\r\nX_Debug_Mode: dbg-1\r\nX-Debug_Mode: dbg-2\r\nX_Other: kept", "")
+	require.Equal(t, 200, r.Status)
+	head := up.Heads()[0]
+	require.Contains(t, head, "X-Env: prod\r\n")
+	require.NotContains(t, head, "dev", "no spelling of a field the route sets passes")
+	require.NotContains(t, head, "dbg-", "no spelling of a field the route removes passes")
+	require.Contains(t, head, "X_other: kept\r\n", "other fields with '_' pass")
+}
