@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -133,6 +134,59 @@ endpoints = ["*"]
 			for _, ae := range accepted()[n0:] {
 				require.Equal(t, "identity;", ae, "the upstream is asked for an uncoded answer")
 			}
+		})
+	}
+}
+
+// An event stream the upstream codes (Content-Encoding: gzip, as an nginx with
+// text/event-stream among its gzip_types sends it) is relayed as opaque bytes on a plain
+// router: each read goes out as it comes, with nothing held back for an event boundary the
+// gateway cannot see in coded bytes, and an upstream reset cuts the transfer rather than
+// writing a plain-text error event into the coded body, which would corrupt it.
+func TestCodedEventStreamIsRelayedAsOpaqueBytes(t *testing.T) {
+	var coded bytes.Buffer
+	zw := gzip.NewWriter(&coded)
+	_, _ = io.WriteString(zw, "data: {\"i\":0}\n\n")
+	require.NoError(t, zw.Flush()) // a sync flush: a prefix a client can already inflate
+	first := coded.String()
+	require.NotContains(t, first, "\n\n", "no blank line in the coded bytes")
+
+	reset := make(chan struct{})
+	up := serveUpstream(t, func(c net.Conn, _ *bufio.Reader, _ string, _ []byte) bool {
+		_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n")
+		_, _ = fmt.Fprintf(c, "%x\r\n%s\r\n", len(first), first)
+		select {
+		case <-reset:
+		case <-time.After(10 * time.Second):
+		}
+		if tcp, ok := c.(*net.TCPConn); ok {
+			_ = tcp.SetLinger(0)
+		}
+		return false
+	})
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			_, addr := startGateway(t, engine, up.addr(), "")
+			c := dial(t, addr)
+			_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			send(t, c, "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nAccept-Encoding: gzip\r\nContent-Length: 2\r\n\r\n{}")
+			r := bufio.NewReader(c)
+			resp := readResponse(t, r, true)
+			require.Equal(t, "gzip", resp.headers["content-encoding"])
+			require.Equal(t, "chunked", resp.headers["transfer-encoding"])
+			size, err := r.ReadString('\n')
+			require.NoError(t, err)
+			n, err := strconv.ParseInt(strings.TrimSpace(size), 16, 64)
+			require.NoError(t, err)
+			got := make([]byte, n+2)
+			_, err = io.ReadFull(r, got)
+			require.NoError(t, err, "the coded bytes go out before the upstream sends more")
+			require.Equal(t, first, string(got[:n]))
+
+			reset <- struct{}{}
+			rest, _ := io.ReadAll(r)
+			require.NotContains(t, string(rest), "event: error", "no plain text inside the coded body")
+			require.NotContains(t, string(rest), "0\r\n\r\n", "the transfer is cut, not ended as if whole")
 		})
 	}
 }

@@ -180,7 +180,7 @@ func (rc *RequestCtx) afterHold(err error) (event []byte, gone bool) {
 		return appendSSEErrorShaped(nil, ge, rc.errShape), false
 	}
 	resp := &rc.x.Resp
-	if resp.Status >= 200 && resp.Status < 300 && relay.IsEventStream(resp) {
+	if resp.Status >= 200 && resp.Status < 300 && relay.IsEventStream(resp) && !relay.IsCoded(resp) {
 		if err := rc.route.Chain.onResponse(rc); err != nil {
 			rc.dropUpstream()
 			rc.ended, rc.keepAlive = true, false

@@ -654,7 +654,9 @@ func (rc *RequestCtx) planBody() {
 	rc.framing, rc.keepAlive = f, rc.keepAlive && ka
 	rc.sse = relay.IsEventStream(resp)
 	rc.outcome.Status = resp.Status
-	rc.relay.Reset(f, rc.sse, rc.start)
+	// A coded event stream is timed and bounded as a stream, but relayed as opaque bytes: its
+	// events cannot be told apart, and an error event would corrupt its coding.
+	rc.relay.Reset(f, rc.sse && !relay.IsCoded(resp), rc.start)
 	if f == relay.None {
 		rc.ended = true
 	} else if rc.sse {

@@ -25,7 +25,8 @@ var (
 // Forwarding fields (Forwarded, X-Forwarded-*, X-Real-IP and the like, see forwardingKind)
 // are dropped unless the peer is trusted, so that no client can tell the upstream another
 // address than its own; then sluice sets its own (appendForwardingFields). On a route with
-// UncodedResponses, Accept-Encoding is identity whatever the client sent. X-Request-Id is
+// UncodedResponses, and for a held stream (whose events the gateway frames under a head it sent
+// itself), Accept-Encoding is identity whatever the client sent. X-Request-Id is
 // the request's (the client's when sane). Host is the backend's own unless the service passes
 // the client's Host through. The Max-Forwards of a TRACE or OPTIONS request goes one less (RFC
 // 9110 §7.6.2). Fields added by request stages come last.
@@ -82,6 +83,7 @@ func (h *CopyHead) AppendFor(dst []byte, svc *Service, b *Backend) []byte {
 // bodyLen bytes, and returns where the Host value starts in dst.
 func appendHeadFor(dst []byte, rc *RequestCtx, host []byte, bodyLen int) (_ []byte, hostAt int) {
 	req, rt := &rc.Req, rc.route
+	uncoded := rt.UncodedResponses || rc.held
 	dst = append(dst, req.Method...)
 	dst = append(dst, ' ')
 	// Origin form always (RFC 9112 §3.2.1), also for a client's absolute-form target.
@@ -107,7 +109,7 @@ func appendHeadFor(dst []byte, rc *RequestCtx, host []byte, bodyLen int) (_ []by
 			continue
 		case rt.StripAuthorization && (bytes.EqualFold(k, hdrAuthorization) || bytes.EqualFold(k, hdrXAPIKey)),
 			len(rt.StripHeader) > 0 && bytes.EqualFold(k, rt.StripHeader),
-			rt.UncodedResponses && bytes.EqualFold(k, hdrAcceptEnc):
+			uncoded && bytes.EqualFold(k, hdrAcceptEnc):
 			continue
 		case rc.maxFwd > 0 && bytes.EqualFold(k, hdrMaxForwards):
 			continue // sent below, one less
@@ -125,7 +127,7 @@ func appendHeadFor(dst []byte, rc *RequestCtx, host []byte, bodyLen int) (_ []by
 		dst = appendField(dst, k, f.Value)
 	}
 	dst = rc.appendForwardingFields(dst, seen)
-	if rt.UncodedResponses {
+	if uncoded {
 		dst = append(dst, "Accept-Encoding: identity\r\n"...)
 	}
 	dst = appendField(dst, hdrRequestID, rc.requestID)

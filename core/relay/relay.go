@@ -102,6 +102,20 @@ func IsEventStream(resp *http1.Response) bool {
 
 var eventStream = []byte("text/event-stream")
 
+// IsCoded reports whether resp's body carries a content coding (a Content-Encoding other than
+// identity, RFC 9110 §8.4): its bytes are not the events or the JSON they encode, so the
+// gateway neither reads them nor writes anything of its own among them.
+func IsCoded(resp *http1.Response) bool {
+	v, ok := resp.HeaderValue("Content-Encoding")
+	if !ok {
+		return false
+	}
+	v = bytes.TrimSpace(v)
+	return len(v) > 0 && !bytes.EqualFold(v, identity)
+}
+
+var identity = []byte("identity")
+
 // Headroom is the space Frame needs in front of the data it frames (a chunk-size line of up
 // to 16 hex digits and CRLF), and Tailroom the space after it (the chunk's CRLF). Buffers
 // handed to Frame hold the upstream bytes at buf[Headroom:Headroom+n] with Tailroom to spare.
