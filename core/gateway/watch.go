@@ -3,6 +3,7 @@ package gateway
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -53,26 +54,85 @@ func (g *Gateway) syncWatcher() {
 	}
 	w := g.watch
 	w.setDebounce(f.Debounce)
-	paths := map[string]bool{}
-	for _, p := range append(cfg.WatchPaths(), g.ConfigPath) {
+	paths, dirs := watchedPaths(append(cfg.WatchPaths(), g.ConfigPath))
+	for dir := range w.dirs {
+		if !dirs[dir] {
+			// A version directory a link no longer leads to (Kubernetes deletes it): its
+			// watch may already be gone with it.
+			_ = w.fs.Remove(dir)
+			delete(w.dirs, dir)
+		}
+	}
+	for dir := range dirs {
+		if w.dirs[dir] {
+			continue
+		}
+		if err := w.fs.Add(dir); err != nil {
+			g.Log.Warn("cannot watch a configuration directory", "path", dir, "error", err.Error())
+			continue
+		}
+		w.dirs[dir] = true
+	}
+	w.setPaths(paths)
+}
+
+// maxLinkHops bounds the links followed from one configuration path (a loop of links ends
+// there).
+const maxLinkHops = 40
+
+// watchedPaths returns, for the configuration files and directories ps, the paths whose
+// events mean the configuration may have changed, and the directories to watch for them. A
+// path that is a symbolic link counts, and so does each link it leads through: each target
+// (watched in its own directory, so that an edit of the file the link names is seen) and,
+// for a target in the link's own directory, the first element of the target there. A
+// Kubernetes ConfigMap mounts sluice.toml as a link to ..data/sluice.toml and updates it by
+// renaming a new ..data link over the old one, so the event is for ..data. Every path is
+// written with its directory's links resolved, as the events of a directory watched by that
+// name are.
+func watchedPaths(ps []string) (paths, dirs map[string]bool) {
+	paths, dirs = map[string]bool{}, map[string]bool{}
+	// add counts p (a directory of *.toml files when isDir) and watches its directory.
+	add := func(p string, isDir bool) {
+		dir, base := p, ""
+		if !isDir {
+			dir, base = filepath.Dir(p), filepath.Base(p)
+		}
+		if r, err := filepath.EvalSymlinks(dir); err == nil {
+			dir = r
+		}
+		paths[filepath.Join(dir, base)] = true
+		dirs[dir] = true
+	}
+	for _, p := range ps {
 		a, err := filepath.Abs(p)
 		if err != nil {
 			continue
 		}
-		paths[a] = true
-		dir := a
-		if st, err := os.Stat(a); err != nil || !st.IsDir() {
-			dir = filepath.Dir(a)
+		if st, err := os.Stat(a); err == nil && st.IsDir() {
+			add(a, true)
+			continue
 		}
-		if !w.dirs[dir] {
-			if err := w.fs.Add(dir); err != nil {
-				g.Log.Warn("cannot watch a configuration directory", "path", dir, "error", err.Error())
-				continue
+		add(a, false)
+		cur := a
+		for range maxLinkHops {
+			target, err := os.Readlink(cur)
+			if err != nil {
+				break // not a link (or gone): its own name is what changes
 			}
-			w.dirs[dir] = true
+			d := filepath.Dir(cur)
+			if !filepath.IsAbs(target) {
+				target = filepath.Join(d, target)
+			}
+			if rel, err := filepath.Rel(d, target); err == nil {
+				if first, _, _ := strings.Cut(filepath.ToSlash(rel), "/"); first != ".." && first != "." {
+					add(filepath.Join(d, first), false)
+				}
+			}
+			cur = filepath.Clean(target)
+			add(cur, false)
 		}
 	}
-	w.setPaths(paths)
+	return paths, dirs
 }
 
 func (w *watcher) setDebounce(d time.Duration) {
@@ -87,8 +147,9 @@ func (w *watcher) setPaths(p map[string]bool) {
 	w.mu.Unlock()
 }
 
-// relevant reports whether a change of name concerns the configuration: a file loaded, or a
-// *.toml file in a configuration directory (a new file there is part of the next load).
+// relevant reports whether a change of name concerns the configuration: a file loaded or a
+// link leading to one (watchedPaths), or a *.toml file in a configuration directory (a new
+// file there is part of the next load).
 func (w *watcher) relevant(name string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
