@@ -267,7 +267,8 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		logOut, flush = accesslog.ProcessLog(), flushLog
 		defer flushLog()
 	}
-	log := newLogger(cfg, logOut)
+	logs := newSwitchHandler(logHandler(cfg.Log, logOut))
+	log := slog.New(logs)
 	// Parts handed no logger of their own (passive health, scalers, mirror summaries, any
 	// library) write through slog's default: it is this one, so every line follows [log].
 	slog.SetDefault(log)
@@ -283,6 +284,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		printErrors(stderr, err)
 		return 1
 	}
+	g.SetLog = func(l config.Log) { logs.set(logHandler(l, logOut)) }
 	sources := "embedded default"
 	if *path != "" {
 		sources = strings.Join(cfg.Files(), ", ")
@@ -374,14 +376,4 @@ func flushLog() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	_ = accesslog.Flush(ctx)
-}
-
-func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
-	var lvl slog.Level
-	_ = lvl.UnmarshalText([]byte(cfg.Log.Level))
-	opts := &slog.HandlerOptions{Level: lvl}
-	if cfg.Log.Format == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
-	}
-	return slog.New(slog.NewTextHandler(w, opts))
 }

@@ -34,6 +34,10 @@ type Gateway struct {
 	// ConfigPath is what Reload loads: a file or directory; "" means the embedded default.
 	ConfigPath string
 	Log        *slog.Logger
+	// SetLog, when set (before Start), is called by a reload that changes log.level or
+	// log.format, with the new [log], before the reload is logged: Log's handler is the
+	// caller's, so applying them is too.
+	SetLog func(config.Log)
 
 	live     snapshot.Live
 	gen      atomic.Uint64
@@ -342,6 +346,9 @@ func (g *Gateway) reload() error {
 		if r, ok := e.t.(interface{ ReloadCertificates() error }); ok {
 			_ = r.ReloadCertificates()
 		}
+	}
+	if g.SetLog != nil && (old.Config.Log.Level != cfg.Log.Level || old.Config.Log.Format != cfg.Log.Format) {
+		g.SetLog(cfg.Log)
 	}
 	g.Log.Info("configuration reloaded", append([]any{"generation", snap.Gen}, configChanges(old.Config, cfg)...)...)
 	g.logWarnings(cfg)
