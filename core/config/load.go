@@ -16,9 +16,19 @@ import (
 // MaxFileBytes bounds one configuration file, in bytes.
 const MaxFileBytes = 16 << 20
 
-// collections are the top-level tables whose entries are named
-// ([routers.<name>]); a directory's files may each add entries to them.
-var collections = map[string]bool{"entrypoints": true, "routers": true, "services": true, "middlewares": true}
+// collections are the top-level tables whose entries are named ([routers.<name>],
+// [models.<alias>]: the Config fields that are maps); a directory's files may each add
+// entries to them.
+var collections = func() map[string]bool {
+	out := map[string]bool{}
+	t := reflect.TypeFor[Config]()
+	for i := range t.NumField() {
+		if f := t.Field(i); f.IsExported() && f.Type.Kind() == reflect.Map {
+			out[f.Tag.Get("toml")] = true
+		}
+	}
+	return out
+}()
 
 // Load reads the configuration at path: a TOML file, or a directory whose
 // *.toml files (not starting with ".") are merged in name order, then the *.toml files of
