@@ -358,9 +358,10 @@ func (g *Gateway) reload() error {
 }
 
 // configChanges says what a reload changed, as log attributes: "added", "removed" and
-// "changed", each a list of named entries ("routers.api, services.llm"), or "changes" "none".
-// Entries compare by their loaded values, so a change of spelling only (90s for 1m30s) is
-// not a change.
+// "changed", each a list of named entries ("routers.api, services.llm") and other tables
+// ("log", "providers.file"), or "changes" "none". Every top-level table counts, in the order
+// of config.Config's fields. Entries compare by their loaded values, so a change of spelling
+// only (90s for 1m30s) is not a change.
 func configChanges(old, cur *config.Config) []any {
 	var added, removed, changed []string
 	diff := func(kind string, a, b map[string]any) {
@@ -377,14 +378,38 @@ func configChanges(old, cur *config.Config) []any {
 			}
 		}
 	}
-	diff("entrypoints", entries(old.Entrypoints), entries(cur.Entrypoints))
-	diff("routers", entries(old.Routers), entries(cur.Routers))
-	diff("services", entries(old.Services), entries(cur.Services))
-	diff("middlewares", entries(old.Middlewares), entries(cur.Middlewares))
-	diff("models", entries(old.Models), entries(cur.Models))
-	diff("consumers", entries(old.Consumers), entries(cur.Consumers))
-	if !reflect.DeepEqual(old.Log, cur.Log) {
-		changed = append(changed, "log")
+	// table reports the table a (b in cur) at key as changed, or, when it is a table of
+	// tables ([providers]), each of its tables that changed.
+	var table func(key string, a, b reflect.Value)
+	table = func(key string, a, b reflect.Value) {
+		if reflect.DeepEqual(a.Interface(), b.Interface()) {
+			return
+		}
+		t := a.Type()
+		for i := range t.NumField() {
+			if t.Field(i).Type.Kind() != reflect.Struct {
+				changed = append(changed, key)
+				return
+			}
+		}
+		for i := range t.NumField() {
+			table(key+"."+t.Field(i).Tag.Get("toml"), a.Field(i), b.Field(i))
+		}
+	}
+	a, b := reflect.ValueOf(old).Elem(), reflect.ValueOf(cur).Elem()
+	t := a.Type()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		key := f.Tag.Get("toml")
+		switch f.Type.Kind() {
+		case reflect.Map:
+			diff(key, entries(a.Field(i)), entries(b.Field(i)))
+		case reflect.Struct:
+			table(key, a.Field(i), b.Field(i))
+		}
 	}
 	var out []any
 	for _, kv := range []struct {
@@ -401,11 +426,12 @@ func configChanges(old, cur *config.Config) []any {
 	return out
 }
 
-// entries turns a table of named entries into comparable values (the pointed-to structs).
-func entries[T any](m map[string]*T) map[string]any {
-	out := make(map[string]any, len(m))
-	for k, v := range m {
-		out[k] = *v
+// entries turns a table of named entries (a map of names to pointers to structs) into
+// comparable values (the pointed-to structs).
+func entries(m reflect.Value) map[string]any {
+	out := make(map[string]any, m.Len())
+	for it := m.MapRange(); it.Next(); {
+		out[it.Key().String()] = it.Value().Elem().Interface()
 	}
 	return out
 }

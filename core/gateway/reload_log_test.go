@@ -132,3 +132,25 @@ func TestReloadRefusalIsLoggedOnEveryPath(t *testing.T) {
 	require.Error(t, g.Reload())
 	require.Equal(t, 2, strings.Count(logs.String(), refusal+"\n"), logs.String())
 }
+
+// Every top-level table's change is named, those that are not tables of named entries too.
+func TestReloadLogNamesEveryTable(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sluice.toml")
+	write := func(body string) {
+		require.NoError(t, os.WriteFile(path, []byte("[entrypoints.web]\naddress = \"127.0.0.1:0\"\n[admin]\naddress = \"\"\n"+body), 0o644))
+	}
+	write("[providers.file]\ndebounce = \"1s\"\n")
+	cfg, err := config.Load(path)
+	require.NoError(t, err)
+	var logs syncBuffer
+	g, err := gateway.New(cfg, path, slog.New(slog.NewTextHandler(&logs, nil)))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = g.Drain(t.Context()) })
+
+	write("[providers.file]\ndebounce = \"2s\"\n")
+	require.NoError(t, g.Reload())
+	require.Contains(t, logs.String(), `msg="configuration reloaded" generation=2 changed=providers.file`+"\n")
+	write("[providers.file]\ndebounce = \"2s\"\n[log]\naccess_log_sample = 0.5\n")
+	require.NoError(t, g.Reload())
+	require.Contains(t, logs.String(), `msg="configuration reloaded" generation=3 changed=log`+"\n")
+}
