@@ -149,9 +149,10 @@ func (s *Snapshot) Split(name string) *rollout.Split {
 
 // prepareScalers makes the scaler of every scaled service (or takes over prev's when the
 // service scales the same way), before the services are compiled: its replicas' ports are
-// the service's servers.
-func (s *Snapshot) prepareScalers(cfg *config.Config, prev *Snapshot) config.ErrorList {
-	var errs config.ErrorList
+// the service's servers. It returns the errors of the scalers it could not make, and the
+// services they scale (failed): those have no servers, which is not a problem of their own.
+func (s *Snapshot) prepareScalers(cfg *config.Config, prev *Snapshot) (errs config.ErrorList, failed map[string]bool) {
+	failed = map[string]bool{}
 	for _, name := range sortedKeys(cfg.Services) {
 		sc := cfg.Services[name]
 		if sc.Scaling == nil || sc.Scaling.Exec == nil && sc.Scaling.Kube == nil {
@@ -184,6 +185,7 @@ func (s *Snapshot) prepareScalers(cfg *config.Config, prev *Snapshot) config.Err
 			src := scaling.KubeSource{APIServer: k.APIServer, Kubeconfig: k.Kubeconfig, TokenFile: k.TokenFile, CAFile: k.CAFile}
 			if err := o.Kube.Connect(src); err != nil {
 				errs = append(errs, cfg.Errorf([]string{"services", name, "scaling", "kube"}, "services.%s.scaling.kube: %v", name, err))
+				failed[name] = true
 				continue
 			}
 		} else {
@@ -192,11 +194,12 @@ func (s *Snapshot) prepareScalers(cfg *config.Config, prev *Snapshot) config.Err
 		sl, err := scaling.New(o)
 		if err != nil {
 			errs = append(errs, cfg.Errorf([]string{"services", name, "scaling"}, "services.%s.scaling: %v", name, err))
+			failed[name] = true
 			continue
 		}
 		s.life.scalers[name] = &scalerEntry{scaler: sl, key: key}
 	}
-	return errs
+	return errs, failed
 }
 
 // startLifecycle starts what runs once the snapshot is in force: the scalers' replicas, the

@@ -159,8 +159,11 @@ func Compile(cfg *config.Config, prev *Snapshot, gen uint64) (*Snapshot, error) 
 		pools:       map[string]*pool.Pool{},
 		servers:     map[string]*serverState{},
 	}
-	errs := s.prepareScalers(cfg, prev)
+	errs, noScaler := s.prepareScalers(cfg, prev)
 	for _, name := range sortedKeys(cfg.Services) {
+		if noScaler[name] {
+			continue // refused: its scaler's error says why
+		}
 		svc, err := s.compileService(cfg, name, cfg.Services[name], prev)
 		if err != nil {
 			errs = append(errs, err...)
