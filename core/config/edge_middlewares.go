@@ -205,7 +205,55 @@ func validOrigin(s string) bool {
 	}) < 0
 }
 
-// strings reads option k as a non-empty array of strings; nil when absent or wrong.
+// listOption says what a middleware's array of strings holds, for the message on an empty one.
+type listOption struct {
+	what string   // one element, e.g. `method such as "POST"`
+	def  []string // the default when the key is absent; nil: none
+	// none: the key may be absent, and an empty array means the same (no element).
+	none bool
+	// required: the key may not be absent, so the message does not offer that.
+	required bool
+}
+
+// listOptions are the middleware options strings reads, by key.
+var listOptions = map[string]listOption{
+	"prefixes":        {what: `path prefix such as "/api"`, required: true},
+	"allow_origins":   {what: `origin such as "https://app.example.com", or "*" for any`, required: true},
+	"allow_methods":   {what: `method such as "POST"`, def: DefaultCORSMethods},
+	"allow_headers":   {what: `request field name such as "Content-Type"`, def: DefaultCORSHeaders},
+	"expose_headers":  {none: true},
+	"source_range":    {what: `network such as "10.0.0.0/8" or address such as "192.0.2.7"`, required: true},
+	"request_remove":  {what: `field name such as "Server"`},
+	"response_remove": {what: `field name such as "Server"`},
+	"encodings":       {what: `of "zstd", "br" or "gzip"`, def: DefaultCompressEncodings},
+	"content_types":   {what: `media type such as "application/json" or "text/*"`, def: DefaultCompressTypes},
+}
+
+// emptyList is the message on an empty array for a key whose default is def (written as a
+// TOML array; "" when it has none): what to write instead.
+func emptyList(what, def string, required bool) string {
+	msg := "is empty: list at least one " + what
+	switch {
+	case required:
+	case def != "":
+		msg += ", or remove the key for the default " + def
+	default:
+		msg += ", or remove the key"
+	}
+	return msg
+}
+
+// tomlStrings writes ss as a TOML array of strings.
+func tomlStrings(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = strconv.Quote(s)
+	}
+	return "[" + strings.Join(q, ", ") + "]"
+}
+
+// strings reads option k (one of listOptions) as an array of strings, non-empty unless the
+// option allows it; nil when absent, empty or wrong.
 func (o *optionChecker) strings(k string) []string {
 	v, ok := o.value(k)
 	if !ok {
@@ -217,7 +265,13 @@ func (o *optionChecker) strings(k string) []string {
 		return nil
 	}
 	if len(a) == 0 {
-		o.e.add(o.c.ValuePos(o.path(k)...), "middlewares.%s.%s is empty", o.name, k)
+		if lo := listOptions[k]; !lo.none {
+			def := ""
+			if lo.def != nil {
+				def = tomlStrings(lo.def)
+			}
+			o.e.add(o.c.ValuePos(o.path(k)...), "middlewares.%s.%s %s", o.name, k, emptyList(lo.what, def, lo.required))
+		}
 		return nil
 	}
 	out := make([]string, 0, len(a))
@@ -460,9 +514,16 @@ func (c *Config) validateRetryOptions(e *errs, name string, m *Middleware) {
 	}
 	if v, ok := o.value("statuses"); ok {
 		a, isArr := v.([]any)
-		if !isArr || len(a) == 0 {
-			o.typeError("statuses", "a non-empty array of statuses such as [502, 503]", v)
-		} else {
+		switch {
+		case !isArr:
+			o.typeError("statuses", "an array of 5xx statuses such as [502, 503]", v)
+		case len(a) == 0:
+			def := make([]string, len(DefaultRetryStatuses))
+			for i, n := range DefaultRetryStatuses {
+				def[i] = strconv.Itoa(n)
+			}
+			e.add(c.ValuePos(o.path("statuses")...), "middlewares.%s.statuses %s", name, emptyList("5xx status such as 503", "["+strings.Join(def, ", ")+"]", false))
+		default:
 			r.Statuses = nil
 			for i, x := range a {
 				n, isInt := x.(int64)

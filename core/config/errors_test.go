@@ -374,12 +374,37 @@ func TestLoadErrorPositions(t *testing.T) {
 			),
 			want: []string{
 				`t.toml:7:14: middlewares.a: a jwt middleware needs value = "${JWT_SECRET}" (the HMAC secret of HS256 tokens), public_key_file = "<PEM file>" (RS256, ES256), jwks_file or jwks_url (a JWK Set)`,
-				`t.toml:9:10: middlewares.a.issuer is empty`,
+				`t.toml:9:10: middlewares.a.issuer is empty: write a value, or remove the key`,
 				`t.toml:12:9: middlewares.b.value: the HMAC secret is too short (1 bytes); want at least 32 bytes (RFC 7518 §3.2), e.g. from openssl rand -base64 48`,
 				`t.toml:13:10: middlewares.b.leeway: invalid duration "1h" (want 0s to 10m0s, such as "30s")`,
 				`t.toml:14:18: middlewares.b.audience[1] must be a string, not an integer`,
 				`t.toml:18:1: middlewares.c: value, public_key_file are exclusive (an HMAC secret, a public key, or a JWK Set)`,
 				`t.toml:19:1: middlewares.c: unknown key "claims" for a jwt middleware (did you mean "claim"? known keys: audience, claim, forward_claims, issuer, jwks_file, jwks_refresh, jwks_url, leeway, public_key_file, value)`,
+			},
+		},
+		{
+			name: "empty middleware lists say what to write instead",
+			data: withMinimal(
+				`[middlewares.c]`, `type = "cors"`, `allow_origins = []`, `allow_methods = []`, `expose_headers = []`,
+				`[middlewares.h]`, `type = "headers"`, `request_remove = []`,
+				`[middlewares.z]`, `type = "compress"`, `content_types = []`,
+				`[middlewares.r]`, `type = "retry"`, `statuses = []`,
+				`[middlewares.s]`, `type = "retry"`, `statuses = 502`,
+			),
+			want: []string{
+				`t.toml:9:17: middlewares.c.allow_origins is empty: list at least one origin such as "https://app.example.com", or "*" for any`,
+				`t.toml:10:17: middlewares.c.allow_methods is empty: list at least one method such as "POST", or remove the key for the default ["GET", "HEAD", "POST"]`,
+				`t.toml:14:18: middlewares.h.request_remove is empty: list at least one field name such as "Server", or remove the key`,
+				`t.toml:17:17: middlewares.z.content_types is empty: list at least one media type such as "application/json" or "text/*", or remove the key for the default ["text/*", "application/json", "application/x-ndjson", "application/javascript", "application/xml", "application/problem+json", "image/svg+xml"]`,
+				`t.toml:20:12: middlewares.r.statuses is empty: list at least one 5xx status such as 503, or remove the key for the default [502, 503, 504]`,
+				`t.toml:23:12: middlewares.s.statuses must be an array of 5xx statuses such as [502, 503], not an integer`,
+			},
+		},
+		{
+			name: "an empty middleware string says what to write instead",
+			data: withMinimal(`[middlewares.l]`, `type = "rate-limit"`, `rate = 60`, `key = ""`),
+			want: []string{
+				`t.toml:10:7: middlewares.l.key is empty: write a value, or remove the key for the default "client_ip"`,
 			},
 		},
 		{

@@ -223,7 +223,11 @@ func (o *optionChecker) str(k, def string) string {
 		return def
 	}
 	if s == "" {
-		o.e.add(o.c.ValuePos(o.path(k)...), "middlewares.%s.%s is empty", o.name, k)
+		instead := "write a value, or remove the key"
+		if def != "" {
+			instead += " for the default " + strconv.Quote(def)
+		}
+		o.e.add(o.c.ValuePos(o.path(k)...), "middlewares.%s.%s is empty: %s", o.name, k, instead)
 		return def
 	}
 	return s
