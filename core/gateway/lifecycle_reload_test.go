@@ -185,8 +185,8 @@ func TestReloadDuringAColdStartServesAModelRoutersBufferedRequests(t *testing.T)
 
 // A reload that Compile refuses leaves a scaled service as it was: the scaler, which the
 // refused configuration would have taken over, still marks its replicas' readiness on the
-// backends in force, also once buffer_timeout has passed (a configuration in force keeps the
-// backends it replaced in step that long), so that a cold start then serves the request.
+// backends in force, also once buffer_timeout has passed, so that a cold start then serves the
+// request.
 func TestRefusedReloadLeavesTheScalerOnTheBackendsInForce(t *testing.T) {
 	const bufferTimeout = 2 * time.Second
 	path := filepath.Join(t.TempDir(), "sluice.toml")

@@ -118,6 +118,7 @@ type replica struct {
 // waiter is a request in the queue.
 type waiter struct {
 	ch       chan struct{} // receives when admitted
+	b        *bound        // the backends it will choose from
 	admitted bool
 	gone     bool
 }
@@ -130,15 +131,16 @@ type Scaler struct {
 	ports []int
 	m     *metrics.Scaling
 	probe *http.Client
-	slot  pipeline.Slot // holds the scaler itself once the request is admitted
+	slot  pipeline.Slot // holds the request's *bound once it is admitted
 	held  pipeline.Slot // holds the waiter of a streaming caller between keep-alives
 
-	mu       sync.Mutex
-	backends []*pipeline.Backend // by replica slot, of the snapshot in force
-	// earlier are the backends of snapshots a reload replaced, kept in step with the replicas
-	// for a while (earlierBound): a request queued before the reload is admitted after it and
-	// picks from its own snapshot's backends, which must not stay down once a replica is ready.
-	earlier   []earlierBound
+	mu  sync.Mutex
+	cur *bound // the backends of the snapshot in force
+	// earlier are the backends of snapshots a reload replaced that requests still choose from:
+	// a request holds its snapshot however long it takes to reach the service (a model's
+	// admission queue, a retry's backoff, the buffer), and picks from that snapshot's
+	// backends, which must say which replicas are ready then.
+	earlier   []*bound
 	reps      []*replica
 	ready     int
 	starting  int
@@ -222,20 +224,21 @@ func (s *Scaler) URLs() []string {
 	return out
 }
 
-// earlierBound is a replaced snapshot's backends, kept in step until until (a request queued
-// under that snapshot waits at most BufferTimeout after the reload) and, past it, while a
-// request it sent is still in flight on one of them and counted nowhere else.
-type earlierBound struct {
+// bound is one snapshot's backends of the service, one per replica slot, kept in step with
+// the replicas: those of the snapshot in force, and those of a replaced one while a request
+// that entered the scaler with them has not completed, or one of them carries a request
+// counted nowhere else.
+type bound struct {
 	backends []*pipeline.Backend
-	until    time.Time
+	refs     int // requests that entered with these backends (queued or admitted), not completed
 }
 
 // busy reports whether a request is in flight on one of e's backends that keeps its own
 // count: one that shares the count of the backend in force for its slot (the same replica,
 // balancer.State) is counted there.
-func (e earlierBound) busy(current []*pipeline.Backend) bool {
+func (e *bound) busy(cur *bound) bool {
 	for i, b := range e.backends {
-		if i < len(current) && b.LB.SharesState(current[i].LB) {
+		if cur != nil && i < len(cur.backends) && b.LB.SharesState(cur.backends[i].LB) {
 			continue
 		}
 		if b.LB.Active() > 0 {
@@ -245,11 +248,58 @@ func (e earlierBound) busy(current []*pipeline.Backend) bool {
 	return false
 }
 
+// boundOf returns the bound of backends, the backends a request entering the scaler chooses
+// from: the snapshot in force's, or a replaced snapshot's. A replaced snapshot's backends that
+// no request used since the reload were let go, and are marked afresh, since a request may
+// hold its snapshot for any time before it reaches the service. s.mu is held.
+func (s *Scaler) boundOf(backends []*pipeline.Backend) *bound {
+	if s.cur != nil && sameBackends(s.cur.backends, backends) {
+		return s.cur
+	}
+	for _, e := range s.earlier {
+		if sameBackends(e.backends, backends) {
+			return e
+		}
+	}
+	e := &bound{backends: backends}
+	s.mark(backends)
+	s.earlier = append(s.earlier, e)
+	return e
+}
+
+// sameBackends reports whether a and b are one snapshot's backends: each snapshot makes its own.
+func sameBackends(a, b []*pipeline.Backend) bool {
+	return len(a) == len(b) && (len(a) == 0 || a[0] == b[0])
+}
+
+// release ends a request's use of b. s.mu is held.
+func (s *Scaler) release(b *bound) {
+	b.refs--
+	if b.refs == 0 && b != s.cur {
+		s.pruneEarlier()
+	}
+}
+
+// mark marks each of backends down unless its replica is ready. s.mu is held.
+func (s *Scaler) mark(backends []*pipeline.Backend) {
+	if s.kube != nil {
+		for _, b := range backends {
+			b.LB.SetDown(s.ready == 0)
+		}
+		return
+	}
+	for i, r := range s.reps {
+		if i < len(backends) {
+			backends[i].LB.SetDown(r.state != stateReady)
+		}
+	}
+}
+
 // setDown marks the backend of slot down or up, in the snapshot in force and in the replaced
-// ones whose queued requests may still be admitted. s.mu is held.
+// ones that requests still choose from. s.mu is held.
 func (s *Scaler) setDown(slot int, down bool) {
-	if slot < len(s.backends) {
-		s.backends[slot].LB.SetDown(down)
+	if s.cur != nil && slot < len(s.cur.backends) {
+		s.cur.backends[slot].LB.SetDown(down)
 	}
 	s.pruneEarlier()
 	for _, e := range s.earlier {
@@ -259,13 +309,11 @@ func (s *Scaler) setDown(slot int, down bool) {
 	}
 }
 
-// pruneEarlier lets go of the replaced snapshots' backends that are past their time and carry
-// no request. s.mu is held.
+// pruneEarlier lets go of the replaced snapshots' backends that no request uses. s.mu is held.
 func (s *Scaler) pruneEarlier() {
-	now := time.Now()
 	keep := s.earlier[:0]
 	for _, e := range s.earlier {
-		if now.Before(e.until) || e.busy(s.backends) {
+		if e.refs > 0 || e.busy(s.cur) {
 			keep = append(keep, e)
 		}
 	}
@@ -280,8 +328,8 @@ func (s *Scaler) pruneEarlier() {
 func (s *Scaler) slotActive(slot int) int64 {
 	var n int64
 	var cur *balancer.Backend
-	if slot < len(s.backends) {
-		cur = s.backends[slot].LB
+	if s.cur != nil && slot < len(s.cur.backends) {
+		cur = s.cur.backends[slot].LB
 		n += cur.Active()
 	}
 	for i, e := range s.earlier {
@@ -302,7 +350,10 @@ func (s *Scaler) slotActive(slot int) int64 {
 
 // setAllDown marks every backend down or up, as setDown does. s.mu is held.
 func (s *Scaler) setAllDown(down bool) {
-	for i := range s.backends {
+	if s.cur == nil {
+		return
+	}
+	for i := range s.cur.backends {
 		s.setDown(i, down)
 	}
 }
@@ -314,22 +365,12 @@ func (s *Scaler) setAllDown(down bool) {
 func (s *Scaler) Bind(backends []*pipeline.Backend) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.cur != nil {
+		s.earlier = append(s.earlier, s.cur)
+	}
+	s.cur = &bound{backends: backends}
+	s.mark(backends)
 	s.pruneEarlier()
-	if s.backends != nil {
-		s.earlier = append(s.earlier, earlierBound{backends: s.backends, until: time.Now().Add(s.o.BufferTimeout)})
-	}
-	s.backends = backends
-	if s.kube != nil {
-		for _, b := range backends {
-			b.LB.SetDown(s.ready == 0)
-		}
-		return
-	}
-	for i, r := range s.reps {
-		if i < len(backends) {
-			backends[i].LB.SetDown(r.state != stateReady)
-		}
-	}
 }
 
 // Metrics returns the scaler's metrics, for the configurations that have the scaler to hold
@@ -382,12 +423,12 @@ func (s *Scaler) OnService(rc *pipeline.RequestCtx) error {
 			s.m.Rejected(metrics.ScalingNoReplica)
 			return ErrNoReplica
 		}
-		s.admit(rc)
+		s.admit(rc, s.boundOf(rc.Service().Backends))
 		s.mu.Unlock()
 		return nil
 	}
 	if s.queued == 0 && s.inFlight < s.capacity() {
-		s.admit(rc)
+		s.admit(rc, s.boundOf(rc.Service().Backends))
 		s.mu.Unlock()
 		return nil
 	}
@@ -396,7 +437,8 @@ func (s *Scaler) OnService(rc *pipeline.RequestCtx) error {
 		s.m.Rejected(metrics.ScalingQueueFull)
 		return ErrBufferFull
 	}
-	w := &waiter{ch: make(chan struct{}, 1)}
+	w := &waiter{ch: make(chan struct{}, 1), b: s.boundOf(rc.Service().Backends)}
+	w.b.refs++
 	s.queue = append(s.queue, w)
 	s.queued++
 	s.recompute()
@@ -413,10 +455,11 @@ func (s *Scaler) WouldWait(rc *pipeline.RequestCtx) (time.Duration, bool) {
 	return s.o.KeepAlive, wait
 }
 
-// admit counts rc in flight. s.mu is held.
-func (s *Scaler) admit(rc *pipeline.RequestCtx) {
+// admit counts rc in flight, choosing from the backends of b. s.mu is held.
+func (s *Scaler) admit(rc *pipeline.RequestCtx, b *bound) {
 	s.inFlight++
-	rc.Set(&s.slot, s)
+	b.refs++
+	rc.Set(&s.slot, b)
 	s.recompute()
 }
 
@@ -430,7 +473,7 @@ func (s *Scaler) wait(rc *pipeline.RequestCtx, w *waiter) error {
 	select {
 	case <-w.ch:
 		rc.Set(&s.held, (*waiter)(nil))
-		rc.Set(&s.slot, s)
+		rc.Set(&s.slot, w.b)
 		return nil
 	case <-rc.KeepAliveTick():
 		rc.Set(&s.held, w)
@@ -445,11 +488,12 @@ func (s *Scaler) wait(rc *pipeline.RequestCtx, w *waiter) error {
 	if w.admitted {
 		// Admitted as it gave up: it holds its place in flight until it completes.
 		s.mu.Unlock()
-		rc.Set(&s.slot, s)
+		rc.Set(&s.slot, w.b)
 		return why
 	}
 	w.gone = true
 	s.queued--
+	s.release(w.b)
 	s.recompute()
 	s.mu.Unlock()
 	if why == ErrBufferTimeout {
@@ -468,20 +512,24 @@ func (s *Scaler) OnServiceDone(rc *pipeline.RequestCtx) {
 		s.mu.Lock()
 		if w.admitted {
 			s.inFlight--
+			s.release(w.b)
 			s.dispatch()
 		} else if !w.gone {
 			w.gone = true
 			s.queued--
+			s.release(w.b)
 		}
 		s.recompute()
 		s.mu.Unlock()
 		return
 	}
-	if rc.Get(&s.slot) != s {
+	b, _ := rc.Get(&s.slot).(*bound)
+	if b == nil {
 		return
 	}
 	s.mu.Lock()
 	s.inFlight--
+	s.release(b)
 	s.lastBusy = time.Now()
 	s.dispatch()
 	s.recompute()

@@ -1,0 +1,118 @@
+package gateway_test
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-gw/sluice/bench/llmsim"
+	"github.com/sluice-gw/sluice/bench/testenv"
+)
+
+// A request that holds the configuration a reload replaced and reaches its scaled service long
+// after the reload, past buffer_timeout (here it waited in its model's admission queue), chooses
+// among that configuration's backends: they must say which replicas are ready then, not when
+// the reload was buffer_timeout old. One replica runs before the reload and holds the stream
+// that fills the model's one slot; a second starts after the reload (more than buffer_timeout
+// later it is ready); then the first dies, which ends the stream, and the queued request goes
+// to the second replica instead of finding the dead one up and the ready one down.
+func TestRequestQueuedBeforeAReloadFollowsTheReplicasLongAfterIt(t *testing.T) {
+	llmsimBin := testenv.BuildBinary(t, "./cmd/llmsim")
+	path := filepath.Join(t.TempDir(), "sluice.toml")
+	// Two requests in flight ask for ⌈2 / (3 × 0.5)⌉ = 2 replicas; one replica takes 3.
+	base := fmt.Sprintf(`
+[entrypoints.web]
+address = "127.0.0.1:0"
+[admin]
+address = "127.0.0.1:0"
+[routers.openai]
+rule = "PathPrefix(`+"`/v1`"+`)"
+models = true
+[services.llm.load_balancer]
+strategy = "least-connections"
+[services.llm.scaling]
+executor = "exec"
+min_replicas = 1
+max_replicas = 2
+container_concurrency = 3
+target_utilization = 0.5
+buffer_timeout = "300ms"
+scale_down_delay = "1m"
+[services.llm.scaling.exec]
+command = [%q, "--listen", "127.0.0.1:{port}", "--startup-delay", "1s", "--ttft", "20ms", "--itl", "2ms", "--tokens", "4"]
+stop_timeout = "2s"
+[models.m.targets.a]
+service = "llm"
+[models.m.scheduling]
+max_concurrent_requests = 1
+max_queued_requests = 1
+[models.other.targets.a]
+service = "llm"
+`, llmsimBin)
+	g, addr, admin := startFileGateway(t, path, base)
+	first := waitScaling(t, admin, 10*time.Second, "min_replicas ready", func(s scalingView) bool { return s.Ready == 1 })
+	require.Len(t, first.Replicas, 1)
+
+	// A stream of model m holds its one slot, on the first replica.
+	sendStalledModelChat(t, addr, "m")
+	waitScaling(t, admin, 10*time.Second, "the stream in flight", func(s scalingView) bool { return s.InFlight == 1 })
+
+	// The next request of model m waits for the slot, under the configuration in force now.
+	late := make(chan lateResult, 1)
+	go func() { late <- postChat(addr, tinyChat) }()
+	waitMetric(t, admin+"/metrics", `sluice_model_queued_requests{model="m"}`, func(v float64) bool { return v == 1 })
+
+	// A reload that keeps the scaling keys, then a second replica, started after it for a
+	// stream of another model: ready a second later, past buffer_timeout after the reload.
+	require.NoError(t, os.WriteFile(path, []byte(base+"\n# touched\n"), 0o644))
+	require.NoError(t, g.Reload())
+	sendStalledModelChat(t, addr, "other")
+	waitScaling(t, admin, 10*time.Second, "the second replica ready", func(s scalingView) bool { return s.Ready == 2 })
+
+	// The first replica dies: the stream that held the slot ends, and the queued request goes
+	// on to the service.
+	require.NoError(t, syscall.Kill(first.Replicas[0].PID, syscall.SIGKILL))
+	r := <-late
+	require.NoError(t, r.err)
+	require.Equal(t, 200, r.status, "the request queued before the reload: %s", r.body)
+}
+
+type lateResult struct {
+	status int
+	body   string
+	err    error
+}
+
+// postChat posts body to the gateway's chat endpoint; it runs on a goroutine of its own, so it
+// reports errors instead of failing.
+func postChat(addr, body string) lateResult {
+	resp, err := (&http.Client{Timeout: 30 * time.Second}).Post("http://"+addr+"/v1/chat/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		return lateResult{err: err}
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return lateResult{status: resp.StatusCode, body: string(b), err: err}
+}
+
+// sendStalledModelChat sends a streaming chat request of model that the replica stalls after
+// its head until the client leaves, and leaves its connection open until the end of the test.
+func sendStalledModelChat(t *testing.T, addr, model string) {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	body := fmt.Sprintf(`{"model":%q,"stream":true,"messages":[{"role":"user","content":"hi"}]}`, model)
+	_, err = fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\n%s: stall-after=0\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+		llmsim.FaultHeader, len(body), body)
+	require.NoError(t, err)
+}
