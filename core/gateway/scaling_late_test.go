@@ -26,38 +26,8 @@ import (
 // later it is ready); then the first dies, which ends the stream, and the queued request goes
 // to the second replica instead of finding the dead one up and the ready one down.
 func TestRequestQueuedBeforeAReloadFollowsTheReplicasLongAfterIt(t *testing.T) {
-	llmsimBin := testenv.BuildBinary(t, "./cmd/llmsim")
 	path := filepath.Join(t.TempDir(), "sluice.toml")
-	// Two requests in flight ask for ⌈2 / (3 × 0.5)⌉ = 2 replicas; one replica takes 3.
-	base := fmt.Sprintf(`
-[entrypoints.web]
-address = "127.0.0.1:0"
-[admin]
-address = "127.0.0.1:0"
-[routers.openai]
-rule = "PathPrefix(`+"`/v1`"+`)"
-models = true
-[services.llm.load_balancer]
-strategy = "least-connections"
-[services.llm.scaling]
-executor = "exec"
-min_replicas = 1
-max_replicas = 2
-container_concurrency = 3
-target_utilization = 0.5
-buffer_timeout = "300ms"
-scale_down_delay = "1m"
-[services.llm.scaling.exec]
-command = [%q, "--listen", "127.0.0.1:{port}", "--startup-delay", "1s", "--ttft", "20ms", "--itl", "2ms", "--tokens", "4"]
-stop_timeout = "2s"
-[models.m.targets.a]
-service = "llm"
-[models.m.scheduling]
-max_concurrent_requests = 1
-max_queued_requests = 1
-[models.other.targets.a]
-service = "llm"
-`, llmsimBin)
+	base := lateScaledConfig(t)
 	g, addr, admin := startFileGateway(t, path, base)
 	first := waitScaling(t, admin, 10*time.Second, "min_replicas ready", func(s scalingView) bool { return s.Ready == 1 })
 	require.Len(t, first.Replicas, 1)
@@ -115,4 +85,72 @@ func sendStalledModelChat(t *testing.T, addr, model string) {
 	_, err = fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\n%s: stall-after=0\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
 		llmsim.FaultHeader, len(body), body)
 	require.NoError(t, err)
+}
+
+// lateScaledConfig is a model router whose alias m takes one request at a time and queues one
+// more, and whose alias other takes any number, both served by service llm: llmsim replicas, one
+// at least and two at most, each taking a second to start.
+func lateScaledConfig(t *testing.T) string {
+	llmsimBin := testenv.BuildBinary(t, "./cmd/llmsim")
+	// Two requests in flight ask for ⌈2 / (3 × 0.5)⌉ = 2 replicas; one replica takes 3.
+	return fmt.Sprintf(`
+[entrypoints.web]
+address = "127.0.0.1:0"
+[admin]
+address = "127.0.0.1:0"
+[routers.openai]
+rule = "PathPrefix(`+"`/v1`"+`)"
+models = true
+[services.llm.load_balancer]
+strategy = "least-connections"
+[services.llm.scaling]
+executor = "exec"
+min_replicas = 1
+max_replicas = 2
+container_concurrency = 3
+target_utilization = 0.5
+buffer_timeout = "300ms"
+scale_down_delay = "1m"
+[services.llm.scaling.exec]
+command = [%q, "--listen", "127.0.0.1:{port}", "--startup-delay", "1s", "--ttft", "20ms", "--itl", "2ms", "--tokens", "4"]
+stop_timeout = "2s"
+[models.m.targets.a]
+service = "llm"
+[models.m.scheduling]
+max_concurrent_requests = 1
+max_queued_requests = 1
+[models.other.targets.a]
+service = "llm"
+`, llmsimBin)
+}
+
+// A request that holds the configuration a reload replaced and reaches its scaled service once
+// a later reload changed the scaling keys finds the old scaler stopped, its replicas with it:
+// it is answered 503 no_backend, as the requests the old buffer held are, and is not sent to
+// the port of a replica that is gone.
+func TestRequestQueuedBeforeTwoReloadsFindsTheOldReplicasDown(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sluice.toml")
+	base := lateScaledConfig(t)
+	g, addr, admin := startFileGateway(t, path, base)
+	waitScaling(t, admin, 10*time.Second, "min_replicas ready", func(s scalingView) bool { return s.Ready == 1 })
+	sendStalledModelChat(t, addr, "m")
+	waitScaling(t, admin, 10*time.Second, "the stream in flight", func(s scalingView) bool { return s.InFlight == 1 })
+
+	// The queued request holds a configuration of its own, which no request in flight uses.
+	require.NoError(t, os.WriteFile(path, []byte(base+"\n# touched\n"), 0o644))
+	require.NoError(t, g.Reload())
+	late := make(chan lateResult, 1)
+	go func() { late <- postChat(addr, tinyChat) }()
+	waitMetric(t, admin+"/metrics", `sluice_model_queued_requests{model="m"}`, func(v float64) bool { return v == 1 })
+
+	// A reload that keeps the scaling keys, then one that changes them: the old replica stops,
+	// which ends the stream, and the queued request goes on to the old scaler.
+	require.NoError(t, os.WriteFile(path, []byte(base+"\n# touched twice\n"), 0o644))
+	require.NoError(t, g.Reload())
+	require.NoError(t, os.WriteFile(path, []byte(strings.Replace(base, `scale_down_delay = "1m"`, `scale_down_delay = "2m"`, 1)), 0o644))
+	require.NoError(t, g.Reload())
+	r := <-late
+	require.NoError(t, r.err)
+	require.Equal(t, 503, r.status, "the request queued before the reloads: %s", r.body)
+	require.Contains(t, r.body, `"code":"no_backend"`)
 }

@@ -409,8 +409,12 @@ func (s *Scaler) OnService(rc *pipeline.RequestCtx) error {
 	}
 	s.mu.Lock()
 	if s.closed {
+		// A retired scaler: its replicas are stopped, and the request finds no backend. Its
+		// snapshot's backends may be ones no request used when the scaler closed, which were
+		// not marked down then.
+		s.mark(rc.Service().Backends)
 		s.mu.Unlock()
-		return nil // a retired scaler: its backends answer as they can
+		return nil
 	}
 	s.lastBusy = time.Now()
 	if !s.o.Buffer {
