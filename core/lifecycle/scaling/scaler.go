@@ -495,15 +495,34 @@ func (s *Scaler) wait(rc *pipeline.RequestCtx, w *waiter) error {
 		rc.Set(&s.slot, w.b)
 		return why
 	}
-	w.gone = true
-	s.queued--
-	s.release(w.b)
+	s.leave(w)
 	s.recompute()
 	s.mu.Unlock()
 	if why == ErrBufferTimeout {
 		s.m.Rejected(metrics.ScalingTimeout)
 	}
 	return why
+}
+
+// leave takes w, a waiter that gave up, out of the queue. It is counted out at once; the
+// waiters that gave up are dropped from the queue once they are as many as those still
+// waiting, so that the queue holds at most about twice buffer_size waiters even while no
+// replica gets ready to admit its head. s.mu is held.
+func (s *Scaler) leave(w *waiter) {
+	w.gone = true
+	s.queued--
+	s.release(w.b)
+	if len(s.queue) <= 2*s.queued {
+		return
+	}
+	keep := s.queue[:0]
+	for _, q := range s.queue {
+		if !q.gone {
+			keep = append(keep, q)
+		}
+	}
+	clear(s.queue[len(keep):])
+	s.queue = keep
 }
 
 // OnServiceDone implements pipeline.ServiceHook: an admitted request gives its place to the
@@ -519,9 +538,7 @@ func (s *Scaler) OnServiceDone(rc *pipeline.RequestCtx) {
 			s.release(w.b)
 			s.dispatch()
 		} else if !w.gone {
-			w.gone = true
-			s.queued--
-			s.release(w.b)
+			s.leave(w)
 		}
 		s.recompute()
 		s.mu.Unlock()
