@@ -154,3 +154,53 @@ func TestRequestQueuedBeforeTwoReloadsFindsTheOldReplicasDown(t *testing.T) {
 	require.Equal(t, 503, r.status, "the request queued before the reloads: %s", r.body)
 	require.Contains(t, r.body, `"code":"no_backend"`)
 }
+
+// A full buffer refuses a streaming caller with 503 before any byte, also when many arrive at
+// once: the place in the queue of a caller told to wait is its own from the moment it is told,
+// not only once its event stream has begun, so that no more callers get the head of an event
+// stream than the buffer holds, and none an event stream that only says the queue was full.
+func TestFullBufferRefusesConcurrentStreamingCallersBeforeAnyByte(t *testing.T) {
+	_, addr, _ := startConfigGateway(t, scaledConfig(t, "30s", `
+max_replicas = 1
+buffer_size = 2
+keepalive_interval = "100ms"
+`))
+	const n = 16
+	body := `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}],"max_tokens":2}`
+	start := make(chan struct{})
+	heads := make(chan lateResult, n)
+	for range n {
+		go func() {
+			<-start
+			resp, err := (&http.Client{Timeout: 30 * time.Second}).Post("http://"+addr+"/v1/chat/completions", "application/json", strings.NewReader(body))
+			if err != nil {
+				heads <- lateResult{err: err}
+				return
+			}
+			r := lateResult{status: resp.StatusCode}
+			if resp.StatusCode != 200 {
+				b, err := io.ReadAll(resp.Body)
+				r.body, r.err = string(b), err
+				_ = resp.Body.Close()
+			} else {
+				// A held caller stays until every caller has its answer: one that left would
+				// free its place for another.
+				t.Cleanup(func() { _ = resp.Body.Close() })
+			}
+			heads <- r
+		}()
+	}
+	close(start)
+	held := 0
+	for range n {
+		r := <-heads
+		require.NoError(t, r.err)
+		if r.status == 200 {
+			held++
+			continue
+		}
+		require.Equal(t, 503, r.status, r.body)
+		require.Contains(t, r.body, `"code":"cold_start_queue_full"`)
+	}
+	require.LessOrEqual(t, held, 2, "callers given an event stream to wait on, with a buffer of 2")
+}

@@ -28,7 +28,9 @@ import (
 type HoldHook interface {
 	ServiceHook
 	// WouldWait reports whether OnService would make rc wait now (a refusal, such as a full
-	// queue, is not a wait), and how often a waiting caller gets a keep-alive.
+	// queue, is not a wait), and how often a waiting caller gets a keep-alive. A hook may
+	// take rc's place in its queue there, so that the answer still holds when OnService
+	// runs; OnServiceDone runs for rc either way.
 	WouldWait(rc *RequestCtx) (every time.Duration, wait bool)
 }
 

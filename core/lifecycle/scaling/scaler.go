@@ -441,22 +441,34 @@ func (s *Scaler) OnService(rc *pipeline.RequestCtx) error {
 		s.m.Rejected(metrics.ScalingQueueFull)
 		return ErrBufferFull
 	}
+	w := s.enqueue(rc)
+	s.mu.Unlock()
+	return s.wait(rc, w)
+}
+
+// enqueue puts rc at the end of the queue. s.mu is held.
+func (s *Scaler) enqueue(rc *pipeline.RequestCtx) *waiter {
 	w := &waiter{ch: make(chan struct{}, 1), b: s.boundOf(rc.Service().Backends)}
 	w.b.refs++
 	s.queue = append(s.queue, w)
 	s.queued++
 	s.recompute()
-	s.mu.Unlock()
-	return s.wait(rc, w)
+	return w
 }
 
 // WouldWait implements pipeline.HoldHook: a request waits when the buffer queues it (not when
-// it is full, which refuses it at once).
+// it is full, which refuses it at once). One that waits is queued now, before the head of its
+// event stream goes out, so that callers arriving meanwhile find the queue as it will be and
+// are refused, before any byte, when it is full; OnService then waits on its place.
 func (s *Scaler) WouldWait(rc *pipeline.RequestCtx) (time.Duration, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	wait := s.o.Buffer && !s.closed && (s.queued > 0 || s.inFlight >= s.capacity()) && s.queued < s.o.BufferSize
-	return s.o.KeepAlive, wait
+	if !s.o.Buffer || s.closed || s.queued == 0 && s.inFlight < s.capacity() || s.queued >= s.o.BufferSize {
+		return s.o.KeepAlive, false
+	}
+	s.lastBusy = time.Now()
+	rc.Set(&s.held, s.enqueue(rc))
+	return s.o.KeepAlive, true
 }
 
 // admit counts rc in flight, choosing from the backends of b. s.mu is held.
