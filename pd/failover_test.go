@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -386,6 +387,14 @@ func TestEveryDecodeWorkerAtCapacityGives429(t *testing.T) {
 // pdCounters returns this process's sluice_pd_ series by name and labels.
 func pdCounters(t *testing.T) map[string]float64 {
 	t.Helper()
+	out, err := readPDCounters()
+	require.NoError(t, err)
+	return out
+}
+
+// readPDCounters returns the sluice_pd_ series of this process's metrics by name, or the
+// error of a value that does not parse (for conditions polled off the test goroutine).
+func readPDCounters() (map[string]float64, error) {
 	var b bytes.Buffer
 	metrics.WritePrometheus(&b)
 	out := map[string]float64{}
@@ -395,10 +404,12 @@ func pdCounters(t *testing.T) map[string]float64 {
 		}
 		series, value, _ := strings.Cut(line, " ")
 		f, err := strconv.ParseFloat(value, 64)
-		require.NoError(t, err, line)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", line, err)
+		}
 		out[series] = f
 	}
-	return out
+	return out, nil
 }
 
 // pairRetries sums sluice_pd_pair_retries_total over its series in this process's metrics.

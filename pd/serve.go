@@ -200,18 +200,23 @@ func identity(c *consumer.Consumer) Identity {
 func (t *Target) attempt(ctx context.Context, cancel context.CancelFunc, rc *pipeline.RequestCtx, pr pair, fwd []byte, cacheKey string, aff *affinityReq, legs *time.Duration) (int, error) {
 	id := newExecutionID()
 	fail := func(phase string, culprit int, err error) (int, error) {
+		// Only a leg the worker failed counts as its failed phase: counted so, the other
+		// reasons would send an operator looking for a fault in the fleet.
 		reason := metrics.PDAbortLegFailed
 		switch {
 		case rc.Canceled():
+			// The client left and its leaving cut the call.
 			reason = metrics.PDAbortClientGone
 		case errors.Is(ctx.Err(), context.DeadlineExceeded):
+			// execution_timeout_ms is the gateway's budget for the whole exchange, the
+			// pairs tried before and the prepare batch's wait included: the call it cut
+			// was running, not failed.
 			reason = metrics.PDAbortTimeout
 		case pool.LocalResource(err):
-			// The gateway's own shortage: counted as a worker's failed phase, it would
-			// send an operator looking for a fault in the fleet.
+			// The gateway's own shortage of descriptors, memory or ports.
 			reason = metrics.PDAbortGatewayResources
 		}
-		if reason != metrics.PDAbortGatewayResources {
+		if reason == metrics.PDAbortLegFailed {
 			t.m.Failed(phase)
 		}
 		t.abort(id, pr, reason)

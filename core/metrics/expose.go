@@ -62,7 +62,7 @@ var Families = []Family{
 	{"sluice_prefix_affinity_evictions_total", "counter", "Live entries of the prefix-affinity index displaced by new ones because the index was full."},
 	{"sluice_rate_limited_total", "counter", "Requests a rate-limit middleware refused with 429 because their key's token bucket was empty."},
 	{"sluice_pd_phase_duration_seconds", "histogram", "Prefill/decode serving: duration of each phase of the exchange that succeeded (prepare, prefill, decode_head: from the decode call to its response head, decode: from the head to the end of the response), in seconds."},
-	{"sluice_pd_phase_failures_total", "counter", "Prefill/decode serving: phases of the exchange a worker failed (prepare, prefill, decode_head); a worker the gateway could not connect for want of its own resources is not counted."},
+	{"sluice_pd_phase_failures_total", "counter", "Prefill/decode serving: phases of the exchange a worker failed (prepare, prefill, decode_head); a call cut because the client left or execution_timeout_ms passed, or a worker the gateway could not connect for want of its own resources, is not counted."},
 	{"sluice_pd_pair_retries_total", "counter", "Prefill/decode serving: requests sent to another worker pair of the target after a failure before any response byte."},
 	{"sluice_pd_pairs_exhausted_total", "counter", "Prefill/decode serving: requests for which no pair of the target could serve (the next target, if any, took them)."},
 	{"sluice_pd_aborts_total", "counter", "Prefill/decode serving: executions aborted on both workers, by reason: leg_failed, client_gone, timeout (execution_timeout_ms), stream_failed or gateway_resources (the gateway could not connect a worker for want of its own descriptors, memory or ports)."},
