@@ -42,21 +42,22 @@ func startAdmin(g *Gateway, cfg config.Admin) (*adminServer, error) {
 		return nil, fmt.Errorf("sluice: admin listener: %w", err)
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /api/gateway/health", g.adminHealth)
-	mux.HandleFunc("GET /api/gateway/routes", g.adminRoutes)
-	mux.HandleFunc("GET /api/gateway/services", g.adminServices)
-	mux.HandleFunc("GET /api/gateway/backends", g.adminBackends)
-	mux.HandleFunc("GET /api/gateway/models", g.adminModels)
-	mux.HandleFunc("GET /api/gateway/workers", g.adminWorkers)
-	mux.HandleFunc("GET /api/gateway/config", g.adminConfig)
-	mux.HandleFunc("GET /api/gateway/metrics", adminMetrics)
-	mux.HandleFunc("GET /metrics", adminMetrics)
-	mux.HandleFunc("POST /api/gateway/reload", g.adminReload)
+	handle := func(pattern string, f http.HandlerFunc) { mux.Handle(pattern, endpoint(f)) }
+	handle("GET /api/gateway/health", g.adminHealth)
+	handle("GET /api/gateway/routes", g.adminRoutes)
+	handle("GET /api/gateway/services", g.adminServices)
+	handle("GET /api/gateway/backends", g.adminBackends)
+	handle("GET /api/gateway/models", g.adminModels)
+	handle("GET /api/gateway/workers", g.adminWorkers)
+	handle("GET /api/gateway/config", g.adminConfig)
+	handle("GET /api/gateway/metrics", adminMetrics)
+	handle("GET /metrics", adminMetrics)
+	handle("POST /api/gateway/reload", g.adminReload)
 	if os.Getenv("SLUICE_PPROF") == "1" {
 		// Profiling for performance work (docs/admin-api.md); off unless asked for.
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		handle("/debug/pprof/", pprof.Index)
+		handle("/debug/pprof/profile", pprof.Profile)
+		handle("/debug/pprof/trace", pprof.Trace)
 	}
 	hosts := newHostPolicy(cfg.Address, ln.Addr(), cfg.AllowedHosts)
 	var h http.Handler = adminEndpoints(mux, hosts)
@@ -113,14 +114,23 @@ func requireHost(hosts *hostPolicy, next http.Handler) http.Handler {
 	})
 }
 
-// adminEndpoints answers unknown paths (404) and wrong methods (405, with Allow) in JSON,
-// and lets a state-changing request through only when a browser cannot have sent it on
-// behalf of another site (see stateChangeRefused).
+// endpoint is the type of every handler registered on the admin API's mux, so that a
+// handler of the mux's own (its 404, its 405, its redirects) is told from them.
+type endpoint http.HandlerFunc
+
+func (e endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) { e(w, r) }
+
+// adminEndpoints answers in JSON what net/http's ServeMux would answer itself: an unknown
+// path 404, a wrong method 405 with Allow, and a path not in clean form ("//x", "/a/../x",
+// a trailing slash the mux would add or a path it would take one from) 404 too, where the
+// mux would redirect to the clean path with an HTML body; a client that sends a token would
+// rightly not follow the redirect, and the admin API has one spelling per endpoint. It lets a
+// state-changing request through only when a browser cannot have sent it on behalf of
+// another site (see stateChangeRefused).
 func adminEndpoints(mux *http.ServeMux, hosts *hostPolicy) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if h, pattern := mux.Handler(r); pattern == "" {
-			// The mux's own answer says which: 405 with Allow, or 404 (or a redirect to a
-			// cleaned path, answered 404 as before).
+		if h, _ := mux.Handler(r); !isEndpoint(h) {
+			// The mux's own answer says which: 405 with Allow, else 404.
 			probe := &headOnly{h: http.Header{}}
 			h.ServeHTTP(probe, r)
 			if probe.status == http.StatusMethodNotAllowed {
@@ -138,6 +148,11 @@ func adminEndpoints(mux *http.ServeMux, hosts *hostPolicy) http.Handler {
 		}
 		mux.ServeHTTP(w, r)
 	})
+}
+
+func isEndpoint(h http.Handler) bool {
+	_, ok := h.(endpoint)
+	return ok
 }
 
 // stateChangeRefused answers and returns true when a request that changes state
@@ -189,6 +204,13 @@ func (p *headOnly) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
+// adminRealm is the realm of the admin API's Bearer challenge.
+const adminRealm = `Bearer realm="sluice-admin"`
+
+// requireBearer answers 401 to a request without Authorization: Bearer token. The 401
+// carries the challenge RFC 9110 §11.6.1 requires, in the form of RFC 6750 §3: the scheme and
+// realm, with error="invalid_token" when a token was sent and is wrong (none when no token
+// was sent), and the admin API's JSON error as its body.
 func requireBearer(token string, next http.Handler) http.Handler {
 	want := []byte(token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -199,6 +221,11 @@ func requireBearer(token string, next http.Handler) http.Handler {
 			got = []byte(auth[7:])
 		}
 		if subtle.ConstantTimeCompare(got, want) != 1 {
+			challenge := adminRealm
+			if len(got) > 0 {
+				challenge += `, error="invalid_token"`
+			}
+			w.Header().Set("WWW-Authenticate", challenge)
 			writeError(w, http.StatusUnauthorized, "authentication_error", "unauthorized", "admin API needs the bearer token")
 			return
 		}
