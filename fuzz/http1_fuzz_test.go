@@ -28,6 +28,7 @@ var http1RequestSeeds = []string{
 	"GET / HTTP/1.1\r\nHost: h\r\nX: a\r\n b\r\n\r\n",
 	"GET / HTTP/1.1\r\nHost : h\r\n\r\n",
 	"GET / HTTP/2.0\r\nHost: h\r\n\r\n",
+	"POST / HTTP/1.2\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n",
 	"GET / HTTP/1.1\r\nHost: h\r\nX: a\x00\r\n\r\n",
 	"POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n",
 }

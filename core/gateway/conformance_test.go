@@ -348,3 +348,64 @@ func TestOversizedExpectContinueGets413Not100(t *testing.T) {
 		})
 	}
 }
+
+// A request of a later HTTP/1 minor version (HTTP/1.2, HTTP/1.9) is processed as HTTP/1.1,
+// the highest minor version the gateway implements (RFC 9110 §2.5, RFC 9112 §2.3): chunked
+// framing is taken, the connection persists, a body of unknown length reaches the client
+// chunked, the upstream gets an HTTP/1.1 request and the client an HTTP/1.1 response. Another
+// major version (HTTP/2.0 in an HTTP/1 request line) is still refused with 505.
+func TestLaterHTTP1MinorVersionIsServedAsHTTP11(t *testing.T) {
+	lines := make(chan string, 16)
+	up := serveUpstream(t, func(c net.Conn, _ *bufio.Reader, head string, body []byte) bool {
+		line, _, _ := strings.Cut(head, "\r\n")
+		lines <- line
+		if strings.Contains(line, "/until-close") {
+			_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nuntil close")
+			return false
+		}
+		return echo(c, nil, head, body)
+	})
+	upstreamLine := func(t *testing.T) string {
+		t.Helper()
+		select {
+		case l := <-lines:
+			return l
+		case <-time.After(5 * time.Second):
+			require.FailNow(t, "the upstream got no request within 5s")
+			return ""
+		}
+	}
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			_, addr := startGateway(t, engine, up.addr(), "")
+			c := dial(t, addr)
+			r := bufio.NewReader(c)
+			send(t, c, "POST /a HTTP/1.2\r\nHost: gw\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\n")
+			resp := readResponse(t, r, false)
+			require.Equal(t, 200, resp.status, "%s", resp.body)
+			require.Equal(t, "HTTP/1.1", resp.proto)
+			require.Equal(t, "hi", string(resp.body))
+			require.Empty(t, resp.headers["connection"], "persistent, as for HTTP/1.1")
+			require.Equal(t, "POST /a HTTP/1.1", upstreamLine(t))
+
+			send(t, c, "GET /until-close HTTP/1.9\r\nHost: gw\r\n\r\n")
+			resp = readResponse(t, r, false)
+			require.Equal(t, 200, resp.status, "%s", resp.body)
+			require.Equal(t, "HTTP/1.1", resp.proto)
+			require.True(t, resp.chunked, "a body of unknown length goes chunked, as to an HTTP/1.1 client")
+			require.Equal(t, "until close", string(resp.body))
+			require.Equal(t, "GET /until-close HTTP/1.1", upstreamLine(t))
+
+			send(t, c, "GET /b HTTP/1.2\r\nHost: gw\r\nConnection: close\r\n\r\n")
+			resp = readResponse(t, r, false)
+			require.Equal(t, 200, resp.status, "%s", resp.body)
+			require.Equal(t, "close", resp.headers["connection"])
+			require.Equal(t, "GET /b HTTP/1.1", upstreamLine(t))
+
+			c = dial(t, addr)
+			send(t, c, "GET /a HTTP/2.0\r\nHost: gw\r\n\r\n")
+			resp = readResponse(t, bufio.NewReader(c), false)
+			require.Equal(t, 505, resp.status, "%s", resp.body)
+		})
+	}
+}

@@ -47,7 +47,7 @@ var (
 	errDotSegment       = newErr(400, "request path has a dot segment (RFC 3986 §5.2.4): resolve it before sending")
 	errVersionSyntax    = newErr(400, "malformed HTTP-version (RFC 9112 §2.3)")
 	errTargetSpace      = newErr(400, "whitespace in the request-target: percent-encode it (%20, RFC 9112 §3.2, §3)")
-	errVersion          = newErr(505, "HTTP version not supported (only HTTP/1.0 and HTTP/1.1)")
+	errVersion          = newErr(505, "HTTP version not supported (only HTTP/1.x)")
 	errH2Preface        = newErr(505, "HTTP/2 connection preface: this server speaks HTTP/1.0 and HTTP/1.1 only, not HTTP/2 with prior knowledge (RFC 9113 §3.3, §3.4)")
 	errBareLF           = newErr(400, "line not terminated by CRLF (bare LF, RFC 9112 §2.2)")
 	errBareCR           = newErr(400, "bare CR in message head (RFC 9112 §2.2)")

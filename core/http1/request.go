@@ -22,7 +22,7 @@ type Request struct {
 	Path     []byte // URI up to '?' in normal form (see normalisePath); for absolute-form the path part ("/" when empty); "*" for asterisk-form
 	RawQuery []byte // URI after the first '?', without it; nil when there is none
 
-	Major, Minor int // 1.0 or 1.1 (anything else is *Error 505)
+	Major, Minor int // 1.0 or 1.1: a later HTTP/1 minor version is 1.1 (RFC 9110 §2.5), another major version *Error 505
 
 	Headers []HeaderField // all field lines in order, as received
 
@@ -301,10 +301,12 @@ func (r *Request) parseRequestLine(line []byte) error {
 	if major == 2 && minor == 0 && string(r.Method) == "PRI" && string(r.URI) == "*" {
 		return errH2Preface
 	}
-	if major != 1 || minor > 1 {
+	if major != 1 {
 		return errVersion
 	}
-	r.Major, r.Minor = major, minor
+	// A later minor version of HTTP/1 is processed as HTTP/1.1, the highest this server
+	// implements (RFC 9110 §2.5, RFC 9112 §2.3): only the major version can be refused.
+	r.Major, r.Minor = 1, min(minor, 1)
 	return r.parseTarget()
 }
 

@@ -112,7 +112,9 @@ func TestRequestLine(t *testing.T) {
 		{"lowercase version", "GET / http/1.1", 400, "", ""},
 		{"version two digits", "GET / HTTP/1.10", 400, "", ""},
 		{"http/2.0", "GET / HTTP/2.0", 505, "", ""},
-		{"http/1.2", "GET / HTTP/1.2", 505, "", ""},
+		{"http/1.2", "GET / HTTP/1.2", 0, "/", ""},
+		{"http/1.9", "GET / HTTP/1.9", 0, "/", ""},
+		{"http/3.0", "GET / HTTP/3.0", 505, "", ""},
 		{"http/0.9", "GET / HTTP/0.9", 505, "", ""},
 		{"fragment", "GET /a#frag HTTP/1.1", 400, "", ""},
 		{"non-ascii target", "GET /\xc3\xa9 HTTP/1.1", 400, "", ""},
@@ -137,6 +139,29 @@ func TestRequestLine(t *testing.T) {
 				t.Errorf("path %q query %q, want %q %q", r.Path, r.RawQuery, tt.path, tt.q)
 			}
 		})
+	}
+}
+
+// A request of a later HTTP/1 minor version is processed as HTTP/1.1, the highest this
+// server implements (RFC 9110 §2.5, RFC 9112 §2.3): Host is required, chunked framing is
+// taken, and what the gateway sends on says 1.1. Only another major version gets 505.
+func TestLaterMinorVersionIsProcessedAsHTTP11(t *testing.T) {
+	for _, v := range []string{"HTTP/1.2", "HTTP/1.9"} {
+		r, err := parseReq(t, "POST /x "+v+"\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n", nil)
+		if err != nil {
+			t.Fatalf("%s with chunked framing: %v", v, err)
+		}
+		if r.Major != 1 || r.Minor != 1 || !r.Chunked {
+			t.Fatalf("%s: version %d.%d chunked %v, want 1.1 chunked", v, r.Major, r.Minor, r.Chunked)
+		}
+		if _, err := parseReq(t, "GET /x "+v+"\r\n\r\n", nil); statusOf(err) != 400 {
+			t.Fatalf("%s without Host: %v, want 400 as for HTTP/1.1", v, err)
+		}
+	}
+	for _, line := range []string{"GET / HTTP/2.0", "GET / HTTP/2.1", "GET / HTTP/0.9", "GET / HTTP/9.9"} {
+		if _, err := parseReq(t, line+"\r\nHost: a\r\n\r\n", nil); statusOf(err) != 505 {
+			t.Fatalf("%q: %v, want 505", line, err)
+		}
 	}
 }
 

@@ -4,7 +4,7 @@ package http1
 // point into the Response's own copy of the head and stay valid until the next Reset or
 // ParseResponseHead.
 type Response struct {
-	Major, Minor int    // 1.0 or 1.1
+	Major, Minor int    // 1.0 or 1.1 (a later HTTP/1 minor version is 1.1, RFC 9110 §2.5)
 	Status       int    // status code, 100..599 (RFC 9110 §15)
 	Reason       []byte // reason phrase, possibly empty (RFC 9112 §4)
 
@@ -138,10 +138,11 @@ func (r *Response) parseStatusLine(line []byte) error {
 	if !ok {
 		return errRespLine
 	}
-	if major != 1 || minor > 1 {
+	if major != 1 {
 		return errRespVersion
 	}
-	r.Major, r.Minor = major, minor
+	// A later minor version of HTTP/1 is processed as HTTP/1.1 (RFC 9110 §2.5).
+	r.Major, r.Minor = 1, min(minor, 1)
 	s := line[9:12]
 	if s[0] < '1' || s[0] > '5' || s[1] < '0' || s[1] > '9' || s[2] < '0' || s[2] > '9' {
 		return errRespStatus

@@ -35,6 +35,10 @@ func TestParseResponseHead(t *testing.T) {
 		{"bad CL", "HTTP/1.1 200 OK\r\nContent-Length: -3\r\n\r\n", 502, 0, "", 0, 0, false, 0},
 		{"chunked twice", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, chunked\r\n\r\n", 502, 0, "", 0, 0, false, 0},
 		{"http/2", "HTTP/2.0 200 OK\r\n\r\n", 502, 0, "", 0, 0, false, 0},
+		{"http/0.9", "HTTP/0.9 200 OK\r\n\r\n", 502, 0, "", 0, 0, false, 0},
+		// A later HTTP/1 minor version is processed as HTTP/1.1 (RFC 9110 §2.5).
+		{"1.2 chunked", "HTTP/1.2 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", 0, 200, "OK", BodyChunked, BodyNone, true, -1},
+		{"1.9 length", "HTTP/1.9 200 OK\r\nContent-Length: 2\r\n\r\n", 0, 200, "OK", BodyLength, BodyNone, true, 2},
 		{"lowercase http", "http/1.1 200 OK\r\n\r\n", 502, 0, "", 0, 0, false, 0},
 		{"status 600", "HTTP/1.1 600 X\r\n\r\n", 502, 0, "", 0, 0, false, 0},
 		{"status 099", "HTTP/1.1 099 X\r\n\r\n", 502, 0, "", 0, 0, false, 0},

@@ -1,6 +1,7 @@
 package ingress
 
 import (
+	"bytes"
 	"sync"
 
 	"github.com/sluice-gw/sluice/core/http1"
@@ -102,6 +103,7 @@ func (fc *framingCheck) headBytes(b []byte) int {
 		buf = fc.head
 	}
 	skip, n := fc.scan.Find(buf)
+	raiseMinor(buf, skip, b)
 	if n < 0 {
 		if err := http1.CheckPartialHead(buf[skip:], fc.lim); err != http1.ErrNeedMore {
 			fc.fail(err)
@@ -149,6 +151,32 @@ func (fc *framingCheck) headBytes(b []byte) int {
 	}
 	return consumed
 }
+
+// raiseMinor makes fasthttp see a request of a later HTTP/1 minor version as the HTTP/1.1
+// request the gateway's parser takes it for (RFC 9110 §2.5): fasthttp would hold it to
+// HTTP/1.0's rules (no chunked body, no persistence without keep-alive, no chunked
+// response). When the request line so far, the first line of buf[skip:] (whose last
+// len(b) bytes are b, the bytes now read), ends in " HTTP/1." and a digit above 1, the
+// digit, if it is in b, becomes 1 before fasthttp reads it; the check has followed the
+// bytes as received. The line may not be complete: should more than CRLF follow, the line
+// is malformed whatever the digit, and the check refuses it.
+func raiseMinor(buf []byte, skip int, b []byte) {
+	line := buf[skip:]
+	if i := bytes.IndexByte(line, '\n'); i >= 0 {
+		line = line[:i]
+	}
+	line = bytes.TrimSuffix(line, crByte)
+	const v = " HTTP/1."
+	d := len(line) - 1 // the minor digit's index in line, and in buf past skip
+	if d < len(v) || line[d] < '2' || line[d] > '9' || string(line[d-len(v):d]) != v {
+		return
+	}
+	if i := skip + d - (len(buf) - len(b)); i >= 0 {
+		b[i] = '1'
+	}
+}
+
+var crByte = []byte{'\r'}
 
 // dropEmptyLines takes out of the start of b, the next bytes read, the empty lines (CRLF)
 // that come before a request line, so that fasthttp never buffers them (RFC 9112 §2.2 lets

@@ -123,3 +123,56 @@ func FuzzFramingCheck(f *testing.F) {
 		}
 	})
 }
+
+// fasthttp gets a later HTTP/1 minor version as HTTP/1.1, the version the gateway's parser
+// processes it as, however the request line is cut into reads, pipelined requests included;
+// the check follows the bytes as received. Other versions, and a line that only looks like
+// it ends in one, reach fasthttp as sent.
+func TestFramingCheckGivesFasthttpLaterMinorVersionsAsHTTP11(t *testing.T) {
+	for _, tc := range []struct{ name, in, out string }{
+		{"1.2", "GET /a HTTP/1.2\r\nHost: h\r\n\r\n", "GET /a HTTP/1.1\r\nHost: h\r\n\r\n"},
+		{"1.9 chunked", "POST /a HTTP/1.9\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nx\r\n0\r\n\r\n",
+			"POST /a HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nx\r\n0\r\n\r\n"},
+		{"pipelined", "GET /a HTTP/1.1\r\nHost: h\r\n\r\nGET /b HTTP/1.2\r\nHost: h\r\n\r\n",
+			"GET /a HTTP/1.1\r\nHost: h\r\n\r\nGET /b HTTP/1.1\r\nHost: h\r\n\r\n"},
+		{"after empty lines", "\r\n\r\nGET /a HTTP/1.3\r\nHost: h\r\n\r\n", "\r\n\r\nGET /a HTTP/1.1\r\nHost: h\r\n\r\n"},
+		{"1.0", "GET /a HTTP/1.0\r\n\r\n", "GET /a HTTP/1.0\r\n\r\n"},
+		{"in a field", "GET /a HTTP/1.1\r\nHost: h\r\nX: a HTTP/1.2\r\n\r\n", "GET /a HTTP/1.1\r\nHost: h\r\nX: a HTTP/1.2\r\n\r\n"},
+		{"in a body", "POST /a HTTP/1.1\r\nHost: h\r\nContent-Length: 9\r\n\r\n HTTP/1.2", "POST /a HTTP/1.1\r\nHost: h\r\nContent-Length: 9\r\n\r\n HTTP/1.2"},
+	} {
+		for _, piece := range []int{1, 2, 7, 15, len(tc.in)} {
+			fc := framingCheck{lim: &http1.Limits{}}
+			got := []byte(tc.in)
+			for off := 0; off < len(got); off += piece {
+				if err := fc.feed(got[off:min(off+piece, len(got))]); err != nil {
+					t.Fatalf("%s, reads of %d: refused %v", tc.name, piece, err)
+				}
+			}
+			if string(got) != tc.out {
+				t.Errorf("%s, reads of %d: fasthttp gets %q, want %q", tc.name, piece, got, tc.out)
+			}
+		}
+	}
+	h2 := []byte("GET /a HTTP/2.0\r\nHost: h\r\n\r\n")
+	fc := framingCheck{lim: &http1.Limits{}}
+	var fe *http1.Error
+	if err := fc.feed(h2); !errors.As(err, &fe) || fe.Status != 505 || string(h2) != "GET /a HTTP/2.0\r\nHost: h\r\n\r\n" {
+		t.Errorf("HTTP/2.0: %v, fasthttp gets %q; want 505 and the line as sent", err, h2)
+	}
+	// The check judges the line as received: one that is malformed past a version-like end is
+	// refused whatever fasthttp would see.
+	for _, in := range []string{"GET /a HTTP/1.23\r\nHost: h\r\n\r\n", "GET /a HTTP/1.2 x\r\nHost: h\r\n\r\n"} {
+		for _, piece := range []int{1, len(in)} {
+			fc := framingCheck{lim: &http1.Limits{}}
+			b := []byte(in)
+			var err error
+			for off := 0; off < len(b) && err == nil; off += piece {
+				err = fc.feed(b[off:min(off+piece, len(b))])
+			}
+			var fe *http1.Error
+			if !errors.As(err, &fe) || fe.Status != 400 {
+				t.Errorf("%q, reads of %d: %v, want 400", in, piece, err)
+			}
+		}
+	}
+}
