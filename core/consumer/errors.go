@@ -1,6 +1,7 @@
 package consumer
 
 import (
+	"github.com/sluice-gw/sluice/core/openai"
 	"github.com/sluice-gw/sluice/core/pipeline"
 )
 
@@ -44,11 +45,11 @@ func AppendAnthropicError(dst []byte, typ, msg string) []byte {
 }
 
 // Reply answers rc with a in the shape its endpoint's clients expect: Anthropic's on
-// /v1/messages, OpenAI's elsewhere. The caller may set the reply's RetryAfter before
+// /v1/messages and the paths under it (openai.AnthropicPath), OpenAI's elsewhere. The caller may set the reply's RetryAfter before
 // returning it.
 func (a *Answer) Reply(rc *pipeline.RequestCtx) *pipeline.Reply {
 	body := a.openai
-	if isMessages(rc.Req.Path) {
+	if openai.AnthropicPath(rc.Req.Path) {
 		body = a.anthropic
 	}
 	return rc.Reply(a.status, "application/json", body)
@@ -69,5 +70,3 @@ func refuseKey(rc *pipeline.RequestCtx, a *Answer) error {
 
 // EndpointForbidden answers rc with 403: its caller may not call this endpoint.
 func EndpointForbidden(rc *pipeline.RequestCtx) error { return errEndpoint.Reply(rc) }
-
-func isMessages(path []byte) bool { return string(path) == "/v1/messages" }

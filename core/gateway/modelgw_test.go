@@ -660,3 +660,25 @@ func TestMessagesErrorsInAnthropicShape(t *testing.T) {
 		})
 	}
 }
+
+// The paths under /v1/messages that the gateway does not serve (Anthropic's SDKs call
+// /v1/messages/count_tokens and /v1/messages/batches) get the gateway's 401 and 404 in
+// Anthropic's shape, which those SDKs read; a path that only starts with the same letters
+// stays OpenAI's.
+func TestPathsUnderMessagesGetAnthropicErrors(t *testing.T) {
+	sim := startSimulator(t)
+	base := startModelGateway(t, "gnet", sim)
+	const body = `{"model":"chat-model","messages":[{"role":"user","content":"hi"}]}`
+	for _, path := range []string{"/v1/messages/count_tokens", "/v1/messages/batches"} {
+		r := call(t, "POST", base+path, "", body)
+		require.Equal(t, 401, r.status, r.raw)
+		require.Equal(t, "error", r.body["type"], "Anthropic's shape on %s: %s", path, r.raw)
+		r = call(t, "POST", base+path, teamBKey, body)
+		require.Equal(t, 404, r.status, r.raw)
+		require.Equal(t, "error", r.body["type"], "Anthropic's shape on %s: %s", path, r.raw)
+		require.Equal(t, "not_found_error", errField(r, "type"), r.raw)
+	}
+	r := call(t, "POST", base+"/v1/messagesx", teamBKey, body)
+	require.Equal(t, 404, r.status, r.raw)
+	require.NotEmpty(t, errField(r, "code"), "OpenAI's shape: %s", r.raw)
+}

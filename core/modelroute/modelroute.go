@@ -304,6 +304,9 @@ func (s *Stage) OnRequest(rc *pipeline.RequestCtx) error {
 	}
 	ep, ok := openai.EndpointForPath(path)
 	if !ok {
+		if openai.AnthropicPath(path) {
+			rc.SetErrorShape(pipeline.AnthropicErrors)
+		}
 		return errUnknownEndpoint
 	}
 	if ep.AnthropicErrors() {

@@ -37,6 +37,14 @@ func (e Endpoint) String() string { return e.Path() }
 // ({"type":"error","error":{"type","message"}}) rather than OpenAI's.
 func (e Endpoint) AnthropicErrors() bool { return e == Messages }
 
+// AnthropicPath reports whether path belongs to Anthropic's Messages API: /v1/messages and the
+// paths under it (/v1/messages/count_tokens, /v1/messages/batches), whose clients read errors
+// in Anthropic's shape, also the gateway's 401 or 404 on an endpoint it does not serve.
+func AnthropicPath(path []byte) bool {
+	const p = "/v1/messages"
+	return len(path) >= len(p) && string(path[:len(p)]) == p && (len(path) == len(p) || path[len(p)] == '/')
+}
+
 // EndpointForPath returns the endpoint served at path, compared byte for byte (no query, no
 // trailing slash, case-sensitive), and false for any other path.
 func EndpointForPath(path []byte) (Endpoint, bool) {
