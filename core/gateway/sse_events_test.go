@@ -211,8 +211,9 @@ func TestStreamCutBetweenCRAndLFEndsWithWholeErrorEvent(t *testing.T) {
 // line endings and the end of the body, the client's connection carrying its next request,
 // counted as a failed stream (sluice_upstream_errors_total reason "stream", the access log's
 // upstream_error); an HTTP/1.0 client gets the same bytes and the close; an event that went
-// out in part (over the 8 KiB bound) leaves the transfer cut. Closed at an event boundary, the
-// stream ended: the client gets every byte and the end of the body, and no failure counts.
+// out in part (over the 8 KiB bound) leaves the transfer cut. Closed at an event boundary, or
+// after whole comment lines (a keep-alive comment, which no SSE client dispatches), the stream
+// ended: the client gets every byte and the end of the body, and no failure counts.
 func TestStreamClosedInsideAnEventEndsWithErrorEvent(t *testing.T) {
 	const first = "data: {\"i\":0}\n\n"
 	const firstCRLF = "data: {\"i\":0}\r\n\r\n"
@@ -238,6 +239,8 @@ func TestStreamClosedInsideAnEventEndsWithErrorEvent(t *testing.T) {
 		{"at a boundary", first + "data: {\"i\":1}\n\n", false, first + "data: {\"i\":1}\n\n", true, false},
 		{"CRLF: between the blank line's CR and LF", firstCRLF[:len(firstCRLF)-1], false, firstCRLF[:len(firstCRLF)-1], true, false},
 		{"no event at all", "", false, "", true, false},
+		{"after a whole comment line", first + ": keep-alive\n", false, first + ": keep-alive\n", true, false},
+		{"CRLF: after whole comment lines", firstCRLF + ": a\r\n:\r\n", false, firstCRLF + ": a\r\n:\r\n", true, false},
 	} {
 		up := serveUpstream(t, func(c net.Conn, _ *bufio.Reader, head string, _ []byte) bool {
 			if strings.HasPrefix(head, "GET /v1/ok ") {

@@ -103,8 +103,8 @@ func TestNoErrorEventAfterAnEventSentInPart(t *testing.T) {
 }
 
 // InEvent says whether a stream that ended where its bytes end was inside an event: after any
-// byte of an event whose blank line had not come, whatever the line endings, and however the
-// bytes were split into reads; never at an event boundary (a CR that ended the blank line
+// byte of an event whose blank line had not come (inside a line, or after a whole line that is
+// not a comment), whatever the line endings, and however the bytes were split into reads; never at an event boundary (a CR that ended the blank line
 // counts, its LF to come or not) or before any byte. A stream whose events the relay does not
 // follow (not an event stream, or wire bytes) is never inside one.
 func TestInEventAtEachEndOfStream(t *testing.T) {
@@ -119,6 +119,14 @@ func TestInEventAtEachEndOfStream(t *testing.T) {
 		{"data: a\r\r", false},
 		{": ping\n\n", false},
 		{"\n", false}, // a blank line alone dispatches nothing and opens nothing
+		// Whole comment lines after the last event open none: an SSE client ignores them, and
+		// a stream closed after them lost nothing (a keep-alive comment before the close).
+		{": ping\n", false},
+		{"data: a\n\n: ping\n", false},
+		{"data: a\r\n\r\n: ping\r\n", false},
+		{"data: a\r\r: ping\r:\r", false},
+		{"data: a\n\n: ping\ndata: b\n", true},
+		{": ping\ndata: b", true},
 		{"d", true},
 		{"data: a", true},
 		{"data: a\n", true},

@@ -238,14 +238,18 @@ func (r *Relay) FrameKept(buf []byte, n int, now time.Time) (lo, hi int, o Obs) 
 	return lo, hi, o
 }
 
-// InEvent reports whether the payload accounted for so far ends inside an SSE event: after
-// bytes of an event (a field, a comment, a line not yet ended) whose blank line has not come.
-// It is false at an event boundary, before any byte, and for a response that is not an event
-// stream or whose framing passes wire bytes (Raw), whose events the relay does not follow. A
-// body delimited by the upstream's close (RFC 9112 §6.3 rule 8) that ends there was cut: a
-// client discards the open event at the end of the stream (WHATWG HTML, "event stream
+// InEvent reports whether the payload accounted for so far ends inside an SSE event: inside a
+// line, or after a whole line other than a comment (a field) of an event whose blank line has
+// not come. It is false at an event boundary, after whole comment lines that follow one (a
+// keep-alive comment, which no client dispatches: nothing is lost if the stream ends there),
+// before any byte, and for a response that is not an event stream or whose framing passes
+// wire bytes (Raw), whose events the relay does not follow. A body delimited by the
+// upstream's close (RFC 9112 §6.3 rule 8) that ends inside an event was cut: a client
+// discards the open event at the end of the stream (WHATWG HTML, "event stream
 // interpretation") and would see a stream that merely stops.
-func (r *Relay) InEvent() bool { return r.sse && !r.ev.atBoundary() }
+func (r *Relay) InEvent() bool {
+	return r.sse && !r.ev.atBoundary() && (r.ev.open || !r.ev.lineStart)
+}
 
 // Drop forgets the payload accounted for and not sent, of a stream that ends without it: its
 // upstream failed inside an event, which a client would discard unsent; Fail then ends the
@@ -423,6 +427,10 @@ type eventState struct {
 	eol       eol  // the last line ending known whole (a CR is known lone by the byte after it)
 	cutCR     bool // the byte before the last event boundary is a CR (its LF came later, or not yet)
 	cutEOL    eol  // eol at the last event boundary
+	// open: a line other than a comment (one starting with ':') began since the last blank
+	// line, so the event has something a client would dispatch or apply; whole comment lines
+	// alone open none.
+	open bool
 }
 
 func (s *eventState) reset() { *s = eventState{lineStart: true, blank: true} }
@@ -463,8 +471,12 @@ func (s *eventState) feed(p []byte) int {
 			if s.blank {
 				cut = i + 1
 				s.cutCR, s.cutEOL = s.afterCR, s.eol
+				s.open = false
 			}
 		default:
+			if s.lineStart && c != ':' {
+				s.open = true
+			}
 			// A run of ordinary bytes: skip to the next line ending at once.
 			j := ends.Next(i)
 			s.lineStart, s.blank = false, false
