@@ -45,9 +45,12 @@ func (r *UsageReader) Reset() {
 	*r = UsageReader{obj: r.obj[:0]}
 }
 
-// Usage returns the usage of the body fed so far, with ParseUsage's result for the whole: ok
-// is false when the body is not a JSON object, has no top-level "usage" object (or its usage
-// object did not come whole, or exceeded MaxUsageObjectBytes), or the object is malformed.
+// Usage returns the usage of the body fed so far, with ParseUsage's result for the whole when
+// the body is well-formed JSON: ok is false when the body is not a JSON object, has no
+// top-level "usage" object (or its usage object did not come whole, or exceeded
+// MaxUsageObjectBytes), or the usage object is malformed. The members before the usage
+// object are followed by their strings and brackets, not checked: a body malformed there
+// (`{"a":1 2,"usage":{…}}`, which ParseUsage refuses) may still give its usage.
 func (r *UsageReader) Usage() (Usage, bool) {
 	if !r.found {
 		return Usage{}, false

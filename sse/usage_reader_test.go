@@ -93,3 +93,21 @@ func TestUsageReaderDoesNotAllocate(t *testing.T) {
 		t.Fatalf("UsageReader allocates %v times", n)
 	}
 }
+
+// The members before the usage object are followed, not checked: a body malformed there still
+// gives the usage object after them, as its Usage documents, where ParseUsage refuses it.
+func TestUsageReaderDoesNotCheckMembersBeforeUsage(t *testing.T) {
+	var r UsageReader
+	for _, body := range []string{
+		`{"a":1 2,"usage":{"total_tokens":1}}`,
+		`{a:1,"usage":{"total_tokens":1}}`,
+		`{"a":1,,"usage":{"total_tokens":1}}`,
+	} {
+		if _, ok := ParseUsage([]byte(body)); ok {
+			t.Fatalf("ParseUsage read %s", body)
+		}
+		if u, ok := readUsage(&r, body); !ok || u.TotalTokens != 1 {
+			t.Fatalf("%s: got %+v %v", body, u, ok)
+		}
+	}
+}

@@ -623,7 +623,8 @@ func (t *Tokens) Add(prompt, completion, cached int64) {
 }
 
 // UsageMissing counts a response of the alias that should have reported its usage and did
-// not: a stream cut before its usage chunk, or a failed or oversized answer.
+// not: a stream cut before its usage chunk, or an answer cut short or without a usage object
+// it could read (one over sse.MaxUsageObjectBytes included).
 func (m *Model) UsageMissing() {
 	m.series.s.GetOrCreateCounter(`sluice_model_usage_missing_total{` + labels("model", m.alias) + `}`).Inc()
 }
