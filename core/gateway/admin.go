@@ -65,10 +65,11 @@ func startAdmin(g *Gateway, cfg config.Admin) (*adminServer, error) {
 		h = requireBearer(cfg.Token, h)
 	}
 	h = requireHost(hosts, h)
-	h = refuseAsteriskForm(h)
+	h = markAnswering(refuseAsteriskForm(h))
 	a := &adminServer{addr: ln.Addr().String(), srv: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog: newAdminErrorLog(g.Log.With("component", "admin").Handler())}}
-	go func() { _ = a.srv.Serve(ln) }()
+		ErrorLog:    newAdminErrorLog(g.Log.With("component", "admin").Handler()),
+		ConnContext: adminConnContext, ConnState: adminConnState}}
+	go func() { _ = a.srv.Serve(adminListener{ln}) }()
 	return a, nil
 }
 
