@@ -89,8 +89,9 @@ type Spec struct {
 var ErrStatus = errors.New("unexpected status")
 
 // Probe checks the server at base ("http://host:port" or "https://…") once with client and
-// returns nil when it passed, or why it failed: a connect or read error, the timeout, or
-// ErrStatus (a llama.cpp server loading its model answers 503).
+// returns nil when it passed, or why it failed: a connect or read error, the timeout (which
+// covers the answer's body, up to the 64 KiB read of it), or ErrStatus (a llama.cpp server
+// loading its model answers 503).
 func (s *Spec) Probe(ctx context.Context, client *http.Client, base string) error {
 	ctx, cancel := context.WithTimeout(ctx, s.Timeout)
 	defer cancel()
@@ -106,8 +107,13 @@ func (s *Spec) Probe(ctx context.Context, client *http.Client, base string) erro
 	if err != nil {
 		return err
 	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxProbeBody))
+	// The answer counts whole or not at all: a body that stalls past the timeout or is cut
+	// fails the probe as a head would, whatever the status said.
+	_, err = io.Copy(io.Discard, io.LimitReader(resp.Body, maxProbeBody))
 	resp.Body.Close()
+	if err != nil {
+		return fmt.Errorf("status %d, reading the body: %w", resp.StatusCode, err)
+	}
 	ok := resp.StatusCode >= 200 && resp.StatusCode <= 299
 	if s.ExpectedStatus != 0 {
 		ok = resp.StatusCode == s.ExpectedStatus
