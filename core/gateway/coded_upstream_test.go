@@ -20,7 +20,8 @@ import (
 
 // codingUpstream is an OpenAI-compatible upstream that codes its answers with gzip when the
 // request accepts it, as an API behind nginx's or a CDN's gzip does, and records the
-// Accept-Encoding of each request.
+// Accept-Encoding of each chat completion request (only those: a loopback port is reused, and
+// a poller of an earlier test's server at that port may still call it).
 func codingUpstream(t *testing.T) (*upstream, func() []string) {
 	var mu sync.Mutex
 	var accepted []string
@@ -31,9 +32,11 @@ func codingUpstream(t *testing.T) (*upstream, func() []string) {
 				ae += strings.TrimSpace(v) + ";"
 			}
 		}
-		mu.Lock()
-		accepted = append(accepted, ae)
-		mu.Unlock()
+		if strings.HasPrefix(head, "POST /v1/chat/completions ") {
+			mu.Lock()
+			accepted = append(accepted, ae)
+			mu.Unlock()
+		}
 		answer, ct := `{"id":"chatcmpl-1","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hello"},"finish_reason":"stop"}],"usage":{"prompt_tokens":11,"completion_tokens":2,"total_tokens":13}}`, "application/json"
 		if bytes.Contains(body, []byte(`"stream":true`)) {
 			answer, ct = "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hello\"}}]}\n\n"+
@@ -131,6 +134,7 @@ endpoints = ["*"]
 				waitMetric(t, admin+"/metrics", prompt, func(v float64) bool { return v == p0 })
 			}
 			require.Equal(t, m0, metricValue(t, admin, missing), "no answer counted without usage")
+			require.Len(t, accepted()[n0:], 2, "one upstream request per answer")
 			for _, ae := range accepted()[n0:] {
 				require.Equal(t, "identity;", ae, "the upstream is asked for an uncoded answer")
 			}
