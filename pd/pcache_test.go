@@ -56,3 +56,33 @@ func TestCacheKeyScopes(t *testing.T) {
 		require.True(t, strings.HasPrefix(v, pd.CacheKeyPrefix))
 	}
 }
+
+// The derived key is the caller's key's, whatever follows it in the body, when the router
+// rewrites "model" to a shorter upstream model in place: keys that differ derive different
+// values, and one key derives one value.
+func TestPromptCacheKeyDerivedFromTheCallersKeyAfterModelRewrite(t *testing.T) {
+	f := startFleet(t, nil)
+	toml := strings.Replace(f.gatewayTOML("", ""), `service = "fleet"`, `service = "fleet"`+"\nupstream_model = \"m\"", 1)
+	g := startGateway(t, toml)
+	withKey := func(key, msg string) string {
+		return strings.Replace(chatBody(msg), `"stream":true`, `"stream":true,"prompt_cache_key":"`+key+`"`, 1)
+	}
+	for _, body := range []string{withKey("a-conv", "one"), withKey("b-conv", "one"), withKey("a-conv", "two")} {
+		status, data := stream(t, g, body)
+		require.Equal(t, 200, status, data)
+	}
+	var keys []string
+	for _, w := range []int{prefillA, prefillB} {
+		for _, c := range f.sim.Calls(w) {
+			if c.Call == "prefill" {
+				keys = append(keys, c.PromptCacheKey)
+			}
+		}
+	}
+	require.Len(t, keys, 3)
+	byKey := map[string]int{}
+	for _, k := range keys {
+		byKey[k]++
+	}
+	require.Len(t, byKey, 2, "two caller keys derive two values: %v", keys)
+}

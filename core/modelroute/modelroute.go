@@ -461,6 +461,9 @@ func (st *state) route(rc *pipeline.RequestCtx, t *Target) {
 	}
 	if len(st.orig) == 0 {
 		st.orig = append(st.orig[:0], rc.Req.Body...)
+		// The body is rewritten in place below: what st.peek read from it must stay
+		// readable (the prompt_cache_key a P/D target derives its key from).
+		st.peek.Rebase(st.orig)
 	}
 	st.buf = openai.RewriteModel(st.orig, &st.peek, t.UpstreamModel, st.buf[:0])
 	rc.Req.Body = append(rc.Req.Body[:0], st.buf...)

@@ -66,6 +66,8 @@ type Request struct {
 	User []byte
 
 	scratch []byte // decoded strings that had escapes
+	// Where Model, PromptCacheKey and User are, in the body or in scratch (Rebase).
+	model, cacheKey, user strRef
 }
 
 // OutputCap returns the output cap in tokens the endpoint honours, 0 when none:
@@ -245,10 +247,19 @@ func Peek(ep Endpoint, body []byte, r *Request) error {
 	*r = Request{Endpoint: ep, scratch: r.scratch[:0]}
 	p := peeker{scanner: scanner{data: body, synOff: -1}, r: r, ep: ep}
 	p.object()
-	r.Model = p.model.bytes(body, r.scratch)
-	r.PromptCacheKey = p.cacheKey.bytes(body, r.scratch)
-	r.User = p.user.bytes(body, r.scratch)
+	r.model, r.cacheKey, r.user = p.model, p.cacheKey, p.user
+	r.Rebase(body)
 	return p.result()
+}
+
+// Rebase points Model, PromptCacheKey and User, where they alias the body Peek read, at the
+// same bytes of body, a copy of that body (the spans hold for it as they are): a caller that
+// overwrites the body it peeked, as a rewrite of "model" in place does, rebases r on a copy
+// made before, or the slices read whatever the overwrite moved under them.
+func (r *Request) Rebase(body []byte) {
+	r.Model = r.model.bytes(body, r.scratch)
+	r.PromptCacheKey = r.cacheKey.bytes(body, r.scratch)
+	r.User = r.user.bytes(body, r.scratch)
 }
 
 // result returns the error of the walk: a syntax error first, then the first semantic

@@ -188,7 +188,24 @@ func TestPeekReuse(t *testing.T) {
 	require.NoError(t, Peek(ChatCompletions, []byte(`{"model":"a\u0062","messages":[{"role":"user","content":"x"}],"stream":true,"user":"u"}`), &r))
 	require.Equal(t, "ab", string(r.Model))
 	require.NoError(t, Peek(Completions, []byte(`{"model":"c","prompt":"p"}`), &r))
-	require.Equal(t, Request{Endpoint: Completions, Model: []byte("c"), ModelSpan: Span{9, 12}, Prompt: Span{22, 25}, scratch: r.scratch}, r)
+	require.Equal(t, Request{Endpoint: Completions, Model: []byte("c"), ModelSpan: Span{9, 12}, Prompt: Span{22, 25}, scratch: r.scratch,
+		model: strRef{lo: 10, hi: 11, set: true}}, r)
+}
+
+// After the body it peeked is overwritten, a Request rebased on a copy reads the strings the
+// body had, escaped or not.
+func TestPeekRebase(t *testing.T) {
+	body := []byte(`{"model":"alias-name","prompt_cache_key":"conv-1","user":"b\u006fb","messages":[{"role":"user","content":"x"}]}`)
+	var r Request
+	require.NoError(t, Peek(ChatCompletions, body, &r))
+	orig := append([]byte(nil), body...)
+	r.Rebase(orig)
+	rewritten := RewriteModel(orig, &r, "m", nil)
+	copy(body, rewritten) // in place, as the model router does
+	require.Equal(t, "alias-name", string(r.Model))
+	require.Equal(t, "conv-1", string(r.PromptCacheKey))
+	require.Equal(t, "bob", string(r.User))
+	require.Equal(t, `[{"role":"user","content":"x"}]`, string(r.Prompt.Of(orig)))
 }
 
 func TestPeekUnknownEndpoint(t *testing.T) {
