@@ -131,3 +131,45 @@ func waitObservedActive(t *testing.T, admin string, n int, ids ...string) {
 		time.Sleep(5 * time.Millisecond) // polling for the condition, not asserting on time
 	}
 }
+
+// The prefill worker is chosen on the fingerprint of the conversation as the client sent it,
+// also when the router rewrote "model" to a longer upstream model: there the offsets of the
+// client's body fall elsewhere, here on a member before "messages" whose end they would place
+// inside the last message, leaving the conversation out of the fingerprint.
+func TestPromptCacheAffinityFingerprintsTheBodyAsSent(t *testing.T) {
+	f := startFleet(t, nil)
+	const tools = `[{"type":"function","function":{"name":"f"}}]`
+	// The upstream model is longer than the alias by what separates the tools' value from
+	// the messages' (46+12 bytes), and the last message ends in the 58 bytes
+	// `,"content":"<43 bytes>"}]`.
+	shift := len(tools) + len(`,"messages":`)
+	upstream := "chat" + strings.Repeat("x", shift)
+	last := strings.Repeat("q", shift-len(`,"content":""}]`))
+	toml := strings.Replace(f.gatewayTOML("prompt_cache_affinity = true", ""), `service = "fleet"`,
+		`service = "fleet"`+"\nupstream_model = \""+upstream+"\"", 1)
+	g := startGateway(t, toml)
+
+	body := func(topic string) string {
+		sys, _ := json.Marshal(strings.Repeat("You answer about "+topic+". ", 120))
+		return `{"model":"chat","tools":` + tools + `,"messages":[{"role":"system","content":` + string(sys) +
+			`},{"role":"user","content":"` + last + `"}],"stream":true}`
+	}
+	// A conversation whose rendezvous choice (affinity without a hint) and whose request
+	// key's rank (no affinity) name different prefill workers.
+	var b string
+	for n := 0; ; n++ {
+		b = body(fmt.Sprintf("topic %d", n))
+		key := pd.RequestKey([]byte(strings.Replace(b, `"chat"`, `"`+upstream+`"`, 1)))
+		byRank := "prefill-a"
+		if pd.Rank(key, "prefill-b") > pd.Rank(key, "prefill-a") {
+			byRank = "prefill-b"
+		}
+		if conversationRanking(t, b, "prefill-a", "prefill-b") != byRank {
+			break
+		}
+	}
+	want := conversationRanking(t, b, "prefill-a", "prefill-b")
+	status, data := stream(t, g, b)
+	require.Equal(t, 200, status, data)
+	require.Len(t, f.executions(indexOf(f.ids, want), "prefill"), 1, "the conversation's rendezvous choice computed it")
+}

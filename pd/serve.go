@@ -65,11 +65,12 @@ var execSlot pipeline.Slot
 // Serve runs rc's request, a chat completion admitted for this target's alias whose body the
 // router has rewritten for the target, on a pair of the target's workers: decode/prepare,
 // prefill/execute, then decode/execute, whose response becomes rc's upstream response
-// (pipeline.RequestCtx.Adopt). It returns nil then; pipeline.ErrClientGone when the client
-// left; *Exhausted when every pair it tried failed in a way another target may not; or the
-// answer for a request no pair can serve (a worker's 4xx, an unsupported endpoint). Complete
-// must run when the request completes.
-func (t *Target) Serve(rc *pipeline.RequestCtx, peek *openai.Request) error {
+// (pipeline.RequestCtx.Adopt). peek is what openai.Peek read from sent, the body as the
+// client sent it (its spans locate the prompt there, not in the rewritten body). It returns
+// nil then; pipeline.ErrClientGone when the client left; *Exhausted when every pair it tried
+// failed in a way another target may not; or the answer for a request no pair can serve (a
+// worker's 4xx, an unsupported endpoint). Complete must run when the request completes.
+func (t *Target) Serve(rc *pipeline.RequestCtx, peek *openai.Request, sent []byte) error {
 	if peek.Endpoint != openai.ChatCompletions {
 		return ErrEndpoint
 	}
@@ -90,7 +91,9 @@ func (t *Target) Serve(rc *pipeline.RequestCtx, peek *openai.Request) error {
 		if caller != nil {
 			d.Environment, d.Generation = caller.Environment, uint64(caller.Generation)
 		}
-		aff = fingerprint(d, rc.Req.Body, peek)
+		// The fingerprint is the body's as sent: the rewritten model does not reach the
+		// prompt, and peek's spans hold for that body alone.
+		aff = fingerprint(d, sent, peek)
 		defer releaseAffinity(aff)
 	}
 	key := RequestKey(fwd)

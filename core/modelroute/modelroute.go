@@ -366,7 +366,11 @@ func (st *state) serveDisaggregated(rc *pipeline.RequestCtx) error {
 	full := false // a target had no pair because its workers were at capacity
 	busy := false // a target's workers refused the request for want of room (429)
 	for {
-		err := st.target.PD.Serve(rc, &st.peek)
+		sent := st.orig // the body as sent, which st.peek describes, when it was rewritten
+		if len(sent) == 0 {
+			sent = rc.Req.Body
+		}
+		err := st.target.PD.Serve(rc, &st.peek, sent)
 		var ex *pd.Exhausted
 		if !errors.As(err, &ex) {
 			return err
