@@ -194,7 +194,7 @@ func drainingWithAStream(t *testing.T, bin string, sig syscall.Signal, drainTime
 // failure would otherwise be a line.
 func TestAcceptFailuresAreLoggedOnceASecond(t *testing.T) {
 	port := testenv.FreePort(t)
-	p, conns := outOfDescriptors(t, catchAllConfig(t, port, "127.0.0.1:1", ""), port)
+	p, conns := outOfDescriptors(t, catchAllConfig(t, port, "127.0.0.1:1", ""), port, "entrypoint listening")
 	start := time.Now()
 	// Closing connections frees descriptors, so accepts succeed and fail by turns.
 	for _, c := range conns[:20] {
@@ -228,7 +228,7 @@ func TestAcceptFailuresAreLoggedOnceASecond(t *testing.T) {
 func TestAdminAcceptFailureIsAWarning(t *testing.T) {
 	port, adminPort := testenv.FreePort(t), testenv.FreePort(t)
 	cfg := catchAllConfigAdmin(t, port, "127.0.0.1:1", "", fmt.Sprintf("127.0.0.1:%d", adminPort))
-	p, _ := outOfDescriptors(t, cfg, port)
+	p, _ := outOfDescriptors(t, cfg, port, "admin listening")
 	start := time.Now()
 	c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", adminPort))
 	require.NoError(t, err)
@@ -251,15 +251,17 @@ func TestAdminAcceptFailureIsAWarning(t *testing.T) {
 	require.LessOrEqual(t, lines, int(elapsed/time.Second)+2, "admin accept failure lines in %v:\n%s", elapsed, p.Output())
 }
 
-// outOfDescriptors starts the gateway on cfg with 48 descriptors and opens 80 connections to
-// its entrypoint on port, which the kernel queues once the gateway cannot accept them; it
-// returns once the gateway logged a failed accept, with the connections (closed at cleanup).
-func outOfDescriptors(t *testing.T, cfg string, port int) (*testenv.Process, []net.Conn) {
+// outOfDescriptors starts the gateway on cfg with 48 descriptors and, once it logged ready (the
+// line of its last listener: connections opened before that one is bound would take the
+// descriptor it needs), opens 80 connections to its entrypoint on port, which the kernel
+// queues once the gateway cannot accept them; it returns once the gateway logged a failed
+// accept, with the connections (closed at cleanup).
+func outOfDescriptors(t *testing.T, cfg string, port int, ready string) (*testenv.Process, []net.Conn) {
 	t.Helper()
 	bin := testenv.BuildBinary(t, "./cmd/sluice")
 	cmd := exec.Command("sh", "-c", `ulimit -n 48 && exec "$0" serve --config "$1"`, bin, cfg)
 	p := testenv.StartProcessCmd(t, cmd)
-	p.WaitOutput(t, "entrypoint listening", 10*time.Second)
+	p.WaitOutput(t, ready, 10*time.Second)
 	return p, holdUntilAcceptFails(t, p, fmt.Sprintf("127.0.0.1:%d", port))
 }
 
