@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -252,4 +253,125 @@ min_samples = 5
 	}
 	s = waitRollout(t, admin, 10*time.Second, func(s serviceView) bool { return s.Rollout.Step == 1 })
 	require.Equal(t, 20.0, s.Rollout.ToPercent)
+}
+
+// A new revision is judged by what it did with its requests, not by the time they waited
+// before reaching it: requests queued behind a model's admission bound well past the latency
+// threshold, on a revision that answers each well within it, do not roll it back.
+func TestRolloutLatencyLeavesOutTheAdmissionQueue(t *testing.T) {
+	v1, v2 := startSlowRevisionSim(t), startSlowRevisionSim(t)
+	conf := strings.Replace(revisionsConfig(v1, v2, 50, 50, `
+[services.llm.rollout]
+from = "v1"
+to = "v2"
+step_percent = 50
+step_interval_secs = 0.05
+latency_threshold_ms = 150
+ttft_p99_threshold_ms = 150
+min_samples = 10
+[models.m.targets.t]
+service = "llm"
+[models.m.scheduling]
+max_concurrent_requests = 1
+max_queued_requests = 64
+`), "rule = \"PathPrefix(`/`)\"\nservice = \"llm\"", "rule = \"PathPrefix(`/`)\"\nmodels = true", 1)
+	require.Contains(t, conf, "models = true")
+	_, addr, admin := startConfigGateway(t, conf)
+	// Each request takes about 27 ms upstream (TTFT 25 ms, two tokens); served one at a time,
+	// ten clients wait about 240 ms in the queue for every answer.
+	stop := make(chan struct{})
+	wait := loadStreams(t, addr, 10, stop)
+	s := waitRollout(t, admin, 30*time.Second, func(s serviceView) bool { return s.Rollout.State != "progressing" })
+	close(stop)
+	statuses := wait()
+	require.Equal(t, "completed", s.Rollout.State, "%+v", s.Rollout)
+	require.Equal(t, map[int]int{200: sumOf(statuses)}, statuses)
+}
+
+// startSlowRevisionSim runs one simulator instance with a TTFT of 25 ms and two tokens.
+func startSlowRevisionSim(t *testing.T) *llmsim.Fleet {
+	t.Helper()
+	cfg := llmsim.DefaultConfig()
+	cfg.Defaults.Listen = "127.0.0.1:0"
+	cfg.Defaults.TTFT = llmsim.Duration(25 * time.Millisecond)
+	cfg.Defaults.ITL = llmsim.Duration(time.Millisecond)
+	cfg.Defaults.Tokens = 2
+	f, err := llmsim.Start(cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = f.Close() })
+	return f
+}
+
+// loadStreams sends streamed chat requests for model m from n clients until stop is closed;
+// it returns the statuses seen.
+func loadStreams(t *testing.T, addr string, n int, stop <-chan struct{}) func() map[int]int {
+	var mu sync.Mutex
+	statuses := map[int]int{}
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				r := call(t, "POST", "http://"+addr+"/v1/chat/completions", "", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}],"max_tokens":2}`)
+				mu.Lock()
+				statuses[r.status]++
+				mu.Unlock()
+			}
+		}()
+	}
+	return func() map[int]int { wg.Wait(); return statuses }
+}
+
+// A new revision whose servers cannot be reached fails its samples even when the model's next
+// target answers its requests: the client was served, the revision was not.
+func TestRolloutCountsARevisionItsRequestsLeftAsFailing(t *testing.T) {
+	v1, backup := startRevisionSim(t, 0), startRevisionSim(t, 0)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	dead := ln.Addr().String()
+	require.NoError(t, ln.Close()) // nothing listens there now
+	conf := fmt.Sprintf(`
+[entrypoints.web]
+address = "127.0.0.1:0"
+[admin]
+address = "127.0.0.1:0"
+[routers.api]
+rule = "PathPrefix(`+"`/`"+`)"
+models = true
+[services.llm]
+revisions = [
+  { name = "v1", traffic_percent = 50, servers = [{ url = "http://%s" }] },
+  { name = "v2", traffic_percent = 50, servers = [{ url = "http://%s" }] },
+]
+[services.llm.rollout]
+from = "v1"
+to = "v2"
+step_percent = 50
+step_interval_secs = 0.05
+error_rate_threshold = 0.05
+min_samples = 10
+[services.backup.load_balancer]
+servers = [{ url = "http://%s" }]
+[models.m.targets.first]
+service = "llm"
+[models.m.targets.second]
+service = "backup"
+priority = 1
+`, v1.Addrs()[0], dead, backup.Addrs()[0])
+	_, addr, admin := startConfigGateway(t, conf)
+	stop := make(chan struct{})
+	wait := loadStreams(t, addr, 4, stop)
+	s := waitRollout(t, admin, 30*time.Second, func(s serviceView) bool { return s.Rollout.State != "progressing" })
+	close(stop)
+	statuses := wait()
+	require.Equal(t, "rolled_back", s.Rollout.State, "%+v", s.Rollout)
+	require.Contains(t, s.Rollout.Reason, "error rate")
+	require.Equal(t, map[int]int{200: sumOf(statuses)}, statuses, "the next target answered every request")
+	require.Positive(t, backup.Stats(0).Requests)
 }

@@ -84,12 +84,14 @@ type RequestCtx struct {
 	whole *[]byte // the body read whole before its head is written (CollectBody)
 
 	outcome       Outcome
-	countedReason string     // the upstream failure reason last counted as it happened (connect failures, resent requests)
-	sent          time.Time  // when the request was sent to the backend that answered
-	mirrored      bool       // a mirror was offered the request
-	entered       []*Service // services whose hooks ran (OnServiceDone at Finish)
-	gaps          GapWatcher // sees the stream's gaps, when a service hook asked
-	held          bool       // a streaming caller held with keep-alives (hold.go)
+	countedReason string      // the upstream failure reason last counted as it happened (connect failures, resent requests)
+	sent          time.Time   // when the request was sent to the backend that answered
+	mirrored      bool        // a mirror was offered the request
+	entered       []*Service  // services whose hooks ran (OnServiceDone at Finish)
+	enteredAt     []time.Time // when the request reached each of entered
+	hookAt        int         // the index in entered of the service whose hooks run
+	gaps          GapWatcher  // sees the stream's gaps, when a service hook asked
+	held          bool        // a streaming caller held with keep-alives (hold.go)
 	hold          holdState
 	onLoop        bool          // run by an event loop (BeginLoop): waits are the engine's
 	loopWait      time.Duration // the wait before the next try on the loop (LoopWait)
@@ -207,7 +209,7 @@ func (rc *RequestCtx) reset(ep *Entrypoint, now time.Time) {
 	rc.upExtra = rc.upExtra[:0]
 	rc.respExtra = rc.respExtra[:0]
 	rc.outcome, rc.countedReason, rc.mirrored, rc.sent = Outcome{}, "", false, time.Time{}
-	rc.entered, rc.gaps = rc.entered[:0], nil
+	rc.entered, rc.enteredAt, rc.hookAt, rc.gaps = rc.entered[:0], rc.enteredAt[:0], 0, nil
 	rc.held, rc.hold = false, holdState{}
 	rc.onLoop, rc.loopWait = false, 0
 	rc.errShape = OpenAIErrors
@@ -230,6 +232,24 @@ func (rc *RequestCtx) Entrypoint() string { return rc.ep.Name }
 
 // Start returns when the request entered the pipeline (its head and body were complete).
 func (rc *RequestCtx) Start() time.Time { return rc.start }
+
+// ServiceEntered returns, to a service hook (OnService, OnServiceDone), when the request reached
+// the hook's service: after the route's request stages (a model's admission queue, a rate
+// limit, reading the body), before the service's hooks (a cold-start hold counts). The time
+// a service itself took with a request is measured from here; Start is the client's view.
+func (rc *RequestCtx) ServiceEntered() time.Time {
+	if rc.hookAt < len(rc.enteredAt) {
+		return rc.enteredAt[rc.hookAt]
+	}
+	return time.Time{}
+}
+
+// AnsweredByService reports, to OnServiceDone, whether the request ended on the hook's service:
+// false when the route's fallback moved it to another service (a model's next target) after
+// this one's servers all failed to connect or were left out.
+func (rc *RequestCtx) AnsweredByService() bool {
+	return rc.hookAt < len(rc.entered) && rc.entered[rc.hookAt] == rc.service
+}
 
 // RequestID returns the request's X-Request-Id (the client's when sane, else generated).
 func (rc *RequestCtx) RequestID() []byte { return rc.requestID }

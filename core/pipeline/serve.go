@@ -394,6 +394,8 @@ func (rc *RequestCtx) enterService() error {
 		}
 	}
 	rc.entered = append(rc.entered, s)
+	rc.enteredAt = append(rc.enteredAt, time.Now())
+	rc.hookAt = len(rc.entered) - 1
 	for i, h := range s.Hooks {
 		if !rc.held && rc.mayHold(h, i) {
 			return errHold
@@ -1244,7 +1246,8 @@ func (rc *RequestCtx) FinishAt(now time.Time) {
 	// releases below, from giving back what the request holds: each runs guarded, and the
 	// first panic goes on to the engine once the request is finished.
 	var failed *StagePanic
-	for _, s := range rc.entered {
+	for i, s := range rc.entered {
+		rc.hookAt = i
 		for _, h := range s.Hooks {
 			failed = serviceDone(h, rc, failed)
 		}

@@ -153,10 +153,19 @@ func (s *Split) OnServiceDone(rc *pipeline.RequestCtx) {
 	if o.Canceled {
 		return // the client left: says nothing of the revision
 	}
-	failed := o.UpstreamError != "" || o.Status >= 500
+	// A request that left for another service (a model's next target) did so because this
+	// revision's servers could not take it: a failure of the revision, whatever answered.
+	failed := o.UpstreamError != "" || o.Status >= 500 || !rc.AnsweredByService()
 	r.m.Request(failed)
 	if r.to && s.ctl != nil {
-		s.ctl.sample(failed, time.Since(rc.Start()), o.TTFT, rc)
+		// The revision is judged by its own time with the request, not the wait before it
+		// reached the service (a model's admission queue), which other traffic causes.
+		entered := rc.ServiceEntered()
+		ttft := o.TTFT
+		if ttft > 0 {
+			ttft = max(ttft-entered.Sub(rc.Start()), time.Nanosecond)
+		}
+		s.ctl.sample(failed, time.Since(entered), ttft, rc)
 	}
 }
 
