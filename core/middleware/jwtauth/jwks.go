@@ -8,9 +8,12 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"runtime"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
+	"weak"
 
 	"github.com/go-jose/go-jose/v4"
 	"github.com/golang-jwt/jwt/v5"
@@ -58,14 +61,79 @@ type jwkKey struct {
 
 var errNoKey = errors.New("no key of the key set verifies this token")
 
+// newJWKS returns the key set of o's jwks_file or jwks_url, read now; its error says why the
+// set could not be read or has no usable key. A set from a URL that a configuration still in
+// use holds (the one a reload replaces) is taken over with its keys instead (sharedSets).
 func newJWKS(o config.JWTOptions) (*jwks, error) {
+	k := sharedKey{url: o.JWKSURL, refresh: o.JWKSRefresh}
+	if o.JWKSURL != "" {
+		if j := sharedSets.get(k); j != nil {
+			return j, nil
+		}
+	}
 	j := &jwks{file: o.JWKSFile, url: o.JWKSURL, refresh: o.JWKSRefresh, client: &http.Client{Timeout: jwksFetchTimeout}}
 	set, err := j.fetch()
 	if err != nil {
 		return nil, err
 	}
 	j.set.Store(set)
+	if o.JWKSURL != "" {
+		j = sharedSets.put(k, j)
+	}
 	return j, nil
+}
+
+// sharedSets holds the key sets fetched from URLs while a configuration holds them. A reload
+// that keeps a jwt middleware's jwks_url (and jwks_refresh) takes the set in hand, with its
+// background refresh, instead of fetching it again: an identity provider that is down then
+// refuses only a configuration that names a set the gateway does not hold, not every reload,
+// and N reloads are not N fetches. A set from a file is read again on each reload, since a
+// change of the file is what asks for that reload. The sets are held weakly: one that no
+// configuration holds any more is collected, and its entry with it.
+var sharedSets = sharedJWKS{m: map[sharedKey]weak.Pointer[jwks]{}}
+
+type sharedKey struct {
+	url     string
+	refresh time.Duration
+}
+
+type sharedJWKS struct {
+	mu sync.Mutex
+	m  map[sharedKey]weak.Pointer[jwks]
+}
+
+// get returns the set held under k, nil when there is none.
+func (s *sharedJWKS) get(k sharedKey) *jwks {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.m[k].Value()
+}
+
+// put holds j under k, unless another set got there first: it returns the one held.
+func (s *sharedJWKS) put(k sharedKey, j *jwks) *jwks {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if held := s.m[k].Value(); held != nil {
+		return held
+	}
+	wp := weak.Make(j)
+	s.m[k] = wp
+	runtime.AddCleanup(j, s.forget, sharedEntry{k, wp})
+	return j
+}
+
+type sharedEntry struct {
+	k  sharedKey
+	wp weak.Pointer[jwks]
+}
+
+// forget drops e's entry once its set is collected, unless a newer set took the key.
+func (s *sharedJWKS) forget(e sharedEntry) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m[e.k] == e.wp {
+		delete(s.m, e.k)
+	}
 }
 
 // Fetches returns how many times the set was read (for tests and metrics).
