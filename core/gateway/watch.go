@@ -81,58 +81,71 @@ func (g *Gateway) syncWatcher() {
 const maxLinkHops = 40
 
 // watchedPaths returns, for the configuration files and directories ps, the paths whose
-// events mean the configuration may have changed, and the directories to watch for them. A
-// path that is a symbolic link counts, and so does each link it leads through: each target
-// (watched in its own directory, so that an edit of the file the link names is seen) and,
-// for a target in the link's own directory, the first element of the target there. A
-// Kubernetes ConfigMap mounts sluice.toml as a link to ..data/sluice.toml and updates it by
-// renaming a new ..data link over the old one, so the event is for ..data. Every path is
+// events mean the configuration may have changed, and the directories to watch for them: each
+// path as its links resolve (a directory counts for the *.toml files in it), and every link
+// met on the way, in any element of the path, since renaming a new link over one is how a
+// deployment switches versions. A Kubernetes ConfigMap mounts sluice.toml as a link to
+// ..data/sluice.toml and updates it by renaming a new ..data link over the old one; a release
+// directory behind a link (current -> releases/v2) is switched the same way. Every path is
 // written with its directory's links resolved, as the events of a directory watched by that
 // name are.
 func watchedPaths(ps []string) (paths, dirs map[string]bool) {
 	paths, dirs = map[string]bool{}, map[string]bool{}
-	// add counts p (a directory of *.toml files when isDir) and watches its directory.
-	add := func(p string, isDir bool) {
-		dir, base := p, ""
-		if !isDir {
-			dir, base = filepath.Dir(p), filepath.Base(p)
-		}
-		if r, err := filepath.EvalSymlinks(dir); err == nil {
-			dir = r
-		}
-		paths[filepath.Join(dir, base)] = true
-		dirs[dir] = true
-	}
 	for _, p := range ps {
 		a, err := filepath.Abs(p)
 		if err != nil {
 			continue
 		}
-		if st, err := os.Stat(a); err == nil && st.IsDir() {
-			add(a, true)
-			continue
+		links, final := resolveLinks(a)
+		for _, l := range links {
+			paths[l] = true
+			dirs[filepath.Dir(l)] = true
 		}
-		add(a, false)
-		cur := a
-		for range maxLinkHops {
-			target, err := os.Readlink(cur)
-			if err != nil {
-				break // not a link (or gone): its own name is what changes
-			}
-			d := filepath.Dir(cur)
-			if !filepath.IsAbs(target) {
-				target = filepath.Join(d, target)
-			}
-			if rel, err := filepath.Rel(d, target); err == nil {
-				if first, _, _ := strings.Cut(filepath.ToSlash(rel), "/"); first != ".." && first != "." {
-					add(filepath.Join(d, first), false)
-				}
-			}
-			cur = filepath.Clean(target)
-			add(cur, false)
+		paths[final] = true
+		if st, err := os.Stat(final); err == nil && st.IsDir() {
+			dirs[final] = true
+		} else {
+			dirs[filepath.Dir(final)] = true
 		}
 	}
 	return paths, dirs
+}
+
+// resolveLinks resolves the links of the absolute path p element by element, as the kernel
+// does, and returns each link it met (named within its resolved directory) and the path it
+// leads to. A missing element ends the walk there, its name kept as it is; more than
+// maxLinkHops links (a loop) end it too.
+func resolveLinks(p string) (links []string, final string) {
+	resolved := string(filepath.Separator)
+	rest := strings.Split(strings.TrimPrefix(filepath.Clean(p), resolved), string(filepath.Separator))
+	for hops := 0; len(rest) > 0; {
+		c := rest[0]
+		rest = rest[1:]
+		if c == "" || c == "." {
+			continue
+		}
+		next := filepath.Join(resolved, c)
+		st, err := os.Lstat(next)
+		if err != nil || st.Mode()&os.ModeSymlink == 0 || hops == maxLinkHops {
+			resolved = next
+			if err != nil || hops == maxLinkHops {
+				return links, filepath.Join(append([]string{resolved}, rest...)...)
+			}
+			continue
+		}
+		target, err := os.Readlink(next)
+		if err != nil {
+			resolved = next
+			continue
+		}
+		hops++
+		links = append(links, next)
+		if filepath.IsAbs(target) {
+			resolved = string(filepath.Separator)
+		}
+		rest = append(strings.Split(filepath.Clean(target), string(filepath.Separator)), rest...)
+	}
+	return links, resolved
 }
 
 func (w *watcher) setDebounce(d time.Duration) {

@@ -101,3 +101,33 @@ func TestWatchFollowsALinkedFile(t *testing.T) {
 	require.NoError(t, os.Rename(tmp, target)) // as sed -i and editors do
 	waitRouter(t, g, "c")
 }
+
+// A release deployed as a directory behind a link (current -> releases/v1), switched by
+// renaming a new link over the old one: the watch follows the switch whether the
+// configuration path is the linked directory or a file under it, also after the first.
+func TestWatchFollowsALinkedDirectorySwitch(t *testing.T) {
+	for _, viaDir := range []bool{true, false} {
+		t.Run(fmt.Sprintf("dir=%v", viaDir), func(t *testing.T) {
+			root := t.TempDir()
+			require.NoError(t, os.Mkdir(filepath.Join(root, "releases"), 0o755))
+			release := func(n int, routers ...string) {
+				d := filepath.Join(root, "releases", fmt.Sprintf("v%d", n))
+				require.NoError(t, os.Mkdir(d, 0o755))
+				require.NoError(t, os.WriteFile(filepath.Join(d, "sluice.toml"), []byte(watchedTOML(routers...)), 0o644))
+				tmp := filepath.Join(root, "current.new")
+				require.NoError(t, os.Symlink(filepath.Join("releases", filepath.Base(d)), tmp))
+				require.NoError(t, os.Rename(tmp, filepath.Join(root, "current")))
+			}
+			release(1, "a")
+			path := filepath.Join(root, "current")
+			if !viaDir {
+				path = filepath.Join(path, "sluice.toml")
+			}
+			g := startWatched(t, path)
+			release(2, "a", "b")
+			waitRouter(t, g, "b")
+			release(3, "a", "b", "c")
+			waitRouter(t, g, "c")
+		})
+	}
+}
