@@ -3,11 +3,12 @@ package gateway
 import (
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+
+	"github.com/sluice-gw/sluice/internal/linkpath"
 )
 
 // watcher reloads the gateway when its configuration files change ([providers.file]
@@ -76,10 +77,6 @@ func (g *Gateway) syncWatcher() {
 	w.setPaths(paths)
 }
 
-// maxLinkHops bounds the links followed from one configuration path (a loop of links ends
-// there).
-const maxLinkHops = 40
-
 // watchedPaths returns, for the configuration files and directories ps, the paths whose
 // events mean the configuration may have changed, and the directories to watch for them: each
 // path as its links resolve (a directory counts for the *.toml files in it), and every link
@@ -96,7 +93,7 @@ func watchedPaths(ps []string) (paths, dirs map[string]bool) {
 		if err != nil {
 			continue
 		}
-		links, final := resolveLinks(a)
+		links, final := linkpath.Resolve(a)
 		for _, l := range links {
 			paths[l] = true
 			dirs[filepath.Dir(l)] = true
@@ -109,43 +106,6 @@ func watchedPaths(ps []string) (paths, dirs map[string]bool) {
 		}
 	}
 	return paths, dirs
-}
-
-// resolveLinks resolves the links of the absolute path p element by element, as the kernel
-// does, and returns each link it met (named within its resolved directory) and the path it
-// leads to. A missing element ends the walk there, its name kept as it is; more than
-// maxLinkHops links (a loop) end it too.
-func resolveLinks(p string) (links []string, final string) {
-	resolved := string(filepath.Separator)
-	rest := strings.Split(strings.TrimPrefix(filepath.Clean(p), resolved), string(filepath.Separator))
-	for hops := 0; len(rest) > 0; {
-		c := rest[0]
-		rest = rest[1:]
-		if c == "" || c == "." {
-			continue
-		}
-		next := filepath.Join(resolved, c)
-		st, err := os.Lstat(next)
-		if err != nil || st.Mode()&os.ModeSymlink == 0 || hops == maxLinkHops {
-			resolved = next
-			if err != nil || hops == maxLinkHops {
-				return links, filepath.Join(append([]string{resolved}, rest...)...)
-			}
-			continue
-		}
-		target, err := os.Readlink(next)
-		if err != nil {
-			resolved = next
-			continue
-		}
-		hops++
-		links = append(links, next)
-		if filepath.IsAbs(target) {
-			resolved = string(filepath.Separator)
-		}
-		rest = append(strings.Split(filepath.Clean(target), string(filepath.Separator)), rest...)
-	}
-	return links, resolved
 }
 
 func (w *watcher) setDebounce(d time.Duration) {

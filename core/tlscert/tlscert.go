@@ -26,6 +26,7 @@ import (
 
 	"github.com/sluice-gw/sluice/core/config"
 	"github.com/sluice-gw/sluice/core/metrics"
+	"github.com/sluice-gw/sluice/internal/linkpath"
 )
 
 // Pair names the PEM files of one certificate: the chain (leaf first) and its private key.
@@ -231,66 +232,51 @@ const watchDebounce = 100 * time.Millisecond
 
 // Watch starts reloading the certificates when their files change. It watches the files'
 // directories rather than the files, so that a file replaced by a rename (an atomic write, a
-// Kubernetes secret's symlink swap) is seen too; events for other files of those directories
-// (a log written next to the certificates) are ignored.
+// Kubernetes secret's symlink swap, a release directory's link switched) is seen too; events
+// for other files of those directories (a log written next to the certificates) are ignored.
 func (s *Store) Watch() error {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		return err
 	}
-	dirs := map[string]bool{}
-	for _, p := range s.pairs {
-		for _, f := range []string{p.CertFile, p.KeyFile} {
-			d := filepath.Dir(f)
-			if dirs[d] {
-				continue
-			}
-			dirs[d] = true
-			if err := w.Add(d); err != nil {
-				_ = w.Close()
-				return fmt.Errorf("watch %s: %w", d, err)
-			}
+	names, dirs := s.watched()
+	for d := range dirs {
+		if err := w.Add(d); err != nil {
+			_ = w.Close()
+			return fmt.Errorf("watch %s: %w", d, err)
 		}
 	}
 	s.watcher = w
 	s.wg.Add(1)
-	go s.watch(w, s.watchedNames())
+	go s.watch(w, names, dirs)
 	return nil
 }
 
-// watchedNames lists the paths whose events mean a certificate or key may have changed: each
-// file, and, for a file that is a symbolic link into its own directory, the first element of
-// the link's target there. A Kubernetes secret mounts tls.crt as a link to ..data/tls.crt and
+// watched lists the paths whose events mean a certificate or key may have changed, and the
+// directories to watch for them: each file as its links resolve, and every link met on the
+// way (linkpath.Resolve). A Kubernetes secret mounts tls.crt as a link to ..data/tls.crt and
 // updates it by swapping the link ..data, so the event is for ..data, not tls.crt; a link
-// cert.pem -> cert-2024.pem sees cert-2024.pem written in place.
-func (s *Store) watchedNames() map[string]bool {
-	names := map[string]bool{}
+// cert.pem -> cert-2024.pem sees cert-2024.pem written in place; a directory current ->
+// releases/v1 switched to releases/v2 sees current.
+func (s *Store) watched() (names, dirs map[string]bool) {
+	names, dirs = map[string]bool{}, map[string]bool{}
 	for _, p := range s.pairs {
 		for _, f := range []string{p.CertFile, p.KeyFile} {
-			f = filepath.Clean(f)
-			names[f] = true
-			target, err := os.Readlink(f)
-			if err != nil {
-				continue // not a link, or not there yet: its own name is what changes
-			}
-			d := filepath.Dir(f)
-			if !filepath.IsAbs(target) {
-				target = filepath.Join(d, target)
-			}
-			rel, err := filepath.Rel(d, target)
+			a, err := filepath.Abs(f)
 			if err != nil {
 				continue
 			}
-			first, _, _ := strings.Cut(filepath.ToSlash(rel), "/")
-			if first != ".." && first != "." {
-				names[filepath.Join(d, first)] = true
+			links, final := linkpath.Resolve(a)
+			for _, n := range append(links, final) {
+				names[n] = true
+				dirs[filepath.Dir(n)] = true
 			}
 		}
 	}
-	return names
+	return names, dirs
 }
 
-func (s *Store) watch(w *fsnotify.Watcher, names map[string]bool) {
+func (s *Store) watch(w *fsnotify.Watcher, names, dirs map[string]bool) {
 	defer s.wg.Done()
 	t := time.NewTimer(time.Hour)
 	t.Stop()
@@ -313,8 +299,24 @@ func (s *Store) watch(w *fsnotify.Watcher, names map[string]bool) {
 			s.log.Warn("tls certificate watch", "entrypoint", s.name, "error", err.Error())
 		case <-t.C:
 			_ = s.reload(true)
-			// A file may have become a link, or a link may point elsewhere now.
-			names = s.watchedNames()
+			// A file may have become a link, or a link may lead elsewhere now: watch where
+			// the files are now, and no longer where they were.
+			var now map[string]bool
+			names, now = s.watched()
+			for d := range dirs {
+				if !now[d] {
+					_ = w.Remove(d) // may be gone with its directory
+				}
+			}
+			for d := range now {
+				if !dirs[d] {
+					if err := w.Add(d); err != nil {
+						s.log.Warn("tls certificate watch", "entrypoint", s.name, "path", d, "error", err.Error())
+						delete(now, d)
+					}
+				}
+			}
+			dirs = now
 		}
 	}
 }

@@ -211,3 +211,26 @@ func mkdir(t *testing.T, parent, name string) string {
 	require.NoError(t, os.Mkdir(d, 0o700))
 	return d
 }
+
+// Certificates in a release directory behind a link (current -> releases/v1), switched by
+// renaming a new link over it, reload on each switch.
+func TestWatchLinkedDirectorySwitch(t *testing.T) {
+	root := t.TempDir()
+	releases := mkdir(t, root, "releases")
+	current := filepath.Join(root, "current")
+	release := func(name, cn string) {
+		writePair(t, mkdir(t, releases, name), "tls", cn, "a.test")
+		tmp := filepath.Join(root, "current.new")
+		require.NoError(t, os.Symlink(filepath.Join("releases", name), tmp))
+		require.NoError(t, os.Rename(tmp, current))
+	}
+	release("v1", "first")
+	p := Pair{CertFile: filepath.Join(current, "tls.crt"), KeyFile: filepath.Join(current, "tls.key")}
+	s, msgs := watchedStore(t, "dir-switch", []Pair{p}, filepath.Join(root, "sluice.log"))
+	for _, cn := range []string{"second", "third"} {
+		release(cn, cn)
+		waitMsg(t, msgs, "tls certificates reloaded")
+		c, _ := s.GetCertificate(&tls.ClientHelloInfo{})
+		require.Equal(t, cn, c.Leaf.Subject.CommonName)
+	}
+}

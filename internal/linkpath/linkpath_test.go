@@ -1,4 +1,4 @@
-package gateway
+package linkpath
 
 import (
 	"os"
@@ -8,9 +8,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// resolveLinks names every link on the way, in any element of the path, and ends on a loop of
+// Resolve names every link on the way, in any element of the path, and ends on a loop of
 // links or a missing element without failing.
-func TestResolveLinks(t *testing.T) {
+func TestResolve(t *testing.T) {
 	root, err := filepath.EvalSymlinks(t.TempDir())
 	require.NoError(t, err)
 	mk := func(p string) { require.NoError(t, os.MkdirAll(filepath.Join(root, p), 0o755)) }
@@ -34,9 +34,9 @@ func TestResolveLinks(t *testing.T) {
 		{"releases/v1", nil, "releases/v1"},
 		{"loop-a", nil, ""},
 	} {
-		links, final := resolveLinks(filepath.Join(root, c.path))
+		links, final := Resolve(filepath.Join(root, c.path))
 		if c.path == "loop-a" {
-			require.Len(t, links, maxLinkHops, "a loop ends after maxLinkHops links")
+			require.Len(t, links, MaxHops, "a loop ends after MaxHops links")
 			continue
 		}
 		var want []string
