@@ -371,9 +371,9 @@ func (k *ScalingKube) setDefaults() { k.Namespace = "default" }
 type ScalingExec struct {
 	// Command is the program and its arguments, at least the program; "{port}" in any
 	// element is replaced by the replica's port (at least one element must use it).
-	Command []string `toml:"command"`
+	Command []string `toml:"command" secrets:"args"`
 	// Env lists extra environment variables of the process, "NAME=value" ({port} replaced).
-	Env []string `toml:"env"`
+	Env []string `toml:"env" secrets:"args"`
 	// StopTimeout is how long a stopped replica has between SIGTERM and SIGKILL. Default 10s.
 	StopTimeout time.Duration `toml:"stop_timeout"`
 }

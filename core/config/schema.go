@@ -246,7 +246,7 @@ type Router struct {
 	// Rule is the match expression, e.g. "PathPrefix(`/v1`) && Method(`POST`)";
 	// required. Its syntax is checked by the rule compiler, not by Load; use
 	// Config.ValuePos("routers", name, "rule") to report at the right place.
-	Rule string `toml:"rule"`
+	Rule string `toml:"rule" secrets:"rule"`
 	// Service is the name of a [services.<name>] table; required unless Models is set.
 	Service string `toml:"service"`
 	// Models makes the router a model router: the request body's "model" picks a

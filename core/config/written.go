@@ -92,12 +92,33 @@ func (c *Config) MaskEnv(s string, keyPath ...string) string {
 // strings ("1m30s"), middleware options inline in their table, and every string value that
 // was written with a "${" as written (see Written), so that the tree holds no value read
 // from the environment. Admin.Token, not a TOML key, is left out. Values are string, int64,
-// bool, []any and map[string]any, plus what Middleware.Options holds.
+// bool, []any and map[string]any, plus what Middleware.Options holds. It holds the secrets
+// written in the files: show RedactedDocument.
 func (c *Config) Document() map[string]any {
-	return c.docTable(nil, reflect.ValueOf(c).Elem())
+	return c.docTable(nil, reflect.ValueOf(c).Elem(), docAsWritten)
 }
 
-func (c *Config) docTable(path []string, rv reflect.Value) map[string]any {
+// RedactedDocument is Document with every string that may be a credential shown as Redacted,
+// its key kept (secrets.go): what the admin API shows. Numbers and booleans are shown.
+func (c *Config) RedactedDocument() map[string]any {
+	return c.docTable(nil, reflect.ValueOf(c).Elem(), docRedacted)
+}
+
+// docMode is how a document shows the strings of the configuration.
+type docMode uint8
+
+const (
+	docAsWritten docMode = iota // as written (Document)
+	docRedacted                 // with the secrets redacted (RedactedDocument)
+	docAllSecret                // under a key SecretName flags: every string is a secret
+)
+
+// A struct field's `secrets` tag says how RedactedDocument finds the secrets in a value that
+// is not one as a whole: "args" for a list of program arguments or NAME=value assignments
+// (redactArgs), "rule" for a router rule (RedactRule).
+const secretsTag = "secrets"
+
+func (c *Config) docTable(path []string, rv reflect.Value, mode docMode) map[string]any {
 	out := map[string]any{}
 	t := rv.Type()
 	for i := 0; i < t.NumField(); i++ {
@@ -107,20 +128,89 @@ func (c *Config) docTable(path []string, rv reflect.Value) map[string]any {
 		case !f.IsExported() || tag == "-" || tag == "":
 		case tag == ",remain":
 			opts, _ := rv.Field(i).Interface().(map[string]any)
+			// What a rate limit counts by is named key, and is no secret.
+			rateLimit := rv.FieldByName("Type").String() == MiddlewareRateLimit
 			for k, v := range opts {
-				out[k] = c.docRaw(child(path, k), v)
+				x := c.docRaw(child(path, k), v)
+				switch {
+				case mode == docAllSecret:
+					x = redactAll(x)
+				case mode == docRedacted && !(rateLimit && k == "key"):
+					x = redactTree(k, x)
+				}
+				out[k] = x
 			}
 		default:
-			if v, ok := c.docValue(child(path, tag), rv.Field(i)); ok {
-				out[tag] = v
+			fmode := mode
+			if mode == docRedacted && SecretName(tag) {
+				fmode = docAllSecret
+			}
+			if v, ok := c.docValue(child(path, tag), rv.Field(i), fmode); ok {
+				out[tag] = redactField(f, tag, v, fmode)
 			}
 		}
 	}
 	return out
 }
 
+// redactField returns v, the value of field f (TOML key tag) as docValue rendered it, as
+// mode shows it. Tables in v were rendered in that mode already.
+func redactField(f reflect.StructField, tag string, v any, mode docMode) any {
+	switch mode {
+	case docAsWritten:
+		return v
+	case docAllSecret:
+		return redactAll(v)
+	}
+	switch x := v.(type) {
+	case string:
+		if f.Tag.Get(secretsTag) == "rule" {
+			return RedactRule(x)
+		}
+		return redactString(tag, x)
+	case []any:
+		if f.Tag.Get(secretsTag) == "args" {
+			return redactArgs(x)
+		}
+		out := make([]any, len(x))
+		for i, e := range x {
+			if s, ok := e.(string); ok {
+				e = redactString(tag, s)
+			}
+			out[i] = e
+		}
+		return out
+	}
+	return v
+}
+
+// redactAll returns v with every string in it, at any depth, Redacted, but for those that
+// hold no secret of their own (noLiteral).
+func redactAll(v any) any {
+	switch x := v.(type) {
+	case string:
+		if noLiteral(x) {
+			return x
+		}
+		return Redacted
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = redactAll(e)
+		}
+		return out
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = redactAll(e)
+		}
+		return out
+	}
+	return v
+}
+
 // docValue renders one schema field; false for a nil table (a key that is absent).
-func (c *Config) docValue(path []string, rv reflect.Value) (any, bool) {
+func (c *Config) docValue(path []string, rv reflect.Value, mode docMode) (any, bool) {
 	if rv.Type() == durationType {
 		if w, ok := c.Written(path...); ok {
 			return w, true
@@ -142,7 +232,7 @@ func (c *Config) docValue(path []string, rv reflect.Value) (any, bool) {
 	case reflect.Slice:
 		out := make([]any, 0, rv.Len())
 		for i := 0; i < rv.Len(); i++ {
-			v, _ := c.docValue(child(path, strconv.Itoa(i)), rv.Index(i))
+			v, _ := c.docValue(child(path, strconv.Itoa(i)), rv.Index(i), mode)
 			out = append(out, v)
 		}
 		return out, true
@@ -150,14 +240,14 @@ func (c *Config) docValue(path []string, rv reflect.Value) (any, bool) {
 		if rv.IsNil() {
 			return nil, false
 		}
-		return c.docValue(path, rv.Elem())
+		return c.docValue(path, rv.Elem(), mode)
 	case reflect.Struct:
-		return c.docTable(path, rv), true
+		return c.docTable(path, rv, mode), true
 	case reflect.Map: // map[string]*T: named tables
 		out := make(map[string]any, rv.Len())
 		for it := rv.MapRange(); it.Next(); {
 			name := it.Key().String()
-			if v, ok := c.docValue(child(path, name), it.Value()); ok {
+			if v, ok := c.docValue(child(path, name), it.Value(), mode); ok {
 				out[name] = v
 			}
 		}

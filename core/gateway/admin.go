@@ -329,7 +329,7 @@ func (g *Gateway) adminRoutes(w http.ResponseWriter, _ *http.Request) {
 		}
 		out = append(out, routeStatus{
 			Name:        name,
-			Rule:        asWritten(cfg, r.Rule, "routers", name, "rule"),
+			Rule:        config.RedactRule(asWritten(cfg, r.Rule, "routers", name, "rule")),
 			Service:     asWritten(cfg, r.Service, "routers", name, "service"),
 			Entrypoints: listAsWritten(cfg, eps, "routers", name, "entrypoints"),
 			Middlewares: listAsWritten(cfg, r.Middlewares, "routers", name, "middlewares"),
@@ -426,25 +426,12 @@ func (g *Gateway) adminBackends(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, 200, out)
 }
 
-// secretKeys are middleware option names whose values /api/gateway/config redacts.
-var secretKeys = []string{"value", "secret", "key", "token", "password"}
-
-// plainOptions are middleware options whose names look secret but whose values are not: what
-// a rate limit counts by, how many keys it tracks, the path of a public key.
-var plainOptions = map[string]bool{"key": true, "max_keys": true, "public_key_file": true}
-
-// adminConfig shows the configuration in force as config.Document renders it: shaped like
-// the TOML file, with strings as written (no value read from the environment) and the
-// values of secret-looking middleware options redacted, at any depth.
+// adminConfig shows the configuration in force as config.RedactedDocument renders it: shaped
+// like the TOML file, with strings as written (no value read from the environment) and every
+// value that may be a credential "<redacted>", its key kept.
 func (g *Gateway) adminConfig(w http.ResponseWriter, _ *http.Request) {
 	cfg := g.live.Load().Config
-	doc := cfg.Document()
-	if mws, ok := doc["middlewares"].(map[string]any); ok {
-		for name, m := range mws {
-			mws[name] = redact(m)
-		}
-	}
-	writeJSON(w, 200, map[string]any{"files": cfg.Files(), "config": keepFloats(doc)})
+	writeJSON(w, 200, map[string]any{"files": cfg.Files(), "config": keepFloats(cfg.RedactedDocument())})
 }
 
 // keepFloats copies v with every float64 made a jsonFloat, at any depth, so that the JSON
@@ -491,43 +478,6 @@ func (f jsonFloat) MarshalJSON() ([]byte, error) {
 		b = append(b, ".0"...)
 	}
 	return b, nil
-}
-
-// redact copies v with the values of secret-looking keys replaced, at any depth.
-func redact(v any) any {
-	switch t := v.(type) {
-	case map[string]any:
-		out := make(map[string]any, len(t))
-		for k, x := range t {
-			if isSecretKey(k) {
-				out[k] = "<redacted>"
-			} else {
-				out[k] = redact(x)
-			}
-		}
-		return out
-	case []any:
-		out := make([]any, len(t))
-		for i, x := range t {
-			out[i] = redact(x)
-		}
-		return out
-	default:
-		return v
-	}
-}
-
-func isSecretKey(k string) bool {
-	k = strings.ToLower(k)
-	if strings.HasSuffix(k, "_env") || plainOptions[k] {
-		return false // names a variable, or is no secret
-	}
-	for _, s := range secretKeys {
-		if strings.Contains(k, s) {
-			return true
-		}
-	}
-	return false
 }
 
 func (g *Gateway) adminReload(w http.ResponseWriter, _ *http.Request) {

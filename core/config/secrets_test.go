@@ -1,0 +1,86 @@
+package config
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestSecretName(t *testing.T) {
+	for _, n := range []string{"value", "Authorization", "Proxy-Authorization", "Cookie", "Set-Cookie", "X-Api-Key",
+		"Api-Key", "Ocp-Apim-Subscription-Key", "X-Auth-Token", "X-Session-Id", "client_secret", "password", "PGPASSWORD",
+		"db_passwd", "HF_TOKEN", "OPENAI_API_KEY", "--api-key", "-token", "private_key", "credentials", "tls_passphrase"} {
+		require.True(t, SecretName(n), n)
+	}
+	for _, n := range []string{"token_env", "api_key_env", "key_file", "public_key_file", "token_file", "api_key_sha256",
+		"X-Tenant", "Cache-Control", "issuer", "url", "header", "rule", "keepalive_interval", "pass_host_header",
+		"CUDA_VISIBLE_DEVICES", "--port", "X-Values"} {
+		require.False(t, SecretName(n), n)
+	}
+}
+
+// RedactedDocument shows no credential wherever the configuration holds one, keeps its key,
+// and shows what is no secret as Document does: a rate limit's key, the paths of key files,
+// the names of variables, digests, numbers and booleans.
+func TestRedactedDocumentHoldsNoCredential(t *testing.T) {
+	t.Setenv("SLUICE_T_HDR", "s3kr1t-env")
+	c := mustLoad(t, doc(
+		`[entrypoints.web]`,
+		`address = "127.0.0.1:8080"`,
+		`[routers.r]`,
+		"rule = \"Header(`Authorization`, \\\"Bearer s3kr1t-rule\\\") || HeaderRegexp(`X-Custom`, `Basic s3kr1t-scheme`) || Header(`X-Tenant`, `acme`) || Query(`token`)\"",
+		`service = "s"`,
+		`middlewares = ["limit", "hdrs"]`,
+		`forward_credentials = true`,
+		`[services.s.load_balancer]`,
+		`servers = [{ url = "http://127.0.0.1:8000" }]`,
+		`[services.s.load_balancer.health_check]`,
+		`path = "/health?probe=1&token=s3kr1t-hc"`,
+		`[services.k.scaling]`,
+		`executor = "kube"`,
+		`[services.k.scaling.kube]`,
+		`deployment = "vllm"`,
+		`service = "vllm"`,
+		`url = "http://vllm.models.svc:8000"`,
+		`api_server = "https://admin:s3kr1t-userinfo@10.0.0.1:6443"`,
+		`token_file = "/var/run/secrets/token"`,
+		`[middlewares.limit]`,
+		`type = "rate-limit"`,
+		`rate = 60`,
+		`key = "header:X-Api-Key"`,
+		`max_keys = 1024`,
+		`[middlewares.hdrs]`,
+		`type = "headers"`,
+		`request_set = { Authorization = "Bearer ${SLUICE_T_HDR}", X-Goog-Api-Key = "s3kr1t-goog", X-Plain = "Token s3kr1t-token-scheme", X-Tenant = "acme", X-Empty-Token = "" }`,
+		`[middlewares.idp]`,
+		`type = "jwt"`,
+		`jwks_url = "https://idp.example/jwks?tenant=a&access_token=s3kr1t-query"`,
+		`forward_claims = { sub = "X-User-Id" }`,
+	))
+	plain, err := json.Marshal(c.Document())
+	require.NoError(t, err)
+	require.Contains(t, string(plain), "s3kr1t-goog", "Document shows the configuration as written")
+
+	d := c.RedactedDocument()
+	b, err := json.Marshal(d)
+	require.NoError(t, err)
+	require.NotContains(t, strings.ToLower(string(b)), "s3kr1t", "%s", b)
+
+	r := d["routers"].(map[string]any)["r"].(map[string]any)
+	require.Equal(t, "Header(`Authorization`, `<redacted>`) || HeaderRegexp(`X-Custom`, `<redacted>`) || Header(`X-Tenant`, `acme`) || Query(`token`)", r["rule"])
+	require.Equal(t, true, r["forward_credentials"])
+	mws := d["middlewares"].(map[string]any)
+	require.Equal(t, map[string]any{"type": "rate-limit", "rate": int64(60), "key": "header:X-Api-Key", "max_keys": int64(1024)}, mws["limit"])
+	require.Equal(t, map[string]any{"Authorization": "Bearer ${SLUICE_T_HDR}", "X-Goog-Api-Key": Redacted, "X-Plain": Redacted, "X-Tenant": "acme", "X-Empty-Token": ""},
+		mws["hdrs"].(map[string]any)["request_set"])
+	idp := mws["idp"].(map[string]any)
+	require.Equal(t, "https://idp.example/jwks?tenant=a&access_token=<redacted>", idp["jwks_url"])
+	require.Equal(t, map[string]any{"sub": "X-User-Id"}, idp["forward_claims"])
+	hc := d["services"].(map[string]any)["s"].(map[string]any)["load_balancer"].(map[string]any)["health_check"].(map[string]any)
+	require.Equal(t, "/health?probe=1&token=<redacted>", hc["path"])
+	kube := d["services"].(map[string]any)["k"].(map[string]any)["scaling"].(map[string]any)["kube"].(map[string]any)
+	require.Equal(t, "https://<redacted>@10.0.0.1:6443", kube["api_server"])
+	require.Equal(t, "/var/run/secrets/token", kube["token_file"])
+}
