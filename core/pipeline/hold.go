@@ -3,6 +3,7 @@ package pipeline
 import (
 	"bytes"
 	"errors"
+	"strconv"
 	"time"
 
 	"github.com/sluice-gw/sluice/core/http1"
@@ -182,7 +183,8 @@ func (rc *RequestCtx) afterHold(err error) (event []byte, gone bool) {
 		return appendSSEErrorShaped(nil, ge, rc.errShape), false
 	}
 	resp := &rc.x.Resp
-	if resp.Status >= 200 && resp.Status < 300 && relay.IsEventStream(resp) && !relay.IsCoded(resp) {
+	ok := resp.Status >= 200 && resp.Status < 300
+	if ok && relay.IsEventStream(resp) && !relay.IsCoded(resp) {
 		if err := rc.route.Chain.onResponse(rc); err != nil {
 			rc.dropUpstream()
 			rc.ended, rc.keepAlive = true, false
@@ -191,9 +193,17 @@ func (rc *RequestCtx) afterHold(err error) (event []byte, gone bool) {
 		rc.armStreamDeadlines()
 		return nil, false
 	}
+	rc.outcome.UpstreamError = metrics.ReasonStream
+	if ok && relay.IsEventStream(resp) {
+		// The upstream coded its events although asked for identity (appendUpstreamHead): they
+		// cannot go out under the head the client has, which names no coding.
+		coding, _ := resp.HeaderValue("Content-Encoding")
+		rc.dropUpstream()
+		rc.ended, rc.keepAlive = true, false
+		return appendSSEErrorShaped(nil, codedStreamError(coding), rc.errShape), false
+	}
 	// The upstream refused (or answered without a stream) after the head went out: its answer
 	// becomes the stream's error event, its OpenAI error object when it sent one.
-	rc.outcome.UpstreamError = metrics.ReasonStream
 	body := make([]byte, 0, 512)
 	buf := make([]byte, 4096)
 	for len(body) < maxHeldErrorBytes {
@@ -212,7 +222,35 @@ func (rc *RequestCtx) afterHold(err error) (event []byte, gone bool) {
 		return append(ev, "\n\n"...), false
 	}
 	ge := &GatewayError{Status: status, Type: UpstreamError, Code: "upstream_error", Message: "the upstream answered " + http1.StatusText(status)}
+	if ok {
+		// A success, but not the event stream the caller asked for.
+		ge.Status, ge.Message = 502, "the upstream answered "+strconv.Itoa(status)+" "+http1.StatusText(status)+" without an event stream"
+		if ct, has := resp.HeaderValue("Content-Type"); has {
+			ge.Message += " (Content-Type: " + fieldShown(ct) + ")"
+		}
+	}
 	return appendSSEErrorShaped(nil, ge, rc.errShape), false
+}
+
+// codedStreamError is the error event of a held stream whose upstream answered its event
+// stream with the content coding coding (Content-Encoding), which it was asked not to use.
+func codedStreamError(coding []byte) *GatewayError {
+	return &GatewayError{Status: 502, Type: UpstreamError, Code: "upstream_error",
+		Message: "the upstream coded its event stream (Content-Encoding: " + fieldShown(coding) +
+			") although the gateway asked for none (Accept-Encoding: identity): a held stream relays events uncoded"}
+}
+
+// maxFieldShown bounds the bytes of an upstream's field value quoted in an error message.
+const maxFieldShown = 64
+
+// fieldShown is an upstream's field value as an error message quotes it: at most
+// maxFieldShown bytes, "…" marking a cut.
+func fieldShown(v []byte) string {
+	v = bytes.TrimSpace(v)
+	if len(v) > maxFieldShown {
+		return string(v[:maxFieldShown]) + "…"
+	}
+	return string(v)
 }
 
 // writeHeld writes a held stream to ds: its head, then its body (relayHeld).
