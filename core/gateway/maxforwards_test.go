@@ -52,3 +52,37 @@ func TestMaxForwardsIsCheckedAndDecremented(t *testing.T) {
 		})
 	}
 }
+
+// A TRACE the gateway answers as its final recipient reflects the request line as received
+// (RFC 9110 §9.3.8), its HTTP-version included: a later HTTP/1 minor version is served as
+// HTTP/1.1 (RFC 9110 §2.5) but reflected as the client wrote it. Requests pipelined in one
+// write each get their own.
+func TestTraceReflectsTheVersionAsReceived(t *testing.T) {
+	up := serveUpstream(t, echo)
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			_, addr := startGateway(t, engine, up.addr(), "")
+			c := dial(t, addr)
+			r := bufio.NewReader(c)
+			versions := []string{"HTTP/1.2", "HTTP/1.1", "HTTP/1.9", "HTTP/1.2"}
+			var all strings.Builder
+			for _, v := range versions {
+				all.WriteString("TRACE /v1/models " + v + "\r\nHost: gw\r\nMax-Forwards: 0\r\n\r\n")
+			}
+			send(t, c, all.String())
+			for _, v := range versions {
+				resp := readResponse(t, r, false)
+				require.Equal(t, 200, resp.status, v)
+				require.Equal(t, "message/http", resp.headers["content-type"], v)
+				require.Equal(t, "TRACE /v1/models "+v+"\r\nHost: gw\r\n\r\n", string(resp.body), v)
+			}
+
+			c = dial(t, addr)
+			r = bufio.NewReader(c)
+			send(t, c, "TRACE /v1/models HTTP/1.0\r\nHost: gw\r\nMax-Forwards: 0\r\n\r\n")
+			resp := readResponse(t, r, false)
+			require.Equal(t, 200, resp.status)
+			require.Equal(t, "TRACE /v1/models HTTP/1.0\r\nHost: gw\r\n\r\n", string(resp.body))
+		})
+	}
+}

@@ -23,6 +23,9 @@ type Request struct {
 	RawQuery []byte // URI after the first '?', without it; nil when there is none
 
 	Major, Minor int // 1.0 or 1.1: a later HTTP/1 minor version is 1.1 (RFC 9110 §2.5), another major version *Error 505
+	// SentMinor is the minor version as the request line has it (2 for "HTTP/1.2"), 0..9:
+	// what a TRACE reflects (RFC 9110 §9.3.8). Minor is what the request is served as.
+	SentMinor int
 
 	Headers []HeaderField // all field lines in order, as received
 
@@ -47,7 +50,7 @@ type Request struct {
 // Reset clears r for reuse, keeping the capacity of its buffers.
 func (r *Request) Reset() {
 	r.Method, r.URI, r.Path, r.RawQuery = nil, nil, nil, nil
-	r.Major, r.Minor = 0, 0
+	r.Major, r.Minor, r.SentMinor = 0, 0, 0
 	r.Headers = r.Headers[:0]
 	r.Host, r.hostName = nil, nil
 	r.ContentLength = -1
@@ -306,7 +309,7 @@ func (r *Request) parseRequestLine(line []byte) error {
 	}
 	// A later minor version of HTTP/1 is processed as HTTP/1.1, the highest this server
 	// implements (RFC 9110 §2.5, RFC 9112 §2.3): only the major version can be refused.
-	r.Major, r.Minor = 1, min(minor, 1)
+	r.Major, r.Minor, r.SentMinor = 1, min(minor, 1), minor
 	return r.parseTarget()
 }
 

@@ -154,6 +154,9 @@ func TestLaterMinorVersionIsProcessedAsHTTP11(t *testing.T) {
 		if r.Major != 1 || r.Minor != 1 || !r.Chunked {
 			t.Fatalf("%s: version %d.%d chunked %v, want 1.1 chunked", v, r.Major, r.Minor, r.Chunked)
 		}
+		if want := int(v[7] - '0'); r.SentMinor != want {
+			t.Fatalf("%s: SentMinor %d, want %d as the line has it", v, r.SentMinor, want)
+		}
 		if _, err := parseReq(t, "GET /x "+v+"\r\n\r\n", nil); statusOf(err) != 400 {
 			t.Fatalf("%s without Host: %v, want 400 as for HTTP/1.1", v, err)
 		}

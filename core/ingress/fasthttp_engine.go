@@ -441,6 +441,7 @@ func (fx *fastExchange) start(ctx *fasthttp.RequestCtx) bool {
 	fx.headBuf = append(fx.headBuf, ' ')
 	fx.headBuf = append(fx.headBuf, h.RequestURI()...)
 	fx.headBuf = append(fx.headBuf, ' ')
+	ver := len(fx.headBuf)
 	fx.headBuf = append(fx.headBuf, h.Protocol()...)
 	fx.headBuf = append(fx.headBuf, "\r\n"...)
 	fx.headBuf = append(fx.headBuf, h.RawHeaders()...)
@@ -459,6 +460,11 @@ func (fx *fastExchange) start(ctx *fasthttp.RequestCtx) bool {
 		}
 		err = sc.refusal()
 		sc.served++
+		// fasthttp was shown a later HTTP/1 minor version as 1 (raiseMinor): the head is
+		// parsed with the digit the client wrote, as the gnet engine parses it.
+		if d := sc.check.sentMinor(sc.served); d != 0 && len(fx.headBuf) >= ver+8 && string(fx.headBuf[ver:ver+8]) == "HTTP/1.1" {
+			fx.headBuf[ver+7] = d
+		}
 	}
 	if err == nil {
 		err = req.ParseRequestHead(fx.headBuf, &e.set.Limits)

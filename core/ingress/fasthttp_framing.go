@@ -42,6 +42,32 @@ type framingCheck struct {
 	// blankRefused: the refusal recorded is of empty lines past the header limit, and
 	// fasthttp has nothing of a request line to answer it for (servedConn.Read).
 	blankRefused bool
+	// minor is the minor version digit raiseMinor made 1 in the head being followed (0:
+	// none); raised holds those of the heads followed whose requests fasthttp has not handed
+	// to the handler yet (sentMinor), in order.
+	minor  byte
+	raised []raisedMinor
+}
+
+// raisedMinor is the minor version digit the client wrote in request number msg (counted from
+// 1 on the connection), which fasthttp was shown as 1.
+type raisedMinor struct {
+	msg   uint64
+	digit byte
+}
+
+// sentMinor returns the minor version digit the client wrote in request number msg when
+// raiseMinor made it 1 for fasthttp, or 0, and forgets those of requests up to msg.
+func (fc *framingCheck) sentMinor(msg uint64) byte {
+	var d byte
+	i := 0
+	for ; i < len(fc.raised) && fc.raised[i].msg <= msg; i++ {
+		if fc.raised[i].msg == msg {
+			d = fc.raised[i].digit
+		}
+	}
+	fc.raised = fc.raised[:copy(fc.raised, fc.raised[i:])]
+	return d
 }
 
 // retainedHeadBytes bounds the head buffer a connection keeps between requests; a larger one
@@ -103,7 +129,9 @@ func (fc *framingCheck) headBytes(b []byte) int {
 		buf = fc.head
 	}
 	skip, n := fc.scan.Find(buf)
-	raiseMinor(buf, skip, b)
+	if d := raiseMinor(buf, skip, b); d != 0 {
+		fc.minor = d
+	}
 	if n < 0 {
 		if err := http1.CheckPartialHead(buf[skip:], fc.lim); err != http1.ErrNeedMore {
 			fc.fail(err)
@@ -122,6 +150,10 @@ func (fc *framingCheck) headBytes(b []byte) int {
 	if err := http1.CheckLeadingEmptyLines(fc.empty+skip, fc.lim); err != nil {
 		fc.fail(err) // the empty lines came with the head
 		return len(b)
+	}
+	if fc.minor != 0 {
+		fc.raised = append(fc.raised, raisedMinor{msg: fc.msg + 1, digit: fc.minor})
+		fc.minor = 0
 	}
 	req := checkRequests.Get().(*http1.Request)
 	err := req.ParseRequestHead(buf[skip:skip+n], fc.lim)
@@ -159,8 +191,9 @@ func (fc *framingCheck) headBytes(b []byte) int {
 // len(b) bytes are b, the bytes now read), ends in " HTTP/1." and a digit above 1, the
 // digit, if it is in b, becomes 1 before fasthttp reads it; the check has followed the
 // bytes as received. The line may not be complete: should more than CRLF follow, the line
-// is malformed whatever the digit, and the check refuses it.
-func raiseMinor(buf []byte, skip int, b []byte) {
+// is malformed whatever the digit, and the check refuses it. It returns the digit it
+// replaced, 0 when it replaced none.
+func raiseMinor(buf []byte, skip int, b []byte) byte {
 	line := buf[skip:]
 	if i := bytes.IndexByte(line, '\n'); i >= 0 {
 		line = line[:i]
@@ -169,11 +202,14 @@ func raiseMinor(buf []byte, skip int, b []byte) {
 	const v = " HTTP/1."
 	d := len(line) - 1 // the minor digit's index in line, and in buf past skip
 	if d < len(v) || line[d] < '2' || line[d] > '9' || string(line[d-len(v):d]) != v {
-		return
+		return 0
 	}
 	if i := skip + d - (len(buf) - len(b)); i >= 0 {
+		sent := b[i]
 		b[i] = '1'
+		return sent
 	}
+	return 0
 }
 
 var crByte = []byte{'\r'}

@@ -129,16 +129,17 @@ func FuzzFramingCheck(f *testing.F) {
 // the check follows the bytes as received. Other versions, and a line that only looks like
 // it ends in one, reach fasthttp as sent.
 func TestFramingCheckGivesFasthttpLaterMinorVersionsAsHTTP11(t *testing.T) {
-	for _, tc := range []struct{ name, in, out string }{
-		{"1.2", "GET /a HTTP/1.2\r\nHost: h\r\n\r\n", "GET /a HTTP/1.1\r\nHost: h\r\n\r\n"},
+	// sent is the digit the check keeps for each request, 0 where it replaced none.
+	for _, tc := range []struct{ name, in, out, sent string }{
+		{"1.2", "GET /a HTTP/1.2\r\nHost: h\r\n\r\n", "GET /a HTTP/1.1\r\nHost: h\r\n\r\n", "2"},
 		{"1.9 chunked", "POST /a HTTP/1.9\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nx\r\n0\r\n\r\n",
-			"POST /a HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nx\r\n0\r\n\r\n"},
-		{"pipelined", "GET /a HTTP/1.1\r\nHost: h\r\n\r\nGET /b HTTP/1.2\r\nHost: h\r\n\r\n",
-			"GET /a HTTP/1.1\r\nHost: h\r\n\r\nGET /b HTTP/1.1\r\nHost: h\r\n\r\n"},
-		{"after empty lines", "\r\n\r\nGET /a HTTP/1.3\r\nHost: h\r\n\r\n", "\r\n\r\nGET /a HTTP/1.1\r\nHost: h\r\n\r\n"},
-		{"1.0", "GET /a HTTP/1.0\r\n\r\n", "GET /a HTTP/1.0\r\n\r\n"},
-		{"in a field", "GET /a HTTP/1.1\r\nHost: h\r\nX: a HTTP/1.2\r\n\r\n", "GET /a HTTP/1.1\r\nHost: h\r\nX: a HTTP/1.2\r\n\r\n"},
-		{"in a body", "POST /a HTTP/1.1\r\nHost: h\r\nContent-Length: 9\r\n\r\n HTTP/1.2", "POST /a HTTP/1.1\r\nHost: h\r\nContent-Length: 9\r\n\r\n HTTP/1.2"},
+			"POST /a HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nx\r\n0\r\n\r\n", "9"},
+		{"pipelined", "GET /a HTTP/1.1\r\nHost: h\r\n\r\nGET /b HTTP/1.2\r\nHost: h\r\n\r\nGET /c HTTP/1.4\r\nHost: h\r\n\r\n",
+			"GET /a HTTP/1.1\r\nHost: h\r\n\r\nGET /b HTTP/1.1\r\nHost: h\r\n\r\nGET /c HTTP/1.1\r\nHost: h\r\n\r\n", "\x0024"},
+		{"after empty lines", "\r\n\r\nGET /a HTTP/1.3\r\nHost: h\r\n\r\n", "\r\n\r\nGET /a HTTP/1.1\r\nHost: h\r\n\r\n", "3"},
+		{"1.0", "GET /a HTTP/1.0\r\n\r\n", "GET /a HTTP/1.0\r\n\r\n", "\x00"},
+		{"in a field", "GET /a HTTP/1.1\r\nHost: h\r\nX: a HTTP/1.2\r\n\r\n", "GET /a HTTP/1.1\r\nHost: h\r\nX: a HTTP/1.2\r\n\r\n", "\x00"},
+		{"in a body", "POST /a HTTP/1.1\r\nHost: h\r\nContent-Length: 9\r\n\r\n HTTP/1.2", "POST /a HTTP/1.1\r\nHost: h\r\nContent-Length: 9\r\n\r\n HTTP/1.2", "\x00"},
 	} {
 		for _, piece := range []int{1, 2, 7, 15, len(tc.in)} {
 			fc := framingCheck{lim: &http1.Limits{}}
@@ -150,6 +151,11 @@ func TestFramingCheckGivesFasthttpLaterMinorVersionsAsHTTP11(t *testing.T) {
 			}
 			if string(got) != tc.out {
 				t.Errorf("%s, reads of %d: fasthttp gets %q, want %q", tc.name, piece, got, tc.out)
+			}
+			for i := range len(tc.sent) {
+				if d := fc.sentMinor(uint64(i + 1)); d != tc.sent[i] {
+					t.Errorf("%s, reads of %d: request %d was sent with minor version %q, the check says %q", tc.name, piece, i+1, tc.sent[i], d)
+				}
 			}
 		}
 	}

@@ -619,7 +619,9 @@ func (rc *RequestCtx) answerAsFinalRecipient() error {
 	b = append(b, ' ')
 	b = append(b, req.URI...)
 	b = append(b, " HTTP/1."...)
-	b = strconv.AppendInt(b, int64(req.Minor), 10)
+	// The version as received, a later minor one included, though the request is served as
+	// HTTP/1.1: the reflection shows what the gateway received.
+	b = strconv.AppendInt(b, int64(req.SentMinor), 10)
 	b = append(b, "\r\n"...)
 	if req.Host != nil {
 		b = appendField(b, hdrHost, req.Host)
