@@ -756,6 +756,10 @@ type hijacked struct {
 
 func (h hijacked) Close() error { return h.raw.Close() }
 
+// NetConn returns the connection fasthttp read from, through which a tunnel reaches the TCP
+// socket to half-close it.
+func (h hijacked) NetConn() net.Conn { return h.raw }
+
 // countingListener counts open connections in n and closes at once, without an answer, one
 // accepted while max (when > 0) are open: the gnet engine's rule, ahead of fasthttp's own
 // Concurrency refusal (a plain-text 503). It caps the send buffer of the connections it

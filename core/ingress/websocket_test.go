@@ -55,6 +55,10 @@ func newWSUpstream(t testing.TB) *wsUpstream {
 		if err != nil {
 			return
 		}
+		// As any server: a connection whose handler ended is closed. coder/websocket leaves
+		// it open after a failed read, and the gateway keeps a tunnel one side ended (a FIN)
+		// open for what the other side still sends.
+		defer c.CloseNow()
 		c.SetReadLimit(-1)
 		ctx := context.Background()
 		for {
@@ -200,6 +204,8 @@ func testWSUpstreamClose(t *testing.T, ce contractEngine) {
 	_, _, err := c.Read(readCtx)
 	require.Error(t, err)
 	require.NoError(t, readCtx.Err(), "the client learnt of the upstream's close only from its own deadline")
+	// The upstream's FIN reached the client as one; the tunnel ends when the client closes too.
+	_ = c.CloseNow()
 	waitStats(t, tr, ingress.Stats{})
 }
 

@@ -213,13 +213,20 @@ func (rc *RequestCtx) appendUpgradeHead(dst []byte) []byte {
 
 // Tunnel writes the 101 response to client and then relays bytes both ways between client
 // and the upgraded upstream connection, opaquely (WebSocket frames of any size pass as bytes),
-// until either side closes, resets or fails, or no byte moved either way for the service's
-// websocket_idle_timeout; then it closes both at once. early are client bytes the engine read
-// past the request (sent upstream first). Each direction writes what it read before it reads
-// more, so a side that does not read holds back the other (backpressure both ways, one 16 KiB
-// buffer per direction). Both connections are closed when Tunnel returns or panics, and its
-// relay goroutine has ended; the engine calls Finish afterwards. The error is nil when a side
-// closed normally.
+// until both sides have ended, or either resets or fails, or no byte moved either way for the
+// service's websocket_idle_timeout; then it closes both at once. early are client bytes the
+// engine read past the request (sent upstream first). Each direction writes what it read
+// before it reads more, so a side that does not read holds back the other (backpressure both
+// ways, one 16 KiB buffer per direction). Both connections are closed when Tunnel returns or
+// panics, and its relay goroutine has ended; the engine calls Finish afterwards. The error is
+// nil when the sides ended normally.
+//
+// A side that ends its sending (a TCP FIN, or a TLS close_notify) half-closes the tunnel, as
+// HAProxy and Envoy relay it: the write side toward the other is shut (close_notify over TLS,
+// then the FIN) and the other direction goes on until its source ends too, bounded by the same
+// idle timeout. The half-closed side is watched meanwhile: a reset of it, or its connection
+// closed by the engine (a drain's cut), ends the tunnel. A connection whose TCP socket Tunnel
+// cannot reach (NetConn) cannot be half-closed: an end of either side then closes both.
 //
 // A panic in either direction (a bug in code the tunnel runs) ends the tunnel and goes on to
 // the engine, which recovers it as any other of the request's (FinishAfterPanic): one on the
@@ -236,7 +243,7 @@ func (rc *RequestCtx) Tunnel(client net.Conn, early []byte) error {
 	if rc.service != nil && rc.service.WebSocketIdleTimeout > 0 {
 		idle = rc.service.WebSocketIdleTimeout
 	}
-	t := &tunnel{idle: idle, client: client, abort: rc.x.AbortHandle()}
+	t := &tunnel{idle: idle, client: client, abort: rc.x.AbortHandle(), clientTCP: tcpUnder(client), upTCP: tcpUnder(up)}
 	t.touch()
 	rc.route.M.WebSocketStarted()
 	var wg sync.WaitGroup
@@ -282,9 +289,10 @@ func (rc *RequestCtx) Tunnel(client net.Conn, early []byte) error {
 			t.closeBoth()
 		}()
 		clientErr = t.pump(up, client, &t.fromClient)
+		clientErr = t.end(up, t.upTCP, t.clientTCP, clientErr)
 	}()
 	upErr := t.pump(client, up, &t.fromUpstream)
-	t.closeBoth()
+	upErr = t.end(client, t.clientTCP, t.upTCP, upErr)
 	wg.Wait()
 	if clientPanic != nil {
 		panic(clientPanic) // on the goroutine the engine recovers a request's panics on
@@ -314,7 +322,11 @@ type tunnel struct {
 	fromClient   atomic.Int64
 	fromUpstream atomic.Int64
 	idleOut      atomic.Bool
-	once         sync.Once
+	// clientTCP and upTCP are the TCP sockets under client and the upstream connection, nil
+	// when one does not show it (tcpUnder): the tunnel then cannot be half-closed.
+	clientTCP, upTCP *net.TCPConn
+	ended            atomic.Int32 // directions that ended at their source's EOF
+	once             sync.Once
 	// wrote: a write began on either connection. The first is the 101's to the client: until
 	// then no byte of it is out.
 	wrote atomic.Bool
@@ -405,6 +417,84 @@ func (t *tunnel) pump(dst, src net.Conn, count *atomic.Int64) error {
 			return err
 		}
 	}
+}
+
+// end ends the direction that relayed to dst, once its pump returned err, and returns when the
+// tunnel is over. An EOF of the source (err nil) while the other direction still runs
+// half-closes: dst's write side is shut (closeWrite) and the source's socket is watched until
+// it fails (its peer reset it) or is closed (the other direction ended, the idle timeout, a
+// drain's cut), which returns the socket's error or the close's. Otherwise, when either socket
+// is unknown, or dst's write side cannot be shut, both connections are closed at once and err
+// is returned.
+func (t *tunnel) end(dst net.Conn, dstTCP, srcTCP *net.TCPConn, err error) error {
+	if err != nil || dstTCP == nil || srcTCP == nil || t.ended.Add(1) == 2 || closeWrite(dst, dstTCP) != nil {
+		t.closeBoth()
+		return err
+	}
+	err = awaitEnd(srcTCP)
+	t.closeBoth()
+	return err
+}
+
+// maxConnWraps bounds the layers (TLS, counting and engine wrappers) tcpUnder looks through.
+const maxConnWraps = 8
+
+// tcpUnder returns the TCP socket under c, through the layers that show the connection they
+// wrap (NetConn, as *tls.Conn does), or nil when there is none.
+func tcpUnder(c net.Conn) *net.TCPConn {
+	for i := 0; i < maxConnWraps && c != nil; i++ {
+		switch v := c.(type) {
+		case *net.TCPConn:
+			return v
+		case interface{ NetConn() net.Conn }:
+			c = v.NetConn()
+		default:
+			return nil
+		}
+	}
+	return nil
+}
+
+// closeWrite shuts the write side of c, whose TCP socket is tcp: the outermost layer above tcp
+// that can (a TLS connection, which sends its close_notify alert and leaves the socket open)
+// first, then tcp itself, which sends its FIN once what was written before has gone.
+func closeWrite(c net.Conn, tcp *net.TCPConn) error {
+	for i := 0; i < maxConnWraps && c != nil && c != net.Conn(tcp); i++ {
+		if cw, ok := c.(interface{ CloseWrite() error }); ok {
+			if err := cw.CloseWrite(); err != nil {
+				return err
+			}
+			break
+		}
+		u, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			break
+		}
+		c = u.NetConn()
+	}
+	return tcp.CloseWrite()
+}
+
+// awaitEnd waits, once tcp's peer ended its sending and nothing reads tcp any more, until
+// tcp's socket fails (the peer reset it: socketError) or tcp is closed. It parks in Go's
+// netpoller, which wakes it on either; it returns the socket's error, or the close's
+// (net.ErrClosed).
+func awaitEnd(tcp *net.TCPConn) error {
+	raw, err := tcp.SyscallConn()
+	if err != nil {
+		return err
+	}
+	// The read deadline is the pump's, which no longer reads: left, it would end the wait.
+	_ = tcp.SetReadDeadline(time.Time{})
+	var serr error
+	err = raw.Read(func(fd uintptr) bool {
+		serr = socketError(fd)
+		return serr != nil
+	})
+	if serr != nil {
+		return serr
+	}
+	return err
 }
 
 // isClosedErr reports an error that only says the tunnel was closed (by closeBoth or a peer).
