@@ -7,9 +7,11 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha1"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/base64"
 	"encoding/pem"
 	"fmt"
 	"io"
@@ -376,6 +378,77 @@ func TestWebSocketOverTLSBothEnds(t *testing.T) {
 	_, _, err = c.Read(readCtx)
 	require.Error(t, err)
 	require.NoError(t, readCtx.Err(), "the server's close did not reach the client")
+}
+
+// A half-close through a WebSocket tunnel with TLS at both ends: the client's close_notify
+// reaches the server as its end of the stream (the gateway's close_notify, then its FIN), and
+// what the server sends after it, and its own close_notify, reach the client.
+func TestWebSocketHalfCloseOverTLSBothEnds(t *testing.T) {
+	ca := newTestCA(t)
+	dir := t.TempDir()
+	upCert, upKey := ca.issue(t, dir, "up", "up", "ws.internal")
+	pair, err := tls.LoadX509KeyPair(upCert, upKey)
+	require.NoError(t, err)
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{pair}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ln.Close() })
+	type result struct {
+		got string
+		err error
+	}
+	upGot := make(chan result, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			upGot <- result{"", err}
+			return
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+		r := bufio.NewReader(c)
+		req, err := http.ReadRequest(r)
+		if err != nil {
+			upGot <- result{"", err}
+			return
+		}
+		h := sha1.Sum([]byte(req.Header.Get("Sec-WebSocket-Key") + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"))
+		fmt.Fprintf(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n\r\n", base64.StdEncoding.EncodeToString(h[:]))
+		b, err := io.ReadAll(r) // until the gateway relays the client's end
+		upGot <- result{string(b), err}
+		if err == nil {
+			_, _ = io.WriteString(c, "last words after "+string(b))
+		}
+	}()
+
+	gwCert, gwKey := ca.issue(t, dir, "gw", "gw", "127.0.0.1")
+	_, addr := startGatewayTOML(t, "fasthttp", "PathPrefix(`/`)",
+		fmt.Sprintf(`tls = { cert_file = %q, key_file = %q }`, gwCert, gwKey),
+		fmt.Sprintf("servers = [{ url = \"https://%s\" }]\ntls = { ca_file = %q, server_name = \"ws.internal\" }", ln.Addr(), ca.pemFile))
+	c, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: ca.pool})
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, c.SetDeadline(time.Now().Add(30*time.Second)))
+	_, err = io.WriteString(c, "GET /realtime HTTP/1.1\r\nHost: gw\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"+
+		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+	require.NoError(t, err)
+	r := bufio.NewReader(c)
+	resp, err := http.ReadResponse(r, nil)
+	require.NoError(t, err)
+	require.Equal(t, 101, resp.StatusCode)
+	_, err = io.WriteString(c, "hello")
+	require.NoError(t, err)
+	require.NoError(t, c.CloseWrite()) // close_notify; the socket stays open
+	var up result
+	select {
+	case up = <-upGot:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the client's close_notify did not reach the server")
+	}
+	require.NoError(t, up.err)
+	require.Equal(t, "hello", up.got)
+	rest, err := io.ReadAll(r)
+	require.NoError(t, err, "the client's read ends with the server's close_notify")
+	require.Equal(t, "last words after hello", string(rest), "what the server sent after the client's close_notify")
 }
 
 // With watch = false, a configuration reload puts renewed certificate files in force.
