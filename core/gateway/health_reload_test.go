@@ -79,3 +79,22 @@ func TestReloadsReleaseHealthCheckConnections(t *testing.T) {
 	require.Eventually(t, func() bool { return s.open.Load() == 0 }, 5*time.Second, 10*time.Millisecond,
 		"a dropped check's connection stays open: %d", s.open.Load())
 }
+
+// A reload that replaces a checked service's server closes the probe connection to the old
+// server at once, as one that drops the check does: the new checker probes other servers, so
+// it does not take over the old checker's client, whose idle connection would otherwise stay
+// open until the client's idle timeout (90 s).
+func TestReloadThatReplacesAServerReleasesItsProbeConnection(t *testing.T) {
+	old, cur := startConnCountingServer(t), startConnCountingServer(t)
+	path := filepath.Join(t.TempDir(), "sluice.toml")
+	const hc = `health_check = { path = "/health", interval = "200ms" }`
+	g, _ := startHealthGateway(t, path, healthConfig("gnet", hc, &healthServer{url: old.url}))
+	<-old.probed
+	require.Eventually(t, func() bool { return old.open.Load() == 1 }, 5*time.Second, time.Millisecond, "one probe connection")
+
+	require.NoError(t, os.WriteFile(path, []byte(healthConfig("gnet", hc, &healthServer{url: cur.url})), 0o644))
+	require.NoError(t, g.Reload())
+	<-cur.probed
+	require.Eventually(t, func() bool { return old.open.Load() == 0 }, 5*time.Second, 10*time.Millisecond,
+		"the replaced server's probe connection stays open: %d", old.open.Load())
+}

@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"log/slog"
 	"net/http"
+	"strings"
 
 	"github.com/sluice-gw/sluice/core/balancer"
 	"github.com/sluice-gw/sluice/core/config"
@@ -70,7 +71,11 @@ func (s *Snapshot) compileHealth(cfg *config.Config, name string, svc *pipeline.
 		byTarget[t] = i
 	}
 	log := slog.Default()
-	s.checkers = append(s.checkers, health.New(hc.Spec(), s.healthClient(name, lb, prev, roots, rootsKey), targets, func(r health.Result) {
+	probed := make([]string, len(states))
+	for i, st := range states {
+		probed[i] = st.key
+	}
+	s.checkers = append(s.checkers, health.New(hc.Spec(), s.healthClient(name, probed, lb, prev, roots, rootsKey), targets, func(r health.Result) {
 		i := byTarget[r.Target]
 		b := svc.Backends[i]
 		hm[i].Check(r.Err == nil)
@@ -95,14 +100,17 @@ func (s *Snapshot) compileHealth(cfg *config.Config, name string, svc *pipeline.
 	}))
 }
 
-// healthClient returns the client of service name's checker: prev's when it probes with the
-// same TLS settings, else a new one.
-func (s *Snapshot) healthClient(name string, lb *config.LoadBalancer, prev *Snapshot, roots *x509.CertPool, rootsKey string) *http.Client {
+// healthClient returns the client of service name's checker, which probes the servers probed
+// (their identities, serverState.key): prev's when it probes the same servers with the same
+// TLS settings, else a new one. A client is not taken over by a checker of other servers: the
+// connections it keeps to the servers no longer probed close with the replaced checker
+// (stopHealth) instead of after the client's idle timeout.
+func (s *Snapshot) healthClient(name string, probed []string, lb *config.LoadBalancer, prev *Snapshot, roots *x509.CertPool, rootsKey string) *http.Client {
 	serverName := ""
 	if lb.TLS != nil {
 		serverName = lb.TLS.ServerName
 	}
-	key := name + "\x00" + rootsKey + "\x00" + serverName
+	key := name + "\x00" + rootsKey + "\x00" + serverName + "\x00" + strings.Join(probed, "\x00")
 	c := prev.healthClientOf(key)
 	if c == nil {
 		c = health.NewClient(&tls.Config{MinVersion: tls.VersionTLS12, RootCAs: roots, ServerName: serverName})
