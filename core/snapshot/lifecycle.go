@@ -256,10 +256,14 @@ func (s *Snapshot) Scaler(name string) *scaling.Scaler {
 
 // retireLifecycle stops the lifecycle runtime of a snapshot that next replaced: the mirrors,
 // rollouts and scalers next did not take over (a mirror drops the copies it still queues, a
-// scaler stops its replicas).
+// scaler stops its replicas). With no next (the gateway stops) a mirror's copies being sent
+// are cut too: nothing of the gateway outlives its drain.
 func (s *Snapshot) retireLifecycle(next *Snapshot) {
 	for name, e := range s.life.mirrors {
-		if next == nil || next.life.mirrors[name] != e {
+		switch {
+		case next == nil:
+			e.mirror.Stop()
+		case next.life.mirrors[name] != e:
 			e.mirror.Close()
 		}
 	}

@@ -586,7 +586,8 @@ func (s *Snapshot) closeNewPools(prev *Snapshot) {
 
 // Retire closes the pools of s that next does not use, once next has replaced s, and stops
 // the polling of s's workers. Exchanges in flight on the pools finish; their connections are
-// closed instead of pooled.
+// closed instead of pooled. A nil next means the gateway stops: every part of s stops, a
+// mirror's copies being sent included.
 func (s *Snapshot) Retire(next *Snapshot) {
 	if s.Metrics != nil {
 		s.Metrics.Retire()

@@ -57,7 +57,7 @@ type Options struct {
 }
 
 // Mirror implements pipeline.Mirror for one service. Senders start with the first copy and
-// stop at Close. A configuration that mirrors a service as the one before did takes its
+// stop at Close (or Stop). A configuration that mirrors a service as the one before did takes its
 // Mirror over (InForce), queue and senders with it.
 type Mirror struct {
 	o Options
@@ -73,6 +73,13 @@ type Mirror struct {
 	jobs   chan *job
 	start  sync.Once
 	stop   chan struct{}
+
+	senders sync.WaitGroup
+	// flying holds the abort handle of each copy being sent; cut, set by Stop, ends them and
+	// sends no more.
+	flyMu  sync.Mutex
+	flying map[*job]pool.AbortHandle
+	cut    bool
 }
 
 // job is one copy: its request head and body, and the head as sent to the backend chosen for
@@ -216,12 +223,15 @@ func (m *Mirror) copyBody(j *job, rc *pipeline.RequestCtx) []byte {
 }
 
 func (m *Mirror) startSenders() {
-	for i := 0; i < max(m.o.MaxConcurrent, 1); i++ {
+	n := max(m.o.MaxConcurrent, 1)
+	m.senders.Add(n)
+	for range n {
 		go m.sender()
 	}
 }
 
 func (m *Mirror) sender() {
+	defer m.senders.Done()
 	for {
 		select {
 		case <-m.stop:
@@ -233,8 +243,12 @@ func (m *Mirror) sender() {
 	}
 }
 
-// errCopyTimeout marks a copy cut by Options.Timeout in the summary.
-var errCopyTimeout = errors.New("mirror: timeout")
+// errCopyTimeout marks a copy cut by Options.Timeout in the summary, errCopyStopped one cut by
+// Stop.
+var (
+	errCopyTimeout = errors.New("mirror: timeout")
+	errCopyStopped = errors.New("mirror: stopped")
+)
 
 // maxShadowSwaps bounds how many times one copy goes to a newer shadow service because the
 // pool of the backend it was about to be sent to closed under it (sendTo).
@@ -270,6 +284,11 @@ func (m *Mirror) sendTo(j *job, sh *pipeline.Service, b *pipeline.Backend, retry
 	x := pool.AcquireExchange()
 	defer pool.ReleaseExchange(x)
 	h := x.AbortHandle()
+	if !m.takeOff(j, h) {
+		m.m.Dropped(metrics.MirrorStopped)
+		return false
+	}
+	defer m.land(j)
 	timer := time.AfterFunc(m.o.Timeout, h.Abort)
 	defer timer.Stop()
 	start := time.Now()
@@ -297,6 +316,9 @@ func (m *Mirror) sendTo(j *job, sh *pipeline.Service, b *pipeline.Backend, retry
 	}
 	if err != nil && x.Aborted() {
 		err = errCopyTimeout
+		if m.stopped() {
+			err = errCopyStopped
+		}
 	}
 	if err != nil {
 		m.m.Answered(0)
@@ -315,6 +337,35 @@ func (m *Mirror) sendTo(j *job, sh *pipeline.Service, b *pipeline.Backend, retry
 	return false
 }
 
+// takeOff records the abort handle h of copy j, about to be sent; false when Stop has cut the
+// mirror's copies (j is not to be sent).
+func (m *Mirror) takeOff(j *job, h pool.AbortHandle) bool {
+	m.flyMu.Lock()
+	defer m.flyMu.Unlock()
+	if m.cut {
+		return false
+	}
+	if m.flying == nil {
+		m.flying = map[*job]pool.AbortHandle{}
+	}
+	m.flying[j] = h
+	return true
+}
+
+// land forgets the abort handle of copy j, sent.
+func (m *Mirror) land(j *job) {
+	m.flyMu.Lock()
+	delete(m.flying, j)
+	m.flyMu.Unlock()
+}
+
+// stopped reports whether Stop has cut the mirror's copies.
+func (m *Mirror) stopped() bool {
+	m.flyMu.Lock()
+	defer m.flyMu.Unlock()
+	return m.cut
+}
+
 // InForce makes shadow, the shadow service of a configuration going in force that has this
 // mirror (made by it, or taken over from the one before), the service each copy's backend is
 // chosen from from now on, the copies already queued included, and exposes the mirror's series
@@ -331,7 +382,7 @@ func (m *Mirror) Metrics() *metrics.Mirror { return m.m }
 
 // Close stops the senders (a copy in flight finishes on its own, bounded by the timeout) and
 // drops the copies still queued. Offer afterwards drops every copy. Idempotent; it does not
-// wait.
+// wait. A reload that replaces the mirror closes it.
 func (m *Mirror) Close() {
 	m.mu.Lock()
 	if m.closed {
@@ -351,4 +402,23 @@ func (m *Mirror) Close() {
 			return
 		}
 	}
+}
+
+// Stop is Close for a gateway that stops, after which nothing of it may run: it also cuts the
+// copies being sent (their connections close at once, and each is counted as answered with an
+// error) and returns once every sender has returned. Idempotent.
+func (m *Mirror) Stop() {
+	m.start.Do(func() {}) // senders not started yet never start: none runs after Stop
+	m.Close()
+	m.flyMu.Lock()
+	m.cut = true
+	flying := make([]pool.AbortHandle, 0, len(m.flying))
+	for _, h := range m.flying {
+		flying = append(flying, h)
+	}
+	m.flyMu.Unlock()
+	for _, h := range flying {
+		h.Abort()
+	}
+	m.senders.Wait()
 }
