@@ -73,11 +73,19 @@ func startAdmin(g *Gateway, cfg config.Admin) (*adminServer, error) {
 	return a, nil
 }
 
+// close stops the admin API: its listener at once, then its connections once their requests
+// are answered, for up to adminCloseTimeout; those still open then (a request still running,
+// a client that sent half a request) are cut, so that none outlives the gateway.
 func (a *adminServer) close() {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), adminCloseTimeout)
 	defer cancel()
-	_ = a.srv.Shutdown(ctx)
+	if a.srv.Shutdown(ctx) != nil {
+		_ = a.srv.Close()
+	}
 }
+
+// adminCloseTimeout bounds how long close waits for the admin API's requests in flight.
+const adminCloseTimeout = 2 * time.Second
 
 // writeError answers with an OpenAI-style JSON error, like every other admin answer.
 func writeError(w http.ResponseWriter, status int, typ, code, msg string) {
