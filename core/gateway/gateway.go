@@ -72,7 +72,9 @@ func LoadConfig(path string) (*config.Config, error) {
 	return config.Load(path)
 }
 
-// New compiles cfg; it does not bind anything yet.
+// New compiles cfg and puts it in force: its health checks, the workers' polls and the
+// scalers (with their min_replicas) start. It binds nothing yet: Start does. Drain stops all
+// of it, and so does a Start that fails.
 func New(cfg *config.Config, path string, log *slog.Logger) (*Gateway, error) {
 	if log == nil {
 		log = slog.Default()
@@ -118,18 +120,25 @@ func Settings(ep *config.Entrypoint) ingress.Settings {
 	return s
 }
 
-// Start binds every entrypoint and the admin listener. On error, what was started is stopped.
+// Start binds every entrypoint and the admin listener. On error the gateway stops as a Drain
+// whose time is up stops it: what Start started, and what New set running for the
+// configuration (its health checks, the workers' polls, the scalers and their replicas), so
+// that a gateway that could not start leaves nothing running; it cannot be started again.
 func (g *Gateway) Start() error {
+	if g.draining.Load() {
+		return errors.New("sluice: the gateway has stopped")
+	}
 	cfg := g.live.Load().Config
 	g.logWarnings(cfg)
 	plan, err := g.planEntrypoints(cfg, nil)
 	if err != nil {
+		g.stop()
 		return err
 	}
 	for _, e := range plan.added {
 		if err := e.t.Start(); err != nil {
 			plan.abandon()
-			g.stopAll()
+			g.stop()
 			return listenError(cfg, e.name, err)
 		}
 		g.setEntrypoint(e)
@@ -139,7 +148,7 @@ func (g *Gateway) Start() error {
 	if cfg.Admin.Address != "" {
 		a, err := startAdmin(g, cfg.Admin)
 		if err != nil {
-			g.stopAll()
+			g.stop()
 			return cfg.Errorf([]string{"admin", "address"}, "admin.address: %s%s", cfg.MaskEnv(strings.TrimPrefix(err.Error(), "sluice: admin listener: "), "admin", "address"), inUseHint(err))
 		}
 		g.admin = a
@@ -212,15 +221,11 @@ func engineName(ep *config.Entrypoint) string {
 	return ep.Engine
 }
 
-func (g *Gateway) stopAll() {
+// stop stops everything at once: a Drain whose time is already up.
+func (g *Gateway) stop() {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	for _, e := range g.entrypoints() {
-		_ = e.t.Drain(ctx)
-	}
-	if g.admin != nil {
-		g.admin.close()
-	}
+	_ = g.Drain(ctx)
 }
 
 // Addr returns the bound address of entrypoint name ("" if unknown).
