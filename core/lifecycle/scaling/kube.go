@@ -222,6 +222,7 @@ type kubeRunner struct {
 	wake   chan struct{}
 	ctx    context.Context
 	cancel context.CancelFunc
+	wg     sync.WaitGroup // the writer and the watcher
 }
 
 func newKubeRunner(k *Kube, ready func(int), log *slog.Logger) *kubeRunner {
@@ -236,11 +237,28 @@ func newKubeRunner(k *Kube, ready func(int), log *slog.Logger) *kubeRunner {
 }
 
 func (r *kubeRunner) start() {
-	go r.writer()
-	go r.watcher()
+	r.wg.Add(2)
+	go func() {
+		defer r.wg.Done()
+		r.writer()
+	}()
+	go func() {
+		defer r.wg.Done()
+		r.watcher()
+	}()
 }
 
+// stop cancels the runner's calls to the API server and ends its goroutines; it does not
+// wait (the watcher reports to the scaler, whose lock the caller may hold): wait does.
 func (r *kubeRunner) stop() { r.cancel() }
+
+// wait returns once the goroutines of a stopped runner have returned, with the connections
+// its calls kept to the API server closed: its transport keeps idle connections without a time
+// limit, so they would otherwise stay open for as long as the API server keeps them.
+func (r *kubeRunner) wait() {
+	r.wg.Wait()
+	r.client.CloseIdleConnections()
+}
 
 // setTarget asks for n replicas; the writer applies the latest ask.
 func (r *kubeRunner) setTarget(n int) {

@@ -899,8 +899,9 @@ func (s *Scaler) publish() {
 	s.m.Set(s.desired, s.starting, s.ready, s.inFlight, s.queued)
 }
 
-// Close stops every replica, waiting for their processes to end, closes the readiness
-// probes' idle connections, and lets the queued requests go on to the service's backends,
+// Close stops every replica, waiting for their processes to end (the kube executor, which
+// leaves the Deployment as it is, waits for its calls to the API server to end instead),
+// closes the readiness probes' and the API server's idle connections, and lets the queued requests go on to the service's backends,
 // which are all down by then: they get the gateway's no_backend answer (503) instead of
 // waiting for their deadline. Idempotent.
 func (s *Scaler) Close() {
@@ -953,6 +954,9 @@ func (s *Scaler) Close() {
 		}()
 	}
 	wg.Wait()
+	if s.kube != nil {
+		s.kube.wait()
+	}
 	s.probe.CloseIdleConnections()
 	ReleasePorts(s.ports)
 }
