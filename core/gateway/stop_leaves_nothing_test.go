@@ -28,6 +28,7 @@ import (
 	"github.com/sluice-gw/sluice/bench/testenv"
 	"github.com/sluice-gw/sluice/core/config"
 	"github.com/sluice-gw/sluice/core/gateway"
+	"github.com/sluice-gw/sluice/core/lifecycle/scaling/kubetest"
 )
 
 // stopWait bounds how long what a gateway ran may take to end once Drain (or a reload, for
@@ -78,12 +79,13 @@ func goroutineIDs() map[uint64]bool {
 var gatewayCode = []string{"github.com/sluice-gw/sluice/", "github.com/panjf2000/gnet/"}
 
 // notTheGateway marks goroutines with sluice code in their stacks that are not a gateway's:
-// the test's own (its upstreams and clients), the simulators and build helpers of bench/, and
-// the access log's writers, one per destination for the life of the process (every
+// the test's own (its upstreams and clients), the simulators and build helpers of bench/, the
+// fake Kubernetes API server, and the access log's writers, one per destination for the life of the process (every
 // configuration that names a destination shares its writer).
 var notTheGateway = []string{
 	"github.com/sluice-gw/sluice/core/gateway_test.",
 	"github.com/sluice-gw/sluice/bench/",
+	"github.com/sluice-gw/sluice/core/lifecycle/scaling/kubetest.",
 	"github.com/sluice-gw/sluice/core/accesslog.(*sink).run",
 }
 
@@ -209,8 +211,11 @@ func startHoldingServer(t *testing.T) *holdingServer {
 
 // stopUpstreams is one generation of what a gateway of stopConfig runs against: a
 // health-checked upstream, the shadow its mirror copies to, a prefill/decode llmsim fleet,
-// the entrypoint's certificate files, and the llmsim binary the scaled service starts.
+// the entrypoint's certificate files, the llmsim binary the scaled service starts, and the
+// Kubernetes API server (a fake) of the service scaled by the kube executor.
 type stopUpstreams struct {
+	kube      *kubetest.Server
+	kubeToken string
 	up        *connCountingServer
 	shadow    *holdingServer
 	pd        *llmsim.Fleet
@@ -239,12 +244,17 @@ func startStopUpstreams(t *testing.T) *stopUpstreams {
 	t.Cleanup(func() { _ = pd.Close() })
 	u := &stopUpstreams{up: startConnCountingServer(t), shadow: startHoldingServer(t), pd: pd, llmsimBin: testenv.BuildBinary(t, "./cmd/llmsim")}
 	u.cert, u.key, u.roots = selfSigned(t, t.TempDir())
+	u.kube, err = kubetest.Start("models", "llm", "llm-svc", 0)
+	require.NoError(t, err)
+	t.Cleanup(u.kube.Close)
+	u.kubeToken = filepath.Join(t.TempDir(), "token")
+	require.NoError(t, os.WriteFile(u.kubeToken, []byte(u.kube.Token+"\n"), 0o600))
 	return u
 }
 
 // ports returns the upstream ports of u, the replicas' aside.
 func (u *stopUpstreams) ports(t *testing.T) []int {
-	ps := []int{portOf(t, u.up.url), portOf(t, u.shadow.url)}
+	ps := []int{portOf(t, u.up.url), portOf(t, u.shadow.url), portOf(t, u.kube.URL)}
 	for _, a := range u.pd.Addrs() {
 		ps = append(ps, portOf(t, a))
 	}
@@ -254,8 +264,9 @@ func (u *stopUpstreams) ports(t *testing.T) []int {
 // stopConfig is a gateway running as many long-lived parts as a test on loopback can: both
 // engines (gnet with its upstream I/O on the loops and on workers, fasthttp with TLS whose
 // certificate files are watched), the admin API, a watched configuration file, an active
-// health check, a mirror, a rate limit, a service scaled from zero (llmsim replicas) and a
-// prefill/decode model whose workers are observed. gen changes a key of each part, so that a
+// health check, a mirror, a rate limit, a service scaled from zero (llmsim replicas), one
+// scaled by the kube executor (a Deployment kept at one replica, its EndpointSlices watched)
+// and a prefill/decode model whose workers are observed. gen changes a key of each part, so that a
 // reload from one gen to another replaces every one.
 func stopConfig(u *stopUpstreams, gen int) string {
 	var pd []string
@@ -331,6 +342,19 @@ scale_down_delay = "%[1]ds"
 command = [%[6]q, "--listen", "127.0.0.1:{port}", "--ttft", "1ms", "--itl", "1ms", "--tokens", "4"]
 stop_timeout = "2s"
 
+[services.kube.scaling]
+executor = "kube"
+min_replicas = 1
+max_replicas = 1
+scale_down_delay = "%[1]ds"
+[services.kube.scaling.kube]
+namespace = "models"
+deployment = "llm"
+service = "llm-svc"
+url = %[4]q
+api_server = %[9]q
+token_file = %[10]q
+
 [services.fleet.load_balancer]
 servers = [%[7]s]
 [services.fleet.workers]
@@ -344,7 +368,7 @@ deployment_generation = 3
 phase = "decode"
 [models.chat.scheduling.distributed_serving]
 api_key_env = %[8]q
-`, 100+gen, u.cert, u.key, u.up.url, u.shadow.url, u.llmsimBin, strings.Join(pd, ", "), stopPDKeyEnv)
+`, 100+gen, u.cert, u.key, u.up.url, u.shadow.url, u.llmsimBin, strings.Join(pd, ", "), stopPDKeyEnv, u.kube.URL, u.kubeToken)
 }
 
 // stopClient is the test's client of a gateway of stopConfig: plain HTTP for the gnet
@@ -413,6 +437,10 @@ func exercise(t *testing.T, g *gateway.Gateway, u *stopUpstreams, sc *stopClient
 		}
 	}
 	require.NotEmpty(t, pids, "a replica runs")
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		replicas, _ := u.kube.Replicas()
+		assert.Equal(c, 1, replicas, "the Deployment's replicas")
+	}, 10*time.Second, 10*time.Millisecond)
 	waitWorkers(t, admin, func(rows []workerRow) bool {
 		return len(rows) == 2 && rows[0].Eligible && rows[1].Eligible
 	})
