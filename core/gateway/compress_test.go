@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -261,6 +262,187 @@ content_types = ["application/json"]
 				require.NoError(t, err)
 				resp.Body.Close()
 				require.Equal(t, big, body, "Accept-Encoding %q", accept)
+			}
+		})
+	}
+}
+
+// compressFieldsUpstream answers GET and HEAD alike (no body for HEAD) by path: /big a
+// 7.2 KB JSON body with a strong ETag and Accept-Ranges, /empty an empty JSON body,
+// /nocontent 204, /notmodified 304 with the ETag, /no-transform and /no-transform-2nd the big
+// body marked no-transform (on its only Cache-Control line, or its second).
+func compressFieldsUpstream(t *testing.T, big []byte) *upstream {
+	return serveUpstream(t, func(c net.Conn, _ *bufio.Reader, head string, _ []byte) bool {
+		method, rest, _ := strings.Cut(head, " ")
+		path, _, _ := strings.Cut(rest, " ")
+		body := big
+		var resp string
+		switch path {
+		case "/empty":
+			body = nil
+			resp = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 0\r\n\r\n"
+		case "/nocontent":
+			body = nil
+			resp = "HTTP/1.1 204 No Content\r\nContent-Type: application/json\r\n\r\n"
+		case "/notmodified":
+			body = nil
+			resp = "HTTP/1.1 304 Not Modified\r\nETag: \"v1\"\r\n\r\n"
+		case "/no-transform":
+			resp = fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nCache-Control: no-transform\r\nContent-Length: %d\r\n\r\n", len(big))
+		case "/no-transform-2nd":
+			resp = fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nCache-Control: public, max-age=60\r\nCache-Control: No-Transform\r\nContent-Length: %d\r\n\r\n", len(big))
+		case "/no-transform-quoted":
+			resp = fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nCache-Control: private=\"x, no-transform\"\r\nContent-Length: %d\r\n\r\n", len(big))
+		default:
+			resp = fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nETag: \"v1\"\r\nAccept-Ranges: bytes\r\nContent-Length: %d\r\n\r\n", len(big))
+		}
+		if method != "HEAD" {
+			resp += string(body)
+		}
+		_, err := io.WriteString(c, resp)
+		return err == nil
+	})
+}
+
+// A response without content is never coded, whatever min_size says: an empty 200 (coded, it
+// would grow to a coding's header and trailer), a 204, a 304. The 304 carries the Vary the
+// 200 would (RFC 9110 §15.4.5).
+func TestCompressLeavesAnswersWithoutContent(t *testing.T) {
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			up := compressFieldsUpstream(t, nil)
+			cfg := strings.Replace(compressConfig(engine, up.addr()), "min_size = 1024", "min_size = 0", 1)
+			base := startGatewayConfig(t, cfg)
+			c := dial(t, strings.TrimPrefix(base, "http://"))
+			r := bufio.NewReader(c)
+			for _, c2 := range []struct {
+				path   string
+				status int
+			}{{"/empty", 200}, {"/nocontent", 204}, {"/notmodified", 304}} {
+				send(t, c, "GET "+c2.path+" HTTP/1.1\r\nHost: gw\r\nAccept-Encoding: gzip, br, zstd\r\nIf-None-Match: W/\"v1\"\r\n\r\n")
+				resp := readResponse(t, r, false)
+				require.Equal(t, c2.status, resp.status, c2.path)
+				require.Empty(t, resp.all("Content-Encoding"), "%s: nothing to code", c2.path)
+				require.Empty(t, resp.body, c2.path)
+				require.Empty(t, resp.all("Transfer-Encoding"), c2.path)
+				if c2.status == 200 {
+					require.Equal(t, "0", resp.headers["content-length"], c2.path)
+				}
+				if c2.status != 204 {
+					require.Contains(t, resp.all("Vary"), "Accept-Encoding", "%s: the answer depends on Accept-Encoding", c2.path)
+				}
+			}
+		})
+	}
+}
+
+// A response to HEAD carries the fields the GET's would (RFC 9110 §9.3.2), so that a cache
+// keying on Vary, or freshening a stored GET with a HEAD (RFC 9111 §4.3.5), sees the same
+// ones: Vary, the coding, the weakened validator, no Accept-Ranges and no length (the coded
+// GET has none).
+func TestCompressHeadCarriesTheGETsFields(t *testing.T) {
+	big := bytes.Repeat([]byte(`{"token":"hello"},`), 400)
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			up := compressFieldsUpstream(t, big)
+			base := startGatewayConfig(t, compressConfig(engine, up.addr()))
+			c := dial(t, strings.TrimPrefix(base, "http://"))
+			r := bufio.NewReader(c)
+			fields := func(method, accept string) *response {
+				send(t, c, method+" /big HTTP/1.1\r\nHost: gw\r\nAccept-Encoding: "+accept+"\r\n\r\n")
+				return readResponse(t, r, method == "HEAD")
+			}
+			for _, accept := range []string{"gzip", "identity"} {
+				get, head := fields("GET", accept), fields("HEAD", accept)
+				require.Equal(t, 200, head.status)
+				for _, name := range []string{"Vary", "Content-Encoding", "ETag", "Accept-Ranges"} {
+					require.Equal(t, get.all(name), head.all(name), "Accept-Encoding %s: %s", accept, name)
+				}
+				require.Contains(t, head.all("Vary"), "Accept-Encoding", accept)
+				if accept == "gzip" {
+					require.Equal(t, "gzip", head.headers["content-encoding"])
+					require.Equal(t, `W/"v1"`, head.headers["etag"])
+					require.Empty(t, head.all("Content-Length"), "the coded GET has no length: the HEAD announces none")
+				} else {
+					require.Equal(t, []string{strconv.Itoa(len(big))}, head.all("Content-Length"))
+				}
+			}
+			// The connection is still in step: the HEAD answers had no body.
+			require.Equal(t, 200, fields("GET", "br").status)
+		})
+	}
+}
+
+// Accept-Encoding is a list that may come on several field lines, which mean one line of their
+// values joined by commas (RFC 9110 §5.3): each line counts.
+func TestCompressReadsEveryAcceptEncodingLine(t *testing.T) {
+	big := bytes.Repeat([]byte(`{"token":"hello"},`), 400)
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			up := compressFieldsUpstream(t, big)
+			base := startGatewayConfig(t, compressConfig(engine, up.addr()))
+			for _, c := range []struct {
+				lines []string
+				want  string
+			}{
+				{[]string{"identity", "gzip"}, "gzip"},
+				{[]string{"gzip;q=0.5", "br"}, "br"},
+				{[]string{"br;q=0.2, gzip;q=0.1", "zstd;q=0", "*;q=0.1"}, "br"},
+				{[]string{"gzip", "gzip;q=0"}, "gzip"},
+			} {
+				req, err := http.NewRequest("GET", base+"/big", nil)
+				require.NoError(t, err)
+				for _, l := range c.lines {
+					req.Header.Add("Accept-Encoding", l)
+				}
+				resp, err := rawClient.Do(req)
+				require.NoError(t, err)
+				body, err := io.ReadAll(decode(t, resp.Header.Get("Content-Encoding"), resp.Body))
+				require.NoError(t, err)
+				resp.Body.Close()
+				require.Equal(t, c.want, resp.Header.Get("Content-Encoding"), "Accept-Encoding lines %q", c.lines)
+				require.Equal(t, big, body)
+			}
+		})
+	}
+}
+
+// A response marked no-transform is never coded by the gateway (RFC 9110 §7.7), on whichever
+// Cache-Control line the directive is, and a client that asks for no-transform (RFC 9111
+// §5.2.1.6) gets the body as the upstream sent it; a quoted value that merely contains the
+// word is no directive.
+func TestCompressHonoursNoTransform(t *testing.T) {
+	big := bytes.Repeat([]byte(`{"token":"hello"},`), 400)
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			up := compressFieldsUpstream(t, big)
+			base := startGatewayConfig(t, compressConfig(engine, up.addr()))
+			for _, c := range []struct {
+				path, cacheControl, want string
+			}{
+				{"/no-transform", "", ""},
+				{"/no-transform-2nd", "", ""},
+				{"/big", "no-transform", ""},
+				{"/big", "max-age=0, NO-TRANSFORM", ""},
+				{"/big", "max-age=0", "gzip"},
+				{"/no-transform-quoted", "", "gzip"},
+			} {
+				req, err := http.NewRequest("GET", base+c.path, nil)
+				require.NoError(t, err)
+				req.Header.Set("Accept-Encoding", "gzip")
+				if c.cacheControl != "" {
+					req.Header.Set("Cache-Control", c.cacheControl)
+				}
+				resp, err := rawClient.Do(req)
+				require.NoError(t, err)
+				body, err := io.ReadAll(decode(t, resp.Header.Get("Content-Encoding"), resp.Body))
+				require.NoError(t, err)
+				resp.Body.Close()
+				require.Equal(t, c.want, resp.Header.Get("Content-Encoding"), "%s with Cache-Control %q", c.path, c.cacheControl)
+				require.Equal(t, big, body)
+				if c.want == "" {
+					require.Equal(t, strconv.Itoa(len(big)), resp.Header.Get("Content-Length"), "%s: passed as it came", c.path)
+				}
 			}
 		})
 	}

@@ -133,6 +133,17 @@ func (rc *RequestCtx) ResponseHeaderValue(name string) ([]byte, bool) {
 	return rc.x.Resp.HeaderValue(name)
 }
 
+// ResponseFields returns the upstream response's fields, every line in order as received
+// (a list field such as Cache-Control or Vary may come on more than one line, RFC 9110 §5.3),
+// for a response stage to read; nil when there is no upstream response. The stage must not
+// change them (AddResponseHeader, RemoveResponseHeader).
+func (rc *RequestCtx) ResponseFields() []http1.HeaderField {
+	if rc.x == nil || rc.replied {
+		return nil
+	}
+	return rc.x.Resp.Headers
+}
+
 // removeFields removes from hs the fields whose name same reports the same as name.
 func removeFields(hs []http1.HeaderField, name []byte, same func(a, b []byte) bool) []http1.HeaderField {
 	out := hs[:0]

@@ -24,10 +24,11 @@ type Encoder interface {
 
 // SetEncoder makes e code the response body: call it from a response stage, with the
 // Content-Encoding field added (AddResponseHeader). The body then goes out chunked (or framed
-// by the engine), its Content-Length dropped. It must not be used for an event stream (SSE
-// events must reach the client as they come, and the relay tracks their boundaries), for a
-// HEAD request, a response without a body, or an HTTP/1.0 client (who cannot take chunked
-// coding); the compress middleware checks all of these. Coding costs CPU per byte, so a
+// by the engine), its Content-Length dropped; a response to HEAD, which has no body, keeps
+// the fields the GET's would have and announces no length either. It must not be used for an
+// event stream (SSE events must reach the client as they come, and the relay tracks their
+// boundaries), a response without content (204, 304), or an HTTP/1.0 client (who cannot take
+// chunked coding); the compress middleware checks all of these. Coding costs CPU per byte, so a
 // stage that calls it must not report LoopSafe: the event loop's relay does not code, and
 // SetEncoder on an event loop releases e and panics (a bug of the stage's, which the engine
 // answers with a 500) rather than send a body that is not what its Content-Encoding says.

@@ -652,6 +652,9 @@ func (rc *RequestCtx) planBody() {
 	if rc.enc != nil {
 		f = rc.encodedFraming(f)
 		if f == relay.None {
+			// A response to HEAD: nothing to code, and no length to announce, since the
+			// GET's coded body has none (RFC 9110 §8.6).
+			resp.ContentLength = -1
 			rc.releaseEncoder()
 		}
 	}

@@ -1,14 +1,16 @@
 // Package compress is the compress middleware: it codes response bodies with gzip, zstd or
 // br (RFC 9110 §8.4), chosen by the client's Accept-Encoding (§12.5.3) and the configured
 // preference, on the fly. It never codes an event stream: SSE events go out as they come,
-// untouched, whatever the client accepts. Bodies shorter than a minimum size, of types that do
-// not compress, already coded or marked no-transform pass as they are.
+// untouched, whatever the client accepts. Bodies that are empty or shorter than a minimum
+// size, of types that do not compress, already coded, marked no-transform or asked for
+// without transformation pass as they are.
 package compress
 
 import (
 	"bytes"
 
 	"github.com/sluice-gw/sluice/core/config"
+	"github.com/sluice-gw/sluice/core/http1"
 	"github.com/sluice-gw/sluice/core/pipeline"
 )
 
@@ -65,6 +67,7 @@ func New(o config.CompressOptions) *Stage {
 
 var (
 	hdrVary            = []byte("Vary")
+	hdrCacheControl    = []byte("Cache-Control")
 	hdrContentEncoding = []byte("Content-Encoding")
 	hdrAcceptRanges    = []byte("Accept-Ranges")
 	hdrETag            = []byte("ETag")
@@ -73,14 +76,30 @@ var (
 	noTransform        = []byte("no-transform")
 )
 
-// OnResponse implements pipeline.ResponseStage.
+// OnResponse implements pipeline.ResponseStage. A response to HEAD gets the fields the GET's
+// would (RFC 9110 §9.3.2), so that a cache keying on Vary or comparing validators finds the
+// same ones: its coding is named, its validator weakened and its length left out (the
+// pipeline drops it), though it has no body to code. A 304 gets the Vary the 200 would carry
+// (RFC 9110 §15.4.5).
 func (s *Stage) OnResponse(rc *pipeline.RequestCtx) error {
-	st := rc.UpstreamStatus()
-	if rc.IsHEAD() || st < 200 || st >= 300 || st == 204 || st == 206 || (rc.Req.Major == 1 && rc.Req.Minor == 0) {
+	if rc.Req.Major == 1 && rc.Req.Minor == 0 {
 		return nil
 	}
-	ct, ok := rc.ResponseHeaderValue("Content-Type")
-	if !ok || hasPrefixFold(ct, eventStream) || !s.compressible(ct) {
+	resp := rc.ResponseFields()
+	st := rc.UpstreamStatus()
+	if st == 304 {
+		// A 304 rarely names its content type; when it does, it must be one that is coded.
+		ct, typed := rc.ResponseHeaderValue("Content-Type")
+		_, coded := rc.ResponseHeaderValue("Content-Encoding")
+		if !coded && (!typed || s.codable(ct)) && !hasDirective(resp, hdrCacheControl, noTransform) {
+			rc.AddResponseHeader(hdrVary, valAcceptEncoding)
+		}
+		return nil
+	}
+	if st < 200 || st >= 300 || st == 204 || st == 206 {
+		return nil
+	}
+	if ct, ok := rc.ResponseHeaderValue("Content-Type"); !ok || !s.codable(ct) {
 		return nil
 	}
 	if _, coded := rc.ResponseHeaderValue("Content-Encoding"); coded || rc.Encoded() {
@@ -88,19 +107,18 @@ func (s *Stage) OnResponse(rc *pipeline.RequestCtx) error {
 		// on the router (a second coding on top would gain nothing).
 		return nil
 	}
-	if cc, ok := rc.ResponseHeaderValue("Cache-Control"); ok && containsFold(cc, noTransform) {
+	// An intermediary must not transform a response marked no-transform (RFC 9110 §7.7).
+	if hasDirective(resp, hdrCacheControl, noTransform) {
 		return nil
 	}
 	// The answer depends on Accept-Encoding from here on, also when it is not coded.
 	rc.AddResponseHeader(hdrVary, valAcceptEncoding)
-	if cl := rc.ContentLength(); cl >= 0 && cl < s.minSize {
+	// An empty body is not coded whatever min_size says: coded, it would grow to a coding's
+	// header and trailer.
+	if cl := rc.ContentLength(); cl == 0 || (cl > 0 && cl < s.minSize) {
 		return nil
 	}
-	ae, ok := rc.Req.HeaderValue("Accept-Encoding")
-	if !ok {
-		return nil
-	}
-	c := s.negotiate(ae)
+	c := s.requestCoding(rc.Req.Headers)
 	if c == codingNone {
 		return nil
 	}
@@ -116,6 +134,53 @@ func (s *Stage) OnResponse(rc *pipeline.RequestCtx) error {
 	}
 	rc.SetEncoder(acquire(c))
 	return nil
+}
+
+// hasDirective reports whether a field named name of hs, on any of its lines, lists directive
+// dir (a token, ASCII case-insensitive, with or without "=value"), as Cache-Control does
+// (RFC 9111 §5.2). A quoted value is skipped whole: a comma or a name inside it is not a
+// directive.
+func hasDirective(hs []http1.HeaderField, name, dir []byte) bool {
+	for i := range hs {
+		if !equalFold(hs[i].Key, name) {
+			continue
+		}
+		for v := hs[i].Value; len(v) > 0; {
+			end := listItemEnd(v)
+			tok, _, _ := bytes.Cut(v[:end], []byte("="))
+			if bytes.EqualFold(bytes.TrimSpace(tok), dir) {
+				return true
+			}
+			if end == len(v) {
+				break
+			}
+			v = v[end+1:]
+		}
+	}
+	return false
+}
+
+// listItemEnd returns the index of the comma that ends the first item of list v, or len(v):
+// commas inside a quoted string (with its backslash escapes) do not count.
+func listItemEnd(v []byte) int {
+	quoted := false
+	for j := 0; j < len(v); j++ {
+		switch c := v[j]; {
+		case quoted && c == '\\':
+			j++
+		case c == '"':
+			quoted = !quoted
+		case c == ',' && !quoted:
+			return j
+		}
+	}
+	return len(v)
+}
+
+// codable reports whether a body of content type ct is coded: one of s.types, and never an
+// event stream.
+func (s *Stage) codable(ct []byte) bool {
+	return !hasPrefixFold(ct, eventStream) && s.compressible(ct)
 }
 
 // compressible reports whether content type ct (parameters ignored) is one of s.types.
@@ -136,9 +201,46 @@ func (s *Stage) compressible(ct []byte) bool {
 // the client weighs highest (q > 0), the stage's preference breaking ties; "*" stands for the
 // codings the value does not name (RFC 9110 §12.5.3). codingNone when none is acceptable.
 func (s *Stage) negotiate(ae []byte) coding {
-	var q [4]int // per coding, in thousandths; -1: not named
-	q[codingGzip], q[codingZstd], q[codingBr] = -1, -1, -1
-	star := -1
+	w := newWeights()
+	w.add(ae)
+	return s.pick(&w)
+}
+
+// requestCoding is negotiate over the Accept-Encoding fields of request fields hs, every line
+// of the field as one list (RFC 9110 §5.3), in one pass over hs. codingNone when the request
+// has none, or asks intermediaries not to transform the content (Cache-Control: no-transform,
+// RFC 9111 §5.2.1.6): it then gets the content as the upstream sent it.
+func (s *Stage) requestCoding(hs []http1.HeaderField) coding {
+	w, seen := newWeights(), false
+	for i := range hs {
+		switch k := hs[i].Key; {
+		case equalFold(k, valAcceptEncoding):
+			w.add(hs[i].Value)
+			seen = true
+		case equalFold(k, hdrCacheControl) && hasDirective(hs[i:i+1], hdrCacheControl, noTransform):
+			return codingNone
+		}
+	}
+	if !seen {
+		return codingNone
+	}
+	return s.pick(&w)
+}
+
+// weights are the q-values an Accept-Encoding list gives the codings, in thousandths; -1: not
+// named.
+type weights struct {
+	q    [4]int // by coding
+	star int
+}
+
+func newWeights() weights {
+	return weights{q: [4]int{-1, -1, -1, -1}, star: -1}
+}
+
+// add reads one Accept-Encoding field line into w; a coding named twice keeps its highest
+// weight.
+func (w *weights) add(ae []byte) {
 	for len(ae) > 0 {
 		var item []byte
 		if i := bytes.IndexByte(ae, ','); i >= 0 {
@@ -148,26 +250,30 @@ func (s *Stage) negotiate(ae []byte) coding {
 		}
 		name, params, _ := bytes.Cut(item, []byte(";"))
 		name = bytes.TrimSpace(name)
-		w := qvalue(params)
+		q := qvalue(params)
 		switch {
 		case string(name) == "*":
-			star = w
+			w.star = max(w.star, q)
 		case bytes.EqualFold(name, []byte("gzip")), bytes.EqualFold(name, []byte("x-gzip")):
-			q[codingGzip] = max(q[codingGzip], w)
+			w.q[codingGzip] = max(w.q[codingGzip], q)
 		case bytes.EqualFold(name, []byte("zstd")):
-			q[codingZstd] = max(q[codingZstd], w)
+			w.q[codingZstd] = max(w.q[codingZstd], q)
 		case bytes.EqualFold(name, []byte("br")):
-			q[codingBr] = max(q[codingBr], w)
+			w.q[codingBr] = max(w.q[codingBr], q)
 		}
 	}
+}
+
+// pick returns the offered coding w weighs highest, the stage's preference breaking ties.
+func (s *Stage) pick(w *weights) coding {
 	best, bestQ := codingNone, 0
 	for _, c := range s.order {
-		w := q[c]
-		if w < 0 {
-			w = star
+		q := w.q[c]
+		if q < 0 {
+			q = w.star
 		}
-		if w > bestQ {
-			best, bestQ = c, w
+		if q > bestQ {
+			best, bestQ = c, q
 		}
 	}
 	return best
@@ -216,15 +322,12 @@ func parseQ(v []byte) int {
 	return min(n, 1000)
 }
 
-func hasPrefixFold(s, prefix []byte) bool {
-	return len(s) >= len(prefix) && bytes.EqualFold(s[:len(prefix)], prefix)
+// equalFold is bytes.EqualFold with the lengths compared first: most field names differ in
+// length from the one looked for.
+func equalFold(a, b []byte) bool {
+	return len(a) == len(b) && bytes.EqualFold(a, b)
 }
 
-func containsFold(s, sub []byte) bool {
-	for i := 0; i+len(sub) <= len(s); i++ {
-		if bytes.EqualFold(s[i:i+len(sub)], sub) {
-			return true
-		}
-	}
-	return false
+func hasPrefixFold(s, prefix []byte) bool {
+	return len(s) >= len(prefix) && bytes.EqualFold(s[:len(prefix)], prefix)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-gw/sluice/core/config"
+	"github.com/sluice-gw/sluice/core/http1"
 )
 
 func TestNegotiate(t *testing.T) {
@@ -38,6 +39,54 @@ func TestNegotiate(t *testing.T) {
 		{gzipOnly, "*", codingGzip},
 	} {
 		require.Equal(t, c.want, c.s.negotiate([]byte(c.ae)), "%q", c.ae)
+	}
+}
+
+// Accept-Encoding on several lines is one list (RFC 9110 §5.3); no field at all is no coding,
+// nor is a request that asks for no-transform.
+func TestRequestCoding(t *testing.T) {
+	s := New(config.CompressOptions{Encodings: config.DefaultCompressEncodings, ContentTypes: config.DefaultCompressTypes})
+	fields := func(kv ...string) []http1.HeaderField {
+		var hs []http1.HeaderField
+		for i := 0; i < len(kv); i += 2 {
+			hs = append(hs, http1.HeaderField{Key: []byte(kv[i]), Value: []byte(kv[i+1])})
+		}
+		return hs
+	}
+	for _, c := range []struct {
+		hs   []http1.HeaderField
+		want coding
+	}{
+		{fields("Accept-Encoding", "identity", "accept-encoding", "gzip"), codingGzip},
+		{fields("Accept-Encoding", "br;q=0.1", "X-Other", "zstd", "ACCEPT-ENCODING", "gzip;q=0.5"), codingGzip},
+		{fields("Accept-Encoding", "*;q=0", "Accept-Encoding", "*;q=0.3"), codingZstd},
+		{fields("Accept-Encoding", ""), codingNone},
+		{fields("X-Accept-Encoding", "gzip"), codingNone},
+		{fields("Accept-Encoding", "gzip", "Cache-Control", "max-age=0, no-transform"), codingNone},
+		{fields("Cache-Control", "no-cache", "Accept-Encoding", "gzip"), codingGzip},
+		{nil, codingNone},
+	} {
+		require.Equal(t, c.want, s.requestCoding(c.hs), "%q", c.hs)
+	}
+}
+
+// Cache-Control directives are matched whole, on any line, outside quoted strings.
+func TestHasDirective(t *testing.T) {
+	cc := []byte("Cache-Control")
+	for v, want := range map[string]bool{
+		"no-transform":                            true,
+		"public, No-Transform":                    true,
+		"max-age=60,no-transform ":                true,
+		"no-transform=1":                          true,
+		"no-transformer":                          false,
+		"x-no-transform":                          false,
+		`private="x, no-transform"`:               false,
+		`private="a\"b, no-transform", max-age=1`: false,
+		`private="a", no-transform`:               true,
+		"":                                        false,
+	} {
+		hs := []http1.HeaderField{{Key: []byte("Cache-Control"), Value: []byte("public")}, {Key: []byte("cache-control"), Value: []byte(v)}}
+		require.Equal(t, want, hasDirective(hs, cc, noTransform), "%q", v)
 	}
 }
 
@@ -107,5 +156,25 @@ func BenchmarkEncode(b *testing.B) {
 			}
 			b.ReportMetric(float64(len(out))/float64(len(body)), "ratio")
 		})
+	}
+}
+
+// BenchmarkRequestFields measures what the stage reads of a browser's request for every
+// codable response (whether it asks for no-transform, its Accept-Encoding lines negotiated):
+//
+//	go test -run '^$' -bench RequestFields -benchmem ./core/middleware/compress/
+func BenchmarkRequestFields(b *testing.B) {
+	s := New(config.CompressOptions{Encodings: config.DefaultCompressEncodings, ContentTypes: config.DefaultCompressTypes})
+	var req http1.Request
+	head := "GET /v1/models HTTP/1.1\r\nHost: gw\r\nUser-Agent: Mozilla/5.0\r\nAccept: application/json\r\n" +
+		"Accept-Language: en-US,en;q=0.9\r\nCache-Control: max-age=0\r\nAccept-Encoding: gzip, deflate, br, zstd\r\n\r\n"
+	if err := req.ParseRequestHead([]byte(head), nil); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if s.requestCoding(req.Headers) != codingZstd {
+			b.Fatal("wrong answer")
+		}
 	}
 }
