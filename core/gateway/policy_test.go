@@ -3,9 +3,12 @@ package gateway_test
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -84,12 +87,94 @@ source_range = ["192.0.2.0/24"]
 			resp = readResponse(t, r, false)
 			require.Equal(t, 413, resp.status)
 			require.Equal(t, "https://app.example", resp.headers["access-control-allow-origin"], "a script can read the refusal")
+			require.Equal(t, "close", resp.headers["connection"], "refused from its head, the body unread: the connection ends")
+			c = dial(t, addr)
+			r = bufio.NewReader(c)
 
 			send(t, c, "GET /internal/x HTTP/1.1\r\nHost: gw\r\n\r\n")
 			resp = readResponse(t, r, false)
 			require.Equal(t, 403, resp.status, "127.0.0.1 is not in 192.0.2.0/24")
 			require.Contains(t, string(resp.body), `"code":"ip_not_allowed"`)
 			require.Empty(t, heads, "only the one request passed")
+		})
+	}
+}
+
+// A body over its route's body-limit is refused from what the head says, before it is read
+// (RFC 9110 §10.1.1), by the route (its cors middleware still marks the answer): a
+// Content-Length over the bound gets 413 at once, with no 100 Continue to a client waiting
+// for one and without waiting for the body; a chunked body gets 413 as soon as it has come
+// past the bound. Nothing of it reaches the upstream, and the connection ends after the
+// answer. A body within the bound, announced with Expect, gets 100 Continue and goes through.
+func TestBodyLimitRefusesFromTheHead(t *testing.T) {
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			var reached atomic.Int32
+			up := serveUpstream(t, func(c net.Conn, r *bufio.Reader, head string, body []byte) bool {
+				reached.Add(1)
+				return echo(c, r, head, body)
+			})
+			base := startGatewayConfig(t, fmt.Sprintf(`
+[entrypoints.web]
+address = "127.0.0.1:0"
+engine = %s
+[admin]
+address = ""
+[services.up.load_balancer]
+servers = [{ url = "http://%s" }]
+[routers.api]
+rule = "PathPrefix(`+"`/`"+`)"
+service = "up"
+middlewares = ["cors", "small"]
+[middlewares.cors]
+type = "cors"
+allow_origins = ["https://app.example"]
+[middlewares.small]
+type = "body-limit"
+max_bytes = 1024
+`, engineTOML(engine), up.addr()))
+			addr := strings.TrimPrefix(base, "http://")
+			const head = "POST /v1/x HTTP/1.1\r\nHost: gw\r\nOrigin: https://app.example\r\n"
+			chunk := fmt.Sprintf("%x\r\n%s\r\n", 1100, strings.Repeat("x", 1100))
+			refused := func(t *testing.T, c net.Conn, r *bufio.Reader, what string) {
+				t.Helper()
+				_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+				resp := readResponse(t, r, false)
+				require.Equal(t, 413, resp.status, "%s: answered at once, without its body: %s", what, resp.body)
+				require.Contains(t, string(resp.body), `"code":"body_too_large"`, what)
+				require.Equal(t, "https://app.example", resp.headers["access-control-allow-origin"], "%s: the route answers", what)
+				require.Equal(t, "close", resp.headers["connection"], what)
+				_, err := r.ReadByte()
+				require.ErrorIs(t, err, io.EOF, "%s: the connection ends", what)
+			}
+			for _, c := range []struct{ what, send string }{
+				{"Content-Length with Expect", head + "Expect: 100-continue\r\nContent-Length: 4096\r\n\r\n"},
+				{"Content-Length, body begun", head + "Content-Length: 4096\r\n\r\n" + strings.Repeat("x", 10)},
+				{"chunked, past the bound", head + "Transfer-Encoding: chunked\r\n\r\n" + chunk},
+			} {
+				conn := dial(t, addr)
+				send(t, conn, c.send)
+				refused(t, conn, bufio.NewReader(conn), c.what)
+			}
+
+			// Chunked with Expect: no length to judge by, so 100 Continue, then 413 once the
+			// chunks pass the bound.
+			conn := dial(t, addr)
+			r := bufio.NewReader(conn)
+			send(t, conn, head+"Expect: 100-continue\r\nTransfer-Encoding: chunked\r\n\r\n")
+			require.Equal(t, 100, readResponse(t, r, false).status)
+			send(t, conn, chunk)
+			refused(t, conn, r, "chunked with Expect")
+
+			conn = dial(t, addr)
+			r = bufio.NewReader(conn)
+			send(t, conn, head+"Expect: 100-continue\r\nContent-Length: 2\r\n\r\n")
+			require.Equal(t, 100, readResponse(t, r, false).status)
+			send(t, conn, "{}")
+			resp := readResponse(t, r, false)
+			require.Equal(t, 200, resp.status)
+			require.Equal(t, "{}", string(resp.body))
+			require.EqualValues(t, 1, reached.Load(), "only the body within the bound reached the upstream")
 		})
 	}
 }

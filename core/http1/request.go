@@ -41,6 +41,12 @@ type Request struct {
 
 	Body []byte // filled by the caller; owned by the Request and reused
 
+	// BodyCut, above 0, says the engine stopped reading the body once it knew the body to be
+	// at least BodyCut bytes long (by its Content-Length, or as its chunks came): Body holds
+	// at most the part read, and the request must be refused, never sent on. 0: the body was
+	// read whole.
+	BodyCut int64
+
 	buf        []byte     // owned copy of the head
 	hostName   []byte     // Host without port
 	connTokens [][]byte   // tokens named in Connection fields (hop-by-hop)
@@ -56,6 +62,7 @@ func (r *Request) Reset() {
 	r.ContentLength = -1
 	r.Chunked, r.KeepAlive, r.ExpectContinue, r.Upgrade = false, false, false, false
 	r.Body = r.Body[:0]
+	r.BodyCut = 0
 	r.buf = r.buf[:0]
 	r.connTokens = r.connTokens[:0]
 	r.connIndex.reset()

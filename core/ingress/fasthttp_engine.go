@@ -145,6 +145,7 @@ func (e *FastEngine) Start() error {
 	}
 	sl := newServeListener(&countingListener{Listener: ln, n: &e.counters.conns, max: int64(e.set.MaxConnections), sndbuf: e.set.SendBufferBytes, m: e.m, shed: &e.shed}, e.set.linger, &e.set.Limits, e.m, &e.shed)
 	sl.bodyIdle = e.set.ReadHeaderTimeout
+	sl.bound = e.pipe.BodyBound
 	var serveErr error
 	go func() {
 		defer close(e.done)
@@ -234,6 +235,10 @@ func (e *FastEngine) onParseError(ctx *fasthttp.RequestCtx, err error) {
 		refused = sc.refusal()
 	}
 	switch {
+	case refused == errBodyCut:
+		// Its body is over the bound of its route, which answers it without the body.
+		e.handle(ctx)
+		return
 	case refused != nil:
 		// The gateway's parser refused the request (fasthttp_framing.go): its status and
 		// message, as on the gnet engine.
@@ -286,12 +291,18 @@ func (e *FastEngine) refuse(ctx *fasthttp.RequestCtx, ge *pipeline.GatewayError)
 // be refused whatever its body, before fasthttp sends 100 Continue, so that the client never
 // starts sending that body: a Content-Length over the body limit gets 413, a head the
 // framing check refused its refusal, both the gateway's own answer as the gnet engine gives
-// it. fasthttp then sets the returned status on the response as it stands, writes it (the
-// handler does not run) and closes the connection.
+// it; a Content-Length over the bound of the request's route goes through the route without
+// its body (the route's 413, or a stage's answer before it), as on the gnet engine. fasthttp
+// then sets the returned status on the response as it stands, writes it (the handler does
+// not run) and closes the connection.
 func (e *FastEngine) onExpectContinue(ctx *fasthttp.RequestCtx) int {
 	var ge *pipeline.GatewayError
 	if sc := servedConnOf(ctx.Conn()); sc != nil {
-		if err := sc.refusal(); err != nil {
+		switch err := sc.refusal(); {
+		case err == errBodyCut:
+			e.handle(ctx)
+			return ctx.Response.StatusCode()
+		case err != nil:
 			ge = framingError(err, &e.set.Limits)
 		}
 	}
@@ -466,6 +477,13 @@ func (fx *fastExchange) start(ctx *fasthttp.RequestCtx) bool {
 			fx.headBuf[ver+7] = d
 		}
 	}
+	cut := err == errBodyCut
+	if cut {
+		// Not a framing error: the route answers the request without its body. fasthttp
+		// forgets the head of a request whose body it failed to read: the check kept it.
+		err = nil
+		fx.headBuf = append(fx.headBuf[:0], fx.client.check.cutHead...)
+	}
 	if err == nil {
 		err = req.ParseRequestHead(fx.headBuf, &e.set.Limits)
 	}
@@ -476,6 +494,10 @@ func (fx *fastExchange) start(ctx *fasthttp.RequestCtx) bool {
 		return false
 	}
 	req.Body = append(req.Body[:0], ctx.Request.Body()...)
+	if cut {
+		req.BodyCut = fx.client.check.cutAt
+		req.KeepAlive = false // the rest of the body may still come: the connection ends
+	}
 	if e.draining.Load() {
 		req.KeepAlive = false
 	}

@@ -24,6 +24,16 @@ import (
 // after it may be another protocol's.
 type framingCheck struct {
 	lim *http1.Limits
+	// bound returns the bound the route of a request head sets on its body
+	// (pipeline.Entrypoint.BodyBound); nil: none.
+	bound func(*http1.Request) (int64, bool)
+	// cutBound is the bound of the body being followed, below lim's, or -1; cutAt is how long
+	// the body was known to be when the check stopped following it over the bound (errBodyCut).
+	cutBound, cutAt int64
+	got             int64 // chunk data bytes of the body being followed
+	// cutHead is the head of the request whose body cutBound bounds: the route answers a
+	// request cut short from it, since fasthttp forgets the head of a body it failed to read.
+	cutHead []byte
 
 	off     bool   // not following the stream: after an upgrade request
 	msg     uint64 // messages (head and body) followed to their end
@@ -158,6 +168,17 @@ func (fc *framingCheck) headBytes(b []byte) int {
 	req := checkRequests.Get().(*http1.Request)
 	err := req.ParseRequestHead(buf[skip:skip+n], fc.lim)
 	upgrade, chunked, length := req.Upgrade, req.Chunked, req.ContentLength
+	fc.cutBound = -1
+	if cap(fc.cutHead) > retainedHeadBytes {
+		fc.cutHead = nil
+	}
+	fc.cutHead = fc.cutHead[:0]
+	if err == nil && (chunked || length > 0) && fc.bound != nil {
+		if b, ok := fc.bound(req); ok && b < fc.lim.BodyBytes() {
+			fc.cutBound = b
+			fc.cutHead = append(fc.cutHead, buf[skip:skip+n]...)
+		}
+	}
 	checkRequests.Put(req)
 	// Consumed: the head's bytes in b (the part of it in earlier reads is already counted).
 	consumed := skip + n - (len(buf) - len(b))
@@ -173,9 +194,14 @@ func (fc *framingCheck) headBytes(b []byte) int {
 	case upgrade:
 		fc.off = true
 	case chunked:
-		fc.inBody, fc.chunked = true, true
+		fc.inBody, fc.chunked, fc.got = true, true, 0
 		fc.dec.Reset()
 		fc.dec.MaxBodyBytes = fc.lim.BodyBytes()
+	case length > 0 && fc.cutBound >= 0 && length > fc.cutBound && length <= fc.lim.BodyBytes():
+		// Refused by its route whatever the body: fasthttp reads none of it (and sends no
+		// 100 Continue); the handler answers it without it (fastExchange.start).
+		fc.cutAt = length
+		fc.fail(errBodyCut)
 	case length > 0:
 		fc.inBody, fc.chunked, fc.left = true, false, length
 	default:
@@ -267,10 +293,15 @@ func (fc *framingCheck) body(b []byte) int {
 	}
 	off := 0
 	for off < len(b) && !fc.dec.Done() {
-		_, k, err := fc.dec.Next(b[off:])
+		data, k, err := fc.dec.Next(b[off:])
 		off += k
 		if err != nil {
 			fc.fail(err)
+			return len(b)
+		}
+		if fc.got += int64(len(data)); fc.cutBound >= 0 && fc.got > fc.cutBound {
+			fc.cutAt = fc.got
+			fc.fail(errBodyCut)
 			return len(b)
 		}
 		if k == 0 {

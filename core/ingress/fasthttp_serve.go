@@ -35,8 +35,9 @@ type serveListener struct {
 	accepting chan struct{} // closed at the first Accept
 	once      sync.Once
 	linger    lingerLimits
-	limits    *http1.Limits // of the framing check of each connection (fasthttp_framing.go)
-	bodyIdle  time.Duration // read_header_timeout: how long a request body may pause
+	limits    *http1.Limits                      // of the framing check of each connection (fasthttp_framing.go)
+	bound     func(*http1.Request) (int64, bool) // the framing check's body bound by route (framingCheck.bound)
+	bodyIdle  time.Duration                      // read_header_timeout: how long a request body may pause
 	m         *metrics.Entrypoint
 	shed      *shedLog // the engine's log of shed connections
 	retry     acceptRetry
@@ -86,7 +87,7 @@ func (l *serveListener) Accept() (net.Conn, error) {
 			return nil, net.ErrClosed
 		}
 	}
-	sc := &servedConn{Conn: c, l: l, check: framingCheck{lim: l.limits}}
+	sc := &servedConn{Conn: c, l: l, check: framingCheck{lim: l.limits, bound: l.bound, cutBound: -1}}
 	sc.since.Store(time.Now().UnixNano())
 	l.mu.Lock()
 	cut := l.cut

@@ -337,11 +337,21 @@ func (gc *gconn) onTraffic() gnet.Action {
 			switch {
 			case req.Chunked:
 				gc.dec.Reset()
+				// The decoder's bound is the body's: its route's when lower (overBound).
 				gc.dec.MaxBodyBytes = lim.BodyBytes()
+				if b := gc.bodyBound(req); b >= 0 {
+					gc.dec.MaxBodyBytes = b
+				}
 				gc.phase = phaseBody
 			case req.ContentLength > 0:
 				if req.ContentLength > lim.BodyBytes() {
 					return gc.reject(bodyTooLarge)
+				}
+				if b := gc.bodyBound(req); b >= 0 && req.ContentLength > b {
+					// Refused by its route whatever the body: answered without it, and
+					// without 100 Continue.
+					gc.dispatchCut(req.ContentLength)
+					return gnet.None
 				}
 				gc.bodyLeft = req.ContentLength
 				gc.phase = phaseBody
@@ -351,6 +361,10 @@ func (gc *gconn) onTraffic() gnet.Action {
 			}
 		case phaseBody:
 			done, read, err := gc.readBody()
+			if err == errBodyCut {
+				gc.dispatchCut(max(int64(len(gc.rc.Req.Body)), gc.dec.MaxBodyBytes+1))
+				return gnet.None
+			}
 			if err != nil {
 				return gc.reject(err)
 			}
@@ -442,11 +456,11 @@ func (gc *gconn) decodeChunks(buf []byte) (int, error) {
 	for off < len(buf) && !gc.dec.Done() {
 		data, k, err := gc.dec.Next(buf[off:])
 		if err != nil {
-			return off, err
+			return off, gc.overBound(err)
 		}
 		req.Body = append(req.Body, data...)
-		if int64(len(req.Body)) > gc.e.set.Limits.BodyBytes() {
-			return off, bodyTooLarge
+		if int64(len(req.Body)) > gc.dec.MaxBodyBytes {
+			return off, gc.overBound(bodyTooLarge)
 		}
 		off += k
 		if k == 0 {
@@ -454,6 +468,42 @@ func (gc *gconn) decodeChunks(buf []byte) (int, error) {
 		}
 	}
 	return off, nil
+}
+
+// errBodyCut stops reading a chunked body once it is longer than its route's bound.
+var errBodyCut = errors.New("ingress: request body over its route's bound")
+
+// overBound returns errBodyCut for err, a chunked body's refusal, when err is the body's
+// length over the decoder's bound and that bound is its route's, below the entrypoint's.
+func (gc *gconn) overBound(err error) error {
+	if fe, ok := err.(*http1.Error); ok && fe.Status == 413 && gc.dec.MaxBodyBytes < gc.e.set.Limits.BodyBytes() {
+		return errBodyCut
+	}
+	return err
+}
+
+// bodyBound returns the bound its route sets on the body of request head req when it is
+// below the entrypoint's max_body_bytes, or -1.
+func (gc *gconn) bodyBound(req *http1.Request) int64 {
+	if b, ok := gc.e.pipe.BodyBound(req); ok && b < gc.e.set.Limits.BodyBytes() {
+		return b
+	}
+	return -1
+}
+
+// dispatchCut sends the request being read on without the rest of its body, known to be at
+// least n bytes long and over its route's bound (http1.Request.BodyCut): the route refuses it
+// (413, or a stage before the bound its own answer) and nothing more of it is read. The
+// connection ends after the answer, lingering, since the client may still be sending the body
+// (as after more pipelined bytes than the bound, overflow): what it sends meanwhile is
+// discarded.
+func (gc *gconn) dispatchCut(n int64) {
+	req := &gc.rc.Req
+	req.BodyCut = n
+	req.KeepAlive = false
+	gc.overflow.Store(true)
+	gc.inputWaiting.Store(true)
+	gc.dispatch()
 }
 
 // reject answers a request that cannot be parsed or is over a limit and ends the connection

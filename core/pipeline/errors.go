@@ -46,6 +46,10 @@ var (
 	ErrUpstreamClosed    = &GatewayError{Status: 502, Type: UpstreamError, Code: "upstream_closed", Message: "the upstream closed the connection before answering"}
 	ErrUpstreamCut       = &GatewayError{Status: 502, Type: UpstreamError, Code: "upstream_closed", Message: "the upstream closed the connection before the response was complete"}
 	ErrInternal          = &GatewayError{Status: 500, Type: ServerError, Code: "internal_error", Message: "the gateway failed to handle the request"}
+	// ErrBodyCut answers a request whose body the engine stopped reading at its route's
+	// bound (http1.Request.BodyCut) when no stage refused it: the body-limit middleware's
+	// answer.
+	ErrBodyCut = &GatewayError{Status: 413, Type: InvalidRequest, Code: "body_too_large", Message: "the request body is larger than this route accepts"}
 	// ErrGatewayResources: the gateway could not open an upstream connection for want of its
 	// own descriptors, memory or local ports (pool.LocalResource); no upstream is at fault.
 	ErrGatewayResources = &GatewayError{Status: 503, Type: ServerError, Code: "gateway_resources_exhausted", Message: "the gateway has no descriptor, memory or local port left for an upstream connection", RetryAfter: 1}

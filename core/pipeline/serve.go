@@ -140,6 +140,22 @@ func (ep *Entrypoint) Reject(rc *RequestCtx, ge *GatewayError) {
 	rc.fail(ge)
 }
 
+// BodyBound returns the smallest body bound of the stages of the route that request head req
+// resolves to on ep (its body-limit middlewares' max_bytes, BodyBounder), and whether it has
+// one. An engine calls it for a request with a body once the head is parsed, and stops
+// reading the body once it is longer (http1.Request.BodyCut): the route refuses the request
+// without it. It allocates nothing.
+func (ep *Entrypoint) BodyBound(req *http1.Request) (int64, bool) {
+	if string(req.Path) == "*" {
+		return 0, false
+	}
+	rt, _ := ep.res.Resolve(ep.Name, req)
+	if rt == nil || rt.Chain == nil || !rt.Chain.bounded {
+		return 0, false
+	}
+	return rt.Chain.bodyBound, true
+}
+
 // route resets rc for its request (which started at now), takes its request ID, resolves its
 // route and runs the route's request stages; it returns the answer when the request goes no
 // further.
@@ -244,6 +260,12 @@ func (rc *RequestCtx) pick() (*Backend, error) {
 // at once. It returns the gateway error to answer with when no
 // backend answered.
 func (rc *RequestCtx) exchange() error {
+	if rc.Req.BodyCut > 0 {
+		// The engine stopped reading the body at the route's bound, and no stage refused the
+		// request (a reload between its head and its routing changed the route): the body
+		// in hand is not the request's.
+		return ErrBodyCut
+	}
 	rc.try, rc.attempts, rc.last = 0, 0, ErrNoBackend
 	for {
 		b, err := rc.nextBackend()

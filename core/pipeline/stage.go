@@ -119,6 +119,17 @@ type LoopSafe interface {
 	LoopSafe() bool
 }
 
+// BodyBounder is implemented by a request stage that refuses a request whose body is longer
+// than MaxBodyBytes bytes (body-limit). The engines learn the smallest bound of a request's
+// route from its head (Entrypoint.BodyBound) and stop reading a body past it
+// (http1.Request.BodyCut), so that a body the route refuses is never read whole, and a
+// request that declares one with Expect: 100-continue is answered before it is sent (RFC 9110
+// §10.1.1). The stage must refuse a request whose Content-Length or BodyCut is over its
+// bound as it refuses a body over it.
+type BodyBounder interface {
+	MaxBodyBytes() int64
+}
+
 // loopSafe reports whether v implements LoopSafe and says yes.
 func loopSafe(v any) bool {
 	ls, ok := v.(LoopSafe)
@@ -139,6 +150,9 @@ type Chain struct {
 	// unsafeRun: a stage with a phase before completion is not LoopSafe; unsafeEnd: a
 	// completion stage is not (the request may run on a loop and complete on a worker).
 	unsafeRun, unsafeEnd bool
+	// bodyBound is the smallest MaxBodyBytes of the BodyBounder stages, when bounded.
+	bodyBound int64
+	bounded   bool
 }
 
 // NewChain sorts stages into their phases, keeping their order. It returns an error for a
@@ -173,6 +187,11 @@ func NewChain(stages ...any) (*Chain, error) {
 		}
 		if !ok {
 			return nil, fmt.Errorf("pipeline: stage %d (%T) implements no phase", i, s)
+		}
+		if bb, is := s.(BodyBounder); is {
+			if n := bb.MaxBodyBytes(); !c.bounded || n < c.bodyBound {
+				c.bodyBound, c.bounded = n, true
+			}
 		}
 		if _, moves := s.(FallbackStage); moves {
 			// It may send the request to another service, whose backends LoopRoute did

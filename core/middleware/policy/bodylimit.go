@@ -15,12 +15,20 @@ type BodyLimit struct {
 // NewBodyLimit compiles a body-limit middleware.
 func NewBodyLimit(o config.BodyLimitOptions) *BodyLimit { return &BodyLimit{max: o.MaxBytes} }
 
-// LoopSafe implements pipeline.LoopSafe: it compares the length of the body in hand.
+// LoopSafe implements pipeline.LoopSafe: it compares lengths.
 func (s *BodyLimit) LoopSafe() bool { return true }
 
-// OnRequest implements pipeline.RequestStage.
+// MaxBodyBytes implements pipeline.BodyBounder: the engines stop reading a body longer than
+// this, and a Content-Length over it is refused before its body is read (and before 100
+// Continue).
+func (s *BodyLimit) MaxBodyBytes() int64 { return s.max }
+
+// OnRequest implements pipeline.RequestStage. A body is over the bound when the part in hand
+// is, when its Content-Length says it will be, or when the engine stopped reading it past the
+// bound (BodyCut).
 func (s *BodyLimit) OnRequest(rc *pipeline.RequestCtx) error {
-	if int64(len(rc.Req.Body)) > s.max {
+	r := &rc.Req
+	if int64(len(r.Body)) > s.max || r.ContentLength > s.max || r.BodyCut > s.max {
 		return errTooLarge.Reply(rc)
 	}
 	return nil

@@ -85,7 +85,11 @@ func TestBodyLimit(t *testing.T) {
 	r := h.Do(t, "192.0.2.1", "POST /v1/chat/completions HTTP/1.1\r\nHost: gw", "123456789")
 	require.Equal(t, 413, r.Status)
 	require.Contains(t, r.Body, `"code":"body_too_large"`)
+	// A body the engine did not read, refused by the length its head declares.
+	r = h.Do(t, "192.0.2.1", "POST / HTTP/1.1\r\nHost: gw\r\nContent-Length: 9", "")
+	require.Equal(t, 413, r.Status)
 	require.Equal(t, 1, up.Count())
+	require.Equal(t, int64(8), NewBodyLimit(config.BodyLimitOptions{MaxBytes: 8}).MaxBodyBytes())
 }
 
 func TestCORS(t *testing.T) {
