@@ -44,6 +44,14 @@ func (r *epResolver) Resolve(ep string, req *http1.Request) (*pipeline.Route, *p
 	return r.live.Resolve(ep, req)
 }
 
+// BodyBound implements pipeline.BodyBoundResolver.
+func (r *epResolver) BodyBound(ep string, req *http1.Request) (int64, bool) {
+	if s := r.pinned.Load(); s != nil {
+		return s.BodyBound(ep, req)
+	}
+	return r.live.BodyBound(ep, req)
+}
+
 // Hooks implements pipeline.Resolver.
 func (r *epResolver) Hooks() *pipeline.Chain {
 	if s := r.pinned.Load(); s != nil {

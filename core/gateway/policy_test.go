@@ -105,7 +105,8 @@ source_range = ["192.0.2.0/24"]
 // Content-Length over the bound gets 413 at once, with no 100 Continue to a client waiting
 // for one and without waiting for the body; a chunked body gets 413 as soon as it has come
 // past the bound. Nothing of it reaches the upstream, and the connection ends after the
-// answer. A body within the bound, announced with Expect, gets 100 Continue and goes through.
+// answer. A body within the bound, announced with Expect, gets 100 Continue and goes through,
+// as does a longer one to a route of the same entrypoint without a bound.
 func TestBodyLimitRefusesFromTheHead(t *testing.T) {
 	for _, engine := range engines {
 		t.Run(engine, func(t *testing.T) {
@@ -126,6 +127,9 @@ servers = [{ url = "http://%s" }]
 rule = "PathPrefix(`+"`/`"+`)"
 service = "up"
 middlewares = ["cors", "small"]
+[routers.uploads]
+rule = "PathPrefix(`+"`/uploads`"+`)"
+service = "up"
 [middlewares.cors]
 type = "cors"
 allow_origins = ["https://app.example"]
@@ -174,7 +178,16 @@ max_bytes = 1024
 			resp := readResponse(t, r, false)
 			require.Equal(t, 200, resp.status)
 			require.Equal(t, "{}", string(resp.body))
-			require.EqualValues(t, 1, reached.Load(), "only the body within the bound reached the upstream")
+
+			// Another route of the entrypoint, without a bound, takes the body the first refused.
+			big := strings.Repeat("x", 4096)
+			send(t, conn, "POST /uploads HTTP/1.1\r\nHost: gw\r\nExpect: 100-continue\r\nContent-Length: 4096\r\n\r\n")
+			require.Equal(t, 100, readResponse(t, r, false).status)
+			send(t, conn, big)
+			resp = readResponse(t, r, false)
+			require.Equal(t, 200, resp.status)
+			require.Equal(t, big, string(resp.body))
+			require.EqualValues(t, 2, reached.Load(), "only the bodies within their route's bound reached the upstream")
 		})
 	}
 }

@@ -22,6 +22,13 @@ type Resolver interface {
 	Hooks() *Chain
 }
 
+// BodyBoundResolver is a Resolver that answers Entrypoint.BodyBound itself: as Resolve then
+// Chain.BodyBound would, but at the cost of a lookup, without matching, for an entrypoint
+// none of whose routes bounds bodies (has no body-limit).
+type BodyBoundResolver interface {
+	BodyBound(ep string, req *http1.Request) (int64, bool)
+}
+
 // Route is what the pipeline needs of one compiled router: its stages, where the request goes
 // and how its headers are treated. Routes are immutable parts of a compiled configuration.
 type Route struct {

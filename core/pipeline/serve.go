@@ -39,6 +39,7 @@ type Entrypoint struct {
 	TrustedIPs []netip.Prefix
 
 	res  Resolver
+	bb   BodyBoundResolver // res, when it is one
 	m    *metrics.Entrypoint
 	elog errLog
 }
@@ -48,7 +49,8 @@ func NewEntrypoint(name string, tls bool, res Resolver, m *metrics.Entrypoint, l
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Entrypoint{Name: name, TLS: tls, res: res, m: m, elog: errLog{log: log}}
+	bb, _ := res.(BodyBoundResolver)
+	return &Entrypoint{Name: name, TLS: tls, res: res, bb: bb, m: m, elog: errLog{log: log}}
 }
 
 // Begin runs a parsed request through the pipeline up to the response head: request ID,
@@ -144,16 +146,20 @@ func (ep *Entrypoint) Reject(rc *RequestCtx, ge *GatewayError) {
 // resolves to on ep (its body-limit middlewares' max_bytes, BodyBounder), and whether it has
 // one. An engine calls it for a request with a body once the head is parsed, and stops
 // reading the body once it is longer (http1.Request.BodyCut): the route refuses the request
-// without it. It allocates nothing.
+// without it. It allocates nothing, and matches no route when the Resolver knows that none
+// of the entrypoint's bounds bodies (BodyBoundResolver).
 func (ep *Entrypoint) BodyBound(req *http1.Request) (int64, bool) {
 	if string(req.Path) == "*" {
 		return 0, false
 	}
+	if ep.bb != nil {
+		return ep.bb.BodyBound(ep.Name, req)
+	}
 	rt, _ := ep.res.Resolve(ep.Name, req)
-	if rt == nil || rt.Chain == nil || !rt.Chain.bounded {
+	if rt == nil {
 		return 0, false
 	}
-	return rt.Chain.bodyBound, true
+	return rt.Chain.BodyBound()
 }
 
 // route resets rc for its request (which started at now), takes its request ID, resolves its

@@ -211,6 +211,15 @@ func NewChain(stages ...any) (*Chain, error) {
 	return c, nil
 }
 
+// BodyBound returns the smallest MaxBodyBytes of c's BodyBounder stages, and whether it has
+// any.
+func (c *Chain) BodyBound() (int64, bool) {
+	if c == nil {
+		return 0, false
+	}
+	return c.bodyBound, c.bounded
+}
+
 // Len returns the number of phase entries in c.
 func (c *Chain) Len() int {
 	if c == nil {

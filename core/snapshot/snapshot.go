@@ -104,6 +104,8 @@ type Snapshot struct {
 type entrypointRoutes struct {
 	table  *router.Table
 	routes []*pipeline.Route // by router.Route.ID
+	// bounded: a route bounds request bodies (a body-limit middleware), so BodyBound matches.
+	bounded bool
 }
 
 // Resolve implements pipeline.Resolver: it matches req against the routers of entrypoint ep
@@ -119,6 +121,21 @@ func (s *Snapshot) Resolve(ep string, req *http1.Request) (*pipeline.Route, *pip
 		return nil, s.hooks
 	}
 	return e.routes[id], s.hooks
+}
+
+// BodyBound implements pipeline.BodyBoundResolver: the bound the route req matches on
+// entrypoint ep sets on its body, without matching when no route of ep sets one. It does not
+// allocate.
+func (s *Snapshot) BodyBound(ep string, req *http1.Request) (int64, bool) {
+	e := s.entrypoints[ep]
+	if e == nil || !e.bounded {
+		return 0, false
+	}
+	id, ok := e.table.Match(req)
+	if !ok {
+		return 0, false
+	}
+	return e.routes[id].Chain.BodyBound()
 }
 
 // Middleware returns the compiled stage of middleware name: a *ratelimit.Stage,
@@ -259,6 +276,9 @@ func Compile(cfg *config.Config, prev *Snapshot, gen uint64) (*Snapshot, error) 
 			}
 			id := len(er.routes)
 			er.routes = append(er.routes, rt)
+			if _, ok := chain.BodyBound(); ok {
+				er.bounded = true
+			}
 			tables[ep] = append(tables[ep], router.Route{Name: name, Rule: rule, RuleText: r.Rule, Priority: r.Priority, ID: id})
 		}
 	}
@@ -665,4 +685,9 @@ func (s *Snapshot) Hooks() *pipeline.Chain { return s.hooks }
 // Resolve implements pipeline.Resolver over the snapshot in force.
 func (l *Live) Resolve(ep string, req *http1.Request) (*pipeline.Route, *pipeline.Chain) {
 	return l.p.Load().Resolve(ep, req)
+}
+
+// BodyBound implements pipeline.BodyBoundResolver over the snapshot in force.
+func (l *Live) BodyBound(ep string, req *http1.Request) (int64, bool) {
+	return l.p.Load().BodyBound(ep, req)
 }
