@@ -129,3 +129,31 @@ servers = [{ url = "http://127.0.0.1:9" }
 	}, strings.Split(strings.TrimSuffix(errb.String(), "\n"), "\n"))
 	require.Empty(t, out.String())
 }
+
+// The problems found when the configuration is compiled (files it names that cannot be read)
+// come in the order of their positions too, whichever part of the configuration names them:
+// an entrypoint's certificate before a service's CA file written after it.
+func TestValidateReportsFileProblemsInTheOrderOfTheirPositions(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "gateway.toml")
+	require.NoError(t, os.WriteFile(f, []byte(`[entrypoints.web]
+address = "127.0.0.1:8443"
+engine = "fasthttp"
+tls = { cert_file = "/nonexistent/cert.pem", key_file = "/nonexistent/key.pem" }
+
+[routers.api]
+rule = "PathPrefix(`+"`/`"+`)"
+service = "up"
+
+[services.up.load_balancer]
+servers = [{ url = "https://127.0.0.1:9" }]
+tls = { ca_file = "/nonexistent/ca.pem" }
+`), 0o644))
+	var out, errb bytes.Buffer
+	require.Equal(t, 1, run([]string{"validate", f}, &out, &errb), errb.String())
+	require.Equal(t, []string{
+		f + ":4:21: entrypoints.web.tls.cert_file: open /nonexistent/cert.pem: no such file or directory",
+		f + ":4:57: entrypoints.web.tls.key_file: open /nonexistent/key.pem: no such file or directory",
+		f + ":12:19: services.up.load_balancer.tls.ca_file: open /nonexistent/ca.pem: no such file or directory",
+	}, strings.Split(strings.TrimSuffix(errb.String(), "\n"), "\n"))
+	require.Empty(t, out.String())
+}

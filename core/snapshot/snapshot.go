@@ -166,7 +166,8 @@ var authMiddlewareTypes = map[string]bool{config.MiddlewareJWT: true, config.Mid
 
 // Compile builds a snapshot from cfg. Pools of backends whose address and settings are
 // unchanged are taken over from prev (nil for the first snapshot), so a reload keeps warm
-// upstream connections. Errors are a config.ErrorList with file:line:col positions.
+// upstream connections. Errors are a config.ErrorList with file:line:col positions, sorted
+// by position.
 func Compile(cfg *config.Config, prev *Snapshot, gen uint64) (*Snapshot, error) {
 	s := &Snapshot{
 		Gen: gen, Config: cfg,
@@ -286,6 +287,10 @@ func Compile(cfg *config.Config, prev *Snapshot, gen uint64) (*Snapshot, error) 
 		s.entrypoints[ep].table = router.NewTable(routes)
 	}
 	if len(errs) > 0 {
+		// The parts are compiled kind by kind (services before entrypoints, whichever the file
+		// writes first): the problems are reported in the order of their positions, as loading
+		// reports its own.
+		errs.Sort()
 		s.closeNewPools(prev)
 		s.retireLifecycle(prev) // stops what this snapshot started and prev does not run
 		return nil, errs
