@@ -229,7 +229,7 @@ func TestValidateWarnsAboutConfigsThatRouteNothing(t *testing.T) {
 		{"a router no request reaches", "[entrypoints.web]\naddress = \"127.0.0.1:8080\"\n\n" +
 			"[routers.all]\nrule = \"PathPrefix(`/`)\"\nservice = \"up\"\npriority = 100\n\n" +
 			"[routers.api]\nrule = \"PathPrefix(`/v1`)\"\nservice = \"up\"\n\n[services.up.load_balancer]\nservers = [{ url = \"http://127.0.0.1:9\" }]\n", []string{
-			`:10:8: warning: routers.api serves on no entrypoint: on web, routers.all is tried first and matches every request it would (give routers.api a higher priority, or narrow the other rule)`,
+			`:10:8: warning: routers.api serves on no entrypoint: on web, routers.all (priority 100) is tried first and matches every request it would (routers.api has priority 17, the length of its rule: give it a priority above 100, or narrow the other rule)`,
 		}},
 		{"a model router with no models", "[entrypoints.web]\naddress = \"127.0.0.1:8080\"\n\n[routers.openai]\nrule = \"PathPrefix(`/v1`)\"\nmodels = true\n", []string{
 			`:6:1: warning: routers.openai is a model router but no [models.<alias>] is defined: every request it matches gets 404 model_not_found`,

@@ -42,17 +42,27 @@ func (c *Config) Warnings() []Warning {
 		r := c.Routers[name]
 		reached := false
 		var shadows []string
+		above := 0 // the highest priority among the routers tried first
 		for _, ep := range r.Entrypoints {
 			served[ep] = true
-			if by := c.shadowedBy(name, ep); by != "" {
-				shadows = append(shadows, fmt.Sprintf("on %s, routers.%s is tried first and matches every request it would", ep, by))
-			} else {
+			by := c.shadowedBy(name, ep)
+			if by == "" {
 				reached = true
+				continue
 			}
+			p := c.effectivePriority(by)
+			above = max(above, p)
+			order := "is tried first"
+			if p == c.effectivePriority(name) {
+				order = "is tried first, its name sorting first at equal priority,"
+			}
+			shadows = append(shadows, fmt.Sprintf("on %s, routers.%s (%s) %s and matches every request it would", ep, by, c.priorityText(by), order))
 		}
 		if !reached && len(shadows) > 0 {
-			add(c.ValuePos("routers", name, "rule"), "routers.%s serves on no entrypoint: %s (give routers.%s a higher priority, or narrow the other rule)",
-				name, strings.Join(shadows, "; "), name)
+			// The priorities are spelt out: a priority left at 0 is the rule's length, so a
+			// router given a small one (5) still comes after a short catch-all rule (15).
+			add(c.ValuePos("routers", name, "rule"), "routers.%s serves on no entrypoint: %s (routers.%s has %s: give it a priority above %d, or narrow the other rule)",
+				name, strings.Join(shadows, "; "), name, c.priorityText(name), above)
 		}
 		if r.Models && len(c.Models) == 0 {
 			add(c.Pos("routers", name, "models"), "routers.%s is a model router but no [models.<alias>] is defined: every request it matches gets 404 model_not_found", name)
@@ -68,26 +78,43 @@ func (c *Config) Warnings() []Warning {
 }
 
 // shadowedBy names a router tried before router name on entrypoint ep whose rule matches every
-// request name's rule does: the same rule, or PathPrefix(`/`), which matches every request.
-// It returns "" when there is none that this check can tell (rules are not compared beyond
-// that).
+// request name's rule does: the same rule, or PathPrefix(`/`), which matches every request. Of
+// several it names the one of the highest priority (the first by name among equals), the one
+// that name's priority has to pass. It returns "" when there is none that this check can tell
+// (rules are not compared beyond that).
 func (c *Config) shadowedBy(name, ep string) string {
-	r := c.Routers[name]
-	self := router.Route{Name: name, RuleText: r.Rule, Priority: r.Priority}
-	rule := ruleKey(r.Rule)
+	rule := ruleKey(c.Routers[name].Rule)
+	self := c.effectivePriority(name)
+	by, byPriority := "", 0
 	for _, other := range sortedNames(c.Routers) {
 		o := c.Routers[other]
 		if other == name || !slices.Contains(o.Entrypoints, ep) {
 			continue
 		}
-		or := router.Route{Name: other, RuleText: o.Rule, Priority: o.Priority}
-		first := or.EffectivePriority() > self.EffectivePriority() ||
-			or.EffectivePriority() == self.EffectivePriority() && other < name
-		if first && (ruleKey(o.Rule) == rule || ruleKey(o.Rule) == "PathPrefix(`/`)") {
-			return other
+		p := c.effectivePriority(other)
+		first := p > self || p == self && other < name
+		if first && (ruleKey(o.Rule) == rule || ruleKey(o.Rule) == "PathPrefix(`/`)") && (by == "" || p > byPriority) {
+			by, byPriority = other, p
 		}
 	}
-	return ""
+	return by
+}
+
+// effectivePriority is the priority router name is tried by: its priority, or when that is 0
+// the length of its rule (router.Route.EffectivePriority).
+func (c *Config) effectivePriority(name string) int {
+	r := c.Routers[name]
+	rt := router.Route{RuleText: r.Rule, Priority: r.Priority}
+	return rt.EffectivePriority()
+}
+
+// priorityText describes router name's priority for a warning: "priority 5", or "priority 14,
+// the length of its rule" when it is left at 0.
+func (c *Config) priorityText(name string) string {
+	if c.Routers[name].Priority != 0 {
+		return fmt.Sprintf("priority %d", c.Routers[name].Priority)
+	}
+	return fmt.Sprintf("priority %d, the length of its rule", c.effectivePriority(name))
 }
 
 // ruleKey is a rule without the spaces outside its backquoted arguments, so that two ways of

@@ -21,10 +21,29 @@ const warnServices = "[services.up.load_balancer]\nservers = [{ url = \"http://1
 
 // A router is warned about only when no entrypoint of its own lets a request reach it.
 func TestWarningsShadowedRouters(t *testing.T) {
-	// The same rule spaced otherwise, tried first by name at equal priority.
+	// The same rule spaced otherwise: the longer spelling is tried first (priority 0 is the
+	// length of the rule as written).
 	require.Equal(t, []string{
-		"w.toml:7:8: warning: routers.b serves on no entrypoint: on web, routers.a is tried first and matches every request it would (give routers.b a higher priority, or narrow the other rule)",
+		"w.toml:7:8: warning: routers.b serves on no entrypoint: on web, routers.a (priority 27, the length of its rule) is tried first and matches every request it would (routers.b has priority 25, the length of its rule: give it a priority above 27, or narrow the other rule)",
 	}, warningLines(t, "[entrypoints.web]\naddress = \":1\"\n[routers.a]\nrule = \"Path(`/x`) && Method(`GET`)\"\nservice = \"up\"\n[routers.b]\nrule = \"Path(`/x`)&&Method(`GET`)\"\nservice = \"up\"\n"+warnServices))
+
+	// A priority that seems high (5) but is below a catch-all rule's length (15): the warning
+	// gives both numbers, and the one to pass.
+	require.Equal(t, []string{
+		"w.toml:7:8: warning: routers.x serves on no entrypoint: on web, routers.all (priority 15, the length of its rule) is tried first and matches every request it would (routers.x has priority 5: give it a priority above 15, or narrow the other rule)",
+	}, warningLines(t, "[entrypoints.web]\naddress = \":1\"\n[routers.all]\nrule = \"PathPrefix(`/`)\"\nservice = \"up\"\n[routers.x]\nrule = \"Path(`/x`)\"\nservice = \"up\"\npriority = 5\n"+warnServices))
+
+	// The same rule at the same priority: the name decides.
+	require.Equal(t, []string{
+		"w.toml:8:8: warning: routers.b serves on no entrypoint: on web, routers.a (priority 10) is tried first, its name sorting first at equal priority, and matches every request it would (routers.b has priority 10: give it a priority above 10, or narrow the other rule)",
+	}, warningLines(t, "[entrypoints.web]\naddress = \":1\"\n[routers.a]\nrule = \"Path(`/x`)\"\nservice = \"up\"\npriority = 10\n[routers.b]\nrule = \"Path(`/x`)\"\nservice = \"up\"\npriority = 10\n"+warnServices))
+
+	// Of several routers tried first, the one of the highest priority is named: passing a
+	// lower one would not be enough.
+	require.Equal(t, []string{
+		"w.toml:12:8: warning: routers.x serves on no entrypoint: on web, routers.dup (priority 30) is tried first and matches every request it would (routers.x has priority 10: give it a priority above 30, or narrow the other rule)",
+	}, warningLines(t, "[entrypoints.web]\naddress = \":1\"\n[routers.all]\nrule = \"PathPrefix(`/`)\"\nservice = \"up\"\npriority = 20\n"+
+		"[routers.dup]\nrule = \"Path(`/x`)\"\nservice = \"up\"\npriority = 30\n[routers.x]\nrule = \"Path(`/x`)\"\nservice = \"up\"\npriority = 10\n"+warnServices))
 
 	// Reached on one entrypoint of two: no warning.
 	require.Empty(t, warningLines(t, "[entrypoints.web]\naddress = \":1\"\n[entrypoints.api]\naddress = \":2\"\n"+
