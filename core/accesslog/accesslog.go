@@ -59,7 +59,7 @@ func dropLevel(groups []string, a slog.Attr) slog.Attr {
 // (the gateway answered itself), client_ip; on model routers also model (the alias),
 // consumer, usage_known and prompt_tokens, completion_tokens, cached_tokens (the upstream's
 // usage; usage_known false when it reported none, so no zero is taken for a count); on
-// requests prefix affinity routed also prefix_outcome (hit, miss, short, busy, shared),
+// requests prefix affinity routed also prefix_outcome (hit, miss, short, busy, shared, behind),
 // prefix_matched_bytes (the normalised prefix length that routed it: not cached tokens),
 // prefix_estimated_ms (the prefill time that prefix is estimated to save: not a measured
 // TTFT) and prefix_invalidated (the backend reported a full cache miss and the hint was
