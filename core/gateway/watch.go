@@ -21,7 +21,6 @@ type watcher struct {
 	fs       *fsnotify.Watcher
 	debounce time.Duration
 	paths    map[string]bool // the files and directories whose changes count
-	dirs     map[string]bool // the directories watched
 	stop     chan struct{}
 	done     chan struct{}
 	mu       sync.Mutex // guards debounce and paths, which syncWatcher changes
@@ -49,30 +48,33 @@ func (g *Gateway) syncWatcher() {
 			g.Log.Error("configuration file watch cannot start; reload with SIGHUP or the admin API", "error", err.Error())
 			return
 		}
-		g.watch = &watcher{g: g, fs: fw, stop: make(chan struct{}), done: make(chan struct{}), dirs: map[string]bool{}}
+		g.watch = &watcher{g: g, fs: fw, stop: make(chan struct{}), done: make(chan struct{})}
 		go g.watch.run()
 		g.Log.Info("watching the configuration files", "debounce", f.Debounce.String())
 	}
 	w := g.watch
 	w.setDebounce(f.Debounce)
 	paths, dirs := watchedPaths(append(cfg.WatchPaths(), g.ConfigPath))
-	for dir := range w.dirs {
+	// The watches in place are asked of fsnotify rather than remembered: a directory removed
+	// or renamed away loses its watch there (a deployment that replaces conf.d by a new
+	// directory), and the new directory of that name must be watched anew.
+	watched := map[string]bool{}
+	for _, dir := range w.fs.WatchList() {
 		if !dirs[dir] {
 			// A version directory a link no longer leads to (Kubernetes deletes it): its
 			// watch may already be gone with it.
 			_ = w.fs.Remove(dir)
-			delete(w.dirs, dir)
+			continue
 		}
+		watched[dir] = true
 	}
 	for dir := range dirs {
-		if w.dirs[dir] {
+		if watched[dir] {
 			continue
 		}
 		if err := w.fs.Add(dir); err != nil {
 			g.Log.Warn("cannot watch a configuration directory", "path", dir, "error", err.Error())
-			continue
 		}
-		w.dirs[dir] = true
 	}
 	w.setPaths(paths)
 }
@@ -98,11 +100,12 @@ func watchedPaths(ps []string) (paths, dirs map[string]bool) {
 			paths[l] = true
 			dirs[filepath.Dir(l)] = true
 		}
+		// The path's own name in its parent is watched, for a directory too: a new directory
+		// (or a link to one) that takes its name reloads, which then watches the new one.
 		paths[final] = true
+		dirs[filepath.Dir(final)] = true
 		if st, err := os.Stat(final); err == nil && st.IsDir() {
 			dirs[final] = true
-		} else {
-			dirs[filepath.Dir(final)] = true
 		}
 	}
 	return paths, dirs
