@@ -10,7 +10,8 @@ import (
 // Keys of a rate-limit middleware: what its requests are counted by.
 const (
 	// RateLimitKeyClientIP counts by the client's address: the peer, or behind a peer in the
-	// entrypoint's trusted_ips the address that peer forwarded in X-Forwarded-For.
+	// entrypoint's trusted_ips the address that peer forwarded in X-Forwarded-For, cut to
+	// its network (RateLimitOptions.IPv6PrefixLen, IPv4PrefixLen).
 	RateLimitKeyClientIP = "client_ip"
 	// RateLimitKeyAPIKey counts by the consumer an api-key (or jwt) middleware before it
 	// authenticated.
@@ -32,6 +33,12 @@ const (
 	MaxRateLimitBurst       = 1_000_000
 	MinRateLimitMaxKeys     = 64
 	MaxRateLimitMaxKeys     = 1 << 24
+	// DefaultRateLimitIPv6PrefixLen keys an IPv6 client by its /64: the least a home
+	// connection, a mobile device or a cloud VM is given (RFC 6177, RFC 7934), from which it
+	// may pick a fresh address per request.
+	DefaultRateLimitIPv6PrefixLen = 64
+	// DefaultRateLimitIPv4PrefixLen keys an IPv4 client by its whole address.
+	DefaultRateLimitIPv4PrefixLen = 32
 
 	DefaultFailureThreshold = 5
 	DefaultSuccessThreshold = 1
@@ -66,6 +73,13 @@ type RateLimitOptions struct {
 	Header string
 	// MaxKeys bounds the keys tracked at once (max_keys). Default 65536.
 	MaxKeys int
+	// IPv6PrefixLen is the length in bits, 1–128, of the network an IPv6 client is counted
+	// by (ipv6_prefix_len): the client address's first IPv6PrefixLen bits are its key.
+	// Default 64.
+	IPv6PrefixLen int
+	// IPv4PrefixLen is the same for an IPv4 client (and an IPv4-mapped IPv6 address),
+	// 1–32 (ipv4_prefix_len). Default 32: the address itself.
+	IPv4PrefixLen int
 }
 
 // CircuitBreakerOptions are the options of a circuit-breaker middleware, checked and
@@ -119,7 +133,7 @@ type JWTOptions struct {
 
 // knownOptions are the option keys of each middleware type, sorted.
 var knownOptions = map[string][]string{
-	MiddlewareRateLimit:      {"burst", "key", "max_keys", "rate"},
+	MiddlewareRateLimit:      {"burst", "ipv4_prefix_len", "ipv6_prefix_len", "key", "max_keys", "rate"},
 	MiddlewareCircuitBreaker: {"cooldown_secs", "failure_threshold", "success_threshold"},
 	MiddlewareJWT:            {"audience", "claim", "forward_claims", "issuer", "jwks_file", "jwks_refresh", "jwks_url", "leeway", "public_key_file", "value"},
 }
@@ -269,6 +283,9 @@ func (c *Config) validateRateLimitOptions(e *errs, name string, m *Middleware) {
 		Burst:   o.integer("burst", DefaultRateLimitBurst, 1, MaxRateLimitBurst),
 		Key:     o.str("key", DefaultRateLimitKey),
 		MaxKeys: o.integer("max_keys", DefaultRateLimitMaxKeys, MinRateLimitMaxKeys, MaxRateLimitMaxKeys),
+
+		IPv6PrefixLen: o.integer("ipv6_prefix_len", DefaultRateLimitIPv6PrefixLen, 1, 128),
+		IPv4PrefixLen: o.integer("ipv4_prefix_len", DefaultRateLimitIPv4PrefixLen, 1, 32),
 	}
 	switch h, isHeader := strings.CutPrefix(rl.Key, RateLimitKeyHeader); {
 	case rl.Key == RateLimitKeyClientIP || rl.Key == RateLimitKeyAPIKey || rl.Key == RateLimitKeyJWTSubject:

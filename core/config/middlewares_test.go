@@ -24,6 +24,11 @@ func TestMiddlewareOptionsAndDefaults(t *testing.T) {
 		`type = "rate-limit"`,
 		`rate = 600`,
 		`key = "header:X-Tenant"`,
+		`[middlewares.per-net]`,
+		`type = "rate-limit"`,
+		`rate = 60`,
+		`ipv6_prefix_len = 48`,
+		`ipv4_prefix_len = 24`,
 		`[middlewares.cb]`,
 		`type = "circuit-breaker"`,
 		`[middlewares.cb-fast]`,
@@ -43,9 +48,10 @@ func TestMiddlewareOptionsAndDefaults(t *testing.T) {
 		`claim = "client_id"`,
 	))
 	mw := c.Middlewares
-	require.Equal(t, &RateLimitOptions{Rate: 60, Burst: 1, Key: "client_ip", MaxKeys: 65536}, mw["rl"].RateLimit)
-	require.Equal(t, &RateLimitOptions{Rate: 0.5, Burst: 10, Key: "api_key", MaxKeys: 1000}, mw["per-key"].RateLimit)
-	require.Equal(t, &RateLimitOptions{Rate: 600, Burst: 1, Key: "header:X-Tenant", Header: "X-Tenant", MaxKeys: 65536}, mw["per-tenant"].RateLimit)
+	require.Equal(t, &RateLimitOptions{Rate: 60, Burst: 1, Key: "client_ip", MaxKeys: 65536, IPv6PrefixLen: 64, IPv4PrefixLen: 32}, mw["rl"].RateLimit)
+	require.Equal(t, &RateLimitOptions{Rate: 0.5, Burst: 10, Key: "api_key", MaxKeys: 1000, IPv6PrefixLen: 64, IPv4PrefixLen: 32}, mw["per-key"].RateLimit)
+	require.Equal(t, &RateLimitOptions{Rate: 600, Burst: 1, Key: "header:X-Tenant", Header: "X-Tenant", MaxKeys: 65536, IPv6PrefixLen: 64, IPv4PrefixLen: 32}, mw["per-tenant"].RateLimit)
+	require.Equal(t, &RateLimitOptions{Rate: 60, Burst: 1, Key: "client_ip", MaxKeys: 65536, IPv6PrefixLen: 48, IPv4PrefixLen: 24}, mw["per-net"].RateLimit)
 	require.Equal(t, &CircuitBreakerOptions{FailureThreshold: 5, Cooldown: 30 * time.Second, SuccessThreshold: 1}, mw["cb"].CircuitBreaker)
 	require.Equal(t, &CircuitBreakerOptions{FailureThreshold: 3, Cooldown: 250 * time.Millisecond, SuccessThreshold: 2}, mw["cb-fast"].CircuitBreaker)
 	require.Equal(t, &JWTOptions{Secret: strings.Repeat("j", 40), Leeway: 30 * time.Second, Claim: "sub", JWKSRefresh: DefaultJWKSRefresh}, mw["auth"].JWT)

@@ -68,15 +68,6 @@ func parseForwardedFor(b []byte) (netip.Addr, bool) {
 	return netip.Addr{}, false
 }
 
-// AppendClientIP appends ClientAddr in its text form to dst.
-func (rc *RequestCtx) AppendClientIP(dst []byte) []byte {
-	a := rc.ClientAddr()
-	if !a.IsValid() {
-		return append(dst, rc.ClientIP...)
-	}
-	return a.AppendTo(dst)
-}
-
 // RemoveRequestHeader removes every field named name from the request, so that neither
 // later stages nor the upstream see it: in any ASCII case, and in any spelling with '_' for
 // '-' or '-' for '_', since CGI-style servers (PHP, WSGI, Rack) read X-User-Id, X_User_Id and

@@ -1,5 +1,5 @@
 // Package ratelimit is the rate-limit middleware ([middlewares.<name>] type = "rate-limit"): a
-// token bucket per key (the client's address, the authenticated consumer or a header's value)
+// token bucket per key (the client's network, the authenticated consumer or a header's value)
 // that holds burst tokens and gains rate tokens a minute. A request takes a token or is
 // refused with 429, Retry-After and the RateLimit-Limit, RateLimit-Remaining and
 // RateLimit-Reset fields of draft-ietf-httpapi-ratelimit-headers, which admitted requests get

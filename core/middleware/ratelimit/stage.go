@@ -37,6 +37,7 @@ type Stage struct {
 	l      *Limiter
 	by     keyKind
 	header string
+	v4, v6 int    // the prefix lengths client addresses are counted by
 	limit  []byte // RateLimit-Limit: the burst, formatted once
 	m      *metrics.RateLimit
 }
@@ -46,7 +47,13 @@ type Stage struct {
 // buckets, so that a reload neither forgets who used their budget nor gives everyone a
 // fresh burst.
 func New(name string, o config.RateLimitOptions, prev *Stage) *Stage {
-	s := &Stage{name: name, opts: o, header: o.Header, m: metrics.ForRateLimit(name)}
+	s := &Stage{name: name, opts: o, header: o.Header, v4: o.IPv4PrefixLen, v6: o.IPv6PrefixLen, m: metrics.ForRateLimit(name)}
+	if s.v4 == 0 {
+		s.v4 = config.DefaultRateLimitIPv4PrefixLen
+	}
+	if s.v6 == 0 {
+		s.v6 = config.DefaultRateLimitIPv6PrefixLen
+	}
 	switch o.Key {
 	case config.RateLimitKeyAPIKey:
 		s.by = byConsumer
@@ -110,9 +117,9 @@ func (s *Stage) OnRequest(rc *pipeline.RequestCtx) error {
 }
 
 // key returns the request's key and its kind's tag: the consumer's name (appended to buf),
-// the header's value or the client's address (behind a trusted proxy, the address it
-// forwarded: RequestCtx.ClientAddr). A request without a consumer or without the
-// header is counted by its client's address.
+// the header's value or the client's network (appended to buf: the address, behind a trusted
+// proxy the one it forwarded, RequestCtx.ClientAddr, cut to the configured prefix length). A
+// request without a consumer or without the header is counted by its client's network.
 func (s *Stage) key(rc *pipeline.RequestCtx, buf []byte) (byte, []byte) {
 	switch s.by {
 	case byConsumer:
@@ -128,7 +135,7 @@ func (s *Stage) key(rc *pipeline.RequestCtx, buf []byte) (byte, []byte) {
 			return tagHeader, v
 		}
 	}
-	return tagIP, rc.AppendClientIP(buf)
+	return tagIP, appendNetworkKey(buf, rc.ClientAddr(), s.v4, s.v6)
 }
 
 // seconds rounds d up to whole seconds: a client that waits that long finds what was

@@ -128,23 +128,26 @@ func (answer200) OnRequest(rc *pipeline.RequestCtx) error {
 }
 
 // BenchmarkStage is one request through the pipeline with the rate-limit stage (key
-// client_ip, a tracked key) and a stage that answers 200: routing, the stage with its three
-// RateLimit-* fields, and Finish. "baseline" is the same pipeline without the rate limit.
+// client_ip, a tracked key, from an IPv4 and from an IPv6 client) and a stage that answers
+// 200: routing, the stage with its three RateLimit-* fields, and Finish. "baseline" is the
+// same pipeline without the rate limit.
 func BenchmarkStage(b *testing.B) {
 	s := New("bench", opts(6e7, 1000, config.RateLimitKeyClientIP), nil)
 	clk := &fakeClock{}
 	s.l.now = clk.now // a token a microsecond, and a microsecond passes per request
 	for _, bc := range []struct {
 		name   string
+		client string
 		stages []any
 	}{
-		{"baseline", []any{answer200{}}},
-		{"rate-limit", []any{s, answer200{}}},
+		{"baseline", "192.0.2.33", []any{answer200{}}},
+		{"rate-limit", "192.0.2.33", []any{s, answer200{}}},
+		{"rate-limit-ipv6", "2001:db8:4006:812::200e", []any{s, answer200{}}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			h := mwtest.New(b, bc.stages)
 			var rc pipeline.RequestCtx
-			rc.SetClientAddr(netip.MustParseAddr("192.0.2.33"))
+			rc.SetClientAddr(netip.MustParseAddr(bc.client))
 			if err := rc.Req.ParseRequestHead([]byte("GET /v1/models HTTP/1.1\r\nHost: gw\r\n\r\n"), nil); err != nil {
 				b.Fatal(err)
 			}
