@@ -111,3 +111,36 @@ ipv4_prefix_len = 24
 	require.Equal(t, 429, do("/wide", "::ffff:198.51.100.9"), "one /24, mapped or not")
 	require.Equal(t, 200, do("/wide", "198.51.101.1"))
 }
+
+// key = "header:<Name>" counts a request whose field is empty as one without it, by its
+// client: an empty value is no tenant, and sharing one bucket would let one client spend
+// every other's.
+func TestRateLimitByHeaderCountsAnEmptyFieldByClient(t *testing.T) {
+	up := serveCounting(t)
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			addr := rateLimitBehindProxy(t, engine, up.addr(), `
+[routers.api]
+rule = "PathPrefix(`+"`/`"+`)"
+service = "up"
+middlewares = ["per-tenant"]
+[middlewares.per-tenant]
+type = "rate-limit"
+rate = 0.01
+burst = 1
+key = "header:X-Tenant"
+`)
+			do := func(client, extra string) int { return forwardedFor(t, addr, "/v1/models", client, extra) }
+			const empty, emptyOWS = "X-Tenant:\r\n", "X-Tenant:  \t \r\n"
+			require.Equal(t, 200, do("192.0.2.1", empty))
+			require.Equal(t, 429, do("192.0.2.1", emptyOWS), "the client's own bucket")
+			require.Equal(t, 429, do("192.0.2.1", ""), "without the field: the same client's bucket")
+			require.Equal(t, 200, do("192.0.2.2", empty), "another client with an empty field has its own bucket")
+			require.Equal(t, 200, do("2001:db8:7:7::1", ""))
+			require.Equal(t, 429, do("2001:db8:7:7::2", emptyOWS), "by network, as key = \"client_ip\" counts")
+
+			require.Equal(t, 200, do("192.0.2.3", "X-Tenant: acme\r\n"))
+			require.Equal(t, 429, do("192.0.2.4", "X-Tenant: acme\r\n"), "a tenant's bucket, whatever client")
+		})
+	}
+}

@@ -119,7 +119,9 @@ func (s *Stage) OnRequest(rc *pipeline.RequestCtx) error {
 // key returns the request's key and its kind's tag: the consumer's name (appended to buf),
 // the header's value or the client's network (appended to buf: the address, behind a trusted
 // proxy the one it forwarded, RequestCtx.ClientAddr, cut to the configured prefix length). A
-// request without a consumer or without the header is counted by its client's network.
+// request without a consumer, or without the header or with an empty one, is counted by its
+// client's network: an empty value names nobody; counted under it, every client that sends
+// one would share a bucket, and left unlimited, anyone could lift the limit by sending one.
 func (s *Stage) key(rc *pipeline.RequestCtx, buf []byte) (byte, []byte) {
 	switch s.by {
 	case byConsumer:
@@ -131,7 +133,7 @@ func (s *Stage) key(rc *pipeline.RequestCtx, buf []byte) (byte, []byte) {
 			return tagSubject, append(buf, sub...)
 		}
 	case byHeader:
-		if v, ok := rc.Req.HeaderValue(s.header); ok {
+		if v, _ := rc.Req.HeaderValue(s.header); len(v) > 0 {
 			return tagHeader, v
 		}
 	}
