@@ -267,9 +267,9 @@ const (
 	TryInFlight TryVerdict = iota
 	// TryFailed: the request left the backend after a failure: it could not be reached, the
 	// exchange failed before a response head, or a retry stage sent the request again after
-	// its 5xx answer or its failure.
+	// its failure or its 5xx answer (one ServerFailure counts).
 	TryFailed
-	// TrySucceeded: a retry stage sent the request again after an answer below 500.
+	// TrySucceeded: a retry stage sent the request again after another answer.
 	TrySucceeded
 	// TryNeither: the backend is not judged: a vet stage refused it before anything was
 	// sent, it refused the request for now (Retry-After), or the gateway's own host was short

@@ -478,9 +478,9 @@ func (rc *RequestCtx) retryAfter(b *Backend, n, status int, err error) (bool, er
 }
 
 // retriedVerdict judges the backend of an attempt a retry stage sends again, which ended with
-// status or err: as a completion stage judges a request that ends so.
+// status or err: as a completion stage judges a request that ends so (ServerFailure).
 func retriedVerdict(status int, err error) TryVerdict {
-	if err != nil || status >= 500 {
+	if err != nil || ServerFailure(status) {
 		return TryFailed
 	}
 	return TrySucceeded

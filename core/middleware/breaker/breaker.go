@@ -10,11 +10,13 @@
 // 503 circuit_open with Retry-After (the time until the first of them takes a probe). A
 // fast-failing breaker would refuse requests a healthy neighbour could serve.
 //
-// Each try of a request counts against the backend it went to: a failure is a 5xx answer, an
-// upstream error (unreachable, timeout, malformed or closed response) or a stream that fails
-// after its head; a success is any other answer the upstream gave. A request whose client
-// left first, or that a stage answered instead of the upstream, counts neither way; so does a
-// backend that refused the request for now (Retry-After). The backend that answers counts
+// Each try of a request counts against the backend it went to: a failure is a 5xx answer
+// other than 501 and 505 (pipeline.ServerFailure: those two answer a method or version the
+// client chose, which any client can provoke), an upstream error (unreachable, timeout,
+// malformed or closed response) or a stream that fails after its head; a success is any other
+// answer the upstream gave. A request whose client left first, or that the gateway or a stage
+// answered instead of the upstream, counts neither way; so does a backend that refused the
+// request for now (Retry-After). The backend that answers counts
 // when the request completes; one the request left for another try (it could not be reached,
 // or the retry middleware sent the request again) counts at the next backend choice.
 package breaker
@@ -375,7 +377,7 @@ func ended(o *pipeline.Outcome) result {
 		return failed
 	case o.GatewayReply:
 		return neither
-	case o.Status >= 500:
+	case pipeline.ServerFailure(o.Status):
 		return failed
 	}
 	return succeeded
