@@ -331,21 +331,51 @@ func (c *canon) literal(i int, lit string) int {
 	return i + len(lit)
 }
 
-// number writes a number as the float64 it denotes, in the shortest form that reads back
-// as that value (integers below 1e21 without exponent), so that 1.0, 1e0 and 1 are one
-// number, as they are to encoding/json and to the JavaScript and Python decoders behind most
-// servers.
+// number writes a number as Python's json module reads and writes it, since the engines
+// that render a request into a prompt (vLLM, SGLang) are Python: their chat templates render
+// the tools (tojson, or Python's str) from the values Python decoded. An integer (a literal
+// without fraction or exponent) is a Python int: its exact digits, -0 as 0. Any other
+// literal is a float: its float64 as repr writes it, the shortest digits that read back as
+// it, with ".0" when they have no point, in exponent form (1e+16, 1e-05) below 1e-4 or from
+// 1e16 on, and an out-of-range one as Infinity or -Infinity. So 1.0, 1.00 and 1e0 are one
+// number, and 1 another: the engine renders "1.0" and "1", different tokens, and a prefix
+// cached for one is not the other's.
 func (c *canon) number(i int) int {
 	e := numberEnd(c.d, i)
 	if e < 0 || !delimited(c.d, e) {
 		return stopMalformed
 	}
-	f, _ := strconv.ParseFloat(string(c.d[i:e]), 64) // out of range: ±Inf, still one value
-	fmtc := byte('f')
-	if a := math.Abs(f); a != 0 && (a < 1e-6 || a >= 1e21) {
-		fmtc = 'e'
+	lit := c.d[i:e]
+	integer := true
+	for _, b := range lit {
+		if b == '.' || b == 'e' || b == 'E' {
+			integer = false
+			break
+		}
 	}
-	c.num = strconv.AppendFloat(c.num[:0], f, fmtc, -1, 64)
+	if integer {
+		if len(lit) == 2 && lit[0] == '-' && lit[1] == '0' {
+			lit = lit[1:]
+		}
+		if !c.put(lit) {
+			return stopFull
+		}
+		return e
+	}
+	f, _ := strconv.ParseFloat(string(lit), 64) // out of range: ±Inf, as Python reads it
+	switch a := math.Abs(f); {
+	case math.IsInf(f, 1):
+		c.num = append(c.num[:0], "Infinity"...)
+	case math.IsInf(f, -1):
+		c.num = append(c.num[:0], "-Infinity"...)
+	case a != 0 && (a < 1e-4 || a >= 1e16):
+		c.num = strconv.AppendFloat(c.num[:0], f, 'e', -1, 64)
+	default:
+		c.num = strconv.AppendFloat(c.num[:0], f, 'f', -1, 64)
+		if bytes.IndexByte(c.num, '.') < 0 {
+			c.num = append(c.num, ".0"...)
+		}
+	}
 	if !c.put(c.num) {
 		return stopFull
 	}

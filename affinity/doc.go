@@ -14,9 +14,10 @@
 // canonical JSON stream: on chat completions "prompt_cache_key", "tools", "functions" and
 // "messages"; on the Responses API "prompt_cache_key", "tools", "instructions",
 // "previous_response_id", "conversation" and "input"; on the Messages API "tools", "system"
-// and "messages". Key order, white space, the spelling of strings and numbers, and the
-// fields that do not reach the prompt (model, temperature, max_tokens, stream, metadata,
-// user, …) do not change it; a string content and a list of one text part are one content.
+// and "messages". Key order, white space, the spelling of strings and numbers (1.0 and 1e0 are
+// one number; 1, which the Python engines render otherwise, is another), and the fields that
+// do not reach the prompt (model, temperature, max_tokens, stream, metadata, user, …) do not
+// change it; a string content and a list of one text part are one content.
 // It hashes at most MaxScanBytes (256 KiB) of that stream and places checkpoints at every
 // CheckpointEvery (4 KiB) and at every message end, none below MinPrefixBytes (1 KiB), at
 // most MaxCheckpoints (128); each is the XXH64 of the stream before it. The conversation key

@@ -122,8 +122,10 @@ func (p *Print) clear() {
 // The canonical stream is JSON: {"prompt_cache_key":…,"tools":[…],"system":…,"messages":[…]}
 // with the members the endpoint has, in that order, whatever their order in the body. Every
 // object has its keys sorted and only the last of duplicate keys; strings are written in one
-// spelling per text (raw UTF-8, only '"', '\\' and control characters escaped); numbers as the
-// float64 they denote; white space is dropped. Fields that do not reach the prompt (model,
+// spelling per text (raw UTF-8, only '"', '\\' and control characters escaped); numbers as
+// Python's json module writes what it reads (an integer as its exact digits, any other number
+// as its float64's repr: 1.0, 1e0 and 1.00 are "1.0", 1 is "1"), as the Python engines that
+// render the prompt see them; white space is dropped. Fields that do not reach the prompt (model,
 // temperature, max_tokens, stream, metadata, user, tool_choice, …) are not in it, nor are
 // null members and empty arrays of messages and parts, "cache_control", and Responses item
 // ids and statuses. A string content and a list of one text part are the same content.

@@ -72,3 +72,27 @@ func nestedBody(depth, size int) []byte {
 	}
 	return append(b, `}]}]}`...)
 }
+
+// BenchmarkFingerprintNumbers fingerprints a chat request whose tools carry about 64 KiB of
+// numbers, integers and floats in several spellings (enum lists and bounds of tool schemas
+// are where numbers reach a prompt); throughput is in bytes of body.
+func BenchmarkFingerprintNumbers(b *testing.B) {
+	body := []byte(`{"model":"m","tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"x":{"type":"number","enum":[0`)
+	spellings := [...]string{"1", "0.5", "1.0e-3", "12345", "3.14159", "-2", "1e21", "100.0"}
+	for i := 0; len(body) < 64<<10; i++ {
+		body = append(body, ',')
+		body = append(body, spellings[i%len(spellings)]...)
+	}
+	body = append(body, `]}}}}}],"messages":[{"role":"user","content":"pick one"}]}`...)
+	var p Print
+	if err := Fingerprint(openai.ChatCompletions, body, openai.Span{}, openai.Span{}, &p); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		if err := Fingerprint(openai.ChatCompletions, body, openai.Span{}, openai.Span{}, &p); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -42,7 +42,7 @@ func TestCanonicalStreamShape(t *testing.T) {
 		"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"a":{"type":"number","default":1.0}}}}}]}`
 	p := fingerprint(t, openai.ChatCompletions, []byte(body))
 	require.Equal(t, `{"prompt_cache_key":"tenant-a",`+
-		`"tools":[{"function":{"name":"f","parameters":{"properties":{"a":{"default":1,"type":"number"}},"type":"object"}},"type":"function"}],`+
+		`"tools":[{"function":{"name":"f","parameters":{"properties":{"a":{"default":1.0,"type":"number"}},"type":"object"}},"type":"function"}],`+
 		`"messages":[{"content":[{"text":"Be brief.","type":"text"}],"role":"system"},`+
 		`{"content":[{"text":"hi","type":"text"}],"name":"bob","role":"user"},`+
 		`{"role":"assistant","tool_calls":[{"function":{"arguments":"{\"a\":1}","name":"f"},"id":"c1","type":"function"}]},`+
@@ -120,10 +120,10 @@ func TestNormalisationEquivalentShapes(t *testing.T) {
 		`{"model":"m","input":[{"role":"user","content":"hi"}]}`,
 		`{"model":"m","input":[{"type":"message","id":"msg_1","status":"completed","role":"user","content":[{"type":"input_text","text":"hi"}]}]}`,
 	)
-	// Numbers are the values they denote; of duplicate keys the last counts.
+	// Numbers are the values Python reads; of duplicate keys the last counts.
 	samePrint(t, openai.ChatCompletions,
-		`{"model":"m","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f","strict":true,"parameters":{"maximum":100,"minimum":-0.5}}}]}`,
-		`{"model":"m","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"g","name":"f","strict":true,"parameters":{"maximum":1e2,"minimum":-5.0E-1}}}]}`,
+		`{"model":"m","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f","strict":true,"parameters":{"maximum":100.0,"minimum":-0.5,"default":0}}}]}`,
+		`{"model":"m","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"g","name":"f","strict":true,"parameters":{"maximum":1e2,"minimum":-5.0E-1,"default":-0}}}]}`,
 	)
 	// No tools is no tools.
 	samePrint(t, openai.ChatCompletions,
@@ -131,6 +131,34 @@ func TestNormalisationEquivalentShapes(t *testing.T) {
 		`{"model":"m","messages":[{"role":"user","content":"x"}],"tools":[]}`,
 		`{"model":"m","messages":[{"role":"user","content":"x"}],"tools":null,"prompt_cache_key":null}`,
 	)
+}
+
+// A number reaches the prompt as the Python engines (vLLM, SGLang) render the value their
+// JSON decoder read: an integer literal is an int, any other a float, so 1 and 1.0 render as
+// "1" and "1.0", and 1.0, 1.00 and 1e0 alike. The canonical stream writes each number as
+// Python's json module writes that value (json.dumps(json.loads(literal))).
+func TestNumbersAreReadAsPythonReadsThem(t *testing.T) {
+	for lit, want := range map[string]string{
+		"1": "1", "0": "0", "-0": "0", "-17": "-17",
+		"12345678901234567890123": "12345678901234567890123", // an int has every digit
+		"9007199254740993":        "9007199254740993",
+		"1.0":                     "1.0", "1.00": "1.0", "1e0": "1.0", "10E-1": "1.0", "1E2": "100.0", "1.5e3": "1500.0",
+		"-0.0": "-0.0", "0.1": "0.1", "123.456e5": "12345600.0", "9007199254740993.0": "9007199254740992.0",
+		"0.0001": "0.0001", "0.00001": "1e-05", "-1.25e-7": "-1.25e-07", "5e-324": "5e-324",
+		"1e15": "1000000000000000.0", "9999999999999998.0": "9999999999999998.0", "1e16": "1e+16",
+		"1e400": "Infinity", "-1e400": "-Infinity",
+	} {
+		p := fingerprint(t, openai.ChatCompletions, []byte(`{"model":"m","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"default":`+lit+`}}}]}`))
+		require.Contains(t, string(p.Canonical()), `"default":`+want+`}`, "literal %s", lit)
+	}
+	tool := func(n string) string {
+		return `{"model":"m","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"t":{"type":"number","default":` + n + `}}}}}]}`
+	}
+	differentPrint(t, openai.ChatCompletions, tool("1"), tool("1.0"))
+	differentPrint(t, openai.ChatCompletions, tool("100"), tool("1e2"))
+	differentPrint(t, openai.ChatCompletions, tool("9007199254740993"), tool("9007199254740992"))
+	differentPrint(t, openai.ChatCompletions, tool("0.0"), tool("-0.0"))
+	samePrint(t, openai.ChatCompletions, tool("1.0"), tool("1e0"), tool("1.000"), tool("0.1E1"))
 }
 
 func TestNormalisationKeepsWhatReachesThePrompt(t *testing.T) {

@@ -1,8 +1,11 @@
 package fuzz
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"math"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -15,10 +18,12 @@ var affinityEndpoints = [...]openai.Endpoint{openai.ChatCompletions, openai.Resp
 
 // FuzzAffinityCanonical checks the prefix fingerprint's normaliser. affinity.Fingerprint never
 // panics, and its checkpoints are within bounds. For a body encoding/json reads, the same
-// body re-encoded by encoding/json (keys sorted, white space dropped, strings re-escaped,
-// numbers rewritten) and indented gives the same result: the same error, or the same
-// canonical stream, checkpoints and conversation key. When openai.Peek accepts the body, the
-// spans it found change nothing either.
+// body re-encoded by encoding/json (keys sorted, white space dropped, strings re-escaped) and
+// indented gives the same result: the same error, or the same canonical stream, checkpoints
+// and conversation key; so does the body with every number spelled otherwise as Python reads
+// it alike (a float in exponent form, -0 as 0: integers and floats stay apart, as the Python
+// engines render 1 and 1.0 differently). When openai.Peek accepts the body, the spans it found
+// change nothing either.
 func FuzzAffinityCanonical(f *testing.F) {
 	for _, s := range []struct {
 		ep   uint8
@@ -27,6 +32,7 @@ func FuzzAffinityCanonical(f *testing.F) {
 		{0, `{"model":"gpt-4o","messages":[{"role":"system","content":"Be brief.\n"},{"role":"user","content":[{"type":"text","text":"h\u0069 \/ \ud83d\ude00"}],"name":"bob"}],"temperature":0.5,"prompt_cache_key":"k"}`},
 		{0, `{"model":"m","messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{\"a\":1}"}}]},{"role":"tool","tool_call_id":"c","content":"1e2"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"a":{"type":"number","maximum":1.5E+3}}}}}]}`},
 		{0, `{"model":"m","messages":[{"content":"x","role":"user","role":"assistant"}],"x":[1,{"a":[true,false,null,-0.5e-3]}]}`},
+		{0, `{"model":"m","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"enum":[1,1.0,-0,-0.0,1e0,1E400,-1e400,12345678901234567890123,0.00001,1e16,9007199254740993.0]}}}]}`},
 		{1, `{"model":"r","input":[{"type":"message","id":"m1","status":"completed","role":"user","content":[{"type":"input_text","text":"x"}]},{"type":"function_call_output","call_id":"c","output":"1"}],"instructions":"be brief","previous_response_id":"resp_1"}`},
 		{1, `{"model":"r","input":"hello \u00e9","instructions":null}`},
 		{2, `{"model":"c","max_tokens":64,"system":[{"type":"text","text":"s","cache_control":{"type":"ephemeral"}}],"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":[{"type":"text","text":"r"}]}]}],"tools":[{"name":"t","input_schema":{}}]}`},
@@ -59,12 +65,15 @@ func FuzzAffinityCanonical(f *testing.F) {
 		}
 
 		var v any
-		if !utf8.Valid(body) || json.Unmarshal(body, &v) != nil {
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.UseNumber() // numbers keep their literal: whether it is an integer matters
+		if !utf8.Valid(body) || dec.Decode(&v) != nil || dec.InputOffset() != int64(len(bytes.TrimRight(body, " \t\r\n"))) {
 			return // encoding/json would change invalid UTF-8, or refuse the body
 		}
 		for _, enc := range []func(any) ([]byte, error){
 			json.Marshal,
 			func(v any) ([]byte, error) { return json.MarshalIndent(v, " ", "\t") },
+			func(v any) ([]byte, error) { return json.Marshal(respell(v)) },
 		} {
 			again, merr := enc(v)
 			if merr != nil {
@@ -75,6 +84,41 @@ func FuzzAffinityCanonical(f *testing.F) {
 			samePrint(t, "re-encoded as "+string(again), &p, err, &q, qerr)
 		}
 	})
+}
+
+// respell returns v, decoded with json.Decoder.UseNumber, with every number spelled
+// otherwise but read alike by Python's json module: a float in exponent form with an upper-case
+// E (one beyond float64's range as 1e999), an integer -0 as 0; integers keep their digits.
+func respell(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			x[k] = respell(e)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = respell(e)
+		}
+	case json.Number:
+		s := string(x)
+		if !strings.ContainsAny(s, ".eE") {
+			if s == "-0" {
+				return json.Number("0")
+			}
+			return x
+		}
+		f, err := strconv.ParseFloat(s, 64)
+		switch {
+		case math.IsInf(f, 0) && f > 0:
+			return json.Number("1e999")
+		case math.IsInf(f, 0):
+			return json.Number("-1e999")
+		case err != nil:
+			return x
+		}
+		return json.Number(strings.Replace(strconv.FormatFloat(f, 'e', -1, 64), "e", "E", 1))
+	}
+	return v
 }
 
 // affinityCost bounds the work of fingerprinting body. An object's members are sorted before
