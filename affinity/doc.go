@@ -51,9 +51,10 @@
 // turns since, so the hint is out of date). And it places a conversation's opening request
 // within the load band alone, since its later turns stay where it opens.
 //
-// A request flows as: openai.Peek, Fingerprint, Index.Lookup over the candidate targets
-// with their loads, SelectPrint, then Index.Learn after the response (or Index.Forget when the
-// backend reported no cached prompt tokens for a request a hint sent there).
+// A request flows as: openai.Peek, Fingerprint, Index.Choose over the candidate targets with
+// their loads (Index.Lookup, then SelectPrint), then Index.Learn after the response (or
+// Index.Forget when the backend reported no cached prompt tokens for a request a hint sent
+// there).
 //
 // # Units
 //

@@ -180,6 +180,17 @@ func SelectPrint(cands []Candidate, p *Print) Choice {
 	return ch
 }
 
+// Choose is the choice prefix affinity makes for the request whose fingerprint in scope s is
+// p, among cands (their Target and Load set; Prefix and Used are overwritten): Lookup fills
+// in each candidate's longest hint, then SelectPrint chooses. Every router that follows
+// hints chooses through it (the model router's servers, the P/D prefill workers), so that a
+// conversation finds its prefix by the same rules wherever it is served. It allocates
+// nothing.
+func (x *Index) Choose(s Scope, p *Print, cands []Candidate) Choice {
+	x.Lookup(s, p, cands)
+	return SelectPrint(cands, p)
+}
+
 // turnCheckpoint returns the prefix length of the last checkpoint within p.TurnPrefix (0:
 // none): the longest prefix the previous turn's request and this one both marked.
 func (p *Print) turnCheckpoint() int {

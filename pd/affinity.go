@@ -53,16 +53,17 @@ func releaseAffinity(a *affinityReq) {
 	}
 }
 
-// choose returns the index in cs (not empty) of the prefill candidate affinity.Select picks:
-// within affinity.LoadBand of the least load, the longest shared prefix covering at least
-// half the request; else the highest rendezvous weight for the conversation.
+// choose returns the index in cs (not empty) of the prefill candidate prefix affinity picks
+// (affinity.Index.Choose, the choice of the model router's prefix_affinity): within
+// affinity.LoadBand of the least load, the longest hint covering at least half the request,
+// the first user message and the previous turn; else the highest rendezvous weight for the
+// conversation.
 func (x *prefixIndex) choose(cs []candidate, a *affinityReq) int {
 	cands := a.cands[:len(cs)]
 	for i, c := range cs {
 		cands[i] = affinity.Candidate{Target: workerTarget(c.id), Load: int(c.load)}
 	}
-	x.idx.Lookup(a.scope, &a.print, cands)
-	ch := affinity.Select(cands, a.print.Scanned, a.print.Conversation)
+	ch := x.idx.Choose(a.scope, &a.print, cands)
 	a.chosen, a.hinted = cands[ch.Index].Target, ch.Outcome == affinity.OutcomeHit
 	return ch.Index
 }

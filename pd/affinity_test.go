@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -172,4 +173,104 @@ func TestPromptCacheAffinityFingerprintsTheBodyAsSent(t *testing.T) {
 	status, data := stream(t, g, b)
 	require.Equal(t, 200, status, data)
 	require.Len(t, f.executions(indexOf(f.ids, want), "prefill"), 1, "the conversation's rendezvous choice computed it")
+}
+
+// promptUsage returns the prompt tokens and the cached prompt tokens of a streamed answer's
+// usage (its last chunk before [DONE]).
+func promptUsage(t *testing.T, data []string) (prompt, cached int) {
+	t.Helper()
+	require.GreaterOrEqual(t, len(data), 2, data)
+	var u struct {
+		Usage struct {
+			Prompt  int `json:"prompt_tokens"`
+			Details struct {
+				Cached int `json:"cached_tokens"`
+			} `json:"prompt_tokens_details"`
+		} `json:"usage"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(data[len(data)-2]), &u), data[len(data)-2])
+	return u.Usage.Prompt, u.Usage.Details.Cached
+}
+
+// holdFirstPair makes the first request that gets a worker pair from now on wait, counted on
+// both workers, until the returned release is called; held is closed once it waits.
+func holdFirstPair(t *testing.T) (held <-chan struct{}, release func()) {
+	h, r := make(chan struct{}), make(chan struct{})
+	var once, releaseOnce sync.Once
+	pd.SetPairHook(func() {
+		first := false
+		once.Do(func() { first = true })
+		if first {
+			close(h)
+			<-r
+		}
+	})
+	release = func() { releaseOnce.Do(func() { close(r) }) }
+	t.Cleanup(func() {
+		release()
+		pd.SetPairHook(nil)
+	})
+	return h, release
+}
+
+// longTurn is a conversation message of a few hundred bytes (a few 16-token cache blocks).
+func longTurn(what string) string { return strings.Repeat(what+" ", 40) }
+
+// Behind two gateway replicas that share nothing, a conversation's turns alternate between
+// them: the prefill worker of a turn is the one that computed the turn before it, whichever
+// replica sent it there. A replica whose own hint ends before the previous turn (the other
+// replica served it) does not follow that hint to the worker of older turns, but ranks the
+// workers by the conversation's rendezvous hashing, as the other replica did; the prefill
+// then finds the previous turn cached.
+func TestPromptCacheAffinityFollowsTheTurnAnotherReplicaServed(t *testing.T) {
+	f := startFleet(t, func(i int, ic *llmsim.InstanceConfig) {
+		if i == prefillB {
+			ic.MaxRunning = 1 // one request held there makes it full
+		}
+	})
+	toml := f.gatewayTOML("prompt_cache_affinity = true", "")
+	g1, g2 := startGateway(t, toml), startGateway(t, toml)
+	u1, a1, u2, a2, u3 := longTurn("first question"), longTurn("an answer"), longTurn("second question"), longTurn("another answer"), longTurn("third question")
+
+	// A conversation whose rendezvous choice is prefill-b.
+	var topic string
+	for n := 0; ; n++ {
+		topic = fmt.Sprintf("topic %d", n)
+		if conversationRanking(t, conversation(topic, u1), "prefill-a", "prefill-b") == "prefill-b" {
+			break
+		}
+	}
+	// The first turn comes to g1 while g1 holds a request on prefill-b: it goes to prefill-a.
+	held, release := holdFirstPair(t)
+	busyMsg := promptRankedFirst(t, "prefill-b", "prefill-a")
+	busy := make(chan error, 1)
+	go func() {
+		_, _, err := streamErr(g1.Addr("web"), chatBody(busyMsg))
+		busy <- err
+	}()
+	<-held
+	status, data := stream(t, g1, conversation(topic, u1))
+	require.Equal(t, 200, status, data)
+	require.Len(t, f.executions(prefillA, "prefill"), 1, "the first turn went to prefill-a")
+	firstPrompt, _ := promptUsage(t, data)
+	release()
+	require.NoError(t, <-busy)
+	require.Len(t, f.executions(prefillB, "prefill"), 1, "the held request went to prefill-b")
+	waitIdleObserved(t, f, g1.AdminAddr(), g2.AdminAddr())
+
+	// The second turn comes to g2, which has no hint: rendezvous hashing sends it to
+	// prefill-b.
+	status, data = stream(t, g2, conversation(topic, u1, a1, u2))
+	require.Equal(t, 200, status, data)
+	require.Len(t, f.executions(prefillB, "prefill"), 2, "the second turn went to prefill-b")
+	waitIdleObserved(t, f, g1.AdminAddr(), g2.AdminAddr())
+
+	// The third comes to g1 again. Its hint (prefill-a, the first turn) ends before the
+	// second turn: prefill-b, which computed the second turn, gets the third.
+	status, data = stream(t, g1, conversation(topic, u1, a1, u2, a2, u3))
+	require.Equal(t, 200, status, data)
+	require.Len(t, f.executions(prefillB, "prefill"), 3, "the third turn went to prefill-b, which computed the second")
+	require.Len(t, f.executions(prefillA, "prefill"), 1)
+	_, cached := promptUsage(t, data)
+	require.Greater(t, cached, firstPrompt, "the prefill found more than the first turn cached")
 }

@@ -9,8 +9,9 @@
 //     least loaded, ties broken by rendezvous (highest random weight) ranking of the
 //     request's key and the worker_id, so that every gateway replica chooses alike without
 //     shared state; the prefill worker likewise, or, with prompt_cache_affinity, the one
-//     with the longest shared prompt prefix among those within one request of the least
-//     load (affinity.go). Each worker is counted as running the request in the same step
+//     prefix affinity chooses by the model router's rules (affinity.Index.Choose: the
+//     longest hint of the conversation among those within one request of the least load,
+//     else rendezvous hashing of the conversation key; affinity.go). Each worker is counted as running the request in the same step
 //     as it is judged to have room (workers.Group.Take), so that requests choosing at once
 //     never send a worker more than its max_active by the gateway's own count: one that
 //     finds the worker taken meanwhile chooses among the rest;

@@ -77,7 +77,7 @@ type pair struct{ p, d int }
 // by other requests meanwhile are dropped), and then full when a worker not in ex was left
 // out for being at capacity (max_active sequences running). With aff
 // (prompt_cache_affinity), the prefill worker is chosen by cached prefix within the load
-// band (affinity.Select).
+// band (affinity.Index.Choose).
 //
 // A worker is counted in the same step as it is judged (workers.Group.Take): were the count
 // taken after the choice, requests choosing at once would all find a worker's last free

@@ -120,7 +120,7 @@ func (st *state) fingerprint(rc *pipeline.RequestCtx, caller *consumer.Consumer)
 
 // pickPrefix leaves out of c every server of the current target but the one prefix affinity
 // chooses: among the servers the target may use (workers.Group.Judge when observed; up ones
-// before ones passive health ejected), the one affinity.SelectPrint picks by hint (hints of
+// before ones passive health ejected), the one affinity.Index.Choose picks by hint (hints of
 // the conversation, not of a prefix conversations share), load band and rendezvous hashing
 // of the conversation key. Loads are the workers' (active plus waiting
 // sequences) when observed, else the gateway's requests in flight.
@@ -172,8 +172,7 @@ func (st *state) pickPrefix(rc *pipeline.RequestCtx, c *balancer.Choice) {
 		}
 		return
 	}
-	prefixIdx.Lookup(p.scope, &p.print, p.cands)
-	p.choice = affinity.SelectPrint(p.cands, &p.print)
+	p.choice = prefixIdx.Choose(p.scope, &p.print, p.cands)
 	for k, id := range p.ids {
 		if k != p.choice.Index {
 			c.Exclude.Add(id)
