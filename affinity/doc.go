@@ -33,7 +33,8 @@
 // second). Every key mixes in the request's Domain (route, environment, credential issuance
 // generation, model alias, endpoint), so that no domain sees another's hints. Lookup gives
 // each candidate target the longest prefix learned for it; Learn records a response; Forget
-// drops a target's hints when it reports a full cache miss.
+// drops a target's hints when it reports a full cache miss; ForgetTarget drops all of a
+// target's hints when it restarted, which Epochs notices from the epochs workers report.
 //
 // # Selection
 //
@@ -51,10 +52,10 @@
 // turns since, so the hint is out of date). And it places a conversation's opening request
 // within the load band alone, since its later turns stay where it opens.
 //
-// A request flows as: openai.Peek, Fingerprint, Index.Choose over the candidate targets with
-// their loads (Index.Lookup, then SelectPrint), then Index.Learn after the response (or
-// Index.Forget when the backend reported no cached prompt tokens for a request a hint sent
-// there).
+// A request flows as: openai.Peek, Fingerprint, Epochs.See for each candidate target,
+// Index.Choose over them with their loads (Index.Lookup, then SelectPrint), then Index.Learn
+// after the response (or Index.Forget when the backend reported no cached prompt tokens for a
+// request a hint sent there).
 //
 // # Units
 //

@@ -433,20 +433,44 @@ func (x *Index) Forget(s Scope, p *Print, t Target) {
 		if pl < 0 {
 			continue
 		}
-		h := &st.hints[pl]
-		for j := 0; j < int(h.n); j++ {
-			if h.targets[j] == t {
-				last := h.n - 1
-				h.targets[j], h.used[j] = h.targets[last], h.used[last]
-				h.n = last
-				break
+		x.drop(st, pl, t)
+	}
+}
+
+// ForgetTarget drops every hint that leads to target t, in every scope. Call it when t lost
+// its whole cache: the backend restarted (its epoch changed), so that no conversation is sent
+// to an empty cache for a prefix it held before. It takes the index's exclusive lock and
+// reads every place of the index (DefaultMaxEntries of them: tens of microseconds,
+// BenchmarkIndexForgetTarget), once per restart; it allocates nothing.
+func (x *Index) ForgetTarget(t Target) {
+	x.lock()
+	defer x.unlock()
+	for i := range x.sets {
+		st := &x.sets[i]
+		for pl := 0; pl < x.ways; pl++ {
+			if st.keys[pl] != 0 {
+				x.drop(st, pl, t)
 			}
 		}
-		if h.n == 0 {
-			st.keys[pl] = 0
-			st.setTag(pl, 0)
-			st.order = demote(st.order, pl, x.ways-1)
+	}
+}
+
+// drop removes t from the targets of the key at place pl of st, and the key when it leads
+// nowhere then. The caller holds the exclusive lock.
+func (x *Index) drop(st *set, pl int, t Target) {
+	h := &st.hints[pl]
+	for j := 0; j < int(h.n); j++ {
+		if h.targets[j] == t {
+			last := h.n - 1
+			h.targets[j], h.used[j] = h.targets[last], h.used[last]
+			h.n = last
+			break
 		}
+	}
+	if h.n == 0 {
+		st.keys[pl] = 0
+		st.setTag(pl, 0)
+		st.order = demote(st.order, pl, x.ways-1)
 	}
 }
 

@@ -132,3 +132,14 @@ func benchParallel(b *testing.B, x *Index, conversations int) {
 		}
 	})
 }
+
+// BenchmarkIndexForgetTarget drops a restarted backend's hints from a full index: a pass
+// over its DefaultMaxEntries places under the exclusive lock (here a target it does not
+// hold, so that every pass reads the whole index and removes nothing).
+func BenchmarkIndexForgetTarget(b *testing.B) {
+	x := fullIndex(b, nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		x.ForgetTarget(2)
+	}
+}

@@ -267,6 +267,36 @@ func TestLearnRenewsOncePerSecond(t *testing.T) {
 	require.Equal(t, first+int64(time.Second), cs[0].Used)
 }
 
+// ForgetTarget drops a target's hints in every scope and for every conversation, and no
+// other target's: what a backend's restart calls for.
+func TestForgetTarget(t *testing.T) {
+	x := NewIndex(Config{})
+	other := testDomain
+	other.Model = "other"
+	s1, s2 := testDomain.Scope(), other.Scope()
+	p := fingerprint(t, openai.ChatCompletions, chat("s", text("q", 9000)))
+	q := fingerprint(t, openai.ChatCompletions, chat("t", text("r", 9000)))
+	for _, s := range []Scope{s1, s2} {
+		x.Learn(s, p, 1)
+		x.Learn(s, p, 2)
+		x.Learn(s, q, 1)
+	}
+	n := x.Len()
+	x.ForgetTarget(1)
+	for _, s := range []Scope{s1, s2} {
+		cs := candidates(1, 2)
+		got, _, ok := x.Lookup(s, p, cs)
+		require.True(t, ok)
+		require.Equal(t, Target(2), got, "the other target's hints stay")
+		require.Zero(t, cs[0].Prefix, "the forgotten target has no hint")
+		_, _, ok = x.Lookup(s, q, candidates(1, 2))
+		require.False(t, ok, "a checkpoint that led to the forgotten target alone leads nowhere")
+	}
+	require.Equal(t, n-2*len(q.Checkpoints), x.Len(), "checkpoints without targets are dropped")
+	x.ForgetTarget(1) // nothing left of it: no-op
+	require.Equal(t, n-2*len(q.Checkpoints), x.Len())
+}
+
 func TestForget(t *testing.T) {
 	x := NewIndex(Config{})
 	s := testDomain.Scope()

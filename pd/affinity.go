@@ -11,13 +11,15 @@ import (
 
 // prefixIndex is prompt_cache_affinity's memory of which prefill worker computed which
 // prompt prefixes (affinity.Index, keyed by the worker_id's hash so that every replica
-// names a worker alike).
+// names a worker alike), and the epoch of each worker of the target's group its hints were
+// learned in: a worker that restarted has its hints dropped (affinity.Epochs).
 type prefixIndex struct {
-	idx *affinity.Index
+	idx    *affinity.Index
+	epochs *affinity.Epochs
 }
 
-func newPrefixIndex() *prefixIndex {
-	return &prefixIndex{idx: affinity.NewIndex(affinity.Config{})}
+func newPrefixIndex(members int) *prefixIndex {
+	return &prefixIndex{idx: affinity.NewIndex(affinity.Config{}), epochs: affinity.NewEpochs(members)}
 }
 
 // affinityReq is one request's fingerprint and scope for prefill choice.
@@ -26,7 +28,9 @@ type affinityReq struct {
 	print  affinity.Print
 	cands  [maxCandidates]affinity.Candidate
 	chosen affinity.Target
-	hinted bool // the prefill worker was chosen for its hint
+	member int   // the chosen worker's member index
+	epoch  int64 // its epoch when chosen
+	hinted bool  // the prefill worker was chosen for its hint
 }
 
 var affinityReqs = sync.Pool{New: func() any { return new(affinityReq) }}
@@ -62,18 +66,26 @@ func (x *prefixIndex) choose(cs []candidate, a *affinityReq) int {
 	cands := a.cands[:len(cs)]
 	for i, c := range cs {
 		cands[i] = affinity.Candidate{Target: workerTarget(c.id), Load: int(c.load)}
+		x.epochs.See(x.idx, c.i, cands[i].Target, c.epoch)
 	}
 	ch := x.idx.Choose(a.scope, &a.print, cands)
+	c := &cs[ch.Index]
 	a.chosen, a.hinted = cands[ch.Index].Target, ch.Outcome == affinity.OutcomeHit
+	a.member, a.epoch = c.i, c.epoch
 	return ch.Index
 }
 
 // learned records that the prefill worker chosen for a computed the request's prompt;
 // cached is the prompt tokens it found cached. A worker chosen for its hint that found
-// nothing cached had lost the prefix (evicted, restarted): the stale hint goes first.
+// nothing cached had lost the prefix (evicted, restarted): the stale hint goes first. Nothing
+// is learned when the worker's epoch changed since it was chosen: its hints were dropped for
+// a restart, and whether the prefill ran before it is not known.
 func (x *prefixIndex) learned(a *affinityReq, cached int64) {
 	if a.hinted && cached == 0 {
 		x.idx.Forget(a.scope, &a.print, a.chosen)
+	}
+	if !x.epochs.Current(a.member, a.epoch) {
+		return
 	}
 	x.idx.Learn(a.scope, &a.print, a.chosen)
 }

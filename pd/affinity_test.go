@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-gw/sluice/affinity"
@@ -273,4 +274,95 @@ func TestPromptCacheAffinityFollowsTheTurnAnotherReplicaServed(t *testing.T) {
 	require.Len(t, f.executions(prefillA, "prefill"), 1)
 	_, cached := promptUsage(t, data)
 	require.Greater(t, cached, firstPrompt, "the prefill found more than the first turn cached")
+}
+
+// waitEligibleInEpoch waits until the gateway's admin API shows worker id observed in epoch
+// and eligible for the model's target.
+func waitEligibleInEpoch(t *testing.T, admin, id string, epoch int64) {
+	t.Helper()
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		resp, err := http.Get("http://" + admin + "/api/gateway/workers")
+		if !assert.NoError(c, err) {
+			return
+		}
+		defer resp.Body.Close()
+		var rows []struct {
+			Observation *struct {
+				WorkerID string `json:"worker_id"`
+				Epoch    int64  `json:"epoch"`
+			} `json:"observation"`
+			Targets []struct {
+				Eligible bool `json:"eligible"`
+			} `json:"targets"`
+		}
+		if !assert.NoError(c, json.NewDecoder(resp.Body).Decode(&rows)) {
+			return
+		}
+		found := false
+		for _, r := range rows {
+			if r.Observation != nil && r.Observation.WorkerID == id {
+				found = true
+				assert.Equal(c, epoch, r.Observation.Epoch)
+				assert.NotEmpty(c, r.Targets)
+				for _, tg := range r.Targets {
+					assert.True(c, tg.Eligible, "%s eligible", id)
+				}
+			}
+		}
+		assert.True(c, found, "%s observed", id)
+	}, 10*time.Second, 5*time.Millisecond)
+}
+
+// A prefill worker that restarted (its observation's epoch changed) lost its KV cache: its
+// hints are dropped, and a conversation it held is placed as a new one would be, here on the
+// worker that holds the conversation's system prompt, rather than sent to the empty cache.
+func TestPromptCacheAffinityForgetsARestartedWorker(t *testing.T) {
+	f := startFleet(t, func(i int, ic *llmsim.InstanceConfig) {
+		if i == prefillB {
+			ic.MaxRunning = 1 // one request held there makes it full
+		}
+	})
+	g := startGateway(t, f.gatewayTOML("prompt_cache_affinity = true", ""))
+
+	// Two conversations under one system prompt whose rendezvous choice is prefill-b.
+	var topic, other string
+	for n := 0; topic == ""; n++ {
+		if tp := fmt.Sprintf("topic %d", n); conversationRanking(t, conversation(tp, "first question"), "prefill-a", "prefill-b") == "prefill-b" {
+			topic = tp
+		}
+	}
+	for n := 0; other == ""; n++ {
+		if q := fmt.Sprintf("other question %d", n); conversationRanking(t, conversation(topic, q), "prefill-a", "prefill-b") == "prefill-b" {
+			other = q
+		}
+	}
+	// The other conversation is held on prefill-b (which caches the system prompt once it
+	// is released) while the first opens: that goes to prefill-a.
+	held, release := holdFirstPair(t)
+	busy := make(chan error, 1)
+	go func() {
+		_, _, err := streamErr(g.Addr("web"), conversation(topic, other))
+		busy <- err
+	}()
+	<-held
+	status, data := stream(t, g, conversation(topic, "first question"))
+	require.Equal(t, 200, status, data)
+	require.Len(t, f.executions(prefillA, "prefill"), 1, "the first turn went to prefill-a")
+	release()
+	require.NoError(t, <-busy)
+	require.Len(t, f.executions(prefillB, "prefill"), 1, "the other conversation went to prefill-b")
+
+	// prefill-a restarts: its cache is empty.
+	require.NoError(t, f.sim.Crash(prefillA, 10*time.Millisecond))
+	waitEligibleInEpoch(t, g.AdminAddr(), "prefill-a", 1)
+	waitIdleObserved(t, f, g.AdminAddr())
+
+	// The second turn goes by rendezvous hashing to prefill-b, which has the system prompt
+	// cached, not to prefill-a, which has nothing.
+	status, data = stream(t, g, conversation(topic, "first question", "an answer", "second question"))
+	require.Equal(t, 200, status, data)
+	require.Len(t, f.executions(prefillA, "prefill"), 1, "the second turn did not go to the restarted prefill-a")
+	require.Len(t, f.executions(prefillB, "prefill"), 2, "the second turn went to prefill-b")
+	_, cached := promptUsage(t, data)
+	require.Positive(t, cached, "the prefill found the system prompt cached")
 }

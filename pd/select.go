@@ -61,10 +61,11 @@ func (e *excluded) has(i int) bool { return i < len(e.bits)*64 && e.bits[i/64]&(
 
 // candidate is one eligible worker of a pair choice.
 type candidate struct {
-	i    int
-	load int64
-	id   string
-	down bool // passive health keeps it out after a failed connect
+	i     int
+	load  int64
+	id    string
+	epoch int64 // a prefill worker's restarts, with prompt_cache_affinity (its hints go when this changes)
+	down  bool  // passive health keeps it out after a failed connect
 }
 
 // pair is a chosen prefill worker and decode worker (member indices of the target's group).
@@ -93,16 +94,20 @@ func (t *Target) pickPair(key uint64, ex *excluded, aff *affinityReq) (pr pair, 
 		if ex.has(i) {
 			continue
 		}
-		down := g.Member(i).LB.Down()
+		m := g.Member(i)
+		down := m.LB.Down()
 		r, load := g.Judge(i, &t.prefillNeeds)
 		if r == workers.Eligible && np < len(ps) {
-			ps[np] = candidate{i, load, g.Member(i).Worker.ID(), down}
+			ps[np] = candidate{i: i, load: load, id: m.Worker.ID(), down: down}
+			if t.affinity != nil {
+				ps[np].epoch = m.Worker.Epoch()
+			}
 			np++
 			continue
 		}
 		full = full || r == workers.AtCapacity
 		if r, load = g.Judge(i, &t.decodeNeeds); r == workers.Eligible && nd < len(ds) {
-			ds[nd] = candidate{i, load, g.Member(i).Worker.ID(), down}
+			ds[nd] = candidate{i: i, load: load, id: m.Worker.ID(), down: down}
 			nd++
 		}
 		full = full || r == workers.AtCapacity

@@ -79,7 +79,7 @@ func NewTarget(o Options, name string, svc *pipeline.Service, g *workers.Group, 
 		IdleConnTimeout:     90 * time.Second,
 	}}
 	if o.PromptCacheAffinity {
-		t.affinity = newPrefixIndex()
+		t.affinity = newPrefixIndex(g.Len())
 	}
 	return t
 }

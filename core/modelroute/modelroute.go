@@ -24,6 +24,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-gw/sluice/affinity"
 	"github.com/sluice-gw/sluice/core/admission"
 	"github.com/sluice-gw/sluice/core/balancer"
 	"github.com/sluice-gw/sluice/core/config"
@@ -77,7 +78,10 @@ type Target struct {
 	Needs   workers.Needs
 	// PD serves the target's requests on prefill/decode worker pairs (phase "decode");
 	// nil for a target whose servers serve whole requests.
-	PD         *pd.Target
+	PD *pd.Target
+	// epochs is the epoch of each observed server its prefix hints were learned in (nil
+	// without prefix affinity or observation): a server that restarted has its hints dropped.
+	epochs     *affinity.Epochs
 	next       atomic.Uint64  // smooth share within the tier, by weight
 	m          *metrics.Model // the alias's
 	byConsumer sync.Map       // consumer name -> *metrics.Tokens
@@ -133,6 +137,9 @@ func NewTable(models map[string]*config.Model, services map[string]*pipeline.Ser
 				Name: id, Service: svc, UpstreamModel: ct.UpstreamModel, Priority: ct.Priority, Weight: ct.Weight,
 				Workers: groups[ct.Service], m: a.m,
 				Needs: workers.Needs{Role: workers.RoleAggregated, Generation: int64(ct.DeploymentGeneration), Digest: ct.ExecutionConfigDigest},
+			}
+			if a.prefix != nil && t.Workers != nil {
+				t.epochs = affinity.NewEpochs(len(svc.Backends))
 			}
 			if ds := m.Scheduling.DistributedServing; m.Scheduling.Phase == config.PhaseDecode && ds != nil && t.Workers != nil {
 				t.PD = pd.NewTarget(pd.Options{

@@ -84,6 +84,8 @@ type prefixState struct {
 	cands  []affinity.Candidate
 	ids    []int // balancer IDs of cands
 	choice affinity.Choice
+	chosen int             // the chosen server's index in the service
+	epoch  int64           // its epoch when chosen (observed servers)
 	hinted affinity.Target // the server a hint chose (choice.Outcome hit)
 	miss   bool            // that server reported a full cache miss
 	hdr    []byte
@@ -138,6 +140,7 @@ func (st *state) pickPrefix(rc *pipeline.RequestCtx, c *balancer.Choice) {
 			continue // marked down: the balancer skips it anyway
 		}
 		var load int64
+		tg := targetOf(b)
 		if t.Workers != nil {
 			r, l := t.Workers.Judge(i, &t.Needs)
 			if r != workers.Eligible {
@@ -147,6 +150,8 @@ func (st *state) pickPrefix(rc *pipeline.RequestCtx, c *balancer.Choice) {
 				continue
 			}
 			load = l
+			// A server that restarted since its hints were learned lost its cache.
+			t.epochs.See(prefixIdx, i, tg, t.Workers.Member(i).Worker.Epoch())
 		} else {
 			load = max(b.LB.Active(), 0)
 		}
@@ -160,7 +165,7 @@ func (st *state) pickPrefix(rc *pipeline.RequestCtx, c *balancer.Choice) {
 			c.Exclude.Add(i)
 			continue
 		}
-		p.cands = append(p.cands, affinity.Candidate{Target: targetOf(b), Load: int(load)})
+		p.cands = append(p.cands, affinity.Candidate{Target: tg, Load: int(load)})
 		p.ids = append(p.ids, i)
 	}
 	if len(p.cands) == 0 {
@@ -179,6 +184,10 @@ func (st *state) pickPrefix(rc *pipeline.RequestCtx, c *balancer.Choice) {
 		}
 	}
 	p.picked = true
+	p.chosen = p.ids[p.choice.Index]
+	if t.Workers != nil {
+		p.epoch = t.Workers.Member(p.chosen).Worker.Epoch()
+	}
 	p.hinted = 0
 	if p.choice.Outcome == affinity.OutcomeHit {
 		p.hinted = p.cands[p.choice.Index].Target
@@ -243,6 +252,9 @@ func (st *state) prefixComplete(rc *pipeline.RequestCtx) {
 		prefixIdx.Forget(p.scope, &p.print, t)
 		st.alias.prefix.m.Invalidated()
 		o.Prefix.Invalidated = true
+	case st.target != nil && !st.target.epochs.Current(p.chosen, p.epoch):
+		// The server restarted since it was chosen: its hints were dropped, and whether it
+		// answered before the restart is not known.
 	case !rc.Replied() && !o.GatewayReply && !o.Canceled && o.UpstreamError == "" && o.Status >= 200 && o.Status < 300:
 		prefixIdx.Learn(p.scope, &p.print, t)
 	}

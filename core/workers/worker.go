@@ -163,3 +163,12 @@ func (w *Worker) ID() string {
 	}
 	return ""
 }
+
+// Epoch returns the epoch of the latest observation (0 when there is none): it counts the
+// worker's restarts, each of which loses its KV cache. It does not allocate.
+func (w *Worker) Epoch() int64 {
+	if r := w.load(); r.kind == Observed {
+		return r.obs.Epoch
+	}
+	return 0
+}
