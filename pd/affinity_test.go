@@ -1,9 +1,13 @@
 package pd_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -16,6 +20,8 @@ import (
 
 	"github.com/sluice-gw/sluice/affinity"
 	"github.com/sluice-gw/sluice/bench/llmsim"
+	"github.com/sluice-gw/sluice/core/config"
+	"github.com/sluice-gw/sluice/core/gateway"
 	"github.com/sluice-gw/sluice/core/openai"
 	"github.com/sluice-gw/sluice/pd"
 )
@@ -365,4 +371,59 @@ func TestPromptCacheAffinityForgetsARestartedWorker(t *testing.T) {
 	require.Len(t, f.executions(prefillB, "prefill"), 2, "the second turn went to prefill-b")
 	_, cached := promptUsage(t, data)
 	require.Positive(t, cached, "the prefill found the system prompt cached")
+}
+
+// A reload keeps the hints: a conversation's next turn after a reload goes back to the
+// prefill worker that computed its first turn, as it would without the reload.
+func TestPromptCacheAffinityKeepsItsHintsAcrossAReload(t *testing.T) {
+	f := startFleet(t, func(i int, ic *llmsim.InstanceConfig) {
+		if i == prefillB {
+			ic.MaxRunning, ic.FaultRate, ic.Fault = 1, 1, "slow=3s"
+		}
+	})
+	toml := f.gatewayTOML("prompt_cache_affinity = true", "")
+	path := filepath.Join(t.TempDir(), "pd.toml")
+	require.NoError(t, os.WriteFile(path, []byte(toml), 0o644))
+	t.Setenv(workerKeyEnv, workerKey)
+	cfg, err := config.Load(path)
+	require.NoError(t, err)
+	g, err := gateway.New(cfg, path, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	require.NoError(t, err)
+	require.NoError(t, g.Start())
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = g.Drain(ctx)
+	})
+	waitObserved(t, g)
+
+	var topic string
+	for n := 0; ; n++ {
+		topic = fmt.Sprintf("topic %d", n)
+		if conversationRanking(t, conversation(topic, "first question"), "prefill-a", "prefill-b") == "prefill-b" {
+			break
+		}
+	}
+	// Keep prefill-b full while the first turn comes: it goes to prefill-a.
+	busy := make(chan struct{})
+	go func() {
+		defer close(busy)
+		_, _ = stream(t, g, chatBody(promptRankedFirst(t, "prefill-b", "prefill-a")))
+	}()
+	f.waitCall(t, prefillB, "prefill", "")
+	waitObservedActive(t, g.AdminAddr(), 1, "prefill-b")
+	status, data := stream(t, g, conversation(topic, "first question"))
+	require.Equal(t, 200, status, data)
+	require.Len(t, f.executions(prefillA, "prefill"), 1, "the first turn went to prefill-a")
+	<-busy
+	waitIdleObserved(t, f, g.AdminAddr())
+
+	// A reload that changes the model's execution timeout builds its targets anew.
+	require.NoError(t, os.WriteFile(path, []byte(strings.Replace(toml, "[models.chat.scheduling.distributed_serving]\n", "[models.chat.scheduling.distributed_serving]\nexecution_timeout_ms = 20000\n", 1)), 0o644))
+	require.NoError(t, g.Reload())
+	waitObserved(t, g)
+
+	status, data = stream(t, g, conversation(topic, "first question", "an answer", "second question"))
+	require.Equal(t, 200, status, data)
+	require.Len(t, f.executions(prefillA, "prefill"), 2, "the second turn went back to prefill-a after the reload")
 }

@@ -84,6 +84,18 @@ func NewTarget(o Options, name string, svc *pipeline.Service, g *workers.Group, 
 	return t
 }
 
+// KeepHints makes t, the target that replaces old on a reload, use old's prompt prefix hints,
+// so that a reload does not send every conversation back to rendezvous hashing (a cold
+// prefill) at once. It does nothing unless both have prompt_cache_affinity. The hints name
+// workers by worker_id, so they stay true when the target's workers change (a hint for a
+// worker no longer among them is never chosen); the restart epochs start anew with t. Call it
+// before t serves.
+func (t *Target) KeepHints(old *Target) {
+	if t.affinity != nil && old != nil && old.affinity != nil {
+		t.affinity.idx = old.affinity.idx
+	}
+}
+
 // WorkerNeeds returns what a target bound to deployment generation gen (0: any) and
 // execution config digest digest ("": any) asks of its workers of role (RolePrefill or
 // RoleDecode): that role, and state transfer, since the two halves of a pair hand a

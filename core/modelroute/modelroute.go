@@ -146,6 +146,9 @@ func NewTable(models map[string]*config.Model, services map[string]*pipeline.Ser
 					Alias: name, APIKey: ds.APIKey, ExecutionTimeout: time.Duration(ds.ExecutionTimeoutMs) * time.Millisecond,
 					PrepareBatchSize: ds.PrepareBatchSize, PromptCacheAffinity: m.Scheduling.PromptCacheAffinity,
 				}, id, svc, t.Workers, t.Needs.Generation, t.Needs.Digest)
+				if old := prev.Alias(name).target(id); old != nil {
+					t.PD.KeepHints(old.PD)
+				}
 			}
 			byPrio[ct.Priority] = append(byPrio[ct.Priority], t)
 		}
@@ -177,6 +180,21 @@ func (t *Table) Alias(name string) *Alias {
 		return nil
 	}
 	return t.aliases[name]
+}
+
+// target returns the alias's target named id, or nil (also on a nil alias).
+func (a *Alias) target(id string) *Target {
+	if a == nil {
+		return nil
+	}
+	for _, tier := range a.tiers {
+		for _, t := range tier {
+			if t.Name == id {
+				return t
+			}
+		}
+	}
+	return nil
 }
 
 // admissionPool returns the pool that admits a's requests: old's when old was bounded too
