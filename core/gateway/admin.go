@@ -321,6 +321,7 @@ type routeStatus struct {
 	Name        string   `json:"name"`
 	Rule        string   `json:"rule"`
 	Service     string   `json:"service"`
+	Models      bool     `json:"models,omitempty"` // a model router: the body's "model" chooses the service
 	Entrypoints []string `json:"entrypoints"`
 	Middlewares []string `json:"middlewares"`
 	Priority    int      `json:"priority"`
@@ -339,6 +340,7 @@ func (g *Gateway) adminRoutes(w http.ResponseWriter, _ *http.Request) {
 			Name:        name,
 			Rule:        config.RedactRule(asWritten(cfg, r.Rule, "routers", name, "rule")),
 			Service:     asWritten(cfg, r.Service, "routers", name, "service"),
+			Models:      r.Models,
 			Entrypoints: listAsWritten(cfg, eps, "routers", name, "entrypoints"),
 			Middlewares: listAsWritten(cfg, r.Middlewares, "routers", name, "middlewares"),
 			Priority:    r.Priority,
