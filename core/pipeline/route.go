@@ -23,8 +23,10 @@ type Resolver interface {
 }
 
 // BodyBoundResolver is a Resolver that answers Entrypoint.BodyBound itself: as Resolve then
-// Chain.BodyBound would, but at the cost of a lookup, without matching, for an entrypoint
-// none of whose routes bounds bodies (has no body-limit).
+// Chain.BodyBound would, but at the cost of a lookup, without matching, where no route's
+// bound can apply: for an entrypoint none of whose routes bounds bodies (has no body-limit),
+// and for a request whose Content-Length is within every bound of the entrypoint's routes,
+// which then reports none (false).
 type BodyBoundResolver interface {
 	BodyBound(ep string, req *http1.Request) (int64, bool)
 }

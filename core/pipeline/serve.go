@@ -146,8 +146,10 @@ func (ep *Entrypoint) Reject(rc *RequestCtx, ge *GatewayError) {
 // resolves to on ep (its body-limit middlewares' max_bytes, BodyBounder), and whether it has
 // one. An engine calls it for a request with a body once the head is parsed, and stops
 // reading the body once it is longer (http1.Request.BodyCut): the route refuses the request
-// without it. It allocates nothing, and matches no route when the Resolver knows that none
-// of the entrypoint's bounds bodies (BodyBoundResolver).
+// without it. It allocates nothing. It runs on an event loop for each such request, so it
+// matches no route when the Resolver knows that no bound of the entrypoint's routes can
+// apply (BodyBoundResolver): it then reports none, also for a route that has one, but not
+// below req's Content-Length.
 func (ep *Entrypoint) BodyBound(req *http1.Request) (int64, bool) {
 	if string(req.Path) == "*" {
 		return 0, false

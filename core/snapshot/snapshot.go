@@ -104,8 +104,11 @@ type Snapshot struct {
 type entrypointRoutes struct {
 	table  *router.Table
 	routes []*pipeline.Route // by router.Route.ID
-	// bounded: a route bounds request bodies (a body-limit middleware), so BodyBound matches.
-	bounded bool
+	// bounded: a route bounds request bodies (a body-limit middleware), so BodyBound may
+	// match; minBound is the smallest of those bounds, which a body whose Content-Length is
+	// not over it reaches on no route.
+	bounded  bool
+	minBound int64
 }
 
 // Resolve implements pipeline.Resolver: it matches req against the routers of entrypoint ep
@@ -124,11 +127,12 @@ func (s *Snapshot) Resolve(ep string, req *http1.Request) (*pipeline.Route, *pip
 }
 
 // BodyBound implements pipeline.BodyBoundResolver: the bound the route req matches on
-// entrypoint ep sets on its body, without matching when no route of ep sets one. It does not
-// allocate.
+// entrypoint ep sets on its body. It matches no route when none of ep's bounds the body: no
+// route of ep sets a bound, or req declares a Content-Length within the smallest of them (as
+// most requests do), whichever route it matches. It does not allocate.
 func (s *Snapshot) BodyBound(ep string, req *http1.Request) (int64, bool) {
 	e := s.entrypoints[ep]
-	if e == nil || !e.bounded {
+	if e == nil || !e.bounded || (!req.Chunked && req.ContentLength <= e.minBound) {
 		return 0, false
 	}
 	id, ok := e.table.Match(req)
@@ -277,8 +281,8 @@ func Compile(cfg *config.Config, prev *Snapshot, gen uint64) (*Snapshot, error) 
 			}
 			id := len(er.routes)
 			er.routes = append(er.routes, rt)
-			if _, ok := chain.BodyBound(); ok {
-				er.bounded = true
+			if b, ok := chain.BodyBound(); ok && (!er.bounded || b < er.minBound) {
+				er.bounded, er.minBound = true, b
 			}
 			tables[ep] = append(tables[ep], router.Route{Name: name, Rule: rule, RuleText: r.Rule, Priority: r.Priority, ID: id})
 		}
