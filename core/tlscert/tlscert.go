@@ -232,23 +232,24 @@ const watchDebounce = 100 * time.Millisecond
 
 // Watch starts reloading the certificates when their files change. It watches the files'
 // directories rather than the files, so that a file replaced by a rename (an atomic write, a
-// Kubernetes secret's symlink swap, a release directory's link switched) is seen too; events
-// for other files of those directories (a log written next to the certificates) are ignored.
+// Kubernetes secret's symlink swap, a release directory's link switched, the directory itself
+// replaced) is seen too; events for other files of those directories (a log written next to
+// the certificates) are ignored.
 func (s *Store) Watch() error {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		return err
 	}
 	names, dirs := s.watched()
-	for d := range dirs {
-		if err := w.Add(d); err != nil {
+	for d, needed := range dirs {
+		if err := w.Add(d); err != nil && needed {
 			_ = w.Close()
 			return fmt.Errorf("watch %s: %w", d, err)
 		}
 	}
 	s.watcher = w
 	s.wg.Add(1)
-	go s.watch(w, names, dirs)
+	go s.watch(w, names)
 	return nil
 }
 
@@ -257,7 +258,10 @@ func (s *Store) Watch() error {
 // way (linkpath.Resolve). A Kubernetes secret mounts tls.crt as a link to ..data/tls.crt and
 // updates it by swapping the link ..data, so the event is for ..data, not tls.crt; a link
 // cert.pem -> cert-2024.pem sees cert-2024.pem written in place; a directory current ->
-// releases/v1 switched to releases/v2 sees current.
+// releases/v1 switched to releases/v2 sees current. The directory a file is in counts too,
+// watched in its parent, for a deployment that replaces the whole directory (the old one
+// renamed away, a new one renamed into its place): a directory of dirs is false when it is
+// watched for that alone, a watch that may be refused (a parent the gateway cannot read).
 func (s *Store) watched() (names, dirs map[string]bool) {
 	names, dirs = map[string]bool{}, map[string]bool{}
 	for _, p := range s.pairs {
@@ -271,12 +275,18 @@ func (s *Store) watched() (names, dirs map[string]bool) {
 				names[n] = true
 				dirs[filepath.Dir(n)] = true
 			}
+			if d := filepath.Dir(final); d != filepath.Dir(d) {
+				names[d] = true
+				if parent := filepath.Dir(d); !dirs[parent] {
+					dirs[parent] = false
+				}
+			}
 		}
 	}
 	return names, dirs
 }
 
-func (s *Store) watch(w *fsnotify.Watcher, names, dirs map[string]bool) {
+func (s *Store) watch(w *fsnotify.Watcher, names map[string]bool) {
 	defer s.wg.Done()
 	t := time.NewTimer(time.Hour)
 	t.Stop()
@@ -300,23 +310,26 @@ func (s *Store) watch(w *fsnotify.Watcher, names, dirs map[string]bool) {
 		case <-t.C:
 			_ = s.reload(true)
 			// A file may have become a link, or a link may lead elsewhere now: watch where
-			// the files are now, and no longer where they were.
-			var now map[string]bool
-			names, now = s.watched()
-			for d := range dirs {
-				if !now[d] {
+			// the files are now, and no longer where they were. The watches in place are
+			// asked of fsnotify: a directory renamed away or removed lost its watch, and the
+			// directory that took its name must be watched anew.
+			var dirs map[string]bool
+			names, dirs = s.watched()
+			watching := map[string]bool{}
+			for _, d := range w.WatchList() {
+				if _, ok := dirs[d]; !ok {
 					_ = w.Remove(d) // may be gone with its directory
+					continue
 				}
+				watching[d] = true
 			}
-			for d := range now {
-				if !dirs[d] {
-					if err := w.Add(d); err != nil {
+			for d, needed := range dirs {
+				if !watching[d] {
+					if err := w.Add(d); err != nil && needed {
 						s.log.Warn("tls certificate watch", "entrypoint", s.name, "path", d, "error", err.Error())
-						delete(now, d)
 					}
 				}
 			}
-			dirs = now
 		}
 	}
 }

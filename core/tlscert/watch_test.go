@@ -234,3 +234,34 @@ func TestWatchLinkedDirectorySwitch(t *testing.T) {
 		require.Equal(t, cn, c.Leaf.Subject.CommonName)
 	}
 }
+
+// A directory of certificates that a deployment replaces (the old one renamed away, a new one
+// renamed into its place) reloads, and so do the changes made in the new directory after it.
+func TestWatchReplacedDirectory(t *testing.T) {
+	root := t.TempDir()
+	dir := mkdir(t, root, "certs")
+	p := writePair(t, dir, "tls", "first", "a.test")
+	s, _ := watchedStore(t, "dir-replaced", []Pair{p}, filepath.Join(root, "sluice.log"))
+	inForce := func(cn string) {
+		t.Helper()
+		require.Eventually(t, func() bool {
+			c, _ := s.GetCertificate(&tls.ClientHelloInfo{})
+			return c != nil && c.Leaf.Subject.CommonName == cn
+		}, 10*time.Second, 5*time.Millisecond, "certificate %q not in force", cn)
+	}
+
+	writePair(t, mkdir(t, root, "certs.next"), "tls", "second", "a.test")
+	require.NoError(t, os.Rename(dir, filepath.Join(root, "certs.old")))
+	require.NoError(t, os.Rename(filepath.Join(root, "certs.next"), dir))
+	inForce("second")
+
+	// A renewal in the new directory: both files renamed into place.
+	next := writePair(t, mkdir(t, root, "renewal"), "tls", "third", "a.test")
+	crt, err := os.ReadFile(next.CertFile)
+	require.NoError(t, err)
+	key, err := os.ReadFile(next.KeyFile)
+	require.NoError(t, err)
+	replace(t, p.KeyFile, key)
+	replace(t, p.CertFile, crt)
+	inForce("third")
+}
