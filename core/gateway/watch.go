@@ -21,9 +21,11 @@ type watcher struct {
 	fs       *fsnotify.Watcher
 	debounce time.Duration
 	paths    map[string]bool // the files and directories whose changes count
-	stop     chan struct{}
-	done     chan struct{}
-	mu       sync.Mutex // guards debounce and paths, which syncWatcher changes
+	// recheck asks run for a reload after the debounce time, as a change does (recheckNew).
+	recheck chan struct{}
+	stop    chan struct{}
+	done    chan struct{}
+	mu      sync.Mutex // guards debounce and paths, which syncWatcher changes
 }
 
 // syncWatcher starts, adjusts or stops the file watcher to follow the configuration in
@@ -42,15 +44,17 @@ func (g *Gateway) syncWatcher() {
 		}
 		return
 	}
+	started := false // the watch starts here
 	if g.watch == nil {
 		fw, err := fsnotify.NewWatcher()
 		if err != nil {
 			g.Log.Error("configuration file watch cannot start; reload with SIGHUP or the admin API", "error", err.Error())
 			return
 		}
-		g.watch = &watcher{g: g, fs: fw, stop: make(chan struct{}), done: make(chan struct{})}
+		g.watch = &watcher{g: g, fs: fw, recheck: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 		go g.watch.run()
 		g.Log.Info("watching the configuration files", "debounce", f.Debounce.String())
+		started = true
 	}
 	w := g.watch
 	w.setDebounce(f.Debounce)
@@ -68,20 +72,38 @@ func (g *Gateway) syncWatcher() {
 		}
 		watched[dir] = true
 	}
+	added := false
 	for dir := range dirs {
 		if watched[dir] {
 			continue
 		}
 		if err := w.fs.Add(dir); err != nil {
 			g.Log.Warn("cannot watch a configuration directory", "path", dir, "error", err.Error())
+			continue
 		}
+		added = true
 	}
 	w.setPaths(paths)
+	if added && !started {
+		// A directory watched from now on (one that replaced another) may have changed
+		// since the reload read it, before its watch: a change there would go unseen.
+		w.recheckNew()
+	}
+}
+
+// recheckNew asks for a reload after the debounce time, which finds what changed in a
+// directory before it was watched; nothing when one is asked for already.
+func (w *watcher) recheckNew() {
+	select {
+	case w.recheck <- struct{}{}:
+	default:
+	}
 }
 
 // watchedPaths returns, for the configuration files and directories ps, the paths whose
-// events mean the configuration may have changed, and the directories to watch for them: each
-// path as its links resolve (a directory counts for the *.toml files in it), and every link
+// events mean the configuration may have changed (true for a configuration directory, whose
+// *.toml files count too), and the directories to watch for them: each path as its links
+// resolve, the directory a file is in (which a deployment may replace whole), and every link
 // met on the way, in any element of the path, since renaming a new link over one is how a
 // deployment switches versions. A Kubernetes ConfigMap mounts sluice.toml as a link to
 // ..data/sluice.toml and updates it by renaming a new ..data link over the old one; a release
@@ -106,6 +128,13 @@ func watchedPaths(ps []string) (paths, dirs map[string]bool) {
 		dirs[filepath.Dir(final)] = true
 		if st, err := os.Stat(final); err == nil && st.IsDir() {
 			dirs[final] = true
+		} else if d := filepath.Dir(final); d != filepath.Dir(d) {
+			// So is a file's directory, replaced whole by a deployment: its name counts
+			// (false: not a configuration directory, whose other *.toml files count too).
+			if _, ok := paths[d]; !ok {
+				paths[d] = false
+			}
+			dirs[filepath.Dir(d)] = true
 		}
 	}
 	return paths, dirs
@@ -123,13 +152,13 @@ func (w *watcher) setPaths(p map[string]bool) {
 	w.mu.Unlock()
 }
 
-// relevant reports whether a change of name concerns the configuration: a file loaded or a
-// link leading to one (watchedPaths), or a *.toml file in a configuration directory (a new
-// file there is part of the next load).
+// relevant reports whether a change of name concerns the configuration: a path watchedPaths
+// lists (a file loaded, a link leading to one, a directory holding one), or a *.toml file in
+// a configuration directory (a new file there is part of the next load).
 func (w *watcher) relevant(name string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.paths[name] {
+	if _, ok := w.paths[name]; ok {
 		return true
 	}
 	dir := filepath.Dir(name)
@@ -155,16 +184,9 @@ func (w *watcher) run() {
 			if ev.Op == fsnotify.Chmod || !w.relevant(ev.Name) {
 				continue
 			}
-			w.mu.Lock()
-			d := w.debounce
-			w.mu.Unlock()
-			if timer == nil {
-				timer = time.NewTimer(d)
-			} else {
-				timer.Stop()
-				timer.Reset(d)
-			}
-			fire = timer.C
+			fire = w.arm(&timer)
+		case <-w.recheck:
+			fire = w.arm(&timer)
 		case err, ok := <-w.fs.Errors:
 			if !ok {
 				return
@@ -175,6 +197,21 @@ func (w *watcher) run() {
 			_ = w.g.Reload() // Reload logs a refusal
 		}
 	}
+}
+
+// arm starts the debounce time of a change over, on *timer (made at the first change), and
+// returns the channel that says it passed.
+func (w *watcher) arm(timer **time.Timer) <-chan time.Time {
+	w.mu.Lock()
+	d := w.debounce
+	w.mu.Unlock()
+	if *timer == nil {
+		*timer = time.NewTimer(d)
+	} else {
+		(*timer).Stop()
+		(*timer).Reset(d)
+	}
+	return (*timer).C
 }
 
 // close stops the watcher and waits for its goroutine. It must not be called from it.

@@ -76,3 +76,34 @@ func TestWatchFollowsAReplacedDirectory(t *testing.T) {
 		})
 	}
 }
+
+// A configuration file whose directory a deployment replaces (the old one renamed away, a new
+// one holding the new file renamed into its place) reloads, and so does an edit of the file
+// in the new directory.
+func TestWatchFollowsAReplacedFileDirectory(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "conf")
+	require.NoError(t, os.Mkdir(dir, 0o755))
+	path := filepath.Join(dir, "sluice.toml")
+	require.NoError(t, os.WriteFile(path, []byte(watchedTOML("a")), 0o644))
+	g := startWatched(t, path)
+	require.NotNil(t, g.Snapshot().Config.Routers["a"])
+	waitInForce := func(name string) {
+		require.Eventually(t, func() bool {
+			return g.Snapshot().Config.Routers[name] != nil
+		}, 10*time.Second, 5*time.Millisecond, "no reload put routers.%s in force", name)
+	}
+
+	next := filepath.Join(root, "conf.next")
+	require.NoError(t, os.Mkdir(next, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(next, "sluice.toml"), []byte(watchedTOML("a", "b")), 0o644))
+	require.NoError(t, os.Rename(dir, filepath.Join(root, "conf.old")))
+	require.NoError(t, os.Rename(next, dir))
+	waitInForce("b")
+
+	// An edit of the new file, written as an editor does: a new file renamed over it.
+	tmp := filepath.Join(dir, ".sluice.toml.swp")
+	require.NoError(t, os.WriteFile(tmp, []byte(watchedTOML("a", "b", "c")), 0o644))
+	require.NoError(t, os.Rename(tmp, path))
+	waitInForce("c")
+}
