@@ -107,8 +107,14 @@ func waitRollout(t *testing.T, admin string, within time.Duration, ok func(servi
 
 const tinyChat = `{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":1}`
 
-// load sends requests from n clients until stop is closed; it returns the statuses seen.
+// load sends tinyChat from n clients until stop is closed; it returns the statuses seen.
 func load(t *testing.T, addr string, n int, stop <-chan struct{}) func() map[int]int {
+	return loadBody(t, addr, n, tinyChat, stop)
+}
+
+// loadBody sends chat requests with body from n clients until stop is closed; it returns the
+// statuses seen.
+func loadBody(t *testing.T, addr string, n int, body string, stop <-chan struct{}) func() map[int]int {
 	var mu sync.Mutex
 	statuses := map[int]int{}
 	var wg sync.WaitGroup
@@ -122,7 +128,7 @@ func load(t *testing.T, addr string, n int, stop <-chan struct{}) func() map[int
 					return
 				default:
 				}
-				r := call(t, "POST", "http://"+addr+"/v1/chat/completions", "", tinyChat)
+				r := call(t, "POST", "http://"+addr+"/v1/chat/completions", "", body)
 				mu.Lock()
 				statuses[r.status]++
 				mu.Unlock()
@@ -305,27 +311,7 @@ func startSlowRevisionSim(t *testing.T) *llmsim.Fleet {
 // loadStreams sends streamed chat requests for model m from n clients until stop is closed;
 // it returns the statuses seen.
 func loadStreams(t *testing.T, addr string, n int, stop <-chan struct{}) func() map[int]int {
-	var mu sync.Mutex
-	statuses := map[int]int{}
-	var wg sync.WaitGroup
-	for i := 0; i < n; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				r := call(t, "POST", "http://"+addr+"/v1/chat/completions", "", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}],"max_tokens":2}`)
-				mu.Lock()
-				statuses[r.status]++
-				mu.Unlock()
-			}
-		}()
-	}
-	return func() map[int]int { wg.Wait(); return statuses }
+	return loadBody(t, addr, n, `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}],"max_tokens":2}`, stop)
 }
 
 // A new revision whose servers cannot be reached fails its samples even when the model's next
