@@ -8,6 +8,7 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
+	"github.com/sluice-gw/sluice/internal/dirwatch"
 	"github.com/sluice-gw/sluice/internal/linkpath"
 )
 
@@ -59,30 +60,9 @@ func (g *Gateway) syncWatcher() {
 	w := g.watch
 	w.setDebounce(f.Debounce)
 	paths, dirs := watchedPaths(append(cfg.WatchPaths(), g.ConfigPath))
-	// The watches in place are asked of fsnotify rather than remembered: a directory removed
-	// or renamed away loses its watch there (a deployment that replaces conf.d by a new
-	// directory), and the new directory of that name must be watched anew.
-	watched := map[string]bool{}
-	for _, dir := range w.fs.WatchList() {
-		if !dirs[dir] {
-			// A version directory a link no longer leads to (Kubernetes deletes it): its
-			// watch may already be gone with it.
-			_ = w.fs.Remove(dir)
-			continue
-		}
-		watched[dir] = true
-	}
-	added := false
-	for dir := range dirs {
-		if watched[dir] {
-			continue
-		}
-		if err := w.fs.Add(dir); err != nil {
-			g.Log.Warn("cannot watch a configuration directory", "path", dir, "error", err.Error())
-			continue
-		}
-		added = true
-	}
+	added := dirwatch.Sync(w.fs, dirs, func(dir string, err error) {
+		g.Log.Warn("cannot watch a configuration directory", "path", dir, "error", err.Error())
+	})
 	w.setPaths(paths)
 	if added && !started {
 		// A directory watched from now on (one that replaced another) may have changed

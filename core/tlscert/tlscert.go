@@ -26,6 +26,7 @@ import (
 
 	"github.com/sluice-gw/sluice/core/config"
 	"github.com/sluice-gw/sluice/core/metrics"
+	"github.com/sluice-gw/sluice/internal/dirwatch"
 	"github.com/sluice-gw/sluice/internal/linkpath"
 )
 
@@ -309,27 +310,13 @@ func (s *Store) watch(w *fsnotify.Watcher, names map[string]bool) {
 			s.log.Warn("tls certificate watch", "entrypoint", s.name, "error", err.Error())
 		case <-t.C:
 			_ = s.reload(true)
-			// A file may have become a link, or a link may lead elsewhere now: watch where
-			// the files are now, and no longer where they were. The watches in place are
-			// asked of fsnotify: a directory renamed away or removed lost its watch, and the
-			// directory that took its name must be watched anew.
+			// A file may have become a link, or a link may lead elsewhere now, or a
+			// directory may have been replaced: watch where the files are now.
 			var dirs map[string]bool
 			names, dirs = s.watched()
-			watching := map[string]bool{}
-			for _, d := range w.WatchList() {
-				if _, ok := dirs[d]; !ok {
-					_ = w.Remove(d) // may be gone with its directory
-					continue
-				}
-				watching[d] = true
-			}
-			for d, needed := range dirs {
-				if !watching[d] {
-					if err := w.Add(d); err != nil && needed {
-						s.log.Warn("tls certificate watch", "entrypoint", s.name, "path", d, "error", err.Error())
-					}
-				}
-			}
+			dirwatch.Sync(w, dirs, func(d string, err error) {
+				s.log.Warn("tls certificate watch", "entrypoint", s.name, "path", d, "error", err.Error())
+			})
 		}
 	}
 }
