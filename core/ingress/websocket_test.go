@@ -140,6 +140,7 @@ func TestWebSocket(t *testing.T) {
 			t.Run("MalformedUpstream101Is502", func(t *testing.T) { testWSBadAccept(t, ce) })
 			t.Run("UpstreamRefusalRelayed", func(t *testing.T) { testWSUpstreamRefusal(t, ce) })
 			t.Run("IdleTimeoutClosesBothSides", func(t *testing.T) { testWSIdle(t, ce) })
+			t.Run("IdleTimeoutCountsFromTheLastByte", func(t *testing.T) { testWSIdleFromLastByte(t, ce) })
 			t.Run("BackpressureBothWays", func(t *testing.T) { testWSBackpressure(t, ce) })
 		})
 	}
@@ -403,6 +404,28 @@ func testWSIdle(t *testing.T, ce contractEngine) {
 	case <-time.After(eventWait):
 		t.Fatal("the idle timeout did not close the upstream side")
 	}
+}
+
+// testWSIdleFromLastByte: a tunnel that goes quiet is closed websocket_idle_timeout after its
+// last byte, not up to twice that: here the last byte moves just after the tunnel opened,
+// when each direction's idle deadline was armed.
+func testWSIdleFromLastByte(t *testing.T, ce contractEngine) {
+	const idle = 2 * time.Second
+	u := newWSUpstream(t)
+	tr := startWSTransport(t, ce, u.ln.Addr().String(), `websocket_idle_timeout = "2s"`)
+	c := dialWS(t, tr.Addr())
+	ctx, cancel := context.WithTimeout(context.Background(), 3*idle+eventWait)
+	defer cancel()
+	require.NoError(t, c.Write(ctx, websocket.MessageText, []byte("hello")))
+	_, got, err := c.Read(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "hello", string(got))
+	last := time.Now() // the last byte either way: nothing moves from here on
+	_, _, err = c.Read(ctx)
+	quiet := time.Since(last)
+	require.Error(t, err)
+	require.NoError(t, ctx.Err(), "the idle tunnel was not closed")
+	require.Less(t, quiet, idle+idle/2, "closed %v after the last byte, for websocket_idle_timeout = %v", quiet, idle)
 }
 
 // testWSBackpressure: a side that reads nothing holds the other back, each way, with a

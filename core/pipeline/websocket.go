@@ -272,6 +272,7 @@ func (rc *RequestCtx) Tunnel(client net.Conn, early []byte) error {
 		rc.outcome.Canceled = true
 		return errClientGone
 	}
+	t.touch()
 	if len(early) > 0 {
 		if _, err := t.write(up, early); err != nil {
 			return err
@@ -334,6 +335,11 @@ type tunnel struct {
 
 func (t *tunnel) touch() { t.last.Store(time.Now().UnixNano()) }
 
+// idleDeadline is when the tunnel turns idle if no byte moves either way before: the idle
+// timeout after the last byte moved, not after the deadline that found the tunnel still active
+// (which would let a quiet tunnel live up to twice the timeout).
+func (t *tunnel) idleDeadline() time.Time { return time.Unix(0, t.last.Load()).Add(t.idle) }
+
 // closeBoth closes the client connection and the upstream one (without TLS close_notify:
 // the peer sees the close at once).
 func (t *tunnel) closeBoth() {
@@ -355,10 +361,11 @@ func (t *tunnel) answerInternalError() {
 }
 
 // write writes p to c within the idle timeout, re-armed while the other direction moves bytes.
+// Callers touch the tunnel just before, so the first deadline is the idle timeout from now.
 func (t *tunnel) write(c net.Conn, p []byte) (int, error) {
 	done := 0
 	for done < len(p) {
-		_ = c.SetWriteDeadline(time.Now().Add(t.idle))
+		_ = c.SetWriteDeadline(t.idleDeadline())
 		if !t.wrote.Load() {
 			t.wrote.Store(true)
 		}
@@ -408,7 +415,9 @@ func (t *tunnel) pump(dst, src net.Conn, count *atomic.Int64) error {
 		}
 		if err != nil {
 			if errors.Is(err, os.ErrDeadlineExceeded) && t.stillActive() {
-				armed = time.Time{}
+				// The other direction moved bytes since this deadline was armed.
+				armed = time.Now()
+				_ = src.SetReadDeadline(t.idleDeadline())
 				continue
 			}
 			if err == io.EOF {
