@@ -276,7 +276,11 @@ func TestValidateRefusesAFileThatIsNotUTF8(t *testing.T) {
 }
 
 // Validating a config that starts a rollout logs nothing: validate's output is its verdict.
+// The example's scaled service runs llmsim by name, from PATH as its comment says.
 func TestValidateLogsNothing(t *testing.T) {
+	bin := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(bin, "llmsim"), []byte("#!/bin/sh\n"), 0o755))
+	t.Setenv("PATH", bin)
 	var logs bytes.Buffer
 	defer slog.SetDefault(slog.Default())
 	slog.SetDefault(slog.New(slog.NewTextHandler(&logs, nil)))

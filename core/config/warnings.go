@@ -1,7 +1,9 @@
 package config
 
 import (
+	"errors"
 	"fmt"
+	"os/exec"
 	"slices"
 	"sort"
 	"strings"
@@ -21,8 +23,10 @@ func (w Warning) String() string { return w.Pos.String() + ": warning: " + w.Msg
 
 // Warnings lists the parts of c that can route nothing, sorted by position: no routers at all,
 // a router that no request reaches on any of its entrypoints, an entrypoint that no router
-// serves, a model router with no models. Such a configuration loads and serves (every request
-// it cannot route gets 404), so these are not errors.
+// serves, a model router with no models, a service scaled by the exec executor whose program
+// is not found (on PATH, or at its path). Such a configuration loads and serves (every request
+// it cannot route gets 404; a scaled service's requests wait for a replica that never starts),
+// so these are not errors.
 func (c *Config) Warnings() []Warning {
 	var ws []Warning
 	add := func(p Position, format string, args ...any) {
@@ -68,6 +72,19 @@ func (c *Config) Warnings() []Warning {
 			add(c.Pos("routers", name, "models"), "routers.%s is a model router but no [models.<alias>] is defined: every request it matches gets 404 model_not_found", name)
 		}
 	}
+	for _, name := range sortedNames(c.Services) {
+		sc := c.Services[name].Scaling
+		if sc == nil || sc.Executor != "exec" || sc.Exec == nil || len(sc.Exec.Command) == 0 {
+			continue
+		}
+		// The exec executor runs the command as exec.Command does, finding a bare name on PATH
+		// and a path from the gateway's directory: a program not there starts no replica,
+		// and the requests that wait for one time out with the reason only in the log.
+		if _, err := exec.LookPath(sc.Exec.Command[0]); err != nil {
+			add(c.ValuePos("services", name, "scaling", "exec", "command", "0"), "services.%s.scaling.exec.command[0] %q: %v: no replica of the service can start (install it, give its absolute path, or put its directory on sluice's PATH)",
+				name, sc.Exec.Command[0], lookPathReason(err))
+		}
+	}
 	for _, name := range sortedNames(c.Entrypoints) {
 		if !served[name] {
 			add(c.Pos("entrypoints", name), "entrypoints.%s is served by no router: every request to it gets 404 (list it in a router's entrypoints, or leave a router's entrypoints out to serve on all)", name)
@@ -75,6 +92,15 @@ func (c *Config) Warnings() []Warning {
 	}
 	sort.SliceStable(ws, func(i, j int) bool { return ws[i].Pos.before(ws[j].Pos) })
 	return ws
+}
+
+// lookPathReason is exec.LookPath's error without the name it repeats ("exec: \"x\": ").
+func lookPathReason(err error) string {
+	var ee *exec.Error
+	if errors.As(err, &ee) {
+		return ee.Err.Error()
+	}
+	return err.Error()
 }
 
 // shadowedBy names a router tried before router name on entrypoint ep whose rule matches every

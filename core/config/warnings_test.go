@@ -1,6 +1,10 @@
 package config
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -55,4 +59,28 @@ func TestWarningsShadowedRouters(t *testing.T) {
 
 	// A backquoted argument keeps its spaces: these rules differ.
 	require.Empty(t, warningLines(t, "[entrypoints.web]\naddress = \":1\"\n[routers.a]\nrule = \"Header(`X`, `a b`)\"\nservice = \"up\"\n[routers.b]\nrule = \"Header(`X`, `ab`)\"\nservice = \"up\"\n"+warnServices))
+}
+
+// A service scaled by the exec executor whose program is not found starts no replica: its
+// requests would wait in the buffer until they time out, with the reason only in the log.
+// validate warns at the program's position; a program found (on PATH, or at its path) is no
+// warning.
+func TestWarningsExecCommandNotFound(t *testing.T) {
+	dir := t.TempDir()
+	prog := filepath.Join(dir, "model-server")
+	require.NoError(t, os.WriteFile(prog, []byte("#!/bin/sh\n"), 0o755))
+	t.Setenv("PATH", dir)
+	scaled := func(command string) string {
+		return "[entrypoints.web]\naddress = \":1\"\n[routers.a]\nrule = \"PathPrefix(`/`)\"\nservice = \"llm\"\n" +
+			"[services.llm.scaling]\nexecutor = \"exec\"\n[services.llm.scaling.exec]\ncommand = [" + command + ", \"--port\", \"{port}\"]\n"
+	}
+	require.Equal(t, []string{
+		`w.toml:9:12: warning: services.llm.scaling.exec.command[0] "llmsim": executable file not found in $PATH: no replica of the service can start (install it, give its absolute path, or put its directory on sluice's PATH)`,
+	}, warningLines(t, scaled(`"llmsim"`)))
+	missing := filepath.Join(dir, "missing")
+	require.Equal(t, []string{
+		fmt.Sprintf(`w.toml:9:12: warning: services.llm.scaling.exec.command[0] %q: stat %s: no such file or directory: no replica of the service can start (install it, give its absolute path, or put its directory on sluice's PATH)`, missing, missing),
+	}, warningLines(t, scaled(strconv.Quote(missing))))
+	require.Empty(t, warningLines(t, scaled(`"model-server"`)))
+	require.Empty(t, warningLines(t, scaled(strconv.Quote(prog))))
 }
