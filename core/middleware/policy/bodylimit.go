@@ -1,7 +1,10 @@
 package policy
 
 import (
+	"strconv"
+
 	"github.com/sluice-gw/sluice/core/config"
+	"github.com/sluice-gw/sluice/core/consumer"
 	"github.com/sluice-gw/sluice/core/pipeline"
 )
 
@@ -9,11 +12,16 @@ import (
 // answered 413 and never reaches an upstream. It bounds one router below the entrypoint's
 // max_body_bytes (which bounds what the engine reads at all, before routing).
 type BodyLimit struct {
-	max int64
+	max      int64
+	tooLarge *consumer.Answer // the 413, naming the bound so a client knows what fits
 }
 
 // NewBodyLimit compiles a body-limit middleware.
-func NewBodyLimit(o config.BodyLimitOptions) *BodyLimit { return &BodyLimit{max: o.MaxBytes} }
+func NewBodyLimit(o config.BodyLimitOptions) *BodyLimit {
+	return &BodyLimit{max: o.MaxBytes, tooLarge: consumer.NewAnswer(413, "invalid_request_error", "request_too_large",
+		"body_too_large", "the request body is larger than this route accepts (body-limit max_bytes = "+
+			strconv.FormatInt(o.MaxBytes, 10)+" bytes)")}
+}
 
 // LoopSafe implements pipeline.LoopSafe: it compares lengths.
 func (s *BodyLimit) LoopSafe() bool { return true }
@@ -29,7 +37,7 @@ func (s *BodyLimit) MaxBodyBytes() int64 { return s.max }
 func (s *BodyLimit) OnRequest(rc *pipeline.RequestCtx) error {
 	r := &rc.Req
 	if int64(len(r.Body)) > s.max || r.ContentLength > s.max || r.BodyCut > s.max {
-		return errTooLarge.Reply(rc)
+		return s.tooLarge.Reply(rc)
 	}
 	return nil
 }

@@ -8,13 +8,11 @@ package policy
 
 import "github.com/sluice-gw/sluice/core/consumer"
 
-// errForbidden, errTooLarge and errOriginRefused are the refusals of ip-allow, body-limit and
-// a cors preflight, in the OpenAI SDKs' shape (Anthropic's on /v1/messages).
+// errForbidden and errOriginRefused are the refusals of ip-allow and a cors preflight, in the
+// OpenAI SDKs' shape (Anthropic's on /v1/messages).
 var (
 	errForbidden = consumer.NewAnswer(403, "permission_error", "permission_error", "ip_not_allowed",
 		"the client address is not allowed on this route")
 	errOriginRefused = consumer.NewAnswer(403, "permission_error", "permission_error", "cors_origin_not_allowed",
 		"this origin may not call this route (CORS)")
-	errTooLarge = consumer.NewAnswer(413, "invalid_request_error", "request_too_large", "body_too_large",
-		"the request body is larger than this route accepts")
 )

@@ -84,7 +84,7 @@ func TestBodyLimit(t *testing.T) {
 	require.Equal(t, 200, h.Do(t, "192.0.2.1", "POST / HTTP/1.1\r\nHost: gw", "12345678").Status)
 	r := h.Do(t, "192.0.2.1", "POST /v1/chat/completions HTTP/1.1\r\nHost: gw", "123456789")
 	require.Equal(t, 413, r.Status)
-	require.Contains(t, r.Body, `"code":"body_too_large"`)
+	require.JSONEq(t, `{"error":{"message":"the request body is larger than this route accepts (body-limit max_bytes = 8 bytes)","type":"invalid_request_error","param":null,"code":"body_too_large"}}`, r.Body)
 	// A body the engine did not read, refused by the length its head declares.
 	r = h.Do(t, "192.0.2.1", "POST / HTTP/1.1\r\nHost: gw\r\nContent-Length: 9", "")
 	require.Equal(t, 413, r.Status)
