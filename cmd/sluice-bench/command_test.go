@@ -64,6 +64,35 @@ func TestRunReportsItsCommandLine(t *testing.T) {
 	require.Equal(t, want, commandJSON(t, filepath.Join(dir, "run.json")))
 }
 
+// A report is made to be shared: the command line it carries shows no credential given with
+// --header, in either spelling of the flag, in its text or its JSON.
+func TestRunReportsNoCredentialOfItsCommandLine(t *testing.T) {
+	bin := testenv.BuildBinary(t, "./cmd/sluice-bench")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	up := harness.StartUpstream(ln, harness.UpstreamOptions{})
+	defer up.Close()
+	dir := t.TempDir()
+	cmd := invokedAs(t, bin, dir, "bin/sluice-bench", "run", "--target", "http://"+up.Addr(),
+		"--concurrency", "1", "--warmup", "10ms", "--duration", "200ms",
+		"--header", "Authorization: Bearer sk-live-1", "-header=X-Api-Key: sk-live-2",
+		"--header", "X-Note: Basic-ish", "--out", "run.json")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	require.NoError(t, cmd.Run(), "stderr:\n%s", stderr.String())
+	want := "bin/sluice-bench run --target http://" + up.Addr() + " --concurrency 1 --warmup 10ms --duration 200ms" +
+		" --header 'Authorization: Bearer <redacted>' '-header=X-Api-Key: <redacted>' --header 'X-Note: Basic-ish' --out run.json"
+	first, _, _ := strings.Cut(stderr.String(), "\n")
+	require.Equal(t, "Command: "+want, first)
+	require.Equal(t, want, commandJSON(t, filepath.Join(dir, "run.json")))
+	for _, out := range []string{stdout.String(), stderr.String()} {
+		require.NotContains(t, out, "sk-live")
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "run.json"))
+	require.NoError(t, err)
+	require.NotContains(t, string(b), "sk-live")
+}
+
 // A closed loop whose responses take longer than its window fails saying to lengthen the
 // window: it has no --rate to raise.
 func TestRunClosedLoopWindowShorterThanAResponse(t *testing.T) {

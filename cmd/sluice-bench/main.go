@@ -30,6 +30,7 @@ import (
 	"github.com/sluice-gw/sluice/bench/harness"
 	"github.com/sluice-gw/sluice/bench/peers"
 	"github.com/sluice-gw/sluice/bench/report"
+	"github.com/sluice-gw/sluice/core/config"
 	"github.com/sluice-gw/sluice/internal/cliflag"
 	"github.com/sluice-gw/sluice/internal/suggest"
 )
@@ -236,8 +237,38 @@ func durationRefusal(flag string) func(string) error {
 // (report.CommandLine), for a report's Command. It starts with the program as it was invoked
 // (os.Args[0]: "bin/sluice-bench", "./bin/sluice-bench", or "sluice-bench" when a shell found
 // it on PATH), so that the line pasted back in the same directory runs the same binary.
+// The value of a --header that may be a credential is shown as config.RedactField shows it
+// (--header 'Authorization: Bearer <redacted>'): reports are made to be shared, and a line
+// pasted back asks for the key again rather than carrying it.
 func commandLine(cmd string, args []string) string {
-	return report.CommandLine(append([]string{os.Args[0], cmd}, args...)...)
+	argv := append([]string{os.Args[0], cmd}, args...)
+	for i := 2; i < len(argv); i++ {
+		name, value, inline := strings.Cut(argv[i], "=")
+		if name != "--header" && name != "-header" {
+			continue
+		}
+		if !inline {
+			if i+1 == len(argv) {
+				break
+			}
+			i++
+			argv[i] = redactHeader(argv[i])
+			continue
+		}
+		argv[i] = name + "=" + redactHeader(value)
+	}
+	return report.CommandLine(argv...)
+}
+
+// redactHeader returns a --header's "Name: value" with its value as config.RedactField
+// shows it.
+func redactHeader(h string) string {
+	name, value, ok := strings.Cut(h, ":")
+	if !ok {
+		return h
+	}
+	v := strings.TrimLeft(value, " \t")
+	return name + ":" + value[:len(value)-len(v)] + config.RedactField(strings.TrimSpace(name), v)
 }
 
 // printFlags writes fs's usage line and flags.

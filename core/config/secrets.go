@@ -70,6 +70,22 @@ func secretValue(s string) bool {
 	return false
 }
 
+// RedactField returns value, an HTTP field's value given under the field name, as a report
+// that may be shared shows it: value when neither name (SecretName) nor value (an
+// authentication scheme with its credentials) says it may be a credential; else
+// "<scheme> <redacted>" for a value that opens with an authentication scheme (so that a
+// reader sees which kind of credential to give again), and Redacted for any other.
+func RedactField(name, value string) string {
+	if secretValue(value) {
+		sp := strings.IndexAny(value, " \t")
+		return value[:sp] + " " + Redacted
+	}
+	if SecretName(name) && strings.TrimSpace(value) != "" {
+		return Redacted
+	}
+	return value
+}
+
 // redactString returns s, a string as written, as shown under name: Redacted when it may be
 // a credential, else s with the credentials of a URL in it masked.
 func redactString(name, s string) string {
