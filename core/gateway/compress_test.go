@@ -447,3 +447,16 @@ func TestCompressHonoursNoTransform(t *testing.T) {
 		})
 	}
 }
+
+// varyMembers returns the members of every Vary line of resp, in lower case.
+func varyMembers(resp *response) []string {
+	var ms []string
+	for _, v := range resp.all("Vary") {
+		for _, m := range strings.Split(v, ",") {
+			if m = strings.TrimSpace(m); m != "" {
+				ms = append(ms, strings.ToLower(m))
+			}
+		}
+	}
+	return ms
+}

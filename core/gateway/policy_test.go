@@ -191,3 +191,65 @@ max_bytes = 1024
 		})
 	}
 }
+
+// The cors middleware's Vary: Origin is not added again to an upstream response that already
+// varies by Origin (on any line, in any case, within a list) or by everything (Vary: *).
+func TestCORSVaryOnceWithTheUpstreams(t *testing.T) {
+	varies := map[string]string{
+		"/plain": "",
+		"/lower": "Vary: origin\r\n",
+		"/list":  "Vary: Accept-Encoding, ORIGIN\r\n",
+		"/lines": "Vary: Accept\r\nVary: Origin\r\n",
+		"/star":  "Vary: *\r\n",
+	}
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			up := serveUpstream(t, func(c net.Conn, _ *bufio.Reader, head string, _ []byte) bool {
+				_, rest, _ := strings.Cut(head, " ")
+				path, _, _ := strings.Cut(rest, " ")
+				_, err := io.WriteString(c, "HTTP/1.1 200 OK\r\n"+varies[path]+"Content-Length: 2\r\n\r\n{}")
+				return err == nil
+			})
+			base := startGatewayConfig(t, fmt.Sprintf(`
+[entrypoints.web]
+address = "127.0.0.1:0"
+engine = %s
+[admin]
+address = ""
+[services.up.load_balancer]
+servers = [{ url = "http://%s" }]
+[routers.api]
+rule = "PathPrefix(`+"`/`"+`)"
+service = "up"
+middlewares = ["cors"]
+[middlewares.cors]
+type = "cors"
+allow_origins = ["https://app.example"]
+`, engineTOML(engine), up.addr()))
+			c := dial(t, strings.TrimPrefix(base, "http://"))
+			r := bufio.NewReader(c)
+			for path, vary := range varies {
+				send(t, c, "GET "+path+" HTTP/1.1\r\nHost: gw\r\nOrigin: https://app.example\r\n\r\n")
+				resp := readResponse(t, r, false)
+				require.Equal(t, 200, resp.status)
+				require.Equal(t, "https://app.example", resp.headers["access-control-allow-origin"])
+				n := 0
+				for _, m := range varyMembers(resp) {
+					if m == "origin" {
+						n++
+					}
+				}
+				want := 1
+				if vary == "Vary: *\r\n" {
+					want = 0
+				}
+				require.Equal(t, want, n, "%s: Vary %q", path, resp.all("Vary"))
+			}
+			// The gateway's own answer, a preflight, varies by Origin once.
+			send(t, c, "OPTIONS /x HTTP/1.1\r\nHost: gw\r\nOrigin: https://app.example\r\nAccess-Control-Request-Method: POST\r\n\r\n")
+			resp := readResponse(t, r, false)
+			require.Equal(t, 204, resp.status)
+			require.Equal(t, []string{"Origin"}, resp.all("Vary"))
+		})
+	}
+}

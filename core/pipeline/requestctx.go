@@ -344,7 +344,8 @@ func (rc *RequestCtx) AddUpstreamHeader(key, value []byte) {
 }
 
 // AddResponseHeader adds a field to the response sent to the client (upstream answers and
-// the gateway's own replies alike).
+// the gateway's own replies alike). A Vary whose members the response's Vary lists already
+// (the upstream's, or one added before it), or that follows a Vary: *, is left out.
 func (rc *RequestCtx) AddResponseHeader(key, value []byte) {
 	rc.respExtra = append(rc.respExtra, rc.store(key, value))
 }

@@ -859,13 +859,19 @@ func (rc *RequestCtx) AppendHead(dst []byte) []byte {
 }
 
 // appendOwnFields appends the fields the gateway adds to every response: Date when the
-// response has none, X-Request-Id and those response stages added.
+// response has none, X-Request-Id and those response stages added (but a Vary that lists
+// nothing new, varyListed).
 func (rc *RequestCtx) appendOwnFields(dst []byte) []byte {
 	if rc.needsDate() {
 		dst = appendDate(dst, time.Now())
 	}
 	dst = appendField(dst, hdrRequestID, rc.requestID)
-	return rc.appendFields(dst, rc.respExtra)
+	for i, f := range rc.respExtra {
+		if !rc.varyListed(i) {
+			dst = appendField(dst, rc.kv[f.k0:f.k1], rc.kv[f.k1:f.v1])
+		}
+	}
+	return dst
 }
 
 // appendReply appends the gateway's own response: status, content type, Retry-After, the
@@ -931,7 +937,8 @@ func (rc *RequestCtx) ReplyRetryAfter() int { return rc.reply.RetryAfter }
 
 // VisitResponseFields calls f for each field of the response to the client besides framing,
 // connection, content type and Date fields the engine sets itself: the upstream's end-to-end
-// fields (for an upstream response) and the gateway's own (X-Request-Id, stage fields).
+// fields (for an upstream response) and the gateway's own (X-Request-Id, stage fields but a
+// Vary that lists nothing new, varyListed).
 func (rc *RequestCtx) VisitResponseFields(f func(k, v []byte)) {
 	if rc.held {
 		f(hdrContentType, valEventStream)
@@ -945,8 +952,10 @@ func (rc *RequestCtx) VisitResponseFields(f func(k, v []byte)) {
 		}
 	}
 	f(hdrRequestID, rc.requestID)
-	for _, r := range rc.respExtra {
-		f(rc.kv[r.k0:r.k1], rc.kv[r.k1:r.v1])
+	for i, r := range rc.respExtra {
+		if !rc.varyListed(i) {
+			f(rc.kv[r.k0:r.k1], rc.kv[r.k1:r.v1])
+		}
 	}
 }
 
