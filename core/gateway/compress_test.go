@@ -460,3 +460,92 @@ func varyMembers(resp *response) []string {
 	}
 	return ms
 }
+
+// A coded 200's validator is weak (W/"v1" for the upstream's "v1"), and so is the 304 that
+// revalidates it: the client's If-None-Match W/"v1" goes upstream as it came, the upstream
+// matches it weakly (RFC 9110 §13.1.2) and answers 304 with "v1", which the gateway weakens as
+// it would the 200, so that a cache holding the coded 200 finds it named (RFC 9111 §4.3.4). A
+// client the 200 would not be coded for gets the strong validator on both. Vary names
+// Accept-Encoding once, however the upstream already lists it (any line, any case, within a
+// list), and not at all next to the upstream's Vary: *.
+func TestCompressValidatorsAndVary(t *testing.T) {
+	big := bytes.Repeat([]byte(`{"token":"hello"},`), 400)
+	varies := map[string]string{
+		"/big":        "",
+		"/vary-lower": "Vary: accept-encoding\r\n",
+		"/vary-list":  "Vary: Origin, ACCEPT-ENCODING\r\n",
+		"/vary-lines": "Vary: Origin\r\nVary: Accept-Encoding\r\n",
+		"/vary-other": "Vary: Origin\r\n",
+		"/vary-star":  "Vary: *\r\n",
+	}
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			up := serveUpstream(t, func(c net.Conn, _ *bufio.Reader, head string, _ []byte) bool {
+				_, rest, _ := strings.Cut(head, " ")
+				path, _, _ := strings.Cut(rest, " ")
+				vary := varies[path]
+				// Weak comparison, as RFC 9110 §13.1.2 has If-None-Match compare.
+				for _, line := range strings.Split(head, "\r\n") {
+					name, v, _ := strings.Cut(line, ":")
+					if !strings.EqualFold(name, "If-None-Match") {
+						continue
+					}
+					for _, tag := range strings.Split(v, ",") {
+						if strings.TrimPrefix(strings.TrimSpace(tag), "W/") == `"v1"` {
+							_, err := io.WriteString(c, "HTTP/1.1 304 Not Modified\r\nETag: \"v1\"\r\n"+vary+"\r\n")
+							return err == nil
+						}
+					}
+				}
+				_, err := fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nETag: \"v1\"\r\n%sContent-Length: %d\r\n\r\n%s", vary, len(big), big)
+				return err == nil
+			})
+			base := startGatewayConfig(t, compressConfig(engine, up.addr()))
+			c := dial(t, strings.TrimPrefix(base, "http://"))
+			r := bufio.NewReader(c)
+			get := func(path, accept, inm string) *response {
+				req := "GET " + path + " HTTP/1.1\r\nHost: gw\r\nAccept-Encoding: " + accept + "\r\n"
+				if inm != "" {
+					req += "If-None-Match: " + inm + "\r\n"
+				}
+				send(t, c, req+"\r\n")
+				return readResponse(t, r, false)
+			}
+			for path, vary := range varies {
+				for _, accept := range []string{"gzip", "identity"} {
+					full := get(path, accept, "")
+					require.Equal(t, 200, full.status)
+					etag := full.headers["etag"]
+					if accept == "gzip" {
+						require.Equal(t, "gzip", full.headers["content-encoding"], path)
+						require.Equal(t, `W/"v1"`, etag, "%s: the coded 200's validator is weak", path)
+					} else {
+						require.Equal(t, `"v1"`, etag, "%s: the uncoded 200 keeps the strong validator", path)
+					}
+					revalidated := get(path, accept, etag)
+					require.Equal(t, 304, revalidated.status, "%s %s: If-None-Match %s", path, accept, etag)
+					require.Empty(t, revalidated.body)
+					require.Equal(t, []string{etag}, revalidated.all("ETag"), "%s %s: the 304 names the 200's validator", path, accept)
+					for _, resp := range []*response{full, revalidated} {
+						ms := varyMembers(resp)
+						want := 1
+						if vary == "Vary: *\r\n" {
+							want = 0
+							require.Contains(t, ms, "*")
+						}
+						n := 0
+						for _, m := range ms {
+							if m == "accept-encoding" {
+								n++
+							}
+						}
+						require.Equal(t, want, n, "%s %s %d: Vary %q", path, accept, resp.status, resp.all("Vary"))
+						if strings.Contains(vary, "Origin") {
+							require.Contains(t, ms, "origin", "%s: the upstream's Vary stays", path)
+						}
+					}
+				}
+			}
+		})
+	}
+}

@@ -79,8 +79,12 @@ var (
 // OnResponse implements pipeline.ResponseStage. A response to HEAD gets the fields the GET's
 // would (RFC 9110 §9.3.2), so that a cache keying on Vary or comparing validators finds the
 // same ones: its coding is named, its validator weakened and its length left out (the
-// pipeline drops it), though it has no body to code. A 304 gets the Vary the 200 would carry
-// (RFC 9110 §15.4.5).
+// pipeline drops it), though it has no body to code. A 304 gets the Vary and the validator
+// the 200 would carry (RFC 9110 §15.4.5): weakened when the 200 would be coded for the
+// request, so that a cache holding the coded 200 (W/"x") finds it named by the 304 and
+// freshens it (RFC 9111 §4.3.4). The client's If-None-Match goes upstream as it came: it
+// compares weakly (RFC 9110 §13.1.2), so the upstream's "x" matches the W/"x" it carries.
+// The pipeline leaves out a Vary that the upstream's already lists (or "*").
 func (s *Stage) OnResponse(rc *pipeline.RequestCtx) error {
 	if rc.Req.Major == 1 && rc.Req.Minor == 0 {
 		return nil
@@ -89,10 +93,15 @@ func (s *Stage) OnResponse(rc *pipeline.RequestCtx) error {
 	st := rc.UpstreamStatus()
 	if st == 304 {
 		// A 304 rarely names its content type; when it does, it must be one that is coded.
+		// Its 200's length is not known here: a 200 under min_size would go uncoded with
+		// the strong validator, which a weak one in the 304 still matches (weak comparison).
 		ct, typed := rc.ResponseHeaderValue("Content-Type")
 		_, coded := rc.ResponseHeaderValue("Content-Encoding")
 		if !coded && (!typed || s.codable(ct)) && !hasDirective(resp, hdrCacheControl, noTransform) {
 			rc.AddResponseHeader(hdrVary, valAcceptEncoding)
+			if s.requestCoding(rc.Req.Headers) != codingNone {
+				weakenETag(rc)
+			}
 		}
 		return nil
 	}
@@ -126,14 +135,21 @@ func (s *Stage) OnResponse(rc *pipeline.RequestCtx) error {
 	// Byte ranges of the coded body are not the upstream's, and a strong validator names the
 	// upstream's bytes exactly (RFC 9110 §8.8.1): weaken it.
 	rc.RemoveResponseHeader(hdrAcceptRanges)
+	weakenETag(rc)
+	rc.SetEncoder(acquire(c))
+	return nil
+}
+
+// weakenETag makes the response's strong ETag weak (W/"x" for "x"): the coded body is another
+// representation than the one the strong validator names byte for byte (RFC 9110 §8.8.1,
+// §8.8.3), as nginx's gzip does.
+func weakenETag(rc *pipeline.RequestCtx) {
 	if et, ok := rc.ResponseHeaderValue("ETag"); ok && !bytes.HasPrefix(et, []byte("W/")) {
 		var buf [258]byte // an ETag longer than 256 bytes is rare: it costs an allocation
 		weak := append(append(buf[:0], "W/"...), et...)
 		rc.RemoveResponseHeader(hdrETag)
 		rc.AddResponseHeader(hdrETag, weak)
 	}
-	rc.SetEncoder(acquire(c))
-	return nil
 }
 
 // hasDirective reports whether a field named name of hs, on any of its lines, lists directive
