@@ -154,6 +154,7 @@ max_bytes = 1024
 			for _, c := range []struct{ what, send string }{
 				{"Content-Length with Expect", head + "Expect: 100-continue\r\nContent-Length: 4096\r\n\r\n"},
 				{"Content-Length, body begun", head + "Content-Length: 4096\r\n\r\n" + strings.Repeat("x", 10)},
+				{"Content-Length, head alone", head + "Content-Length: 4096\r\n\r\n"},
 				{"chunked, past the bound", head + "Transfer-Encoding: chunked\r\n\r\n" + chunk},
 			} {
 				conn := dial(t, addr)
@@ -188,6 +189,11 @@ max_bytes = 1024
 			require.Equal(t, 200, resp.status)
 			require.Equal(t, big, string(resp.body))
 			require.EqualValues(t, 2, reached.Load(), "only the bodies within their route's bound reached the upstream")
+
+			// A later request of a kept-alive connection is refused from its head alone too.
+			send(t, conn, head+"Content-Length: 4096\r\n\r\n")
+			refused(t, conn, r, "Content-Length, head alone, after a request")
+			require.EqualValues(t, 2, reached.Load())
 		})
 	}
 }
