@@ -248,7 +248,7 @@ func (x *Exchange) fail(err error) error {
 func (x *Exchange) attach(p *Pool, fresh bool) (reused bool, err error) {
 	var c *conn
 	if !fresh {
-		c = p.getIdle(!x.Idempotent)
+		c = p.getIdle()
 	}
 	if c == nil {
 		if c, err = x.dial(p); err != nil {

@@ -285,41 +285,53 @@ func TestDialError(t *testing.T) {
 	}
 }
 
-// TestYoungIdleConnSkipsLivenessCheck: a conn reused within LivenessCheckAfter is not peeked
-// (no system call); when the upstream closed it anyway, the keep-alive race retry still serves
-// the request on a fresh conn.
-func TestYoungIdleConnSkipsLivenessCheck(t *testing.T) {
-	closed := make(chan struct{})
-	u := startUpstream(t, func(c net.Conn, n int) {
-		br := bufio.NewReader(c)
-		if n == 1 {
-			if _, ok := readReq(br); !ok {
-				return
+// TestYoungIdleConnCheckedBeforeReuse: a conn reused at once, for a request that may be sent
+// again, is still checked before reuse, whatever LivenessCheckAfter says: one the upstream
+// closed, or on which it sent bytes after its response (here a whole response of its own), is
+// not reused, and the request gets its own answer on a fresh conn.
+func TestYoungIdleConnCheckedBeforeReuse(t *testing.T) {
+	for _, after := range []string{"close", "stray response"} {
+		t.Run(after, func(t *testing.T) {
+			answered, done := make(chan struct{}), make(chan struct{})
+			u := startUpstream(t, func(c net.Conn, n int) {
+				br := bufio.NewReader(c)
+				if n == 1 {
+					if _, ok := readReq(br); !ok {
+						return
+					}
+					io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\none")
+					<-answered // the conn is idle in the pool
+					if after == "close" {
+						c.Close()
+					} else {
+						io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\npoisoned")
+					}
+					close(done)
+					readReq(br)
+					return
+				}
+				for {
+					if _, ok := readReq(br); !ok {
+						return
+					}
+					io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\ntwo")
+				}
+			})
+			p := New(Options{Addr: u.addr(), LivenessCheckAfter: time.Hour})
+			defer p.Close()
+			if _, body, err := roundTrip(t, p, getHead, false, 64); err != nil || body != "one" {
+				t.Fatal(body, err)
 			}
-			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\none")
-			c.Close()
-			close(closed)
-			return
-		}
-		for {
-			if _, ok := readReq(br); !ok {
-				return
+			close(answered)
+			recv(t, done, "upstream "+after)
+			st, body, err := roundTrip(t, p, getHead, false, 64)
+			if err != nil || st != 200 || body != "two" {
+				t.Fatalf("after upstream %s: %d %q %v", after, st, body, err)
 			}
-			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\ntwo")
-		}
-	})
-	p := New(Options{Addr: u.addr(), LivenessCheckAfter: time.Hour})
-	defer p.Close()
-	if _, body, err := roundTrip(t, p, getHead, false, 64); err != nil || body != "one" {
-		t.Fatal(body, err)
-	}
-	recv(t, closed, "upstream close")
-	st, body, err := roundTrip(t, p, getHead, false, 64)
-	if err != nil || st != 200 || body != "two" {
-		t.Fatalf("after upstream idle close: %d %q %v", st, body, err)
-	}
-	if s := p.Stats(); s.Dials != 2 || s.Reuses != 1 {
-		t.Fatalf("stats %+v, want the unchecked reuse and one retry on a fresh conn", s)
+			if s := p.Stats(); s.Dials != 2 || s.Reuses != 0 {
+				t.Fatalf("stats %+v, want 2 dials, no reuse of the first conn", s)
+			}
+		})
 	}
 }
 

@@ -173,8 +173,9 @@ func (p *Pool) DialTimeout() time.Duration { return p.o.DialTimeout }
 // IdleTimeout returns how long an idle connection may be kept (Options.IdleTimeout).
 func (p *Pool) IdleTimeout() time.Duration { return p.o.IdleTimeout }
 
-// LivenessCheckAfter returns the idle time from which a connection is checked for an upstream
-// close before reuse (Options.LivenessCheckAfter; negative: every reuse).
+// LivenessCheckAfter returns the idle time from which a connection an event loop keeps idle is
+// checked for an upstream close before reuse (Options.LivenessCheckAfter; negative: every
+// reuse).
 func (p *Pool) LivenessCheckAfter() time.Duration { return p.o.LivenessCheckAfter }
 
 // HoldIdle takes one of the pool's MaxIdleConns idle slots for a connection about to go idle,

@@ -46,9 +46,11 @@ type Options struct {
 	// MaxIdleConns caps the idle conns kept for this backend; extra ones are closed. 0 takes the
 	// default (1024); a negative value keeps none (a new connection per request).
 	MaxIdleConns int
-	// LivenessCheckAfter: a conn idle at least this long is checked (one MSG_PEEK) for an
-	// upstream close or stray bytes before reuse. Conns reused sooner skip the system call: an
-	// upstream keep-alive timeout is seconds long, and the keep-alive race retry covers the rest.
+	// LivenessCheckAfter: a conn an event loop keeps idle (AttachLoop) that has been idle at
+	// least this long is checked (one MSG_PEEK) for an upstream close before reuse. Conns
+	// reused sooner skip the system call: the loop's poller sees what arrives on them, an
+	// upstream keep-alive timeout is seconds long, and the keep-alive race retry covers the
+	// rest. The pool's own idle conns are checked at every reuse, for stray bytes as well.
 	// Default 500ms; negative: check every reuse.
 	LivenessCheckAfter time.Duration
 	// Limits bound accepted response heads (MaxHeaderBytes, MaxHeaderCount). nil: http1 defaults.

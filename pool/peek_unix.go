@@ -3,8 +3,11 @@
 package pool
 
 import (
+	"errors"
 	"net"
+	"os"
 	"syscall"
+	"time"
 )
 
 // peeker checks an idle conn without blocking and without consuming bytes: a recv with
@@ -37,10 +40,12 @@ func (c *conn) peek(fd uintptr) bool {
 	return true // never wait for readiness
 }
 
-// alive reports whether an idle conn may still carry a request: not closed or reset by the
-// upstream, and (plaintext) no unsolicited bytes such as a "408 Request Timeout" sent on idle
-// close. On a TLS conn pending bytes are not judged (session tickets, alerts): the keep-alive
-// race retry covers a close there.
+// alive reports whether an idle conn may carry the next request: not closed or reset by the
+// upstream, and no bytes from it since its last response (a body on a HEAD, 204 or 304
+// answer, a body longer than its Content-Length, a "408 Request Timeout" sent on idle close):
+// read as the next request's answer, they would answer it with another's. On a TLS conn
+// pending bytes may be records that carry no data (a session ticket, a key update), so they
+// are read through the TLS layer to tell (tlsQuiet).
 func (c *conn) alive() bool {
 	if c.pk.rc == nil {
 		return true
@@ -48,9 +53,10 @@ func (c *conn) alive() bool {
 	if err := c.pk.rc.Read(c.pk.fn); err != nil {
 		return false
 	}
+	pending := false
 	switch {
 	case c.pk.err == syscall.EAGAIN || c.pk.err == syscall.EWOULDBLOCK:
-		return true // nothing to read: idle and open
+		// nothing to read on the socket: idle and open
 	case c.pk.err == syscall.EINTR:
 		return true
 	case c.pk.err != nil:
@@ -58,6 +64,39 @@ func (c *conn) alive() bool {
 	case c.pk.n == 0:
 		return false // EOF: the upstream closed it
 	default:
-		return c.nc != c.raw // bytes pending: fine under TLS, unsolicited in plaintext
+		pending = true
 	}
+	if c.nc == c.raw {
+		return !pending
+	}
+	return c.tlsQuiet(pending)
+}
+
+// tlsPendingWait is how long tlsQuiet waits for the records pending on an idle TLS conn's
+// socket: they have arrived, so only a record cut across segments takes longer than the
+// system calls, and a conn whose records bring no data pays all of it (rare: servers send
+// session tickets before their first response).
+const tlsPendingWait = time.Millisecond
+
+// pastDeadline fails a read at once, before any system call.
+var pastDeadline = time.Unix(1, 0)
+
+// tlsQuiet reports whether an idle TLS conn holds no application data and no alert. crypto/tls
+// may hold some the socket no longer shows: the records of the last read past the response's
+// end, which a read bounded by the body's length left undecrypted or unread. A read with a
+// deadline already passed returns those without touching the socket; when pending says the
+// socket has bytes too, the read may wait tlsPendingWait for them.
+func (c *conn) tlsQuiet(pending bool) bool {
+	d := pastDeadline
+	if pending {
+		d = time.Now().Add(tlsPendingWait)
+	}
+	if c.nc.SetReadDeadline(d) != nil {
+		return false
+	}
+	if n, err := c.nc.Read(c.pk.b[:]); n > 0 || !errors.Is(err, os.ErrDeadlineExceeded) {
+		return false
+	}
+	// A timeout leaves a tls.Conn usable (crypto/tls keeps only non-temporary errors).
+	return c.nc.SetReadDeadline(time.Time{}) == nil
 }

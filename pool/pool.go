@@ -215,10 +215,10 @@ func (p *Pool) sweep(now int64, force bool) {
 
 // getIdle pops the most recently used idle conn that is younger than IdleTimeout and still
 // open (conn.alive: not closed by the upstream, no unsolicited bytes), or returns nil. Because
-// the stack is ordered by idleAt, a stale top means every idle conn is stale. check forces the
-// liveness check whatever the conn's idle time: a request that must not be sent twice cannot
-// lean on the keep-alive race retry, so it pays one MSG_PEEK to see an upstream close first.
-func (p *Pool) getIdle(check bool) *conn {
+// the stack is ordered by idleAt, a stale top means every idle conn is stale. Each conn taken
+// pays one MSG_PEEK, however young: bytes an upstream sends after a response come just after
+// it, when the conn is youngest, and no event loop watches these conns to see them arrive.
+func (p *Pool) getIdle() *conn {
 	now := p.now()
 	for {
 		p.mu.Lock()
@@ -241,8 +241,8 @@ func (p *Pool) getIdle(check bool) *conn {
 		if sweep {
 			p.sweep(now, false)
 		}
-		if (check || now-c.idleAt >= int64(p.o.LivenessCheckAfter)) && !c.alive() {
-			c.close() // closed by the upstream while idle
+		if !c.alive() {
+			c.close() // closed by the upstream, or out of step with its requests
 			continue
 		}
 		p.active.Add(1)

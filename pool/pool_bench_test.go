@@ -65,15 +65,20 @@ func benchUpstream(b *testing.B, resp string) string {
 }
 
 func benchExchange(b *testing.B, resp string, raw bool) {
+	benchExchangeOf(b, resp, raw, "POST /v1/chat/completions HTTP/1.1\r\nHost: upstream\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n", "{}")
+}
+
+// benchExchangeOf is benchExchange of the request head and body given.
+func benchExchangeOf(b *testing.B, resp string, raw bool, reqHead, reqBody string) {
 	p := New(Options{Addr: benchUpstream(b, resp)})
 	defer p.Close()
-	head := []byte("POST /v1/chat/completions HTTP/1.1\r\nHost: upstream\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n")
-	reqBody := []byte("{}")
+	head, body := []byte(reqHead), []byte(reqBody)
 	buf := GetBuf()
 	defer PutBuf(buf)
 	one := func() {
 		x := AcquireExchange()
-		if err := x.RoundTrip(p, head, reqBody, false); err != nil {
+		x.Idempotent = reqBody == ""
+		if err := x.RoundTrip(p, head, body, false); err != nil {
 			b.Fatal(err)
 		}
 		for {
@@ -106,6 +111,13 @@ func benchExchange(b *testing.B, resp string, raw bool) {
 // BenchmarkExchangeLength: RoundTrip + ReadBody of a small JSON response (Content-Length).
 func BenchmarkExchangeLength(b *testing.B) {
 	benchExchange(b, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 27\r\n\r\n{\"id\":\"chatcmpl-1\",\"ok\":1}\n", false)
+}
+
+// BenchmarkExchangeIdempotent: BenchmarkExchangeLength for a GET, which may be sent again and
+// so is not held to the pool's check of a connection before reuse for that reason.
+func BenchmarkExchangeIdempotent(b *testing.B) {
+	benchExchangeOf(b, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 27\r\n\r\n{\"id\":\"chatcmpl-1\",\"ok\":1}\n", false,
+		"GET /v1/models HTTP/1.1\r\nHost: upstream\r\n\r\n", "")
 }
 
 // BenchmarkExchangeChunkedRaw: an SSE-like chunked response relayed raw.

@@ -137,6 +137,12 @@ func serveUpstreamU(t testing.TB, script func(u *upstream, c net.Conn, r *bufio.
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
+	return serveUpstreamOn(t, ln, script)
+}
+
+// serveUpstreamOn is serveUpstreamU serving the connections ln accepts (a TLS listener, say).
+func serveUpstreamOn(t testing.TB, ln net.Listener, script func(u *upstream, c net.Conn, r *bufio.Reader, head string, body []byte) bool) *upstream {
+	t.Helper()
 	u := &upstream{ln: ln, closed: make(chan struct{}, 64), stop: make(chan struct{})}
 	u.wg.Add(1)
 	go func() {
