@@ -72,20 +72,6 @@ func (p *proc) Exited() <-chan struct{} { return p.exited }
 
 func (p *proc) PID() int { return p.cmd.Process.Pid }
 
-// ExitStatus is how the process ended ("exit status 1", "signal: killed"); it waits for the end.
-func (p *proc) ExitStatus() string {
-	<-p.exited
-	return p.cmd.ProcessState.String()
-}
-
-// exitStatus is p's ExitStatus when it has one (an exec process), else "".
-func exitStatus(p Process) string {
-	if e, ok := p.(interface{ ExitStatus() string }); ok {
-		return e.ExitStatus()
-	}
-	return ""
-}
-
 func (p *proc) Stop(timeout time.Duration) {
 	select {
 	case <-p.exited:

@@ -679,8 +679,20 @@ func (s *Scaler) reconcile() {
 		return
 	}
 	running := s.starting + s.ready
-	if running < s.target {
-		s.startSlots(s.target - running)
+	now := time.Now()
+	for _, r := range s.reps {
+		if running >= s.target {
+			break
+		}
+		if r.state != stateStopped {
+			continue
+		}
+		if now.Before(r.blocked) {
+			s.retryAt(r.blocked)
+			continue
+		}
+		s.startReplica(r)
+		running++
 	}
 	for running > s.target {
 		r := s.victim()
@@ -689,42 +701,6 @@ func (s *Scaler) reconcile() {
 		}
 		s.stopReplica(r)
 		running--
-	}
-}
-
-// startSlots starts up to n replicas on stopped slots. A slot waiting out its restart backoff
-// stands for the replica that failed on it: starting another slot in its place at once would
-// run a command that fails at once up to max_replicas times a second rather than once. Of the
-// free slots, those that never failed (or failed longest ago) go first, so that a slot whose
-// port another process took is not the only one tried. s.mu is held.
-func (s *Scaler) startSlots(n int) {
-	now := time.Now()
-	var wake time.Time
-	free := 0
-	for _, r := range s.reps {
-		if r.state != stateStopped {
-			continue
-		}
-		if now.Before(r.blocked) {
-			n--
-			if wake.IsZero() || r.blocked.Before(wake) {
-				wake = r.blocked
-			}
-			continue
-		}
-		free++
-	}
-	if !wake.IsZero() {
-		s.retryAt(wake)
-	}
-	for ; n > 0 && free > 0; n, free = n-1, free-1 {
-		var next *replica
-		for _, r := range s.reps {
-			if r.state == stateStopped && !now.Before(r.blocked) && (next == nil || r.blocked.Before(next.blocked)) {
-				next = r
-			}
-		}
-		s.startReplica(next)
 	}
 }
 
@@ -796,13 +772,7 @@ func (s *Scaler) run(r *replica, gen uint64) {
 		s.mu.Lock()
 		stale := r.gen != gen
 		if !stale {
-			select {
-			case <-p.Exited():
-				// Its output is discarded: the command run by hand shows why it ended.
-				s.o.Log.Warn("scaling: replica exited before it was ready; run its command by hand to see why", "service", s.o.Service, "port", port, "exit", exitStatus(p))
-			default:
-				s.o.Log.Warn("scaling: replica never became ready", "service", s.o.Service, "port", port, "startup_timeout", s.o.StartupTimeout)
-			}
+			s.o.Log.Warn("scaling: replica never became ready", "service", s.o.Service, "port", port, "startup_timeout", s.o.StartupTimeout)
 			s.failed(r, gen)
 		}
 		s.mu.Unlock()
