@@ -26,7 +26,8 @@
 //
 // A started replica is ready when GET ReadyPath on its port answers 2xx: it is probed every
 // ReadyInterval from its start, for at most StartupTimeout. A replica whose process ends is
-// taken out and started again when the load still asks for it.
+// taken out and started again when the load still asks for it, after a backoff of the whole
+// service (restartDelay) that a command failing at once cannot outrun by trying every slot.
 package scaling
 
 import (
@@ -78,9 +79,22 @@ const (
 	stateStopping = "stopping"
 )
 
-// restartBackoff is how long a slot whose replica failed to start or died waits before it is
-// started again, so that a command that fails at once does not spin.
-const restartBackoff = time.Second
+// restartBackoff is how long the service waits, after a replica failed to start or died,
+// before it starts a replica again, so that a command that fails at once does not spin. The
+// wait holds for every slot (a failing command fails on all of them), and doubles with each
+// further failure before a replica becomes ready, up to maxRestartBackoff.
+const (
+	restartBackoff    = time.Second
+	maxRestartBackoff = 30 * time.Second
+)
+
+// restartDelay is the wait after the n-th failure in a row (n >= 1).
+func restartDelay(n int) time.Duration {
+	if n > 6 { // 1 s << 5 = 32 s is past the cap already
+		return maxRestartBackoff
+	}
+	return min(restartBackoff<<(n-1), maxRestartBackoff)
+}
 
 // maxProbeBody is how much of a readiness probe's answer is read, in bytes; the rest is
 // discarded with its connection.
@@ -108,11 +122,11 @@ func newProbeClient(interval time.Duration) *http.Client {
 }
 
 type replica struct {
-	slot    int
-	state   string
-	gen     uint64 // bumped when the replica is stopped: its start goroutine's view is stale
-	proc    Process
-	blocked time.Time // not started again before this (after a failure)
+	slot     int
+	state    string
+	gen      uint64 // bumped when the replica is stopped: its start goroutine's view is stale
+	proc     Process
+	failedAt time.Time // when its replica last failed to start or died (zero: never)
 }
 
 // waiter is a request in the queue.
@@ -154,6 +168,10 @@ type Scaler struct {
 	windowMax int
 	lastBusy  time.Time
 	retry     *time.Timer
+	// restartAt is when a replica may start again after a failure, and failures the
+	// failures in a row (each counted once per backoff) since a replica last became ready.
+	restartAt time.Time
+	failures  int
 	started   bool
 	closed    bool
 
@@ -679,20 +697,17 @@ func (s *Scaler) reconcile() {
 		return
 	}
 	running := s.starting + s.ready
-	now := time.Now()
-	for _, r := range s.reps {
-		if running >= s.target {
-			break
+	if running < s.target && time.Now().Before(s.restartAt) {
+		s.retryAt(s.restartAt) // a replica failed lately: none starts before the backoff ends
+	} else {
+		for running < s.target {
+			r := s.nextToStart()
+			if r == nil {
+				break
+			}
+			s.startReplica(r)
+			running++
 		}
-		if r.state != stateStopped {
-			continue
-		}
-		if now.Before(r.blocked) {
-			s.retryAt(r.blocked)
-			continue
-		}
-		s.startReplica(r)
-		running++
 	}
 	for running > s.target {
 		r := s.victim()
@@ -704,7 +719,32 @@ func (s *Scaler) reconcile() {
 	}
 }
 
-// retryAt reconciles again at t (a slot blocked after a failure).
+// nextToStart chooses the stopped replica to start: one that never failed, or else the one
+// that failed longest ago, so that a slot whose port another process took is not the only one
+// tried. s.mu is held.
+func (s *Scaler) nextToStart() *replica {
+	var best *replica
+	for _, r := range s.reps {
+		if r.state == stateStopped && (best == nil || r.failedAt.Before(best.failedAt)) {
+			best = r
+		}
+	}
+	return best
+}
+
+// backOff notes that r failed to start or died: no replica starts before the backoff ends.
+// Replicas started together that fail together count as one failure. s.mu is held.
+func (s *Scaler) backOff(r *replica) {
+	now := time.Now()
+	r.failedAt = now
+	if now.Before(s.restartAt) {
+		return
+	}
+	s.failures++
+	s.restartAt = now.Add(restartDelay(s.failures))
+}
+
+// retryAt reconciles again at t (the end of a backoff after a failure).
 func (s *Scaler) retryAt(t time.Time) {
 	d := time.Until(t)
 	if s.retry == nil {
@@ -772,7 +812,12 @@ func (s *Scaler) run(r *replica, gen uint64) {
 		s.mu.Lock()
 		stale := r.gen != gen
 		if !stale {
-			s.o.Log.Warn("scaling: replica never became ready", "service", s.o.Service, "port", port, "startup_timeout", s.o.StartupTimeout)
+			select {
+			case <-p.Exited():
+				s.o.Log.Warn("scaling: replica exited before it became ready", "service", s.o.Service, "port", port)
+			default:
+				s.o.Log.Warn("scaling: replica never became ready", "service", s.o.Service, "port", port, "startup_timeout", s.o.StartupTimeout)
+			}
 			s.failed(r, gen)
 		}
 		s.mu.Unlock()
@@ -790,6 +835,7 @@ func (s *Scaler) run(r *replica, gen uint64) {
 	r.state = stateReady
 	s.starting--
 	s.ready++
+	s.failures, s.restartAt = 0, time.Time{} // the command works: a later failure waits a second
 	s.setDown(r.slot, false)
 	s.dispatch()
 	s.recompute()
@@ -802,7 +848,7 @@ func (s *Scaler) run(r *replica, gen uint64) {
 		s.ready--
 		s.setDown(r.slot, true)
 		r.state, r.proc = stateStopped, nil
-		r.blocked = time.Now().Add(restartBackoff)
+		s.backOff(r)
 		s.recompute()
 	}
 	s.mu.Unlock()
@@ -816,7 +862,7 @@ func (s *Scaler) failed(r *replica, gen uint64) {
 	}
 	r.state, r.proc = stateStopped, nil
 	s.starting--
-	r.blocked = time.Now().Add(restartBackoff)
+	s.backOff(r)
 	s.recompute()
 }
 
