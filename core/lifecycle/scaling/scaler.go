@@ -127,6 +127,10 @@ type replica struct {
 	gen      uint64 // bumped when the replica is stopped: its start goroutine's view is stale
 	proc     Process
 	failedAt time.Time // when its replica last failed to start or died (zero: never)
+	// launched is closed by the start goroutine once its process is in proc, or stopped (or
+	// never started, the replica being stopped first); nil before the first start. Close and
+	// a stop wait for it: a process whose start was under way is not left running.
+	launched chan struct{}
 }
 
 // waiter is a request in the queue.
@@ -785,28 +789,40 @@ func (s *Scaler) startReplica(r *replica) {
 	r.state = stateStarting
 	r.gen++
 	s.starting++
-	go s.run(r, r.gen)
+	r.launched = make(chan struct{})
+	go s.run(r, r.gen, r.launched)
 }
 
-// run starts the replica's process, probes it until ready, and watches it until it ends.
-func (s *Scaler) run(r *replica, gen uint64) {
+// run starts the replica's process, probes it until ready, and watches it until it ends. It
+// closes launched once the process is in r.proc, or stopped.
+func (s *Scaler) run(r *replica, gen uint64, launched chan struct{}) {
 	port := s.ports[r.slot]
+	s.mu.Lock()
+	stale := r.gen != gen // stopped (or the scaler closed) before this goroutine ran
+	s.mu.Unlock()
+	if stale {
+		close(launched)
+		return
+	}
 	p, err := s.o.Executor.Start(port)
 	s.mu.Lock()
 	if err != nil {
 		s.o.Log.Warn("scaling: replica did not start", "service", s.o.Service, "port", port, "error", err)
 		s.failed(r, gen)
 		s.mu.Unlock()
+		close(launched)
 		return
 	}
 	if r.gen != gen {
 		// Stopped while it started.
 		s.mu.Unlock()
 		p.Stop(s.o.StopTimeout)
+		close(launched)
 		return
 	}
 	r.proc = p
 	s.mu.Unlock()
+	close(launched)
 
 	if !s.probeUntilReady(r, gen, p, port) {
 		s.mu.Lock()
@@ -910,6 +926,7 @@ func (s *Scaler) stopReplica(r *replica) {
 	s.setDown(r.slot, true)
 	p := r.proc
 	gen := r.gen
+	launched := r.launched
 	go func() {
 		// Its requests in flight finish first, however long: a stream ends on its own or at
 		// the service's stream deadlines, and is not cut for the scale-down.
@@ -918,6 +935,8 @@ func (s *Scaler) stopReplica(r *replica) {
 		}
 		if p != nil {
 			p.Stop(s.o.StopTimeout)
+		} else if launched != nil {
+			<-launched // a process whose start was under way is stopped by its start goroutine
 		}
 		s.mu.Lock()
 		if r.gen == gen {
@@ -977,10 +996,13 @@ func (s *Scaler) Close() {
 	}
 	s.queue, s.queued = nil, 0
 	var procs []Process
+	var launches []chan struct{}
 	for _, r := range s.reps {
 		r.gen++
 		if r.proc != nil {
 			procs = append(procs, r.proc)
+		} else if r.launched != nil {
+			launches = append(launches, r.launched)
 		}
 		r.state, r.proc = stateStopped, nil
 		s.setDown(r.slot, true)
@@ -1000,6 +1022,11 @@ func (s *Scaler) Close() {
 		}()
 	}
 	wg.Wait()
+	// A start under way ends with its process stopped (or never started), as its replica's
+	// generation changed.
+	for _, l := range launches {
+		<-l
+	}
 	if s.kube != nil {
 		s.kube.wait()
 	}
