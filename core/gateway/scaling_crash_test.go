@@ -46,7 +46,8 @@ func startsIn(t *testing.T, path string) []string {
 // whole service, not for its slot only, and that doubles with each failure in a row: with four
 // replica slots, a request that waits 2.5 s for the one replica it needs sees it started at
 // once, then a second after it failed, and not again before two more seconds (not once per
-// slot each second); the request gets its clear cold_start_timeout answer at its deadline.
+// slot each second); the request gets its clear cold_start_timeout answer at its deadline,
+// and the failures are counted.
 func TestCrashingReplicaIsNotRestartedOnEverySlot(t *testing.T) {
 	starts := filepath.Join(t.TempDir(), "starts")
 	_, addr, admin := startConfigGateway(t, crashingConfig(starts, `
@@ -65,5 +66,7 @@ scale_to_zero_after = "100ms"
 	// after that: two in the request's 2.5 s.
 	require.LessOrEqual(t, len(got), 2, "starts of a command that fails at once within 2.5 s: %v", got)
 	require.NotEmpty(t, got)
+	// Each failure is counted: the processes ended before they were ready.
+	waitMetric(t, admin+"/metrics", `sluice_scaling_replica_failures_total{service="llm",reason="not_ready"}`, func(v float64) bool { return v >= 1 })
 	waitScaling(t, admin, 10*time.Second, "back to zero", func(s scalingView) bool { return s.Target == 0 && len(s.Replicas) == 0 })
 }

@@ -22,6 +22,7 @@ var lifecycleFamilies = []Family{
 	{"sluice_scaling_in_flight", "gauge", "Requests of the scaled service being served by its replicas."},
 	{"sluice_scaling_queue_depth", "gauge", "Requests of the scaled service waiting for a replica (cold-start buffer)."},
 	{"sluice_scaling_buffer_rejected_total", "counter", "Requests of the scaled service refused by its buffer, by reason: queue_full (503 at once), timeout (504 after buffer_timeout), no_replica (503, buffering off and none ready)."},
+	{"sluice_scaling_replica_failures_total", "counter", "Replicas of the scaled service (exec executor) that failed, by reason: start (the command could not be started), not_ready (it ended, or was stopped at startup_timeout, before it was ready), exited (it ended while ready). Each is started again after a backoff."},
 	{"sluice_rollout_events_total", "counter", "Decisions of the service's rollout, by event: advanced (a step passed), waiting (a step's interval ended with too few samples), completed, rolled_back."},
 }
 
@@ -226,15 +227,22 @@ const (
 	ScalingNoReplica = "no_replica"
 )
 
+// Scaling replica failure reasons (sluice_scaling_replica_failures_total).
+const (
+	ScalingFailedStart    = "start"
+	ScalingFailedNotReady = "not_ready"
+	ScalingFailedExited   = "exited"
+)
+
 // Scaling holds the metrics of a scaled service's scaler. Each scaler writes gauges of its
 // own, exposed as the service's only while the scaler is in force (InForce): a scaler a
 // reload replaced goes on writing while it stops its replicas, and a service that no longer
 // scales has no gauges. Safe for concurrent use.
 type Scaling struct {
 	g                                          *ownedGauges
-	counted                                    *series // the rejection counters
+	counted                                    *series // the rejection and failure counters
 	desired, starting, ready, inFlight, queued *vm.Gauge
-	rejected                                   map[string]*vm.Counter
+	rejected, failed                           map[string]*vm.Counter
 }
 
 // ForScaling returns the metrics of a new scaler of service: its gauges, not exposed until
@@ -253,9 +261,13 @@ func ForScaling(service string) *Scaling {
 		inFlight: g.s.GetOrCreateGauge(`sluice_scaling_in_flight{`+l+`}`, nil),
 		queued:   g.s.GetOrCreateGauge(`sluice_scaling_queue_depth{`+l+`}`, nil),
 		rejected: map[string]*vm.Counter{},
+		failed:   map[string]*vm.Counter{},
 	}
 	for _, r := range []string{ScalingQueueFull, ScalingTimeout, ScalingNoReplica} {
 		s.rejected[r] = x.s.GetOrCreateCounter(`sluice_scaling_buffer_rejected_total{` + l + `,reason="` + r + `"}`)
+	}
+	for _, r := range []string{ScalingFailedStart, ScalingFailedNotReady, ScalingFailedExited} {
+		s.failed[r] = x.s.GetOrCreateCounter(`sluice_scaling_replica_failures_total{` + l + `,reason="` + r + `"}`)
 	}
 	return s
 }
@@ -285,6 +297,9 @@ func (s *Scaling) Set(desired, starting, ready, inFlight, queued int) {
 
 // Rejected counts a request the buffer refused for reason (a Scaling* constant).
 func (s *Scaling) Rejected(reason string) { s.rejected[reason].Inc() }
+
+// Failed counts a replica that failed for reason (a ScalingFailed* constant).
+func (s *Scaling) Failed(reason string) { s.failed[reason].Inc() }
 
 // ownedGauges is a set of gauges that one object writes (a scaler, a split) and that are
 // exposed under key only while that object is in force: another object's set under the same

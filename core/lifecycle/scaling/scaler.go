@@ -808,6 +808,7 @@ func (s *Scaler) run(r *replica, gen uint64, launched chan struct{}) {
 	s.mu.Lock()
 	if err != nil {
 		s.o.Log.Warn("scaling: replica did not start", "service", s.o.Service, "port", port, "error", err)
+		s.m.Failed(metrics.ScalingFailedStart)
 		s.failed(r, gen)
 		s.mu.Unlock()
 		close(launched)
@@ -834,6 +835,7 @@ func (s *Scaler) run(r *replica, gen uint64, launched chan struct{}) {
 			default:
 				s.o.Log.Warn("scaling: replica never became ready", "service", s.o.Service, "port", port, "startup_timeout", s.o.StartupTimeout)
 			}
+			s.m.Failed(metrics.ScalingFailedNotReady)
 			s.failed(r, gen)
 		}
 		s.mu.Unlock()
@@ -861,6 +863,7 @@ func (s *Scaler) run(r *replica, gen uint64, launched chan struct{}) {
 	s.mu.Lock()
 	if r.gen == gen && r.state == stateReady {
 		s.o.Log.Warn("scaling: replica exited", "service", s.o.Service, "port", port)
+		s.m.Failed(metrics.ScalingFailedExited)
 		s.ready--
 		s.setDown(r.slot, true)
 		r.state, r.proc = stateStopped, nil
