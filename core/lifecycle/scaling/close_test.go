@@ -18,9 +18,12 @@ import (
 
 // children returns the process ids of this process's live children (zombies aside), read
 // from /proc.
-func children() []int {
+func children() []int { return childrenOf(os.Getpid()) }
+
+// childrenOf returns the process ids of parent's live children (zombies aside).
+func childrenOf(parent int) []int {
 	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
-	me := os.Getpid()
+	me := parent
 	var out []int
 	for _, f := range stats {
 		b, err := os.ReadFile(f)
@@ -48,8 +51,15 @@ func children() []int {
 func TestCloseLeavesNoReplicaStartingAfterIt(t *testing.T) {
 	require.Empty(t, children(), "no child process before the test")
 	signal.Ignore(syscall.SIGTERM)
-	t.Cleanup(func() { signal.Reset(syscall.SIGTERM) })
-	for range 5 {
+	t.Cleanup(func() {
+		// Reset alone leaves SIGTERM ignored, and inherited by the processes later tests
+		// start: a Notify puts the runtime's handler back (children get the default action),
+		// and its Stop leaves the process as it was before the test.
+		c := make(chan os.Signal, 1)
+		signal.Notify(c, syscall.SIGTERM)
+		signal.Stop(c)
+	})
+	for range 3 {
 		s, err := New(Options{
 			Service: "closing", Min: 1, Max: 1, Concurrency: 1, Utilization: 1, Buffer: true,
 			BufferSize: 1, BufferTimeout: time.Second, ScaleDownDelay: time.Minute, ScaleToZeroAfter: time.Minute,

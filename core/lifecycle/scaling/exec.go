@@ -1,10 +1,12 @@
 package scaling
 
 import (
+	"bytes"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -48,6 +50,9 @@ func (e *Exec) Start(port int) (Process, error) {
 		args[i] = strings.ReplaceAll(a, "{port}", p)
 	}
 	cmd := exec.Command(args[0], args[1:]...)
+	// The replica leads a process group of its own, so that Stop reaches the processes it
+	// starts too (a command wrapped in a shell script: the shell and the model server it runs).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Env = os.Environ()
 	for _, kv := range e.Env {
 		cmd.Env = append(cmd.Env, strings.ReplaceAll(kv, "{port}", p))
@@ -72,23 +77,69 @@ func (p *proc) Exited() <-chan struct{} { return p.exited }
 
 func (p *proc) PID() int { return p.cmd.Process.Pid }
 
+// Stop implements Process for the replica's whole process group: SIGTERM to every process of
+// it, then SIGKILL to those left after timeout. It returns once the replica's process has
+// exited and no other process of its group is alive, or after timeout.
 func (p *proc) Stop(timeout time.Duration) {
+	pgid := p.cmd.Process.Pid
 	select {
 	case <-p.exited:
-		return
+		if !groupAlive(pgid) {
+			return
+		}
 	default:
 	}
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		_ = p.cmd.Process.Kill()
+	deadline := time.Now().Add(timeout)
+	if err := syscall.Kill(-pgid, syscall.SIGTERM); err != nil {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	}
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	select {
 	case <-p.exited:
 	case <-t.C:
-		_ = p.cmd.Process.Kill()
-		<-p.exited
 	}
+	for groupAlive(pgid) && time.Now().Before(deadline) {
+		time.Sleep(stopPoll)
+	}
+	if groupAlive(pgid) {
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	}
+	_ = p.cmd.Process.Kill() // the replica's own process, should it have left its group
+	<-p.exited
+}
+
+// stopPoll is how often a stopping replica's process group is looked at.
+const stopPoll = 10 * time.Millisecond
+
+// groupAlive reports whether a process of group pgid is alive: the signal 0 reaches one, and
+// /proc (where there is one) lists one that is not a zombie (a process whose parent, the
+// replica's shell say, ended is reparented, and a zombie nobody reaps would look alive).
+func groupAlive(pgid int) bool {
+	if syscall.Kill(-pgid, 0) != nil {
+		return false
+	}
+	stats, err := filepath.Glob("/proc/[0-9]*/stat")
+	if err != nil || len(stats) == 0 {
+		return true
+	}
+	want := strconv.Itoa(pgid)
+	for _, f := range stats {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue // ended meanwhile
+		}
+		// pid (comm) state ppid pgrp ...; comm may hold spaces and parentheses.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		fields := strings.Fields(string(b[i+1:]))
+		if len(fields) >= 3 && fields[0] != "Z" && fields[2] == want {
+			return true
+		}
+	}
+	return false
 }
 
 // FreePorts returns n loopback TCP ports that were free a moment ago (the kernel chose them)
