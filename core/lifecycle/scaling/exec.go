@@ -77,6 +77,21 @@ func (p *proc) Exited() <-chan struct{} { return p.exited }
 
 func (p *proc) PID() int { return p.cmd.Process.Pid }
 
+// ExitStatus is how the process ended ("exit status 1", "signal: killed"), once Exited is
+// closed.
+func (p *proc) ExitStatus() string {
+	<-p.exited
+	return p.cmd.ProcessState.String()
+}
+
+// exitStatus is p's ExitStatus when it has one (an exec replica), else "".
+func exitStatus(p Process) string {
+	if e, ok := p.(interface{ ExitStatus() string }); ok {
+		return e.ExitStatus()
+	}
+	return ""
+}
+
 // Stop implements Process for the replica's whole process group: SIGTERM to every process of
 // it, then SIGKILL to those left after timeout. It returns once the replica's process has
 // exited and no other process of its group is alive, or after timeout.

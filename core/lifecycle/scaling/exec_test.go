@@ -2,14 +2,19 @@ package scaling
 
 import (
 	"bytes"
+	"log/slog"
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-gw/sluice/core/balancer"
+	"github.com/sluice-gw/sluice/core/pipeline"
 )
 
 // A replica whose command is a shell script that runs the server as a child (not exec'd) is
@@ -43,4 +48,44 @@ func alive(pid int) bool {
 	}
 	fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
 	return len(fields) > 0 && fields[0] != "Z"
+}
+
+// A replica that exits before it is ready is logged with how it ended: its output is not
+// kept, so the exit status is what points a user at the cause.
+func TestReplicaExitBeforeReadyLogsItsExitStatus(t *testing.T) {
+	var logged syncBuffer
+	s, err := New(Options{
+		Service: "failing", Min: 1, Max: 1, Concurrency: 1, Utilization: 1, Buffer: true,
+		BufferSize: 1, BufferTimeout: time.Second, ScaleDownDelay: time.Minute, ScaleToZeroAfter: time.Minute,
+		ReadyPath: "/health", ReadyInterval: 50 * time.Millisecond, StartupTimeout: time.Minute, StopTimeout: time.Second,
+		Executor: &Exec{Command: []string{"/bin/sh", "-c", "exit 3", "{port}"}},
+		Log:      slog.New(slog.NewTextHandler(&logged, nil)),
+	})
+	require.NoError(t, err)
+	s.Bind([]*pipeline.Backend{{URL: s.URLs()[0], LB: &balancer.Backend{}}})
+	s.Start()
+	defer s.Close()
+	require.Eventually(t, func() bool {
+		return strings.Contains(logged.String(), `msg="scaling: replica exited before it became ready; run its command by hand to see why" service=failing`)
+	}, 10*time.Second, 10*time.Millisecond, "log:\n%s", &logged)
+	require.Contains(t, logged.String(), `exit="exit status 3"`)
+}
+
+// syncBuffer is a bytes.Buffer a logger writes from the scaler's goroutines while the test
+// reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }

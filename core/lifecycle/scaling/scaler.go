@@ -831,7 +831,9 @@ func (s *Scaler) run(r *replica, gen uint64, launched chan struct{}) {
 		if !stale {
 			select {
 			case <-p.Exited():
-				s.o.Log.Warn("scaling: replica exited before it became ready", "service", s.o.Service, "port", port)
+				// The replica's output is not kept: say how it ended and where to look.
+				s.o.Log.Warn("scaling: replica exited before it became ready; run its command by hand to see why",
+					"service", s.o.Service, "port", port, "exit", exitStatus(p))
 			default:
 				s.o.Log.Warn("scaling: replica never became ready", "service", s.o.Service, "port", port, "startup_timeout", s.o.StartupTimeout)
 			}
