@@ -1,11 +1,15 @@
 package gateway_test
 
 import (
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-gw/sluice/bench/testenv"
@@ -62,4 +66,43 @@ stop_timeout = "2s"
 [models.m.targets.a]
 service = "llm"
 `, scaling, llmsimBin, startup)
+}
+
+// The replica slots of a service scaled to zero have no process: polling them would only
+// meet refused connections, logged as workers that fail ("worker observation failed ...
+// connection refused") at every start. The rounds poll only the replicas that serve; one
+// that became ready is observed, by the rounds too.
+func TestObservationLeavesOutReplicaSlotsWithoutAReplica(t *testing.T) {
+	_, addr, admin := startConfigGateway(t, scaledModelConfig(t, "0s", `scale_to_zero_after = "1m"`))
+	type row struct {
+		Kind      string  `json:"kind"`
+		LastError *string `json:"last_error"`
+	}
+	workers := func() ([]row, error) {
+		resp, err := http.Get(admin + "/api/gateway/workers")
+		if err != nil {
+			return nil, err
+		}
+		defer resp.Body.Close()
+		var rows []row
+		return rows, json.NewDecoder(resp.Body).Decode(&rows)
+	}
+	// Several rounds of 100 ms pass with no replica.
+	var seen []row
+	require.Never(t, func() bool {
+		rows, err := workers()
+		seen = rows
+		return err != nil || len(rows) != 1 || rows[0].LastError != nil || rows[0].Kind != "unknown"
+	}, 600*time.Millisecond, 20*time.Millisecond, "a slot with no replica was polled")
+	require.Len(t, seen, 1)
+
+	r := call(t, "POST", "http://"+addr+"/v1/chat/completions", "", tinyChat)
+	require.Equal(t, 200, r.status, r.body)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		rows, err := workers()
+		if assert.NoError(c, err) && assert.Len(c, rows, 1) {
+			assert.Equal(c, "worker", rows[0].Kind)
+			assert.Nil(c, rows[0].LastError)
+		}
+	}, 5*time.Second, 20*time.Millisecond)
 }

@@ -230,6 +230,17 @@ func (s *Snapshot) startLifecycle() {
 	}
 }
 
+// observeServingReplicas makes the workers group of each scaled service poll only the
+// replicas that serve, before its first round: a slot with no replica would be logged as a
+// worker that fails.
+func (s *Snapshot) observeServingReplicas() {
+	for name, e := range s.life.scalers {
+		if g := s.Workers[name]; g != nil {
+			g.SetServing(e.scaler.Serving)
+		}
+	}
+}
+
 // namedSeries returns the metrics whose series s names: its routers', backends' and health
 // checks', and those of its mirrors, splits and scalers, made by s or taken over.
 func (s *Snapshot) namedSeries() []metrics.Named {

@@ -666,6 +666,7 @@ func (l *Live) Swap(s *Snapshot) *Snapshot { return l.p.Swap(s) }
 // naming those objects again starts them from zero (metrics.InForce).
 func (l *Live) Activate(s *Snapshot) {
 	s.Models.Commit()
+	s.observeServingReplicas()
 	s.StartWorkers()
 	s.startLifecycle()
 	old := l.p.Swap(s)

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -65,6 +66,10 @@ type Group struct {
 	// excluded counts the servers left out of a choice, by reason (sluice_worker_exclusions_total).
 	excluded   [numReasons]*vm.Counter
 	exclusions *metrics.Exclusions // the series of excluded
+
+	// serving, when set, says whether server i has a process that serves (SetServing): the
+	// rounds leave the others out.
+	serving atomic.Pointer[func(i int) bool]
 
 	startOnce, stopOnce sync.Once
 	ctx                 context.Context
@@ -155,14 +160,34 @@ func (g *Group) run() {
 	}
 }
 
+// SetServing makes the rounds poll only the servers for which f (nil: every server) reports
+// true: a scaled service's replica slots have a process only while the load asks for one, and
+// a slot without a serving replica would answer every poll with a refused connection, logged
+// as the worker's failure. Such a slot gets no request either; its replica is polled when it
+// becomes ready (Refresh). f is called from the rounds' goroutine and must not block.
+func (g *Group) SetServing(f func(i int) bool) {
+	if f == nil {
+		g.serving.Store(nil)
+		return
+	}
+	g.serving.Store(&f)
+}
+
 // round polls every server once, concurrently, and returns when each poll has answered or
 // Interval has passed.
 func (g *Group) round() {
 	ctx, cancel := context.WithTimeout(g.ctx, g.cfg.Interval)
 	defer cancel()
 	now := monoNow()
+	var serving func(int) bool
+	if f := g.serving.Load(); f != nil {
+		serving = *f
+	}
 	var wg sync.WaitGroup
 	for i := range g.members {
+		if serving != nil && !serving(i) {
+			continue
+		}
 		r := g.members[i].Worker.load()
 		if r.kind == Plain && r.err == "" && now-r.probed < int64(PlainRecheck) {
 			continue

@@ -199,6 +199,18 @@ func (s *Scaler) SetReadyHook(f func(slot int)) {
 	s.readyHook.Store(&f)
 }
 
+// Serving reports whether replica slot i has a replica that passed its readiness probe and
+// has not begun to stop; for the kube executor (one server, the Kubernetes Service) whether
+// any replica is ready. A workers group polls only such slots (workers.Group.SetServing).
+func (s *Scaler) Serving(i int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.kube != nil {
+		return s.ready > 0
+	}
+	return i >= 0 && i < len(s.reps) && s.reps[i].state == stateReady
+}
+
 // New returns the scaler of a service with o.Max replica slots, each on a port of its own.
 func New(o Options) (*Scaler, error) {
 	if o.Log == nil {
