@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-gw/sluice/core/openai"
@@ -375,7 +376,9 @@ func TestIndexConcurrentUse(t *testing.T) {
 				default:
 					x.Forget(s, p, Target(1+r.IntN(3)))
 				}
-				require.LessOrEqual(t, x.Len(), 512)
+				if !assert.LessOrEqual(t, x.Len(), 512) { // assert: not the test's goroutine
+					return
+				}
 			}
 		}()
 	}

@@ -79,18 +79,18 @@ func TestPromptCacheAffinityKeepsAConversationOnItsPrefillWorker(t *testing.T) {
 		}
 	}
 	// Keep prefill-b full while the first turn comes: it goes to prefill-a.
-	busy := make(chan struct{})
+	busy := make(chan error, 1)
+	held := chatBody(promptRankedFirst(t, "prefill-b", "prefill-a"))
 	go func() {
-		defer close(busy)
-		msg := promptRankedFirst(t, "prefill-b", "prefill-a")
-		_, _ = stream(t, g, chatBody(msg))
+		_, _, err := streamErr(g.Addr("web"), held)
+		busy <- err
 	}()
 	f.waitCall(t, prefillB, "prefill", "")
 	waitObservedActive(t, g.AdminAddr(), 1, "prefill-b")
 	status, data := stream(t, g, conversation(topic, "first question"))
 	require.Equal(t, 200, status, data)
 	require.Len(t, f.executions(prefillA, "prefill"), 1, "the first turn went to prefill-a")
-	<-busy
+	require.NoError(t, <-busy, "the request that kept prefill-b full")
 	waitIdleObserved(t, f, g.AdminAddr())
 
 	// The second turn extends the first: the hint beats rendezvous ranking.
@@ -405,17 +405,18 @@ func TestPromptCacheAffinityKeepsItsHintsAcrossAReload(t *testing.T) {
 		}
 	}
 	// Keep prefill-b full while the first turn comes: it goes to prefill-a.
-	busy := make(chan struct{})
+	busy := make(chan error, 1)
+	held := chatBody(promptRankedFirst(t, "prefill-b", "prefill-a"))
 	go func() {
-		defer close(busy)
-		_, _ = stream(t, g, chatBody(promptRankedFirst(t, "prefill-b", "prefill-a")))
+		_, _, err := streamErr(g.Addr("web"), held)
+		busy <- err
 	}()
 	f.waitCall(t, prefillB, "prefill", "")
 	waitObservedActive(t, g.AdminAddr(), 1, "prefill-b")
 	status, data := stream(t, g, conversation(topic, "first question"))
 	require.Equal(t, 200, status, data)
 	require.Len(t, f.executions(prefillA, "prefill"), 1, "the first turn went to prefill-a")
-	<-busy
+	require.NoError(t, <-busy, "the request that kept prefill-b full")
 	waitIdleObserved(t, f, g.AdminAddr())
 
 	// A reload that changes the model's execution timeout builds its targets anew.

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 )
@@ -141,7 +142,7 @@ func TestConnectDirectPending(t *testing.T) {
 		nc, _, err := connectDirect(ctx, ap)
 		done <- result{nc, err}
 	}()
-	require.Eventually(t, func() bool { return synSent(t, ap.Port()) }, 5*time.Second, time.Millisecond,
+	require.EventuallyWithT(t, func(c *assert.CollectT) { assert.True(c, synSent(c, ap.Port())) }, 5*time.Second, time.Millisecond,
 		"the connect is in progress")
 	acceptOne()
 	select {
@@ -154,8 +155,8 @@ func TestConnectDirectPending(t *testing.T) {
 }
 
 // synSent reports whether a socket of this host is in SYN-SENT to loopback port (a connect in
-// progress), from /proc/net/tcp.
-func synSent(t *testing.T, port uint16) bool {
+// progress), from /proc/net/tcp. t may be an assert.CollectT, for a check that is retried.
+func synSent(t require.TestingT, port uint16) bool {
 	b, err := os.ReadFile("/proc/net/tcp")
 	require.NoError(t, err)
 	want := fmt.Sprintf("0100007F:%04X 02", port) // remote address, then the state (02: SYN_SENT)

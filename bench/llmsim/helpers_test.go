@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -69,9 +70,19 @@ func chatBody(content string, stream bool, extra string) string {
 
 func post(t testing.TB, ctx context.Context, c *http.Client, url, body string, hdr map[string]string) *http.Response {
 	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+	resp, err := tryPost(ctx, c, url, body, hdr)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return resp
+}
+
+// tryPost is post returning the error that left it without a response, for goroutines other
+// than the test's.
+func tryPost(ctx context.Context, c *http.Client, url, body string, hdr map[string]string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	for k, v := range hdr {
@@ -79,9 +90,9 @@ func post(t testing.TB, ctx context.Context, c *http.Client, url, body string, h
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		t.Fatalf("POST %s: %v", url, err)
+		return nil, fmt.Errorf("POST %s: %w", url, err)
 	}
-	return resp
+	return resp, nil
 }
 
 // sseEvent is one received `data:` payload and when it arrived.

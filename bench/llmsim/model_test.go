@@ -2,6 +2,7 @@ package llmsim
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -183,12 +184,27 @@ func TestWaitingQueueBoundRejects(t *testing.T) {
 		ctx1, cancel1 := context.WithCancel(context.Background())
 		ctx2, cancel2 := context.WithCancel(context.Background())
 		done := make(chan int, 2)
+		first := make(chan error, 1) // the first stream's head, which comes at its admission
 		go func() {
-			resp := post(t, ctx1, c, url+"/v1/chat/completions", chatBody("one", true, ""), nil)
-			done <- resp.StatusCode
-			io.Copy(io.Discard, resp.Body)
+			resp, err := tryPost(ctx1, c, url+"/v1/chat/completions", chatBody("one", true, ""), nil)
+			if err == nil && resp.StatusCode != 200 {
+				err = fmt.Errorf("status %d", resp.StatusCode)
+			}
+			first <- err
+			if err == nil {
+				io.Copy(io.Discard, resp.Body)
+			}
 		}()
 		waitFor(t, "first running", 5*time.Second, func() bool { return f.Stats(0).Running == 1 })
+		// It is cancelled below as a client leaving a running stream, so after its head came.
+		select {
+		case err := <-first:
+			if err != nil {
+				t.Fatalf("first request: %v", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("the first stream's head did not come within 5s of its admission")
+		}
 		go func() {
 			req, _ := http.NewRequestWithContext(ctx2, "POST", url+"/v1/chat/completions", strings.NewReader(chatBody("two", true, "")))
 			if resp, err := c.Do(req); err == nil {

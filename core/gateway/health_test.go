@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-gw/sluice/core/config"
@@ -120,10 +121,12 @@ error_rate = 0
 			require.Equal(t, int32(5), bad.hits.Load(), "an ejected backend gets no request")
 
 			bad.status.Store(200)
+			var err error // a request without an answer ends the wait, failing the test
 			require.Eventually(t, func() bool {
-				get(t, base+"/v1/models")
-				return bad.hits.Load() >= 8
+				_, err = tryGet(base + "/v1/models")
+				return err != nil || bad.hits.Load() >= 8
 			}, 10*time.Second, 5*time.Millisecond, "readmitted after the ejection")
+			require.NoError(t, err)
 		})
 	}
 }
@@ -293,5 +296,8 @@ health_check = { path = "/health", interval = "500ms", unhealthy_threshold = 1 }
 `, url, certFile))
 	ok := `sluice_health_checks_total{service="up",backend="` + url + `",result="ok"}`
 	lb := g.Snapshot().Services["up"].Backends[0].LB
-	require.Eventually(t, func() bool { return processSeries(t, ok) >= 2 && !lb.Down() }, 10*time.Second, time.Millisecond)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.GreaterOrEqual(c, processSeries(c, ok), 2.0)
+		assert.False(c, lb.Down())
+	}, 10*time.Second, time.Millisecond)
 }

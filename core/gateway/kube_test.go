@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -55,17 +56,21 @@ token_file = %q
 
 	const n = 4
 	statuses := make([]int, n)
+	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			statuses[i] = call(t, "POST", "http://"+addr+"/v1/chat/completions", "", tinyChat).status
+			var r apiResult
+			r, errs[i] = tryCall("POST", "http://"+addr+"/v1/chat/completions", "", tinyChat)
+			statuses[i] = r.status
 		}()
 	}
 	// ⌈4 / (2 × 0.7)⌉ = 3 replicas, asked for while the requests wait.
 	waitScaling(t, admin, 10*time.Second, "the burst queued", func(s scalingView) bool { return s.Queued == n && s.Target == 3 })
 	wg.Wait()
+	require.NoError(t, errors.Join(errs...))
 	require.Equal(t, []int{200, 200, 200, 200}, statuses)
 
 	deadline := time.Now().Add(10 * time.Second)

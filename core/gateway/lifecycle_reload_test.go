@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -140,12 +141,15 @@ buffer_timeout = "30s"
 	g, addr, admin := startFileGateway(t, path, base)
 	const n = 4
 	statuses := make([]int, n)
+	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			statuses[i] = call(t, "POST", "http://"+addr+"/v1/chat/completions", "", tinyChat).status
+			var r apiResult
+			r, errs[i] = tryCall("POST", "http://"+addr+"/v1/chat/completions", "", tinyChat)
+			statuses[i] = r.status
 		}()
 	}
 	waitScaling(t, admin, 10*time.Second, "the requests queued", func(s scalingView) bool { return s.Queued == n })
@@ -153,6 +157,7 @@ buffer_timeout = "30s"
 	require.NoError(t, os.WriteFile(path, []byte(base+"\n# touched\n"), 0o644))
 	require.NoError(t, g.Reload())
 	wg.Wait()
+	require.NoError(t, errors.Join(errs...))
 	for i, st := range statuses {
 		require.Equal(t, 200, st, "request %d, queued before the reload", i)
 	}
@@ -166,18 +171,20 @@ func TestReloadDuringAColdStartServesAModelRoutersBufferedRequests(t *testing.T)
 	g, addr, admin := startFileGateway(t, path, base)
 	const n = 4
 	results := make([]apiResult, n)
+	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i] = call(t, "POST", "http://"+addr+"/v1/chat/completions", "", tinyChat)
+			results[i], errs[i] = tryCall("POST", "http://"+addr+"/v1/chat/completions", "", tinyChat)
 		}()
 	}
 	waitScaling(t, admin, 10*time.Second, "the requests queued", func(s scalingView) bool { return s.Queued == n })
 	require.NoError(t, os.WriteFile(path, []byte(base+"\n# touched\n"), 0o644))
 	require.NoError(t, g.Reload())
 	wg.Wait()
+	require.NoError(t, errors.Join(errs...))
 	for i, r := range results {
 		require.Equal(t, 200, r.status, "request %d, queued before the reload: %s", i, r.body)
 	}

@@ -138,10 +138,22 @@ type apiResult struct {
 	raw    string
 }
 
+// call sends one request and returns its answer, failing the test when it gets none; on the
+// test's goroutine only (tryCall elsewhere).
 func call(t *testing.T, method, url, key, body string, hdr ...string) apiResult {
 	t.Helper()
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	r, err := tryCall(method, url, key, body, hdr...)
 	require.NoError(t, err)
+	return r
+}
+
+// tryCall is call returning the error that left the request without an answer, for goroutines
+// other than the test's, which must not fail the test themselves.
+func tryCall(method, url, key, body string, hdr ...string) (apiResult, error) {
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		return apiResult{}, err
+	}
 	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
 	}
@@ -151,13 +163,33 @@ func call(t *testing.T, method, url, key, body string, hdr ...string) apiResult 
 	req.Header.Set("Content-Type", "application/json")
 	c := &http.Client{Timeout: 10 * time.Second}
 	resp, err := c.Do(req)
-	require.NoError(t, err)
+	if err != nil {
+		return apiResult{}, err
+	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
+	if err != nil {
+		return apiResult{}, fmt.Errorf("%s %s: reading the body: %w", method, url, err)
+	}
 	r := apiResult{status: resp.StatusCode, header: resp.Header, raw: string(raw)}
 	_ = json.Unmarshal(raw, &r.body)
-	return r
+	return r, nil
+}
+
+// callOutcome is what tryCall returned, sent by the goroutine that made the call to the test's.
+type callOutcome struct {
+	r   apiResult
+	err error
+}
+
+// goCall makes tryCall on a goroutine of its own; the channel gets its outcome.
+func goCall(method, url, key, body string, hdr ...string) <-chan callOutcome {
+	ch := make(chan callOutcome, 1)
+	go func() {
+		r, err := tryCall(method, url, key, body, hdr...)
+		ch <- callOutcome{r, err}
+	}()
+	return ch
 }
 
 func errField(r apiResult, k string) any {

@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -39,12 +40,16 @@ func TestModelPoolOverload10x(t *testing.T) {
 			// Fourteen more at once (twenty offered to two slots): each refused at once.
 			var wg sync.WaitGroup
 			statuses := make([]int, 14)
+			errs := make([]error, len(statuses))
 			for i := range statuses {
 				wg.Go(func() {
-					statuses[i] = call(t, "POST", base+"/v1/chat/completions", teamBKey, fmt.Sprintf(chatBody, "queued-model")).status
+					var r apiResult
+					r, errs[i] = tryCall("POST", base+"/v1/chat/completions", teamBKey, fmt.Sprintf(chatBody, "queued-model"))
+					statuses[i] = r.status
 				})
 			}
 			wg.Wait()
+			require.NoError(t, errors.Join(errs...))
 			for i, st := range statuses {
 				require.Equal(t, 429, st, "extra request %d", i)
 			}
@@ -78,19 +83,21 @@ func TestModelPoolOverload10x(t *testing.T) {
 				status int
 				retry  string
 				waited time.Duration
+				err    error
 			}
 			answers := make([]answer, 2)
 			for i := range answers {
 				wg.Go(func() {
 					start := time.Now()
-					r := call(t, "POST", base+"/v1/chat/completions", teamBKey, fmt.Sprintf(chatBody, "brief-model"))
-					answers[i] = answer{r.status, r.header.Get("Retry-After"), time.Since(start)}
+					r, err := tryCall("POST", base+"/v1/chat/completions", teamBKey, fmt.Sprintf(chatBody, "brief-model"))
+					answers[i] = answer{r.status, r.header.Get("Retry-After"), time.Since(start), err}
 				})
 			}
 			waitAdmission(t, admin, "brief-model", func(a admissionState) bool { return a.Queued == 2 })
 			require.Equal(t, 429, call(t, "POST", base+"/v1/chat/completions", teamBKey, fmt.Sprintf(chatBody, "brief-model")).status)
 			wg.Wait()
 			for i, a := range answers {
+				require.NoError(t, a.err, "queued caller %d", i)
 				require.Equal(t, 503, a.status, "queued caller %d", i)
 				require.Equal(t, "1", a.retry)
 				require.GreaterOrEqual(t, a.waited, 2*time.Second, "refused before its queue timeout")

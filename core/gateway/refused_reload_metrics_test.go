@@ -16,9 +16,12 @@ import (
 )
 
 // processSeries returns the value of series (name and labels as written) in this process's
-// metrics, 0 when absent: for tests without an admin listener.
-func processSeries(t *testing.T, series string) float64 {
-	t.Helper()
+// metrics, 0 when absent: for tests without an admin listener. t may be an assert.CollectT,
+// for a check that is retried.
+func processSeries(t require.TestingT, series string) float64 {
+	if h, ok := t.(interface{ Helper() }); ok {
+		h.Helper()
+	}
 	var b bytes.Buffer
 	metrics.WritePrometheus(&b)
 	for _, line := range strings.Split(b.String(), "\n") {

@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -107,16 +108,20 @@ func waitRollout(t *testing.T, admin string, within time.Duration, ok func(servi
 
 const tinyChat = `{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":1}`
 
-// load sends tinyChat from n clients until stop is closed; it returns the statuses seen.
+// load sends tinyChat from n clients until stop is closed; the function it returns, called on
+// the test's goroutine once stop is closed, waits for the clients and returns the statuses
+// seen, failing the test if a request got no answer.
 func load(t *testing.T, addr string, n int, stop <-chan struct{}) func() map[int]int {
 	return loadBody(t, addr, n, tinyChat, stop)
 }
 
-// loadBody sends chat requests with body from n clients until stop is closed; it returns the
-// statuses seen.
+// loadBody is load sending chat requests with body. A client whose request gets no answer
+// keeps the error for the returned function, which reports it on the test's goroutine, and
+// stops.
 func loadBody(t *testing.T, addr string, n int, body string, stop <-chan struct{}) func() map[int]int {
 	var mu sync.Mutex
 	statuses := map[int]int{}
+	var errs []error
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
 		wg.Add(1)
@@ -128,14 +133,26 @@ func loadBody(t *testing.T, addr string, n int, body string, stop <-chan struct{
 					return
 				default:
 				}
-				r := call(t, "POST", "http://"+addr+"/v1/chat/completions", "", body)
+				r, err := tryCall("POST", "http://"+addr+"/v1/chat/completions", "", body)
 				mu.Lock()
-				statuses[r.status]++
+				if err != nil {
+					errs = append(errs, err)
+				} else {
+					statuses[r.status]++
+				}
 				mu.Unlock()
+				if err != nil {
+					return
+				}
 			}
 		}()
 	}
-	return func() map[int]int { wg.Wait(); return statuses }
+	return func() map[int]int {
+		t.Helper()
+		wg.Wait()
+		require.NoError(t, errors.Join(errs...), "a load client got no answer")
+		return statuses
+	}
 }
 
 // Revisions split the traffic exactly: 90/10 over 100 requests is 90 and 10.
@@ -308,8 +325,7 @@ func startSlowRevisionSim(t *testing.T) *llmsim.Fleet {
 	return f
 }
 
-// loadStreams sends streamed chat requests for model m from n clients until stop is closed;
-// it returns the statuses seen.
+// loadStreams is load sending streamed chat requests for model m.
 func loadStreams(t *testing.T, addr string, n int, stop <-chan struct{}) func() map[int]int {
 	return loadBody(t, addr, n, `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}],"max_tokens":2}`, stop)
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,16 +23,11 @@ import (
 func TestColdStartServesAModelRouterWhoseWorkersAreObserved(t *testing.T) {
 	_, addr, _ := startConfigGateway(t, scaledModelConfig(t, "1s", `keepalive_interval = "100ms"`))
 
-	var wg sync.WaitGroup
-	var plain apiResult
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		plain = call(t, "POST", "http://"+addr+"/v1/chat/completions", "", tinyChat)
-	}()
+	plainDone := goCall("POST", "http://"+addr+"/v1/chat/completions", "", tinyChat)
 	status, body := streamChatBody(t, addr, `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}],"max_tokens":2}`)
-	wg.Wait()
-	require.Equal(t, 200, plain.status, plain.body)
+	plain := <-plainDone
+	require.NoError(t, plain.err)
+	require.Equal(t, 200, plain.r.status, plain.r.body)
 	require.Equal(t, 200, status)
 	require.NotContains(t, body, "event: error")
 	require.True(t, strings.HasSuffix(body, "data: [DONE]\n\n"), "the model's stream after the keep-alives: %q", body)

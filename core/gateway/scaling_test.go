@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -117,14 +118,15 @@ buffer_timeout = "30s"
 		took   time.Duration
 	}
 	results := make([]result, n)
+	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			start := time.Now()
-			r := call(t, "POST", "http://"+addr+"/v1/chat/completions", "", tinyChat)
-			results[i] = result{r.status, time.Since(start)}
+			r, err := tryCall("POST", "http://"+addr+"/v1/chat/completions", "", tinyChat)
+			results[i], errs[i] = result{r.status, time.Since(start)}, err
 		}()
 	}
 	// The burst is queued while the replicas start: the formula asks for 3, clamped to 2.
@@ -132,6 +134,7 @@ buffer_timeout = "30s"
 	require.Equal(t, 2, s.Desired)
 	require.Equal(t, 2, s.Target)
 	wg.Wait()
+	require.NoError(t, errors.Join(errs...))
 	var slowest, fastest time.Duration
 	for i, r := range results {
 		require.Equal(t, 200, r.status, "request %d", i)
@@ -165,15 +168,14 @@ max_concurrent = 1
 servers = [{ url = "http://%s" }]
 `, sh.addr()))
 	const n = 8
-	done := make(chan struct{}, n)
+	done := make(chan callOutcome, n)
 	var answered atomic.Int64
 	for i := 0; i < n; i++ {
 		go func() {
 			body := fmt.Sprintf(`{"model":"m","messages":[{"role":"user","content":"request %d"}],"max_tokens":1}`, i)
-			r := call(t, "POST", "http://"+addr+"/v1/chat/completions", "", body)
-			require.Equal(t, 200, r.status, r.raw)
+			r, err := tryCall("POST", "http://"+addr+"/v1/chat/completions", "", body)
 			answered.Add(1)
-			done <- struct{}{}
+			done <- callOutcome{r, err}
 		}()
 		// The next request is sent once this one is queued (or, for the first, once the
 		// replica took it, or even answered it, should the replica be up by then), so that
@@ -183,7 +185,9 @@ servers = [{ url = "http://%s" }]
 		})
 	}
 	for i := 0; i < n; i++ {
-		<-done
+		o := <-done
+		require.NoError(t, o.err)
+		require.Equal(t, 200, o.r.status, o.r.raw)
 	}
 	got := sh.wait(t, n)
 	for i, body := range got {
@@ -207,8 +211,7 @@ buffer_timeout = "3s"
 	require.NoError(t, err)
 	waitScaling(t, admin, 5*time.Second, "A queued", func(s scalingView) bool { return s.Queued == 1 })
 	// B: waits until its deadline.
-	bDone := make(chan apiResult, 1)
-	go func() { bDone <- call(t, "POST", "http://"+addr+"/v1/chat/completions", "", body) }()
+	bDone := goCall("POST", "http://"+addr+"/v1/chat/completions", "", body)
 	waitScaling(t, admin, 5*time.Second, "B queued", func(s scalingView) bool { return s.Queued == 2 })
 
 	r := call(t, "POST", "http://"+addr+"/v1/chat/completions", "", body)
@@ -219,7 +222,9 @@ buffer_timeout = "3s"
 	require.NoError(t, a.Close())
 	waitScaling(t, admin, 5*time.Second, "A left the queue", func(s scalingView) bool { return s.Queued == 1 })
 
-	r = <-bDone
+	b := <-bDone
+	require.NoError(t, b.err)
+	r = b.r
 	require.Equal(t, 504, r.status, r.raw)
 	require.Equal(t, "cold_start_timeout", errField(r, "code"))
 	waitMetric(t, admin+"/metrics", `sluice_scaling_buffer_rejected_total{service="llm",reason="timeout"}`, func(v float64) bool { return v >= 1 })

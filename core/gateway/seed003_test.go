@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-gw/sluice/core/config"
@@ -97,6 +98,6 @@ func TestSeed003ConfigRunsAgainstTheSimulator(t *testing.T) {
 	// The Ollama health check probes the simulator's /api/version, which answers: the backend
 	// stays in rotation.
 	probes := `sluice_health_checks_total{service="ollama",backend="http://` + sim + `",result="ok"}`
-	require.Eventually(t, func() bool { return processSeries(t, probes) > 0 }, 10*time.Second, time.Millisecond)
+	require.EventuallyWithT(t, func(c *assert.CollectT) { assert.Positive(c, processSeries(c, probes)) }, 10*time.Second, time.Millisecond)
 	require.False(t, g.Snapshot().Services["ollama"].Backends[0].LB.Down())
 }

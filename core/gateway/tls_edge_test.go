@@ -107,10 +107,20 @@ func writeAtomic(t *testing.T, path string, data []byte) {
 // certificate the gateway served.
 func servedCN(t *testing.T, addr, serverName string, roots *x509.CertPool) string {
 	t.Helper()
-	c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, &tls.Config{ServerName: serverName, RootCAs: roots})
+	cn, err := tryServedCN(addr, serverName, roots)
 	require.NoError(t, err)
+	return cn
+}
+
+// tryServedCN is servedCN returning the handshake's error, for goroutines other than the
+// test's (an Eventually condition).
+func tryServedCN(addr, serverName string, roots *x509.CertPool) (string, error) {
+	c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, &tls.Config{ServerName: serverName, RootCAs: roots})
+	if err != nil {
+		return "", err
+	}
 	defer c.Close()
-	return c.ConnectionState().PeerCertificates[0].Subject.CommonName
+	return c.ConnectionState().PeerCertificates[0].Subject.CommonName, nil
 }
 
 // The certificate served is the one for the name the client asks (SNI): exact names,
@@ -196,8 +206,13 @@ func TestTLSCertificateReloadKeepsStreams(t *testing.T) {
 
 	failedBefore := tlsReloads("failure")
 	ca.issue(t, dir, "srv", "second", "127.0.0.1")
-	require.Eventually(t, func() bool { return servedCN(t, addr, "", ca.pool) == "second" }, 10*time.Second, 20*time.Millisecond,
-		"new connections never got the renewed certificate")
+	var handshake error // a failed handshake ends the wait, failing the test
+	require.Eventually(t, func() bool {
+		var cn string
+		cn, handshake = tryServedCN(addr, "", ca.pool)
+		return handshake != nil || cn == "second"
+	}, 10*time.Second, 20*time.Millisecond, "new connections never got the renewed certificate")
+	require.NoError(t, handshake)
 
 	// A broken renewal: the certificate in use stays.
 	writeAtomic(t, cert, []byte("-----BEGIN CERTIFICATE-----\nbroken\n-----END CERTIFICATE-----\n"))

@@ -30,18 +30,32 @@ func testDrainServesTheListenBacklog(t *testing.T, engine string) {
 	set := ingress.Settings{Name: "web", Address: "127.0.0.1:0", EventLoops: 1}
 	const waiting = 3
 	var clients []net.Conn
-	connect := func(addr string) {
+	// connect dials the waiting clients and sends their requests; on gnet it runs in the
+	// backlog hook, on the draining goroutine, so it returns its failure for the test's
+	// goroutine to report.
+	connect := func(addr string) error {
 		for range waiting {
-			c := dialClient(t, addr)
-			writeRequest(t, c, "/x")
+			c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+			if err != nil {
+				return err
+			}
+			t.Cleanup(func() { _ = c.Close() })
 			clients = append(clients, c)
+			if err := c.SetDeadline(time.Now().Add(30 * time.Second)); err != nil {
+				return err
+			}
+			if _, err := io.WriteString(c, "GET /x HTTP/1.1\r\nHost: gw\r\n\r\n"); err != nil {
+				return err
+			}
 		}
+		return nil
 	}
 	var tr ingress.Transport
+	var hookErr error // connect's, from the backlog hook; read once Refusing is closed
 	if engine == "gnet" {
 		tr = ingress.NewGnet(set, newResolver(t, up.addr()), nil)
 		require.NoError(t, tr.Start())
-		t.Cleanup(ingress.SetBacklogHook(func() { connect(tr.Addr()) }))
+		t.Cleanup(ingress.SetBacklogHook(func() { hookErr = connect(tr.Addr()) }))
 	} else {
 		release := make(chan struct{})
 		t.Cleanup(ingress.SetAcceptGate(func() { <-release }))
@@ -51,7 +65,7 @@ func testDrainServesTheListenBacklog(t *testing.T, engine string) {
 			<-tr.Refusing() // the backlog was taken and the socket closed
 			close(release)
 		}()
-		connect(tr.Addr())
+		require.NoError(t, connect(tr.Addr()))
 	}
 
 	// The clients read while the drain runs: the fasthttp engine lingers on a closing
@@ -62,6 +76,7 @@ func testDrainServesTheListenBacklog(t *testing.T, engine string) {
 	go func() { drained <- tr.Drain(ctx) }()
 	if engine == "gnet" {
 		<-tr.Refusing() // the hook, which dials the clients, ran before
+		require.NoError(t, hookErr, "the clients connected")
 	}
 	require.Len(t, clients, waiting, "the clients connected")
 	for i, c := range clients {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
@@ -44,9 +45,11 @@ func fullBacklog(t *testing.T) string {
 }
 
 // connectsInProgress counts this process's TCP sockets in SYN_SENT towards addr
-// (/proc/net/tcp: state 02).
-func connectsInProgress(t *testing.T, addr string) int {
-	t.Helper()
+// (/proc/net/tcp: state 02). t may be an assert.CollectT, for a check that is retried.
+func connectsInProgress(t require.TestingT, addr string) int {
+	if h, ok := t.(interface{ Helper() }); ok {
+		h.Helper()
+	}
 	ap := netipAddrPort(t, addr)
 	want := fmt.Sprintf("%02X%02X%02X%02X:%04X", ap[3], ap[2], ap[1], ap[0], ap[4]<<8|ap[5])
 	data, err := os.ReadFile("/proc/net/tcp")
@@ -62,8 +65,10 @@ func connectsInProgress(t *testing.T, addr string) int {
 }
 
 // netipAddrPort returns an IPv4 address and port as 4 bytes of address and 2 of port.
-func netipAddrPort(t *testing.T, addr string) [6]int {
-	t.Helper()
+func netipAddrPort(t require.TestingT, addr string) [6]int {
+	if h, ok := t.(interface{ Helper() }); ok {
+		h.Helper()
+	}
 	ta, err := net.ResolveTCPAddr("tcp4", addr)
 	require.NoError(t, err)
 	ip := ta.IP.To4()
@@ -156,7 +161,7 @@ func TestLoopConnectTimesOutAsAWorkersDialDoes(t *testing.T) {
 	for name, head := range heads {
 		require.Equal(t, want, head, "%s answers as the worker's dial through the resolver", name)
 	}
-	require.Eventually(t, func() bool { return connectsInProgress(t, addr) == 0 }, eventWait, 10*time.Millisecond,
+	require.EventuallyWithT(t, func(c *assert.CollectT) { assert.Zero(c, connectsInProgress(c, addr)) }, eventWait, 10*time.Millisecond,
 		"the timed-out connects are closed")
 	waitNoEngineGoroutines(t)
 }
@@ -175,7 +180,7 @@ func testConnectAtShutdown(t *testing.T, onLoop bool) {
 	require.NoError(t, tr.Start())
 	c := dialClient(t, tr.Addr())
 	writeRequest(t, c, "/x")
-	require.Eventually(t, func() bool { return connectsInProgress(t, addr) == 1 }, eventWait, 5*time.Millisecond,
+	require.EventuallyWithT(t, func(c *assert.CollectT) { assert.Equal(c, 1, connectsInProgress(c, addr)) }, eventWait, 5*time.Millisecond,
 		"the gateway's connect to %s", addr)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
