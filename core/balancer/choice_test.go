@@ -108,7 +108,7 @@ func TestPassedRefusalsAndEjectionsAreCleared(t *testing.T) {
 	var b Backend
 	b.RefuseFor(429, time.Nanosecond)
 	b.EjectFor(time.Nanosecond)
-	require.Eventually(t, func() bool { return !b.Down() }, time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return !b.Down() }, 10*time.Second, time.Millisecond)
 	require.Zero(t, b.state().refused.Load())
 	require.Zero(t, b.state().ejectedUntil.Load())
 }

@@ -115,7 +115,9 @@ func passive(n int) (*Passive, []*balancer.Backend) {
 		ms = append(ms, Member{LB: lb})
 	}
 	s := DefaultPassive()
-	s.Ejection, s.MaxEjection = 50*time.Millisecond, time.Second
+	// Long enough that an ejection cannot end between the call that caused it and the check
+	// that follows, on a loaded machine; short enough that the tests wait one out.
+	s.Ejection, s.MaxEjection = time.Second, 2*time.Second
 	return NewPassive(s, "svc", ms, nil), lbs
 }
 
@@ -135,10 +137,10 @@ func TestPassiveEjectsAndReadmits(t *testing.T) {
 	p.Observe(0, true)
 	require.True(t, lbs[0].Ejected())
 
-	require.Eventually(t, func() bool { return !lbs[0].Ejected() }, 5*time.Second, time.Millisecond, "the ejection ends")
+	require.Eventually(t, func() bool { return !lbs[0].Ejected() }, 10*time.Second, time.Millisecond, "the ejection ends")
 	p.Observe(0, true)
 	require.True(t, lbs[0].Ejected(), "a failure on probation ejects again")
-	require.Eventually(t, func() bool { return !lbs[0].Ejected() }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return !lbs[0].Ejected() }, 10*time.Second, time.Millisecond)
 	p.Observe(0, false)
 	p.Observe(0, false)
 	p.Observe(0, true)
