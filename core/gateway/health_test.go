@@ -106,9 +106,10 @@ func TestPassiveHealthEjectsAndReadmits(t *testing.T) {
 		t.Run(engine, func(t *testing.T) {
 			bad, good := startHealthServer(t), startHealthServer(t)
 			bad.status.Store(500)
+			// An ejection that outlasts the twenty requests below on a loaded machine.
 			_, base := startHealthGateway(t, "", healthConfig(engine, `
 [services.up.load_balancer.passive_health]
-ejection = "2s"
+ejection = "5s"
 error_rate = 0
 `, bad, good))
 			for bad.hits.Load() < 5 {
@@ -125,7 +126,7 @@ error_rate = 0
 			require.Eventually(t, func() bool {
 				_, err = tryGet(base + "/v1/models")
 				return err != nil || bad.hits.Load() >= 8
-			}, 10*time.Second, 5*time.Millisecond, "readmitted after the ejection")
+			}, 20*time.Second, 5*time.Millisecond, "readmitted after the ejection")
 			require.NoError(t, err)
 		})
 	}

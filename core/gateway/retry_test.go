@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluice-gw/sluice/core/balancer"
 	"github.com/sluice-gw/sluice/core/metrics"
 )
 
@@ -90,20 +91,58 @@ func TestRefusedConnectionTriesNextServer(t *testing.T) {
 			deadAddr := dead.Addr().String()
 			require.NoError(t, dead.Close())
 			toml := fmt.Sprintf(`servers = [{ url = "http://%s" }, { url = "http://%s" }]`, deadAddr, alive.addr())
-			g, addr := startGatewayServers(t, engine, toml)
-			c := dial(t, addr)
+			// A router of its own, whose dial failures (a process-wide counter) are the dead
+			// server's.
+			router := "refused_" + strings.ReplaceAll(engine, "-", "_")
+			g := runGateway(t, "test.toml", strings.Replace(gatewayTOML(engine, "PathPrefix(`/`)", "", toml), "[routers.api]", "[routers."+router+"]", 1))
+			dialErrors := fmt.Sprintf(`sluice_upstream_errors_total{router=%q,service="up",reason="dial"}`, router)
+			c := dial(t, g.Addr("web"))
 			r := bufio.NewReader(c)
-			for i := 0; i < 10; i++ {
+			// get sends one request on c, given 10 s however long the test has run.
+			get := func(what string) {
+				t.Helper()
+				require.NoError(t, c.SetDeadline(time.Now().Add(10*time.Second)))
 				send(t, c, "GET /x HTTP/1.1\r\nHost: gw\r\n\r\n")
-				require.Equal(t, 200, readResponse(t, r, false).status, "request %d", i)
+				require.Equal(t, 200, readResponse(t, r, false).status, what)
+			}
+			for i := 0; i < 10; i++ {
+				get(fmt.Sprintf("request %d", i))
 			}
 			require.EqualValues(t, 10, aliveHits.Load())
+			require.Positive(t, processSeries(t, dialErrors), "the dead server was tried")
+
+			// A refused connect ejects the server for balancer.MinEjection (more when it
+			// fails again in a row): it is out of rotation, and its gauge says so, while that
+			// lasts. Both are read so that the ejection cannot have ended first, however
+			// loaded the machine: out of rotation, after a request that tried the dead server
+			// and took less than MinEjection to be answered; the gauge, while the server is
+			// out of rotation both before and after the metrics are written. A reading that
+			// cannot tell is made again, on a later ejection.
 			svc := g.Snapshot().Services["up"]
-			require.True(t, svc.Backends[0].LB.Down(), "the dead server is out of rotation")
 			series := fmt.Sprintf(`sluice_backend_up{service="up",backend="http://%s"} 0`, deadAddr)
-			var buf bytes.Buffer
-			metrics.WritePrometheus(&buf)
-			require.Contains(t, buf.String(), series)
+			var sawOut, sawGauge bool
+			judged := time.Now().Add(time.Minute)
+			for !sawOut || !sawGauge {
+				require.True(t, time.Now().Before(judged), "no reading within an ejection (out of rotation %v, gauge %v)", sawOut, sawGauge)
+				tried := processSeries(t, dialErrors)
+				start := time.Now()
+				get("a request while the dead server is out")
+				down := svc.Backends[0].LB.Down()
+				within := time.Since(start) < balancer.MinEjection
+				if down {
+					var buf bytes.Buffer
+					metrics.WritePrometheus(&buf)
+					if svc.Backends[0].LB.Down() {
+						require.Contains(t, buf.String(), series)
+						sawGauge = true
+					}
+				}
+				// Read after the fact: only this connection's requests dial for the router.
+				if within && processSeries(t, dialErrors) > tried {
+					require.True(t, down, "the dead server is out of rotation")
+					sawOut = true
+				}
+			}
 
 			// It listens again: within its backoff it is back in rotation.
 			revived, err := net.Listen("tcp", deadAddr)
@@ -132,11 +171,11 @@ func TestRefusedConnectionTriesNextServer(t *testing.T) {
 				}
 			}()
 			t.Cleanup(func() { revived.Close() })
-			deadline := time.Now().Add(10 * time.Second)
+			// Its backoff doubled for each try that failed in a row, up to balancer.MaxEjection.
+			deadline := time.Now().Add(balancer.MaxEjection + 10*time.Second)
 			for revivedHits.Load() == 0 {
-				require.True(t, time.Now().Before(deadline), "the revived server got no request within 10s")
-				send(t, c, "GET /x HTTP/1.1\r\nHost: gw\r\n\r\n")
-				require.Equal(t, 200, readResponse(t, r, false).status)
+				require.True(t, time.Now().Before(deadline), "the revived server got no request within its backoff")
+				get("a probe for the revived server")
 				time.Sleep(20 * time.Millisecond) // pacing the probe requests, not a wait for a result
 			}
 			require.False(t, svc.Backends[0].LB.Down(), "back in rotation")
