@@ -3,7 +3,10 @@ package scaling
 import (
 	"bytes"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -11,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-gw/sluice/core/balancer"
@@ -88,4 +92,51 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
+}
+
+// A ready replica whose process ends leaves none of its group running: its shell's child (the
+// model server of a wrapper script whose shell was killed, say) would go on holding the port
+// the slot starts its next replica on, and outlive the gateway.
+func TestReplicaExitEndsItsGroup(t *testing.T) {
+	dir := t.TempDir()
+	pidFile, fifo := filepath.Join(dir, "child"), filepath.Join(dir, "fifo")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	s, err := New(Options{
+		Service: "wrapped", Min: 1, Max: 1, Concurrency: 1, Utilization: 1, Buffer: true,
+		BufferSize: 1, BufferTimeout: time.Second, ScaleDownDelay: time.Minute, ScaleToZeroAfter: time.Minute,
+		ReadyPath: "/health", ReadyInterval: 20 * time.Millisecond, StartupTimeout: time.Minute, StopTimeout: time.Second,
+		// The shell starts a child in the background, then ends once the test writes the fifo.
+		Executor: &Exec{Command: []string{"/bin/sh", "-c", `sleep 300 & echo $! > "$0"; read x < "$1"`, pidFile, fifo}},
+	})
+	require.NoError(t, err)
+	defer s.Close()
+	// The replica's readiness is answered here, on its port: the shell serves nothing.
+	ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(s.ports[0]))
+	require.NoError(t, err)
+	srv := &http.Server{Handler: http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})}
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+	ready := make(chan struct{}, 1)
+	s.SetReadyHook(func(int) { ready <- struct{}{} })
+	s.Bind([]*pipeline.Backend{{URL: s.URLs()[0], LB: &balancer.Backend{}}})
+	s.Start()
+	select {
+	case <-ready:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the replica never became ready")
+	}
+	var child int
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		b, err := os.ReadFile(pidFile)
+		if assert.NoError(c, err) {
+			child, err = strconv.Atoi(strings.TrimSpace(string(b)))
+			assert.NoError(c, err)
+		}
+	}, 5*time.Second, 5*time.Millisecond, "the shell starts its child")
+	t.Cleanup(func() { _ = syscall.Kill(child, syscall.SIGKILL) })
+	w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+	require.NoError(t, err)
+	require.NoError(t, w.Close()) // the shell's read ends: it exits, its child does not
+	require.Eventually(t, func() bool { return !alive(child) }, 5*time.Second, 5*time.Millisecond,
+		"the child of a replica that exited runs on")
 }

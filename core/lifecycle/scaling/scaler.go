@@ -180,6 +180,9 @@ type Scaler struct {
 	closed    bool
 
 	kube *kubeRunner // the kube executor's writer and watcher (nil for exec)
+	// stops counts the stops of processes no replica holds any more (one that failed its
+	// start or exited), which Close waits for: each is added under mu before Close sets closed.
+	stops sync.WaitGroup
 
 	// readyHook, when set, is called with a replica's slot once it passes its readiness
 	// probe and before any request goes to it (SetReadyHook).
@@ -851,9 +854,13 @@ func (s *Scaler) run(r *replica, gen uint64, launched chan struct{}) {
 			}
 			s.m.Failed(metrics.ScalingFailedNotReady)
 			s.failed(r, gen)
+			s.stops.Add(1)
 		}
 		s.mu.Unlock()
 		p.Stop(s.o.StopTimeout)
+		if !stale {
+			s.stops.Done()
+		}
 		return
 	}
 	if f := s.readyHook.Load(); f != nil {
@@ -875,7 +882,8 @@ func (s *Scaler) run(r *replica, gen uint64, launched chan struct{}) {
 
 	<-p.Exited()
 	s.mu.Lock()
-	if r.gen == gen && r.state == stateReady {
+	exited := r.gen == gen && r.state == stateReady
+	if exited {
 		s.o.Log.Warn("scaling: replica exited", "service", s.o.Service, "port", port)
 		s.m.Failed(metrics.ScalingFailedExited)
 		s.ready--
@@ -883,8 +891,16 @@ func (s *Scaler) run(r *replica, gen uint64, launched chan struct{}) {
 		r.state, r.proc = stateStopped, nil
 		s.backOff(r)
 		s.recompute()
+		s.stops.Add(1)
 	}
 	s.mu.Unlock()
+	if exited {
+		// The processes it started may outlive it (a wrapper script's server): they would
+		// hold the slot's port and outlive the gateway. A replica stopped meanwhile is its
+		// stop's to end.
+		p.Stop(s.o.StopTimeout)
+		s.stops.Done()
+	}
 }
 
 // failed takes a replica that could not start out, to be started again after a backoff.
@@ -1044,6 +1060,7 @@ func (s *Scaler) Close() {
 	for _, l := range launches {
 		<-l
 	}
+	s.stops.Wait()
 	if s.kube != nil {
 		s.kube.wait()
 	}
