@@ -467,7 +467,8 @@ func varyMembers(resp *response) []string {
 // it would the 200, so that a cache holding the coded 200 finds it named (RFC 9111 §4.3.4). A
 // client the 200 would not be coded for gets the strong validator on both. Vary names
 // Accept-Encoding once, however the upstream already lists it (any line, any case, within a
-// list), and not at all next to the upstream's Vary: *.
+// list), and not at all next to the upstream's Vary: *; a Vary of the upstream's that its
+// Connection names is not the client's, and lists nothing for it.
 func TestCompressValidatorsAndVary(t *testing.T) {
 	big := bytes.Repeat([]byte(`{"token":"hello"},`), 400)
 	varies := map[string]string{
@@ -477,6 +478,8 @@ func TestCompressValidatorsAndVary(t *testing.T) {
 		"/vary-lines": "Vary: Origin\r\nVary: Accept-Encoding\r\n",
 		"/vary-other": "Vary: Origin\r\n",
 		"/vary-star":  "Vary: *\r\n",
+		// The upstream's Vary is hop-by-hop here, and does not reach the client.
+		"/vary-hop": "Connection: Vary\r\nVary: Accept-Encoding\r\n",
 	}
 	for _, engine := range engines {
 		t.Run(engine, func(t *testing.T) {

@@ -33,9 +33,11 @@ func (rc *RequestCtx) varyListed(i int) bool {
 // the upstream's response that go to the client or by those of respExtra[:i].
 func (rc *RequestCtx) varies(m []byte, i int) bool {
 	if rc.x != nil && !rc.replied && !rc.held {
-		hs := rc.x.Resp.Headers
+		resp := &rc.x.Resp
+		hs := resp.Headers
 		for j := range hs {
-			if isVary(hs[j].Key) && listsMember(hs[j].Value, m) {
+			// A Vary its Connection names is the upstream hop's alone (passToClient).
+			if isVary(hs[j].Key) && listsMember(hs[j].Value, m) && passToClient(resp, hs[j].Key) {
 				return true
 			}
 		}
