@@ -174,8 +174,8 @@ func (p *Pool) DialTimeout() time.Duration { return p.o.DialTimeout }
 func (p *Pool) IdleTimeout() time.Duration { return p.o.IdleTimeout }
 
 // LivenessCheckAfter returns the idle time from which a connection an event loop keeps idle is
-// checked for an upstream close before reuse (Options.LivenessCheckAfter; negative: every
-// reuse).
+// checked for an upstream close before it carries a request that must not be sent twice
+// (Options.LivenessCheckAfter; negative: every such reuse).
 func (p *Pool) LivenessCheckAfter() time.Duration { return p.o.LivenessCheckAfter }
 
 // HoldIdle takes one of the pool's MaxIdleConns idle slots for a connection about to go idle,

@@ -47,11 +47,12 @@ type Options struct {
 	// default (1024); a negative value keeps none (a new connection per request).
 	MaxIdleConns int
 	// LivenessCheckAfter: a conn an event loop keeps idle (AttachLoop) that has been idle at
-	// least this long is checked (one MSG_PEEK) for an upstream close before reuse. Conns
-	// reused sooner skip the system call: the loop's poller sees what arrives on them, an
-	// upstream keep-alive timeout is seconds long, and the keep-alive race retry covers the
-	// rest. The pool's own idle conns are checked at every reuse, for stray bytes as well.
-	// Default 500ms; negative: check every reuse.
+	// least this long is checked (one MSG_PEEK) for an upstream close before it carries a
+	// request that must not be sent twice (a retry could not cover a close). Conns reused
+	// sooner, and for any request that may be sent again, skip the system call: the loop's
+	// poller sees what arrives on them, an upstream keep-alive timeout is seconds long, and
+	// the keep-alive race retry covers the rest. The pool's own idle conns are checked at
+	// every reuse, for stray bytes as well. Default 500ms; negative: check every such reuse.
 	LivenessCheckAfter time.Duration
 	// Limits bound accepted response heads (MaxHeaderBytes, MaxHeaderCount). nil: http1 defaults.
 	Limits *http1.Limits
