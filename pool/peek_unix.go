@@ -78,20 +78,20 @@ func (c *conn) alive() bool {
 // session tickets before their first response).
 const tlsPendingWait = time.Millisecond
 
-// pastDeadline fails a read at once, before any system call.
-var pastDeadline = time.Unix(1, 0)
-
 // tlsQuiet reports whether an idle TLS conn holds no application data and no alert. crypto/tls
 // may hold some the socket no longer shows: the records of the last read past the response's
-// end, which a read bounded by the body's length left undecrypted or unread. A read with a
-// deadline already passed returns those without touching the socket; when pending says the
-// socket has bytes too, the read may wait tlsPendingWait for them.
+// end, which a read bounded by the body's length left undecrypted or unread. When the socket
+// has nothing (pending false), a read with the socket's reads turned off (quietConn) returns
+// those without a system call, a deadline or an allocation; when it has bytes, the read may
+// wait tlsPendingWait for them.
 func (c *conn) tlsQuiet(pending bool) bool {
-	d := pastDeadline
-	if pending {
-		d = time.Now().Add(tlsPendingWait)
+	if !pending && c.quiet != nil {
+		c.quiet.off = true
+		n, err := c.nc.Read(c.pk.b[:])
+		c.quiet.off = false
+		return n == 0 && err == errQuiet
 	}
-	if c.nc.SetReadDeadline(d) != nil {
+	if c.nc.SetReadDeadline(time.Now().Add(tlsPendingWait)) != nil {
 		return false
 	}
 	if n, err := c.nc.Read(c.pk.b[:]); n > 0 || !errors.Is(err, os.ErrDeadlineExceeded) {

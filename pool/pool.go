@@ -13,10 +13,13 @@ import (
 
 // conn is one owned upstream connection.
 type conn struct {
-	nc     net.Conn // what we read and write (the tls.Conn for https)
-	raw    net.Conn // the TCP socket: Abort closes this one, at once, without a TLS close_notify
-	idleAt int64    // monotonic ns when it was put in the idle stack
-	pk     peeker   // non-blocking liveness check of an idle conn (peek_*.go)
+	nc  net.Conn // what we read and write (the tls.Conn for https)
+	raw net.Conn // the TCP socket: Abort closes this one, at once, without a TLS close_notify
+	// quiet is raw as the tls.Conn nc reads it (nil for plaintext): the idle check turns its
+	// reads off (tlsQuiet).
+	quiet  *quietConn
+	idleAt int64  // monotonic ns when it was put in the idle stack
+	pk     peeker // non-blocking liveness check of an idle conn (peek_*.go)
 	// release, when set, takes the conn back at the end of an exchange instead of the pool: a
 	// conn driven by an event loop returns to that loop's idle list (AttachLoop).
 	release func(reusable bool)
@@ -295,7 +298,8 @@ func (p *Pool) dial(ctx context.Context) (*conn, error) {
 	c := &conn{nc: raw, raw: raw}
 	c.initPeek()
 	if p.tls != nil {
-		t := tls.Client(raw, p.tls)
+		c.quiet = &quietConn{Conn: raw}
+		t := tls.Client(c.quiet, p.tls)
 		if err := t.HandshakeContext(ctx); err != nil {
 			_ = raw.Close()
 			return nil, fmt.Errorf("tls handshake: %w", err)

@@ -29,6 +29,11 @@ func benchUpstream(b *testing.B, resp string) string {
 	if err != nil {
 		b.Fatal(err)
 	}
+	return benchUpstreamOn(b, ln, resp)
+}
+
+// benchUpstreamOn is benchUpstream on ln.
+func benchUpstreamOn(b *testing.B, ln net.Listener, resp string) string {
 	r := []byte(resp)
 	go func() {
 		for {
@@ -70,7 +75,11 @@ func benchExchange(b *testing.B, resp string, raw bool) {
 
 // benchExchangeOf is benchExchange of the request head and body given.
 func benchExchangeOf(b *testing.B, resp string, raw bool, reqHead, reqBody string) {
-	p := New(Options{Addr: benchUpstream(b, resp)})
+	benchExchangeTo(b, New(Options{Addr: benchUpstream(b, resp)}), raw, reqHead, reqBody)
+}
+
+// benchExchangeTo is benchExchangeOf through pool p, which it closes.
+func benchExchangeTo(b *testing.B, p *Pool, raw bool, reqHead, reqBody string) {
 	defer p.Close()
 	head, body := []byte(reqHead), []byte(reqBody)
 	buf := GetBuf()

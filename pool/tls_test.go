@@ -17,7 +17,7 @@ import (
 )
 
 // testCert returns a self-signed certificate for 127.0.0.1 and a pool of roots trusting it.
-func testCert(t *testing.T) (tls.Certificate, *x509.CertPool) {
+func testCert(t testing.TB) (tls.Certificate, *x509.CertPool) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -153,5 +153,58 @@ func TestAbortDuringDial(t *testing.T) {
 	}
 	if s := p.Stats(); s.DialErrors != 0 || s.Active != 0 {
 		t.Fatalf("stats %+v", s)
+	}
+}
+
+// TestTLSIdleCheckAllocatesNoError: the check of an idle TLS conn before each reuse (nothing
+// pending on its socket, nothing held by crypto/tls), which runs for every request reusing an
+// https upstream's conn, sets no deadline and allocates no error of one: at most the reader
+// crypto/tls makes for each read that reaches its conn (atLeastReader).
+func TestTLSIdleCheckAllocatesNoError(t *testing.T) {
+	cert, roots := testCert(t)
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := serveUpstream(t, ln, func(c net.Conn, n int) {
+		br := bufio.NewReader(c)
+		for {
+			if _, ok := readReq(br); !ok {
+				return
+			}
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\ntls")
+		}
+	})
+	p := New(Options{Addr: u.addr(), TLS: &tls.Config{RootCAs: roots}})
+	defer p.Close()
+	for range 2 { // the second reuses the conn, past any session ticket
+		if _, body, err := roundTrip(t, p, getHead, false, 64); err != nil || body != "tls" {
+			t.Fatal(body, err)
+		}
+	}
+	c := p.getIdle()
+	if c == nil {
+		t.Fatal("no idle conn")
+	}
+	defer func() {
+		if c != nil {
+			p.discard(c)
+		}
+	}()
+	if n := testing.AllocsPerRun(100, func() {
+		if !c.alive() {
+			t.Fatal("an idle TLS conn found not alive")
+		}
+	}); n > 1 {
+		t.Fatalf("%v allocations per check of an idle TLS conn, want at most crypto/tls's own", n)
+	}
+	// The conn still carries a request after the checks.
+	p.put(c)
+	c = nil
+	if _, body, err := roundTrip(t, p, getHead, false, 64); err != nil || body != "tls" {
+		t.Fatal(body, err)
+	}
+	if s := p.Stats(); s.Dials != 1 {
+		t.Fatalf("stats %+v: conn not reused", s)
 	}
 }
