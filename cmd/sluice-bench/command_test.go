@@ -76,12 +76,13 @@ func TestRunReportsNoCredentialOfItsCommandLine(t *testing.T) {
 	cmd := invokedAs(t, bin, dir, "bin/sluice-bench", "run", "--target", "http://"+up.Addr(),
 		"--concurrency", "1", "--warmup", "10ms", "--duration", "200ms",
 		"--header", "Authorization: Bearer sk-live-1", "-header=X-Api-Key: sk-live-2",
-		"--header", "X-Note: Basic-ish", "--out", "run.json")
+		"--header", "X-Note: Basic-ish", "--path", "/v1/chat/completions?api_key=sk-live-3", "--out", "run.json")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	require.NoError(t, cmd.Run(), "stderr:\n%s", stderr.String())
 	want := "bin/sluice-bench run --target http://" + up.Addr() + " --concurrency 1 --warmup 10ms --duration 200ms" +
-		" --header 'Authorization: Bearer <redacted>' '-header=X-Api-Key: <redacted>' --header 'X-Note: Basic-ish' --out run.json"
+		" --header 'Authorization: Bearer <redacted>' '-header=X-Api-Key: <redacted>' --header 'X-Note: Basic-ish'" +
+		" --path '/v1/chat/completions?api_key=<redacted>' --out run.json"
 	first, _, _ := strings.Cut(stderr.String(), "\n")
 	require.Equal(t, "Command: "+want, first)
 	require.Equal(t, want, commandJSON(t, filepath.Join(dir, "run.json")))

@@ -238,24 +238,30 @@ func durationRefusal(flag string) func(string) error {
 // (os.Args[0]: "bin/sluice-bench", "./bin/sluice-bench", or "sluice-bench" when a shell found
 // it on PATH), so that the line pasted back in the same directory runs the same binary.
 // The value of a --header that may be a credential is shown as config.RedactField shows it
-// (--header 'Authorization: Bearer <redacted>'): reports are made to be shared, and a line
-// pasted back asks for the key again rather than carrying it.
+// (--header 'Authorization: Bearer <redacted>'), and a URL's user information and
+// credential-named query parameters as config.RedactURL shows them: reports are made to be
+// shared, and a line pasted back asks for the key again rather than carrying it.
 func commandLine(cmd string, args []string) string {
 	argv := append([]string{os.Args[0], cmd}, args...)
+	header := false // argv[i] is the value of a --header before it
 	for i := 2; i < len(argv); i++ {
+		if header {
+			argv[i], header = redactHeader(argv[i]), false
+			continue
+		}
 		name, value, inline := strings.Cut(argv[i], "=")
-		if name != "--header" && name != "-header" {
-			continue
-		}
-		if !inline {
-			if i+1 == len(argv) {
-				break
+		switch {
+		case !strings.HasPrefix(argv[i], "-"):
+			argv[i] = config.RedactURL(argv[i])
+		case name == "--header" || name == "-header":
+			if inline {
+				argv[i] = name + "=" + redactHeader(value)
+			} else {
+				header = true
 			}
-			i++
-			argv[i] = redactHeader(argv[i])
-			continue
+		case inline:
+			argv[i] = name + "=" + config.RedactURL(value)
 		}
-		argv[i] = name + "=" + redactHeader(value)
 	}
 	return report.CommandLine(argv...)
 }

@@ -70,6 +70,11 @@ func secretValue(s string) bool {
 	return false
 }
 
+// RedactURL returns s with the credentials of a URL in it masked as Redacted: its user
+// information, and the values of query parameters whose names SecretName flags; s as it is
+// when it is not such a URL or holds none.
+func RedactURL(s string) string { return redactURL(s) }
+
 // RedactField returns value, an HTTP field's value given under the field name, as a report
 // that may be shared shows it: value when neither name (SecretName) nor value (an
 // authentication scheme with its credentials) says it may be a credential; else
