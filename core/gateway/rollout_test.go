@@ -377,3 +377,43 @@ priority = 1
 	require.Equal(t, map[int]int{200: sumOf(statuses)}, statuses, "the next target answered every request")
 	require.Positive(t, backup.Stats(0).Requests)
 }
+
+// Any client can make a working revision answer 501 (a method its servers do not implement):
+// that judges the revision no more than it judges a server to the circuit breaker or passive
+// health. A flood of such requests does not roll back a good revision, while its 502s still
+// would.
+func TestRolloutIsNotRolledBackByClientProvoked501s(t *testing.T) {
+	v1, v2 := serveStrict(t), serveStrict(t)
+	_, addr, admin := startConfigGateway(t, fmt.Sprintf(`
+[entrypoints.web]
+address = "127.0.0.1:0"
+[admin]
+address = "127.0.0.1:0"
+[routers.api]
+rule = "PathPrefix(`+"`/`"+`)"
+service = "llm"
+[services.llm]
+revisions = [
+  { name = "v1", traffic_percent = 50, servers = [{ url = "http://%s" }] },
+  { name = "v2", traffic_percent = 50, servers = [{ url = "http://%s" }] },
+]
+[services.llm.rollout]
+from = "v1"
+to = "v2"
+step_percent = 50
+step_interval_secs = 0.05
+error_rate_threshold = 0.05
+min_samples = 10
+`, v1.addr(), v2.addr()))
+	deadline := time.Now().Add(20 * time.Second)
+	for llmService(t, admin).Rollout.State == "progressing" {
+		require.True(t, time.Now().Before(deadline), "the rollout never ended: %+v", llmService(t, admin).Rollout)
+		for range 3 {
+			require.Equal(t, 501, rawStatus(t, addr, "BREW /v1/models HTTP/1.1\r\nHost: gw\r\n\r\n"), "the upstream's 501")
+		}
+		require.Equal(t, 200, rawStatus(t, addr, "GET /v1/models HTTP/1.1\r\nHost: gw\r\n\r\n"))
+	}
+	s := llmService(t, admin)
+	require.Equal(t, "completed", s.Rollout.State, "%+v", s.Rollout)
+	require.Positive(t, v2.hits.Load(), "the new revision served well-formed requests")
+}

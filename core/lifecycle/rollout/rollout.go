@@ -155,7 +155,10 @@ func (s *Split) OnServiceDone(rc *pipeline.RequestCtx) {
 	}
 	// A request that left for another service (a model's next target) did so because this
 	// revision's servers could not take it: a failure of the revision, whatever answered.
-	failed := o.UpstreamError != "" || o.Status >= 500 || !rc.AnsweredByService()
+	// An answer fails the revision as it fails a server to passive health and the circuit
+	// breaker (pipeline.ServerFailure): a 501 or 505 is the client's doing, and a flood of
+	// them must not roll back a good revision.
+	failed := o.UpstreamError != "" || pipeline.ServerFailure(o.Status) || !rc.AnsweredByService()
 	r.m.Request(failed)
 	if r.to && s.ctl != nil {
 		// The revision is judged by its own time with the request, not the wait before it
