@@ -1,6 +1,9 @@
 package affinity
 
 import (
+	"runtime"
+	"time"
+
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -41,4 +44,41 @@ func TestEpochsDropTheHintsOfARestartedBackend(t *testing.T) {
 	none.See(x, 0, 11, 9)
 	require.True(t, has(11))
 	require.True(t, e.Current(5, 9) && none.Current(0, 9))
+}
+
+// The Epochs an index gives share what they saw of a backend by its key, whatever its
+// position: a restart the replacing router sees first still drops the hints learned before
+// it, and is dropped once. The index holds a backend's epoch only while an Epochs does.
+func TestIndexEpochsAreSharedByKey(t *testing.T) {
+	x := NewIndex(Config{})
+	s := testDomain.Scope()
+	p := fingerprint(t, openai.ChatCompletions, chat("s", text("q", 9000)))
+	has := func(tg Target) bool {
+		cs := candidates(tg)
+		x.Lookup(s, p, cs)
+		return cs[0].Prefix > 0
+	}
+	func() { // old and repl are let go after it
+		old := x.Epochs([]uint64{10, 11})
+		old.See(x, 0, 10, 0)
+		x.Learn(s, p, 10)
+
+		// The backend restarts; the router that replaces old, with the backends in another
+		// order, sees it first.
+		repl := x.Epochs([]uint64{11, 10})
+		require.True(t, repl.Current(1, 0), "the epoch old saw")
+		repl.See(x, 1, 10, 1)
+		require.False(t, has(10), "the hints learned before the restart are dropped")
+		require.False(t, old.Current(0, 0), "old's response from before the restart is not learned")
+		x.Learn(s, p, 10)
+		old.See(x, 0, 10, 1)
+		require.True(t, has(10), "old sees the same epoch: the hints learned since stay")
+	}()
+	require.Eventually(t, func() bool {
+		runtime.GC()
+		x.Epochs(nil)
+		x.epochs.mu.Lock()
+		defer x.epochs.mu.Unlock()
+		return len(x.epochs.cells) == 0
+	}, 10*time.Second, time.Millisecond, "the epochs no Epochs holds are let go")
 }

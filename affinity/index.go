@@ -71,6 +71,8 @@ type Index struct {
 	evict func()
 	sets  []set
 	locks [readLocks]readLock
+	// epochs is the restart epoch of each backend the index's hints name (Index.Epochs).
+	epochs epochBook
 }
 
 // set is one set of the cache. A place is empty when its key is 0 (keys are forced odd).

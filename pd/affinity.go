@@ -18,8 +18,18 @@ type prefixIndex struct {
 	epochs *affinity.Epochs
 }
 
-func newPrefixIndex(members int) *prefixIndex {
-	return &prefixIndex{idx: affinity.NewIndex(affinity.Config{}), epochs: affinity.NewEpochs(members)}
+// newPrefixIndex returns the prefix index of a target whose workers are at urls (by member
+// index): idx's hints when idx is not nil (a reload keeps them), with the epochs they were
+// learned in, else an empty index.
+func newPrefixIndex(idx *affinity.Index, urls []string) *prefixIndex {
+	if idx == nil {
+		idx = affinity.NewIndex(affinity.Config{})
+	}
+	keys := make([]uint64, len(urls))
+	for i, u := range urls {
+		keys[i] = xxhash.Sum64String(u)
+	}
+	return &prefixIndex{idx: idx, epochs: idx.Epochs(keys)}
 }
 
 // affinityReq is one request's fingerprint and scope for prefill choice.

@@ -323,12 +323,25 @@ func waitEligibleInEpoch(t *testing.T, admin, id string, epoch int64) {
 // hints are dropped, and a conversation it held is placed as a new one would be, here on the
 // worker that holds the conversation's system prompt, rather than sent to the empty cache.
 func TestPromptCacheAffinityForgetsARestartedWorker(t *testing.T) {
+	forgetsARestartedWorker(t, false)
+}
+
+// A prefill worker's restart that a reload falls after is seen too: the hints the reload kept
+// are dropped with the restart epochs they were learned in, which the reload keeps with them.
+func TestPromptCacheAffinityForgetsAWorkerRestartedBeforeAReload(t *testing.T) {
+	forgetsARestartedWorker(t, true)
+}
+
+// forgetsARestartedWorker opens a conversation on prefill-a, restarts prefill-a (then
+// reloads the configuration when reload is set) and checks that the next turn goes to
+// prefill-b.
+func forgetsARestartedWorker(t *testing.T, reload bool) {
 	f := startFleet(t, func(i int, ic *llmsim.InstanceConfig) {
 		if i == prefillB {
 			ic.MaxRunning = 1 // one request held there makes it full
 		}
 	})
-	g := startGateway(t, f.gatewayTOML("prompt_cache_affinity = true", ""))
+	g, reloadConfig := startReloadableGateway(t, f.gatewayTOML("prompt_cache_affinity = true", ""))
 
 	// Two conversations under one system prompt whose rendezvous choice is prefill-b.
 	var topic, other string
@@ -361,6 +374,9 @@ func TestPromptCacheAffinityForgetsARestartedWorker(t *testing.T) {
 	// prefill-a restarts: its cache is empty.
 	require.NoError(t, f.sim.Crash(prefillA, 10*time.Millisecond))
 	waitEligibleInEpoch(t, g.AdminAddr(), "prefill-a", 1)
+	if reload {
+		reloadConfig()
+	}
 	waitIdleObserved(t, f, g.AdminAddr())
 
 	// The second turn goes by rendezvous hashing to prefill-b, which has the system prompt
@@ -373,21 +389,16 @@ func TestPromptCacheAffinityForgetsARestartedWorker(t *testing.T) {
 	require.Positive(t, cached, "the prefill found the system prompt cached")
 }
 
-// A reload keeps the hints: a conversation's next turn after a reload goes back to the
-// prefill worker that computed its first turn, as it would without the reload.
-func TestPromptCacheAffinityKeepsItsHintsAcrossAReload(t *testing.T) {
-	f := startFleet(t, func(i int, ic *llmsim.InstanceConfig) {
-		if i == prefillB {
-			ic.MaxRunning, ic.FaultRate, ic.Fault = 1, 1, "slow=3s"
-		}
-	})
-	toml := f.gatewayTOML("prompt_cache_affinity = true", "")
+// startReloadableGateway runs a gateway on toml read from a file; reload rewrites the file
+// with a longer execution timeout for model chat, which builds its targets anew, and reloads.
+func startReloadableGateway(t *testing.T, toml string) (g *gateway.Gateway, reload func()) {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "pd.toml")
 	require.NoError(t, os.WriteFile(path, []byte(toml), 0o644))
 	t.Setenv(workerKeyEnv, workerKey)
 	cfg, err := config.Load(path)
 	require.NoError(t, err)
-	g, err := gateway.New(cfg, path, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	g, err = gateway.New(cfg, path, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	require.NoError(t, err)
 	require.NoError(t, g.Start())
 	t.Cleanup(func() {
@@ -396,6 +407,26 @@ func TestPromptCacheAffinityKeepsItsHintsAcrossAReload(t *testing.T) {
 		_ = g.Drain(ctx)
 	})
 	waitObserved(t, g)
+	return g, func() {
+		t.Helper()
+		const table = "[models.chat.scheduling.distributed_serving]\n"
+		require.Contains(t, toml, table)
+		toml = strings.Replace(toml, table, table+"execution_timeout_ms = 20000\n", 1)
+		require.NoError(t, os.WriteFile(path, []byte(toml), 0o644))
+		require.NoError(t, g.Reload())
+		waitObserved(t, g)
+	}
+}
+
+// A reload keeps the hints: a conversation's next turn after a reload goes back to the
+// prefill worker that computed its first turn, as it would without the reload.
+func TestPromptCacheAffinityKeepsItsHintsAcrossAReload(t *testing.T) {
+	f := startFleet(t, func(i int, ic *llmsim.InstanceConfig) {
+		if i == prefillB {
+			ic.MaxRunning, ic.FaultRate, ic.Fault = 1, 1, "slow=3s"
+		}
+	})
+	g, reload := startReloadableGateway(t, f.gatewayTOML("prompt_cache_affinity = true", ""))
 
 	var topic string
 	for n := 0; ; n++ {
@@ -419,10 +450,7 @@ func TestPromptCacheAffinityKeepsItsHintsAcrossAReload(t *testing.T) {
 	require.NoError(t, <-busy, "the request that kept prefill-b full")
 	waitIdleObserved(t, f, g.AdminAddr())
 
-	// A reload that changes the model's execution timeout builds its targets anew.
-	require.NoError(t, os.WriteFile(path, []byte(strings.Replace(toml, "[models.chat.scheduling.distributed_serving]\n", "[models.chat.scheduling.distributed_serving]\nexecution_timeout_ms = 20000\n", 1)), 0o644))
-	require.NoError(t, g.Reload())
-	waitObserved(t, g)
+	reload()
 
 	status, data = stream(t, g, conversation(topic, "first question", "an answer", "second question"))
 	require.Equal(t, 200, status, data)

@@ -79,7 +79,7 @@ func NewTarget(o Options, name string, svc *pipeline.Service, g *workers.Group, 
 		IdleConnTimeout:     90 * time.Second,
 	}}
 	if o.PromptCacheAffinity {
-		t.affinity = newPrefixIndex(g.Len())
+		t.affinity = newPrefixIndex(nil, t.urls)
 	}
 	return t
 }
@@ -88,11 +88,13 @@ func NewTarget(o Options, name string, svc *pipeline.Service, g *workers.Group, 
 // so that a reload does not send every conversation back to rendezvous hashing (a cold
 // prefill) at once. It does nothing unless both have prompt_cache_affinity. The hints name
 // workers by worker_id, so they stay true when the target's workers change (a hint for a
-// worker no longer among them is never chosen); the restart epochs start anew with t. Call it
+// worker no longer among them is never chosen). The restart epochs the hints were learned in
+// go with them, by worker URL: a worker that restarted while the reload was under way, or
+// before it and after old's last request to it, has its hints dropped all the same. Call it
 // before t serves.
 func (t *Target) KeepHints(old *Target) {
 	if t.affinity != nil && old != nil && old.affinity != nil {
-		t.affinity.idx = old.affinity.idx
+		t.affinity = newPrefixIndex(old.affinity.idx, t.urls)
 	}
 }
 

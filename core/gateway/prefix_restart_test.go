@@ -8,6 +8,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -64,6 +66,18 @@ func waitWorkerState(t *testing.T, admin, id string, epoch int64, eligible bool)
 // placed as a new one would be, here on the server that holds the conversation's system
 // prompt, instead of being sent back to the empty cache.
 func TestPrefixAffinityForgetsARestartedWorker(t *testing.T) {
+	prefixForgetsARestartedWorker(t, false)
+}
+
+// A server's restart that a reload falls after is seen too: the hints the reload kept are
+// dropped with the restart epochs they were learned in, which the reload keeps with them.
+func TestPrefixAffinityForgetsAWorkerRestartedBeforeAReload(t *testing.T) {
+	prefixForgetsARestartedWorker(t, true)
+}
+
+// prefixForgetsARestartedWorker opens a conversation on w-a, restarts w-a (then reloads the
+// configuration when reload is set) and checks that the next turn goes to w-b.
+func prefixForgetsARestartedWorker(t *testing.T, reload bool) {
 	cfg := llmsim.Config{Seed: 1}
 	for _, id := range []string{"w-a", "w-b"} {
 		ic := llmsim.DefaultInstance()
@@ -94,9 +108,11 @@ service = "fleet"
 [models.sticky.scheduling]
 prefix_affinity = true
 `, urls[a], urls[b])
-	gcfg, err := config.LoadBytes("restart.toml", []byte(toml))
+	path := filepath.Join(t.TempDir(), "restart.toml")
+	require.NoError(t, os.WriteFile(path, []byte(toml), 0o644))
+	gcfg, err := config.Load(path)
 	require.NoError(t, err)
-	g, err := gateway.New(gcfg, "", nil)
+	g, err := gateway.New(gcfg, path, nil)
 	require.NoError(t, err)
 	require.NoError(t, g.Start())
 	t.Cleanup(func() {
@@ -149,6 +165,13 @@ prefix_affinity = true
 	// w-a restarts: its cache is empty.
 	require.NoError(t, f.Crash(a, 10*time.Millisecond))
 	waitWorkerState(t, admin, "w-a", 1, true)
+	if reload {
+		// A reload that changes the alias builds the model table anew.
+		toml += "prefix_affinity_headers = true\n"
+		require.NoError(t, os.WriteFile(path, []byte(toml), 0o644))
+		require.NoError(t, g.Reload())
+		waitWorkerState(t, admin, "w-a", 1, true)
+	}
 
 	// The next turn goes where rendezvous hashing places the conversation, w-b, which holds
 	// its system prompt, not to the empty w-a.

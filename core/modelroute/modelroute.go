@@ -81,6 +81,7 @@ type Target struct {
 	PD *pd.Target
 	// epochs is the epoch of each observed server its prefix hints were learned in (nil
 	// without prefix affinity or observation): a server that restarted has its hints dropped.
+	// It is the process's prefix index's (prefixEpochs), which a reload keeps.
 	epochs     *affinity.Epochs
 	next       atomic.Uint64  // smooth share within the tier, by weight
 	m          *metrics.Model // the alias's
@@ -139,7 +140,7 @@ func NewTable(models map[string]*config.Model, services map[string]*pipeline.Ser
 				Needs: workers.Needs{Role: workers.RoleAggregated, Generation: int64(ct.DeploymentGeneration), Digest: ct.ExecutionConfigDigest},
 			}
 			if a.prefix != nil && t.Workers != nil {
-				t.epochs = affinity.NewEpochs(len(svc.Backends))
+				t.epochs = prefixEpochs(svc)
 			}
 			if ds := m.Scheduling.DistributedServing; m.Scheduling.Phase == config.PhaseDecode && ds != nil && t.Workers != nil {
 				t.PD = pd.NewTarget(pd.Options{

@@ -75,6 +75,17 @@ func newPrefixConf(alias string, s config.Scheduling) *prefixConf {
 	return &prefixConf{headers: s.PrefixAffinityHeaders, usPerToken: s.PrefixPrefillUsPerToken, m: metrics.ForPrefix(alias)}
 }
 
+// prefixEpochs returns the restart epochs of svc's servers for the process's prefix index,
+// which every configuration shares, named as the index names them (targetOf): a reload goes
+// on from the epochs its hints were learned in.
+func prefixEpochs(svc *pipeline.Service) *affinity.Epochs {
+	keys := make([]uint64, len(svc.Backends))
+	for i, b := range svc.Backends {
+		keys[i] = uint64(targetOf(b))
+	}
+	return prefixIndex().Epochs(keys)
+}
+
 // prefixState is one request's prefix affinity, part of its state.
 type prefixState struct {
 	on     bool // the alias has prefix affinity and the request was fingerprinted
