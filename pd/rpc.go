@@ -121,6 +121,7 @@ func (t *Target) post(ctx context.Context, i int, leg, path string, body []byte)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", t.bearer)
+	defer t.release() // after the answer is read and closed: its connection is idle then
 	resp, err := t.client.Do(req)
 	if err != nil {
 		return nil, &legError{leg: leg, err: err}

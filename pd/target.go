@@ -47,6 +47,8 @@ type Target struct {
 	batchSize int
 	keyer     *CacheKeyer
 	affinity  *prefixIndex // nil without prompt_cache_affinity
+	// retired is set by Close: a call that ends after it closes the connection it used.
+	retired atomic.Bool
 
 	prefillNeeds, decodeNeeds workers.Needs
 	m                         *metrics.PD
@@ -142,8 +144,21 @@ const (
 // Name returns the target's id.
 func (t *Target) Name() string { return t.name }
 
-// Close releases the target's idle connections (when its configuration is retired).
-func (t *Target) Close() { t.client.CloseIdleConnections() }
+// Close releases the target's idle connections (when its configuration is retired). The calls
+// of requests still in flight on the target (prepare, prefill, abort) go on; the connection
+// each used is closed when it ends instead of kept idle.
+func (t *Target) Close() {
+	t.retired.Store(true)
+	t.client.CloseIdleConnections()
+}
+
+// release closes the idle connections again once the target is retired: a call that ended
+// after Close left its connection idle (the response is read to its end before this runs).
+func (t *Target) release() {
+	if t.retired.Load() {
+		t.client.CloseIdleConnections()
+	}
+}
 
 // Execution ids are a random per-process prefix and a counter: unique across gateway
 // replicas and restarts, so one replica's abort never hits another's execution.
