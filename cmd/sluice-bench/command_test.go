@@ -134,3 +134,30 @@ func TestAffinityReportsItsCommandLine(t *testing.T) {
 	require.Contains(t, stdout.String(), "\n| oracle |")
 	require.Equal(t, want, commandJSON(t, filepath.Join(dir, "affinity.json")))
 }
+
+// A refused flag's value is shown in the error, and an error is shared as a report is: a
+// --header or a URL that carries a credential is refused without showing it, for a field
+// missing its colon (the likeliest slip), a key given alone, or a URL's user information.
+func TestRunRefusesAValueWithoutShowingItsCredential(t *testing.T) {
+	bin := testenv.BuildBinary(t, "./cmd/sluice-bench")
+	for _, args := range [][]string{
+		{"--target", "http://127.0.0.1:1", "--header", "Authorization Bearer sk-live-1"},
+		{"--target", "http://127.0.0.1:1", "--header=Authorization Bearer sk-live-2"},
+		{"--target", "http://127.0.0.1:1", "--header", "sk-live-3"},
+		{"--target", "http://127.0.0.1:1", "--header", "Authorization: Bearer sk-live-4\r\nX: y"},
+		{"--target", "http://127.0.0.1:1", "--header", "X-Note: a\nAuthorization: Bearer sk-live-7"},
+		{"--target", "http://127.0.0.1:1", "--header", "X-Key sk-live-8"},
+		{"--target", "http://u:sk-live-5@127.0.0.1:1"},
+		{"--target", "http://127.0.0.1:1", "--alt-target", "http://u:sk-live-6@127.0.0.1:1"},
+	} {
+		cmd := exec.Command(bin, append([]string{"run", "--concurrency", "1"}, args...)...)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		var ee *exec.ExitError
+		require.ErrorAs(t, err, &ee, "%q: stderr:\n%s", args, stderr.String())
+		require.Equal(t, 2, ee.ExitCode(), "%q: stderr:\n%s", args, stderr.String())
+		require.Contains(t, stderr.String(), "invalid value ", "%q", args)
+		require.NotContains(t, stderr.String()+stdout.String(), "sk-live", "%q", args)
+	}
+}

@@ -181,9 +181,43 @@ func refusedFlag(fs *flag.FlagSet, args []string, err error) error {
 	case pe != nil && value == "":
 		err = pe // the value is not what is wrong: its message says what is
 	default:
-		err = cliflag.InvalidValue(args, name, value, msg)
+		err = cliflag.InvalidValue(args, name, refusedValue(name, value), msg)
 	}
 	return usageError{err: err, usage: b.String()}
+}
+
+// refusedValue returns value, refused for flag name, as its error shows it: errors are shared
+// as reports are, so the credentials of a --header and of a URL are redacted, as commandLine
+// redacts them. A refused --header is no one field on one line: the text after its first line
+// is not shown, and one without a colon shows its first word (the name, if the colon was
+// left out) and the rest as a credential's value (at most its authentication scheme), or
+// nothing of a word alone (a key given without its name).
+func refusedValue(name, value string) string {
+	if name != "header" {
+		return config.RedactURL(value)
+	}
+	line, rest, more := strings.Cut(value, "\n")
+	line, cr := strings.CutSuffix(line, "\r")
+	shown := redactHeader(line)
+	if !strings.Contains(line, ":") {
+		word, after, ok := strings.Cut(strings.TrimSpace(line), " ")
+		shown = config.Redacted
+		if ok {
+			// Whatever the name, the rest may be the key: it is redacted as under a
+			// credential's name.
+			shown = word + " " + config.RedactField("Authorization", strings.TrimSpace(after))
+		}
+	}
+	if cr {
+		shown += "\r"
+	}
+	if more {
+		shown += "\n"
+		if rest != "" {
+			shown += config.Redacted
+		}
+	}
+	return shown
 }
 
 // zeroGiven refuses a 0, or an empty value, written on the command line for one of the flags
