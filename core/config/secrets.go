@@ -173,19 +173,32 @@ func redactQuery(q string) (string, bool) {
 		return q, false
 	}
 	changed := false
-	parts := strings.Split(q, "&")
-	for j, p := range parts {
+	var b strings.Builder
+	// Parameters are split at '&' and at ';', which some servers still take as a separator
+	// (the HTML 4 recommendation), so that a credential after either is masked.
+	for q != "" {
+		end := strings.IndexAny(q, "&;")
+		if end < 0 {
+			end = len(q)
+		}
+		p := q[:end]
 		k, v, ok := strings.Cut(p, "=")
 		name, err := url.QueryUnescape(k)
 		if err != nil {
 			name = k
 		}
 		if ok && SecretName(name) && !noLiteral(v) {
-			parts[j] = k + "=" + Redacted
+			p = k + "=" + Redacted
 			changed = true
 		}
+		b.WriteString(p)
+		if end < len(q) {
+			b.WriteByte(q[end])
+			end++
+		}
+		q = q[end:]
 	}
-	return strings.Join(parts, "&"), changed
+	return b.String(), changed
 }
 
 // redactArgs returns args as shown: a program's arguments or a list of NAME=value

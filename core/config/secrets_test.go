@@ -84,3 +84,16 @@ func TestRedactedDocumentHoldsNoCredential(t *testing.T) {
 	require.Equal(t, "https://<redacted>@10.0.0.1:6443", kube["api_server"])
 	require.Equal(t, "/var/run/secrets/token", kube["token_file"])
 }
+
+// A URL's credentials are masked after either query separator, and nothing else changes.
+func TestRedactURLMasksEveryQueryCredential(t *testing.T) {
+	for in, want := range map[string]string{
+		"/v1/chat?x=1&api_key=sk-1":                   "/v1/chat?x=1&api_key=<redacted>",
+		"/v1/chat?x=1;api_key=sk-1":                   "/v1/chat?x=1;api_key=<redacted>",
+		"/v1/chat?token=a;x=2&key=b&":                 "/v1/chat?token=<redacted>;x=2&key=<redacted>&",
+		"/v1/chat?x=1;y=2":                            "/v1/chat?x=1;y=2",
+		"https://u:pw@h.example/p?q=1;access_token=t": "https://<redacted>@h.example/p?q=1;access_token=<redacted>",
+	} {
+		require.Equal(t, want, RedactURL(in), in)
+	}
+}
