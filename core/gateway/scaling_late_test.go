@@ -125,7 +125,7 @@ service = "llm"
 }
 
 // A request that holds the configuration a reload replaced and reaches its scaled service once
-// a later reload changed the scaling keys finds the old scaler stopped, its replicas with it:
+// a later reload changed the keys that define its replicas (the exec command) finds the old scaler stopped, its replicas with it:
 // it is answered 503 no_backend, as the requests the old buffer held are, and is not sent to
 // the port of a replica that is gone.
 func TestRequestQueuedBeforeTwoReloadsFindsTheOldReplicasDown(t *testing.T) {
@@ -143,11 +143,11 @@ func TestRequestQueuedBeforeTwoReloadsFindsTheOldReplicasDown(t *testing.T) {
 	go func() { late <- postChat(addr, tinyChat) }()
 	waitMetric(t, admin+"/metrics", `sluice_model_queued_requests{model="m"}`, func(v float64) bool { return v == 1 })
 
-	// A reload that keeps the scaling keys, then one that changes them: the old replica stops,
-	// which ends the stream, and the queued request goes on to the old scaler.
+	// A reload that keeps the scaling keys, then one that changes the replicas' command: the old
+	// replica stops, which ends the stream, and the queued request goes on to the old scaler.
 	require.NoError(t, os.WriteFile(path, []byte(base+"\n# touched twice\n"), 0o644))
 	require.NoError(t, g.Reload())
-	require.NoError(t, os.WriteFile(path, []byte(strings.Replace(base, `scale_down_delay = "1m"`, `scale_down_delay = "2m"`, 1)), 0o644))
+	require.NoError(t, os.WriteFile(path, []byte(strings.Replace(base, `"--tokens", "4"`, `"--tokens", "5"`, 1)), 0o644))
 	require.NoError(t, g.Reload())
 	r := <-late
 	require.NoError(t, r.err)

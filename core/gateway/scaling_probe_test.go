@@ -72,8 +72,9 @@ func TestReloadsReleaseReadinessProbeConnections(t *testing.T) {
 	g, base := startHealthGateway(t, path, probedScalingConfig("10s", "1m", ""))
 	first := serveReplica(t, g, base)
 
-	// Changed scaling keys: a new scaler, on new ports; the old one stops its replica.
-	require.NoError(t, os.WriteFile(path, []byte(probedScalingConfig("20s", "1m", "")), 0o644))
+	// A changed key that defines the replicas (ready_interval): a new scaler, on new ports; the
+	// old one stops its replica.
+	require.NoError(t, os.WriteFile(path, []byte(probedScalingConfig("10s", "2m", "")), 0o644))
 	require.NoError(t, g.Reload())
 	waitAllClosed(t, first, "connections open to the replaced scaler's replica")
 

@@ -338,6 +338,7 @@ executor = "exec"
 min_replicas = 0
 max_replicas = 1
 scale_down_delay = "%[1]ds"
+startup_timeout = "%[1]dm"
 [services.llm.scaling.exec]
 command = [%[6]q, "--listen", "127.0.0.1:{port}", "--ttft", "1ms", "--itl", "1ms", "--tokens", "4"]
 stop_timeout = "2s"
@@ -347,6 +348,7 @@ executor = "kube"
 min_replicas = 1
 max_replicas = 1
 scale_down_delay = "%[1]ds"
+startup_timeout = "%[1]dm"
 [services.kube.scaling.kube]
 namespace = "models"
 deployment = "llm"

@@ -32,11 +32,23 @@ type mirrorEntry struct {
 	conf   config.Mirror
 }
 
-// scalerEntry is a scaled service's scaler and what it was made from: a reload whose service
-// scales the same way takes it over with its replicas running.
+// scalerEntry is a scaled service's scaler, what its replicas were made from (key) and the
+// policy this snapshot gives it: a reload whose service runs the same replicas takes the
+// scaler over with its replicas running, and applies its own policy once in force.
 type scalerEntry struct {
 	scaler *scaling.Scaler
 	key    string
+	policy scaling.Policy
+}
+
+// scalerKey is what defines the replicas of a scaled service, all of its scaling keys but the
+// policy (scaling.Policy), which a reload changes in place. A different executor, command,
+// environment or Kubernetes target runs other replicas; max_replicas fixes the replica slots,
+// their ports and so the service's servers; ready_path, ready_interval and startup_timeout
+// are how a started replica was judged ready (and the readiness probes' client is made for
+// the interval); stop_timeout is read by the stops of replicas already under way.
+func scalerKey(g *config.Scaling) string {
+	return fmt.Sprintf("%q|%d|%q|%d|%d|%+v|%+v", g.Executor, g.MaxReplicas, g.ReadyPath, g.ReadyInterval, g.StartupTimeout, g.Exec, g.Kube)
 }
 
 // splitEntry is a service's split and what it was made from: a reload whose service has the
@@ -158,19 +170,24 @@ func (s *Snapshot) prepareScalers(cfg *config.Config, prev *Snapshot) (errs conf
 		if sc.Scaling == nil || sc.Scaling.Exec == nil && sc.Scaling.Kube == nil {
 			continue
 		}
-		keyed := *sc.Scaling
-		keyed.Exec, keyed.Kube = nil, nil // compared by value below, not by address
-		key := fmt.Sprintf("%+v|%+v|%+v", keyed, sc.Scaling.Exec, sc.Scaling.Kube)
+		g := sc.Scaling
+		key := scalerKey(g)
+		policy := scaling.Policy{
+			Min: g.MinReplicas, Concurrency: g.ContainerConcurrency, Utilization: g.TargetUtilization,
+			Buffer: g.BufferEnabled, ScaleDownDelay: g.ScaleDownDelay, ScaleToZeroAfter: g.ScaleToZeroAfter,
+			BufferSize: g.BufferSize, BufferTimeout: g.BufferTimeout, KeepAlive: g.KeepAlive,
+		}
 		if s.life.scalers == nil {
 			s.life.scalers = map[string]*scalerEntry{}
 		}
 		if prev != nil {
 			if e := prev.life.scalers[name]; e != nil && e.key == key {
-				s.life.scalers[name] = e
+				// The policy is applied when this snapshot goes in force (startLifecycle): a
+				// configuration that is refused leaves the scaler as it runs.
+				s.life.scalers[name] = &scalerEntry{scaler: e.scaler, key: key, policy: policy}
 				continue
 			}
 		}
-		g := sc.Scaling
 		o := scaling.Options{
 			Service: name, Min: g.MinReplicas, Max: g.MaxReplicas, Concurrency: g.ContainerConcurrency,
 			Utilization: g.TargetUtilization, Buffer: g.BufferEnabled,
@@ -197,7 +214,7 @@ func (s *Snapshot) prepareScalers(cfg *config.Config, prev *Snapshot) (errs conf
 			failed[name] = true
 			continue
 		}
-		s.life.scalers[name] = &scalerEntry{scaler: sl, key: key}
+		s.life.scalers[name] = &scalerEntry{scaler: sl, key: key, policy: policy}
 	}
 	return errs, failed
 }
@@ -209,7 +226,7 @@ func (s *Snapshot) prepareScalers(cfg *config.Config, prev *Snapshot) (errs conf
 // replace those of the splits they replace. Each
 // scaler is bound to this snapshot's backends, which then follow its replicas' readiness (one
 // taken over keeps the replaced snapshot's in step for the requests that snapshot still
-// holds). A scaler whose service's servers are observed polls a replica's observation through
+// holds), and gets this snapshot's policy (scaling.Scaler.SetPolicy). A scaler whose service's servers are observed polls a replica's observation through
 // the snapshot's group when the replica becomes ready (a scaler taken over from the snapshot
 // before is pointed at this snapshot's group: the old one stops polling when retired).
 func (s *Snapshot) startLifecycle() {
@@ -221,6 +238,7 @@ func (s *Snapshot) startLifecycle() {
 	}
 	for name, e := range s.life.scalers {
 		e.scaler.Bind(s.Services[name].Backends)
+		e.scaler.SetPolicy(e.policy)
 		if g := s.Workers[name]; g != nil {
 			e.scaler.SetReadyHook(g.Refresh)
 		} else {
@@ -258,7 +276,13 @@ func (s *Snapshot) namedSeries() []metrics.Named {
 }
 
 // Scaler returns the scaler of service name (nil when it does not scale), for the admin API.
-func (s *Snapshot) Scaler(name string) *scaling.Scaler {
+func (s *Snapshot) Scaler(name string) *scaling.Scaler { return s.scalerOf(name) }
+
+// scalerOf is Scaler, nil on a nil snapshot.
+func (s *Snapshot) scalerOf(name string) *scaling.Scaler {
+	if s == nil {
+		return nil
+	}
 	if e := s.life.scalers[name]; e != nil {
 		return e.scaler
 	}
@@ -279,7 +303,7 @@ func (s *Snapshot) retireLifecycle(next *Snapshot) {
 		}
 	}
 	for name, e := range s.life.scalers {
-		if next == nil || next.life.scalers[name] != e {
+		if n := next.scalerOf(name); n != e.scaler {
 			e.scaler.Close()
 		}
 	}

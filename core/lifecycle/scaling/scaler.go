@@ -45,7 +45,10 @@ import (
 	"github.com/sluice-gw/sluice/core/pipeline"
 )
 
-// Options configure a Scaler ([services.<name>.scaling], docs/config.md).
+// Options configure a Scaler ([services.<name>.scaling], docs/config.md). The fields of
+// Policy (Min, Concurrency, Utilization, Buffer, ScaleDownDelay, ScaleToZeroAfter,
+// BufferSize, BufferTimeout, KeepAlive) can change while the scaler runs (SetPolicy); the
+// others define its replicas, and a change of any of them takes a new scaler.
 type Options struct {
 	Service                          string
 	Min, Max, Concurrency            int
@@ -62,6 +65,35 @@ type Options struct {
 	Executor Executor
 	Kube     *Kube
 	Log      *slog.Logger
+}
+
+// Policy is how a scaler follows the load and buffers its requests: the keys of
+// [services.<name>.scaling] that a reload changes in place, its replicas running. Its fields
+// are those of Options of the same names.
+type Policy struct {
+	Min, Concurrency                 int
+	Utilization                      float64
+	Buffer                           bool
+	ScaleDownDelay, ScaleToZeroAfter time.Duration
+	BufferSize                       int
+	BufferTimeout                    time.Duration
+	KeepAlive                        time.Duration
+}
+
+// Policy returns o's policy fields.
+func (o Options) Policy() Policy {
+	return Policy{
+		Min: o.Min, Concurrency: o.Concurrency, Utilization: o.Utilization, Buffer: o.Buffer,
+		ScaleDownDelay: o.ScaleDownDelay, ScaleToZeroAfter: o.ScaleToZeroAfter,
+		BufferSize: o.BufferSize, BufferTimeout: o.BufferTimeout, KeepAlive: o.KeepAlive,
+	}
+}
+
+// setPolicy sets o's policy fields to p's.
+func (o *Options) setPolicy(p Policy) {
+	o.Min, o.Concurrency, o.Utilization, o.Buffer = p.Min, p.Concurrency, p.Utilization, p.Buffer
+	o.ScaleDownDelay, o.ScaleToZeroAfter = p.ScaleDownDelay, p.ScaleToZeroAfter
+	o.BufferSize, o.BufferTimeout, o.KeepAlive = p.BufferSize, p.BufferTimeout, p.KeepAlive
 }
 
 // Gateway errors of the buffer.
@@ -137,6 +169,7 @@ type replica struct {
 type waiter struct {
 	ch       chan struct{} // receives when admitted
 	b        *bound        // the backends it will choose from
+	deadline time.Time     // BufferTimeout after the request's arrival, as it was when queued
 	admitted bool
 	gone     bool
 }
@@ -145,7 +178,7 @@ type waiter struct {
 // it with New, give it the service's backends with Bind, start it with Start, stop it with
 // Close.
 type Scaler struct {
-	o     Options
+	o     Options // its Policy fields are read and written with mu held (SetPolicy)
 	ports []int
 	m     *metrics.Scaling
 	probe *http.Client
@@ -435,6 +468,28 @@ func (s *Scaler) Start() {
 	s.recompute()
 }
 
+// SetPolicy makes p the scaler's policy, its replicas running: a reload that changes only
+// policy keys takes the scaler over and applies them here when its configuration goes in
+// force. The target is recomputed at once (a larger Min starts replicas, a smaller one may
+// stop some after ScaleDownDelay), and the queue admits what a larger capacity or a buffer
+// turned off lets through. A queue longer than a smaller BufferSize keeps its waiters (new
+// requests are refused until it is shorter); a request already queued keeps the deadline it
+// was given; a scale-down delay under way starts again with the new ScaleDownDelay.
+func (s *Scaler) SetPolicy(p Policy) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.o.Policy() == p {
+		return
+	}
+	s.o.setPolicy(p)
+	if s.closed {
+		return
+	}
+	s.cancelDown()
+	s.dispatch()
+	s.recompute()
+}
+
 // capacity is how many requests the ready replicas take at once.
 func (s *Scaler) capacity() int { return s.ready * s.o.Concurrency }
 
@@ -485,7 +540,7 @@ func (s *Scaler) OnService(rc *pipeline.RequestCtx) error {
 
 // enqueue puts rc at the end of the queue. s.mu is held.
 func (s *Scaler) enqueue(rc *pipeline.RequestCtx) *waiter {
-	w := &waiter{ch: make(chan struct{}, 1), b: s.boundOf(rc.Service().Backends)}
+	w := &waiter{ch: make(chan struct{}, 1), b: s.boundOf(rc.Service().Backends), deadline: rc.Start().Add(s.o.BufferTimeout)}
 	w.b.refs++
 	s.queue = append(s.queue, w)
 	s.queued++
@@ -519,8 +574,7 @@ func (s *Scaler) admit(rc *pipeline.RequestCtx, b *bound) {
 // wait holds a queued request until it is admitted, its deadline passes or its client
 // leaves.
 func (s *Scaler) wait(rc *pipeline.RequestCtx, w *waiter) error {
-	left := s.o.BufferTimeout - time.Since(rc.Start())
-	t := time.NewTimer(max(left, 0))
+	t := time.NewTimer(max(time.Until(w.deadline), 0))
 	defer t.Stop()
 	var why error
 	select {
