@@ -223,11 +223,11 @@ func (s *Snapshot) prepareScalers(cfg *config.Config, prev *Snapshot) (errs conf
 // mirrors' series and their sending to this snapshot's shadow services (a mirror taken over
 // sends the copies it queued before the reload there too, before the snapshot it was taken
 // from retires and closes the pools this one does not keep), and the splits' gauges, which
-// replace those of the splits they replace. Each
-// scaler is bound to this snapshot's backends, which then follow its replicas' readiness (one
-// taken over keeps the replaced snapshot's in step for the requests that snapshot still
-// holds), and gets this snapshot's policy (scaling.Scaler.SetPolicy). A scaler whose service's servers are observed polls a replica's observation through
-// the snapshot's group when the replica becomes ready (a scaler taken over from the snapshot
+// replace those of the splits they replace. Each scaler is bound to this snapshot's backends,
+// which then follow its replicas' readiness (one taken over keeps the replaced snapshot's in
+// step for the requests that snapshot still holds), and gets this snapshot's policy
+// (scaling.Scaler.SetPolicy). A scaler whose service's servers are observed polls a
+// replica's observation through the snapshot's group when the replica becomes ready (a scaler taken over from the snapshot
 // before is pointed at this snapshot's group: the old one stops polling when retired).
 func (s *Snapshot) startLifecycle() {
 	for _, e := range s.life.splits {
