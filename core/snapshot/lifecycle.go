@@ -51,6 +51,16 @@ func scalerKey(g *config.Scaling) string {
 	return fmt.Sprintf("%q|%d|%q|%d|%d|%+v|%+v", g.Executor, g.MaxReplicas, g.ReadyPath, g.ReadyInterval, g.StartupTimeout, g.Exec, g.Kube)
 }
 
+// scalerPolicy is the rest of a scaled service's scaling keys: those a reload applies to the
+// running scaler (scaling.Scaler.SetPolicy).
+func scalerPolicy(g *config.Scaling) scaling.Policy {
+	return scaling.Policy{
+		Min: g.MinReplicas, Concurrency: g.ContainerConcurrency, Utilization: g.TargetUtilization,
+		Buffer: g.BufferEnabled, ScaleDownDelay: g.ScaleDownDelay, ScaleToZeroAfter: g.ScaleToZeroAfter,
+		BufferSize: g.BufferSize, BufferTimeout: g.BufferTimeout, KeepAlive: g.KeepAlive,
+	}
+}
+
 // splitEntry is a service's split and what it was made from: a reload whose service has the
 // same revisions and rollout takes the split over, so that a rollout in progress goes on.
 type splitEntry struct {
@@ -172,11 +182,7 @@ func (s *Snapshot) prepareScalers(cfg *config.Config, prev *Snapshot) (errs conf
 		}
 		g := sc.Scaling
 		key := scalerKey(g)
-		policy := scaling.Policy{
-			Min: g.MinReplicas, Concurrency: g.ContainerConcurrency, Utilization: g.TargetUtilization,
-			Buffer: g.BufferEnabled, ScaleDownDelay: g.ScaleDownDelay, ScaleToZeroAfter: g.ScaleToZeroAfter,
-			BufferSize: g.BufferSize, BufferTimeout: g.BufferTimeout, KeepAlive: g.KeepAlive,
-		}
+		policy := scalerPolicy(g)
 		if s.life.scalers == nil {
 			s.life.scalers = map[string]*scalerEntry{}
 		}
