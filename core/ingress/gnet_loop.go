@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
+	gio "github.com/panjf2000/gnet/v2/pkg/io"
 	"golang.org/x/sys/unix"
 
 	"github.com/sluice-gw/sluice/core/pipeline"
@@ -294,9 +295,11 @@ func (ls *loopState) sweepIdle(now int64) {
 
 // peekClosed reports whether the peer of socket fd closed it or sent bytes unasked (a
 // non-blocking MSG_PEEK): such a connection must not carry a request that cannot be resent.
+// The peek is a raw system call, as every call a loop makes: through the scheduler's system
+// call state it would wake the runtime's monitor thread, which then polls every 20 µs.
 func peekClosed(fd int) bool {
 	var b [1]byte
-	n, _, err := unix.Recvfrom(fd, b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+	n, err := gio.Peek(fd, b[:])
 	return n > 0 || (err == nil && n == 0) || (err != nil && err != unix.EAGAIN && err != unix.EINTR)
 }
 
@@ -738,7 +741,7 @@ func (e *GnetEngine) registerConnect(ctx context.Context, cn gnet.Connector, uc 
 	err := cs.err
 	gc := uc.owner
 	if err == nil && (ctx.Err() != nil || uc.spare == nil && !gc.waitsFor(uc)) {
-		_ = unix.Close(cs.fd)
+		_ = gio.Close(cs.fd)
 		cause := ctx.Err()
 		if cause == nil {
 			cause = context.Canceled // the try ended: dialFailed reports nothing

@@ -114,3 +114,31 @@ func TestRawIOFallsBackOnNonSockets(t *testing.T) {
 	require.Equal(t, -1, n)
 	require.Equal(t, unix.EAGAIN, err)
 }
+
+// The loops check an idle upstream connection with a raw MSG_PEEK before reuse: nothing
+// pending is EAGAIN, pending bytes are seen and left in place, a peer's close reads as 0.
+func TestRawPeekShapes(t *testing.T) {
+	a, b := socketPair(t)
+	buf := make([]byte, 8)
+
+	n, err := gio.Peek(b, buf)
+	require.Equal(t, -1, n)
+	require.Equal(t, unix.EAGAIN, err)
+	require.False(t, peekClosed(b), "an idle connection with nothing pending is reusable")
+
+	_, err = gio.Write(a, []byte("xy"))
+	require.NoError(t, err)
+	n, err = gio.Peek(b, buf[:1])
+	require.NoError(t, err)
+	require.Equal(t, "x", string(buf[:n]))
+	require.True(t, peekClosed(b), "bytes the upstream sent unasked make it unusable")
+	n, err = gio.Read(b, buf)
+	require.NoError(t, err)
+	require.Equal(t, "xy", string(buf[:n]), "the peek took nothing from the queue")
+
+	require.NoError(t, unix.Close(a))
+	n, err = gio.Peek(b, buf)
+	require.NoError(t, err)
+	require.Zero(t, n)
+	require.True(t, peekClosed(b), "a peer's close makes it unusable")
+}

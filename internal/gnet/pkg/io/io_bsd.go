@@ -78,6 +78,16 @@ func Read(fd int, p []byte) (int, error) { return unix.Read(fd, p) }
 // Write calls write(2).
 func Write(fd int, p []byte) (int, error) { return unix.Write(fd, p) }
 
+// Peek reads up to len(p) bytes of a socket without taking them from its receive queue
+// (recvfrom(2) with MSG_PEEK|MSG_DONTWAIT); io_linux.go makes it a raw system call.
+func Peek(fd int, p []byte) (int, error) {
+	n, _, err := unix.Recvfrom(fd, p, unix.MSG_PEEK|unix.MSG_DONTWAIT)
+	if err != nil {
+		return -1, err
+	}
+	return n, nil
+}
+
 // RawWritev is Writev, already a raw system call here.
 func RawWritev(fd int, iov [][]byte) (int, error) { return Writev(fd, iov) }
 

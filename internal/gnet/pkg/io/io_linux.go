@@ -68,6 +68,15 @@ func Write(fd int, p []byte) (int, error) {
 	return n, err
 }
 
+// Peek reads up to len(p) bytes of a socket without taking them from its receive queue
+// (recvfrom(2) with MSG_PEEK|MSG_DONTWAIT) as a raw system call, for the reasons Read gives:
+// a loop checks an idle connection this way before it reuses it. Shapes and errors are
+// Read's: n is 0 with a nil error when the peer closed, -1 with unix.EAGAIN when nothing
+// is pending.
+func Peek(fd int, p []byte) (int, error) {
+	return rawIO(unix.SYS_RECVFROM, fd, p, unix.MSG_PEEK|unix.MSG_DONTWAIT)
+}
+
 // rawIO makes the system call trap (read, write, recvfrom or sendto) on fd, p and flags as a
 // raw system call; read and write ignore flags, recvfrom and sendto get no address.
 func rawIO(trap uintptr, fd int, p []byte, flags int) (int, error) {
