@@ -2,6 +2,7 @@ package config
 
 import (
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -133,9 +134,17 @@ type JWTOptions struct {
 
 // knownOptions are the option keys of each middleware type, sorted.
 var knownOptions = map[string][]string{
+	MiddlewareAPIKey:         {"header"},
 	MiddlewareRateLimit:      {"burst", "ipv4_prefix_len", "ipv6_prefix_len", "key", "max_keys", "rate"},
 	MiddlewareCircuitBreaker: {"cooldown_secs", "failure_threshold", "success_threshold"},
 	MiddlewareJWT:            {"audience", "claim", "forward_claims", "issuer", "jwks_file", "jwks_refresh", "jwks_url", "leeway", "public_key_file", "value"},
+}
+
+// MiddlewareOptionKeys returns the option keys a middleware of type typ takes besides type,
+// sorted: those docs/config.md lists in the type's section. It returns nil for a type that is
+// not known.
+func MiddlewareOptionKeys(typ string) []string {
+	return slices.Clone(knownOptions[typ])
 }
 
 // optionChecker reads the options of one middleware, reporting each problem at its key or
