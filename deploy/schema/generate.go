@@ -111,8 +111,9 @@ var descriptions = map[string]string{
 // computedDefaults are keys whose default the loader computes from other keys, so that no
 // one value is their default.
 var computedDefaults = map[string]bool{
-	"routers.*.entrypoints":     true, // every entrypoint
-	"entrypoints.*.upstream_io": true, // "loop" on engine gnet, "worker" on fasthttp
+	"routers.*.entrypoints":             true, // every entrypoint
+	"entrypoints.*.upstream_io":         true, // "loop" on engine gnet, "worker" on fasthttp
+	"models.*.targets.*.upstream_model": true, // the model's alias
 }
 
 // eitherKeys are keys the minimal configuration cannot do without, but another key can
