@@ -48,6 +48,7 @@ func TestValidateAcceptsShippedConfigs(t *testing.T) {
 	ex, err := filepath.Glob("../../configs/examples/*.toml")
 	require.NoError(t, err)
 	files = append(files, ex...)
+	files = append(files, "../../configs/examples/split") // a directory of *.toml, merged
 	require.NotEmpty(t, files)
 	for _, f := range files {
 		var out, errb bytes.Buffer
