@@ -22,8 +22,14 @@ func main() {
 	}
 }
 
-func run(args []string) error {
-	cfg := llmsim.DefaultConfig()
+// cliArgs are the flags that are not fields of llmsim.Config, as given.
+type cliArgs struct {
+	file, roles, models, keyEnv *string
+}
+
+// newFlagSet returns llmsim's flags (docs/llmsim.md lists each with its default), which set
+// the fields of cfg they are named for.
+func newFlagSet(cfg *llmsim.Config) (*flag.FlagSet, cliArgs) {
 	d := &cfg.Defaults
 	fs := flag.NewFlagSet("llmsim", flag.ContinueOnError)
 	fs.Usage = func() {
@@ -61,6 +67,14 @@ func run(args []string) error {
 	fs.StringVar(&d.Fault, "fault", "", "fault spec applied at --fault-rate (x-llmsim-fault grammar)")
 	durVar(fs, &d.CrashEvery, "crash-every", "crash each instance this often (0: never)")
 	durVar(fs, &d.CrashDowntime, "crash-downtime", "how long a crashed instance stays down")
+	return fs, cliArgs{file: file, roles: roles, models: models, keyEnv: keyEnv}
+}
+
+func run(args []string) error {
+	cfg := llmsim.DefaultConfig()
+	d := &cfg.Defaults
+	fs, a := newFlagSet(&cfg)
+	file, roles, models, keyEnv := a.file, a.roles, a.models, a.keyEnv
 	rest, err := cliflag.Parse(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		fs.SetOutput(os.Stdout)
