@@ -36,6 +36,29 @@ type adminServer struct {
 	srv  *http.Server
 }
 
+// adminRoute is one endpoint of the admin API: its method and path, as http.ServeMux
+// patterns them, and its handler.
+type adminRoute struct {
+	pattern string
+	handler http.HandlerFunc
+}
+
+// adminAPI returns the endpoints of the admin API, each listed in docs/admin-api.md.
+func (g *Gateway) adminAPI() []adminRoute {
+	return []adminRoute{
+		{"GET /api/gateway/health", g.adminHealth},
+		{"GET /api/gateway/routes", g.adminRoutes},
+		{"GET /api/gateway/services", g.adminServices},
+		{"GET /api/gateway/backends", g.adminBackends},
+		{"GET /api/gateway/models", g.adminModels},
+		{"GET /api/gateway/workers", g.adminWorkers},
+		{"GET /api/gateway/config", g.adminConfig},
+		{"GET /api/gateway/metrics", adminMetrics},
+		{"GET /metrics", adminMetrics},
+		{"POST /api/gateway/reload", g.adminReload},
+	}
+}
+
 func startAdmin(g *Gateway, cfg config.Admin) (*adminServer, error) {
 	ln, err := net.Listen("tcp", cfg.Address)
 	if err != nil {
@@ -43,16 +66,9 @@ func startAdmin(g *Gateway, cfg config.Admin) (*adminServer, error) {
 	}
 	mux := http.NewServeMux()
 	handle := func(pattern string, f http.HandlerFunc) { mux.Handle(pattern, endpoint(f)) }
-	handle("GET /api/gateway/health", g.adminHealth)
-	handle("GET /api/gateway/routes", g.adminRoutes)
-	handle("GET /api/gateway/services", g.adminServices)
-	handle("GET /api/gateway/backends", g.adminBackends)
-	handle("GET /api/gateway/models", g.adminModels)
-	handle("GET /api/gateway/workers", g.adminWorkers)
-	handle("GET /api/gateway/config", g.adminConfig)
-	handle("GET /api/gateway/metrics", adminMetrics)
-	handle("GET /metrics", adminMetrics)
-	handle("POST /api/gateway/reload", g.adminReload)
+	for _, r := range g.adminAPI() {
+		handle(r.pattern, r.handler)
+	}
 	if os.Getenv("SLUICE_PPROF") == "1" {
 		// Profiling for performance work (docs/admin-api.md); off unless asked for.
 		handle("/debug/pprof/", pprof.Index)
