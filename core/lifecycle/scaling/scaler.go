@@ -27,7 +27,8 @@
 // A started replica is ready when GET ReadyPath on its port answers 2xx: it is probed every
 // ReadyInterval from its start, for at most StartupTimeout. A replica whose process ends is
 // taken out and started again when the load still asks for it, after a backoff of the whole
-// service (restartDelay) that a command failing at once cannot outrun by trying every slot.
+// service (restartDelay) that a command failing at once cannot outrun by trying every slot,
+// nor a command that crashes soon after it is ready (stableReady).
 package scaling
 
 import (
@@ -114,10 +115,20 @@ const (
 // restartBackoff is how long the service waits, after a replica failed to start or died,
 // before it starts a replica again, so that a command that fails at once does not spin. The
 // wait holds for every slot (a failing command fails on all of them), and doubles with each
-// further failure before a replica becomes ready, up to maxRestartBackoff.
+// further failure in a row, up to maxRestartBackoff.
+//
+// Failures are in a row until a replica has stayed ready for stableReady since the last of
+// them (it ran on, it was stopped by a scale-down, or it ended then): one that ends sooner,
+// a command that crashes on its first requests say, is one more failure in a row, so that a
+// crash loop that passes readiness backs off as one that does not. They are forgotten too once
+// the last is forgetFailures old, twice the longest wait: a failure after a quiet spell (the
+// service scaled to zero, say) waits restartBackoff, not what the failures before the spell
+// had come to.
 const (
 	restartBackoff    = time.Second
 	maxRestartBackoff = 30 * time.Second
+	stableReady       = 10 * time.Second
+	forgetFailures    = 2 * maxRestartBackoff
 )
 
 // restartDelay is the wait after the n-th failure in a row (n >= 1).
@@ -159,6 +170,7 @@ type replica struct {
 	gen      uint64 // bumped when the replica is stopped: its start goroutine's view is stale
 	proc     Process
 	failedAt time.Time // when its replica last failed to start or died (zero: never)
+	readyAt  time.Time // when its replica last became ready
 	// launched is closed by the start goroutine once its process is in proc, or stopped (or
 	// never started, the replica being stopped first); nil before the first start. Close and
 	// a stop wait for it: a process whose start was under way is not left running.
@@ -205,12 +217,15 @@ type Scaler struct {
 	windowMax int
 	lastBusy  time.Time
 	retry     *time.Timer
-	// restartAt is when a replica may start again after a failure, and failures the
-	// failures in a row (each counted once per backoff) since a replica last became ready.
-	restartAt time.Time
-	failures  int
-	started   bool
-	closed    bool
+	// restartAt is when a replica may start again after a failure, failures the failures in a
+	// row (each counted once per backoff) and lastFailure when the last one was.
+	restartAt   time.Time
+	failures    int
+	lastFailure time.Time
+	// stableReady and forgetFailures are the constants of the same names (tests shorten them).
+	stableReady, forgetFailures time.Duration
+	started                     bool
+	closed                      bool
 
 	kube *kubeRunner // the kube executor's writer and watcher (nil for exec)
 	// stops counts the stops of processes no replica holds any more (one that failed its
@@ -252,7 +267,10 @@ func New(o Options) (*Scaler, error) {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	s := &Scaler{o: o, m: metrics.ForScaling(o.Service), probe: newProbeClient(o.ReadyInterval), lastBusy: time.Now()}
+	s := &Scaler{
+		o: o, m: metrics.ForScaling(o.Service), probe: newProbeClient(o.ReadyInterval), lastBusy: time.Now(),
+		stableReady: stableReady, forgetFailures: forgetFailures,
+	}
 	if o.Kube != nil {
 		s.kube = newKubeRunner(o.Kube, s.kubeReady, o.Log)
 		return s, nil
@@ -806,15 +824,37 @@ func (s *Scaler) nextToStart() *replica {
 }
 
 // backOff notes that r failed to start or died: no replica starts before the backoff ends.
-// Replicas started together that fail together count as one failure. s.mu is held.
+// Replicas started together that fail together count as one failure. A replica that dies
+// while ready is still ready here, and its own time ready counts (stableReady). s.mu is held.
 func (s *Scaler) backOff(r *replica) {
 	now := time.Now()
 	r.failedAt = now
 	if now.Before(s.restartAt) {
+		s.lastFailure = now
 		return
 	}
+	if now.Sub(s.lastFailure) >= s.forgetFailures || s.anyStable(now) {
+		s.failures = 0
+	}
+	s.lastFailure = now
 	s.failures++
 	s.restartAt = now.Add(restartDelay(s.failures))
+}
+
+// stable reports whether r, ready, has been so for stableReady since the last failure: the
+// command works, and the failures before are forgotten. s.mu is held.
+func (s *Scaler) stable(r *replica, now time.Time) bool {
+	return r.state == stateReady && r.readyAt.After(s.lastFailure) && now.Sub(r.readyAt) >= s.stableReady
+}
+
+// anyStable reports whether a replica is stable. s.mu is held.
+func (s *Scaler) anyStable(now time.Time) bool {
+	for _, r := range s.reps {
+		if s.stable(r, now) {
+			return true
+		}
+	}
+	return false
 }
 
 // retryAt reconciles again at t (the end of a backoff after a failure).
@@ -926,9 +966,9 @@ func (s *Scaler) run(r *replica, gen uint64, launched chan struct{}) {
 		return // stopped meanwhile: its stop ends the process
 	}
 	r.state = stateReady
+	r.readyAt = time.Now()
 	s.starting--
 	s.ready++
-	s.failures, s.restartAt = 0, time.Time{} // the command works: a later failure waits a second
 	s.setDown(r.slot, false)
 	s.dispatch()
 	s.recompute()
@@ -938,12 +978,12 @@ func (s *Scaler) run(r *replica, gen uint64, launched chan struct{}) {
 	s.mu.Lock()
 	exited := r.gen == gen && r.state == stateReady
 	if exited {
-		s.o.Log.Warn("scaling: replica exited", "service", s.o.Service, "port", port)
+		s.o.Log.Warn("scaling: replica exited", "service", s.o.Service, "port", port, "ready_for", time.Since(r.readyAt).Round(time.Millisecond))
 		s.m.Failed(metrics.ScalingFailedExited)
+		s.backOff(r) // while r is ready: its time ready counts
 		s.ready--
 		s.setDown(r.slot, true)
 		r.state, r.proc = stateStopped, nil
-		s.backOff(r)
 		s.recompute()
 		s.stops.Add(1)
 	}
@@ -1006,6 +1046,9 @@ func (s *Scaler) stopReplica(r *replica) {
 	case stateStarting:
 		s.starting--
 	case stateReady:
+		if s.stable(r, time.Now()) {
+			s.failures = 0 // the command works: a later failure waits restartBackoff
+		}
 		s.ready--
 	}
 	r.gen++
