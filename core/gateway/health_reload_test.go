@@ -31,6 +31,11 @@ func startConnCountingServerAt(t *testing.T, addr string) *connCountingServer {
 	t.Helper()
 	ln, err := net.Listen("tcp", addr)
 	require.NoError(t, err)
+	return serveConnCounting(t, ln)
+}
+
+// serveConnCounting is startConnCountingServer serving ln.
+func serveConnCounting(t *testing.T, ln net.Listener) *connCountingServer {
 	s := &connCountingServer{url: "http://" + ln.Addr().String(), probed: make(chan struct{}, 4096)}
 	srv := &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {

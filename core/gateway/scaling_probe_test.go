@@ -2,12 +2,14 @@ package gateway_test
 
 import (
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-gw/sluice/core/gateway"
@@ -43,14 +45,32 @@ stop_timeout = "2s"
 `, scaleDownDelay, readyInterval, lb)
 }
 
-// serveReplica listens on the port of the replica slot of the snapshot in force and sends
-// one request through base, which starts the replica and goes to it once its probe passed.
+// serveReplica sends one request through base, which starts the replica of the snapshot in
+// force and goes to it once its probe passed, and serves the replica's port meanwhile: the
+// scaler holds the port while no replica runs, and lets it go as it starts the replica.
 func serveReplica(t *testing.T, g *gateway.Gateway, base string) *connCountingServer {
 	t.Helper()
 	u, err := url.Parse(g.Snapshot().Services["llm"].Backends[0].URL)
 	require.NoError(t, err)
-	s := startConnCountingServerAt(t, u.Host)
-	require.Equal(t, 200, get(t, base+"/v1/models").StatusCode, "served by the replica once ready")
+	answered := make(chan error, 1)
+	go func() {
+		resp, err := tryGet(base + "/v1/models")
+		if err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode != 200 {
+				err = fmt.Errorf("status %d", resp.StatusCode)
+			}
+		}
+		answered <- err
+	}()
+	var ln net.Listener
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		var err error
+		ln, err = net.Listen("tcp", u.Host)
+		assert.NoError(c, err)
+	}, 10*time.Second, 5*time.Millisecond, "the replica's port, let go when the replica starts")
+	s := serveConnCounting(t, ln)
+	require.NoError(t, <-answered, "served by the replica once ready")
 	require.Positive(t, s.open.Load(), "the gateway holds connections to the replica")
 	return s
 }
@@ -65,16 +85,17 @@ func waitAllClosed(t *testing.T, s *connCountingServer, what string) {
 // A scaler that a reload replaces, or one whose service no longer scales, leaves no readiness
 // probe connection open to its replicas once it is closed: the replica's listener, still
 // there after the replica's process stopped, sees every connection from the gateway closed.
-// A replica is probed once a minute, so an idle probe connection would outlive the test
-// unless the scaler closed it.
+// A replica is probed every 4 s (then 5 s), so an idle probe connection would stay open for
+// 8 s (10 s), past the test's wait, unless the scaler closed it. Its first probe comes as it
+// starts, before the test serves the port the scaler has just let go, and the second passes.
 func TestReloadsReleaseReadinessProbeConnections(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "sluice.toml")
-	g, base := startHealthGateway(t, path, probedScalingConfig("10s", "1m", ""))
+	g, base := startHealthGateway(t, path, probedScalingConfig("10s", "4s", ""))
 	first := serveReplica(t, g, base)
 
 	// A changed key that defines the replicas (ready_interval): a new scaler, on new ports; the
 	// old one stops its replica.
-	require.NoError(t, os.WriteFile(path, []byte(probedScalingConfig("10s", "2m", "")), 0o644))
+	require.NoError(t, os.WriteFile(path, []byte(probedScalingConfig("10s", "5s", "")), 0o644))
 	require.NoError(t, g.Reload())
 	waitAllClosed(t, first, "connections open to the replaced scaler's replica")
 

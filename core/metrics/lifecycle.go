@@ -22,7 +22,7 @@ var lifecycleFamilies = []Family{
 	{"sluice_scaling_in_flight", "gauge", "Requests of the scaled service being served by its replicas."},
 	{"sluice_scaling_queue_depth", "gauge", "Requests of the scaled service waiting for a replica (cold-start buffer)."},
 	{"sluice_scaling_buffer_rejected_total", "counter", "Requests of the scaled service refused by its buffer, by reason: queue_full (503 at once), timeout (504 after buffer_timeout), no_replica (503, buffering off and none ready)."},
-	{"sluice_scaling_replica_failures_total", "counter", "Replicas of the scaled service (exec executor) that failed, by reason: start (the command could not be started), not_ready (it ended, or was stopped at startup_timeout, before it was ready), exited (it ended while ready). Each is started again after a backoff."},
+	{"sluice_scaling_replica_failures_total", "counter", "Replicas of the scaled service (exec executor) that failed, by reason: start (the command could not be started), not_ready (it ended, or was stopped at startup_timeout, before it was ready), exited (it ended while ready), port_taken (another process held its port, and it was not started). Each is started again after a backoff."},
 	{"sluice_rollout_events_total", "counter", "Decisions of the service's rollout, by event: advanced (a step passed), waiting (a step's interval ended with too few samples), completed, rolled_back."},
 }
 
@@ -232,6 +232,9 @@ const (
 	ScalingFailedStart    = "start"
 	ScalingFailedNotReady = "not_ready"
 	ScalingFailedExited   = "exited"
+	// ScalingFailedPortTaken: the slot's port was held by another process when its replica
+	// was to start, which was then not started.
+	ScalingFailedPortTaken = "port_taken"
 )
 
 // Scaling holds the metrics of a scaled service's scaler. Each scaler writes gauges of its
@@ -266,7 +269,7 @@ func ForScaling(service string) *Scaling {
 	for _, r := range []string{ScalingQueueFull, ScalingTimeout, ScalingNoReplica} {
 		s.rejected[r] = x.s.GetOrCreateCounter(`sluice_scaling_buffer_rejected_total{` + l + `,reason="` + r + `"}`)
 	}
-	for _, r := range []string{ScalingFailedStart, ScalingFailedNotReady, ScalingFailedExited} {
+	for _, r := range []string{ScalingFailedStart, ScalingFailedNotReady, ScalingFailedExited, ScalingFailedPortTaken} {
 		s.failed[r] = x.s.GetOrCreateCounter(`sluice_scaling_replica_failures_total{` + l + `,reason="` + r + `"}`)
 	}
 	return s

@@ -161,35 +161,101 @@ func groupAlive(pgid int) bool {
 // and that no other live scaler of this process holds: the replicas' ports, reserved until
 // ReleasePorts. The kernel may hand a port it chose once again as soon as its listener closes,
 // so two scalers (two scaled services, or the scalers of a reload) could otherwise share one,
-// and the replica that binds it second would fail at every start. A port could still be taken
-// by another process before its replica binds it; such a replica fails to start and is started
-// again later.
+// and the replica that binds it second would fail at every start. Another process may take a
+// port once it is returned; a scaler holds its own (reservePorts) against that.
 func FreePorts(n int) ([]int, error) {
-	ports := make([]int, 0, n)
-	var lns []net.Listener
+	lns, err := reservePorts(n)
+	if err != nil {
+		return nil, err
+	}
+	ports := make([]int, len(lns))
+	for i, ln := range lns {
+		ports[i] = ln.Addr().(*net.TCPAddr).Port
+		_ = ln.Close()
+	}
+	return ports, nil
+}
+
+// reservePorts is FreePorts with the ports' listeners left open (their ports reserved too),
+// for the caller to hold the ports with.
+func reservePorts(n int) ([]net.Listener, error) {
+	var held, skipped []net.Listener
 	defer func() {
-		for _, ln := range lns {
+		for _, ln := range skipped {
 			_ = ln.Close()
 		}
 	}()
 	reserved.mu.Lock()
 	defer reserved.mu.Unlock()
-	for len(ports) < n {
+	for len(held) < n {
 		// Every listener is held open until the end, so that the kernel chooses each port once:
 		// the n ports differ, and one skipped as reserved is not chosen again.
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
+			skipped = append(skipped, held...)
 			return nil, fmt.Errorf("scaling: allocate a replica port: %w", err)
 		}
-		lns = append(lns, ln)
 		if p := ln.Addr().(*net.TCPAddr).Port; !reserved.ports[p] {
-			ports = append(ports, p)
+			held = append(held, ln)
+		} else {
+			skipped = append(skipped, ln)
 		}
 	}
-	for _, p := range ports {
-		reserved.ports[p] = true
+	for _, ln := range held {
+		reserved.ports[ln.Addr().(*net.TCPAddr).Port] = true
 	}
-	return ports, nil
+	return held, nil
+}
+
+// portHold holds a replica slot's loopback port while no replica of the slot runs: another
+// process cannot listen on it (its bind fails), nor does the kernel choose it as an outgoing
+// connection's local port, which it would for a port nothing holds (the replica then could
+// not bind it, or another process's server would answer the replica's readiness probe and its
+// requests). A connection to a held port is accepted and reset at once: nothing is served
+// there, and the caller learns so without waiting.
+type portHold struct {
+	ln   net.Listener
+	done chan struct{} // closed when the accept loop has ended
+}
+
+// holdPort holds port, failing when another socket holds it (EADDRINUSE).
+func holdPort(port int) (*portHold, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+	if err != nil {
+		return nil, err
+	}
+	return newPortHold(ln), nil
+}
+
+// newPortHold holds the port of ln, a loopback listener.
+func newPortHold(ln net.Listener) *portHold {
+	h := &portHold{ln: ln, done: make(chan struct{})}
+	go h.refuse()
+	return h
+}
+
+// refuse resets every connection to the held port until the hold is released. An accept error
+// other than the release (out of descriptors, say) ends the loop too: the port stays held,
+// and a connection to it then waits in the listener's backlog until the release resets it.
+func (h *portHold) refuse() {
+	defer close(h.done)
+	for {
+		c, err := h.ln.Accept()
+		if err != nil {
+			return
+		}
+		if tc, ok := c.(*net.TCPConn); ok {
+			_ = tc.SetLinger(0) // a reset, leaving no TIME_WAIT on the port
+		}
+		_ = c.Close()
+	}
+}
+
+// release lets the port go: the listener is closed once its accept loop has ended, and the
+// port is free for the replica to bind.
+func (h *portHold) release() {
+	_ = h.ln.Close()
+	<-h.done
 }
 
 // ReleasePorts gives back ports that FreePorts reserved, once their replicas are stopped.

@@ -3,8 +3,6 @@ package scaling
 import (
 	"bytes"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -95,36 +93,22 @@ func (b *syncBuffer) String() string {
 }
 
 // A ready replica whose process ends leaves none of its group running: its shell's child (the
-// model server of a wrapper script whose shell was killed, say) would go on holding the port
-// the slot starts its next replica on, and outlive the gateway.
+// model server of a wrapper script whose shell ended, here llmsim) would go on holding the
+// port the slot starts its next replica on, and outlive the gateway.
 func TestReplicaExitEndsItsGroup(t *testing.T) {
 	dir := t.TempDir()
 	pidFile, fifo := filepath.Join(dir, "child"), filepath.Join(dir, "fifo")
 	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
-	s, err := New(Options{
-		Service: "wrapped", Min: 1, Max: 1, Concurrency: 1, Utilization: 1, Buffer: true,
-		BufferSize: 1, BufferTimeout: time.Second, ScaleDownDelay: time.Minute, ScaleToZeroAfter: time.Minute,
-		ReadyPath: "/health", ReadyInterval: 20 * time.Millisecond, StartupTimeout: time.Minute, StopTimeout: time.Second,
-		// The shell starts a child in the background, then ends once the test writes the fifo.
-		Executor: &Exec{Command: []string{"/bin/sh", "-c", `sleep 300 & echo $! > "$0"; read x < "$1"`, pidFile, fifo}},
-	})
+	server := llmsimCommand(t)
+	// The shell starts the server in the background, then ends once the test writes the fifo.
+	script := `"$0" --listen "127.0.0.1:$3" & echo $! > "$1"; read x < "$2"`
+	s, err := New(replicaOptions("wrapped", 1, 1, []string{"/bin/sh", "-c", script, server[0], pidFile, fifo, "{port}"}, nil))
 	require.NoError(t, err)
 	defer s.Close()
-	// The replica's readiness is answered here, on its port: the shell serves nothing.
-	ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(s.ports[0]))
-	require.NoError(t, err)
-	srv := &http.Server{Handler: http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})}
-	go func() { _ = srv.Serve(ln) }()
-	defer srv.Close()
-	ready := make(chan struct{}, 1)
-	s.SetReadyHook(func(int) { ready <- struct{}{} })
-	s.Bind([]*pipeline.Backend{{URL: s.URLs()[0], LB: &balancer.Backend{}}})
+	ready := readySlots(s)
+	bindSlots(s)
 	s.Start()
-	select {
-	case <-ready:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the replica never became ready")
-	}
+	waitReady(t, ready)
 	var child int
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		b, err := os.ReadFile(pidFile)

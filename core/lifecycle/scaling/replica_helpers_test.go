@@ -1,7 +1,9 @@
 package scaling
 
 import (
+	"io"
 	"log/slog"
+	"net/http"
 	"syscall"
 	"testing"
 	"time"
@@ -68,4 +70,15 @@ func crash(t *testing.T, s *Scaler) time.Time {
 	at := time.Now()
 	require.NoError(t, syscall.Kill(st.Replicas[0].PID, syscall.SIGKILL))
 	return at
+}
+
+// getBody returns the body of GET url.
+func getBody(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return string(b)
 }

@@ -29,12 +29,22 @@
 // taken out and started again when the load still asks for it, after a backoff of the whole
 // service (restartDelay) that a command failing at once cannot outrun by trying every slot,
 // nor a command that crashes soon after it is ready (stableReady).
+//
+// # Ports
+//
+// Each replica slot of the exec executor has a loopback port of its own for the scaler's life
+// (the service's servers are those ports). While no replica of the slot runs, the scaler holds
+// the port with a listener of its own (portHold), so that no other process takes it meanwhile;
+// it lets the port go just before the replica starts and takes it back once the replica's
+// process has ended. A port it could not take back is tried again at the slot's next start,
+// which fails (ScalingFailedPortTaken) while another process holds it.
 package scaling
 
 import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strconv"
 	"sync"
@@ -171,6 +181,9 @@ type replica struct {
 	proc     Process
 	failedAt time.Time // when its replica last failed to start or died (zero: never)
 	readyAt  time.Time // when its replica last became ready
+	// hold is the slot's port held while no replica of the slot runs (stopped), nil while
+	// one starts or runs, or when another process took the port.
+	hold *portHold
 	// launched is closed by the start goroutine once its process is in proc, or stopped (or
 	// never started, the replica being stopped first); nil before the first start. Close and
 	// a stop wait for it: a process whose start was under way is not left running.
@@ -275,13 +288,13 @@ func New(o Options) (*Scaler, error) {
 		s.kube = newKubeRunner(o.Kube, s.kubeReady, o.Log)
 		return s, nil
 	}
-	ports, err := FreePorts(o.Max)
+	lns, err := reservePorts(o.Max)
 	if err != nil {
 		return nil, err
 	}
-	s.ports = ports
-	for i := range ports {
-		s.reps = append(s.reps, &replica{slot: i, state: stateStopped})
+	for i, ln := range lns {
+		s.ports = append(s.ports, ln.Addr().(*net.TCPAddr).Port)
+		s.reps = append(s.reps, &replica{slot: i, state: stateStopped, hold: newPortHold(ln)})
 	}
 	return s, nil
 }
@@ -788,16 +801,20 @@ func (s *Scaler) reconcile() {
 		return
 	}
 	running := s.starting + s.ready
-	if running < s.target && time.Now().Before(s.restartAt) {
+	if round := time.Now(); running < s.target && round.Before(s.restartAt) {
 		s.retryAt(s.restartAt) // a replica failed lately: none starts before the backoff ends
 	} else {
 		for running < s.target {
-			r := s.nextToStart()
+			r := s.nextToStart(round)
 			if r == nil {
 				break
 			}
-			s.startReplica(r)
-			running++
+			if s.startReplica(r) {
+				running++
+			}
+		}
+		if running < s.target && time.Now().Before(s.restartAt) {
+			s.retryAt(s.restartAt) // a slot's port was taken: the others were tried
 		}
 	}
 	for running > s.target {
@@ -812,11 +829,12 @@ func (s *Scaler) reconcile() {
 
 // nextToStart chooses the stopped replica to start: one that never failed, or else the one
 // that failed longest ago, so that a slot whose port another process took is not the only one
-// tried. s.mu is held.
-func (s *Scaler) nextToStart() *replica {
+// tried; none that failed since round (the reconcile under way found its port taken). s.mu is
+// held.
+func (s *Scaler) nextToStart(round time.Time) *replica {
 	var best *replica
 	for _, r := range s.reps {
-		if r.state == stateStopped && (best == nil || r.failedAt.Before(best.failedAt)) {
+		if r.state == stateStopped && r.failedAt.Before(round) && (best == nil || r.failedAt.Before(best.failedAt)) {
 			best = r
 		}
 	}
@@ -893,13 +911,52 @@ func (s *Scaler) victim() *replica {
 	return best
 }
 
-// startReplica starts r's process and its readiness probe. s.mu is held.
-func (s *Scaler) startReplica(r *replica) {
+// startReplica starts r's process and its readiness probe, letting its port go first
+// (false: another process holds the port; the replica failed to start, and is left stopped).
+// s.mu is held.
+func (s *Scaler) startReplica(r *replica) bool {
+	if r.hold == nil {
+		// Its port was not taken back after its last replica: taken now, it is free.
+		h, err := holdPort(s.ports[r.slot])
+		if err != nil {
+			s.o.Log.Warn("scaling: replica port is taken by another process; another slot is tried, this one again after the backoff",
+				"service", s.o.Service, "port", s.ports[r.slot], "error", err)
+			s.m.Failed(metrics.ScalingFailedPortTaken)
+			s.backOff(r)
+			return false
+		}
+		r.hold = h
+	}
+	r.hold.release()
+	r.hold = nil
 	r.state = stateStarting
 	r.gen++
 	s.starting++
 	r.launched = make(chan struct{})
 	go s.run(r, r.gen, r.launched)
+	return true
+}
+
+// holdAgain takes r's port back, its replica stopped and its process ended; a port another
+// process took meanwhile is left to it (the slot's next start reports it). s.mu is held.
+func (s *Scaler) holdAgain(r *replica) {
+	if r.hold != nil || s.closed {
+		return
+	}
+	r.hold, _ = holdPort(s.ports[r.slot])
+}
+
+// ended marks r stopped once the process of its replica (its generation gen) has ended, the
+// replica having failed or been stopped: its port is held again, and the load may start the
+// slot anew. s.mu is held.
+func (s *Scaler) ended(r *replica, gen uint64) {
+	if r.gen != gen || s.closed {
+		return
+	}
+	r.state = stateStopped
+	s.holdAgain(r)
+	s.reconcile()
+	s.publish()
 }
 
 // run starts the replica's process, probes it until ready, and watches it until it ends. It
@@ -918,7 +975,7 @@ func (s *Scaler) run(r *replica, gen uint64, launched chan struct{}) {
 	if err != nil {
 		s.o.Log.Warn("scaling: replica did not start", "service", s.o.Service, "port", port, "error", err)
 		s.m.Failed(metrics.ScalingFailedStart)
-		s.failed(r, gen)
+		s.failed(r, gen, stateStopped)
 		s.mu.Unlock()
 		close(launched)
 		return
@@ -947,12 +1004,15 @@ func (s *Scaler) run(r *replica, gen uint64, launched chan struct{}) {
 				s.o.Log.Warn("scaling: replica never became ready", "service", s.o.Service, "port", port, "startup_timeout", s.o.StartupTimeout)
 			}
 			s.m.Failed(metrics.ScalingFailedNotReady)
-			s.failed(r, gen)
+			s.failed(r, gen, stateStopping)
 			s.stops.Add(1)
 		}
 		s.mu.Unlock()
 		p.Stop(s.o.StopTimeout)
 		if !stale {
+			s.mu.Lock()
+			s.ended(r, gen)
+			s.mu.Unlock()
 			s.stops.Done()
 		}
 		return
@@ -983,7 +1043,7 @@ func (s *Scaler) run(r *replica, gen uint64, launched chan struct{}) {
 		s.backOff(r) // while r is ready: its time ready counts
 		s.ready--
 		s.setDown(r.slot, true)
-		r.state, r.proc = stateStopped, nil
+		r.state, r.proc = stateStopping, nil
 		s.recompute()
 		s.stops.Add(1)
 	}
@@ -993,19 +1053,27 @@ func (s *Scaler) run(r *replica, gen uint64, launched chan struct{}) {
 		// hold the slot's port and outlive the gateway. A replica stopped meanwhile is its
 		// stop's to end.
 		p.Stop(s.o.StopTimeout)
+		s.mu.Lock()
+		s.ended(r, gen)
+		s.mu.Unlock()
 		s.stops.Done()
 	}
 }
 
-// failed takes a replica that could not start out, to be started again after a backoff.
-// s.mu is held.
-func (s *Scaler) failed(r *replica, gen uint64) {
+// failed takes a replica that could not start out, to be started again after a backoff. It
+// goes to state: stopped when it has no process, stopping while its process is being stopped
+// (its slot is not started again before the process has ended and left the port; ended).
+// Its port is held again when it has no process. s.mu is held.
+func (s *Scaler) failed(r *replica, gen uint64, state string) {
 	if r.gen != gen {
 		return
 	}
-	r.state, r.proc = stateStopped, nil
+	r.state, r.proc = state, nil
 	s.starting--
 	s.backOff(r)
+	if state == stateStopped {
+		s.holdAgain(r)
+	}
 	s.recompute()
 }
 
@@ -1070,9 +1138,8 @@ func (s *Scaler) stopReplica(r *replica) {
 		}
 		s.mu.Lock()
 		if r.gen == gen {
-			r.state, r.proc = stateStopped, nil
-			s.reconcile()
-			s.publish()
+			r.proc = nil
+			s.ended(r, gen)
 		}
 		s.mu.Unlock()
 	}()
@@ -1162,6 +1229,15 @@ func (s *Scaler) Close() {
 		s.kube.wait()
 	}
 	s.probe.CloseIdleConnections()
+	// No replica is started, nor a port held again, once closed is set.
+	s.mu.Lock()
+	for _, r := range s.reps {
+		if r.hold != nil {
+			r.hold.release()
+			r.hold = nil
+		}
+	}
+	s.mu.Unlock()
 	ReleasePorts(s.ports)
 }
 

@@ -14,7 +14,7 @@ func BenchmarkScalerAdmitAndComplete(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer ReleasePorts(s.ports)
+	defer s.Close()
 	backends := []*pipeline.Backend{{URL: "http://127.0.0.1:1", LB: &balancer.Backend{}}}
 	s.Bind(backends)
 	s.mu.Lock()
