@@ -54,8 +54,8 @@
 //
 // A request flows as: openai.Peek, Fingerprint, Epochs.See for each candidate target,
 // Index.Choose over them with their loads (Index.Lookup, then SelectPrint), then Index.Learn
-// after the response (or Index.Forget when the backend reported no cached prompt tokens for a
-// request a hint sent there).
+// after the response (preceded by Index.Forget when the backend reported no cached prompt
+// tokens for a request a hint sent there: it computed the prompt, and holds it now).
 //
 // # Units
 //

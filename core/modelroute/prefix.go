@@ -20,8 +20,9 @@ import (
 // request goes to, the one most likely to hold the request's prompt prefix in its KV cache
 // (package affinity): the request is fingerprinted in OnRequest (on the request's worker
 // goroutine, never on an event loop), the server is chosen in OnPick among the target's
-// eligible servers within the load band, the index learns the server in OnComplete after a
-// successful answer, and forgets the hint when the server reports a full cache miss.
+// eligible servers within the load band, and the index learns the server in OnComplete after
+// a successful answer; when the server a hint chose reports a full cache miss, the hint is
+// dropped first, and the answer learned as any other.
 
 // CacheStateHeaders are the response fields that report an upstream's prefix-cache state
 // for the request, with the value that means a full miss: llmsim's X-Llmsim-Cache. vLLM and
@@ -240,9 +241,9 @@ func (st *state) fullMissInUsage() bool {
 	return u.gotUse && u.cachedKnown && u.usage.Cached == 0 && u.usage.Prompt > 0
 }
 
-// prefixComplete counts the request's selection, then drops the hint that chose a server
-// which reported a full cache miss, or learns the server for the request's checkpoints after
-// a successful answer (not after a shed, failed, cancelled or gateway-answered request).
+// prefixComplete counts the request's selection, drops the hints that chose a server which
+// reported a full cache miss, then learns the server for the request's checkpoints after a
+// successful answer (not after a shed, failed, cancelled or gateway-answered request).
 func (st *state) prefixComplete(rc *pipeline.RequestCtx) {
 	p := &st.pfx
 	if !p.on || !p.picked {
@@ -255,14 +256,16 @@ func (st *state) prefixComplete(rc *pipeline.RequestCtx) {
 	}
 	o := rc.Outcome()
 	t := targetOf(b)
-	switch {
-	case (p.miss || st.fullMissInUsage()) && p.choice.Outcome == affinity.OutcomeHit && t == p.hinted:
-		// The hint outlived the server's cache entry (evicted, or the server restarted). It
-		// is not learned again at once: the next turn goes by rendezvous hashing, which
-		// learns where it lands.
+	if (p.miss || st.fullMissInUsage()) && p.choice.Outcome == affinity.OutcomeHit && t == p.hinted {
+		// The hint outlived the server's cache entry (evicted, or the server restarted): it
+		// goes. A successful answer is learned below all the same, as after any miss: the
+		// server has just computed the prompt and holds it now, so the next turn goes back
+		// to it, where rendezvous hashing could send it to a server that holds none of it.
 		prefixIdx.Forget(p.scope, &p.print, t)
 		st.alias.prefix.m.Invalidated()
 		o.Prefix.Invalidated = true
+	}
+	switch {
 	case st.target != nil && !st.target.epochs.Current(p.chosen, p.epoch):
 		// The server restarted since it was chosen: its hints were dropped, and whether it
 		// answered before the restart is not known.
