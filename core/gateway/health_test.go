@@ -5,10 +5,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -158,6 +160,53 @@ health_check = { path = "/health", interval = "300ms", timeout = "250ms", unheal
 			require.Greater(t, sick.hits.Load(), before)
 		})
 	}
+}
+
+// The warning for a backend its checks take out names the server as the configuration writes
+// it, and so does the probe's error, which would otherwise show the URL probed: a value read
+// from the environment (a private host, a port) is never shown, in the log as elsewhere.
+func TestActiveHealthLogNeverShowsEnvValues(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.Close() // every probe fails: closed before an answer
+		}
+	}()
+	addr := ln.Addr().String()
+	t.Setenv("SLUICE_TEST_HC_ADDR", addr)
+	logs := new(syncBuffer)
+	prev := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(logs, nil)))
+	t.Cleanup(func() { slog.SetDefault(prev) })
+
+	startHealthGateway(t, "", `
+[entrypoints.web]
+address = "127.0.0.1:0"
+[admin]
+address = ""
+[routers.api]
+rule = "PathPrefix(`+"`/`"+`)"
+service = "up"
+[services.up.load_balancer]
+servers = [{ url = "http://${SLUICE_TEST_HC_ADDR}" }]
+health_check = { interval = "100ms", unhealthy_threshold = 1 }
+`)
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "backend unhealthy") }, 10*time.Second, 5*time.Millisecond)
+	line := ""
+	for l := range strings.Lines(logs.String()) {
+		if strings.Contains(l, "backend unhealthy") {
+			line = l
+		}
+	}
+	require.NotContains(t, line, addr, "the log shows the value of SLUICE_TEST_HC_ADDR")
+	require.Contains(t, line, `backend=http://${SLUICE_TEST_HC_ADDR}`)
+	require.Contains(t, line, `${SLUICE_TEST_HC_ADDR}/health`, "the probe's error names the URL as written")
 }
 
 // Active checks follow a reload: a server the new configuration removed is probed no more

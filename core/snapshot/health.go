@@ -89,7 +89,9 @@ func (s *Snapshot) compileHealth(cfg *config.Config, name string, svc *pipeline.
 			return
 		}
 		hm[i].Ejected(true)
-		log.Warn("backend unhealthy: out of rotation", "service", name, "backend", b.URL, "error", r.Err)
+		// The probe's error quotes the URL probed, as expanded: it is shown, as b.URL is, with
+		// the ${NAME}s the configuration writes, so no value from the environment is logged.
+		log.Warn("backend unhealthy: out of rotation", "service", name, "backend", b.URL, "error", cfg.MaskEnv(r.Err.Error(), "services", name))
 		for _, o := range svc.Backends {
 			if !o.LB.Down() {
 				return
