@@ -31,6 +31,7 @@ func withMinimal(extra ...string) []byte {
 func TestLoadErrorPositions(t *testing.T) {
 	t.Setenv("SLUICE_TEST_SET", "v")
 	t.Setenv("SLUICE_TEST_SECRET", strings.Repeat("s", 32))
+	t.Setenv("SLUICE_TEST_HOSTPORT", "10.9.8.7:8123")
 	cases := []struct {
 		name string
 		data []byte
@@ -487,6 +488,32 @@ func TestLoadErrorPositions(t *testing.T) {
 				`t.toml:11:40: services.t.load_balancer.servers[1].weight 0: want 1..1000000`,
 				`t.toml:12:3: services.t.load_balancer.servers[2].url is required`,
 				`t.toml:13:3: services.t.load_balancer.servers[3] must be a table such as { url = "http://h:1" }, not a string`,
+			},
+		},
+		{
+			name: "servers: a URL without its scheme, or with spaces, says what to write",
+			data: withMinimal(
+				`[services.t.load_balancer]`,
+				`servers = [`,
+				`  { url = "127.0.0.1:8000" },`,
+				`  { url = "[::1]:8000" },`,
+				`  { url = "localhost:8000" },`,
+				`  { url = "10.0.0.1" },`,
+				`  { url = " http://h:8000" },`,
+				`  { url = "${SLUICE_TEST_HOSTPORT}" },`,
+				`  { url = "mailto:x" },`,
+				`  { url = "127.0.0.1:8000/v1" },`,
+				`]`,
+			),
+			want: []string{
+				`t.toml:9:11: services.t.load_balancer.servers[0].url "127.0.0.1:8000": URL has no scheme: write "http://127.0.0.1:8000"`,
+				`t.toml:10:11: services.t.load_balancer.servers[1].url "[::1]:8000": URL has no scheme: write "http://[::1]:8000"`,
+				`t.toml:11:11: services.t.load_balancer.servers[2].url "localhost:8000": URL has no scheme: write "http://localhost:8000"`,
+				`t.toml:12:11: services.t.load_balancer.servers[3].url "10.0.0.1": URL has no scheme: write "http://10.0.0.1"`,
+				`t.toml:13:11: services.t.load_balancer.servers[4].url " http://h:8000": URL has white space before or after it: write "http://h:8000"`,
+				`t.toml:14:11: services.t.load_balancer.servers[5].url "${SLUICE_TEST_HOSTPORT}": URL has no scheme: write "http://${SLUICE_TEST_HOSTPORT}"`,
+				`t.toml:15:11: services.t.load_balancer.servers[6].url "mailto:x": URL scheme must be http or https, e.g. "http://127.0.0.1:8000"`,
+				`t.toml:16:11: services.t.load_balancer.servers[7].url "127.0.0.1:8000/v1": URL has no scheme: write http:// or https:// before the host, e.g. "http://127.0.0.1:8000"`,
 			},
 		},
 		{

@@ -454,7 +454,7 @@ func (c *Config) validateScaling(e *errs, name string, s *Service) {
 		}
 		if k.URL != "" {
 			if msg := checkServerURL(k.URL); msg != "" {
-				e.add(at("kube", "url"), "services.%s.scaling.kube.url %q: %s", name, c.shown(k.URL, append(kp, "url")...), msg)
+				e.add(at("kube", "url"), "services.%s.scaling.kube.url %q: %s", name, c.shown(k.URL, append(kp, "url")...), c.MaskEnv(msg, append(kp, "url")...))
 			}
 		}
 	case "":

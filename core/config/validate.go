@@ -220,9 +220,25 @@ func (x *listenIndex) clashes(k listenKey) (first []listener, all int) {
 }
 
 // checkServerURL checks an upstream URL: http or https, a host, an optional
-// port, and nothing else.
+// port, and nothing else. A URL that would pass once trimmed, or with "http://" before it,
+// says so: url.Parse reads the host:port of nginx's and HAProxy's server lines as an error
+// ("127.0.0.1:8000") or as a scheme ("localhost:8000"), which would name neither fault.
 func checkServerURL(s string) string {
+	if t := strings.TrimSpace(s); t != s {
+		if checkServerURL(t) == "" {
+			return "URL has white space before or after it: write " + strconv.Quote(t)
+		}
+		return "URL has white space before or after it"
+	}
 	u, err := url.Parse(s)
+	if (err != nil || u.Scheme != "http" && u.Scheme != "https") && !strings.Contains(s, "://") {
+		if checkServerURL("http://"+s) == "" {
+			return "URL has no scheme: write " + strconv.Quote("http://"+s)
+		}
+		if v, err := url.Parse("http://" + s); err == nil && v.Hostname() != "" {
+			return "URL has no scheme: write http:// or https:// before the host, e.g. \"http://127.0.0.1:8000\""
+		}
+	}
 	if err != nil {
 		return "cannot parse URL: " + strings.TrimPrefix(err.Error(), "parse "+strconv.Quote(s)+": ")
 	}
