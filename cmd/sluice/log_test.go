@@ -70,6 +70,35 @@ format = "json"
 	}
 }
 
+// The first log line says what runs, before anything compiling the configuration logs: a
+// rollout's start, here.
+func TestStartLineComesFirst(t *testing.T) {
+	bin := testenv.BuildBinary(t, "./cmd/sluice")
+	port := testenv.FreePort(t)
+	cfg := filepath.Join(t.TempDir(), "sluice.toml")
+	require.NoError(t, os.WriteFile(cfg, []byte(fmt.Sprintf(`[entrypoints.web]
+address = "127.0.0.1:%d"
+[routers.api]
+rule = "PathPrefix(`+"`/`"+`)"
+service = "llm"
+[services.llm]
+revisions = [
+  { name = "v1", traffic_percent = 90, servers = [{ url = "http://127.0.0.1:1" }] },
+  { name = "v2", traffic_percent = 10, servers = [{ url = "http://127.0.0.1:2" }] },
+]
+[services.llm.rollout]
+from = "v1"
+to = "v2"
+[admin]
+address = ""
+`, port)), 0o644))
+	p := testenv.StartProcess(t, bin, "serve", "--config", cfg)
+	p.WaitOutput(t, "entrypoint listening", 10*time.Second)
+	require.Contains(t, p.Output(), "msg=rollout", "the rollout's start is logged")
+	first, _, _ := strings.Cut(p.Output(), "\n")
+	require.Contains(t, first, `msg="sluice starting"`, "the first line:\n%s", p.Output())
+}
+
 // A reload that changes log.level or log.format applies them to the lines that follow, those
 // of the gateway and those written through slog's default alike.
 func TestReloadAppliesTheLogSettings(t *testing.T) {

@@ -278,6 +278,14 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	// once Start returns, instead of killing the process without a drain.
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT)
+	// The first line says what runs, before what compiling the configuration logs (a
+	// rollout's start).
+	sources := "embedded default"
+	if *path != "" {
+		sources = strings.Join(cfg.Files(), ", ")
+	}
+	log.Info("sluice starting", "version", version, "config", sources,
+		"entrypoints", len(cfg.Entrypoints), "routers", len(cfg.Routers), "services", len(cfg.Services), "models", len(cfg.Models))
 	g, err := gateway.New(cfg, *path, log)
 	if err != nil {
 		flush()
@@ -285,12 +293,6 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	g.SetLog = func(l config.Log) { logs.set(logHandler(l, logOut)) }
-	sources := "embedded default"
-	if *path != "" {
-		sources = strings.Join(cfg.Files(), ", ")
-	}
-	log.Info("sluice starting", "version", version, "config", sources,
-		"entrypoints", len(cfg.Entrypoints), "routers", len(cfg.Routers), "services", len(cfg.Services), "models", len(cfg.Models))
 	if err := g.Start(); err != nil {
 		flush() // the lines logged so far come before the error, as they happened
 		fmt.Fprintln(stderr, err)
