@@ -95,6 +95,41 @@ func TestValidateChecksTLSFiles(t *testing.T) {
 	require.Contains(t, errb.String(), "/nonexistent/cert.pem")
 }
 
+// An access log that cannot be opened is reported at its value, as the value is written: a
+// path read from the environment is shown as its ${NAME}.
+func TestValidateAccessLogThatDoesNotOpen(t *testing.T) {
+	t.Setenv("SLUICE_TEST_ACCESS_LOG", "/nonexistent/h1-private/access.log")
+	bad := filepath.Join(t.TempDir(), "log.toml")
+	require.NoError(t, os.WriteFile(bad, []byte("[entrypoints.web]\naddress = \"127.0.0.1:0\"\n[routers.api]\nrule = \"PathPrefix(`/`)\"\nservice = \"up\"\n[services.up.load_balancer]\nservers = [{ url = \"http://127.0.0.1:9\" }]\n[log]\naccess_log = \"${SLUICE_TEST_ACCESS_LOG}\"\n"), 0o644))
+	var out, errb bytes.Buffer
+	require.Equal(t, 1, run([]string{"validate", bad}, &out, &errb))
+	require.Equal(t, bad+":9:14: log.access_log: open ${SLUICE_TEST_ACCESS_LOG}: no such file or directory\n", errb.String())
+}
+
+// A kubeconfig that cannot be read is reported with its path as written: a path read from the
+// environment is shown as its ${NAME}.
+func TestValidateKubeconfigThatDoesNotOpen(t *testing.T) {
+	t.Setenv("SLUICE_TEST_KUBECONFIG", "/nonexistent/h1-private/kubeconfig")
+	bad := filepath.Join(t.TempDir(), "kube.toml")
+	require.NoError(t, os.WriteFile(bad, []byte(`[entrypoints.web]
+address = "127.0.0.1:0"
+[routers.api]
+rule = "PathPrefix(`+"`/`"+`)"
+service = "llm"
+[services.llm.scaling]
+executor = "kube"
+[services.llm.scaling.kube]
+deployment = "llm"
+service = "llm"
+url = "http://llm.default.svc:8000"
+kubeconfig = "${SLUICE_TEST_KUBECONFIG}"
+`), 0o644))
+	var out, errb bytes.Buffer
+	require.Equal(t, 1, run([]string{"validate", bad}, &out, &errb))
+	require.Contains(t, errb.String(), "services.llm.scaling.kube: scaling: kube: kubeconfig: open ${SLUICE_TEST_KUBECONFIG}: no such file or directory")
+	require.NotContains(t, errb.String(), "h1-private")
+}
+
 // Every command, and the bare command, answers -h and --help with its usage on stdout and
 // exit 0; the usage spells flags the long way, as the README does.
 func TestHelpOnEveryCommand(t *testing.T) {

@@ -207,7 +207,8 @@ func (s *Snapshot) prepareScalers(cfg *config.Config, prev *Snapshot) (errs conf
 			o.Kube = &scaling.Kube{Namespace: k.Namespace, Deployment: k.Deployment, Service: k.Service, URL: k.URL}
 			src := scaling.KubeSource{APIServer: k.APIServer, Kubeconfig: k.Kubeconfig, TokenFile: k.TokenFile, CAFile: k.CAFile}
 			if err := o.Kube.Connect(src); err != nil {
-				errs = append(errs, cfg.Errorf([]string{"services", name, "scaling", "kube"}, "services.%s.scaling.kube: %v", name, err))
+				// Its files and URLs may come from the environment: shown as written.
+				errs = append(errs, cfg.Errorf([]string{"services", name, "scaling", "kube"}, "services.%s.scaling.kube: %s", name, cfg.MaskEnv(err.Error(), "services", name, "scaling")))
 				failed[name] = true
 				continue
 			}
@@ -216,7 +217,7 @@ func (s *Snapshot) prepareScalers(cfg *config.Config, prev *Snapshot) (errs conf
 		}
 		sl, err := scaling.New(o)
 		if err != nil {
-			errs = append(errs, cfg.Errorf([]string{"services", name, "scaling"}, "services.%s.scaling: %v", name, err))
+			errs = append(errs, cfg.Errorf([]string{"services", name, "scaling"}, "services.%s.scaling: %s", name, cfg.MaskEnv(err.Error(), "services", name, "scaling")))
 			failed[name] = true
 			continue
 		}

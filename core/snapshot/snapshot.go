@@ -480,7 +480,8 @@ func compileHooks(cfg *config.Config) (*pipeline.Chain, *config.Error) {
 	if dest := cfg.Log.AccessLog; dest != "" {
 		w, err := accesslog.Open(dest)
 		if err != nil {
-			return &pipeline.Chain{}, cfg.Errorf([]string{"log", "access_log"}, "log.access_log: %v", err)
+			// At the value, which is what failed, with a path from the environment shown as written.
+			return &pipeline.Chain{}, &config.Error{Pos: cfg.ValuePos("log", "access_log"), Msg: "log.access_log: " + cfg.MaskEnv(err.Error(), "log", "access_log")}
 		}
 		stages = append(stages, accesslog.New(w, cfg.Log.AccessLogSample))
 	}
