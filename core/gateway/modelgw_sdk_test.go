@@ -2,10 +2,14 @@ package gateway_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-gw/sluice/bench/testenv"
@@ -89,4 +93,65 @@ func TestOpenAISDKsThroughModelRouter(t *testing.T) {
 			})
 		})
 	}
+}
+
+// Requests the official SDKs build that OpenAI's API takes reach the upstream through a model
+// router, not the router's 400: a completions request with max_tokens 0 and echo (the prompt
+// scored, nothing generated, as vLLM serves it too), and a Responses input holding an item
+// reference made by openai-go's ResponseInputItemParamOfItemReference, which has no type.
+// The upstream answers each request with its body, so the answer is what it received.
+func TestModelRouterPassesRequestsOpenAITakes(t *testing.T) {
+	up := serveUpstream(t, echo)
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			_, addr, _ := startConfigGateway(t, fmt.Sprintf(`
+[entrypoints.web]
+address = "127.0.0.1:0"
+engine = %s
+[admin]
+address = "127.0.0.1:0"
+[routers.openai]
+rule = "PathPrefix(`+"`/v1`"+`)"
+models = true
+[services.up.load_balancer]
+servers = [{ url = "http://%s" }]
+[models.m.targets.t]
+service = "up"
+`, engineTOML(engine), up.addr()))
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			client := openai.NewClient(option.WithBaseURL("http://"+addr+"/v1"), option.WithAPIKey("sk-test"), option.WithMaxRetries(0))
+
+			t.Run("completions max_tokens 0", func(t *testing.T) {
+				c, err := client.Completions.New(ctx, openai.CompletionNewParams{
+					Model:     "m",
+					Prompt:    openai.CompletionNewParamsPromptUnion{OfString: openai.String("The sky is blue")},
+					MaxTokens: openai.Int(0), Echo: openai.Bool(true), Logprobs: openai.Int(1),
+				})
+				require.NoError(t, err, "%s", sdkErrorBody(err))
+				require.Contains(t, c.RawJSON(), `"max_tokens":0`, "the upstream got the request as sent")
+			})
+			t.Run("responses item reference", func(t *testing.T) {
+				r, err := client.Responses.New(ctx, responses.ResponseNewParams{
+					Model: "m",
+					Input: responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{
+						responses.ResponseInputItemParamOfMessage("Go on.", responses.EasyInputMessageRoleUser),
+						responses.ResponseInputItemParamOfItemReference("msg_1"),
+					}},
+				})
+				require.NoError(t, err, "%s", sdkErrorBody(err))
+				require.Contains(t, r.RawJSON(), `{"id":"msg_1"}`, "the upstream got the item reference as sent")
+			})
+		})
+	}
+}
+
+// sdkErrorBody is the error body of an openai-go API error (its Error method gives only the
+// status), or err's text.
+func sdkErrorBody(err error) string {
+	var ae *openai.Error
+	if errors.As(err, &ae) {
+		return ae.RawJSON()
+	}
+	return fmt.Sprint(err)
 }

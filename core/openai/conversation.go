@@ -137,8 +137,10 @@ func partWord(ep Endpoint) string {
 // endpoint's roles and a "content" that is a string or an array of content parts (objects
 // with a string "type"); on chat, an assistant message with tool_calls (or function_call) may
 // have a null or absent content, and a function message a null one. A Responses item whose
-// "type" is not "message" (a function call, a tool output, a reasoning item) is only checked
-// to be an object. Duplicate role, content or type members are refused, as on the top level.
+// "type" is not "message" (a function call, a tool output, a reasoning item), or that has an
+// "id" but neither type nor role (an item reference), is only checked to be an object; a null
+// type is an absent one. Duplicate role, content or type members are refused, as on the top
+// level.
 func (p *peeker) message(v int, a at) int {
 	d := p.data
 	if d[v] != '{' {
@@ -155,6 +157,7 @@ func (p *peeker) message(v int, a at) int {
 		roleKind, content valueKind // kindInvalid: absent
 		typeKind          valueKind
 		toolCalls         bool
+		hasID             bool // a Responses item with a string "id"
 		partsErr          *ValidationError
 		seen              uint8
 		dup               string
@@ -189,6 +192,9 @@ func (p *peeker) message(v int, a at) int {
 		case "tool_calls", "function_call":
 			toolCalls = toolCalls || d[mv] != 'n'
 			i = p.skipValue(mv, 3)
+		case "id":
+			hasID = p.ep == Responses && d[mv] == '"'
+			i = p.skipValue(mv, 3)
 		case "type":
 			if p.ep != Responses {
 				i = p.skipValue(mv, 3)
@@ -219,7 +225,14 @@ func (p *peeker) message(v int, a at) int {
 	case folded != "":
 		p.failAt(CodeAmbiguousParam, a.dot(folded), ambiguousKey([]byte(foldedKey), folded))
 		return i
-	case typeKind == kindInvalid:
+	case typeKind == kindInvalid || typeKind == kindNull:
+		// No type: a message, or an item reference ({"id": ...}), whose type OpenAI's API
+		// lets it leave out or give as null, and which the SDKs build without one
+		// (openai-go's ResponseInputItemParamOfItemReference). An item with neither role nor
+		// type that has an id is taken for a reference, and only checked to be an object.
+		if roleKind == kindInvalid && hasID {
+			return i
+		}
 	case typeKind != kindString:
 		p.failAt(CodeInvalidType, a.dot("type"), "expected a string")
 		return i

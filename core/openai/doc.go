@@ -48,11 +48,13 @@
 //     message items: user, assistant, system, developer) and a "content" that is a string or
 //     a non-empty array of parts (objects with a string "type"); on chat, null or no content
 //     is accepted from an assistant message with tool_calls (and null from a function
-//     message). Responses items of another type (function calls, tool outputs) are only
-//     checked to be objects.
+//     message). Responses items of another type (function calls, tool outputs), and item
+//     references (an "id" with no type, or a null one, and no role), are only checked to be
+//     objects.
 //   - Ranges (OpenAI API reference; Anthropic's for /v1/messages): temperature 0..2 (0..1 on
 //     messages), top_p 0..1, presence_penalty and frequency_penalty −2..2, n ≥ 1, top_k ≥ 0,
-//     max_tokens, max_completion_tokens and max_output_tokens ≥ 1, integers written without
+//     max_tokens (≥ 0 on completions, where 0 with echo scores the prompt and generates
+//     nothing), max_completion_tokens and max_output_tokens ≥ 1, integers written without
 //     fraction or exponent. stream and stream_options.include_usage are booleans, and
 //     stream_options is allowed only with stream true. null stands for an absent optional
 //     parameter, as in OpenAI's API.

@@ -43,9 +43,11 @@ type Request struct {
 	// IncludeUsage is "stream_options"."include_usage" (false when absent or null).
 	IncludeUsage bool
 
-	// Output caps in tokens, 0 when absent or null (a present value is at least 1):
-	// "max_tokens" (chat, completions, messages), "max_completion_tokens" (chat) and
-	// "max_output_tokens" (responses). OutputCap picks the one the endpoint honours.
+	// Output caps in tokens, 0 when absent or null (a present value is at least 1, but for
+	// max_tokens on completions, where 0 with "echo" asks for the prompt's log probabilities
+	// and no generated token): "max_tokens" (chat, completions, messages),
+	// "max_completion_tokens" (chat) and "max_output_tokens" (responses). OutputCap picks the
+	// one the endpoint honours.
 	MaxTokens           int64
 	MaxCompletionTokens int64
 	MaxOutputTokens     int64
@@ -70,7 +72,7 @@ type Request struct {
 	model, cacheKey, user strRef
 }
 
-// OutputCap returns the output cap in tokens the endpoint honours, 0 when none:
+// OutputCap returns the output cap in tokens the endpoint honours, 0 when none (or 0 given):
 // max_completion_tokens before max_tokens on chat (OpenAI deprecated the latter for it),
 // max_output_tokens on responses, max_tokens elsewhere.
 func (r *Request) OutputCap() int64 {
@@ -380,7 +382,13 @@ func (p *peeker) topMember(key []byte, escaped bool, vs int) int {
 	case pStreamOptions:
 		return p.streamOptionsValue(vs)
 	case pMaxTokens:
-		end := p.count(vs, "max_tokens", 1, &r.MaxTokens)
+		// OpenAI's completions take max_tokens 0: with echo, the prompt is scored (its log
+		// probabilities) and nothing generated, which vLLM serves too.
+		least := int64(1)
+		if p.ep == Completions {
+			least = 0
+		}
+		end := p.count(vs, "max_tokens", least, &r.MaxTokens)
 		p.maxTokensSet = p.data[vs] != 'n'
 		return end
 	case pMaxCompletionTokens:

@@ -87,6 +87,11 @@ func TestPeekCompletions(t *testing.T) {
 		require.Equal(t, int64(7), r.OutputCap())
 		require.Equal(t, "x", string(r.User))
 	}
+	// max_tokens 0 with echo scores the prompt and generates nothing (OpenAI's completions,
+	// vLLM): in range on completions only.
+	r := peek(t, Completions, `{"model":"m","prompt":"The sky is blue","max_tokens":0,"echo":true,"logprobs":1}`)
+	require.Zero(t, r.MaxTokens)
+	require.Zero(t, r.OutputCap())
 }
 
 func TestPeekEmbeddings(t *testing.T) {
@@ -128,6 +133,11 @@ func TestPeekResponses(t *testing.T) {
 	require.False(t, r.Prompt.Present())
 	r = peek(t, Responses, `{"model":"m","input":null}`)
 	require.False(t, r.Prompt.Present())
+	// An item reference may leave out its type, or give it as null (OpenAI's API; openai-go's
+	// ResponseInputItemParamOfItemReference sends {"id": ...} alone); a null type is an absent
+	// one on a message too.
+	peek(t, Responses, `{"model":"m","input":[{"role":"user","content":"hi"},{"id":"msg_1"},{"id":"msg_2","type":null},{"type":"item_reference","id":"msg_3"}]}`)
+	peek(t, Responses, `{"model":"m","input":[{"type":null,"role":"user","content":"hi"}]}`)
 }
 
 func TestPeekMessages(t *testing.T) {
@@ -332,6 +342,8 @@ func TestValidationErrors(t *testing.T) {
 		{"responses tool role", Responses, `{"model":"m","input":[{"role":"tool","content":"x"}]}`, "input[0].role", CodeInvalidValue, `input[0].role: expected "user", "assistant", "system" or "developer"`},
 		{"responses message without role", Responses, `{"model":"m","input":[{"type":"message","content":"x"}]}`, "input[0].role", CodeMissingParameter, "input[0].role: missing required parameter"},
 		{"responses content null", Responses, `{"model":"m","input":[{"role":"assistant","content":null}]}`, "input[0].content", CodeInvalidType, "input[0].content: expected a string or an array of content parts"},
+		{"responses item without role, type or id", Responses, `{"model":"m","input":[{"content":"x"}]}`, "input[0].role", CodeMissingParameter, "input[0].role: missing required parameter"},
+		{"responses id is not a role", Responses, `{"model":"m","input":[{"id":"msg_1","content":null,"role":"user"}]}`, "input[0].content", CodeInvalidType, "input[0].content: expected a string or an array of content parts"},
 		{"responses type number", Responses, `{"model":"m","input":[{"type":1,"role":"user","content":"x"}]}`, "input[0].type", CodeInvalidType, "input[0].type: expected a string"},
 		{"responses instructions", Responses, `{"model":"m","instructions":["x"]}`, "instructions", CodeInvalidType, "instructions: expected a string"},
 
@@ -362,7 +374,8 @@ func TestValidationErrors(t *testing.T) {
 		{"n zero", ChatCompletions, `{"model":"m",` + chatMsgs + `,"n":0}`, "n", CodeBelowMinInteger, "n: must be at least 1"},
 		{"n fractional", ChatCompletions, `{"model":"m",` + chatMsgs + `,"n":1.0}`, "n", CodeInvalidType, "n: expected an integer"},
 		{"max_tokens zero", ChatCompletions, `{"model":"m",` + chatMsgs + `,"max_tokens":0}`, "max_tokens", CodeBelowMinInteger, "max_tokens: must be at least 1"},
-		{"max_tokens negative", Completions, `{"model":"m","prompt":"p","max_tokens":-5}`, "max_tokens", CodeBelowMinInteger, "max_tokens: must be at least 1"},
+		{"max_tokens negative", Completions, `{"model":"m","prompt":"p","max_tokens":-5}`, "max_tokens", CodeBelowMinInteger, "max_tokens: must be at least 0"},
+		{"max_tokens zero on messages", Messages, `{"model":"m",` + chatMsgs + `,"max_tokens":0}`, "max_tokens", CodeBelowMinInteger, "max_tokens: must be at least 1"},
 		{"max_tokens exponent", ChatCompletions, `{"model":"m",` + chatMsgs + `,"max_tokens":1e3}`, "max_tokens", CodeInvalidType, "max_tokens: expected an integer"},
 		{"max_tokens string", ChatCompletions, `{"model":"m",` + chatMsgs + `,"max_tokens":"100"}`, "max_tokens", CodeInvalidType, "max_tokens: expected an integer"},
 		{"max_tokens overflow", ChatCompletions, `{"model":"m",` + chatMsgs + `,"max_tokens":9223372036854775808}`, "max_tokens", CodeAboveMaxInteger, "max_tokens: must be at most 9223372036854775807"},
