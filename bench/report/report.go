@@ -355,9 +355,16 @@ func median(xs []float64) float64 {
 	return (s[n/2-1] + s[n/2]) / 2
 }
 
-// WriteJSON writes c as indented JSON.
-func (c *Comparison) WriteJSON(w io.Writer) error {
+// WriteJSON writes c as indented JSON (EncodeJSON).
+func (c *Comparison) WriteJSON(w io.Writer) error { return EncodeJSON(w, c) }
+
+// EncodeJSON writes v to w as JSON indented by two spaces, followed by a newline, with
+// '<', '>' and '&' written as themselves: a report is read by people and tools and never
+// embedded in HTML, and a redacted value reads "<redacted>", not "\u003credacted\u003e".
+// Errors are encoding/json's and w's.
+func EncodeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(c)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
 }

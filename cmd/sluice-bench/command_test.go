@@ -92,6 +92,7 @@ func TestRunReportsNoCredentialOfItsCommandLine(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(dir, "run.json"))
 	require.NoError(t, err)
 	require.NotContains(t, string(b), "sk-live")
+	require.Contains(t, string(b), "Bearer <redacted>", "the report reads as the command line does, not HTML-escaped")
 }
 
 // A closed loop whose responses take longer than its window fails saying to lengthen the

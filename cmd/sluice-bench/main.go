@@ -12,7 +12,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -384,11 +383,11 @@ func runCmd(ctx context.Context, args []string) error {
 	}
 	res.Command = commandLine("run", args)
 	printRunSummary(os.Stderr, res)
-	b, err := json.MarshalIndent(res, "", "  ")
-	if err != nil {
+	var buf bytes.Buffer
+	if err := report.EncodeJSON(&buf, res); err != nil {
 		return err
 	}
-	b = append(b, '\n')
+	b := buf.Bytes()
 	if *out == "" {
 		_, err = os.Stdout.Write(b)
 	} else {
@@ -692,14 +691,7 @@ func affinityCmd(ctx context.Context, args []string) error {
 	// be gone, and it is printed also when the file could not be written.
 	var werr error
 	if *out != "" {
-		werr = writeFile(*out, func(w io.Writer) error {
-			b, err := json.MarshalIndent(res, "", "  ")
-			if err != nil {
-				return err
-			}
-			_, err = w.Write(append(b, '\n'))
-			return err
-		})
+		werr = writeFile(*out, func(w io.Writer) error { return report.EncodeJSON(w, res) })
 	}
 	err = errors.Join(werr, printTable(res.Markdown))
 	// After the table, where whoever reads it looks next: its figures for these policies are
