@@ -159,7 +159,8 @@ prefix_affinity = true
 	}
 	want := []string{
 		"sluice_model_queue_wait_seconds_bucket", "sluice_model_queue_wait_seconds_count", "sluice_model_queue_wait_seconds_sum",
-		"sluice_model_rejected_total", "sluice_prefix_affinity_invalidations_total", "sluice_prefix_affinity_selections_total",
+		"sluice_model_rejected_total", "sluice_prefix_affinity_invalidations_total", "sluice_prefix_affinity_matched_bytes_total",
+		"sluice_prefix_affinity_scanned_bytes_total", "sluice_prefix_affinity_selections_total",
 		"sluice_rate_limited_total", "sluice_worker_exclusions_total",
 	}
 	have := families(naming("a"))

@@ -211,14 +211,18 @@ func TestPrefixAffinityKeepsAConversationOnOneBackend(t *testing.T) {
 			f := prefixFleet(t, 4)
 			base, admin, logPath := startPrefixGateway(t, engine, f)
 			hits0 := metricValue(t, admin, `sluice_prefix_affinity_selections_total{model="sticky",outcome="hit"}`)
+			matched0 := metricValue(t, admin, `sluice_prefix_affinity_matched_bytes_total{model="sticky"}`)
+			scanned0 := metricValue(t, admin, `sluice_prefix_affinity_scanned_bytes_total{model="sticky"}`)
 
 			const turns = 5
 			c := newConversation("sticky", "A")
 			var first string
 			var ids []string
+			matched := 0
 			for n := 1; n <= turns; n++ {
 				a := prefixCall(t, base, "k-prod-1", c.turn(n))
 				ids = append(ids, a.id)
+				matched += a.matched
 				if n == 1 {
 					first = a.instance
 					require.Zero(t, a.matched, "the first turn has no hint")
@@ -230,6 +234,12 @@ func TestPrefixAffinityKeepsAConversationOnOneBackend(t *testing.T) {
 				require.NotEqual(t, "miss", a.cache, "turn %d finds its prefix in the backend's cache", n)
 			}
 			require.GreaterOrEqual(t, metricValue(t, admin, `sluice_prefix_affinity_selections_total{model="sticky",outcome="hit"}`)-hits0, float64(turns-1))
+			// The matched bytes the responses reported are counted, and each turn's
+			// fingerprint scanned more than its hint covered (it adds a turn).
+			matchedN := metricValue(t, admin, `sluice_prefix_affinity_matched_bytes_total{model="sticky"}`) - matched0
+			scannedN := metricValue(t, admin, `sluice_prefix_affinity_scanned_bytes_total{model="sticky"}`) - scanned0
+			require.Equal(t, float64(matched), matchedN, "matched bytes counted as the responses reported them")
+			require.Greater(t, scannedN, matchedN)
 			require.Positive(t, metricValue(t, admin, `sluice_prefix_affinity_index_entries`))
 
 			// New conversations under the same system prompt are told apart: the hint of the

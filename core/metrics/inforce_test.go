@@ -129,7 +129,7 @@ func TestInForceForgetsModelRateLimitAndExclusionCounters(t *testing.T) {
 		m.Tokens("inforce_target", "inforce_team").Add(3, 2, 1)
 		m.UsageMissing()
 		p := ForPrefix("inforce_model")
-		p.Selected(1)
+		p.Selected(1, 4096, 6000)
 		pd := ForPD("inforce_model", "inforce_target")
 		pd.PairRetry()
 		rl := ForRateLimit("inforce_rl")

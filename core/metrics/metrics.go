@@ -687,6 +687,8 @@ type Prefix struct {
 	series      *series
 	outcomes    [7]*vm.Counter // by affinity.Outcome: none, hit, miss, short, busy, shared, behind
 	invalidated *vm.Counter
+	matched     *vm.Counter // canonical bytes of the requests' prefixes a hint routed to their holder
+	scanned     *vm.Counter // canonical bytes of the requests' fingerprints
 }
 
 // PrefixOutcomes are the outcome labels of sluice_prefix_affinity_selections_total, by the
@@ -697,7 +699,12 @@ var PrefixOutcomes = [7]string{"", "hit", "miss", "short", "busy", "shared", "be
 // the series survive reloads that keep the alias and go with its other series (InForce).
 func ForPrefix(alias string) *Prefix {
 	x := seriesOf("prefix{" + labels("model", alias) + "}")
-	p := &Prefix{series: x, invalidated: x.s.GetOrCreateCounter(`sluice_prefix_affinity_invalidations_total{` + labels("model", alias) + `}`)}
+	p := &Prefix{
+		series:      x,
+		invalidated: x.s.GetOrCreateCounter(`sluice_prefix_affinity_invalidations_total{` + labels("model", alias) + `}`),
+		matched:     x.s.GetOrCreateCounter(`sluice_prefix_affinity_matched_bytes_total{` + labels("model", alias) + `}`),
+		scanned:     x.s.GetOrCreateCounter(`sluice_prefix_affinity_scanned_bytes_total{` + labels("model", alias) + `}`),
+	}
 	for i, o := range PrefixOutcomes {
 		if o != "" {
 			p.outcomes[i] = x.s.GetOrCreateCounter(`sluice_prefix_affinity_selections_total{` + labels("model", alias, "outcome", o) + `}`)
@@ -713,10 +720,19 @@ func (p *Prefix) groups() []*series {
 	return []*series{p.series}
 }
 
-// Selected counts a request routed with outcome (an affinity.Outcome value).
-func (p *Prefix) Selected(outcome uint8) {
+// Selected counts a request routed with outcome (an affinity.Outcome value), whose
+// fingerprint scanned scanned canonical bytes (affinity.Print.Scanned) of which the hint that
+// chose its backend covered matched (affinity.Choice.Prefix: 0 unless a hint chose).
+// matched over scanned, summed, is the share of prompt bytes sent where they were cached.
+func (p *Prefix) Selected(outcome uint8, matched, scanned int) {
 	if int(outcome) < len(p.outcomes) && p.outcomes[outcome] != nil {
 		p.outcomes[outcome].Inc()
+	}
+	if matched > 0 {
+		p.matched.Add(matched)
+	}
+	if scanned > 0 {
+		p.scanned.Add(scanned)
 	}
 }
 

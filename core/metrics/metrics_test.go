@@ -50,7 +50,7 @@ func populate(t *testing.T) {
 	pd.Aborted(PDAbortLegFailed)
 	pd.Batch(3)
 	pm := ForPrefix("chat")
-	pm.Selected(1)
+	pm.Selected(1, 4096, 6000)
 	pm.Invalidated()
 	held := InForce([]Named{m, ex, rl, pd, pm}, nil)
 	t.Cleanup(func() { InForce(nil, held) })

@@ -249,7 +249,7 @@ func (st *state) prefixComplete(rc *pipeline.RequestCtx) {
 	if !p.on || !p.picked {
 		return
 	}
-	st.alias.prefix.m.Selected(uint8(p.choice.Outcome))
+	st.alias.prefix.m.Selected(uint8(p.choice.Outcome), p.choice.Prefix, p.print.Scanned)
 	b := rc.Backend()
 	if b == nil {
 		return
