@@ -2,6 +2,7 @@ package scaling
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -68,6 +69,9 @@ func TestReplicaPortIsHeldWhileNoReplicaRuns(t *testing.T) {
 	require.Contains(t, getBody(t, s.URLs()[0]+"/v1/models"), "llmsim", "the replica's port is served by another process")
 }
 
+// takenRuns numbers the runs of TestTakenReplicaPortIsReportedAndAvoided in this process.
+var takenRuns atomic.Int64
+
 // A slot whose port another process took while the scaler did not hold it (between the
 // release of the port and the replica's bind, or as a process of the slot's last replica that
 // left its group holds it) is not started: its replica could not listen, and the other
@@ -76,7 +80,10 @@ func TestReplicaPortIsHeldWhileNoReplicaRuns(t *testing.T) {
 // the slot serves after the backoff.
 func TestTakenReplicaPortIsReportedAndAvoided(t *testing.T) {
 	var logged syncBuffer
-	o := replicaOptions("taken", 0, 2, llmsimCommand(t), slog.New(slog.NewTextHandler(&logged, nil)))
+	// The failure counters are the process's and outlive the scaler: each run (go test
+	// -count=N) names its service anew, so that it counts its own failures only.
+	service := fmt.Sprintf("taken%d", takenRuns.Add(1))
+	o := replicaOptions(service, 0, 2, llmsimCommand(t), slog.New(slog.NewTextHandler(&logged, nil)))
 	s, err := New(o)
 	require.NoError(t, err)
 	defer s.Close()
@@ -105,10 +112,10 @@ func TestTakenReplicaPortIsReportedAndAvoided(t *testing.T) {
 	require.Contains(t, getBody(t, s.URLs()[1]+"/v1/models"), "llmsim")
 	require.Zero(t, probed.Load(), "the other process was probed as the replica")
 	require.False(t, s.Serving(0))
-	require.Contains(t, logged.String(), `level=WARN msg="scaling: replica port is taken by another process; another slot is tried, this one again after the backoff" service=taken port=`+strconv.Itoa(s.ports[0]))
+	require.Contains(t, logged.String(), `level=WARN msg="scaling: replica port is taken by another process; another slot is tried, this one again after the backoff" service=`+service+` port=`+strconv.Itoa(s.ports[0]))
 	var m bytes.Buffer
 	metrics.WritePrometheus(&m)
-	require.Contains(t, m.String(), `sluice_scaling_replica_failures_total{service="taken",reason="port_taken"} 1`)
+	require.Contains(t, m.String(), `sluice_scaling_replica_failures_total{service="`+service+`",reason="port_taken"} 1`)
 
 	require.NoError(t, other.Close()) // the port is free again
 	p.Min = 2
