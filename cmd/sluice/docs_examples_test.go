@@ -185,6 +185,10 @@ func TestDocsTOMLExamplesValidate(t *testing.T) {
 	for k, v := range docEnv {
 		t.Setenv(k, v)
 	}
+	// The kube examples are checked as outside a cluster wherever the test runs: in a CI job's
+	// pod, the pod's service account (or its absence) would decide instead.
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	t.Setenv("KUBERNETES_SERVICE_PORT", "")
 	// The JWK Set of the identity provider an example names, served on loopback.
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	require.NoError(t, err)
