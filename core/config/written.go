@@ -1,6 +1,7 @@
 package config
 
 import (
+	"net/url"
 	"reflect"
 	"sort"
 	"strconv"
@@ -47,8 +48,10 @@ func (c *Config) shown(v string, path ...string) string {
 // MaskEnv returns s with the value of every environment variable that was substituted into
 // a string at keyPath, or anywhere under it, replaced by its ${NAME} reference. It is for
 // text derived from such values that Written cannot give back — the message of an error
-// found in a rule, a URL or a file named by the configuration. With no keyPath it masks
-// every variable the configuration used. Empty values are left alone.
+// found in a rule, a URL or a file named by the configuration. A value that is a URL with a
+// host is masked in its host:port and its host too, which errors about reaching it quote
+// apart from the URL. With no keyPath it masks every variable the configuration used. Empty
+// values are left alone.
 func (c *Config) MaskEnv(s string, keyPath ...string) string {
 	prefix := joinPath(keyPath)
 	seen := map[string]bool{}
@@ -66,6 +69,13 @@ func (c *Config) MaskEnv(s string, keyPath ...string) string {
 	}
 	if len(vars) == 0 {
 		return s
+	}
+	// A URL's address is quoted apart from the URL (a dial's "dial tcp HOST:PORT", a lookup's
+	// host): it names the variable too.
+	for _, v := range vars[:len(vars):len(vars)] {
+		for _, part := range urlAddress(v.value) {
+			vars = append(vars, envVar{name: v.name, value: part})
+		}
 	}
 	// Longest first: a Replacer tries its pairs in order at each position, and the longer
 	// value must win where one variable's value contains another's.
@@ -85,6 +95,23 @@ func (c *Config) MaskEnv(s string, keyPath ...string) string {
 		}
 	}
 	return strings.NewReplacer(pairs...).Replace(s)
+}
+
+// urlAddress returns the host:port and the host of s when s is a URL with a host, as errors
+// about reaching it quote them; nil otherwise.
+func urlAddress(s string) []string {
+	if !strings.Contains(s, "://") {
+		return nil
+	}
+	u, err := url.Parse(s)
+	if err != nil || u.Host == "" {
+		return nil
+	}
+	parts := []string{u.Host}
+	if h := u.Hostname(); h != "" && h != u.Host {
+		parts = append(parts, h)
+	}
+	return parts
 }
 
 // Document returns the configuration in force as a tree shaped like a TOML file of it: the

@@ -140,6 +140,24 @@ func TestMaskEnvIsScopedToTheKeyPath(t *testing.T) {
 	require.Equal(t, msg, c.MaskEnv(msg, "middlewares", "ab"), "a sibling whose name has the prefix is not under it")
 }
 
+// A server URL read whole from the environment is masked in the parts that errors about
+// reaching it quote apart: the host and port dialled, and the host looked up.
+func TestMaskEnvMasksAnEnvURLsAddress(t *testing.T) {
+	t.Setenv("SLUICE_T_URL", "http://vllm.internal:8123")
+	t.Setenv("SLUICE_T_URL6", "https://[fd00::7]")
+	c := mustLoad(t, withMinimal(
+		`[services.t.load_balancer]`,
+		`servers = [{ url = "${SLUICE_T_URL}" }, { url = "${SLUICE_T_URL6}" }]`,
+	))
+	for msg, want := range map[string]string{
+		`Get "http://vllm.internal:8123/health": dial tcp vllm.internal:8123: connect: connection refused`: `Get "${SLUICE_T_URL}/health": dial tcp ${SLUICE_T_URL}: connect: connection refused`,
+		`dial tcp: lookup vllm.internal on 127.0.0.53:53: no such host`:                                    `dial tcp: lookup ${SLUICE_T_URL} on 127.0.0.53:53: no such host`,
+		`Get "https://[fd00::7]/health": dial tcp [fd00::7]:443: i/o timeout`:                              `Get "${SLUICE_T_URL6}/health": dial tcp ${SLUICE_T_URL6}:443: i/o timeout`,
+	} {
+		require.Equal(t, want, c.MaskEnv(msg, "services", "t"))
+	}
+}
+
 func lines(l ErrorList) []string {
 	out := make([]string, len(l))
 	for i, e := range l {

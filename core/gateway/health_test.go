@@ -209,6 +209,44 @@ health_check = { interval = "100ms", unhealthy_threshold = 1 }
 	require.Contains(t, line, `${SLUICE_TEST_HC_ADDR}/health`, "the probe's error names the URL as written")
 }
 
+// A server whose whole URL is read from the environment (url = "${NAME}", as docs/config.md
+// writes it) is not shown in the warning either, in part or whole: the probe's error names the
+// address it dialled, the value's host and port, which is shown as the variable too.
+func TestActiveHealthLogNeverShowsAnEnvURLsAddress(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close()) // every probe fails: its connection is refused
+	t.Setenv("SLUICE_TEST_HC_URL", "http://"+addr)
+	logs := new(syncBuffer)
+	prev := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(logs, nil)))
+	t.Cleanup(func() { slog.SetDefault(prev) })
+
+	startHealthGateway(t, "", `
+[entrypoints.web]
+address = "127.0.0.1:0"
+[admin]
+address = ""
+[routers.api]
+rule = "PathPrefix(`+"`/`"+`)"
+service = "up"
+[services.up.load_balancer]
+servers = [{ url = "${SLUICE_TEST_HC_URL}" }]
+health_check = { interval = "100ms", unhealthy_threshold = 1 }
+`)
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "backend unhealthy") }, 10*time.Second, 5*time.Millisecond)
+	line := ""
+	for l := range strings.Lines(logs.String()) {
+		if strings.Contains(l, "backend unhealthy") {
+			line = l
+		}
+	}
+	require.NotContains(t, line, addr, "the log shows the address SLUICE_TEST_HC_URL names")
+	require.Contains(t, line, `backend=${SLUICE_TEST_HC_URL}`)
+	require.Contains(t, line, `${SLUICE_TEST_HC_URL}/health`, "the probe's error names the URL as written")
+}
+
 // Active checks follow a reload: a server the new configuration removed is probed no more
 // once the reload returns, and one it added is probed.
 func TestActiveChecksFollowAReload(t *testing.T) {
