@@ -254,8 +254,8 @@ func testHalfClosedIdle(t *testing.T, ce contractEngine) {
 		<-release // silent, and open
 	})
 	tr := startWSTransport(t, ce, addr, `websocket_idle_timeout = "300ms"`)
+	start := time.Now() // every byte of the tunnel moves after this: the idle clock starts later
 	c, r := upgradeThrough(t, tr.Addr())
-	start := time.Now() // the tunnel moved its last byte before this
 	require.NoError(t, c.CloseWrite())
 	require.NoError(t, receive(t, finSeen, "the client's FIN did not reach the upstream"))
 	require.NoError(t, c.SetReadDeadline(time.Now().Add(eventWait)))
