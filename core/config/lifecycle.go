@@ -349,7 +349,8 @@ type ScalingKube struct {
 	// URL is where requests go, the Service's address: "http://llm.default.svc:8000";
 	// required, as a server url.
 	URL string `toml:"url"`
-	// APIServer is the API server's URL. Default: in a pod, the cluster's (from
+	// APIServer is the API server's URL, "https://host[:port]" with an optional path (http
+	// too; user info for basic authentication; no query or fragment). Default: in a pod, the cluster's (from
 	// KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT).
 	APIServer string `toml:"api_server"`
 	// Kubeconfig, when set, is a kubeconfig file whose current context gives the API server
@@ -455,6 +456,11 @@ func (c *Config) validateScaling(e *errs, name string, s *Service) {
 		if k.URL != "" {
 			if msg := checkServerURL(k.URL); msg != "" {
 				e.add(at("kube", "url"), "services.%s.scaling.kube.url %q: %s", name, c.shown(k.URL, append(kp, "url")...), c.MaskEnv(msg, append(kp, "url")...))
+			}
+		}
+		if k.APIServer != "" {
+			if msg := checkAPIServerURL(k.APIServer); msg != "" {
+				e.add(at("kube", "api_server"), "services.%s.scaling.kube.api_server %q: %s", name, c.shown(k.APIServer, append(kp, "api_server")...), c.MaskEnv(msg, append(kp, "api_server")...))
 			}
 		}
 	case "":

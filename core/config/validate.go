@@ -223,20 +223,42 @@ func (x *listenIndex) clashes(k listenKey) (first []listener, all int) {
 // port, and nothing else. A URL that would pass once trimmed, or with "http://" before it,
 // says so: url.Parse reads the host:port of nginx's and HAProxy's server lines as an error
 // ("127.0.0.1:8000") or as a scheme ("localhost:8000"), which would name neither fault.
-func checkServerURL(s string) string {
+func checkServerURL(s string) string { return serverURL.check(s) }
+
+// checkAPIServerURL checks a Kubernetes API server's URL: https or http, optional user info
+// (basic authentication), a host, an optional port and an optional path (an API server
+// reached through a proxy, such as Rancher's /k8s/clusters/<id>), and no query or fragment.
+// One without its scheme says to write "https://" before it, the API server's scheme.
+func checkAPIServerURL(s string) string { return apiServerURL.check(s) }
+
+// urlShape is what a URL key takes: the scheme written before a host:port that has none
+// (with "://"), an example quoted in the messages, and whether user info may come before the
+// host and a path after it.
+type urlShape struct {
+	scheme, example string
+	user, path      bool
+}
+
+var (
+	serverURL    = urlShape{scheme: "http://", example: `"http://127.0.0.1:8000"`}
+	apiServerURL = urlShape{scheme: "https://", example: `"https://10.96.0.1:443"`, user: true, path: true}
+)
+
+// check returns what is wrong with s as a URL of this shape, or "".
+func (x urlShape) check(s string) string {
 	if t := strings.TrimSpace(s); t != s {
-		if checkServerURL(t) == "" {
+		if x.check(t) == "" {
 			return "URL has white space before or after it: write " + strconv.Quote(t)
 		}
 		return "URL has white space before or after it"
 	}
 	u, err := url.Parse(s)
 	if (err != nil || u.Scheme != "http" && u.Scheme != "https") && !strings.Contains(s, "://") {
-		if checkServerURL("http://"+s) == "" {
-			return "URL has no scheme: write " + strconv.Quote("http://"+s)
+		if x.check(x.scheme+s) == "" {
+			return "URL has no scheme: write " + strconv.Quote(x.scheme+s)
 		}
-		if v, err := url.Parse("http://" + s); err == nil && v.Hostname() != "" {
-			return "URL has no scheme: write http:// or https:// before the host, e.g. \"http://127.0.0.1:8000\""
+		if v, err := url.Parse(x.scheme + s); err == nil && v.Hostname() != "" {
+			return "URL has no scheme: write http:// or https:// before the host, e.g. " + x.example
 		}
 	}
 	if err != nil {
@@ -244,12 +266,17 @@ func checkServerURL(s string) string {
 	}
 	switch {
 	case u.Scheme != "http" && u.Scheme != "https":
-		return "URL scheme must be http or https, e.g. \"http://127.0.0.1:8000\""
+		if x.path {
+			return "URL scheme must be https or http, e.g. " + x.example
+		}
+		return "URL scheme must be http or https, e.g. " + x.example
 	case u.Host == "" || u.Hostname() == "":
 		return "URL has no host"
-	case u.User != nil:
+	case u.User != nil && !x.user:
 		return "URL must not carry user info (credentials do not belong in a server URL)"
-	case u.Path != "" && u.Path != "/" || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "":
+	case x.path && (u.RawQuery != "" || u.Fragment != "" || u.ForceQuery):
+		return "URL must be scheme://host[:port][/path] only (no query or fragment)"
+	case !x.path && (u.Path != "" && u.Path != "/" || u.RawQuery != "" || u.Fragment != "" || u.Opaque != ""):
 		return "URL must be scheme://host[:port] only (no path, query or fragment)"
 	}
 	if p := u.Port(); p != "" {
