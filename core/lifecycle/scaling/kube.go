@@ -84,7 +84,7 @@ func (k *Kube) Connect(src KubeSource) error {
 	} else if src.TokenFile != "" {
 		return fmt.Errorf("scaling: kube: token_file: %w", err)
 	}
-	if strings.HasPrefix(k.APIServer, "https://") {
+	if isHTTPS(k.APIServer) {
 		if caFile == "" {
 			caFile = InClusterCAFile
 		}
@@ -130,6 +130,13 @@ type kubeconfig struct {
 	} `yaml:"users"`
 }
 
+// isHTTPS reports whether the URL s has the https scheme, in any case ("HTTPS://" too, as
+// the configuration's check and the HTTP client take it).
+func isHTTPS(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && u.Scheme == "https"
+}
+
 func (k *Kube) fromKubeconfig(path string) error {
 	raw, err := os.ReadFile(path)
 	if err != nil {
@@ -155,7 +162,11 @@ func (k *Kube) fromKubeconfig(path string) error {
 		}
 		found = true
 		k.APIServer = c.Cluster.Server
-		if strings.HasPrefix(k.APIServer, "https://") {
+		if u, err := url.Parse(k.APIServer); err != nil || u.Scheme != "https" && u.Scheme != "http" || u.Hostname() == "" {
+			// The scaler would otherwise fail every request it makes, once a second.
+			return fmt.Errorf("scaling: kube: kubeconfig %s: cluster %q: server %q: want an https:// or http:// URL such as \"https://10.96.0.1:443\"", path, clusterName, k.APIServer)
+		}
+		if isHTTPS(k.APIServer) {
 			k.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
 			var pem []byte
 			switch {

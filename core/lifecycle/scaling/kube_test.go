@@ -76,3 +76,35 @@ func TestKubeConnectOutsideACluster(t *testing.T) {
 	k := &Kube{}
 	require.ErrorContains(t, k.Connect(KubeSource{}), "not in a cluster")
 }
+
+// A kubeconfig cluster's server that is not an http(s) URL (its scheme left out) is refused
+// by Connect, naming the cluster and the server, rather than failing every scale later.
+func TestKubeconfigServerWithoutSchemeIsRefused(t *testing.T) {
+	for _, server := range []string{"k8s.example:6443", "", "ftp://k8s.example", "https://"} {
+		kc := filepath.Join(t.TempDir(), "config")
+		require.NoError(t, os.WriteFile(kc, []byte(`apiVersion: v1
+kind: Config
+current-context: test
+contexts:
+- name: test
+  context: {cluster: fake, user: gateway}
+clusters:
+- name: fake
+  cluster: {server: "`+server+`"}
+users:
+- name: gateway
+  user: {token: "t"}
+`), 0o600))
+		k := &Kube{Namespace: "ns", Deployment: "dep", Service: "svc", URL: "http://127.0.0.1:1"}
+		require.EqualError(t, k.Connect(KubeSource{Kubeconfig: kc}),
+			`scaling: kube: kubeconfig `+kc+`: cluster "fake": server "`+server+`": want an https:// or http:// URL such as "https://10.96.0.1:443"`, server)
+	}
+}
+
+// An https API server whose scheme is written in capitals is https all the same: its ca_file
+// is read (here it is missing, and Connect says so) rather than left unused.
+func TestKubeConnectHTTPSSchemeInCapitals(t *testing.T) {
+	k := &Kube{}
+	missing := filepath.Join(t.TempDir(), "ca.pem")
+	require.ErrorContains(t, k.Connect(KubeSource{APIServer: "HTTPS://127.0.0.1:1", TokenFile: os.DevNull, CAFile: missing}), "scaling: kube: ca_file: open "+missing)
+}
