@@ -81,8 +81,9 @@ func (c *Config) Warnings() []Warning {
 		// and a path from the gateway's directory: a program not there starts no replica,
 		// and the requests that wait for one time out with the reason only in the log.
 		if _, err := exec.LookPath(sc.Exec.Command[0]); err != nil {
-			add(c.ValuePos("services", name, "scaling", "exec", "command", "0"), "services.%s.scaling.exec.command[0] %q: %v: no replica of the service can start (install it, give its absolute path, or put its directory on sluice's PATH)",
-				name, sc.Exec.Command[0], lookPathReason(err))
+			at := []string{"services", name, "scaling", "exec", "command", "0"}
+			add(c.ValuePos(at...), "services.%s.scaling.exec.command[0] %q: %v: no replica of the service can start (install it, give its absolute path, or put its directory on sluice's PATH)",
+				name, c.shown(sc.Exec.Command[0], at...), c.MaskEnv(lookPathReason(err), at...))
 		}
 	}
 	for _, name := range sortedNames(c.Entrypoints) {

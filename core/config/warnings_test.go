@@ -83,4 +83,10 @@ func TestWarningsExecCommandNotFound(t *testing.T) {
 	}, warningLines(t, scaled(strconv.Quote(missing))))
 	require.Empty(t, warningLines(t, scaled(`"model-server"`)))
 	require.Empty(t, warningLines(t, scaled(strconv.Quote(prog))))
+
+	// A program named by the environment is shown as written, in the reason too.
+	t.Setenv("SLUICE_TEST_MODEL_SERVER", filepath.Join(dir, "private-server"))
+	require.Equal(t, []string{
+		`w.toml:9:12: warning: services.llm.scaling.exec.command[0] "${SLUICE_TEST_MODEL_SERVER}": stat ${SLUICE_TEST_MODEL_SERVER}: no such file or directory: no replica of the service can start (install it, give its absolute path, or put its directory on sluice's PATH)`,
+	}, warningLines(t, scaled(`"${SLUICE_TEST_MODEL_SERVER}"`)))
 }

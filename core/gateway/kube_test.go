@@ -3,9 +3,12 @@ package gateway_test
 import (
 	"errors"
 	"fmt"
+	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -87,4 +90,53 @@ token_file = %q
 	require.Equal(t, 1, conflicts, "the write that lost the race was read again and retried")
 	// The gateway learns of the replicas' end from its next look at the Deployment: wait for it.
 	waitScaling(t, admin, 10*time.Second, "no replica ready", func(s scalingView) bool { return s.Ready == 0 })
+}
+
+// The kube executor's warnings (a scale that failed, a list of the EndpointSlices that
+// failed) name the API server, the Deployment and the Service as the configuration writes
+// them: their errors quote the URL requested, whose values from the environment (a private
+// host, a port, a name) are never shown, in the log as elsewhere.
+func TestKubeExecutorLogNeverShowsEnvValues(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close()) // every request to the API server is refused
+	t.Setenv("SLUICE_TEST_KUBE_API", addr)
+	t.Setenv("SLUICE_TEST_KUBE_DEPLOYMENT", "private-deployment")
+	t.Setenv("SLUICE_TEST_KUBE_SERVICE", "private-service")
+	logs := new(syncBuffer)
+	prev := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(logs, nil)))
+	t.Cleanup(func() { slog.SetDefault(prev) })
+
+	startConfigGateway(t, `
+[entrypoints.web]
+address = "127.0.0.1:0"
+[admin]
+address = ""
+[routers.api]
+rule = "PathPrefix(`+"`/`"+`)"
+service = "llm"
+[services.llm.scaling]
+executor = "kube"
+min_replicas = 1
+[services.llm.scaling.kube]
+deployment = "${SLUICE_TEST_KUBE_DEPLOYMENT}"
+service = "${SLUICE_TEST_KUBE_SERVICE}"
+url = "http://127.0.0.1:1"
+api_server = "http://${SLUICE_TEST_KUBE_API}"
+`)
+	require.Eventually(t, func() bool {
+		s := logs.String()
+		return strings.Contains(s, "scaling: kube: scale failed") && strings.Contains(s, "scaling: kube: endpointslices")
+	}, 10*time.Second, 5*time.Millisecond)
+	for l := range strings.Lines(logs.String()) {
+		if !strings.Contains(l, "scaling: kube:") {
+			continue
+		}
+		for _, v := range []string{addr, "private-deployment", "private-service"} {
+			require.NotContains(t, l, v, "the log shows a value from the environment")
+		}
+		require.Contains(t, l, "http://${SLUICE_TEST_KUBE_API}/apis/", "the error names the URL as written")
+	}
 }

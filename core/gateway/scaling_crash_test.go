@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -80,4 +81,40 @@ scale_to_zero_after = "100ms"
 	// Each failure is counted: the processes ended before they were ready.
 	waitMetric(t, admin+"/metrics", `sluice_scaling_replica_failures_total{service="llm",reason="not_ready"}`, func(v float64) bool { return v >= 1 })
 	waitScaling(t, admin, 10*time.Second, "back to zero", func(s scalingView) bool { return s.Target == 0 && len(s.Replicas) == 0 })
+}
+
+// A replica whose program, named by the environment, cannot be started is logged with the
+// program as the configuration writes it ("replica did not start", and the warning that
+// the program is not one): the exec error quotes the path run, a value from the environment
+// that the log never shows.
+func TestScalingStartFailureLogNeverShowsEnvValues(t *testing.T) {
+	prog := filepath.Join(t.TempDir(), "private-model-server")
+	require.NoError(t, os.WriteFile(prog, []byte("#!/bin/sh\n"), 0o644)) // not executable
+	t.Setenv("SLUICE_TEST_REPLICA_PROGRAM", prog)
+	logs := new(syncBuffer)
+	prev := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(logs, nil)))
+	t.Cleanup(func() { slog.SetDefault(prev) })
+
+	startConfigGateway(t, `
+[entrypoints.web]
+address = "127.0.0.1:0"
+[admin]
+address = ""
+[routers.api]
+rule = "PathPrefix(`+"`/`"+`)"
+service = "llm"
+[services.llm.scaling]
+executor = "exec"
+min_replicas = 1
+[services.llm.scaling.exec]
+command = ["${SLUICE_TEST_REPLICA_PROGRAM}", "--port", "{port}"]
+`)
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "scaling: replica did not start") }, 10*time.Second, 5*time.Millisecond)
+	for l := range strings.Lines(logs.String()) {
+		require.NotContains(t, l, prog, "the log shows the value of SLUICE_TEST_REPLICA_PROGRAM")
+		if strings.Contains(l, "scaling: replica did not start") {
+			require.Contains(t, l, "exec ${SLUICE_TEST_REPLICA_PROGRAM}", "the error names the program as written")
+		}
+	}
 }

@@ -200,6 +200,8 @@ func (s *Snapshot) prepareScalers(cfg *config.Config, prev *Snapshot) (errs conf
 			ScaleDownDelay: g.ScaleDownDelay, ScaleToZeroAfter: g.ScaleToZeroAfter,
 			BufferSize: g.BufferSize, BufferTimeout: g.BufferTimeout, KeepAlive: g.KeepAlive,
 			ReadyPath: g.ReadyPath, ReadyInterval: g.ReadyInterval, StartupTimeout: g.StartupTimeout,
+			// Its logged errors quote the command run or the URL requested, as expanded.
+			Mask: func(s string) string { return cfg.MaskEnv(s, "services", name, "scaling") },
 		}
 		if x := g.Exec; x != nil && g.Executor == config.ExecutorExec {
 			o.StopTimeout, o.Executor = x.StopTimeout, &scaling.Exec{Command: x.Command, Env: x.Env}

@@ -227,6 +227,7 @@ type kubeRunner struct {
 	watchc *http.Client // the watch stream: no overall timeout
 	ready  func(n int)
 	log    *slog.Logger
+	mask   func(string) string // Options.Mask: what the log shows of a text
 
 	mu     sync.Mutex
 	target int
@@ -234,6 +235,14 @@ type kubeRunner struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // the writer and the watcher
+}
+
+// shown is s as the runner logs it (Options.Mask).
+func (r *kubeRunner) shown(s string) string {
+	if r.mask == nil {
+		return s
+	}
+	return r.mask(s)
 }
 
 func newKubeRunner(k *Kube, ready func(int), log *slog.Logger) *kubeRunner {
@@ -300,7 +309,7 @@ func (r *kubeRunner) writer() {
 			continue
 		}
 		if err := r.scale(n); err != nil {
-			r.log.Warn("scaling: kube: scale failed", "deployment", r.k.Deployment, "replicas", n, "error", err)
+			r.log.Warn("scaling: kube: scale failed", "deployment", r.shown(r.k.Deployment), "replicas", n, "error", r.shown(err.Error()))
 			// Tried again on the next change of the target, or after a pause.
 			go func() {
 				select {
@@ -352,7 +361,7 @@ func (r *kubeRunner) scale(n int) error {
 			continue
 		}
 		if err == nil {
-			r.log.Info("scaling: kube: scaled", "deployment", r.k.Deployment, "replicas", n)
+			r.log.Info("scaling: kube: scaled", "deployment", r.shown(r.k.Deployment), "replicas", n)
 		}
 		return err
 	}
@@ -438,7 +447,7 @@ func (r *kubeRunner) slicesPath(watch bool, rv string) string {
 func (r *kubeRunner) watcher() {
 	for r.ctx.Err() == nil {
 		if err := r.listAndWatch(); err != nil && r.ctx.Err() == nil {
-			r.log.Warn("scaling: kube: endpointslices", "service", r.k.Service, "error", err)
+			r.log.Warn("scaling: kube: endpointslices", "service", r.shown(r.k.Service), "error", r.shown(err.Error()))
 			select {
 			case <-time.After(restartBackoff):
 			case <-r.ctx.Done():

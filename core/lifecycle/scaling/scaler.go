@@ -76,6 +76,10 @@ type Options struct {
 	Executor Executor
 	Kube     *Kube
 	Log      *slog.Logger
+	// Mask returns a text the scaler logs (an error that quotes the command it ran or the URL
+	// it requested, a Deployment's name) with every value the configuration took from the
+	// environment shown as its ${NAME} reference; nil logs the text as it is.
+	Mask func(string) string
 }
 
 // Policy is how a scaler follows the load and buffers its requests: the keys of
@@ -286,6 +290,7 @@ func New(o Options) (*Scaler, error) {
 	}
 	if o.Kube != nil {
 		s.kube = newKubeRunner(o.Kube, s.kubeReady, o.Log)
+		s.kube.mask = o.Mask
 		return s, nil
 	}
 	lns, err := reservePorts(o.Max)
@@ -297,6 +302,14 @@ func New(o Options) (*Scaler, error) {
 		s.reps = append(s.reps, &replica{slot: i, state: stateStopped, hold: newPortHold(ln)})
 	}
 	return s, nil
+}
+
+// shown is s as the scaler logs it (Options.Mask).
+func (s *Scaler) shown(text string) string {
+	if s.o.Mask == nil {
+		return text
+	}
+	return s.o.Mask(text)
 }
 
 // kubeReady takes the ready replicas the kube executor's watch counted.
@@ -973,7 +986,7 @@ func (s *Scaler) run(r *replica, gen uint64, launched chan struct{}) {
 	p, err := s.o.Executor.Start(port)
 	s.mu.Lock()
 	if err != nil {
-		s.o.Log.Warn("scaling: replica did not start", "service", s.o.Service, "port", port, "error", err)
+		s.o.Log.Warn("scaling: replica did not start", "service", s.o.Service, "port", port, "error", s.shown(err.Error()))
 		s.m.Failed(metrics.ScalingFailedStart)
 		s.failed(r, gen, stateStopped)
 		s.mu.Unlock()
