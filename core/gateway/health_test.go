@@ -180,30 +180,7 @@ func TestActiveHealthLogNeverShowsEnvValues(t *testing.T) {
 	}()
 	addr := ln.Addr().String()
 	t.Setenv("SLUICE_TEST_HC_ADDR", addr)
-	logs := new(syncBuffer)
-	prev := slog.Default()
-	slog.SetDefault(slog.New(slog.NewTextHandler(logs, nil)))
-	t.Cleanup(func() { slog.SetDefault(prev) })
-
-	startHealthGateway(t, "", `
-[entrypoints.web]
-address = "127.0.0.1:0"
-[admin]
-address = ""
-[routers.api]
-rule = "PathPrefix(`+"`/`"+`)"
-service = "up"
-[services.up.load_balancer]
-servers = [{ url = "http://${SLUICE_TEST_HC_ADDR}" }]
-health_check = { interval = "100ms", unhealthy_threshold = 1 }
-`)
-	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "backend unhealthy") }, 10*time.Second, 5*time.Millisecond)
-	line := ""
-	for l := range strings.Lines(logs.String()) {
-		if strings.Contains(l, "backend unhealthy") {
-			line = l
-		}
-	}
+	line := unhealthyLogLine(t, "http://${SLUICE_TEST_HC_ADDR}")
 	require.NotContains(t, line, addr, "the log shows the value of SLUICE_TEST_HC_ADDR")
 	require.Contains(t, line, `backend=http://${SLUICE_TEST_HC_ADDR}`)
 	require.Contains(t, line, `${SLUICE_TEST_HC_ADDR}/health`, "the probe's error names the URL as written")
@@ -218,30 +195,7 @@ func TestActiveHealthLogNeverShowsAnEnvURLsAddress(t *testing.T) {
 	addr := ln.Addr().String()
 	require.NoError(t, ln.Close()) // every probe fails: its connection is refused
 	t.Setenv("SLUICE_TEST_HC_URL", "http://"+addr)
-	logs := new(syncBuffer)
-	prev := slog.Default()
-	slog.SetDefault(slog.New(slog.NewTextHandler(logs, nil)))
-	t.Cleanup(func() { slog.SetDefault(prev) })
-
-	startHealthGateway(t, "", `
-[entrypoints.web]
-address = "127.0.0.1:0"
-[admin]
-address = ""
-[routers.api]
-rule = "PathPrefix(`+"`/`"+`)"
-service = "up"
-[services.up.load_balancer]
-servers = [{ url = "${SLUICE_TEST_HC_URL}" }]
-health_check = { interval = "100ms", unhealthy_threshold = 1 }
-`)
-	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "backend unhealthy") }, 10*time.Second, 5*time.Millisecond)
-	line := ""
-	for l := range strings.Lines(logs.String()) {
-		if strings.Contains(l, "backend unhealthy") {
-			line = l
-		}
-	}
+	line := unhealthyLogLine(t, "${SLUICE_TEST_HC_URL}")
 	require.NotContains(t, line, addr, "the log shows the address SLUICE_TEST_HC_URL names")
 	require.Contains(t, line, `backend=${SLUICE_TEST_HC_URL}`)
 	require.Contains(t, line, `${SLUICE_TEST_HC_URL}/health`, "the probe's error names the URL as written")
@@ -388,4 +342,35 @@ health_check = { path = "/health", interval = "500ms", unhealthy_threshold = 1 }
 		assert.GreaterOrEqual(c, processSeries(c, ok), 2.0)
 		assert.False(c, lb.Down())
 	}, 10*time.Second, time.Millisecond)
+}
+
+// unhealthyLogLine starts a gateway whose one server, url as written in its configuration,
+// every probe finds down, and returns the log line that takes it out.
+func unhealthyLogLine(t *testing.T, url string) string {
+	t.Helper()
+	logs := new(syncBuffer)
+	prev := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(logs, nil)))
+	t.Cleanup(func() { slog.SetDefault(prev) })
+
+	startHealthGateway(t, "", `
+[entrypoints.web]
+address = "127.0.0.1:0"
+[admin]
+address = ""
+[routers.api]
+rule = "PathPrefix(`+"`/`"+`)"
+service = "up"
+[services.up.load_balancer]
+servers = [{ url = "`+url+`" }]
+health_check = { interval = "100ms", unhealthy_threshold = 1 }
+`)
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "backend unhealthy") }, 10*time.Second, 5*time.Millisecond)
+	line := ""
+	for l := range strings.Lines(logs.String()) {
+		if strings.Contains(l, "backend unhealthy") {
+			line = l
+		}
+	}
+	return line
 }
