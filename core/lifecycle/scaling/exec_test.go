@@ -73,6 +73,24 @@ func TestReplicaExitBeforeReadyLogsItsExitStatus(t *testing.T) {
 	require.Contains(t, logged.String(), `exit="exit status 3"`)
 }
 
+// A ready replica that exits is logged with how it ended, as one that exits before it is
+// ready is: here it is killed.
+func TestReplicaExitLogsItsExitStatus(t *testing.T) {
+	var logged syncBuffer
+	s, err := New(replicaOptions("killed", 1, 1, llmsimCommand(t), slog.New(slog.NewTextHandler(&logged, nil))))
+	require.NoError(t, err)
+	defer s.Close()
+	ready := readySlots(s)
+	bindSlots(s)
+	s.Start()
+	waitReady(t, ready)
+	crash(t, s)
+	require.Eventually(t, func() bool {
+		return strings.Contains(logged.String(), `msg="scaling: replica exited" service=killed`)
+	}, 10*time.Second, 5*time.Millisecond, "log:\n%s", &logged)
+	require.Regexp(t, `msg="scaling: replica exited" service=killed port=\d+ ready_for=\S+ exit="signal: killed"`, logged.String())
+}
+
 // syncBuffer is a bytes.Buffer a logger writes from the scaler's goroutines while the test
 // reads it.
 type syncBuffer struct {

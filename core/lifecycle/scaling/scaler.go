@@ -1051,7 +1051,8 @@ func (s *Scaler) run(r *replica, gen uint64, launched chan struct{}) {
 	s.mu.Lock()
 	exited := r.gen == gen && r.state == stateReady
 	if exited {
-		s.o.Log.Warn("scaling: replica exited", "service", s.o.Service, "port", port, "ready_for", time.Since(r.readyAt).Round(time.Millisecond))
+		s.o.Log.Warn("scaling: replica exited", "service", s.o.Service, "port", port,
+			"ready_for", time.Since(r.readyAt).Round(time.Millisecond), "exit", exitStatus(p))
 		s.m.Failed(metrics.ScalingFailedExited)
 		s.backOff(r) // while r is ready: its time ready counts
 		s.ready--
