@@ -72,6 +72,18 @@ func crash(t *testing.T, s *Scaler) time.Time {
 	return at
 }
 
+// crashSlot kills the process of slot's replica, returning when.
+func crashSlot(t *testing.T, s *Scaler, slot int) time.Time {
+	t.Helper()
+	s.mu.Lock()
+	p := s.reps[slot].proc
+	s.mu.Unlock()
+	require.NotNil(t, p, "slot %d has no process", slot)
+	at := time.Now()
+	require.NoError(t, syscall.Kill(p.PID(), syscall.SIGKILL))
+	return at
+}
+
 // getBody returns the body of GET url.
 func getBody(t *testing.T, url string) string {
 	t.Helper()
