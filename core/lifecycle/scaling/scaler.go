@@ -37,7 +37,9 @@
 // the port with a listener of its own (portHold), so that no other process takes it meanwhile;
 // it lets the port go just before the replica starts and takes it back once the replica's
 // process has ended. A port it could not take back is tried again at the slot's next start,
-// which fails (ScalingFailedPortTaken) while another process holds it.
+// which fails (ScalingFailedPortTaken) while another process holds it: that slot alone is then
+// left out for a backoff of its own (portTaken), the other slots starting as usual, as the
+// port is the slot's fault and not the command's.
 package scaling
 
 import (
@@ -129,7 +131,9 @@ const (
 // restartBackoff is how long the service waits, after a replica failed to start or died,
 // before it starts a replica again, so that a command that fails at once does not spin. The
 // wait holds for every slot (a failing command fails on all of them), and doubles with each
-// further failure in a row, up to maxRestartBackoff.
+// further failure in a row, up to maxRestartBackoff. A slot found with its port taken is no
+// such failure: it waits alone, by the same rule over its own port failures in a row
+// (portTaken).
 //
 // Failures are in a row until a replica has stayed ready for stableReady since the last of
 // them (it ran on, it was stopped by a scale-down, or it ended then), whether it became ready
@@ -180,12 +184,19 @@ func newProbeClient(interval time.Duration) *http.Client {
 }
 
 type replica struct {
-	slot     int
-	state    string
-	gen      uint64 // bumped when the replica is stopped: its start goroutine's view is stale
-	proc     Process
-	failedAt time.Time // when its replica last failed to start or died (zero: never)
+	slot  int
+	state string
+	gen   uint64 // bumped when the replica is stopped: its start goroutine's view is stale
+	proc  Process
+	// failedAt is when its replica last failed to start or died, or its port was last found
+	// taken (zero: never).
+	failedAt time.Time
 	readyAt  time.Time // when its replica last became ready
+	// portRetryAt is when the slot may be tried again after its port was found taken, and
+	// portFailures how many of its starts in a row found it so (zero once its port is free
+	// at a start).
+	portRetryAt  time.Time
+	portFailures int
 	// hold is the slot's port held while no replica of the slot runs (stopped), nil while
 	// one starts or runs, or when another process took the port.
 	hold *portHold
@@ -823,12 +834,15 @@ func (s *Scaler) reconcile() {
 			if r == nil {
 				break
 			}
-			if s.startReplica(r) {
+			if s.startReplica(r, round) {
 				running++
 			}
 		}
-		if running < s.target && time.Now().Before(s.restartAt) {
-			s.retryAt(s.restartAt) // a slot's port was taken: the others were tried
+		if running < s.target {
+			// The free slots were started: a slot whose port was found taken waits.
+			if t := s.nextPortRetry(round); !t.IsZero() {
+				s.retryAt(t)
+			}
 		}
 	}
 	for running > s.target {
@@ -841,18 +855,62 @@ func (s *Scaler) reconcile() {
 	}
 }
 
-// nextToStart chooses the stopped replica to start: one that never failed, or else the one
-// that failed longest ago, so that a slot whose port another process took is not the only one
-// tried; none that failed since round (the reconcile under way found its port taken). s.mu is
-// held.
+// nextToStart chooses the stopped replica to start at round: one that never failed, or else
+// the one that failed longest ago; none whose slot waits after its port was found taken
+// (portRetryAt), as one that the reconcile under way found so does. s.mu is held.
 func (s *Scaler) nextToStart(round time.Time) *replica {
 	var best *replica
 	for _, r := range s.reps {
-		if r.state == stateStopped && r.failedAt.Before(round) && (best == nil || r.failedAt.Before(best.failedAt)) {
+		if s.startable(r, round) && (best == nil || r.failedAt.Before(best.failedAt)) {
 			best = r
 		}
 	}
 	return best
+}
+
+// startable reports whether r may be started at round: it is stopped, and its slot does not
+// wait after its port was found taken. s.mu is held.
+func (s *Scaler) startable(r *replica, round time.Time) bool {
+	return r.state == stateStopped && !round.Before(r.portRetryAt)
+}
+
+// nextPortRetry is the earliest time after round when a stopped slot that waits after its port
+// was found taken may be tried again (zero: none waits). s.mu is held.
+func (s *Scaler) nextPortRetry(round time.Time) time.Time {
+	var next time.Time
+	for _, r := range s.reps {
+		if r.state == stateStopped && round.Before(r.portRetryAt) && (next.IsZero() || r.portRetryAt.Before(next)) {
+			next = r.portRetryAt
+		}
+	}
+	return next
+}
+
+// portTaken notes that r's port was found taken by another process at round (err, the failed
+// listen) and logs it: the slot is left out until its own backoff ends, restartDelay of its
+// port failures in a row (forgotten, as the service's failures are, once the last is
+// forgetFailures old), while the other slots start as usual and the service's backoff is left
+// as it was: another process's socket says nothing of the command. s.mu is held.
+func (s *Scaler) portTaken(r *replica, round time.Time, err error) {
+	now := time.Now()
+	// A slot whose port was found taken has not started since (a start finds its port free
+	// and forgets the count), so failedAt is its last port failure.
+	if now.Sub(r.failedAt) >= s.forgetFailures {
+		r.portFailures = 0
+	}
+	r.failedAt = now
+	r.portFailures++
+	wait := restartDelay(r.portFailures)
+	r.portRetryAt = now.Add(wait)
+	msg := "scaling: replica port is taken by another process; this slot is tried again after its backoff"
+	for _, o := range s.reps {
+		if o != r && s.startable(o, round) {
+			msg = "scaling: replica port is taken by another process; another slot is tried, this one again after its backoff"
+			break
+		}
+	}
+	s.o.Log.Warn(msg, "service", s.o.Service, "port", s.ports[r.slot], "retry_in", wait, "error", err)
+	s.m.Failed(metrics.ScalingFailedPortTaken)
 }
 
 // backOff notes that r failed to start or died: no replica starts before the backoff ends.
@@ -934,22 +992,20 @@ func (s *Scaler) victim() *replica {
 	return best
 }
 
-// startReplica starts r's process and its readiness probe, letting its port go first
-// (false: another process holds the port; the replica failed to start, and is left stopped).
-// s.mu is held.
-func (s *Scaler) startReplica(r *replica) bool {
+// startReplica starts r's process and its readiness probe at round, letting its port go first
+// (false: another process holds the port; the replica is not started, and its slot waits,
+// portTaken). s.mu is held.
+func (s *Scaler) startReplica(r *replica, round time.Time) bool {
 	if r.hold == nil {
 		// Its port was not taken back after its last replica: taken now, it is free.
 		h, err := holdPort(s.ports[r.slot])
 		if err != nil {
-			s.o.Log.Warn("scaling: replica port is taken by another process; another slot is tried, this one again after the backoff",
-				"service", s.o.Service, "port", s.ports[r.slot], "error", err)
-			s.m.Failed(metrics.ScalingFailedPortTaken)
-			s.backOff(r)
+			s.portTaken(r, round, err)
 			return false
 		}
 		r.hold = h
 	}
+	r.portFailures = 0
 	r.hold.release()
 	r.hold = nil
 	r.state = stateStarting
