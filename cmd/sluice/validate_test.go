@@ -157,3 +157,61 @@ tls = { ca_file = "/nonexistent/ca.pem" }
 	}, strings.Split(strings.TrimSuffix(errb.String(), "\n"), "\n"))
 	require.Empty(t, out.String())
 }
+
+// A service's CA file is a file the configuration names like a certificate: it is reported in
+// the same run as a problem of another part (an unset ${VAR}), and left unchecked when the
+// service's tls table has a problem of its own (a misspelt key beside it).
+func TestValidateReportsAServiceCAFileBesideAnotherProblem(t *testing.T) {
+	_, set := os.LookupEnv(unsetVar)
+	require.False(t, set, "%s is set", unsetVar)
+	for _, c := range []struct {
+		name string
+		tls  string // the service's tls table, on line 15
+		want []string
+	}{
+		{
+			"an unset variable and a missing CA file",
+			`tls = { ca_file = "/nonexistent/ca.pem" }`,
+			[]string{
+				":11:9: middlewares.auth.value: environment variable " + unsetVar + " is not set (referenced as ${" + unsetVar + "})",
+				":15:19: services.up.load_balancer.tls.ca_file: open /nonexistent/ca.pem: no such file or directory",
+			},
+		},
+		{
+			"a CA file of a tls table with a problem of its own",
+			`tls = { ca_file = "/nonexistent/ca.pem", server_nam = "x" }`,
+			[]string{
+				":11:9: middlewares.auth.value: environment variable " + unsetVar + " is not set (referenced as ${" + unsetVar + "})",
+				`:15:42: unknown key "server_nam" in [services.up.load_balancer.tls] (did you mean "server_name"?)`,
+			},
+		},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := filepath.Join(t.TempDir(), "gateway.toml")
+			require.NoError(t, os.WriteFile(f, []byte(`[entrypoints.web]
+address = "127.0.0.1:8080"
+
+[routers.api]
+rule = "PathPrefix(`+"`/`"+`)"
+service = "up"
+middlewares = ["auth"]
+
+[middlewares.auth]
+type = "jwt"
+value = "${`+unsetVar+`}"
+
+[services.up.load_balancer]
+servers = [{ url = "https://127.0.0.1:9" }]
+`+c.tls+`
+`), 0o644))
+			var out, errb bytes.Buffer
+			require.Equal(t, 1, run([]string{"validate", f}, &out, &errb), errb.String())
+			want := make([]string, len(c.want))
+			for i, w := range c.want {
+				want[i] = f + w
+			}
+			require.Equal(t, want, strings.Split(strings.TrimSuffix(errb.String(), "\n"), "\n"))
+			require.Empty(t, out.String())
+		})
+	}
+}

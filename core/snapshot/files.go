@@ -12,8 +12,9 @@ import (
 )
 
 // CheckFiles returns the problems, in Compile's words, of the files cfg names that Compile
-// reads, without compiling anything else: each entrypoint's TLS certificates, and each jwt
-// middleware's public_key_file or jwks_file (or the key set at its jwks_url, which it fetches).
+// reads, without compiling anything else: each entrypoint's TLS certificates, each service's
+// upstream CA file (load_balancer.tls.ca_file), and each jwt middleware's public_key_file or
+// jwks_file (or the key set at its jwks_url, which it fetches).
 // It is for a configuration that did not load (config.LoadPartial), so that one report holds
 // both kinds of problem: a part with a problem of its own (config.Config.InError) is left out,
 // since the file it names may be what is wrong, or come from an unset ${VAR}. The list is
@@ -26,6 +27,15 @@ func CheckFiles(cfg *config.Config) config.ErrorList {
 			continue
 		}
 		errs = append(errs, tlsErrors(cfg, name, ep.TLS)...)
+	}
+	for _, name := range sortedKeys(cfg.Services) {
+		svc := cfg.Services[name]
+		if svc == nil || svc.LoadBalancer == nil || svc.LoadBalancer.TLS == nil || cfg.InError("services", name, "load_balancer", "tls") {
+			continue
+		}
+		if _, _, err := upstreamRoots(cfg, name, svc.LoadBalancer.TLS); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	for _, name := range sortedKeys(cfg.Middlewares) {
 		mw := cfg.Middlewares[name]
