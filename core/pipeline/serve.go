@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluice-gw/sluice/core/http1"
 	"github.com/sluice-gw/sluice/core/metrics"
+	"github.com/sluice-gw/sluice/core/openai"
 	"github.com/sluice-gw/sluice/core/relay"
 	"github.com/sluice-gw/sluice/pool"
 )
@@ -188,7 +189,15 @@ func (ep *Entrypoint) route(rc *RequestCtx, now time.Time) error {
 		return ErrNoRoute
 	}
 	rc.service = rc.route.Service
-	return rc.route.Chain.onRequest(rc)
+	err := rc.route.Chain.onRequest(rc)
+	if openai.AnthropicPath(rc.Req.Path) {
+		// The gateway's own answers for the upstream (502, 504, the SSE error event of a cut
+		// stream) are read by the client of the API the upstream serves at the path it is
+		// sent (after strip-prefix): on Anthropic's Messages API, in Anthropic's shape, as
+		// the middlewares' refusals on that path are. A model router has set it already.
+		rc.errShape = AnthropicErrors
+	}
+	return err
 }
 
 // trusts reports whether peer a is in TrustedIPs. A scan of the list: it holds the few load
