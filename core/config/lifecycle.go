@@ -212,7 +212,7 @@ func (c *Config) validateRevisions(e *errs, name string, s *Service) {
 			if srv.URL == "" && c.missing(append(sp, "url")...) {
 				e.add(c.Pos(sp...), "services.%s.revisions[%d].servers[%d].url is required", name, i, j)
 			} else if msg := checkServerURL(srv.URL); msg != "" && srv.URL != "" {
-				e.add(c.ValuePos(append(sp, "url")...), "services.%s.revisions[%d].servers[%d].url %q: %s", name, i, j, c.shown(srv.URL, append(sp, "url")...), c.MaskEnv(msg, append(sp, "url")...))
+				e.add(c.ValuePos(append(sp, "url")...), "services.%s.revisions[%d].servers[%d].url %q: %s", name, i, j, c.shownURL(srv.URL, append(sp, "url")...), c.MaskEnv(msg, append(sp, "url")...))
 			}
 			if srv.Weight < 1 || srv.Weight > MaxWeight {
 				e.add(c.ValuePos(append(sp, "weight")...), "services.%s.revisions[%d].servers[%d].weight %d: want 1..%d", name, i, j, srv.Weight, MaxWeight)
@@ -455,12 +455,12 @@ func (c *Config) validateScaling(e *errs, name string, s *Service) {
 		}
 		if k.URL != "" {
 			if msg := checkServerURL(k.URL); msg != "" {
-				e.add(at("kube", "url"), "services.%s.scaling.kube.url %q: %s", name, c.shown(k.URL, append(kp, "url")...), c.MaskEnv(msg, append(kp, "url")...))
+				e.add(at("kube", "url"), "services.%s.scaling.kube.url %q: %s", name, c.shownURL(k.URL, append(kp, "url")...), c.MaskEnv(msg, append(kp, "url")...))
 			}
 		}
 		if k.APIServer != "" {
 			if msg := checkAPIServerURL(k.APIServer); msg != "" {
-				e.add(at("kube", "api_server"), "services.%s.scaling.kube.api_server %q: %s", name, c.shown(k.APIServer, append(kp, "api_server")...), c.MaskEnv(msg, append(kp, "api_server")...))
+				e.add(at("kube", "api_server"), "services.%s.scaling.kube.api_server %q: %s", name, c.shownURL(k.APIServer, append(kp, "api_server")...), c.MaskEnv(msg, append(kp, "api_server")...))
 			}
 		}
 	case "":

@@ -336,7 +336,7 @@ func (c *Config) validateJWTOptions(e *errs, name string, m *Middleware) {
 	j.JWKSURL = o.str("jwks_url", "")
 	j.JWKSRefresh = o.duration("jwks_refresh", DefaultJWKSRefresh, MinJWKSRefresh, MaxJWKSRefresh)
 	if u := j.JWKSURL; u != "" && !strings.HasPrefix(u, "https://") && !strings.HasPrefix(u, "http://") {
-		e.add(c.ValuePos(o.path("jwks_url")...), "middlewares.%s.jwks_url %q: want an https:// URL", name, c.shown(u, o.path("jwks_url")...))
+		e.add(c.ValuePos(o.path("jwks_url")...), "middlewares.%s.jwks_url %q: want an https:// URL", name, c.shownURL(u, o.path("jwks_url")...))
 	}
 	if v, ok := o.value("forward_claims"); ok {
 		t, isTable := v.(map[string]any)

@@ -149,7 +149,10 @@ func redactURL(s string) string {
 		return s
 	}
 	u, err := url.Parse(s)
-	if err != nil || u.Scheme == "" || u.Host == "" && u.User == nil {
+	if err != nil {
+		return redactUserinfo(s)
+	}
+	if u.Scheme == "" || u.Host == "" && u.User == nil {
 		return s
 	}
 	rq, changed := redactQuery(u.RawQuery)
@@ -164,6 +167,22 @@ func redactURL(s string) string {
 	}
 	// url.URL.String escapes the mask in the user information; it is shown as written.
 	return strings.Replace(u.String(), url.PathEscape(Redacted), Redacted, 1)
+}
+
+// redactUserinfo returns s, text with "://" that does not parse as a URL (a host with a
+// placeholder such as {pod_ip}, a bad port), with what stands before the last '@' of its
+// authority masked, as a URL's user information is; s itself when it has none.
+func redactUserinfo(s string) string {
+	i := strings.Index(s, "://") + len("://")
+	end := len(s)
+	if j := strings.IndexAny(s[i:], "/?#"); j >= 0 {
+		end = i + j
+	}
+	at := strings.LastIndexByte(s[i:end], '@')
+	if at < 0 {
+		return s
+	}
+	return s[:i] + Redacted + s[i+at:]
 }
 
 // redactQuery returns q, a URL's query, with the values of its parameters of secret names

@@ -97,3 +97,73 @@ func TestRedactURLMasksEveryQueryCredential(t *testing.T) {
 		require.Equal(t, want, RedactURL(in), in)
 	}
 }
+
+// An error about a URL quotes it with its credentials masked, as the admin API shows it: the
+// errors of a refused reload go to the log and to the caller of POST /api/gateway/reload,
+// who is not shown the configuration's credentials otherwise. The position says where the
+// URL is; the message says what is wrong with it.
+func TestURLErrorsMaskCredentials(t *testing.T) {
+	const secret = "pw-LEAK"
+	_, err := LoadBytes("t.toml", []byte(`
+[entrypoints.web]
+address = "127.0.0.1:0"
+
+[routers.r]
+rule = "PathPrefix(`+"`/`"+`)"
+service = "s"
+
+[services.s.load_balancer]
+servers = [{ url = "http://u:`+secret+`@127.0.0.1:1" }, { url = "http://u:`+secret+`@{host}:1" }]
+
+[services.rev]
+revisions = [{ name = "a", traffic_percent = 100, servers = [{ url = "ftp://`+secret+`@127.0.0.1:1" }] }]
+
+[services.k.scaling]
+executor = "kube"
+[services.k.scaling.kube]
+api_server = "https://u:`+secret+`@10.0.0.1:443/?x=1"
+namespace = "n"
+deployment = "d"
+service = "s"
+url = "http://u:`+secret+`@{pod_ip}:8000"
+`))
+	if err == nil {
+		t.Fatal("loaded")
+	}
+	msg := err.Error()
+	_, jerr := LoadBytes("j.toml", []byte(`
+[entrypoints.web]
+address = "127.0.0.1:0"
+
+[routers.r]
+rule = "PathPrefix(`+"`/`"+`)"
+service = "s"
+middlewares = ["sso"]
+
+[middlewares.sso]
+type = "jwt"
+jwks_url = "ftp://u:`+secret+`@idp.example/jwks?access_token=`+secret+`"
+
+[services.s.load_balancer]
+servers = [{ url = "http://127.0.0.1:1" }]
+`))
+	if jerr == nil {
+		t.Fatal("loaded")
+	}
+	msg += "\n" + jerr.Error()
+	if strings.Contains(msg, secret) {
+		t.Errorf("an error shows a credential:\n%s", msg)
+	}
+	for _, want := range []string{
+		`j.toml:12:12: middlewares.sso.jwks_url "ftp://<redacted>@idp.example/jwks?access_token=<redacted>": want an https:// URL`,
+		`t.toml:10:20: services.s.load_balancer.servers[0].url "http://<redacted>@127.0.0.1:1": URL must not carry user info`,
+		`services.s.load_balancer.servers[1].url "http://<redacted>@{host}:1": `,
+		`services.rev.revisions[0].servers[0].url "ftp://<redacted>@127.0.0.1:1": URL scheme must be http or https`,
+		`services.k.scaling.kube.api_server "https://<redacted>@10.0.0.1:443/?x=1": URL must be`,
+		`services.k.scaling.kube.url "http://<redacted>@{pod_ip}:8000": `,
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("no %q in:\n%s", want, msg)
+		}
+	}
+}

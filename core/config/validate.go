@@ -475,7 +475,7 @@ func (c *Config) validate(e *errs, lookup func(string) (string, bool)) {
 			if srv.URL == "" && c.missing(append(sp, "url")...) {
 				e.add(c.Pos(sp...), "services.%s.load_balancer.servers[%d].url is required", name, i)
 			} else if msg := checkServerURL(srv.URL); msg != "" && srv.URL != "" {
-				e.add(c.ValuePos(append(sp, "url")...), "services.%s.load_balancer.servers[%d].url %q: %s", name, i, c.shown(srv.URL, append(sp, "url")...), c.MaskEnv(msg, append(sp, "url")...))
+				e.add(c.ValuePos(append(sp, "url")...), "services.%s.load_balancer.servers[%d].url %q: %s", name, i, c.shownURL(srv.URL, append(sp, "url")...), c.MaskEnv(msg, append(sp, "url")...))
 			}
 			if srv.Weight < 1 || srv.Weight > MaxWeight {
 				e.add(c.ValuePos(append(sp, "weight")...), "services.%s.load_balancer.servers[%d].weight %d: want 1..%d", name, i, srv.Weight, MaxWeight)

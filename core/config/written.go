@@ -45,6 +45,13 @@ func (c *Config) shown(v string, path ...string) string {
 	return v
 }
 
+// shownURL is shown for a URL, with its credentials masked (RedactURL): an error about a URL
+// goes to the log and to the caller of a reload, who is not shown the configuration's
+// credentials otherwise.
+func (c *Config) shownURL(v string, path ...string) string {
+	return redactURL(c.shown(v, path...))
+}
+
 // MaskEnv returns s with the value of every environment variable that was substituted into
 // a string at keyPath, or anywhere under it, replaced by its ${NAME} reference. It is for
 // text derived from such values that Written cannot give back — the message of an error
