@@ -402,3 +402,60 @@ func TestMaxIdleConnsSharedWithLoops(t *testing.T) {
 		t.Fatalf("stats %+v, want the slot the loop gave back used by the idle stack", s)
 	}
 }
+
+// TestStatsDropsIdleConnsTheUpstreamClosed: Stats checks the idle stack first, so Idle counts
+// only the conns that may carry a request. Of three idle conns the upstream closes the second
+// one; Stats counts two, the other two stay pooled, most recently used on top, and carry the
+// next requests without a dial, and once the upstream is gone Stats counts none.
+func TestStatsDropsIdleConnsTheUpstreamClosed(t *testing.T) {
+	kill, killed := make(chan struct{}), make(chan struct{})
+	u := startUpstream(t, func(c net.Conn, n int) {
+		br := bufio.NewReader(c)
+		for {
+			if _, ok := readReq(br); !ok {
+				return
+			}
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+			if n == 2 {
+				<-kill
+				c.Close() // the upstream ends this conn while it is idle
+				close(killed)
+				return
+			}
+		}
+	})
+	p := New(Options{Addr: u.addr()})
+	defer p.Close()
+	xs := []*Exchange{AcquireExchange(), AcquireExchange(), AcquireExchange()}
+	for _, x := range xs {
+		if err := x.RoundTrip(p, []byte(getHead), nil, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, x := range xs {
+		if _, err := readAll(x, false, 64); err != nil {
+			t.Fatal(err)
+		}
+		ReleaseExchange(x) // idle in the order dialled
+	}
+	if s := p.Stats(); s.Idle != 3 {
+		t.Fatalf("stats %+v, want 3 idle", s)
+	}
+	close(kill)
+	recv(t, killed, "upstream close")
+	if s := p.Stats(); s.Idle != 2 {
+		t.Fatalf("stats %+v: the conn the upstream closed is still counted", s)
+	}
+	for i := 0; i < 2; i++ {
+		if _, _, err := roundTrip(t, p, getHead, false, 64); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s := p.Stats(); s.Dials != 3 || s.Reuses != 2 || s.Idle != 2 {
+		t.Fatalf("stats %+v, want the two open conns reused, no dial", s)
+	}
+	u.close()
+	if s := p.Stats(); s.Idle != 0 {
+		t.Fatalf("stats %+v, want no idle conn once the upstream closed them all", s)
+	}
+}

@@ -50,6 +50,10 @@ type Pool struct {
 	idleNs  int64
 	sweepNs int64
 
+	// pruneMu makes pruneIdle calls one at a time: each puts the conns it checked back below
+	// the stack, which keeps it ordered by idleAt only if no other check took conns meanwhile.
+	pruneMu sync.Mutex
+
 	mu        sync.Mutex
 	idle      []*conn // LIFO: idle[len-1] is the most recently used, idleAt ascends with index
 	nextSweep int64
@@ -69,7 +73,10 @@ type Pool struct {
 
 // Stats is a snapshot of a Pool's counters.
 type Stats struct {
-	Idle       int // idle conns now: the idle stack's and the event loops' (HoldIdle)
+	// Idle counts the idle conns now, the idle stack's and the event loops' (HoldIdle), less
+	// those the upstream closed: Stats checks the idle stack's first (pruneIdle), and a loop's
+	// poller drops its own as it sees them close.
+	Idle       int
 	Active     int // conns checked out by Exchanges now (RoundTrip or AttachLoop)
 	Dials      int // successful dials (TCP + TLS, RoundTrip or Dial) since New
 	Reuses     int // exchanges served on a pooled (reused) conn since New, on either path
@@ -106,8 +113,11 @@ func (p *Pool) Addr() string { return p.o.Addr }
 // Options returns the pool's options with defaults applied.
 func (p *Pool) Options() Options { return p.o }
 
-// Stats returns a snapshot of the pool's counters.
+// Stats returns a snapshot of the pool's counters, after closing the idle conns the upstream
+// closed or sent unasked bytes on (pruneIdle): one non-blocking system call per idle conn of
+// the idle stack, so that a backend that died shows no idle conns.
 func (p *Pool) Stats() Stats {
+	p.pruneIdle()
 	return Stats{
 		Idle:       int(p.idleN.Load()),
 		Active:     int(p.active.Load()),
@@ -252,6 +262,47 @@ func (p *Pool) getIdle() *conn {
 		p.reuses.Add(1)
 		return c
 	}
+}
+
+// pruneIdle closes the conns of the idle stack that getIdle would not reuse (conn.alive: closed
+// or reset by the upstream, or bytes from it since the last response), as taking them would.
+// The stack is taken whole and the conns still open go back under those put meanwhile, so the
+// checks run outside p.mu; a request that finds the stack empty meanwhile dials.
+func (p *Pool) pruneIdle() {
+	p.pruneMu.Lock()
+	defer p.pruneMu.Unlock()
+	p.mu.Lock()
+	idle := p.idle
+	p.idle = nil
+	p.mu.Unlock()
+	if len(idle) == 0 {
+		return
+	}
+	keep := idle[:0]
+	for _, c := range idle {
+		if c.alive() {
+			keep = append(keep, c)
+		} else {
+			c.close()
+			p.idleN.Add(-1)
+		}
+	}
+	clear(idle[len(keep):])
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		p.idleN.Add(-int64(len(keep)))
+		for _, c := range keep {
+			c.close()
+		}
+		return
+	}
+	// keep went idle before every conn put since it was taken: below them, idleAt ascends.
+	p.idle = append(keep, p.idle...)
+	if len(p.idle) > 0 && !p.armed {
+		p.armLocked(p.idle[0].idleAt + p.idleNs - p.now() + p.slackNs)
+	}
+	p.mu.Unlock()
 }
 
 // put returns a healthy conn (response fully read, keep-alive) to the idle stack, or closes it

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -158,6 +159,91 @@ func TestMaxIdleConnsIsPerServer(t *testing.T) {
 				}
 				return s.IdleConns == maxIdle && s.Dials == inFlight
 			})
+		})
+	}
+}
+
+// killableUpstream is an echo upstream that kill stops as a crashed server does: its listener
+// and every connection it accepted are closed, so the gateway's idle connections to it get
+// the upstream's FIN.
+type killableUpstream struct {
+	ln    net.Listener
+	mu    sync.Mutex
+	conns []net.Conn
+	wg    sync.WaitGroup
+}
+
+func serveKillable(t *testing.T) *killableUpstream {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	u := &killableUpstream{ln: ln}
+	u.wg.Add(1)
+	go func() {
+		defer u.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			u.mu.Lock()
+			u.conns = append(u.conns, c)
+			u.mu.Unlock()
+			u.wg.Add(1)
+			go func() {
+				defer u.wg.Done()
+				r := bufio.NewReader(c)
+				for {
+					head, body, err := readRequest(r)
+					if err != nil || !echo(c, r, head, body) {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	t.Cleanup(u.kill)
+	return u
+}
+
+func (u *killableUpstream) addr() string { return u.ln.Addr().String() }
+
+// kill closes the listener and every connection, and waits for the serving goroutines.
+func (u *killableUpstream) kill() {
+	_ = u.ln.Close()
+	u.mu.Lock()
+	for _, c := range u.conns {
+		_ = c.Close()
+	}
+	u.conns = nil
+	u.mu.Unlock()
+	u.wg.Wait()
+}
+
+// The admin API's idle_conns and the sluice_upstream_idle_connections gauge count the idle
+// connections that may carry a request: once a backend dies, the connections it closed are
+// not counted. On the worker path (the pool's idle stack, gnet-worker and fasthttp) the pool
+// checks its idle connections when asked, so the first look after the kill shows none; on
+// the event loop path each loop's poller sees the close and drops the connection at once.
+func TestBackendStatsDropIdleConnsOfADeadBackend(t *testing.T) {
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			up := serveKillable(t)
+			addr, admin := startPoolGateway(t, engine, up.addr(), "")
+			c := dial(t, addr)
+			send(t, c, "GET /x HTTP/1.1\r\nHost: gw\r\n\r\n")
+			require.Equal(t, 200, readResponse(t, bufio.NewReader(c), false).status)
+			waitBackendStats(t, admin, "the request's upstream connection idle", func(s backendStats) bool { return s.IdleConns == 1 })
+
+			up.kill()
+			gauge := fmt.Sprintf(`sluice_upstream_idle_connections{service="up",backend="http://%s"}`, up.addr())
+			if engine == "gnet" {
+				waitBackendStats(t, admin, "the loop dropped the closed connection", func(s backendStats) bool { return s.IdleConns == 0 })
+			} else {
+				require.Zero(t, getBackendStats(t, admin).IdleConns, "the connection the dead backend closed is not idle")
+			}
+			_, page := adminGet(t, admin+"/metrics")
+			require.Contains(t, page, gauge+" 0", "the gauge agrees")
 		})
 	}
 }
