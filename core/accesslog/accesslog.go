@@ -53,8 +53,8 @@ func dropLevel(groups []string, a slog.Attr) slog.Attr {
 //
 // Fields: time (RFC 3339, when the request was complete), request_id, entrypoint, router,
 // service, backend (the server's URL), method, path (the client's, without the query: before
-// a strip-prefix stage rewrote it), status, bytes_in
-// (request body), bytes_out (response body relayed), duration_ms, ttft_ms (streamed
+// a strip-prefix stage rewrote it), status, bytes_in (request body), bytes_out (response
+// body bytes sent, the gateway's own included), duration_ms, ttft_ms (streamed
 // responses), upstream_error (a failure reason), canceled (the client left), gateway_reply
 // (the gateway answered itself), client_ip; on model routers also model (the alias),
 // consumer, usage_known and prompt_tokens, completion_tokens, cached_tokens (the upstream's

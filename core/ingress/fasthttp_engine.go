@@ -603,6 +603,9 @@ func (fx *fastExchange) writeReply(ctx *fasthttp.RequestCtx, rc *pipeline.Reques
 		rh.Set("Retry-After", strconv.Itoa(ra))
 	}
 	fx.headBuf = rc.ReplyBody(fx.headBuf[:0])
+	if ctx.Response.SkipBody {
+		rc.OmitReplyBody() // a HEAD request rc may not know as one (refuse)
+	}
 	ctx.Response.SetBody(fx.headBuf)
 	fx.addTo = nil
 }

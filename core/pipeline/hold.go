@@ -289,8 +289,10 @@ func (rc *RequestCtx) relayHeld(ds Downstream) error {
 }
 
 // sendRaw sends p as stream bytes of the held response, framed for the client, without
-// counting them as the upstream's (no timing observation).
+// counting them as the upstream's (no timing observation); they count as the gateway's own
+// body bytes (Outcome.BytesOut).
 func (rc *RequestCtx) sendRaw(ds Downstream, p []byte) error {
+	rc.ownOut += int64(len(p))
 	bp := GetBuf()
 	b := (*bp)[:0]
 	if rc.framing == relay.Chunk {

@@ -67,6 +67,9 @@ type RequestCtx struct {
 	websocket bool    // a valid WebSocket opening handshake: forwarded with its upgrade
 	upgraded  bool    // the upstream accepted it (101): the engine runs Tunnel
 	tunnelOut int64   // bytes the upstream sent through the tunnel
+	// ownOut counts the body bytes the gateway wrote itself: its reply's (appendReply,
+	// ReplyBody), or a held stream's keep-alives and error event (sendRaw).
+	ownOut int64
 
 	reply    Reply
 	replied  bool
@@ -113,7 +116,10 @@ type fieldRef struct{ k0, k1, v1 int }
 type Outcome struct {
 	// Status is the status sent to the client (0 when nothing was sent).
 	Status int
-	// BytesOut counts response body bytes relayed from the upstream.
+	// BytesOut counts the response body bytes sent to the client, whoever wrote them: the
+	// upstream's relayed (with the gateway's error event that ends a stream it cut), the
+	// gateway's own reply, a held stream's keep-alives; for a tunnel, what the upstream sent.
+	// 0 for a response without a body (HEAD, 204, 304).
 	BytesOut int64
 	// TTFT is the time from the request to the first body byte of a streamed response
 	// (0 when there was none).
@@ -199,7 +205,7 @@ func (rc *RequestCtx) reset(ep *Entrypoint, now time.Time) {
 	rc.choice.Reset()
 	rc.framing, rc.sse, rc.keepAlive, rc.isHEAD, rc.ended = relay.None, false, rc.Req.KeepAlive, false, false
 	rc.maxFwd = -1
-	rc.websocket, rc.upgraded, rc.tunnelOut = false, false, 0
+	rc.websocket, rc.upgraded, rc.tunnelOut, rc.ownOut = false, false, 0, 0
 	rc.pending = rc.pending[:0]
 	rc.dropKept()
 	rc.releaseWhole()

@@ -910,8 +910,10 @@ func (rc *RequestCtx) appendReply(dst []byte) []byte {
 		h := appendContentLength(hdr[:0], int64(n))
 		h = appendConnection(h, &rc.Req, rc.keepAlive)
 		if rc.isHEAD {
+			rc.ownOut = 0
 			return append(dst[:mark], h...)
 		}
+		rc.ownOut = int64(n)
 		dst = append(dst, h...)
 		copy(dst[mark+len(h):], dst[mark:mark+n])
 		copy(dst[mark:], h)
@@ -924,19 +926,35 @@ func (rc *RequestCtx) appendReply(dst []byte) []byte {
 	}
 	dst = appendConnection(dst, &rc.Req, rc.keepAlive)
 	if rc.isHEAD || noContent {
+		rc.ownOut = 0
 		return dst
 	}
+	rc.ownOut = int64(len(body))
 	return append(dst, body...)
 }
 
 // ReplyBody returns the body of a gateway reply, appended to dst (engines that set a body
-// rather than write raw bytes).
+// rather than write raw bytes). Its length counts as the body sent (Outcome.BytesOut), unless
+// the request is HEAD or the status has no content; an engine that leaves the body out for
+// another reason calls OmitReplyBody.
 func (rc *RequestCtx) ReplyBody(dst []byte) []byte {
+	n := len(dst)
 	if rc.reply.err != nil {
-		return appendErrorBodyShaped(dst, rc.reply.err, rc.errShape)
+		dst = appendErrorBodyShaped(dst, rc.reply.err, rc.errShape)
+	} else {
+		dst = append(dst, rc.reply.Body...)
 	}
-	return append(dst, rc.reply.Body...)
+	rc.ownOut = 0
+	if st := rc.reply.Status; !rc.isHEAD && st >= 200 && st != 204 && st != 304 {
+		rc.ownOut = int64(len(dst) - n)
+	}
+	return dst
 }
+
+// OmitReplyBody records that the engine sends the gateway's reply without the body ReplyBody
+// gave (an answer to a HEAD request the engine could not hand to the pipeline whole): no body
+// bytes count as sent.
+func (rc *RequestCtx) OmitReplyBody() { rc.ownOut = 0 }
 
 // ReplyContentType and ReplyRetryAfter describe a gateway reply for engines that set fields.
 func (rc *RequestCtx) ReplyContentType() string { return rc.reply.ContentType }
@@ -1286,13 +1304,18 @@ func (rc *RequestCtx) FinishAt(now time.Time) {
 		rc.route.M.StreamEnded()
 	}
 	o := &rc.outcome
-	if rc.upgraded {
+	switch {
+	case rc.upgraded:
 		o.BytesOut = rc.tunnelOut
-	} else if rc.x != nil || rc.hadX {
-		o.BytesOut = rc.relay.Bytes()
-		if !rc.ended && !o.Canceled && o.UpstreamError == "" && !rc.replied {
+	case rc.replied:
+		o.BytesOut = rc.ownOut
+	case rc.x != nil || rc.hadX:
+		o.BytesOut = rc.relay.Bytes() + rc.ownOut
+		if !rc.ended && !o.Canceled && o.UpstreamError == "" {
 			o.Canceled = true // the engine stopped before the end: the client left
 		}
+	default:
+		o.BytesOut = rc.ownOut // a held stream that ended before it went upstream
 	}
 	rc.count(now)
 	// A completion stage or hook that panics (a bug) must not keep the others, or the

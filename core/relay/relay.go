@@ -173,7 +173,8 @@ func (r *Relay) Timed() bool { return r.framing != Length }
 func (r *Relay) Framing() Framing { return r.framing }
 
 // Bytes returns the upstream body bytes relayed so far (wire bytes for raw framings, payload
-// otherwise), the figure counted as response bytes.
+// otherwise) and the payload of the error event Fail added, the figure counted as response
+// bytes.
 func (r *Relay) Bytes() int64 { return r.bytes }
 
 // Keep accounts for the upstream bytes p just read, which follow the payload accounted for
@@ -331,11 +332,14 @@ func (r *Relay) Fail(dst, event []byte) []byte {
 	r.ended = true
 	switch r.framing {
 	case Chunk:
-		dst = http1.AppendChunkHeader(dst, r.failLen(event))
+		n := r.failLen(event)
+		r.bytes += int64(n)
+		dst = http1.AppendChunkHeader(dst, n)
 		dst = r.appendFail(dst, event)
 		dst = append(dst, '\r', '\n')
 		return append(dst, http1.LastChunk...)
 	case Close, Payload:
+		r.bytes += int64(r.failLen(event))
 		return r.appendFail(dst, event)
 	}
 	return dst
