@@ -318,7 +318,7 @@ func (d *decoder) str(path []string, v any) (string, bool) {
 		d.errs.add(d.valPos(path), "%s: %s", dotted(path), msg)
 		return "", false
 	}
-	d.cfg.expanded[joinPath(path)] = expansion{written: s, vars: vars}
+	d.cfg.expanded[joinPath(path)] = expansion{written: s, value: out, vars: vars}
 	return out, true
 }
 

@@ -18,6 +18,7 @@ import (
 // expansion is a string value written with "${" in the file.
 type expansion struct {
 	written string   // the value as written, before expansion
+	value   string   // the value expanded
 	vars    []envVar // the variables substituted into it
 }
 
@@ -52,56 +53,162 @@ func (c *Config) shownURL(v string, path ...string) string {
 	return redactURL(c.shown(v, path...))
 }
 
-// MaskEnv returns s with the value of every environment variable that was substituted into
-// a string at keyPath, or anywhere under it, replaced by its ${NAME} reference. It is for
-// text derived from such values that Written cannot give back — the message of an error
-// found in a rule, a URL or a file named by the configuration. A value that is a URL with a
-// host is masked in its host:port and its host too, which errors about reaching it quote
-// apart from the URL. With no keyPath it masks every variable the configuration used. Empty
-// values are left alone.
+// MaskEnv returns s with every value that came from a variable substituted into a string at
+// keyPath, or anywhere under it, replaced by its ${NAME} reference: the value of the variable,
+// the string it was substituted into (by the string as written), and for a URL its host:port
+// and its host, which errors about reaching it quote apart from the URL. It is for text
+// derived from such values that Written cannot give back — the message of an error found in
+// a rule, a URL or a file named by the configuration. A value shorter than maskAnywhereBytes
+// is replaced only where it stands as a whole token of s, not inside a longer word, number
+// or dotted name (maskToken): a short value (a port, a letter) would otherwise garble
+// unrelated text and so point at itself; a value written glued to other text is masked
+// within the string it is part of. A longer value (a key, a token) is replaced wherever it
+// occurs. With no keyPath it masks every variable the configuration used. Empty values are
+// left alone.
 func (c *Config) MaskEnv(s string, keyPath ...string) string {
 	prefix := joinPath(keyPath)
 	seen := map[string]bool{}
-	var vars []envVar
+	var pairs []envVar // value: what s may hold; name: what replaces it
 	for p, x := range c.expanded {
 		if len(keyPath) > 0 && p != prefix && !strings.HasPrefix(p, prefix+pathSep) {
 			continue
 		}
+		used := false
 		for _, v := range x.vars {
-			if v.value != "" && !seen[v.name] {
-				seen[v.name] = true
-				vars = append(vars, v)
+			if v.value == "" {
+				continue
+			}
+			used = true
+			if seen[v.name] {
+				continue
+			}
+			seen[v.name] = true
+			ref := "${" + v.name + "}"
+			pairs = append(pairs, envVar{name: ref, value: v.value})
+			// A URL's address is quoted apart from the URL (a dial's "dial tcp HOST:PORT", a
+			// lookup's host): it names the variable too.
+			for _, part := range urlAddress(v.value) {
+				pairs = append(pairs, envVar{name: ref, value: part})
 			}
 		}
+		if used {
+			pairs = append(pairs, envVar{name: x.written, value: x.value})
+			pairs = append(pairs, writtenAddress(x.value, x.written)...)
+		}
 	}
-	if len(vars) == 0 {
+	if len(pairs) == 0 {
 		return s
 	}
-	// A URL's address is quoted apart from the URL (a dial's "dial tcp HOST:PORT", a lookup's
-	// host): it names the variable too.
-	for _, v := range vars[:len(vars):len(vars)] {
-		for _, part := range urlAddress(v.value) {
-			vars = append(vars, envVar{name: v.name, value: part})
-		}
-	}
-	// Longest first: a Replacer tries its pairs in order at each position, and the longer
-	// value must win where one variable's value contains another's.
-	sort.Slice(vars, func(i, j int) bool {
-		if len(vars[i].value) != len(vars[j].value) {
-			return len(vars[i].value) > len(vars[j].value)
-		}
-		return vars[i].name < vars[j].name
-	})
-	pairs := make([]string, 0, 4*len(vars))
-	for _, v := range vars {
-		ref := "${" + v.name + "}"
-		pairs = append(pairs, v.value, ref)
-		// The same value inside a %q-quoted fragment of a message.
+	// The same values inside a %q-quoted fragment of a message.
+	for _, v := range pairs[:len(pairs):len(pairs)] {
 		if q := strconv.Quote(v.value); q[1:len(q)-1] != v.value {
-			pairs = append(pairs, q[1:len(q)-1], ref)
+			pairs = append(pairs, envVar{name: v.name, value: q[1 : len(q)-1]})
 		}
 	}
-	return strings.NewReplacer(pairs...).Replace(s)
+	// Longest first: the longer value must win where one contains another.
+	sort.Slice(pairs, func(i, j int) bool {
+		if len(pairs[i].value) != len(pairs[j].value) {
+			return len(pairs[i].value) > len(pairs[j].value)
+		}
+		return pairs[i].name < pairs[j].name
+	})
+	return maskTokens(s, pairs)
+}
+
+// maskAnywhereBytes is the length from which MaskEnv masks a value wherever it occurs, not only
+// as a whole token: a secret's length (an API key, a token), which text the value did not
+// produce holds by chance no more than the value as a whole token, while a context the token
+// rule does not know (an encoding, a value glued to another in a message) could show it.
+const maskAnywhereBytes = 16
+
+// maskTokens returns s with each value of pairs replaced by its name where it stands as a
+// whole token (maskToken), or anywhere when it is maskAnywhereBytes long or longer, the
+// first pair that does winning at each position.
+func maskTokens(s string, pairs []envVar) string {
+	var b strings.Builder
+	done := 0 // s[:done] is in b
+	for i := 0; i < len(s); {
+		n := 0
+		for _, p := range pairs {
+			if strings.HasPrefix(s[i:], p.value) && (len(p.value) >= maskAnywhereBytes || maskToken(s, i, i+len(p.value))) {
+				b.WriteString(s[done:i])
+				b.WriteString(p.name)
+				n = len(p.value)
+				break
+			}
+		}
+		if n == 0 {
+			i++
+			continue
+		}
+		i += n
+		done = i
+	}
+	if done == 0 {
+		return s
+	}
+	b.WriteString(s[done:])
+	return b.String()
+}
+
+// maskToken reports whether s[i:j] stands as a whole token of s: where it begins or ends with a
+// word byte (a letter, digit, '_' or a byte of a multi-byte character), the byte beside it is
+// not one, nor a '.' or '-' that joins a word byte to it (as in 10.0.0.80 or gpu-7, where 80
+// and 7 are parts of another name). A percent-escape before it (a URL's "%3D" for '=') is a
+// separator, not part of a word.
+func maskToken(s string, i, j int) bool {
+	if wordByte(s[i]) && i > 0 && !(i > 2 && s[i-3] == '%' && hexByte(s[i-2]) && hexByte(s[i-1])) {
+		if c := s[i-1]; wordByte(c) || (c == '.' || c == '-') && i > 1 && wordByte(s[i-2]) {
+			return false
+		}
+	}
+	if wordByte(s[j-1]) && j < len(s) {
+		if c := s[j]; wordByte(c) || (c == '.' || c == '-') && j+1 < len(s) && wordByte(s[j+1]) {
+			return false
+		}
+	}
+	return true
+}
+
+func hexByte(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+func wordByte(c byte) bool {
+	return c >= 0x80 || c == '_' || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
+}
+
+// writtenAddress pairs the host:port and the host of value, a URL expanded from written, with
+// the same parts of written, when a variable was substituted into them: "gpu7.internal" with
+// "${HOST}${N}.internal" for http://${HOST}${N}.internal:8000.
+func writtenAddress(value, written string) []envVar {
+	parts := urlAddress(value)
+	if len(parts) == 0 {
+		return nil
+	}
+	_, auth, ok := strings.Cut(written, "://")
+	if !ok {
+		return nil
+	}
+	if k := strings.IndexAny(auth, "/?#"); k >= 0 {
+		auth = auth[:k]
+	}
+	if k := strings.LastIndexByte(auth, '@'); k >= 0 {
+		auth = auth[k+1:]
+	}
+	if !strings.Contains(auth, "${") {
+		return nil // the address is as written: no variable in it
+	}
+	out := []envVar{{name: auth, value: parts[0]}}
+	if len(parts) > 1 {
+		host := auth
+		if k := strings.LastIndexByte(auth, ':'); k >= 0 && !strings.HasSuffix(auth, "]") {
+			host = auth[:k]
+		}
+		host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+		out = append(out, envVar{name: host, value: parts[1]})
+	}
+	return out
 }
 
 // urlAddress returns the host:port and the host of s when s is a URL with a host, as errors

@@ -165,3 +165,47 @@ func lines(l ErrorList) []string {
 	}
 	return out
 }
+
+// A value read from the environment is masked where it stands as a whole token of the text,
+// not inside a longer word or number: a short value (a port, a letter) would otherwise garble
+// unrelated text and so point at itself. The string it was substituted into is masked whole
+// wherever it occurs, so a value written glued to other text is masked there too.
+func TestMaskEnvMasksShortValuesAsWholeTokensOnly(t *testing.T) {
+	t.Setenv("SLUICE_T_PORT", "80")
+	t.Setenv("SLUICE_T_D", "o")
+	t.Setenv("SLUICE_T_HOST", "gpu")
+	t.Setenv("SLUICE_T_N", "7")
+	t.Setenv("SLUICE_T_KEY", "sk-0123456789abcdef0123456789abcdef")
+	c := mustLoad(t, withMinimal(
+		`[services.t.load_balancer]`,
+		`servers = [{ url = "http://127.0.0.1:${SLUICE_T_PORT}" }, { url = "http://${SLUICE_T_HOST}${SLUICE_T_N}.internal:8000" }]`,
+		`[middlewares.m]`,
+		`type = "rate-limit"`,
+		`rate = 60`,
+		`key = "header:X-${SLUICE_T_D}"`,
+		`[middlewares.k]`,
+		`type = "jwt"`,
+		`value = "${SLUICE_T_KEY}"`,
+	))
+	for msg, want := range map[string]string{
+		// The port masked where it is the port, not in 8080, 10.0.0.80 or 800.
+		`dial tcp 127.0.0.1:80: connect: connection refused (also tried 127.0.0.1:8080, 10.0.0.80, port 800)`: `dial tcp 127.0.0.1:${SLUICE_T_PORT}: connect: connection refused (also tried 127.0.0.1:8080, 10.0.0.80, port 800)`,
+		`Get "http://127.0.0.1:80/health": EOF`: `Get "http://127.0.0.1:${SLUICE_T_PORT}/health": EOF`,
+		`port 80 of 80`:                         `port ${SLUICE_T_PORT} of ${SLUICE_T_PORT}`,
+		// A value glued to literal text is masked where its string is quoted.
+		`dial tcp: lookup gpu7.internal on 127.0.0.53:53: no such host`:        `dial tcp: lookup ${SLUICE_T_HOST}${SLUICE_T_N}.internal on 127.0.0.53:53: no such host`,
+		`dial tcp gpu7.internal:8000: i/o timeout (gpu, gpu7b, gpu-7, my.gpu)`: `dial tcp ${SLUICE_T_HOST}${SLUICE_T_N}.internal:8000: i/o timeout (${SLUICE_T_HOST}, gpu7b, gpu-7, my.gpu)`,
+	} {
+		require.Equal(t, want, c.MaskEnv(msg, "services", "t"), "%s", msg)
+	}
+	for msg, want := range map[string]string{
+		`key "header:X-o": o is not a header`: `key "header:X-${SLUICE_T_D}": ${SLUICE_T_D} is not a header`,
+		`o.`:                                  `${SLUICE_T_D}.`,
+		`connection refused, no such host o.example, foo-o`: `connection refused, no such host o.example, foo-o`,
+		`GET /x?key=X-o&h=header%3Ao`:                       `GET /x?key=X-o&h=header%3A${SLUICE_T_D}`,
+	} {
+		require.Equal(t, want, c.MaskEnv(msg, "middlewares", "m"), "%s", msg)
+	}
+	// A value of a secret's length is masked wherever it occurs.
+	require.Equal(t, "Bearer${SLUICE_T_KEY}x and ${SLUICE_T_KEY}", c.MaskEnv("Bearersk-0123456789abcdef0123456789abcdefx and sk-0123456789abcdef0123456789abcdef", "middlewares", "k"))
+}
