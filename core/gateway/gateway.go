@@ -554,6 +554,7 @@ func (g *Gateway) Drain(ctx context.Context) error {
 		g.admin.close()
 	}
 	g.live.Load().Retire(nil)
+	g.live.Release() // the series of its routers, backends...: several gateways of a process do not pile them up
 	// The access log's lines are written by a goroutine: the last ones go out before the
 	// process exits, even after a drain that ran out of time.
 	fctx, cancel := context.WithTimeout(context.Background(), accessLogFlushTimeout)

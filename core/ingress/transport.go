@@ -168,15 +168,19 @@ type counters struct {
 }
 
 // publish exposes the series of entrypoint name once a transport of it serves: its counters m
-// and its gauges over c. It returns the release of the gauges, which the transport calls when
-// it has drained. Not before: a transport bound for a reload that is then refused never
-// serves, and leaves no series.
+// and its gauges over c. It returns their release, which the transport calls when it has
+// drained. Not before: a transport bound for a reload that is then refused never serves, and
+// leaves no series.
 func (c *counters) publish(name string, m *metrics.Entrypoint) (release func()) {
-	m.Publish()
-	return metrics.EntrypointGauges(name, c.conns.Load, c.active.Load)
+	counters := m.Publish()
+	gauges := metrics.EntrypointGauges(name, c.conns.Load, c.active.Load)
+	return func() {
+		gauges()
+		counters()
+	}
 }
 
-// releaseGauges releases what publish registered; nothing for a transport that never served.
+// releaseGauges releases what publish exposed; nothing for a transport that never served.
 func releaseGauges(release func()) {
 	if release != nil {
 		release()

@@ -160,3 +160,24 @@ func TestInForceForgetsModelRateLimitAndExclusionCounters(t *testing.T) {
 	require.Equal(t, []string{`sluice_rate_limited_total{middleware="inforce_rl"} 0`}, scrapeLines(`sluice_rate_limited_total{middleware="inforce_rl"}`), "named again, it starts from zero")
 	InForce(nil, held)
 }
+
+// An entrypoint's counters stay while a transport of it serves: one that replaces another
+// publishes before the other's release, and counts on; once the last is released they go,
+// and a transport of the name published later counts from zero.
+func TestEntrypointCountersGoWithItsLastTransport(t *testing.T) {
+	const series = `sluice_requests_total{entrypoint="inforce_gone"}`
+	old := ForEntrypoint("inforce_gone")
+	releaseOld := old.Publish()
+	old.Request()
+	cur := ForEntrypoint("inforce_gone") // a reload's new transport of the name
+	releaseCur := cur.Publish()
+	releaseOld()
+	cur.Request()
+	require.Equal(t, []string{series + " 2"}, scrapeLines(series), "the same counters, counting on")
+	releaseCur()
+	releaseCur() // a second call does nothing
+	require.Empty(t, scrapeLines(series), "no transport of the name serves")
+	again := ForEntrypoint("inforce_gone")
+	defer again.Publish()()
+	require.Equal(t, []string{series + " 0"}, scrapeLines(series))
+}

@@ -236,9 +236,22 @@ func ForEntrypoint(name string) *Entrypoint {
 	return e
 }
 
-// Publish exposes the entrypoint's counters: once it starts listening, so that an entrypoint
-// of a refused configuration, bound and dropped, leaves none. Idempotent.
-func (e *Entrypoint) Publish() { e.series.publish() }
+// Publish exposes the entrypoint's counters while a transport of it serves, and returns the
+// release that transport calls once it has drained (later calls do nothing). From when the
+// transport starts listening, so that an entrypoint of a refused configuration, bound and
+// dropped, leaves none; until no transport of the name serves any more (each Publish
+// released), when the counters are unexposed and forgotten, so that a reload that removes an
+// entrypoint, or a gateway that drained, leaves none either: an entrypoint of the name
+// published later counts from zero. The transports of one name share the counters: one that
+// replaces another (a reload changed its address) publishes before the other is released,
+// and the counts go on.
+func (e *Entrypoint) Publish() (release func()) {
+	if !e.series.hold() {
+		return func() {}
+	}
+	var once sync.Once
+	return func() { once.Do(e.series.release) }
+}
 
 // Shed counts a client connection closed for reason r. Allocation free.
 func (e *Entrypoint) Shed(r Shed) { e.shed[r].Inc() }
@@ -329,11 +342,12 @@ func (g *epGaugeSources) sum(name string, active bool) float64 {
 
 // series is a group of series that keep their values across reloads (a router's, a
 // backend's, an entrypoint's): created, unexposed, when a configuration naming them is
-// compiled, and exposed from the first publish on, once such a configuration is in force.
-// The same key gives the same group as long as the group is kept: while a configuration in
-// force names it (InForce), or for ever once published outside InForce (an entrypoint's).
-// A group no configuration in force names any more is unexposed and forgotten, and the key
-// then gives a new group, counting from zero. Its fields are guarded by allSeries.mu.
+// compiled (or an entrypoint's transport is made), and exposed from the first publish on,
+// once such a configuration is in force (or the transport serves). The same key gives the
+// same group as long as the group is kept: while a configuration in force names it
+// (InForce), or a transport of its entrypoint serves (hold), or for ever once published
+// outside both. A group nothing holds any more is unexposed and forgotten, and the key then
+// gives a new group, counting from zero. Its fields are guarded by allSeries.mu.
 type series struct {
 	key       string
 	s         *vm.Set
@@ -361,6 +375,29 @@ func seriesOf(key string) *series {
 		allSeries.m[key] = x
 	}
 	return x
+}
+
+// hold exposes the group and holds it until release, for a holder other than a configuration
+// in force (an entrypoint's serving transport); false, and nothing exposed or held, when
+// another group of its key is kept (keptLocked).
+func (x *series) hold() bool {
+	allSeries.mu.Lock()
+	defer allSeries.mu.Unlock()
+	if !x.keptLocked() {
+		return false
+	}
+	x.held++
+	x.publishLocked()
+	return true
+}
+
+// release lets go of a hold: the group goes when nothing holds it any more.
+func (x *series) release() {
+	allSeries.mu.Lock()
+	defer allSeries.mu.Unlock()
+	if x.held--; x.held == 0 {
+		x.forgetLocked()
+	}
 }
 
 // publish exposes the group; later calls do nothing.

@@ -687,6 +687,17 @@ func (l *Live) Activate(s *Snapshot) {
 	s.held = metrics.InForce(s.namedSeries(), prev)
 }
 
+// Release lets go of the series the snapshot in force holds (metrics.InForce), for a gateway
+// that stopped: those no other configuration in force names (another gateway's of the
+// process) are unexposed and forgotten. Call it once, after the snapshot was retired and no
+// request runs on it; nothing may be activated after it.
+func (l *Live) Release() {
+	if s := l.p.Load(); s != nil {
+		metrics.InForce(nil, s.held)
+		s.held = nil
+	}
+}
+
 // Hooks implements pipeline.Resolver: the completion stages of the snapshot in force.
 func (l *Live) Hooks() *pipeline.Chain { return l.p.Load().hooks }
 
