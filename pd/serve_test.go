@@ -1,15 +1,20 @@
 package pd_test
 
 import (
+	"bufio"
 	"bytes"
+	"context"
 	"io"
 	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-gw/sluice/bench/llmsim"
 )
 
 // A streamed chat completion through the gateway runs decode/prepare, prefill/execute and
@@ -113,5 +118,67 @@ func TestOtherEndpointsRefused(t *testing.T) {
 	require.Contains(t, string(b), `"unsupported_endpoint"`)
 	for i := range f.ids {
 		require.Empty(t, f.sim.Calls(i))
+	}
+}
+
+// A request a P/D alias cannot serve is refused before admission: with the alias's only slot
+// held by a chat stream and room for one in its queue, a request to another endpoint gets
+// its 400 at once, rather than a place in the queue (and, with no queue, a 429) for a request
+// that no slot could serve. The queue stays free for chat: a second chat request waits in it.
+func TestOtherEndpointsRefusedBeforeAdmission(t *testing.T) {
+	f := startFleet(t, func(i int, ic *llmsim.InstanceConfig) {
+		if ic.Role == llmsim.RoleDecode {
+			ic.Tokens, ic.ITL = 1<<20, llmsim.Duration(time.Millisecond) // a stream that outlasts the test
+		}
+	})
+	g := startGateway(t, f.gatewayTOML("max_concurrent_requests = 1\nmax_queued_requests = 1\nqueue_timeout_ms = 60000", ""))
+	base := "http://" + g.Addr("web")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "POST", base+"/v1/chat/completions", strings.NewReader(chatBody("hold the slot")))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	hold, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer hold.Body.Close()
+	require.Equal(t, 200, hold.StatusCode)
+	_, err = bufio.NewReader(hold.Body).ReadString('\n') // the stream is under way: the slot is taken
+	require.NoError(t, err)
+
+	client := &http.Client{Timeout: 10 * time.Second}
+	for _, c := range []struct{ path, body string }{
+		{"/v1/completions", `{"model":"chat","prompt":"hi"}`},
+		{"/v1/embeddings", `{"model":"chat","input":"hi"}`},
+		{"/v1/responses", `{"model":"chat","input":"hi"}`},
+		{"/v1/messages", `{"model":"chat","max_tokens":4,"messages":[{"role":"user","content":"hi"}]}`},
+	} {
+		start := time.Now()
+		resp, err := client.Post(base+c.path, "application/json", strings.NewReader(c.body))
+		require.NoError(t, err, "%s: the request waited for a slot", c.path)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.Equal(t, 400, resp.StatusCode, "%s: %s", c.path, b)
+		if c.path == "/v1/messages" { // Anthropic's error shape, which has no code
+			require.Contains(t, string(b), `"type":"invalid_request_error","message":"this model is served by prefill/decode workers`, c.path)
+		} else {
+			require.Contains(t, string(b), `"unsupported_endpoint"`, c.path)
+		}
+		t.Logf("%s: 400 in %v", c.path, time.Since(start))
+	}
+
+	// The queue's one place is still free: a chat request takes it and is served once the
+	// holding stream leaves.
+	done := make(chan int, 1)
+	go func() {
+		status, _, _ := streamErr(g.Addr("web"), `{"model":"chat","stream":true,"max_tokens":4,"messages":[{"role":"user","content":"after the holder"}]}`)
+		done <- status
+	}()
+	cancel()
+	select {
+	case status := <-done:
+		require.Equal(t, 200, status)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the queued chat request was not served after the holder left")
 	}
 }

@@ -2,7 +2,8 @@
 // an OpenAI-compatible request into a request for one model target. In the order the model
 // gateway applies them: the endpoint and the caller's grant for it (403), the body's
 // validation (400, naming the parameter), the model alias and the caller's grant for it (404
-// for both, so an alias a caller may not use is not disclosed), fair admission of the alias's
+// for both, so an alias a caller may not use is not disclosed), on a phase "decode" alias an
+// endpoint other than chat completions (400 unsupported_endpoint), fair admission of the alias's
 // pool (429 when its queue is full, 503 after the queue timeout), then the target by priority
 // and weight, with the request's "model" rewritten to the target's upstream model. A target
 // whose servers all fail before answering gives way to the next target of its priority, then
@@ -367,6 +368,11 @@ func (s *Stage) OnRequest(rc *pipeline.RequestCtx) error {
 	if caller != nil {
 		o.Consumer = caller.Name
 	}
+	// A P/D alias serves chat completions only: another endpoint is refused before it takes
+	// a slot or a place in the queue, which a request no target can serve must not hold.
+	if a.Limits.Phase == config.PhaseDecode && ep != openai.ChatCompletions {
+		return replyError(rc, ep, pd.ErrEndpoint)
+	}
 	if a.prefix != nil {
 		st.fingerprint(rc, caller)
 	}
@@ -384,11 +390,8 @@ func (s *Stage) OnRequest(rc *pipeline.RequestCtx) error {
 
 // serveDisaggregated runs a phase "decode" request on the prefill/decode workers of its
 // target (package pd), falling back to the next target while a target's worker pairs fail
-// before any response byte.
+// before any response byte. The request is a chat completion (OnRequest refused the others).
 func (st *state) serveDisaggregated(rc *pipeline.RequestCtx) error {
-	if st.ep != openai.ChatCompletions {
-		return replyError(rc, st.ep, pd.ErrEndpoint)
-	}
 	full := false // a target had no pair because its workers were at capacity
 	busy := false // a target's workers refused the request for want of room (429)
 	for {
