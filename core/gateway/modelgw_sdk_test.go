@@ -9,6 +9,7 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/param"
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/stretchr/testify/require"
 
@@ -97,9 +98,13 @@ func TestOpenAISDKsThroughModelRouter(t *testing.T) {
 
 // Requests the official SDKs build that OpenAI's API takes reach the upstream through a model
 // router, not the router's 400: a completions request with max_tokens 0 and echo (the prompt
-// scored, nothing generated, as vLLM serves it too), and a Responses input holding an item
-// reference made by openai-go's ResponseInputItemParamOfItemReference, which has no type.
-// The upstream answers each request with its body, so the answer is what it received.
+// scored, nothing generated, as vLLM serves it too), and one with a null prompt (nullable in
+// the SDKs' types); a Responses input holding an item reference made by openai-go's
+// ResponseInputItemParamOfItemReference, which has no type; a chat history holding the
+// assistant's earlier answers as openai-go's ToParam puts them back, a refusal or audio
+// without content; and a max_tokens a Python client wrote as a float (3.0), which vLLM
+// reads as 3. The upstream answers each request with its body, so the answer is what it
+// received. A body that starts with a byte order mark is refused with a message naming it.
 func TestModelRouterPassesRequestsOpenAITakes(t *testing.T) {
 	up := serveUpstream(t, echo)
 	for _, engine := range engines {
@@ -141,6 +146,46 @@ service = "up"
 				})
 				require.NoError(t, err, "%s", sdkErrorBody(err))
 				require.Contains(t, r.RawJSON(), `{"id":"msg_1"}`, "the upstream got the item reference as sent")
+			})
+			t.Run("completions prompt null", func(t *testing.T) {
+				c, err := client.Completions.New(ctx, openai.CompletionNewParams{
+					Model: "m", Prompt: openai.CompletionNewParamsPromptUnion{OfString: param.Null[string]()},
+				})
+				require.NoError(t, err, "%s", sdkErrorBody(err))
+				require.Contains(t, c.RawJSON(), `"prompt":null`, "the upstream got the request as sent")
+			})
+			t.Run("chat history with answers without content", func(t *testing.T) {
+				refusal := openai.ChatCompletionMessage{Role: "assistant", Refusal: "I can't help with that."}
+				audio := openai.ChatCompletionMessage{Role: "assistant", Audio: openai.ChatCompletionAudio{ID: "audio_1"}}
+				c, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+					Model: "m",
+					Messages: []openai.ChatCompletionMessageParamUnion{
+						openai.DeveloperMessage("Be brief."),
+						openai.UserMessage("Help me."),
+						refusal.ToParam(),
+						openai.UserMessage("Say it."),
+						audio.ToParam(),
+						openai.UserMessage("Again."),
+					},
+				})
+				require.NoError(t, err, "%s", sdkErrorBody(err))
+				require.Contains(t, c.RawJSON(), `"refusal":"I can't help with that."`, "the upstream got the request as sent")
+				require.Contains(t, c.RawJSON(), `"audio":{"id":"audio_1"}`, "the upstream got the request as sent")
+			})
+			t.Run("max_tokens written as a float", func(t *testing.T) {
+				body := `{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":3.0,"n":1.0}`
+				r := call(t, "POST", "http://"+addr+"/v1/chat/completions", "sk-test", body)
+				require.Equal(t, 200, r.status, r.raw)
+				require.Equal(t, body, r.raw, "the upstream got the request as sent")
+				r = call(t, "POST", "http://"+addr+"/v1/chat/completions", "sk-test", `{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":3.5}`)
+				require.Equal(t, 400, r.status, r.raw)
+				require.Equal(t, "max_tokens: expected an integer", errField(r, "message"))
+			})
+			t.Run("byte order mark", func(t *testing.T) {
+				r := call(t, "POST", "http://"+addr+"/v1/chat/completions", "sk-test", "\ufeff"+`{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
+				require.Equal(t, 400, r.status, r.raw)
+				require.Equal(t, "invalid_json", errField(r, "code"))
+				require.Equal(t, "invalid JSON at byte 0: the body starts with a UTF-8 byte order mark (EF BB BF), which JSON sent over a network must not have (RFC 8259, section 8.1)", errField(r, "message"))
 			})
 		})
 	}

@@ -135,12 +135,12 @@ func partWord(ep Endpoint) string {
 // message reads one element of "messages" (or one Responses input item) at d[v], which the
 // caller found in an array at level 2. A message is an object with a string "role" among the
 // endpoint's roles and a "content" that is a string or an array of content parts (objects
-// with a string "type"); on chat, an assistant message with tool_calls (or function_call) may
-// have a null or absent content, and a function message a null one. A Responses item whose
-// "type" is not "message" (a function call, a tool output, a reasoning item), or that has an
-// "id" but neither type nor role (an item reference), is only checked to be an object; a null
-// type is an absent one. Duplicate role, content or type members are refused, as on the top
-// level.
+// with a string "type"); on chat, an assistant message with tool_calls, function_call, refusal
+// or audio (any of them not null) may have a null or absent content, and a function message a
+// null one. A Responses item whose "type" is not "message" (a function call, a tool output, a
+// reasoning item), or that has an "id" but neither type nor role (an item reference), is only
+// checked to be an object; a null type is an absent one. Duplicate role, content or type
+// members are refused, as on the top level.
 func (p *peeker) message(v int, a at) int {
 	d := p.data
 	if d[v] != '{' {
@@ -156,7 +156,8 @@ func (p *peeker) message(v int, a at) int {
 		role, typ         []byte
 		roleKind, content valueKind // kindInvalid: absent
 		typeKind          valueKind
-		toolCalls         bool
+		toolCalls         bool // chat: non-null tool_calls or function_call
+		answered          bool // chat: a non-null refusal or audio, the assistant's answer without text
 		hasID             bool // a Responses item with a string "id"
 		partsErr          *ValidationError
 		seen              uint8
@@ -191,6 +192,9 @@ func (p *peeker) message(v int, a at) int {
 			}
 		case "tool_calls", "function_call":
 			toolCalls = toolCalls || d[mv] != 'n'
+			i = p.skipValue(mv, 3)
+		case "refusal", "audio":
+			answered = answered || d[mv] != 'n'
 			i = p.skipValue(mv, 3)
 		case "id":
 			hasID = p.ep == Responses && d[mv] == '"'
@@ -256,17 +260,21 @@ func (p *peeker) message(v int, a at) int {
 	}
 	chat := p.ep == ChatCompletions
 	assistant := string(role) == "assistant"
+	// A chat assistant message stands without text when it carries the answer otherwise:
+	// tool calls, a refusal, or audio (an earlier audio answer, by id). openai-go's
+	// ChatCompletionMessage.ToParam builds such messages, with content left out.
+	textless := chat && assistant && (toolCalls || answered)
 	switch content {
 	case kindString, kindArray:
 	case kindInvalid:
-		if !(chat && assistant && toolCalls) {
+		if !textless {
 			p.failAt(CodeMissingParameter, a.dot("content"), "missing required parameter")
 		}
 	case kindNull:
 		switch {
-		case chat && (assistant && toolCalls || string(role) == "function"):
+		case textless || chat && string(role) == "function":
 		case chat && assistant:
-			p.failAt(CodeInvalidType, a.dot("content"), "null is allowed only in an assistant message with tool_calls")
+			p.failAt(CodeInvalidType, a.dot("content"), "null is allowed only in an assistant message with tool_calls, function_call, refusal or audio")
 		default:
 			p.failAt(CodeInvalidType, a.dot("content"), "expected a string or an array of "+partWord(p.ep))
 		}
@@ -276,14 +284,14 @@ func (p *peeker) message(v int, a at) int {
 	return i
 }
 
-// foldedMember returns the message member sluice reads (role and content; tool_calls and
-// function_call in chat, type in a Responses input item) that key names in another case, or "":
-// a Go upstream (encoding/json) would read it as that member, while sluice validated
-// another or none.
+// foldedMember returns the message member sluice reads (role and content; tool_calls,
+// function_call, refusal and audio in chat, type in a Responses input item) that key names in
+// another case, or "": a Go upstream (encoding/json) would read it as that member, while
+// sluice validated another or none.
 func (p *peeker) foldedMember(key []byte) string {
 	switch p.ep {
 	case ChatCompletions:
-		return foldedName(key, "role", "content", "tool_calls", "function_call")
+		return foldedName(key, "role", "content", "tool_calls", "function_call", "refusal", "audio")
 	case Responses:
 		return foldedName(key, "role", "content", "type")
 	}
@@ -466,7 +474,7 @@ func kindWord(k valueKind) string {
 	return "an array of token ids"
 }
 
-// tokenID reads a token id at d[v]: an integer ≥ 0.
+// tokenID reads a token id at d[v]: an integer ≥ 0 (2.0 is 2, as for count).
 func (p *peeker) tokenID(v int, a at) int {
 	d := p.data
 	if kindAt(d, v) != kindNumber {
@@ -478,7 +486,7 @@ func (p *peeker) tokenID(v int, a at) int {
 	if end < 0 {
 		return -1
 	}
-	if n, ok := parseInt(d[v:end]); !integer || !ok || n < 0 {
+	if n, r := intValue(d[v:end], integer); r != intOK || n < 0 {
 		p.failAt(CodeInvalidValue, a, "expected a token id (an integer ≥ 0)")
 	}
 	return end

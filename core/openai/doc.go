@@ -38,7 +38,9 @@
 //
 //   - A body that is not well-formed JSON (RFC 8259: strings in valid UTF-8, control
 //     characters escaped, no trailing data, at most MaxDepth levels): code invalid_json, with
-//     the byte offset in Offset and in the message. It wins over every other fault.
+//     the byte offset in Offset and in the message. It wins over every other fault. A body
+//     that starts with a byte order mark is refused so, with a message that names the mark
+//     (RFC 8259 forbids it on the network; Go's encoding/json refuses it; no SDK sends one).
 //   - A body that is not an object, a "model" that is missing or not a non-empty string (or
 //     holds control characters or a lone \u surrogate), the required conversation
 //     ("messages", "prompt", embeddings' "input") missing or of the wrong shape, and on
@@ -47,20 +49,24 @@
 //     developer, user, assistant, tool, function; messages: user, assistant; Responses
 //     message items: user, assistant, system, developer) and a "content" that is a string or
 //     a non-empty array of parts (objects with a string "type"); on chat, null or no content
-//     is accepted from an assistant message with tool_calls (and null from a function
-//     message). Responses items of another type (function calls, tool outputs), and item
+//     is accepted from an assistant message with tool_calls, function_call, refusal or audio
+//     (openai-go's ChatCompletionMessage.ToParam leaves content out of a refusal or an audio
+//     answer), and null from a function message. Responses items of another type (function calls, tool outputs), and item
 //     references (an "id" with no type, or a null one, and no role), are only checked to be
 //     objects.
 //   - Ranges (OpenAI API reference; Anthropic's for /v1/messages): temperature 0..2 (0..1 on
 //     messages), top_p 0..1, presence_penalty and frequency_penalty −2..2, n ≥ 1, top_k ≥ 0,
 //     max_tokens (≥ 0 on completions, where 0 with echo scores the prompt and generates
-//     nothing), max_completion_tokens and max_output_tokens ≥ 1, integers written without
-//     fraction or exponent. stream and stream_options.include_usage are booleans, and
+//     nothing), max_completion_tokens and max_output_tokens ≥ 1. An integer (those, and token
+//     ids) may be written with a fraction or an exponent when its value is an integer: 3.0
+//     and 1e3 are 3 and 1000, as vLLM's pydantic models (lax mode) and llama.cpp read them;
+//     3.5 is refused. stream and stream_options.include_usage are booleans, and
 //     stream_options is allowed only with stream true. null stands for an absent optional
 //     parameter, as in OpenAI's API.
 //   - Embeddings input: a non-empty string, or 1..2048 elements all non-empty strings, all
 //     token ids (integers ≥ 0) or all non-empty token id arrays; completions' prompt alike,
-//     empty strings allowed.
+//     empty strings allowed, and null (nullable in OpenAI's API and the SDKs' types: the
+//     start of a document), which leaves Prompt absent.
 //
 // Two rules close the gap between what the gateway reads and what an upstream reads, so that
 // it never routes on one model while the upstream serves another:
@@ -72,9 +78,9 @@
 //   - A key that differs from such a parameter's name only in case ("Model", "STREAM", or
 //     "ſtream" with U+017F) is refused (ambiguous_parameter): Go servers decoding with
 //     encoding/json match struct fields case-insensitively, with that folding. So is such a
-//     variant of a member Peek reads inside a parameter: a message's role and content (tool_calls
-//     and function_call in chat, type in a Responses input item), a content part's type, and
-//     stream_options.include_usage.
+//     variant of a member Peek reads inside a parameter: a message's role and content
+//     (tool_calls, function_call, refusal and audio in chat, type in a Responses input item),
+//     a content part's type, and stream_options.include_usage.
 //
 // Keys are compared after decoding their escapes, as every JSON parser does: "mod\u0065l" is
 // "model" (and a second "model" beside it is a duplicate). Unknown parameters are not

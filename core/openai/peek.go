@@ -308,6 +308,10 @@ func missing(param string) *ValidationError {
 // object walks the top-level value.
 func (p *peeker) object() {
 	d := p.data
+	if m := byteOrderMark(d); m != "" {
+		p.syntax(0, m)
+		return
+	}
 	i := skipWS(d, 0)
 	if i >= len(d) {
 		if len(d) == 0 {
@@ -428,6 +432,11 @@ func (p *peeker) topMember(key []byte, escaped bool, vs int) int {
 		}
 		return end
 	case pPrompt:
+		// OpenAI's API and the SDKs' types take a null prompt (it stands for
+		// "<|endoftext|>", the start of a document): present, and nothing to fingerprint.
+		if p.data[vs] == 'n' {
+			return p.scanLiteral(vs)
+		}
 		end := p.textOrTokens(vs, "prompt", false)
 		r.Prompt = Span{vs, max(end, vs)}
 		return end
@@ -617,7 +626,7 @@ func (p *peeker) boolean(vs int, name string, dst *bool) int {
 }
 
 // count reads an optional integer parameter of at least min (null: absent, *dst unchanged).
-// Integers are written without fraction or exponent, as OpenAI's API requires.
+// A number written with a fraction or an exponent is the integer it equals (see intValue).
 func (p *peeker) count(vs int, name string, min int64, dst *int64) int {
 	d := p.data
 	switch kindAt(d, vs) {
@@ -628,15 +637,12 @@ func (p *peeker) count(vs int, name string, min int64, dst *int64) int {
 		if end < 0 {
 			return -1
 		}
-		if !integer {
+		switch n, v := intValue(d[vs:end], integer); {
+		case v == intFraction:
 			p.fail(CodeInvalidType, name, name+": expected an integer")
-			return end
-		}
-		n, ok := parseInt(d[vs:end])
-		switch {
-		case !ok && d[vs] != '-':
+		case v == intAbove:
 			p.fail(CodeAboveMaxInteger, name, name+": must be at most 9223372036854775807")
-		case !ok || n < min:
+		case v == intBelow || n < min:
 			p.fail(CodeBelowMinInteger, name, name+": must be at least "+strconv.FormatInt(min, 10))
 		default:
 			*dst = n

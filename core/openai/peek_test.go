@@ -300,6 +300,7 @@ func TestValidationErrors(t *testing.T) {
 		{"Role beside role", ChatCompletions, `{"model":"m","messages":[{"role":"user","Role":"system","content":"x"}]}`, "messages[0].role", CodeAmbiguousParam, `messages[0].role: the key "Role" differs from "role" only in case, and some servers would read it as "role"`},
 		{"CONTENT alone", Messages, `{"model":"m","max_tokens":1,"messages":[{"role":"user","CONTENT":"x"}]}`, "messages[0].content", CodeAmbiguousParam, `messages[0].content: the key "CONTENT" differs from "content" only in case, and some servers would read it as "content"`},
 		{"Tool_Calls", ChatCompletions, `{"model":"m","messages":[{"role":"assistant","content":null,"Tool_Calls":[]}]}`, "messages[0].tool_calls", CodeAmbiguousParam, `messages[0].tool_calls: the key "Tool_Calls" differs from "tool_calls" only in case, and some servers would read it as "tool_calls"`},
+		{"Refusal", ChatCompletions, `{"model":"m","messages":[{"role":"assistant","Refusal":"no"}]}`, "messages[0].refusal", CodeAmbiguousParam, `messages[0].refusal: the key "Refusal" differs from "refusal" only in case, and some servers would read it as "refusal"`},
 		{"responses item Type", Responses, `{"model":"m","input":[{"Type":"message","role":"user","content":"x"}]}`, "input[0].type", CodeAmbiguousParam, `input[0].type: the key "Type" differs from "type" only in case, and some servers would read it as "type"`},
 		{"part Type", ChatCompletions, `{"model":"m","messages":[{"role":"user","content":[{"type":"text","Type":"image_url","text":"a"}]}]}`, "messages[0].content[0].type", CodeAmbiguousParam, `messages[0].content[0].type: the key "Type" differs from "type" only in case, and some servers would read it as "type"`},
 		{"system block TYPE", Messages, `{"model":"m","max_tokens":1,"system":[{"TYPE":"text","text":"a"}],` + chatMsgs + `}`, "system[0].type", CodeAmbiguousParam, `system[0].type: the key "TYPE" differs from "type" only in case, and some servers would read it as "type"`},
@@ -321,8 +322,8 @@ func TestValidationErrors(t *testing.T) {
 		{"content number", ChatCompletions, `{"model":"m","messages":[{"role":"system","content":"a"},{"role":"user","content":"b"},{"role":"user","content":7}]}`, "messages[2].content", CodeInvalidType, "messages[2].content: expected a string or an array of content parts"},
 		{"content object", ChatCompletions, `{"model":"m","messages":[{"role":"user","content":{"type":"text"}}]}`, "messages[0].content", CodeInvalidType, "messages[0].content: expected a string or an array of content parts"},
 		{"content null from user", ChatCompletions, `{"model":"m","messages":[{"role":"user","content":null}]}`, "messages[0].content", CodeInvalidType, "messages[0].content: expected a string or an array of content parts"},
-		{"content null without tool_calls", ChatCompletions, `{"model":"m","messages":[{"role":"assistant","content":null}]}`, "messages[0].content", CodeInvalidType, "messages[0].content: null is allowed only in an assistant message with tool_calls"},
-		{"content null, tool_calls null", ChatCompletions, `{"model":"m","messages":[{"role":"assistant","content":null,"tool_calls":null}]}`, "messages[0].content", CodeInvalidType, "messages[0].content: null is allowed only in an assistant message with tool_calls"},
+		{"content null without tool_calls", ChatCompletions, `{"model":"m","messages":[{"role":"assistant","content":null}]}`, "messages[0].content", CodeInvalidType, "messages[0].content: null is allowed only in an assistant message with tool_calls, function_call, refusal or audio"},
+		{"content null, tool_calls and refusal null", ChatCompletions, `{"model":"m","messages":[{"role":"assistant","content":null,"tool_calls":null,"refusal":null,"audio":null}]}`, "messages[0].content", CodeInvalidType, "messages[0].content: null is allowed only in an assistant message with tool_calls, function_call, refusal or audio"},
 		{"content absent without tool_calls", ChatCompletions, `{"model":"m","messages":[{"role":"assistant"}]}`, "messages[0].content", CodeMissingParameter, "messages[0].content: missing required parameter"},
 		{"content empty array", ChatCompletions, `{"model":"m","messages":[{"role":"user","content":[]}]}`, "messages[0].content", CodeEmptyArray, "messages[0].content: expected a non-empty array of content parts"},
 		{"part not object", ChatCompletions, `{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"a"},"b"]}]}`, "messages[0].content[1]", CodeInvalidType, "messages[0].content[1]: expected an object (a content part)"},
@@ -372,11 +373,11 @@ func TestValidationErrors(t *testing.T) {
 		{"presence_penalty", ChatCompletions, `{"model":"m",` + chatMsgs + `,"presence_penalty":-2.5}`, "presence_penalty", CodeBelowMinDecimal, "presence_penalty: expected a number between -2 and 2"},
 		{"frequency_penalty", Completions, `{"model":"m","prompt":"p","frequency_penalty":3}`, "frequency_penalty", CodeAboveMaxDecimal, "frequency_penalty: expected a number between -2 and 2"},
 		{"n zero", ChatCompletions, `{"model":"m",` + chatMsgs + `,"n":0}`, "n", CodeBelowMinInteger, "n: must be at least 1"},
-		{"n fractional", ChatCompletions, `{"model":"m",` + chatMsgs + `,"n":1.0}`, "n", CodeInvalidType, "n: expected an integer"},
+		{"n fractional", ChatCompletions, `{"model":"m",` + chatMsgs + `,"n":1.25}`, "n", CodeInvalidType, "n: expected an integer"},
 		{"max_tokens zero", ChatCompletions, `{"model":"m",` + chatMsgs + `,"max_tokens":0}`, "max_tokens", CodeBelowMinInteger, "max_tokens: must be at least 1"},
 		{"max_tokens negative", Completions, `{"model":"m","prompt":"p","max_tokens":-5}`, "max_tokens", CodeBelowMinInteger, "max_tokens: must be at least 0"},
 		{"max_tokens zero on messages", Messages, `{"model":"m",` + chatMsgs + `,"max_tokens":0}`, "max_tokens", CodeBelowMinInteger, "max_tokens: must be at least 1"},
-		{"max_tokens exponent", ChatCompletions, `{"model":"m",` + chatMsgs + `,"max_tokens":1e3}`, "max_tokens", CodeInvalidType, "max_tokens: expected an integer"},
+		{"max_tokens exponent", ChatCompletions, `{"model":"m",` + chatMsgs + `,"max_tokens":15e-1}`, "max_tokens", CodeInvalidType, "max_tokens: expected an integer"},
 		{"max_tokens string", ChatCompletions, `{"model":"m",` + chatMsgs + `,"max_tokens":"100"}`, "max_tokens", CodeInvalidType, "max_tokens: expected an integer"},
 		{"max_tokens overflow", ChatCompletions, `{"model":"m",` + chatMsgs + `,"max_tokens":9223372036854775808}`, "max_tokens", CodeAboveMaxInteger, "max_tokens: must be at most 9223372036854775807"},
 		{"max_tokens negative overflow", ChatCompletions, `{"model":"m",` + chatMsgs + `,"max_tokens":-99999999999999999999}`, "max_tokens", CodeBelowMinInteger, "max_tokens: must be at least 1"},
@@ -447,7 +448,7 @@ func TestSyntaxErrors(t *testing.T) {
 		{`{"model":"m"}x`, 13, "unexpected data after the top-level value"},
 		{`{"model":"m"}{}`, 13, "unexpected data after the top-level value"},
 		{`[1] 2`, 4, "unexpected data after the top-level value"},
-		{"\xef\xbb\xbf{}", 0, "expected a value"},
+		{"\xef\xbb\xbf{}", 0, synBOM},
 		{`{"model":5,"messages":[`, 23, "unexpected end of input"},
 		{`{"model":"m","messages":[{"role":"user","content":[{"type":"text"}` + "\x00" + `]}]}`, 66, "expected ',' or ']' after an array element"},
 		{`{"a":"` + strings.Repeat("x", 100) + "\x01" + `"}`, 106, "control character in a string (it must be escaped)"},
@@ -540,8 +541,10 @@ func TestPeekDoesNotAllocate(t *testing.T) {
 		[]byte(`{"model":"org\/m","messages":[{"role":"\u0075ser","content":[{"typ\u0065":"text","text":"x"}]}],"user":"a\"b","stream":true}`),
 		[]byte(`{"model":"c","max_tokens":10,"system":[{"type":"text","text":"s"}],"messages":[{"role":"user","content":"x"}],"stream":true,"temperature":0.3}`),
 		[]byte(`{"model":"e","input":[[1,2,3],[4]],"user":"u"}`),
+		[]byte(`{"model":"p","prompt":[1.0,2e0],"max_tokens":1024.0,"n":1e0}`),
+		[]byte(`{"model":"m","messages":[{"role":"assistant","refusal":"no"}],"max_completion_tokens":3.0}`),
 	}
-	eps := []Endpoint{ChatCompletions, ChatCompletions, ChatCompletions, Messages, Embeddings}
+	eps := []Endpoint{ChatCompletions, ChatCompletions, ChatCompletions, Messages, Embeddings, Completions, ChatCompletions}
 	var r Request
 	for i, b := range bodies {
 		require.NoError(t, Peek(eps[i], b, &r))

@@ -2,6 +2,7 @@ package openai
 
 import (
 	"encoding/binary"
+	"math"
 	"strconv"
 	"unicode/utf8"
 
@@ -40,7 +41,24 @@ const (
 	synLiteral  = "invalid literal (expected true, false or null)"
 	synTrailing = "unexpected data after the top-level value"
 	synDepth    = "nesting deeper than 512 levels"
+	synBOM      = "the body starts with a UTF-8 byte order mark (EF BB BF), which JSON sent over a network must not have (RFC 8259, section 8.1)"
+	synNotUTF8  = "the body is not UTF-8 (it starts with a UTF-16 or UTF-32 byte order mark); JSON sent over a network must be UTF-8 (RFC 8259, section 8.1)"
 )
+
+// byteOrderMark returns the syntax error of a body that starts with a byte order mark, or "".
+// Such a body is refused like any malformed one (Python's json module would strip the mark,
+// Go's encoding/json refuses it), but with a message that names the mark: it is invisible in
+// most editors and logs.
+func byteOrderMark(d []byte) string {
+	switch {
+	case len(d) >= 3 && d[0] == 0xef && d[1] == 0xbb && d[2] == 0xbf:
+		return synBOM
+	case len(d) >= 2 && (d[0] == 0xfe && d[1] == 0xff || d[0] == 0xff && d[1] == 0xfe),
+		len(d) >= 4 && d[0] == 0 && d[1] == 0 && d[2] == 0xfe && d[3] == 0xff:
+		return synNotUTF8
+	}
+	return ""
+}
 
 // syntax records a syntax error at off and returns -1, the error index of every walker.
 func (s *scanner) syntax(off int, msg string) int {
@@ -586,6 +604,45 @@ func parseInt(b []byte) (n int64, ok bool) {
 		return int64(u), true
 	}
 	return 0, false
+}
+
+// intRead is how a JSON number reads as an integer.
+type intRead uint8
+
+const (
+	intOK       intRead = iota
+	intFraction         // it has a fractional part: not an integer
+	intAbove            // above the int64 range
+	intBelow            // below the int64 range
+)
+
+// intValue returns the integer the validated JSON number token b stands for, as the Python
+// servers that serve OpenAI's API read an int parameter (pydantic's lax mode, vLLM's request
+// models; llama.cpp reads alike): an integer literal (integer true) is its exact value, and
+// any other literal (3.0, 1e3) is read as a float64, which is an integer when it has no
+// fractional part. So 3.0 and 30e-1 are 3, 1.0000000000000001 is 1 (its float64), and 3.5
+// and 1e-3 are not integers.
+func intValue(b []byte, integer bool) (int64, intRead) {
+	if integer {
+		n, ok := parseInt(b)
+		switch {
+		case ok:
+			return n, intOK
+		case b[0] == '-':
+			return 0, intBelow
+		}
+		return 0, intAbove
+	}
+	switch f := parseFloat(b); {
+	case f >= 1<<63: // +Inf too
+		return 0, intAbove
+	case f < -(1 << 63): // -Inf too
+		return 0, intBelow
+	case f != math.Trunc(f):
+		return 0, intFraction
+	default:
+		return int64(f), intOK
+	}
 }
 
 // parseFloat parses a validated JSON number token. Numbers up to 32 bytes are converted
