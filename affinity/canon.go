@@ -639,7 +639,9 @@ func (c *canon) isString(vs int, names ...string) bool {
 // (encoding/json keeps the last). Messages and content parts also drop what does not reach
 // the prompt: null members ("content": null beside tool calls, "refusal": null), empty
 // arrays ("tool_calls": []), Anthropic's "cache_control", and on Responses items the item's
-// own "id" and "status" and a "type" of "message" (an item without type is a message). A
+// own "id" and "status" and a "type" of "message" (an item without type is a message); an
+// item reference keeps its "id", the item it stands for, and drops a "type" of
+// "item_reference" (a reference may leave it out). A
 // text part ("text", "input_text" or "output_text" with a string "text") is written as
 // {"text":…,"type":"text"} and nothing else: its text is what the model reads.
 func (c *canon) object(i, lvl int, kind objKind) int {
@@ -691,6 +693,22 @@ func (c *canon) part(base, lvl int) int {
 	return c.writeMembers(base, lvl, objPart)
 }
 
+// reference reports whether the Responses input item whose members are c.members[base:] is
+// an item reference, as openai.Peek tells one: a string "id", no role, and a type that is
+// absent, null or "item_reference".
+func (c *canon) reference(base int) bool {
+	top := len(c.members)
+	id := c.find(base, top, "id")
+	if id < 0 || c.d[c.members[id].vs] != '"' {
+		return false
+	}
+	if r := c.find(base, top, "role"); r >= 0 && c.d[c.members[r].vs] != 'n' {
+		return false
+	}
+	t := c.find(base, top, "type")
+	return t < 0 || c.d[c.members[t].vs] == 'n' || c.isString(c.members[t].vs, "item_reference")
+}
+
 // writeMembers writes the object whose members are c.members[base:], sorted, with the rules
 // of kind (see object). It returns a stop value or 0.
 func (c *canon) writeMembers(base, lvl int, kind objKind) int {
@@ -699,6 +717,7 @@ func (c *canon) writeMembers(base, lvl int, kind objKind) int {
 		return stopFull
 	}
 	first := true
+	ref := kind == objMessage && c.ep == openai.Responses && c.reference(base)
 	for k := base; k < len(c.members); k++ {
 		m := c.members[k]
 		key := c.key(&m)
@@ -716,9 +735,11 @@ func (c *canon) writeMembers(base, lvl int, kind objKind) int {
 			case string(key) == "content":
 				content = true
 			case kind != objMessage:
+			case ref && string(key) == "id":
+				// The id of a reference names the item the server puts in the prompt.
 			case c.ep == openai.Responses && (string(key) == "id" || string(key) == "status"):
 				continue
-			case string(key) == "type" && c.isString(m.vs, "message"):
+			case string(key) == "type" && (c.isString(m.vs, "message") || ref && c.isString(m.vs, "item_reference")):
 				continue
 			case string(key) == "role" && c.isString(m.vs, "user"):
 				c.user = true

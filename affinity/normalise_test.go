@@ -222,3 +222,31 @@ func TestConversationKeyIsStable(t *testing.T) {
 	require.Equal(t, `{"messages":[{"content":[{"text":"You are terse.","type":"text"}],"role":"system"},{"content":[{"text":"What is a KV cache?","type":"text"}],"role":"user"},{"content":[{"text":"A cache.","type":"text"}],"role":"assistant"},{"content":[{"text":"More?","type":"text"}],"role":"user"}]}`, string(p.Canonical()))
 	require.Equal(t, uint64(0x2030e3919a489934), p.Conversation)
 }
+
+// A Responses item reference ({"id": ...}, with or without type "item_reference") stands for
+// an earlier item the server puts in the prompt: its id is the item's content, so two
+// conversations that reference different items differ, and the two spellings of one
+// reference are one. A message item's own id still says nothing.
+func TestResponsesItemReferencesKeepTheirID(t *testing.T) {
+	conv := func(items string) string {
+		return `{"model":"m","input":[` + items + `,{"role":"user","content":"Summarise it."}]}`
+	}
+	differentPrint(t, openai.Responses,
+		conv(`{"id":"msg_1"}`),
+		conv(`{"id":"msg_2"}`),
+		conv(`{"type":"item_reference","id":"msg_2"}`),
+		conv(`{"role":"user","content":"Summarise it."}`),
+	)
+	samePrint(t, openai.Responses,
+		conv(`{"id":"msg_1"}`),
+		conv(`{"type":"item_reference","id":"msg_1"}`),
+		conv(`{"id":"msg_1","type":null}`),
+		conv(` { "type" : "item_reference" , "id" : "msg_\u0031" } `),
+	)
+	p := fingerprint(t, openai.Responses, []byte(conv(`{"type":"item_reference","id":"msg_1"}`)))
+	require.Contains(t, string(p.Canonical()), `"input":[{"id":"msg_1"},`)
+	samePrint(t, openai.Responses,
+		conv(`{"type":"message","id":"msg_1","role":"assistant","content":"ok"}`),
+		conv(`{"type":"message","id":"msg_9","role":"assistant","content":"ok"}`),
+	)
+}

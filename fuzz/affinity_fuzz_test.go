@@ -35,6 +35,7 @@ func FuzzAffinityCanonical(f *testing.F) {
 		{0, `{"model":"m","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"enum":[1,1.0,-0,-0.0,1e0,1E400,-1e400,12345678901234567890123,0.00001,1e16,9007199254740993.0]}}}]}`},
 		{1, `{"model":"r","input":[{"type":"message","id":"m1","status":"completed","role":"user","content":[{"type":"input_text","text":"x"}]},{"type":"function_call_output","call_id":"c","output":"1"}],"instructions":"be brief","previous_response_id":"resp_1"}`},
 		{1, `{"model":"r","input":"hello \u00e9","instructions":null}`},
+		{1, `{"model":"r","input":[{"id":"msg_1"},{"type":"item_reference","id":"msg_2"},{"id":"msg_3","type":null,"role":null},{"role":"user","content":"x"}]}`},
 		{2, `{"model":"c","max_tokens":64,"system":[{"type":"text","text":"s","cache_control":{"type":"ephemeral"}}],"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":[{"type":"text","text":"r"}]}]}],"tools":[{"name":"t","input_schema":{}}]}`},
 		{0, `{"model":"m","messages":[{"role":"user","content":"\u0000\u001f\u007f\u2028"}]}`},
 		{0, `{"messages":[]}`},
