@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -81,14 +82,24 @@ func TestObservationLeavesOutReplicaSlotsWithoutAReplica(t *testing.T) {
 		var rows []row
 		return rows, json.NewDecoder(resp.Body).Decode(&rows)
 	}
-	// Several rounds of 100 ms pass with no replica.
-	var seen []row
+	// Several rounds of 100 ms pass with no replica. Never returns at its deadline while a
+	// condition may still run on its own goroutine, so what the condition saw goes through a
+	// mutex.
+	var (
+		mu   sync.Mutex
+		seen []row
+	)
 	require.Never(t, func() bool {
 		rows, err := workers()
+		mu.Lock()
 		seen = rows
+		mu.Unlock()
 		return err != nil || len(rows) != 1 || rows[0].LastError != nil || rows[0].Kind != "unknown"
 	}, 600*time.Millisecond, 20*time.Millisecond, "a slot with no replica was polled")
-	require.Len(t, seen, 1)
+	mu.Lock()
+	last := seen
+	mu.Unlock()
+	require.Len(t, last, 1)
 
 	r := call(t, "POST", "http://"+addr+"/v1/chat/completions", "", tinyChat)
 	require.Equal(t, 200, r.status, r.body)
