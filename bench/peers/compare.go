@@ -729,8 +729,12 @@ func measure(ctx context.Context, o *CompareOptions, t target, wl, adv string, r
 		berr    error
 		sampler *Sampler
 	)
+	// The processes' peaks since they started may be an earlier run's (an attacked run's before
+	// the clean run that closes its round): they count only when reset to now.
+	peakReset := false
 	if t.proc != nil {
 		before, berr = TreeUsage(t.proc.PID())
+		peakReset = ResetPeakRSS(t.proc.PID()) == nil
 		sampler = StartSampler(t.proc.PID(), rssSampleInterval)
 	}
 	res, err := harness.Run(ctx, harness.Options{
@@ -745,7 +749,10 @@ func measure(ctx context.Context, o *CompareOptions, t target, wl, adv string, r
 		after, uerr := TreeUsage(t.proc.PID())
 		if cpuRead = uerr == nil && berr == nil; cpuRead {
 			run.ProxyCPUSeconds = after.CPUSeconds - before.CPUSeconds
-			run.ProxyPeakRSSBytes = max(run.ProxyPeakRSSBytes, after.HWMBytes)
+			if peakReset {
+				// The peak of one process between two samples, which the sampled sum missed.
+				run.ProxyPeakRSSBytes = max(run.ProxyPeakRSSBytes, after.HWMBytes)
+			}
 		}
 	}
 	if err != nil {

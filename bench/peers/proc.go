@@ -119,7 +119,8 @@ type Usage struct {
 	// RSSBytes is the sum of current resident set sizes (VmRSS).
 	RSSBytes int64
 	// HWMBytes is the largest peak resident set size (VmHWM) of any one
-	// process of the tree.
+	// process of the tree, since the process started or since the last
+	// ResetPeakRSS of the tree.
 	HWMBytes int64
 	// Procs is the number of processes in the tree.
 	Procs int

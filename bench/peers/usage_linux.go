@@ -34,6 +34,20 @@ func TreeUsage(pid int) (Usage, error) {
 	return u, nil
 }
 
+// ResetPeakRSS makes the peak resident set size (VmHWM) of pid and of each of its descendants
+// start again from its current RSS (proc(5), /proc/PID/clear_refs "5"), so that a later
+// TreeUsage's HWMBytes is the peak since this call rather than since each process started. It
+// returns an error when pid's peak, or a descendant's still running, could not be reset.
+func ResetPeakRSS(pid int) error {
+	for i, p := range descendants(pid) {
+		err := os.WriteFile("/proc/"+strconv.Itoa(p)+"/clear_refs", []byte("5"), 0)
+		if err != nil && (i == 0 || !errors.Is(err, os.ErrNotExist)) {
+			return fmt.Errorf("peers: reset the peak RSS of pid %d: %w", p, err)
+		}
+	}
+	return nil
+}
+
 // descendants returns pid followed by all its descendants, from one scan of
 // /proc.
 func descendants(pid int) []int {

@@ -37,7 +37,8 @@ type Run struct {
 	// the run (warmup and drain included); 0 for direct.
 	ProxyCPUSeconds float64 `json:"proxy_cpu_seconds"`
 	// ProxyPeakRSSBytes is the peak of the proxy tree's summed RSS sampled
-	// during the run; 0 for direct.
+	// during the run (every 100 ms), or the peak RSS of one process of the tree
+	// within the run where that is higher; 0 for direct.
 	ProxyPeakRSSBytes int64 `json:"proxy_peak_rss_bytes"`
 	// ProxyRequests is the number of requests the proxy served during the
 	// run, warmup included (the denominator of CPU per 1,000 requests); 0 when
