@@ -46,6 +46,7 @@ func PoolClean(rs ...*Result) (*Result, error) {
 		out.Errors += r.Errors
 		out.Unfinished += r.Unfinished
 		out.TotalSent += r.TotalSent
+		out.WindowSent += r.WindowSent
 		out.Tokens += r.Tokens
 		out.BodyBytes += r.BodyBytes
 		addCounts(out.ErrorsByKind, r.ErrorsByKind)

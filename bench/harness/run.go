@@ -64,6 +64,13 @@ type Options struct {
 	Duration time.Duration
 	// Warmup runs load before the measured window without recording it.
 	Warmup time.Duration
+	// AtWindowStart and AtWindowEnd, when set, are called when the measured window starts
+	// (the warmup has ended) and when it ends (the drain starts), each from a goroutine of
+	// its own, so that a caller can read what a target used over the window alone (a
+	// proxy's CPU time, against Result.WindowSent). A call takes its time out of nothing the
+	// run measures; Run returns after both have returned, or after AtWindowStart alone when
+	// ctx ends first.
+	AtWindowStart, AtWindowEnd func()
 	// Timeout bounds one request, response body included (default 30 s).
 	Timeout time.Duration
 	// Drain is how long requests in flight at the end of the window may
@@ -145,11 +152,18 @@ type Result struct {
 	// connection. It is the generator's own precision, part of every
 	// target's Latency alike; a large p99 means the machine starved it.
 	SendLag *Summary `json:"send_lag_us,omitempty"`
-	TTFT    Summary  `json:"ttft_us"`
-	ITL     Summary  `json:"itl_us"`
+	// TTFT (streams) is from the request's start, as Latency's, to the arrival of its first
+	// SSE event with content; ITL is the gaps between the arrivals of a stream's consecutive
+	// content events (events that one read brings share its arrival time).
+	TTFT Summary `json:"ttft_us"`
+	ITL  Summary `json:"itl_us"`
 	// TotalSent counts every request written to the target during the run,
 	// warmup and drain included, whatever its outcome: the work a proxy did.
 	TotalSent int64 `json:"total_sent"`
+	// WindowSent counts the requests of TotalSent written inside the measured window, whatever
+	// their outcome: the work a proxy took on over the window, set against what it used over
+	// the window (Options.AtWindowStart).
+	WindowSent int64 `json:"window_sent"`
 	// Tokens counts SSE content events of OK streams.
 	Tokens    int64 `json:"tokens"`
 	BodyBytes int64 `json:"body_bytes"`
@@ -187,6 +201,7 @@ type runState struct {
 	okInWindow                    atomic.Int64 // OK responses completed inside the window, whenever sent
 	sent                          atomic.Int64 // all finished attempts, warmup included (progress)
 	written                       atomic.Int64 // requests written to a connection (TotalSent)
+	windowWritten                 atomic.Int64 // those written inside the window (WindowSent)
 	errs                          [errKindCount]atomic.Int64
 	statusErrs                    [1000]atomic.Int64 // status errors by code (three digits), for ErrorsByStatus
 
@@ -272,6 +287,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		r.pacers = newPacerPool(min(workers, maxPacers))
 		defer r.pacers.close()
 	}
+	windowDone := make(chan struct{})
+	go r.windowHooks(runCtx, windowDone)
 	var wg sync.WaitGroup
 	for i := 0; i < workers; i++ {
 		w := &worker{r: r, id: i, gen: gens[i], conn: newHTTPConn(addr, r.clock),
@@ -304,6 +321,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}()
 	}
 	wg.Wait()
+	// The workers end once the window has: its end is at hand, if it has not come yet.
+	<-windowDone
 	var advRes *AdversaryResult
 	if r.adv != nil {
 		advRes = r.adv.stop()
@@ -316,6 +335,28 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	res := r.result()
 	res.Adversary = advRes
 	return res, nil
+}
+
+// windowHooks calls the options' AtWindowStart and AtWindowEnd at the window's start and end,
+// and closes done when they have returned or ctx has ended.
+func (r *runState) windowHooks(ctx context.Context, done chan struct{}) {
+	defer close(done)
+	for _, edge := range []struct {
+		at   int64
+		call func()
+	}{{r.measure, r.o.AtWindowStart}, {r.end, r.o.AtWindowEnd}} {
+		if edge.call == nil {
+			continue
+		}
+		t := time.NewTimer(time.Until(r.base.Add(time.Duration(edge.at))))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		edge.call()
+	}
 }
 
 // nextIntended returns the next open-loop intended send time (ns on the run
@@ -399,6 +440,7 @@ func (r *runState) result() *Result {
 	// window's requests during the drain, and counting those would report the offered rate.
 	res.RPS = float64(r.okInWindow.Load()) / o.Duration.Seconds()
 	res.TotalSent = r.written.Load()
+	res.WindowSent = r.windowWritten.Load()
 	res.Tokens = r.tokens.Load()
 	res.BodyBytes = r.bytes.Load()
 	res.LatencyHist = r.latency.Snapshot()
@@ -584,6 +626,9 @@ func (w *worker) one(intended int64) {
 	}
 	r.sent.Add(1)
 	r.written.Add(1)
+	if sent >= r.measure && sent < r.end {
+		r.windowWritten.Add(1)
+	}
 	if ex.kind != errNone || !ex.keepAlive || r.o.NewConnections {
 		c.close()
 	}

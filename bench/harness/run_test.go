@@ -526,3 +526,26 @@ func TestNewConnectionsOpensOnePerRequest(t *testing.T) {
 		}
 	}
 }
+
+// The window hooks run at the window's edges, in order, and the requests written between them
+// are WindowSent: neither the warmup's nor the drain's.
+func TestWindowHooksBracketTheWindowsRequests(t *testing.T) {
+	target := startBasicUpstream(t, UpstreamOptions{Tokens: 4})
+	o := Options{
+		Target: target, Workload: WorkloadJSON, Concurrency: 2,
+		Duration: 300 * time.Millisecond, Warmup: 200 * time.Millisecond, Seed: 1,
+	}
+	var startAt, endAt time.Duration
+	base := time.Now()
+	o.AtWindowStart = func() { startAt = time.Since(base) }
+	o.AtWindowEnd = func() { endAt = time.Since(base) }
+	res, err := Run(context.Background(), o)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, startAt, o.Warmup, "called before the warmup ended")
+	require.GreaterOrEqual(t, endAt, o.Warmup+o.Duration, "called before the window ended")
+	require.Positive(t, res.WindowSent)
+	require.Less(t, res.WindowSent, res.TotalSent, "the warmup's requests are not the window's")
+	// The window's requests are those sent in it; a connection's request sent across an edge
+	// may fall on either side.
+	require.InDelta(t, res.Requests, res.WindowSent, float64(o.Concurrency))
+}

@@ -3,6 +3,7 @@ package peers
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -704,8 +705,6 @@ func measureIdle(ctx context.Context, t target, n int) (report.IdleRun, error) {
 	return ir, ctx.Err()
 }
 
-// measure runs one workload against one target, under the adversary adv when it is not
-// empty, reading the proxy's CPU time before and after and sampling its RSS during the run.
 // roundOrder is the order round (1-based) runs the targets in: the list
 // rotated by round-1, so over len(targets) rounds each target runs once in
 // every position. A fixed order measures position as well as target: a
@@ -723,48 +722,59 @@ func roundOrder[T any](targets []T, round int) []T {
 	return append(out, targets[:k]...)
 }
 
+// measure runs one workload against one target, under the adversary adv when it is not
+// empty, reading the proxy's CPU time at the start and the end of the measured window and
+// sampling its RSS during the whole run.
 func measure(ctx context.Context, o *CompareOptions, t target, wl, adv string, round int) (report.Run, error) {
-	var (
-		before  Usage
-		berr    error
-		sampler *Sampler
-	)
-	// The processes' peaks since they started may be an earlier run's (an attacked run's before
-	// the clean run that closes its round): they count only when reset to now.
-	peakReset := false
-	if t.proc != nil {
-		before, berr = TreeUsage(t.proc.PID())
-		peakReset = ResetPeakRSS(t.proc.PID()) == nil
-		sampler = StartSampler(t.proc.PID(), rssSampleInterval)
-	}
-	res, err := harness.Run(ctx, harness.Options{
+	opts := harness.Options{
 		Target: t.url, Workload: wl, Concurrency: o.Concurrency, Rate: o.Rate, Poisson: o.Poisson,
 		Connections: o.Connections, NewConnections: o.NewConnections, Duration: o.Duration, Warmup: o.Warmup, MaxTokens: o.MaxTokens,
 		Seed: uint64(round), Progress: o.Progress, Adversary: adv,
-	})
+	}
+	var (
+		sampler    *Sampler
+		start, end Usage
+		serr, eerr = errNotRead, errNotRead
+		peakReset  bool
+	)
+	if t.proc != nil {
+		pid := t.proc.PID()
+		// The processes' peaks since they started may be an earlier run's (an attacked run's
+		// before the clean run that closes its round): they count only when reset to now.
+		peakReset = ResetPeakRSS(pid) == nil
+		sampler = StartSampler(pid, rssSampleInterval)
+		// CPU time over the measured window alone, as the latencies are: the warmup's
+		// connects and first requests cost a proxy more than the steady state.
+		opts.AtWindowStart = func() { start, serr = TreeUsage(pid) }
+		opts.AtWindowEnd = func() { end, eerr = TreeUsage(pid) }
+	}
+	res, err := harness.Run(ctx, opts)
 	run := report.Run{Round: round, Target: t.name, Workload: wl, Adversary: adv, Result: res}
 	cpuRead := false
 	if sampler != nil {
 		run.ProxyPeakRSSBytes = sampler.Stop()
 		after, uerr := TreeUsage(t.proc.PID())
-		if cpuRead = uerr == nil && berr == nil; cpuRead {
-			run.ProxyCPUSeconds = after.CPUSeconds - before.CPUSeconds
-			if peakReset {
-				// The peak of one process between two samples, which the sampled sum missed.
-				run.ProxyPeakRSSBytes = max(run.ProxyPeakRSSBytes, after.HWMBytes)
-			}
+		if uerr == nil && peakReset {
+			// The peak of one process between two samples, which the sampled sum missed.
+			run.ProxyPeakRSSBytes = max(run.ProxyPeakRSSBytes, after.HWMBytes)
+		}
+		if cpuRead = serr == nil && eerr == nil; cpuRead {
+			run.ProxyCPUSeconds = end.CPUSeconds - start.CPUSeconds
 		}
 	}
 	if err != nil {
 		return run, err
 	}
 	if cpuRead {
-		// Only with its CPU: a process that exited in the run has none to read, and its
+		// Only with its CPU: a process that exited in the window has none to read, and its
 		// requests would enter the median CPU per request as a cost of zero.
-		run.ProxyRequests = res.TotalSent
+		run.ProxyRequests = res.WindowSent
 	}
 	return run, nil
 }
+
+// errNotRead is a target's usage at a window edge that was not read (the run ended first).
+var errNotRead = errors.New("peers: usage not read")
 
 // freeAddr returns a loopback address with a port free at the time of the
 // call.

@@ -34,15 +34,16 @@ type Run struct {
 	// Result is the load generator's result.
 	Result *harness.Result `json:"result"`
 	// ProxyCPUSeconds is the CPU time the proxy's process tree used during
-	// the run (warmup and drain included); 0 for direct.
+	// the run's measured window (warmup and drain left out); 0 for direct.
 	ProxyCPUSeconds float64 `json:"proxy_cpu_seconds"`
 	// ProxyPeakRSSBytes is the peak of the proxy tree's summed RSS sampled
 	// during the run (every 100 ms), or the peak RSS of one process of the tree
 	// within the run where that is higher; 0 for direct.
 	ProxyPeakRSSBytes int64 `json:"proxy_peak_rss_bytes"`
-	// ProxyRequests is the number of requests the proxy served during the
-	// run, warmup included (the denominator of CPU per 1,000 requests); 0 when
-	// the proxy's CPU could not be read (its process exited in the run).
+	// ProxyRequests is the number of requests written to the proxy during the
+	// run's measured window (harness.Result.WindowSent: the denominator of CPU
+	// per 1,000 requests); 0 when the proxy's CPU could not be read (its
+	// process exited in the run).
 	ProxyRequests int64 `json:"proxy_requests"`
 	// Pooled, when above 1, is how many runs of the round this one stands for (PoolRuns): a
 	// comparison under adversaries runs each target clean at the start and at the end of a
