@@ -154,7 +154,8 @@ type Result struct {
 	SendLag *Summary `json:"send_lag_us,omitempty"`
 	// TTFT (streams) is from the request's start, as Latency's, to the arrival of its first
 	// SSE event with content; ITL is the gaps between the arrivals of a stream's consecutive
-	// content events (events that one read brings share its arrival time).
+	// content events (events that one read brings share its arrival time). Both come from the
+	// streams counted in OK, as Latency does.
 	TTFT Summary `json:"ttft_us"`
 	ITL  Summary `json:"itl_us"`
 	// TotalSent counts every request written to the target during the run,
@@ -516,20 +517,28 @@ type worker struct {
 
 	frng     *rand.Rand // draws the requests that carry an upstream fault
 	faultReq []byte     // the current request with its fault header
+
+	// The current stream's timings, recorded once it has ended well: a stream cut short or
+	// ending in an error event has no latency sample, and so no TTFT or ITL sample either.
+	firstNs int64   // arrival of its first content event (0: none yet)
+	gaps    []int64 // the gaps between its content events' arrivals, ns
 }
 
-// wire connects the connection's SSE scanner to the run's TTFT and ITL
-// recorders once, so that streaming does not allocate per request.
+// wire connects the connection's SSE scanner to the worker's stream timings once, so that
+// streaming does not allocate per request (gaps grows to a stream's length once).
 func (w *worker) wire() {
-	w.conn.sse.onFirst = func(now int64) {
-		if w.record {
-			w.r.ttft.Record(w.id, now-w.intended)
-		}
+	w.conn.sse.onFirst = func(now int64) { w.firstNs = now }
+	w.conn.sse.onGap = func(gap int64) { w.gaps = append(w.gaps, gap) }
+}
+
+// recordStream records the timings of the stream that just ended well.
+func (w *worker) recordStream() {
+	if w.firstNs == 0 {
+		return
 	}
-	w.conn.sse.onGap = func(gap int64) {
-		if w.record {
-			w.r.itl.Record(w.id, gap)
-		}
+	w.r.ttft.Record(w.id, w.firstNs-w.intended)
+	for _, g := range w.gaps {
+		w.r.itl.Record(w.id, g)
 	}
 }
 
@@ -608,6 +617,7 @@ func (w *worker) one(intended int64) {
 	w.intended = intended
 	w.record = intended >= r.measure && fault == nil
 	c.sse.reset()
+	w.firstNs, w.gaps = 0, w.gaps[:0]
 	sent := r.clock()
 	if w.onTime && w.record {
 		r.lag.Record(w.id, sent-intended)
@@ -657,6 +667,7 @@ func (w *worker) one(intended int64) {
 		r.service.Record(w.id, done-sent)
 		r.tokens.Add(int64(c.sse.events))
 		r.bytes.Add(ex.bodyBytes)
+		w.recordStream()
 		return
 	}
 	if stuck {

@@ -549,3 +549,30 @@ func TestWindowHooksBracketTheWindowsRequests(t *testing.T) {
 	// may fall on either side.
 	require.InDelta(t, res.Requests, res.WindowSent, float64(o.Concurrency))
 }
+
+// TTFT and ITL are taken from the streams that latency is: those that ended well. A stream cut
+// short, or ending in an error event, after content events gives none of its timings.
+func TestStreamTimingsComeFromCompleteStreamsOnly(t *testing.T) {
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "data: {\"delta\":{\"content\":\"x\"}}\n\ndata: {\"delta\":{\"content\":\"y\"}}\n\n")
+		switch n.Add(1) % 3 {
+		case 0:
+			fmt.Fprint(w, "data: [DONE]\n\n")
+		case 1:
+			fmt.Fprint(w, "event: error\ndata: {\"error\":{}}\n\n")
+		}
+		// Otherwise the stream ends without [DONE].
+	}))
+	defer srv.Close()
+	res, err := Run(context.Background(), Options{
+		Target: srv.URL, Workload: WorkloadSSE, Concurrency: 1, Duration: 200 * time.Millisecond,
+	})
+	require.NoError(t, err)
+	require.Positive(t, res.OK)
+	require.Positive(t, res.Errors)
+	require.Equal(t, res.OK, res.TTFT.Count, "TTFT samples of %d streams that ended well (%v)", res.OK, res.ErrorsByKind)
+	require.Equal(t, res.OK, res.ITL.Count, "ITL samples, one a stream")
+	require.Equal(t, 2*res.OK, res.Tokens)
+}
