@@ -75,15 +75,36 @@ type httpConn struct {
 	mu sync.Mutex // guards c against the canceller
 	c  net.Conn
 
-	br      *bufio.Reader
+	br      *bufio.Reader // reads through rd
+	rd      arrivalReader
 	sse     sseScanner
 	lastErr error // the read error that ended the last exchange, if one did
-	now     int64 // run clock (ns) of the latest read
+	now     int64 // run clock (ns) of the latest read that brought bytes
 	clk     func() int64
 }
 
 func newHTTPConn(addr string, clk func() int64) *httpConn {
-	return &httpConn{addr: addr, clk: clk, br: bufio.NewReaderSize(nil, readBufBytes)}
+	h := &httpConn{addr: addr, clk: clk, br: bufio.NewReaderSize(nil, readBufBytes)}
+	h.rd.h = h
+	return h
+}
+
+// arrivalReader is the connection as the read buffer sees it: every read that brings bytes
+// sets the arrival time h.now, whichever step of the parse asked for them. The bytes a read
+// brings arrive together, so an SSE event is stamped with the read that brought its end
+// however the target lays the chunked framing out over its writes (a chunk's closing CRLF may
+// come with the next chunk, after a wait).
+type arrivalReader struct {
+	h *httpConn
+	c net.Conn
+}
+
+func (r *arrivalReader) Read(p []byte) (int, error) {
+	n, err := r.c.Read(p)
+	if n > 0 {
+		r.h.now = r.h.clk()
+	}
+	return n, err
 }
 
 func (h *httpConn) connect(timeout time.Duration) error {
@@ -103,7 +124,8 @@ func (h *httpConn) connectCtx(ctx context.Context, timeout time.Duration) error 
 	h.mu.Lock()
 	h.c = c
 	h.mu.Unlock()
-	h.br.Reset(c)
+	h.rd.c = c
+	h.br.Reset(&h.rd)
 	return nil
 }
 
@@ -191,7 +213,6 @@ func (h *httpConn) readResponse(stream bool) exchange {
 			}
 			return exchange{kind: h.readErr(err, false)}
 		}
-		h.now = h.clk()
 		status = parseStatusLine(line)
 		if status < 0 {
 			return exchange{kind: ErrBadResponse}
@@ -237,7 +258,7 @@ func (h *httpConn) readResponse(stream bool) exchange {
 	case status == 204 || status == 304:
 	case chunked:
 		for {
-			line, err = h.readLine()
+			line, err = br.ReadSlice('\n')
 			if err != nil {
 				return exchange{kind: h.readErr(err, true)}
 			}
@@ -303,17 +324,6 @@ func (h *httpConn) readResponse(stream bool) exchange {
 	return ex
 }
 
-// readLine reads a line of chunk framing, noting the arrival time when it
-// had to wait for the network (the next chunk's data usually comes with it).
-func (h *httpConn) readLine() ([]byte, error) {
-	fill := h.br.Buffered() == 0
-	line, err := h.br.ReadSlice('\n')
-	if fill {
-		h.now = h.clk()
-	}
-	return line, err
-}
-
 // readBody consumes n body bytes, scanning them as SSE when scan is set.
 func (h *httpConn) readBody(n int64, scan bool) ErrorKind {
 	br := h.br
@@ -322,7 +332,6 @@ func (h *httpConn) readBody(n int64, scan bool) ErrorKind {
 			if _, err := br.Peek(1); err != nil {
 				return h.readErr(err, true)
 			}
-			h.now = h.clk()
 		}
 		k := br.Buffered()
 		if int64(k) > n {
@@ -349,7 +358,6 @@ func (h *httpConn) readToEOF(scan bool) (int64, ErrorKind) {
 				}
 				return total, h.readErr(err, true)
 			}
-			h.now = h.clk()
 		}
 		k := br.Buffered()
 		if scan {

@@ -1,9 +1,11 @@
 package harness
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"net"
 	"net/http"
@@ -575,4 +577,45 @@ func TestStreamTimingsComeFromCompleteStreamsOnly(t *testing.T) {
 	require.Equal(t, res.OK, res.TTFT.Count, "TTFT samples of %d streams that ended well (%v)", res.OK, res.ErrorsByKind)
 	require.Equal(t, res.OK, res.ITL.Count, "ITL samples, one a stream")
 	require.Equal(t, 2*res.OK, res.Tokens)
+}
+
+// A token event's arrival is when the read that brought it returned, however the target lays
+// its chunked framing out over its writes: here each write carries the CRLF that ends the
+// previous chunk, then the next chunk (size line and event), so the harness meets the end of
+// every chunk's data while the next write is still on its way.
+func TestITLIsBetweenEventsWhateverTheChunkLayout(t *testing.T) {
+	const gap = 20 * time.Millisecond
+	const events = 5
+	target := connServer(t, func(c net.Conn) {
+		br := bufio.NewReader(c)
+		for {
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			_, _ = io.Copy(io.Discard, req.Body)
+			_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+			lead := ""
+			for i := 0; i < events; i++ {
+				if i > 0 {
+					time.Sleep(gap) // the scripted stream's timing under test
+				}
+				ev := fmt.Sprintf("data: {\"delta\":{\"content\":\"t%d\"}}\n\n", i)
+				_, _ = fmt.Fprintf(c, "%s%x\r\n%s", lead, len(ev), ev)
+				lead = "\r\n"
+			}
+			done := "data: [DONE]\n\n"
+			if _, err := fmt.Fprintf(c, "\r\n%x\r\n%s\r\n0\r\n\r\n", len(done), done); err != nil {
+				return
+			}
+		}
+	})
+	res, err := Run(context.Background(), Options{
+		Target: target, Workload: WorkloadSSE, Concurrency: 1, Duration: 300 * time.Millisecond,
+	})
+	require.NoError(t, err)
+	require.Zero(t, res.Errors, "%v", res.ErrorsByKind)
+	require.Positive(t, res.OK)
+	require.Equal(t, (events-1)*res.OK, res.ITL.Count)
+	require.GreaterOrEqual(t, res.ITL.MinUs, float64((gap / 2).Microseconds()), "ITL %+v, want gaps of about %v", res.ITL, gap)
 }
