@@ -43,9 +43,11 @@ type adminRoute struct {
 	handler http.HandlerFunc
 }
 
-// adminAPI returns the endpoints of the admin API, each listed in docs/admin-api.md.
-func (g *Gateway) adminAPI() []adminRoute {
-	return []adminRoute{
+// adminAPI returns every endpoint the admin API serves, each listed in docs/admin-api.md:
+// with profiling, Go's pprof handlers too (SLUICE_PPROF=1). startAdmin registers these and
+// nothing else.
+func (g *Gateway) adminAPI(profiling bool) []adminRoute {
+	routes := []adminRoute{
 		{"GET /api/gateway/health", g.adminHealth},
 		{"GET /api/gateway/routes", g.adminRoutes},
 		{"GET /api/gateway/services", g.adminServices},
@@ -57,6 +59,16 @@ func (g *Gateway) adminAPI() []adminRoute {
 		{"GET /metrics", adminMetrics},
 		{"POST /api/gateway/reload", g.adminReload},
 	}
+	if profiling {
+		// For performance work; read-only, as every other endpoint but reload: GET (and
+		// HEAD) only. /debug/pprof/ serves the named profiles (heap, goroutine, …) by name.
+		routes = append(routes,
+			adminRoute{"GET /debug/pprof/", pprof.Index},
+			adminRoute{"GET /debug/pprof/profile", pprof.Profile},
+			adminRoute{"GET /debug/pprof/trace", pprof.Trace},
+		)
+	}
+	return routes
 }
 
 func startAdmin(g *Gateway, cfg config.Admin) (*adminServer, error) {
@@ -66,14 +78,9 @@ func startAdmin(g *Gateway, cfg config.Admin) (*adminServer, error) {
 	}
 	mux := http.NewServeMux()
 	handle := func(pattern string, f http.HandlerFunc) { mux.Handle(pattern, endpoint(f)) }
-	for _, r := range g.adminAPI() {
+	// Profiling is off unless asked for (docs/admin-api.md).
+	for _, r := range g.adminAPI(os.Getenv("SLUICE_PPROF") == "1") {
 		handle(r.pattern, r.handler)
-	}
-	if os.Getenv("SLUICE_PPROF") == "1" {
-		// Profiling for performance work (docs/admin-api.md); off unless asked for.
-		handle("/debug/pprof/", pprof.Index)
-		handle("/debug/pprof/profile", pprof.Profile)
-		handle("/debug/pprof/trace", pprof.Trace)
 	}
 	hosts := newHostPolicy(cfg.Address, ln.Addr(), cfg.AllowedHosts)
 	var h http.Handler = adminEndpoints(mux, hosts)
