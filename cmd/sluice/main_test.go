@@ -50,16 +50,12 @@ func TestValidateAcceptsShippedConfigs(t *testing.T) {
 	files = append(files, ex...)
 	files = append(files, "../../configs/examples/split") // a directory of *.toml, merged
 	require.NotEmpty(t, files)
+	// An example may name the certificate files of a real deployment (/etc/certs/…): they
+	// are the test's own, whatever the machine has at those paths (deploymentFiles).
+	deployment := newDeploymentFiles(t)
 	for _, f := range files {
 		var out, errb bytes.Buffer
-		if run([]string{"validate", f}, &out, &errb) == 0 {
-			continue
-		}
-		// An example may name the certificate files of a real deployment (/etc/certs/…):
-		// validate reports them missing here, as serve would, and nothing else.
-		for _, line := range strings.Split(strings.TrimSpace(errb.String()), "\n") {
-			require.Regexp(t, `tls\.(cert|key)_file: open /etc/certs/\S+: no such file or directory$`, line, "%s", f)
-		}
+		require.Equal(t, 0, run([]string{"validate", deployment.copy(f)}, &out, &errb), "%s:\n%s", f, errb.String())
 	}
 }
 
