@@ -278,6 +278,9 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	// once Start returns, instead of killing the process without a drain.
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT)
+	// Once serve returns, the signals do what they do by default again (a test that runs
+	// serve in its process is stopped by Ctrl-C as before).
+	defer signal.Stop(sigs)
 	// The first line says what runs, before what compiling the configuration logs (a
 	// rollout's start).
 	sources := "embedded default"
