@@ -2,12 +2,23 @@ package metrics
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 )
+
+// runName returns a name made of base that no other run of a test in this process has used:
+// groups published outside InForce (an entrypoint's) are kept for the process, so a test that
+// counts in them starts from zero with -count=N only under a name of its own.
+func runName(base string) string {
+	return fmt.Sprintf("%s_%d", base, runNames.Add(1))
+}
+
+var runNames atomic.Int64
 
 // linesNaming returns the exposition's series lines that contain pair (a label and its
 // quoted value).
@@ -34,28 +45,30 @@ func kept(key string) bool {
 // configuration that named it; a configuration naming the router again starts its series from
 // zero, and one that still names it keeps their values.
 func TestInForceForgetsWhatNoConfigurationNames(t *testing.T) {
-	a := ForRoute("inforce_a", "up")
-	held := InForce([]Named{a, ForBackend("inforce_up", "http://inforce:1")}, nil)
+	ra, rb, up := runName("inforce_a"), runName("inforce_b"), runName("inforce_up")
+	a := ForRoute(ra, "up")
+	held := InForce([]Named{a, ForBackend(up, "http://inforce:1")}, nil)
 	a.Response(200, time.Millisecond, 1)
-	const okA = `sluice_responses_total{router="inforce_a",service="up",code="2xx"}`
+	okA := `sluice_responses_total{router="` + ra + `",service="up",code="2xx"}`
 	require.Equal(t, []string{okA + " 1"}, scrapeLines(okA))
-	require.NotEmpty(t, linesNaming(`service="inforce_up"`))
+	require.NotEmpty(t, linesNaming(`service="`+up+`"`))
 
-	still := ForRoute("inforce_a", "up")
+	still := ForRoute(ra, "up")
 	held = InForce([]Named{still}, held)
 	require.Equal(t, []string{okA + " 1"}, scrapeLines(okA), "a router still named keeps its series")
-	require.Empty(t, linesNaming(`service="inforce_up"`), "a backend no longer named goes")
+	require.Empty(t, linesNaming(`service="`+up+`"`), "a backend no longer named goes")
 
-	b := ForRoute("inforce_b", "up")
+	b := ForRoute(rb, "up")
 	held = InForce([]Named{b}, held)
-	require.Empty(t, linesNaming(`router="inforce_a"`))
-	require.NotEmpty(t, linesNaming(`router="inforce_b"`))
+	require.Empty(t, linesNaming(`router="`+ra+`"`))
+	require.NotEmpty(t, linesNaming(`router="`+rb+`"`))
 	a.Response(200, time.Millisecond, 1) // a request of the replaced configuration, in flight
-	require.Empty(t, linesNaming(`router="inforce_a"`))
+	require.Empty(t, linesNaming(`router="`+ra+`"`))
 
-	again := ForRoute("inforce_a", "up")
-	InForce([]Named{again, b}, held)
+	again := ForRoute(ra, "up")
+	held = InForce([]Named{again, b}, held)
 	require.Equal(t, []string{okA + " 0"}, scrapeLines(okA), "named again, it starts from zero")
+	InForce(nil, held)
 }
 
 // A group goes when no configuration in force names it: two gateways of one process may each
@@ -87,13 +100,15 @@ func TestInForceForgetsRefusedConfigurations(t *testing.T) {
 // An entrypoint's counters, made when its listener is bound and published once it serves,
 // survive an activation between the two.
 func TestActivationKeepsAnEntrypointAboutToServe(t *testing.T) {
-	e := ForEntrypoint("inforce_ep")
+	ep := runName("inforce_ep") // published outside InForce, its series stay for the process
+	e := ForEntrypoint(ep)
 	InForce(nil, nil)
 	e.Request()
 	e.Publish()
-	require.Equal(t, []string{`sluice_requests_total{entrypoint="inforce_ep"} 1`}, scrapeLines(`sluice_requests_total{entrypoint="inforce_ep"}`))
+	series := `sluice_requests_total{entrypoint="` + ep + `"}`
+	require.Equal(t, []string{series + " 1"}, scrapeLines(series))
 	InForce(nil, nil)
-	require.NotEmpty(t, scrapeLines(`sluice_requests_total{entrypoint="inforce_ep"}`), "published outside InForce, it stays")
+	require.NotEmpty(t, scrapeLines(series), "published outside InForce, it stays")
 }
 
 // The counters of mirrors, revisions, rollouts, scalers and health checks follow the same

@@ -244,17 +244,20 @@ func TestActiveStreamsGaugeIsSharedAcrossReloads(t *testing.T) {
 // The series of a router, a backend or an entrypoint appear once published (the
 // configuration naming them is in force), with what was counted before.
 func TestSeriesAppearWhenPublished(t *testing.T) {
-	r := ForRoute("unpublished", "up")
-	e := ForEntrypoint("unpublished")
+	name := runName("unpublished")
+	r := ForRoute(name, "up")
+	e := ForEntrypoint(name)
 	r.Response(200, time.Millisecond, 1)
 	e.Request()
-	require.Empty(t, scrapeLines(`sluice_responses_total{router="unpublished"`))
-	require.Empty(t, scrapeLines(`sluice_requests_total{entrypoint="unpublished"}`))
-	ForRoute("unpublished", "up").Publish()
+	require.Empty(t, scrapeLines(`sluice_responses_total{router="`+name+`"`))
+	require.Empty(t, scrapeLines(`sluice_requests_total{entrypoint="`+name+`"}`))
+	ForRoute(name, "up").Publish()
 	e.Publish()
 	e.Publish()
-	require.Equal(t, []string{`sluice_responses_total{router="unpublished",service="up",code="2xx"} 1`}, scrapeLines(`sluice_responses_total{router="unpublished",service="up",code="2xx"}`))
-	require.Equal(t, []string{`sluice_requests_total{entrypoint="unpublished"} 1`}, scrapeLines(`sluice_requests_total{entrypoint="unpublished"}`))
+	ok := `sluice_responses_total{router="` + name + `",service="up",code="2xx"}`
+	require.Equal(t, []string{ok + " 1"}, scrapeLines(ok))
+	requests := `sluice_requests_total{entrypoint="` + name + `"}`
+	require.Equal(t, []string{requests + " 1"}, scrapeLines(requests))
 }
 
 func TestConfigReloadMetrics(t *testing.T) {
