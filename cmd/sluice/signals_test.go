@@ -194,7 +194,7 @@ func drainingWithAStream(t *testing.T, bin string, sig syscall.Signal, drainTime
 // failure would otherwise be a line.
 func TestAcceptFailuresAreLoggedOnceASecond(t *testing.T) {
 	port := testenv.FreePort(t)
-	p, conns := outOfDescriptors(t, catchAllConfig(t, port, "127.0.0.1:1", ""), port, "entrypoint listening")
+	p, conns := outOfDescriptors(t, catchAllConfig(t, port, testenv.RefusingAddr(t), ""), port, "entrypoint listening")
 	start := time.Now()
 	// Closing connections frees descriptors, so accepts succeed and fail by turns.
 	for _, c := range conns[:20] {
@@ -227,7 +227,7 @@ func TestAcceptFailuresAreLoggedOnceASecond(t *testing.T) {
 // entrypoint's failed accepts, the next one counting those left out.
 func TestAdminAcceptFailureIsAWarning(t *testing.T) {
 	port, adminPort := testenv.FreePort(t), testenv.FreePort(t)
-	cfg := catchAllConfigAdmin(t, port, "127.0.0.1:1", "", fmt.Sprintf("127.0.0.1:%d", adminPort))
+	cfg := catchAllConfigAdmin(t, port, testenv.RefusingAddr(t), "", fmt.Sprintf("127.0.0.1:%d", adminPort))
 	p, _ := outOfDescriptors(t, cfg, port, "admin listening")
 	start := time.Now()
 	c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", adminPort))

@@ -48,9 +48,7 @@ func TestAccessLogLinesAndNoSecrets(t *testing.T) {
 			next := make(chan int)
 			up := sseUpstream(t, next)
 			t.Cleanup(func() { close(next) }) // the cancelled stream's script waits on next
-			// Nothing listens on port 1, and no listener on port 0 is ever given it: a port closed
-			// by the test could be handed to one of its own listeners and answer.
-			deadAddr := deadUpstream
+			deadAddr := deadUpstream(t)
 			logPath := filepath.Join(t.TempDir(), "access.log")
 			extra := fmt.Sprintf(`
 [routers.dead]

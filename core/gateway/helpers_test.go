@@ -15,12 +15,15 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluice-gw/sluice/bench/testenv"
 	"github.com/sluice-gw/sluice/core/config"
 	"github.com/sluice-gw/sluice/core/gateway"
 )
 
-// deadUpstream is an address where nothing listens, for upstreams that refuse connections.
-const deadUpstream = "127.0.0.1:1"
+// deadUpstream returns an address that refuses connections while tb runs, for upstreams that
+// refuse them: no listener, of the test or of the machine, can have its port
+// (testenv.RefusingAddr).
+func deadUpstream(tb testing.TB) string { return testenv.RefusingAddr(tb) }
 
 // engines are the two ingress engines, gnet with each place for its upstream I/O (the event
 // loop, its default, or worker goroutines: "gnet-worker"); every gateway behaviour test runs

@@ -65,7 +65,7 @@ func TestScalingGaugesFollowTheScalerInForce(t *testing.T) {
 
 	// The service without scaling: a plain load balancer.
 	scaled := scaledConfig(t, "0s", scaling)
-	plain := scaled[:strings.Index(scaled, "[services.llm.scaling]")] + `servers = [{ url = "http://` + deadUpstream + `" }]` + "\n"
+	plain := scaled[:strings.Index(scaled, "[services.llm.scaling]")] + `servers = [{ url = "http://` + deadUpstream(t) + `" }]` + "\n"
 	require.NoError(t, os.WriteFile(path, []byte(plain), 0o644))
 	require.NoError(t, g.Reload())
 	for _, family := range []string{"sluice_scaling_desired_replicas", "sluice_scaling_replicas", "sluice_scaling_in_flight", "sluice_scaling_queue_depth"} {

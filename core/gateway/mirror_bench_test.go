@@ -36,7 +36,7 @@ func BenchmarkPrimaryLatencyWithMirror(b *testing.B) {
 	})
 	for _, tc := range []struct{ name, mirror string }{
 		{"none", ""},
-		{"dead-shadow", fmt.Sprintf("[services.up.mirror]\nservice = \"shadow\"\npercentage = 100\n[services.shadow.load_balancer]\nservers = [{ url = \"http://%s\" }]\n", deadUpstream)},
+		{"dead-shadow", fmt.Sprintf("[services.up.mirror]\nservice = \"shadow\"\npercentage = 100\n[services.shadow.load_balancer]\nservers = [{ url = \"http://%s\" }]\n", deadUpstream(b))},
 		{"stuck-shadow", fmt.Sprintf("[services.up.mirror]\nservice = \"shadow\"\npercentage = 100\n[services.shadow.load_balancer]\nservers = [{ url = \"http://%s\" }]\n", stuck.addr())},
 	} {
 		b.Run(tc.name, func(b *testing.B) {

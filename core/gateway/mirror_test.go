@@ -226,7 +226,7 @@ func TestMirrorToADeadOrStuckShadowLeavesThePrimaryAlone(t *testing.T) {
 	sim := startSimulator(t)
 	stuck, held := startStuckShadow(t)
 	for _, tc := range []struct{ name, shadow, metric string }{
-		{"dead", deadUpstream, `sluice_mirror_responses_total{service="to-dead",shadow="shadow-dead",code="error"}`},
+		{"dead", deadUpstream(t), `sluice_mirror_responses_total{service="to-dead",shadow="shadow-dead",code="error"}`},
 		{"stuck", stuck.addr(), `sluice_mirror_dropped_total{service="to-stuck",shadow="shadow-stuck",reason="queue_full"}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

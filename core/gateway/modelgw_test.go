@@ -53,15 +53,13 @@ func startModelGateway(t *testing.T, engine, sim string) string {
 // startModelGatewayAdmin is startModelGateway that also returns the admin API's base URL.
 func startModelGatewayAdmin(t *testing.T, engine, sim string) (string, string) {
 	t.Helper()
-	_, addr, admin := startConfigGateway(t, modelGatewayTOML(engine, sim))
+	_, addr, admin := startConfigGateway(t, modelGatewayTOML(t, engine, sim))
 	return "http://" + addr, admin
 }
 
 // modelGatewayTOML is the configuration of startModelGateway.
-func modelGatewayTOML(engine, sim string) string {
-	// Nothing listens on port 1, and no listener on port 0 is ever given it: a port closed
-	// by the test could be handed to one of its own listeners and answer.
-	deadAddr := deadUpstream
+func modelGatewayTOML(t *testing.T, engine, sim string) string {
+	deadAddr := deadUpstream(t)
 	return fmt.Sprintf(`
 [entrypoints.web]
 address = "127.0.0.1:0"
@@ -355,7 +353,7 @@ func TestReloadKeepsAnAliasAdmissionPool(t *testing.T) {
 	for _, engine := range engines {
 		t.Run(engine, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "sluice.toml")
-			toml := modelGatewayTOML(engine, sim)
+			toml := modelGatewayTOML(t, engine, sim)
 			g, addr, admin := startFileGateway(t, path, toml)
 			base := "http://" + addr
 			holdSlot(t, base, teamAKey, "narrow-model")

@@ -54,7 +54,7 @@ func TestSendBufferBytesCapsClientSockets(t *testing.T) {
 // socket could not (the lock SO_SNDBUF sets on it is never cleared).
 func TestReloadChangesSendBufferBytes(t *testing.T) {
 	requireWmemMax(t, largeSendBuffer)
-	u := upstreams{up: serveUpstream(t, echo).addr(), ws: deadUpstream, js: deadUpstream}
+	u := upstreams{up: serveUpstream(t, echo).addr(), ws: deadUpstream(t), js: deadUpstream(t)}
 	for _, engine := range []string{"gnet", "fasthttp"} {
 		t.Run(engine, func(t *testing.T) {
 			ep := func(n int) string {

@@ -57,7 +57,7 @@ func TestUpstreamRefusedLogLineSaysEachThingOnce(t *testing.T) {
 	} {
 		for _, engine := range engines {
 			t.Run(tc.name+"/"+engine, func(t *testing.T) {
-				addr := deadUpstream
+				addr := deadUpstream(t)
 				if tc.script != nil {
 					addr = serveUpstream(t, tc.script).addr()
 				}

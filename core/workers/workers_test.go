@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluice-gw/sluice/bench/testenv"
 	"github.com/sluice-gw/sluice/core/balancer"
 )
 
@@ -343,7 +344,8 @@ func TestGroupPolls(t *testing.T) {
 	garbled := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("<html>")) }))
 	defer garbled.Close()
 
-	urls := []string{worker.URL, plain.URL, denied.URL, garbled.URL, "http://127.0.0.1:1"}
+	refusing := "http://" + testenv.RefusingAddr(t)
+	urls := []string{worker.URL, plain.URL, denied.URL, garbled.URL, refusing}
 	members := make([]Member, len(urls))
 	for i, u := range urls {
 		members[i] = Member{URL: u, Name: u, LB: &balancer.Backend{ID: i}}
@@ -375,7 +377,7 @@ func TestGroupPolls(t *testing.T) {
 	waitFor(t, func() bool { return polls.Load() >= seen+3 })
 	log := logBuf.String()
 	require.Equal(t, 1, strings.Count(log, "server="+denied.URL+" error=\"status 401"), log)
-	require.Equal(t, 1, strings.Count(log, "server=http://127.0.0.1:1 error=\"connection refused\""), log)
+	require.Equal(t, 1, strings.Count(log, "server="+refusing+" error=\"connection refused\""), log)
 	require.NotContains(t, log, "server="+worker.URL)
 
 	g.Stop()
