@@ -15,6 +15,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/sluice-gw/sluice/bench/testenv"
 )
 
 // A connect to a listening loopback upstream finishes within connect(2): connectDirect returns
@@ -67,10 +69,7 @@ func TestConnectDirectLoopback(t *testing.T) {
 
 // A refused connect fails with the dialer's error shape: a *net.OpError holding the errno.
 func TestConnectDirectRefused(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
+	addr := testenv.RefusingAddr(t) // no listener can be given its port meanwhile
 	_, ok, err := connectDirect(context.Background(), netip.MustParseAddrPort(addr))
 	require.True(t, ok)
 	require.ErrorIs(t, err, syscall.ECONNREFUSED)
