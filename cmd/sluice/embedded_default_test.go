@@ -19,7 +19,8 @@ import (
 // says how to listen elsewhere. serve runs in the test's process, on the embedded default
 // with its addresses moved to a listener the test holds (web) and a port of the system's
 // choosing (admin): whether the default's own 127.0.0.1:8080 is free or taken on the machine
-// decides nothing. The keys keep their positions: only values change.
+// decides nothing. The keys keep their positions: only values change. Not parallel: it
+// swaps configs.Default, which every load of the embedded default reads.
 func TestServeOnTheEmbeddedDefaultNamesItWhenItsAddressIsTaken(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
