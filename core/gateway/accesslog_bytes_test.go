@@ -51,7 +51,7 @@ service = "dead"
 servers = [{ url = "http://%s" }]
 [log]
 access_log = %q
-`, deadUpstream, logPath)
+`, deadUpstream(t), logPath)
 			_, addr := startGateway(t, engine, up.addr(), extra)
 
 			type sent struct {

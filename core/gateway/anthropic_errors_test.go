@@ -41,7 +41,7 @@ servers = [{ url = "http://%s" }]
 
 [admin]
 address = ""
-`, engineTOML(engine), deadUpstream))
+`, engineTOML(engine), deadUpstream(t)))
 			for _, c := range []struct{ path, want string }{
 				{"/v1/messages", `{"type":"error","error":{"type":"api_error","message":"the upstream could not be reached"}}` + "\n"},
 				{"/claude/v1/messages", `{"type":"error","error":{"type":"api_error","message":"the upstream could not be reached"}}` + "\n"},
