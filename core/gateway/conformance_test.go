@@ -409,3 +409,30 @@ func TestLaterHTTP1MinorVersionIsServedAsHTTP11(t *testing.T) {
 		})
 	}
 }
+
+// A chunk extension may follow whitespace after the chunk size (BWS, RFC 9112 §7.1.1), which
+// a recipient parses and removes (RFC 9110 §5.6.3); the extension is ignored (RFC 9112
+// §7.1.1) and the body reaches the upstream whole, on every engine, whether the whitespace
+// and the ';' come in one read or in two.
+func TestChunkExtensionAfterWhitespaceIsIgnored(t *testing.T) {
+	up := serveUpstream(t, echo)
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			_, addr := startGateway(t, engine, up.addr(), "")
+			c := dial(t, addr)
+			r := bufio.NewReader(c)
+			for _, writes := range [][]string{
+				{"4 ;a=b\r\n{\"a\"\r\n6\t;x\r\n:\"bcd\"\r\n1 \t ; y = \"z\" ; w\r\n}\r\n0 ;end\r\n\r\n"},
+				{"4 ", ";a\r\n{\"a\"\r\n6\t", "\t;b\r\n:\"bcd\"\r\n1 ", "\r\n}\r\n0\r\n\r\n"},
+			} {
+				send(t, c, "POST /v1/x HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding: chunked\r\n\r\n")
+				for _, w := range writes {
+					send(t, c, w)
+				}
+				resp := readResponse(t, r, false)
+				require.Equal(t, 200, resp.status, "%q: %s", writes, resp.body)
+				require.Equal(t, `{"a":"bcd"}`, string(resp.body), "%q", writes)
+			}
+		})
+	}
+}

@@ -50,6 +50,12 @@ type ChunkedDecoder struct {
 	// MaxBodyBytes bounds the total chunk payload in bytes; 0 means no limit. Exceeding it
 	// returns *Error 413. Reset keeps it. Set it to Limits.BodyBytes() for request bodies.
 	MaxBodyBytes int64
+	// MarkExt, when set, has Next overwrite in src the first whitespace after each chunk size
+	// with ';', so that the extensions start there: "1 ;a" becomes "1;;a", "1 " becomes "1;".
+	// The decoder reads the line as it came. It serves a parser that reads the same bytes
+	// after the decoder and refuses the whitespace RFC 9112 §7.1.1 allows before ';'
+	// (fasthttp). Reset keeps it.
+	MarkExt bool
 
 	state   chunkState
 	digits  int    // hex digits of the current size
@@ -61,9 +67,9 @@ type ChunkedDecoder struct {
 	err     error
 }
 
-// Reset prepares d for a new message, keeping MaxBodyBytes.
+// Reset prepares d for a new message, keeping MaxBodyBytes and MarkExt.
 func (d *ChunkedDecoder) Reset() {
-	*d = ChunkedDecoder{MaxBodyBytes: d.MaxBodyBytes}
+	*d = ChunkedDecoder{MaxBodyBytes: d.MaxBodyBytes, MarkExt: d.MarkExt}
 }
 
 // Done reports whether the last chunk and the trailer section have been consumed.
@@ -137,6 +143,9 @@ func (d *ChunkedDecoder) next(src []byte) (data []byte, consumed int, err error)
 			case ' ', '\t':
 				d.state = csSizeBWS
 				d.extLen = 1
+				if d.MarkExt {
+					src[i] = ';'
+				}
 			default:
 				return d.fail(errChunkSize, i)
 			}

@@ -196,3 +196,36 @@ func TestChunkedRoundTripWithWriter(t *testing.T) {
 		t.Fatalf("round trip: done %v consumed %d/%d err %v", done, c, len(enc), err)
 	}
 }
+
+// MarkExt overwrites the first whitespace after each chunk size with ';', in whatever pieces
+// the body comes, leaves every other byte alone, and survives Reset.
+func TestChunkedMarkExt(t *testing.T) {
+	const in = "4 ;a=b\r\nwxyz\r\n1\t \t;x\r\n!\r\n2 \r\nhi\r\n3;c\r\nabc\r\n0 ;e\r\nT: v\r\n\r\n"
+	const want = "4;;a=b\r\nwxyz\r\n1; \t;x\r\n!\r\n2;\r\nhi\r\n3;c\r\nabc\r\n0;;e\r\nT: v\r\n\r\n"
+	for step := 1; step <= len(in); step++ {
+		src := []byte(in)
+		d := ChunkedDecoder{MarkExt: true}
+		d.Reset()
+		var payload []byte
+		for off := 0; off < len(src) && !d.Done(); {
+			piece := src[off:min(off+step, len(src))]
+			for len(piece) > 0 && !d.Done() {
+				data, n, err := d.Next(piece)
+				if err != nil {
+					t.Fatalf("step %d: %v", step, err)
+				}
+				payload = append(payload, data...)
+				off += n
+				piece = piece[n:]
+			}
+		}
+		if !d.Done() || string(payload) != "wxyz!hiabc" || string(src) != want {
+			t.Fatalf("step %d: done=%v payload %q src %q", step, d.Done(), payload, src)
+		}
+	}
+	src := []byte("1 \r\na\r\n0\r\n\r\n")
+	var d ChunkedDecoder
+	if _, _, err := d.Next(src); err != nil || string(src) != "1 \r\na\r\n0\r\n\r\n" {
+		t.Fatalf("without MarkExt the source changed: %q %v", src, err)
+	}
+}

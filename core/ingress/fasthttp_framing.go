@@ -197,6 +197,9 @@ func (fc *framingCheck) headBytes(b []byte) int {
 		fc.inBody, fc.chunked, fc.got = true, true, 0
 		fc.dec.Reset()
 		fc.dec.MaxBodyBytes = fc.lim.BodyBytes()
+		// fasthttp refuses whitespace between a chunk size and ';', which the check has
+		// followed (RFC 9112 §7.1.1 allows it): it is shown a ';' there.
+		fc.dec.MarkExt = true
 	case length > 0 && fc.cutBound >= 0 && length > fc.cutBound && length <= fc.lim.BodyBytes():
 		// Refused by its route whatever the body: fasthttp reads none of it (and sends no
 		// 100 Continue); the handler answers it without it (fastExchange.start).
