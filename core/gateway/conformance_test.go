@@ -306,12 +306,21 @@ func TestResponseDuringDrainSaysClose(t *testing.T) {
 
 // A response with invalid framing is discarded with its connection and answered 502 (RFC
 // 9112 §6.3): differing Content-Length values, Content-Length with Transfer-Encoding, an
-// invalid Content-Length.
+// invalid Content-Length. So is one with malformed field lines, which is never forwarded
+// as it came: obs-fold (RFC 9112 §5.2 names 502), whitespace before a colon (§5.1), a bare
+// CR (§2.2), NUL or another control character in a value (RFC 9110 §5.5), a line without a
+// colon.
 func TestMalformedUpstreamFramingIs502(t *testing.T) {
 	heads := map[string]string{
-		"/differ": "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nok",
-		"/both":   "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n",
-		"/bad":    "HTTP/1.1 200 OK\r\nContent-Length: -2\r\n\r\nok",
+		"/differ":   "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nok",
+		"/both":     "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n",
+		"/bad":      "HTTP/1.1 200 OK\r\nContent-Length: -2\r\n\r\nok",
+		"/fold":     "HTTP/1.1 200 OK\r\nX-A: b\r\n c\r\nContent-Length: 2\r\n\r\nok",
+		"/space":    "HTTP/1.1 200 OK\r\nX-A : b\r\nContent-Length: 2\r\n\r\nok",
+		"/bare-cr":  "HTTP/1.1 200 OK\r\nX-A: b\rc\r\nContent-Length: 2\r\n\r\nok",
+		"/nul":      "HTTP/1.1 200 OK\r\nX-A: b\x00c\r\nContent-Length: 2\r\n\r\nok",
+		"/ctl":      "HTTP/1.1 200 OK\r\nX-A: b\x01c\r\nContent-Length: 2\r\n\r\nok",
+		"/no-colon": "HTTP/1.1 200 OK\r\nX-A b\r\nContent-Length: 2\r\n\r\nok",
 	}
 	up := serveUpstream(t, func(c net.Conn, _ *bufio.Reader, head string, _ []byte) bool {
 		path := strings.Fields(head)[1]
