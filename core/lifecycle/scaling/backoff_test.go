@@ -64,45 +64,6 @@ func TestStableReplicaForgetsFailures(t *testing.T) {
 	require.GreaterOrEqual(t, again.Sub(crashed), restartDelay(1))
 }
 
-// A replica that has stayed ready for stableReady since the last failure shows that the
-// command works, though it became ready before that failure: here slot 0's replica runs on
-// while slot 1's crashes twice, and the second crash, stableReady after the first, waits a
-// second again, not two.
-func TestReplicaReadyAcrossAFailureCountsAsStable(t *testing.T) {
-	s, err := New(replicaOptions("across", 2, 2, llmsimCommand(t), nil))
-	require.NoError(t, err)
-	defer s.Close()
-	s.stableReady = 3 * time.Second
-	ready := readySlots(s)
-	bindSlots(s)
-	s.Start()
-	waitReady(t, ready)
-	waitReady(t, ready)
-
-	first := crashSlot(t, s, 1)
-	slot, _ := waitReady(t, ready)
-	require.Equal(t, 1, slot)
-	require.Eventually(t, func() bool {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return time.Since(s.lastFailure) > s.stableReady
-	}, 10*time.Second, 5*time.Millisecond, "stableReady since the crash")
-	s.mu.Lock()
-	require.Less(t, time.Since(s.reps[1].readyAt), s.stableReady, "slot 1's replica is stable itself")
-	require.True(t, s.reps[0].readyAt.Before(first))
-	s.mu.Unlock()
-
-	second := crashSlot(t, s, 1)
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if assert.True(c, s.lastFailure.After(second), "the crash is a failure") {
-			assert.Equal(c, 1, s.failures, "failures in a row")
-			assert.Equal(c, restartDelay(1), s.restartAt.Sub(s.lastFailure), "backoff")
-		}
-	}, 10*time.Second, 5*time.Millisecond)
-}
-
 // Failures in a row are forgotten once the last is forgetFailures old: a command that failed
 // twice in a row, then was not started for longer (the service scaled to zero), waits a
 // second after its next failure, not the four seconds the count before would give.
@@ -144,6 +105,47 @@ func TestFailuresAreForgottenAfterAQuietSpell(t *testing.T) {
 		if assert.True(c, last.After(back), "a failure after the spell") {
 			assert.Equal(c, 1, n, "failures in a row")
 			assert.Equal(c, restartDelay(1), wait, "backoff")
+		}
+	}, 10*time.Second, 5*time.Millisecond)
+}
+
+
+// A replica that was serving when another failed shows nothing of the command since: here
+// slot 0's replica runs on while slot 1's crashes, comes back, and crashes again before it
+// has been ready for stableReady itself, though stableReady has passed since the first crash.
+// The second crash is the second failure in a row and waits two seconds: a crash loop beside
+// a healthy replica backs off as one alone does.
+func TestReplicaReadyBeforeAFailureDoesNotEndACrashLoop(t *testing.T) {
+	s, err := New(replicaOptions("across", 2, 2, llmsimCommand(t), nil))
+	require.NoError(t, err)
+	defer s.Close()
+	s.stableReady = 3 * time.Second
+	ready := readySlots(s)
+	bindSlots(s)
+	s.Start()
+	waitReady(t, ready)
+	waitReady(t, ready)
+
+	first := crashSlot(t, s, 1)
+	slot, _ := waitReady(t, ready)
+	require.Equal(t, 1, slot)
+	require.Eventually(t, func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return time.Since(s.lastFailure) > s.stableReady
+	}, 10*time.Second, 5*time.Millisecond, "stableReady since the crash")
+	s.mu.Lock()
+	require.Less(t, time.Since(s.reps[1].readyAt), s.stableReady, "slot 1's replica is not stable itself")
+	require.True(t, s.reps[0].readyAt.Before(first), "slot 0's replica served through the crash")
+	s.mu.Unlock()
+
+	second := crashSlot(t, s, 1)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if assert.True(c, s.lastFailure.After(second), "the crash is a failure") {
+			assert.Equal(c, 2, s.failures, "failures in a row")
+			assert.Equal(c, restartDelay(2), s.restartAt.Sub(s.lastFailure), "backoff")
 		}
 	}, 10*time.Second, 5*time.Millisecond)
 }

@@ -135,14 +135,15 @@ const (
 // such failure: it waits alone, by the same rule over its own port failures in a row
 // (portTaken).
 //
-// Failures are in a row until a replica has stayed ready for stableReady since the last of
-// them (it ran on, it was stopped by a scale-down, or it ended then), whether it became ready
-// before that failure (of another replica, which it served through) or after: one that ends
-// sooner, a command that crashes on its first requests say, is one more failure in a row, so
-// that a crash loop that passes readiness backs off as one that does not. They are forgotten
-// too once the last is forgetFailures old, twice the longest wait: a failure after a quiet
-// spell (the service scaled to zero, say) waits restartBackoff, not what the failures before
-// the spell had come to.
+// Failures are in a row until a replica that became ready after the last of them has stayed
+// ready for stableReady (it ran on, it was stopped by a scale-down, or it ended then); one
+// that was already serving when another failed shows nothing of the command's state since,
+// and would reset the count of a slot that crash-loops beside it: one that ends sooner,
+// a command that crashes on its first requests say, is one more failure in a row, so that a
+// crash loop that passes readiness backs off as one that does not. They are forgotten too once
+// the last is forgetFailures old, twice the longest wait: a failure after a quiet spell (the
+// service scaled to zero, say) waits restartBackoff, not what the failures before the spell
+// had come to.
 const (
 	restartBackoff    = time.Second
 	maxRestartBackoff = 30 * time.Second
@@ -931,19 +932,10 @@ func (s *Scaler) backOff(r *replica) {
 	s.restartAt = now.Add(restartDelay(s.failures))
 }
 
-// stable reports whether r, ready, has been so for stableReady since the last failure (since
-// it became ready, if that was later): the command works, and the failures before are
-// forgotten. A replica that became ready before the last failure, of another replica, and
-// served on through it counts as one that became ready after it. s.mu is held.
+// stable reports whether r became ready after the last failure and has been so for
+// stableReady: the command works, and the failures before are forgotten. s.mu is held.
 func (s *Scaler) stable(r *replica, now time.Time) bool {
-	if r.state != stateReady {
-		return false
-	}
-	since := r.readyAt
-	if s.lastFailure.After(since) {
-		since = s.lastFailure
-	}
-	return now.Sub(since) >= s.stableReady
+	return r.state == stateReady && r.readyAt.After(s.lastFailure) && now.Sub(r.readyAt) >= s.stableReady
 }
 
 // anyStable reports whether a replica is stable. s.mu is held.
