@@ -170,19 +170,38 @@ func redactURL(s string) string {
 }
 
 // redactUserinfo returns s, text with "://" that does not parse as a URL (a host with a
-// placeholder such as {pod_ip}, a bad port), with what stands before the last '@' of its
-// authority masked, as a URL's user information is; s itself when it has none.
+// placeholder such as {pod_ip}, a bad port, a password with an unencoded '#'), with its user
+// information masked (userinfoSpan); s itself when it has none.
 func redactUserinfo(s string) string {
-	i := strings.Index(s, "://") + len("://")
-	end := len(s)
-	if j := strings.IndexAny(s[i:], "/?#"); j >= 0 {
-		end = i + j
-	}
-	at := strings.LastIndexByte(s[i:end], '@')
-	if at < 0 {
+	i, at, ok := userinfoSpan(s)
+	if !ok {
 		return s
 	}
-	return s[:i] + Redacted + s[i+at:]
+	return s[:i] + Redacted + s[at:]
+}
+
+// userinfoSpan returns where the user information of s, text with "://" that need not parse
+// as a URL, lies: s[i:at], before the '@' at s[at]; ok is false when s has none. It runs to
+// the last '@' before the first '/', '?' or '#' that follows an '@': a '#', '?' or '/'
+// written unencoded in a password, as people write them, is taken as part of it, not as the
+// end of the authority (which would leave the password's end shown). An '@' in the path or
+// query of text that does not parse masks the text before it too: more than the credentials,
+// never less.
+func userinfoSpan(s string) (i, at int, ok bool) {
+	i = strings.Index(s, "://")
+	if i < 0 {
+		return 0, 0, false
+	}
+	i += len("://")
+	first := strings.IndexByte(s[i:], '@')
+	if first < 0 {
+		return 0, 0, false
+	}
+	end := len(s)
+	if j := strings.IndexAny(s[i+first:], "/?#"); j >= 0 {
+		end = i + first + j
+	}
+	return i, i + strings.LastIndexByte(s[i:end], '@'), true
 }
 
 // redactQuery returns q, a URL's query, with the values of its parameters of secret names

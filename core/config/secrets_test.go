@@ -167,3 +167,71 @@ servers = [{ url = "http://127.0.0.1:1" }]
 		}
 	}
 }
+
+// A password holding a character that ends a URL's authority unless percent-encoded ('#',
+// '?' or '/', as people write them) makes the URL not parse, and the parser's error reads the
+// password's start as a host and the rest as a port: neither the URL quoted nor the message
+// about it shows any of the password.
+func TestURLErrorsMaskCredentialsCutByADelimiter(t *testing.T) {
+	for _, pw := range []string{"LEAK#pw", "LEAK?pw", "LEAK/pw", "LEAK#a/b?c"} {
+		_, err := LoadBytes("t.toml", []byte(`
+[entrypoints.web]
+address = "127.0.0.1:0"
+
+[routers.r]
+rule = "PathPrefix(`+"`/`"+`)"
+service = "s"
+
+[services.s.load_balancer]
+servers = [{ url = "http://admin:`+pw+`@10.0.0.1:8000" }]
+
+[services.k.scaling]
+executor = "kube"
+[services.k.scaling.kube]
+api_server = "https://admin:`+pw+`@10.0.0.1:443"
+namespace = "n"
+deployment = "d"
+service = "s"
+`))
+		require.Error(t, err, pw)
+		msg := err.Error()
+		require.NotContains(t, msg, "LEAK", pw)
+		require.NotContains(t, msg, "pw", pw)
+		require.Contains(t, msg, `services.s.load_balancer.servers[0].url "http://<redacted>@10.0.0.1:8000": URL must not carry user info`, pw)
+		require.Contains(t, msg, `services.k.scaling.kube.api_server "https://<redacted>@10.0.0.1:443": cannot parse URL: `, pw)
+		require.Equal(t, "http://<redacted>@10.0.0.1:8000", RedactURL("http://admin:"+pw+"@10.0.0.1:8000"), pw)
+	}
+	// Text that does not parse for another reason keeps what is not user information.
+	require.Equal(t, "http://<redacted>@{pod_ip}:8000/v1", RedactURL("http://u:p#w@{pod_ip}:8000/v1"))
+	require.Equal(t, "http://{pod_ip}:8000/v1?x=a", RedactURL("http://{pod_ip}:8000/v1?x=a"))
+}
+
+// The messages that suggest what to write instead quote the suggested URL with its
+// credentials masked too, and a URL written without its scheme is quoted masked as well.
+func TestURLSuggestionsMaskCredentials(t *testing.T) {
+	for _, v := range []string{"admin:LEAKpw@10.0.0.1:443", " https://admin:LEAKpw@10.0.0.1:443 "} {
+		_, err := LoadBytes("t.toml", []byte(`
+[entrypoints.web]
+address = "127.0.0.1:0"
+
+[routers.r]
+rule = "PathPrefix(`+"`/`"+`)"
+service = "s"
+
+[services.s.load_balancer]
+servers = [{ url = "http://127.0.0.1:1" }, { url = "admin:LEAKpw@10.0.0.1:8000" }]
+
+[services.k.scaling]
+executor = "kube"
+[services.k.scaling.kube]
+api_server = "`+v+`"
+namespace = "n"
+deployment = "d"
+service = "s"
+`))
+		require.Error(t, err, v)
+		require.NotContains(t, err.Error(), "LEAK", v)
+		require.Contains(t, err.Error(), `: write "https://<redacted>@10.0.0.1:443"`, v)
+		require.Contains(t, err.Error(), `services.s.load_balancer.servers[1].url "<redacted>@10.0.0.1:8000": URL has no scheme`, v)
+	}
+}

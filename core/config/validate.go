@@ -248,20 +248,29 @@ var (
 func (x urlShape) check(s string) string {
 	if t := strings.TrimSpace(s); t != s {
 		if x.check(t) == "" {
-			return "URL has white space before or after it: write " + strconv.Quote(t)
+			return "URL has white space before or after it: write " + strconv.Quote(redactURL(t))
 		}
 		return "URL has white space before or after it"
 	}
 	u, err := url.Parse(s)
 	if (err != nil || u.Scheme != "http" && u.Scheme != "https") && !strings.Contains(s, "://") {
 		if x.check(x.scheme+s) == "" {
-			return "URL has no scheme: write " + strconv.Quote(x.scheme+s)
+			return "URL has no scheme: write " + strconv.Quote(redactURL(x.scheme+s))
 		}
 		if v, err := url.Parse(x.scheme + s); err == nil && v.Hostname() != "" {
 			return "URL has no scheme: write http:// or https:// before the host, e.g. " + x.example
 		}
 	}
 	if err != nil {
+		// The parser's error may quote a part of the user information (a password's start
+		// read as a host, its end as a port): the URL is judged with a placeholder in its
+		// place, so that the message quotes none of it.
+		if i, at, ok := userinfoSpan(s); ok && s[i:at] != "user" {
+			if msg := x.check(s[:i] + "user" + s[at:]); msg != "" {
+				return msg
+			}
+			return "cannot parse URL: its user information is not valid (write a '/', '?', '#', '@' or '%' in it percent-encoded: %2F, %3F, %23, %40, %25)"
+		}
 		return "cannot parse URL: " + strings.TrimPrefix(err.Error(), "parse "+strconv.Quote(s)+": ")
 	}
 	switch {

@@ -50,7 +50,15 @@ func (c *Config) shown(v string, path ...string) string {
 // goes to the log and to the caller of a reload, who is not shown the configuration's
 // credentials otherwise.
 func (c *Config) shownURL(v string, path ...string) string {
-	return redactURL(c.shown(v, path...))
+	s := c.shown(v, path...)
+	if !strings.Contains(s, "://") && strings.Contains(s, "@") {
+		// Written without its scheme (an error says to add it): its user information is
+		// masked all the same.
+		if r := redactURL("http://" + s); r != "http://"+s {
+			return strings.TrimPrefix(r, "http://")
+		}
+	}
+	return redactURL(s)
 }
 
 // MaskEnv returns s with every value that came from a variable substituted into a string at
