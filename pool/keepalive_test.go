@@ -459,3 +459,61 @@ func TestStatsDropsIdleConnsTheUpstreamClosed(t *testing.T) {
 		t.Fatalf("stats %+v, want no idle conn once the upstream closed them all", s)
 	}
 }
+
+// TestStatsLeavesIdleConnsToRequests: Stats checks the idle stack one conn at a time, so
+// requests sent while it runs (a metrics scrape is one Stats per backend) keep finding idle
+// conns to reuse: a pool with several open idle conns dials none, however often Stats runs.
+func TestStatsLeavesIdleConnsToRequests(t *testing.T) {
+	u := startUpstream(t, func(c net.Conn, _ int) {
+		br := bufio.NewReader(c)
+		for {
+			if _, ok := readReq(br); !ok {
+				return
+			}
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+		}
+	})
+	p := New(Options{Addr: u.addr()})
+	defer p.Close()
+	const conns = 8
+	xs := make([]*Exchange, conns)
+	for i := range xs {
+		xs[i] = AcquireExchange()
+		if err := xs[i].RoundTrip(p, []byte(getHead), nil, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, x := range xs {
+		if _, err := readAll(x, false, 64); err != nil {
+			t.Fatal(err)
+		}
+		ReleaseExchange(x)
+	}
+	if s := p.Stats(); s.Idle != conns || s.Dials != conns {
+		t.Fatalf("stats %+v, want %d idle conns, %d dials", s, conns, conns)
+	}
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	checks := 0
+	go func() {
+		defer close(stopped)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				p.Stats()
+				checks++
+			}
+		}
+	}()
+	for i := 0; i < 2000; i++ {
+		if _, _, err := roundTrip(t, p, getHead, false, 64); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	<-stopped
+	if s := p.Stats(); s.Dials != conns || s.Idle != conns {
+		t.Fatalf("stats %+v after %d checks beside 2000 requests: want no dial, %d idle conns", s, checks, conns)
+	}
+}

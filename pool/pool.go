@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,8 +51,8 @@ type Pool struct {
 	idleNs  int64
 	sweepNs int64
 
-	// pruneMu makes pruneIdle calls one at a time: each puts the conns it checked back below
-	// the stack, which keeps it ordered by idleAt only if no other check took conns meanwhile.
+	// pruneMu makes pruneIdle calls one at a time: one check of the idle stack is enough, and
+	// conns two checks took out at once would leave the stack emptier for requests.
 	pruneMu sync.Mutex
 
 	mu        sync.Mutex
@@ -266,43 +267,54 @@ func (p *Pool) getIdle() *conn {
 
 // pruneIdle closes the conns of the idle stack that getIdle would not reuse (conn.alive: closed
 // or reset by the upstream, or bytes from it since the last response), as taking them would.
-// The stack is taken whole and the conns still open go back under those put meanwhile, so the
-// checks run outside p.mu; a request that finds the stack empty meanwhile dials.
+// It checks the conns there when it starts, oldest first and one at a time: each is taken out
+// while its check runs outside p.mu and put back in its place (by idleAt) when still open, so
+// the others stay on the stack for requests to take, and a Stats call never leaves a request
+// to dial for want of an idle conn.
 func (p *Pool) pruneIdle() {
 	p.pruneMu.Lock()
 	defer p.pruneMu.Unlock()
 	p.mu.Lock()
-	idle := p.idle
-	p.idle = nil
+	n := len(p.idle)
 	p.mu.Unlock()
-	if len(idle) == 0 {
-		return
-	}
-	keep := idle[:0]
-	for _, c := range idle {
-		if c.alive() {
-			keep = append(keep, c)
-		} else {
+	k := 0 // the next conn to check is p.idle[k]
+	for ; n > 0; n-- {
+		p.mu.Lock()
+		if p.closed || k >= len(p.idle) {
+			p.mu.Unlock()
+			return
+		}
+		c := p.idle[k]
+		copy(p.idle[k:], p.idle[k+1:])
+		p.idle[len(p.idle)-1] = nil
+		p.idle = p.idle[:len(p.idle)-1]
+		p.mu.Unlock()
+		if !c.alive() {
 			c.close()
 			p.idleN.Add(-1)
+			continue // p.idle[k] is the next one, unless the stack changed meanwhile
 		}
-	}
-	clear(idle[len(keep):])
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		p.idleN.Add(-int64(len(keep)))
-		for _, c := range keep {
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
 			c.close()
+			p.idleN.Add(-1)
+			return
 		}
-		return
+		// Its place: conns put meanwhile are younger and went on top, and a sweep may have
+		// closed older ones from the bottom. Among conns as old, after them (the next check
+		// is then of a younger one).
+		k = sort.Search(len(p.idle), func(i int) bool { return p.idle[i].idleAt > c.idleAt })
+		p.idle = append(p.idle, nil)
+		copy(p.idle[k+1:], p.idle[k:])
+		p.idle[k] = c
+		if k == 0 || !p.armed {
+			// The janitor may have been armed for a younger bottom conn while c was out.
+			p.armLocked(p.idle[0].idleAt + p.idleNs - p.now() + p.slackNs)
+		}
+		p.mu.Unlock()
+		k++
 	}
-	// keep went idle before every conn put since it was taken: below them, idleAt ascends.
-	p.idle = append(keep, p.idle...)
-	if len(p.idle) > 0 && !p.armed {
-		p.armLocked(p.idle[0].idleAt + p.idleNs - p.now() + p.slackNs)
-	}
-	p.mu.Unlock()
 }
 
 // put returns a healthy conn (response fully read, keep-alive) to the idle stack, or closes it
