@@ -109,7 +109,6 @@ func TestFailuresAreForgottenAfterAQuietSpell(t *testing.T) {
 	}, 10*time.Second, 5*time.Millisecond)
 }
 
-
 // A replica that was serving when another failed shows nothing of the command since: here
 // slot 0's replica runs on while slot 1's crashes, comes back, and crashes again before it
 // has been ready for stableReady itself, though stableReady has passed since the first crash.
