@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
+	"io"
 	"math"
 	"net/http"
 	"strings"
@@ -230,4 +231,36 @@ func TestModelRetrieve(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, http.StatusNotFound, resp.StatusCode)
 	readAPIError(t, resp)
+}
+
+// Integer fields written as whole floats (3.0, 1e1), as a Python client may send them, are
+// read as vLLM's pydantic models read them: as the integer. A fraction is refused with a 400
+// that names the field, and the message names no Go type.
+func TestIntegerFieldsWrittenAsFloats(t *testing.T) {
+	_, url := startOne(t, nil)
+	msgs := `"messages":[{"role":"user","content":"x"}]`
+	for _, tc := range []struct{ path, body string }{
+		{"/v1/chat/completions", `{"model":"m",` + msgs + `,"max_tokens":3.0,"n":1.0,"top_logprobs":0.0}`},
+		{"/v1/chat/completions", `{"model":"m",` + msgs + `,"max_completion_tokens":3e0}`},
+		{"/v1/completions", `{"model":"m","prompt":"x","max_tokens":3.0,"best_of":1.0}`},
+		{"/v1/messages", `{"model":"m",` + msgs + `,"max_tokens":3.0,"top_k":1.0}`},
+		{"/v1/responses", `{"model":"m","input":"x","max_output_tokens":3.0}`},
+	} {
+		resp := post(t, context.Background(), newClient(), url+tc.path, tc.body, nil)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode, "%s %s: %s", tc.path, tc.body, b)
+		if tc.path != "/v1/completions" {
+			continue
+		}
+		var out completion
+		require.NoError(t, json.Unmarshal(b, &out))
+		require.Equal(t, 3, out.Usage.CompletionTokens, "max_tokens 3.0 caps the output at 3")
+	}
+	resp := post(t, context.Background(), newClient(), url+"/v1/chat/completions", `{"model":"m",`+msgs+`,"max_tokens":3.5}`, nil)
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	e := readAPIError(t, resp)
+	require.Contains(t, e.Error.Message, "max_tokens")
+	require.Contains(t, e.Error.Message, "fractional part")
+	require.NotContains(t, e.Error.Message, "Go struct")
 }

@@ -396,6 +396,13 @@ func readBodyAs(w http.ResponseWriter, r *http.Request, dst any, errf errorWrite
 		return false
 	}
 	if err := json.Unmarshal(body, dst); err != nil {
+		var we *wholeIntError
+		if errors.As(err, &we) {
+			if field := fieldHolding(body, we.raw); field != "" {
+				errf(w, http.StatusBadRequest, field+": "+we.reason, field, "invalid_type")
+				return false
+			}
+		}
 		msg := err.Error()
 		if strings.Contains(msg, "'\x00'") {
 			// go-json reads a NUL sentinel past the end of its input: the body was cut short.

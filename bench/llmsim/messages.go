@@ -13,13 +13,13 @@ import (
 // honoured, accepted and refused. Unknown fields are ignored.
 type messagesRequest struct {
 	Model         string          `json:"model"`
-	MaxTokens     *int            `json:"max_tokens"`
+	MaxTokens     *wholeInt       `json:"max_tokens"`
 	Messages      []chatMessage   `json:"messages"`
 	System        json.RawMessage `json:"system"`
 	Stream        bool            `json:"stream"`
 	Temperature   *float64        `json:"temperature"`
 	TopP          *float64        `json:"top_p"`
-	TopK          *int            `json:"top_k"`
+	TopK          *wholeInt       `json:"top_k"`
 	StopSequences json.RawMessage `json:"stop_sequences"`
 	Tools         json.RawMessage `json:"tools"`
 	ToolChoice    json.RawMessage `json:"tool_choice"`
@@ -136,7 +136,7 @@ func (in *instance) handleMessages(w http.ResponseWriter, r *http.Request) {
 	}
 	p := genParams{
 		enc: messagesEnc, fault: f, arrival: arrival, model: req.Model, stream: req.Stream,
-		maxTokens: *req.MaxTokens, capParam: "max_tokens", promptParam: "messages",
+		maxTokens: int(*req.MaxTokens), capParam: "max_tokens", promptParam: "messages",
 		reqSeed: req.Seed, salt: req.CacheSalt, stops: stops,
 	}
 	in.serveGeneration(w, r, &p, prompt)

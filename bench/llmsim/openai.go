@@ -95,13 +95,13 @@ func outputCap(req *inferRequest) (int, string, *badRequest) {
 		if *v < 1 {
 			return 0, "", invalid("max_completion_tokens", "max_completion_tokens must be at least 1")
 		}
-		return *v, "max_completion_tokens", nil
+		return int(*v), "max_completion_tokens", nil
 	}
 	if v := req.MaxTokens; v != nil {
 		if *v < 1 {
 			return 0, "", invalid("max_tokens", "max_tokens must be at least 1")
 		}
-		return *v, "max_tokens", nil
+		return int(*v), "max_tokens", nil
 	}
 	return 0, "", nil
 }
@@ -449,7 +449,7 @@ func (in *instance) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, "dimensions must be within [1, 65536]", "dimensions", "invalid_value")
 			return
 		}
-		dims = *req.Dimensions
+		dims = int(*req.Dimensions)
 	}
 	b64 := false
 	if req.EncodingFormat != nil {

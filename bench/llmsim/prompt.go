@@ -39,12 +39,12 @@ type inferRequest struct {
 	Input               json.RawMessage `json:"input"`
 	Stream              bool            `json:"stream"`
 	StreamOptions       *streamOptions  `json:"stream_options"`
-	MaxTokens           *int            `json:"max_tokens"`
-	MaxCompletionTokens *int            `json:"max_completion_tokens"`
-	N                   *int            `json:"n"`
+	MaxTokens           *wholeInt       `json:"max_tokens"`
+	MaxCompletionTokens *wholeInt       `json:"max_completion_tokens"`
+	N                   *wholeInt       `json:"n"`
 	Tools               json.RawMessage `json:"tools"`
 	Seed                *int64          `json:"seed"`
-	Dimensions          *int            `json:"dimensions"`
+	Dimensions          *wholeInt       `json:"dimensions"`
 	EncodingFormat      *string         `json:"encoding_format"`
 	CacheSalt           string          `json:"cache_salt"`
 	Stop                json.RawMessage `json:"stop"`
@@ -53,7 +53,7 @@ type inferRequest struct {
 	FrequencyPenalty    *float64        `json:"frequency_penalty"`
 	PresencePenalty     *float64        `json:"presence_penalty"`
 	Logprobs            json.RawMessage `json:"logprobs"` // chat: bool; completions: integer
-	TopLogprobs         *int            `json:"top_logprobs"`
+	TopLogprobs         *wholeInt       `json:"top_logprobs"`
 	ResponseFormat      json.RawMessage `json:"response_format"`
 	ToolChoice          json.RawMessage `json:"tool_choice"`
 	FunctionCall        json.RawMessage `json:"function_call"`
@@ -61,7 +61,7 @@ type inferRequest struct {
 	Audio               json.RawMessage `json:"audio"`
 	WebSearchOptions    json.RawMessage `json:"web_search_options"`
 	Echo                *bool           `json:"echo"`
-	BestOf              *int            `json:"best_of"`
+	BestOf              *wholeInt       `json:"best_of"`
 	Suffix              *string         `json:"suffix"`
 }
 

@@ -18,10 +18,10 @@ type responsesRequest struct {
 	Instructions       *string         `json:"instructions"`
 	Stream             bool            `json:"stream"`
 	StreamOptions      *streamOptions  `json:"stream_options"`
-	MaxOutputTokens    *int            `json:"max_output_tokens"`
+	MaxOutputTokens    *wholeInt       `json:"max_output_tokens"`
 	Temperature        *float64        `json:"temperature"`
 	TopP               *float64        `json:"top_p"`
-	TopLogprobs        *int            `json:"top_logprobs"`
+	TopLogprobs        *wholeInt       `json:"top_logprobs"`
 	PreviousResponseID *string         `json:"previous_response_id"`
 	Conversation       json.RawMessage `json:"conversation"`
 	Background         *bool           `json:"background"`
@@ -44,7 +44,7 @@ type responsesRequest struct {
 // responseEcho holds the request fields a Responses API response object repeats.
 type responseEcho struct {
 	instructions      *string
-	maxOutputTokens   *int
+	maxOutputTokens   *wholeInt
 	temperature, topP *float64
 	tools, toolChoice json.RawMessage
 	parallelToolCalls bool
@@ -179,7 +179,7 @@ func (in *instance) handleResponses(w http.ResponseWriter, r *http.Request) {
 		reqSeed: req.Seed, salt: req.CacheSalt, echo: echo, promptParam: "input",
 	}
 	if req.MaxOutputTokens != nil {
-		p.maxTokens, p.capParam = *req.MaxOutputTokens, "max_output_tokens"
+		p.maxTokens, p.capParam = int(*req.MaxOutputTokens), "max_output_tokens"
 	}
 	in.serveGeneration(w, r, &p, prompt)
 }
