@@ -31,6 +31,12 @@ func (x *Exchange) Buffered() int {
 // Each read waits at most Options.StreamIdleTimeout (then ErrTimeout). After Abort it returns
 // ErrAborted at once. Other errors: ErrUpstreamProto (bad chunked framing), ErrUpstreamClosed
 // (the upstream closed before the end of a length or chunked body). Errors are sticky.
+// FramingBytes returns how many of the bytes that raw ReadBody calls returned for this
+// response were chunk framing (chunk sizes and extensions, line endings, the last chunk and
+// the trailer section) rather than payload: 0 for a body that is not chunked or was read
+// decoded.
+func (x *Exchange) FramingBytes() int64 { return x.framing }
+
 func (x *Exchange) ReadBody(buf []byte, raw bool) (n int, err error) {
 	if x.err != nil {
 		return 0, x.err
@@ -178,6 +184,9 @@ func (x *Exchange) chunked(b []byte, raw bool) (int, error) {
 		}
 		if !raw && len(data) > 0 {
 			w += copy(b[w:], data)
+		}
+		if raw {
+			x.framing += int64(c - len(data))
 		}
 		off += c
 		if c == 0 && len(data) == 0 {

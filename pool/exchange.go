@@ -40,6 +40,7 @@ type Exchange struct {
 	armed   time.Time     // when the stream idle deadline was last set (ReadBody)
 	dialed  time.Duration // how long the last dial of this exchange took; 0 when none
 	dec     http1.ChunkedDecoder
+	framing int64          // BodyChunked: chunk framing among the bytes raw ReadBody calls returned
 	done    bool           // body fully read (io.EOF reached or BodyNone)
 	broken  bool           // conn must not be reused (until-close body, extra bytes, upgrade, error)
 	err     error          // sticky error of RoundTrip/ReadBody
@@ -99,6 +100,7 @@ func ReleaseExchange(x *Exchange) {
 	x.armed = time.Time{}
 	x.dialed = 0
 	x.dec.Reset()
+	x.framing = 0
 	x.done, x.broken, x.got = false, false, false
 	x.scan.Reset()
 	x.interim = 0
@@ -233,6 +235,7 @@ func (x *Exchange) setMode(isHEAD bool) {
 		}
 	case x.mode == http1.BodyChunked:
 		x.dec.Reset()
+		x.framing = 0
 	case x.mode == http1.BodyUntilClose:
 		x.broken = true
 	}

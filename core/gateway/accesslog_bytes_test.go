@@ -120,3 +120,27 @@ buffer_timeout = "500ms"
 		})
 	}
 }
+
+// A chunked response that is not an event stream goes to the client with the upstream's own
+// chunks; bytes_out counts their payload, as for a body the gateway re-chunks or one of
+// fixed length, not the chunk framing, so that every engine logs the same figure for it.
+func TestAccessLogBytesOutOfAChunkedResponseIsItsPayload(t *testing.T) {
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			up := serveUpstream(t, func(c net.Conn, _ *bufio.Reader, _ string, _ []byte) bool {
+				_, err := fmt.Fprint(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"+
+					"5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n")
+				return err == nil
+			})
+			logPath := filepath.Join(t.TempDir(), "access.log")
+			_, addr := startGateway(t, engine, up.addr(), fmt.Sprintf("[log]\naccess_log = %q\n", logPath))
+			c := dial(t, addr)
+			send(t, c, "GET /chunked HTTP/1.1\r\nHost: gw\r\n\r\n")
+			resp := readResponse(t, bufio.NewReader(c), false)
+			require.Equal(t, 200, resp.status)
+			require.Equal(t, "hello world", string(resp.body))
+			lines := accessLines(t, logPath, 1)
+			require.EqualValues(t, len("hello world"), lines[0]["bytes_out"], "the payload, not the chunk framing")
+		})
+	}
+}

@@ -70,6 +70,10 @@ type RequestCtx struct {
 	// ownOut counts the body bytes the gateway wrote itself: its reply's (appendReply,
 	// ReplyBody), or a held stream's keep-alives and error event (sendRaw).
 	ownOut int64
+	// relayFraming counts the chunk framing among the upstream wire bytes the relay passed
+	// on (relay.ChunkedRaw; noteFraming): bytes_out counts a body's payload, as the relay
+	// counts it for every other framing.
+	relayFraming int64
 
 	reply    Reply
 	replied  bool
@@ -205,7 +209,7 @@ func (rc *RequestCtx) reset(ep *Entrypoint, now time.Time) {
 	rc.choice.Reset()
 	rc.framing, rc.sse, rc.keepAlive, rc.isHEAD, rc.ended = relay.None, false, rc.Req.KeepAlive, false, false
 	rc.maxFwd = -1
-	rc.websocket, rc.upgraded, rc.tunnelOut, rc.ownOut = false, false, 0, 0
+	rc.websocket, rc.upgraded, rc.tunnelOut, rc.ownOut, rc.relayFraming = false, false, 0, 0, 0
 	rc.pending = rc.pending[:0]
 	rc.dropKept()
 	rc.releaseWhole()

@@ -1087,6 +1087,7 @@ func (rc *RequestCtx) WriteHeadAt(ds Downstream, now time.Time) error {
 			}
 			if early > 0 {
 				rc.observe(rc.relay.Pass((*hb)[h:h+early], rc.stamp(now))) // a stream's first token
+				rc.noteFraming()
 				rc.route.Chain.onBody(rc, (*hb)[h:h+early])
 			}
 		}
@@ -1095,6 +1096,14 @@ func (rc *RequestCtx) WriteHeadAt(ds Downstream, now time.Time) error {
 		return rc.clientLeft()
 	}
 	return nil
+}
+
+// noteFraming records the chunk framing among the upstream wire bytes the relay has
+// accounted for, read after each raw read of a ChunkedRaw body the relay took whole.
+func (rc *RequestCtx) noteFraming() {
+	if rc.framing == relay.ChunkedRaw {
+		rc.relayFraming = rc.x.FramingBytes()
+	}
 }
 
 // relayTo relays the upstream body to ds, one Send per upstream read.
@@ -1131,6 +1140,7 @@ func (rc *RequestCtx) RelayStepAt(ds Downstream, now time.Time) (done bool, _ er
 	if n > 0 {
 		rc.route.Chain.onBody(rc, b[at:at+n])
 		tail = rc.relay.Keep(b[at:at+n], maxKeptBytes)
+		rc.noteFraming()
 	}
 	if err != nil && rc.relay.InEvent() && errors.Is(err, io.EOF) {
 		// An event stream delimited by its upstream's close that closed inside an event was
@@ -1310,7 +1320,7 @@ func (rc *RequestCtx) FinishAt(now time.Time) {
 	case rc.replied:
 		o.BytesOut = rc.ownOut
 	case rc.x != nil || rc.hadX:
-		o.BytesOut = rc.relay.Bytes() + rc.ownOut
+		o.BytesOut = rc.relay.Bytes() - rc.relayFraming + rc.ownOut
 		if !rc.ended && !o.Canceled && o.UpstreamError == "" {
 			o.Canceled = true // the engine stopped before the end: the client left
 		}
