@@ -141,3 +141,41 @@ interval = "100ms"
 	require.NoError(t, g.Drain(ctx))
 	require.Empty(t, ours(), "the drained gateway's series")
 }
+
+// A TLS entrypoint's certificate reload counter is one of the entrypoint's series: a reload
+// that removes the entrypoint takes it off the metrics page with the others.
+func TestTLSReloadCounterGoesWithItsEntrypoint(t *testing.T) {
+	up := serveUpstream(t, echo)
+	ca := newTestCA(t)
+	certDir := t.TempDir()
+	cert, key := ca.issue(t, certDir, "srv", "first", "127.0.0.1")
+	p := runPrefix("tlsrel")
+	conf := func(extraEP string) string {
+		return fmt.Sprintf(`
+[entrypoints.web]
+address = "127.0.0.1:0"
+%[2]s
+[admin]
+address = "127.0.0.1:0"
+[routers.%[1]s_r]
+rule = "PathPrefix(`+"`/`"+`)"
+service = "%[1]s_s"
+[services.%[1]s_s.load_balancer]
+servers = [{ url = "http://%[3]s" }]
+`, p, extraEP, up.addr())
+	}
+	side := fmt.Sprintf("[entrypoints.%s_tls]\naddress = \"127.0.0.1:0\"\ntls = { cert_file = %q, key_file = %q }\n", p, cert, key)
+	path := filepath.Join(t.TempDir(), "sluice.toml")
+	g, _, admin := startFileGateway(t, path, conf(side))
+	require.Equal(t, "first", servedCN(t, g.Addr(p+"_tls"), "", ca.pool))
+
+	ca.issue(t, certDir, "srv", "second", "127.0.0.1")
+	reloads := fmt.Sprintf(`sluice_tls_certificate_reloads_total{entrypoint="%s_tls",result="success"}`, p)
+	waitMetric(t, admin+"/metrics", reloads, func(v float64) bool { return v >= 1 })
+
+	require.NoError(t, os.WriteFile(path, []byte(conf("")), 0o644))
+	require.NoError(t, g.Reload())
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Empty(c, processLines(`entrypoint="`+p+`_tls"`), "the removed entrypoint's series, its TLS reload counter among them")
+	}, 5*time.Second, 10*time.Millisecond)
+}

@@ -798,20 +798,16 @@ func PrefixIndex(entries func() int) {
 	vm.GetOrCreateGauge(`sluice_prefix_affinity_index_entries`, func() float64 { return float64(entries()) })
 }
 
-// TLS certificate reloads by entrypoint and result.
-var tlsReloads sync.Map // "entrypoint\x00result" -> *vm.Counter
-
 // TLSCertificateReload counts a reload of entrypoint's certificates after their files changed:
-// ok false when a new file could not be loaded (the certificates in use stay).
+// ok false when a new file could not be loaded (the certificates in use stay). The counter is
+// one of the entrypoint's series (ForEntrypoint), so it is exposed while a transport of the
+// entrypoint serves and goes with the entrypoint's other counters when a reload removes it.
+// Rare (a file event), so the counter is looked up on each call.
 func TLSCertificateReload(entrypoint string, ok bool) {
 	result := "success"
 	if !ok {
 		result = "failure"
 	}
-	k := entrypoint + "\x00" + result
-	c, found := tlsReloads.Load(k)
-	if !found {
-		c, _ = tlsReloads.LoadOrStore(k, vm.GetOrCreateCounter(`sluice_tls_certificate_reloads_total{`+labels("entrypoint", entrypoint)+`,result="`+result+`"}`))
-	}
-	c.(*vm.Counter).Inc()
+	l := labels("entrypoint", entrypoint)
+	seriesOf("entrypoint{" + l + "}").s.GetOrCreateCounter(`sluice_tls_certificate_reloads_total{` + l + `,result="` + result + `"}`).Inc()
 }

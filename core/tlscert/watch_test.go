@@ -1,11 +1,13 @@
 package tlscert
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +15,8 @@ import (
 
 	vm "github.com/VictoriaMetrics/metrics"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-gw/sluice/core/metrics"
 )
 
 // testDebounce keeps the watch tests quick; the other files' writes below are spaced wider, so
@@ -48,19 +52,24 @@ func (h recordLog) Handle(_ context.Context, r slog.Record) error {
 	return nil
 }
 
-// reloadCounts returns a function that reads how many reloads of entrypoint counted in
-// sluice_tls_certificate_reloads_total with result since reloadCounts was called (the counters
-// are the process's, so -count=N runs a test against counts of earlier runs).
-func reloadCounts(entrypoint string) func(result string) uint64 {
-	counter := func(result string) *vm.Counter {
-		return vm.GetOrCreateCounter(`sluice_tls_certificate_reloads_total{entrypoint="` + entrypoint + `",result="` + result + `"}`)
-	}
-	failures, successes := counter("failure").Get(), counter("success").Get()
+// reloadCounts publishes entrypoint's series, as its serving transport does, until the test
+// ends, and returns a function that reads how many reloads of entrypoint counted in
+// sluice_tls_certificate_reloads_total with result (the series start from zero: each test
+// names its own entrypoint, and the release at its end forgets the series for -count=N).
+func reloadCounts(t *testing.T, entrypoint string) func(result string) uint64 {
+	t.Cleanup(metrics.ForEntrypoint(entrypoint).Publish())
 	return func(result string) uint64 {
-		if result == "failure" {
-			return counter(result).Get() - failures
+		var b bytes.Buffer
+		vm.WritePrometheus(&b, false)
+		prefix := `sluice_tls_certificate_reloads_total{entrypoint="` + entrypoint + `",result="` + result + `"} `
+		for _, line := range strings.Split(b.String(), "\n") {
+			if v, ok := strings.CutPrefix(line, prefix); ok {
+				n, err := strconv.ParseUint(v, 10, 64)
+				require.NoError(t, err)
+				return n
+			}
 		}
-		return counter(result).Get() - successes
+		return 0
 	}
 }
 
@@ -122,7 +131,7 @@ func TestBrokenCertificateNextToLogFailsOnce(t *testing.T) {
 	p := writePair(t, dir, "srv", "first", "a.test")
 	logFile := filepath.Join(dir, "sluice.log")
 	const ep = "broken-next-to-log"
-	reloads := reloadCounts(ep)
+	reloads := reloadCounts(t, ep)
 	s, msgs := watchedStore(t, ep, []Pair{p}, logFile)
 
 	replace(t, p.CertFile, []byte("garbage\n"))
@@ -155,7 +164,7 @@ func TestRestoringSameCertificateAfterFailureCountsSuccess(t *testing.T) {
 	require.NoError(t, err)
 
 	t.Run("Reload", func(t *testing.T) {
-		reloads := reloadCounts("restore-same-reload")
+		reloads := reloadCounts(t, "restore-same-reload")
 		msgs := make(chan string, 16)
 		s, err := NewStore("restore-same-reload", []Pair{p}, slog.New(recordLog{mu: new(sync.Mutex), msgs: msgs}))
 		require.NoError(t, err)
@@ -174,7 +183,7 @@ func TestRestoringSameCertificateAfterFailureCountsSuccess(t *testing.T) {
 	})
 
 	t.Run("Watch", func(t *testing.T) {
-		reloads := reloadCounts("restore-same-watch")
+		reloads := reloadCounts(t, "restore-same-watch")
 		_, msgs := watchedStore(t, "restore-same-watch", []Pair{p}, "")
 		replace(t, p.CertFile, []byte("garbage\n"))
 		waitMsg(t, msgs, "tls certificates not reloaded")
