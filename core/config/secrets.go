@@ -149,7 +149,7 @@ func redactURL(s string) string {
 		return s
 	}
 	u, err := url.Parse(s)
-	if err != nil {
+	if err != nil || u.User == nil && tokenCutByDelimiter(s) {
 		return redactUserinfo(s)
 	}
 	if u.Scheme == "" || u.Host == "" && u.User == nil {
@@ -167,6 +167,15 @@ func redactURL(s string) string {
 	}
 	// url.URL.String escapes the mask in the user information; it is shown as written.
 	return strings.Replace(u.String(), url.PathEscape(Redacted), Redacted, 1)
+}
+
+// tokenCutByDelimiter reports whether s, a URL that parsed without user information, holds
+// an '@' before any '/' of its path: user information whose unencoded '#' or '?' made the
+// parser read its start as the host and the rest as a fragment or query
+// (https://tok#en@host).
+func tokenCutByDelimiter(s string) bool {
+	i, at, ok := userinfoSpan(s)
+	return ok && !strings.ContainsRune(s[i:at], '/')
 }
 
 // redactUserinfo returns s, text with "://" that does not parse as a URL (a host with a
