@@ -245,6 +245,10 @@ func TestIntegerFieldsWrittenAsFloats(t *testing.T) {
 		{"/v1/completions", `{"model":"m","prompt":"x","max_tokens":3.0,"best_of":1.0}`},
 		{"/v1/messages", `{"model":"m",` + msgs + `,"max_tokens":3.0,"top_k":1.0}`},
 		{"/v1/responses", `{"model":"m","input":"x","max_output_tokens":3.0}`},
+		{"/v1/chat/completions", `{"model":"m",` + msgs + `,"seed":3.0}`},
+		{"/v1/completions", `{"model":"m","prompt":"x","max_tokens":3,"seed":-2.0}`},
+		{"/v1/messages", `{"model":"m",` + msgs + `,"max_tokens":3,"seed":1e0}`},
+		{"/v1/responses", `{"model":"m","input":"x","seed":3.0}`},
 	} {
 		resp := post(t, context.Background(), newClient(), url+tc.path, tc.body, nil)
 		b, _ := io.ReadAll(resp.Body)
@@ -263,4 +267,9 @@ func TestIntegerFieldsWrittenAsFloats(t *testing.T) {
 	require.Contains(t, e.Error.Message, "max_tokens")
 	require.Contains(t, e.Error.Message, "fractional part")
 	require.NotContains(t, e.Error.Message, "Go struct")
+
+	// A seed written as a whole float varies the output as the integer does.
+	asInt := doCompletion(t, newClient(), url, "/v1/completions", `{"model":"m","prompt":"x","seed":7}`)
+	asFloat := doCompletion(t, newClient(), url, "/v1/completions", `{"model":"m","prompt":"x","seed":7.0}`)
+	require.Equal(t, asInt.Choices[0].Text, asFloat.Choices[0].Text)
 }

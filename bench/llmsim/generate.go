@@ -21,7 +21,7 @@ type genParams struct {
 	maxTokens    int    // output cap from the request (0: none)
 	capParam     string // the request field maxTokens came from, named by a window refusal
 	promptParam  string // the request field holding the prompt, named by a window refusal
-	reqSeed      *int64
+	reqSeed      *wholeInt
 	salt         string   // prompt cache key / cache salt: scopes the block hashes
 	stops        []string // stop sequences (non-empty strings): the output ends before the first
 	fault        Fault

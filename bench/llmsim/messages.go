@@ -24,7 +24,7 @@ type messagesRequest struct {
 	Tools         json.RawMessage `json:"tools"`
 	ToolChoice    json.RawMessage `json:"tool_choice"`
 	Thinking      json.RawMessage `json:"thinking"`
-	Seed          *int64          `json:"seed"`       // extension: varies the output
+	Seed          *wholeInt       `json:"seed"`       // extension: varies the output
 	CacheSalt     string          `json:"cache_salt"` // extension (vLLM): scopes the prefix cache
 }
 

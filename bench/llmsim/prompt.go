@@ -43,7 +43,7 @@ type inferRequest struct {
 	MaxCompletionTokens *wholeInt       `json:"max_completion_tokens"`
 	N                   *wholeInt       `json:"n"`
 	Tools               json.RawMessage `json:"tools"`
-	Seed                *int64          `json:"seed"`
+	Seed                *wholeInt       `json:"seed"`
 	Dimensions          *wholeInt       `json:"dimensions"`
 	EncodingFormat      *string         `json:"encoding_format"`
 	CacheSalt           string          `json:"cache_salt"`
@@ -266,7 +266,7 @@ func (r *rng) float() float64 { return float64(r.next()>>11) / (1 << 53) }
 
 // seedFor derives a request's generator from the fleet seed, the request's own seed and its
 // prompt: the same request on the same seed produces the same tokens on every instance.
-func seedFor(fleetSeed uint64, reqSeed *int64, prompt []byte) rng {
+func seedFor(fleetSeed uint64, reqSeed *wholeInt, prompt []byte) rng {
 	s := fleetSeed ^ promptHash(prompt)
 	if reqSeed != nil {
 		s ^= uint64(*reqSeed) * 0x9e3779b97f4a7c15

@@ -37,7 +37,7 @@ type responsesRequest struct {
 	Reasoning  json.RawMessage `json:"reasoning"`
 	Metadata   json.RawMessage `json:"metadata"`
 	User       *string         `json:"user"`
-	Seed       *int64          `json:"seed"`       // extension (vLLM): varies the output
+	Seed       *wholeInt       `json:"seed"`       // extension (vLLM): varies the output
 	CacheSalt  string          `json:"cache_salt"` // extension (vLLM): scopes the prefix cache
 }
 
