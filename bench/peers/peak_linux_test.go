@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -47,15 +46,7 @@ func TestHelperPeakThenIdle(t *testing.T) {
 // A run's peak RSS is the proxy's peak during that run: a peak of an earlier run (an attacked
 // run before the clean run that closes a round) is not the clean run's.
 func TestMeasurePeakRSSIsTheRunsOwn(t *testing.T) {
-	exe, err := os.Executable()
-	require.NoError(t, err)
-	t.Setenv(peakHelperEnv, "1")
-	proc, err := StartProcess("peaked", exe, []string{"-test.run=^TestHelperPeakThenIdle$"}, t.TempDir())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = proc.Stop(time.Second) })
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		assert.Contains(c, proc.LogTail(200), "ready")
-	}, 30*time.Second, 20*time.Millisecond, "the helper never said it was ready")
+	proc := startHelperProcess(t, "peaked", peakHelperEnv, "TestHelperPeakThenIdle")
 	u, err := TreeUsage(proc.PID())
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, u.HWMBytes, int64(peakHelperBytes), "the helper's lifetime peak")

@@ -23,6 +23,23 @@ const burnHelperEnv = "SLUICE_BENCH_BURN_HELPER"
 // burnCPU is the CPU time the helper burns when signalled.
 const burnCPU = 150 * time.Millisecond
 
+// startHelperProcess runs this test binary again as a target process named name: only test
+// (a TestHelper... function that runs when env is "1"), and returns it once it logged "ready".
+// The process is stopped when the test ends.
+func startHelperProcess(t *testing.T, name, env, test string) *Process {
+	t.Helper()
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	t.Setenv(env, "1")
+	proc, err := StartProcess(name, exe, []string{"-test.run=^" + test + "$"}, t.TempDir())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = proc.Stop(time.Second) })
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Contains(c, proc.LogTail(200), "ready")
+	}, 30*time.Second, 20*time.Millisecond, "the helper never said it was ready")
+	return proc
+}
+
 func cpuTime() time.Duration {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
@@ -49,15 +66,7 @@ func TestHelperBurnOnSignal(t *testing.T) {
 // The CPU time and requests a run's CPU per request is made of are those of the measured
 // window: what a proxy spends in the warmup is not.
 func TestMeasureCPUIsTheWindows(t *testing.T) {
-	exe, err := os.Executable()
-	require.NoError(t, err)
-	t.Setenv(burnHelperEnv, "1")
-	proc, err := StartProcess("burner", exe, []string{"-test.run=^TestHelperBurnOnSignal$"}, t.TempDir())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = proc.Stop(time.Second) })
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		assert.Contains(c, proc.LogTail(200), "ready")
-	}, 30*time.Second, 20*time.Millisecond, "the helper never said it was ready")
+	proc := startHelperProcess(t, "burner", burnHelperEnv, "TestHelperBurnOnSignal")
 
 	// The first request, in the warmup, makes the target burn its CPU and waits for the burn.
 	var once sync.Once
