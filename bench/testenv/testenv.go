@@ -14,11 +14,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -146,17 +148,50 @@ func bound(cmd *exec.Cmd) {
 	cmd.WaitDelay = waitDelay
 }
 
-// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago (the kernel picked it for
-// a listener that is then closed). Another process may take it before the caller binds it;
-// prefer letting a server bind port 0 and report its address where the server can do that.
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago, for a server started
+// with a fixed address. It lies below the kernel's ephemeral range
+// (/proc/sys/net/ipv4/ip_local_port_range) where that leaves room: the local port of an
+// outgoing connection, which every test making connections takes from that range, can then
+// not take it before the server binds it. Another listener may still take it; prefer letting a
+// server bind port 0 and report its address where the server can do that.
 func FreePort(t testing.TB) int {
 	t.Helper()
+	if low := ephemeralLow(); low-1 > minFixedPort {
+		for range 64 {
+			port := minFixedPort + rand.IntN(low-minFixedPort) // seeded per process: test processes spread
+			if ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
+				_ = ln.Close()
+				return port
+			}
+		}
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("testenv: FreePort: %v", err)
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// minFixedPort is the lowest port FreePort returns: above the ports services commonly run on.
+const minFixedPort = 20000
+
+// ephemeralLow returns the lowest port of the kernel's ephemeral range, or 0 when it cannot
+// be read (not Linux).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 0
+	}
+	low, err := strconv.Atoi(f[0])
+	if err != nil {
+		return 0
+	}
+	return low
 }
 
 // outputBuffer is a goroutine-safe buffer that wakes waiters on every write.

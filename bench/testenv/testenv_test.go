@@ -2,6 +2,8 @@ package testenv
 
 import (
 	"errors"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -84,5 +86,26 @@ func TestWaitHTTPFailsFastWhenProcessExits(t *testing.T) {
 	}
 	if got := p.Output(); !regexp.MustCompile("exiting as asked").MatchString(got) {
 		t.Fatalf("output not captured: %q", got)
+	}
+}
+
+// FreePort's port lies below the kernel's ephemeral range, from which the local ports of
+// outgoing connections come, so that no connection of a test running beside takes it before
+// the server it is for binds it.
+func TestFreePortIsOutsideTheEphemeralRange(t *testing.T) {
+	low := ephemeralLow()
+	if low-1 <= minFixedPort {
+		t.Skipf("ephemeral range starts at %d: no room below it", low)
+	}
+	for range 20 {
+		port := FreePort(t)
+		if port < minFixedPort || port >= low {
+			t.Fatalf("FreePort %d, want [%d, %d)", port, minFixedPort, low)
+		}
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			t.Fatalf("FreePort %d is not free: %v", port, err)
+		}
+		_ = ln.Close()
 	}
 }
