@@ -40,14 +40,10 @@ func processLines(subs ...string) []string {
 	return out
 }
 
-// A reload that removes an entrypoint, or a server of a service it keeps, takes their series
-// off the metrics page, as it does for routers and services; an entrypoint the reload
-// replaces (its address changed) keeps counting into the same series.
-func TestMetricsOfRemovedEntrypointsAndServersGo(t *testing.T) {
-	upA, upB := serveUpstream(t, echo), serveUpstream(t, echo)
-	p := runPrefix("rel") // this run's objects are named rel<run>_...
-	conf := func(extraEP, servers string) string {
-		return fmt.Sprintf(`
+// releaseConfig is a configuration with entrypoint web, the entrypoints of extraEP, an admin
+// listener and a catch-all router to service <p>_s of servers (TOML inline tables).
+func releaseConfig(p, extraEP, servers string) string {
+	return fmt.Sprintf(`
 [entrypoints.web]
 address = "127.0.0.1:0"
 %[2]s
@@ -59,7 +55,15 @@ service = "%[1]s_s"
 [services.%[1]s_s.load_balancer]
 servers = [%[3]s]
 `, p, extraEP, servers)
-	}
+}
+
+// A reload that removes an entrypoint, or a server of a service it keeps, takes their series
+// off the metrics page, as it does for routers and services; an entrypoint the reload
+// replaces (its address changed) keeps counting into the same series.
+func TestMetricsOfRemovedEntrypointsAndServersGo(t *testing.T) {
+	upA, upB := serveUpstream(t, echo), serveUpstream(t, echo)
+	p := runPrefix("rel") // this run's objects are named rel<run>_...
+	conf := func(extraEP, servers string) string { return releaseConfig(p, extraEP, servers) }
 	both := fmt.Sprintf(`{ url = "http://%s" }, { url = "http://%s" }`, upA.addr(), upB.addr())
 	onlyA := fmt.Sprintf(`{ url = "http://%s" }`, upA.addr())
 	side := fmt.Sprintf("[entrypoints.%s_side]\naddress = \"127.0.0.1:0\"\n", p)
@@ -151,18 +155,7 @@ func TestTLSReloadCounterGoesWithItsEntrypoint(t *testing.T) {
 	cert, key := ca.issue(t, certDir, "srv", "first", "127.0.0.1")
 	p := runPrefix("tlsrel")
 	conf := func(extraEP string) string {
-		return fmt.Sprintf(`
-[entrypoints.web]
-address = "127.0.0.1:0"
-%[2]s
-[admin]
-address = "127.0.0.1:0"
-[routers.%[1]s_r]
-rule = "PathPrefix(`+"`/`"+`)"
-service = "%[1]s_s"
-[services.%[1]s_s.load_balancer]
-servers = [{ url = "http://%[3]s" }]
-`, p, extraEP, up.addr())
+		return releaseConfig(p, extraEP, fmt.Sprintf(`{ url = "http://%s" }`, up.addr()))
 	}
 	side := fmt.Sprintf("[entrypoints.%s_tls]\naddress = \"127.0.0.1:0\"\ntls = { cert_file = %q, key_file = %q }\n", p, cert, key)
 	path := filepath.Join(t.TempDir(), "sluice.toml")
