@@ -171,6 +171,10 @@ func validate(args []string, stdout, stderr io.Writer) int {
 	if done {
 		return code
 	}
+	if err := emptyConfig(fs, args, ""); err != nil {
+		fmt.Fprintf(stderr, "sluice validate: %s\n%s", err, validateUsage)
+		return 2
+	}
 	var path string
 	switch {
 	case len(rest) > 1:
@@ -178,6 +182,9 @@ func validate(args []string, stdout, stderr io.Writer) int {
 		return 2
 	case len(rest) == 1 && *flagPath != "" && rest[0] != *flagPath:
 		fmt.Fprintf(stderr, "sluice validate: two configs, --config %s and %s: give one\n%s", *flagPath, rest[0], validateUsage)
+		return 2
+	case len(rest) == 1 && rest[0] == "":
+		fmt.Fprintf(stderr, "sluice validate: invalid PATH \"\": %s\n%s", wantConfig, validateUsage)
 		return 2
 	case len(rest) == 1:
 		path = rest[0]
@@ -233,6 +240,24 @@ func withFileErrors(cfg *config.Config, err error) error {
 	return list
 }
 
+// wantConfig says what a config PATH is, for the refusal of an empty one.
+const wantConfig = "want a TOML file or a directory of *.toml"
+
+// emptyConfig returns the error for a --config written out empty on the command line args of
+// fs, as `--config "$SLUICE_CONFIG"` is with the variable unset or empty, or nil. The empty
+// value is the flag's default, which would otherwise be taken for the flag left out: serve
+// would run the embedded default in place of the config meant, and validate would check
+// another one or none. hint follows what a PATH is in the message.
+func emptyConfig(fs *flag.FlagSet, args []string, hint string) error {
+	var err error
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "config" && f.Value.String() == "" {
+			err = cliflag.InvalidValue(args, f.Name, "", wantConfig+hint)
+		}
+	})
+	return err
+}
+
 func printErrors(w io.Writer, err error) {
 	var list config.ErrorList
 	if errors.As(err, &list) {
@@ -253,6 +278,10 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	}
 	if len(rest) > 0 {
 		fmt.Fprintf(stderr, "sluice serve: unexpected argument %q (the config goes after --config)\n%s", rest[0], serveUsage)
+		return 2
+	}
+	if err := emptyConfig(fs, args, " (leave --config out to run the embedded default)"); err != nil {
+		fmt.Fprintf(stderr, "sluice serve: %s\n%s", err, serveUsage)
 		return 2
 	}
 	cfg, err := gateway.LoadConfig(*path)
