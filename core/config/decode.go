@@ -234,6 +234,46 @@ func intExample(v any) string {
 	return ""
 }
 
+// sizeUnits are the multiples of a byte that a size written as a string may end in: the IEC
+// binary units, short or whole, and nginx's single letters, which mean the same. "KB" and its
+// kin are left out: they mean 1000 to some and 1024 to others.
+var sizeUnits = map[string]int64{
+	"B": 1,
+	"k": 1 << 10, "K": 1 << 10, "Ki": 1 << 10, "KiB": 1 << 10,
+	"m": 1 << 20, "M": 1 << 20, "Mi": 1 << 20, "MiB": 1 << 20,
+	"g": 1 << 30, "G": 1 << 30, "Gi": 1 << 30, "GiB": 1 << 30,
+}
+
+// sizeExample is v, a string giving a size with a unit ("16KiB", "16 MiB", "1.5M", "64k"),
+// written as the integer count of bytes it means, or "" when v is no such string or the count
+// is not whole.
+func sizeExample(v any) string {
+	x, ok := v.(string)
+	if !ok {
+		return ""
+	}
+	x = strings.TrimSpace(x)
+	i := strings.IndexFunc(x, func(r rune) bool { return (r < '0' || r > '9') && r != '.' && r != '_' })
+	if i <= 0 {
+		return ""
+	}
+	unit, ok := sizeUnits[strings.TrimSpace(x[i:])]
+	if !ok {
+		return ""
+	}
+	f, err := strconv.ParseFloat(strings.ReplaceAll(x[:i], "_", ""), 64)
+	if err != nil || f*float64(unit) != math.Trunc(f*float64(unit)) || f*float64(unit) >= 1<<53 {
+		return ""
+	}
+	return strconv.FormatInt(int64(f*float64(unit)), 10)
+}
+
+// isSizeKey reports whether the integer key named k counts bytes (max_body_bytes, a
+// body-limit's max_bytes), so that a size written with a unit is answered with its count.
+func isSizeKey(k string) bool {
+	return strings.HasSuffix(k, "bytes")
+}
+
 // numberExample is v written as a number, when it is a string holding one.
 func numberExample(v any) string {
 	if x, ok := v.(string); ok {
@@ -408,7 +448,7 @@ func (d *decoder) decodeValue(path []string, v any, rv reflect.Value) {
 			// The key's range, so that 1e12 for a key that takes 1024..1048576 says so rather
 			// than suggesting 1000000000000, which would be refused in turn.
 			r := rangeOf(path)
-			d.typeError(path, r.want(), r.example(v), v)
+			d.typeError(path, r.want(), r.example(v, isSizeKey(path[len(path)-1])), v)
 			return
 		}
 		if t.Kind() == reflect.Int && (n > math.MaxInt || n < math.MinInt) {

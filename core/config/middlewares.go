@@ -197,7 +197,8 @@ func (o *optionChecker) integer(k string, def, lo, hi int) int {
 	n, isInt := v.(int64)
 	if !isInt {
 		r := intRange{min: int64(lo), max: int64(hi)}
-		if ex := r.example(v); ex != "" {
+		// A compress middleware's min_size counts bytes too.
+		if ex := r.example(v, isSizeKey(k) || k == "min_size"); ex != "" {
 			o.typeError(k, r.want()+" such as "+ex, v)
 		} else {
 			o.typeError(k, r.want(), v)

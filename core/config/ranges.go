@@ -87,10 +87,13 @@ func (r intRange) want() string {
 	return s
 }
 
-// example returns intExample(v) when the range holds it, else "": a suggestion is never a
-// value the loader would refuse in turn.
-func (r intRange) example(v any) string {
+// example returns intExample(v), or for a key that counts bytes (size) sizeExample(v), when
+// the range holds it, else "": a suggestion is never a value the loader would refuse in turn.
+func (r intRange) example(v any, size bool) string {
 	ex := intExample(v)
+	if ex == "" && size {
+		ex = sizeExample(v)
+	}
 	if n, err := strconv.ParseInt(ex, 10, 64); err != nil || !r.contains(n) {
 		return ""
 	}
