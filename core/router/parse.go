@@ -147,13 +147,17 @@ func (p *parser) parseMatcher() (*node, *SyntaxError) {
 	if err := p.advance(); err != nil {
 		return nil, err
 	}
-	if err := p.expect(tokLParen, "'(' after "+spec.name); err != nil {
-		return nil, err
+	if p.tok.kind != tokLParen {
+		return nil, p.errorf(p.tok.pos, "expected '(' after "+spec.name+", found "+p.tok.kind.String())
+	}
+	open := p.tok.pos
+	if err := p.advance(); err != nil {
+		return nil, p.unquoted(spec, open, err)
 	}
 	var args []token
 	for {
 		if p.tok.kind != tokString {
-			return nil, p.errorf(p.tok.pos, "expected a `string` argument to "+spec.name+", found "+p.tok.kind.String())
+			return nil, p.unquoted(spec, open, p.errorf(p.tok.pos, "expected a `string` argument to "+spec.name+", found "+p.tok.kind.String()))
 		}
 		if len(args) == MaxMatcherArgs {
 			return nil, p.errorf(p.tok.pos, "more than "+strconv.Itoa(MaxMatcherArgs)+" arguments to "+spec.name)
@@ -164,7 +168,7 @@ func (p *parser) parseMatcher() (*node, *SyntaxError) {
 		}
 		if p.tok.kind == tokComma {
 			if err := p.advance(); err != nil {
-				return nil, err
+				return nil, p.unquoted(spec, open, err)
 			}
 			continue
 		}
@@ -192,6 +196,35 @@ func (p *parser) parseMatcher() (*node, *SyntaxError) {
 		return nil, err
 	}
 	return &node{op: opMatch, m: m, cost: spec.cost}, nil
+}
+
+// unquoted returns err, the error at an argument of spec's call whose "(" is at offset open,
+// reworded when the arguments are written without quotes, the usual slip
+// (PathPrefix(/v1), Method(POST), PathPrefix('/v1')): it says that they go in backquotes and,
+// when the call's text is plain enough to rewrite, what to write. err keeps its offset.
+func (p *parser) unquoted(spec *matcherSpec, open int, err *SyntaxError) *SyntaxError {
+	src := p.lex.src
+	at := err.Offset
+	if at >= len(src) || !(isLetter(src[at]) || isDigit(src[at]) || strings.IndexByte("/'.*^[-_:?", src[at]) >= 0) {
+		return err
+	}
+	msg := spec.name + "'s arguments go in backquotes"
+	text, _, closed := strings.Cut(src[open+1:], ")")
+	if closed && !strings.ContainsAny(text, "`\"(") {
+		parts := strings.Split(text, ",")
+		for i, a := range parts {
+			a = strings.TrimSpace(a)
+			if len(a) >= 2 && a[0] == '\'' && a[len(a)-1] == '\'' {
+				a = a[1 : len(a)-1]
+			}
+			if a == "" {
+				return &SyntaxError{Offset: at, Msg: msg + ", as in " + spec.name + "(`…`)"}
+			}
+			parts[i] = "`" + a + "`"
+		}
+		return &SyntaxError{Offset: at, Msg: msg + ": write " + spec.name + "(" + strings.Join(parts, ", ") + ")"}
+	}
+	return &SyntaxError{Offset: at, Msg: msg + ", as in " + spec.name + "(`…`)"}
 }
 
 // compileMatcher validates the arguments of one matcher call and

@@ -193,3 +193,38 @@ func TestMatchDoesNotAllocate(t *testing.T) {
 		t.Fatalf("Match allocates %v times", n)
 	}
 }
+
+// Arguments written without quotes, the usual slip of a first rule, are answered with what to
+// write, at the argument, rather than with the character or token the parser stopped at.
+func TestParseSaysArgumentsGoInBackquotes(t *testing.T) {
+	cases := []struct {
+		rule   string
+		offset int
+		msg    string
+	}{
+		{"PathPrefix(/v1)", 11, "PathPrefix's arguments go in backquotes: write PathPrefix(`/v1`)"},
+		{"PathPrefix('/v1')", 11, "PathPrefix's arguments go in backquotes: write PathPrefix(`/v1`)"},
+		{"Method(POST)", 7, "Method's arguments go in backquotes: write Method(`POST`)"},
+		{"Method( POST , 'GET' )", 8, "Method's arguments go in backquotes: write Method(`POST`, `GET`)"},
+		{"Host(example.com) && Path(`/`)", 5, "Host's arguments go in backquotes: write Host(`example.com`)"},
+		{"Path(`/`) && Method(POST)", 20, "Method's arguments go in backquotes: write Method(`POST`)"},
+		{"Method(`POST`, GET)", 15, "Method's arguments go in backquotes, as in Method(`…`)"},
+		{"PathRegexp(^/v1/(a|b)$)", 11, "PathRegexp's arguments go in backquotes, as in PathRegexp(`…`)"},
+		{"Method(POST", 7, "Method's arguments go in backquotes, as in Method(`…`)"},
+		// Not an argument written bare: the parser's own words.
+		{"Method()", 7, "expected a `string` argument to Method, found ')'"},
+		{"Method(,)", 7, "expected a `string` argument to Method, found ','"},
+		{"Method($)", 7, `unexpected character "$"`},
+	}
+	for _, c := range cases {
+		_, err := Parse(c.rule)
+		var se *SyntaxError
+		if !errors.As(err, &se) {
+			t.Errorf("Parse(%q): got %v, want *SyntaxError", c.rule, err)
+			continue
+		}
+		if se.Offset != c.offset || se.Msg != c.msg {
+			t.Errorf("Parse(%q): got offset %d msg %q, want offset %d msg %q", c.rule, se.Offset, se.Msg, c.offset, c.msg)
+		}
+	}
+}
