@@ -281,6 +281,16 @@ func TestLoadErrorPositions(t *testing.T) {
 			},
 		},
 		{
+			name: "values in another letter case or a longer form",
+			data: withMinimal(`[entrypoints.api]`, `address = "127.0.0.1:8081"`, `engine = "GNET"`, `[services.t.load_balancer]`, `servers = [{ url = "http://127.0.0.1:8001" }]`, `strategy = "Least-Connections"`, `[log]`, `level = "warning"`, `format = "JSON"`),
+			want: []string{
+				`t.toml:9:10: entrypoints.api.engine "GNET": want one of "gnet", "fasthttp" (did you mean "gnet"?)`,
+				`t.toml:12:12: services.t.load_balancer.strategy "Least-Connections": want one of "round-robin", "weighted", "least-connections", "random" (did you mean "least-connections"?)`,
+				`t.toml:14:9: log.level "warning": want one of "debug", "info", "warn", "error" (did you mean "warn"?)`,
+				`t.toml:15:10: log.format "JSON": want one of "text", "json" (did you mean "json"?)`,
+			},
+		},
+		{
 			name: "unset environment variable",
 			data: withMinimal(`[entrypoints.api]`, `address = "127.0.0.1:${SLUICE_TEST_UNSET_PORT}"`),
 			want: []string{`t.toml:8:11: entrypoints.api.address: environment variable SLUICE_TEST_UNSET_PORT is not set (referenced as ${SLUICE_TEST_UNSET_PORT})`},

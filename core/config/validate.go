@@ -577,10 +577,30 @@ func (c *Config) validate(e *errs, lookup func(string) (string, bool)) {
 // misspelling of it: `want one of "a", "b" (did you mean "a"?)`.
 func wantOneOf(s string, names []string) string {
 	msg := "want one of " + quoteAll(names)
-	if m := nearestName(s, names); m != "" {
+	if m := nearestValue(s, names); m != "" {
 		msg += " (did you mean " + strconv.Quote(m) + "?)"
 	}
 	return msg
+}
+
+// nearestValue returns the name of names that s most likely means: one s spells in other
+// letter case ("JSON" for "json"), a misspelling of one (nearestName), or one that s is a
+// longer form of ("warning" for "warn", "roundrobin" is a misspelling); or "".
+func nearestValue(s string, names []string) string {
+	for _, n := range names {
+		if strings.EqualFold(s, n) {
+			return n
+		}
+	}
+	if m := nearestName(s, names); m != "" {
+		return m
+	}
+	for _, n := range names {
+		if len(n) >= 3 && len(s) > len(n) && strings.EqualFold(s[:len(n)], n) {
+			return n
+		}
+	}
+	return ""
 }
 
 func didYouMean(s string, names []string) string {
