@@ -314,9 +314,25 @@ func (c *Config) validateConsumer(e *errs, name string, cs *Consumer, lookup fun
 	for i, ep := range cs.Grants.Endpoints {
 		ip := append(append([]string(nil), path...), "grants", "endpoints", strconv.Itoa(i))
 		if !oneOf(ep, Endpoints) && ep != "*" {
-			e.add(c.ValuePos(ip...), "consumers.%s.grants.endpoints: %q is not a model endpoint (want \"*\" or one of %s)", name, ep, quoteAll(Endpoints))
+			e.add(c.ValuePos(ip...), "consumers.%s.grants.endpoints: %q is not a model endpoint (want \"*\" or one of %s)%s", name, ep, quoteAll(Endpoints), nearestEndpoint(ep))
 		}
 	}
+}
+
+// nearestEndpoint returns " (did you mean "/v1/…"?)" for the model endpoint that ep most
+// likely means, a misspelling of one or one without its "/v1" ("/chat/completions",
+// "v1/models"), or "".
+func nearestEndpoint(ep string) string {
+	m := nearestValue(ep, Endpoints)
+	for _, pre := range []string{"/v1", "/v1/", "/"} {
+		if m == "" && oneOf(pre+ep, Endpoints) {
+			m = pre + ep
+		}
+	}
+	if m == "" {
+		return ""
+	}
+	return " (did you mean " + strconv.Quote(m) + "?)"
 }
 
 // validateAPIKeyOptions checks the keys of an api-key middleware: header, optional.

@@ -3,6 +3,7 @@ package config
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -98,4 +99,31 @@ func TestOneKeyIdentifiesOneConsumer(t *testing.T) {
 	_, err := LoadBytes("t.toml", data)
 	require.ErrorContains(t, err, "consumers.b: one of its keys is also a key of consumers.a")
 	require.NotContains(t, err.Error(), "sk-shared")
+}
+
+// A grant's endpoint that misspells a model endpoint, or leaves out its "/v1", is answered with
+// the endpoint it means; one that means none gets the list alone.
+func TestGrantEndpointSuggestsTheOneMeant(t *testing.T) {
+	for ep, want := range map[string]string{
+		"/v1/chat/completion": ` (did you mean "/v1/chat/completions"?)`,
+		"/V1/Models":          ` (did you mean "/v1/models"?)`,
+		"/chat/completions":   ` (did you mean "/v1/chat/completions"?)`,
+		"v1/messages":         ` (did you mean "/v1/messages"?)`,
+		"embeddings":          ` (did you mean "/v1/embeddings"?)`,
+		"/v1/audio":           ``,
+	} {
+		data := withMinimal(
+			`[routers.m]`, "rule = \"PathPrefix(`/v1`)\"", `models = true`,
+			`[models.m.targets.t]`, `service = "s"`,
+			`[consumers.c]`, `api_key_sha256 = ["`+strings.Repeat("ab", 32)+`"]`,
+			`[consumers.c.grants]`, `models = ["m"]`, `endpoints = ["`+ep+`"]`,
+		)
+		_, err := LoadBytes("t.toml", data)
+		require.Error(t, err, ep)
+		line := fmt.Sprintf(`consumers.c.grants.endpoints: %q is not a model endpoint (want "*" or one of %s)%s`, ep, quoteAll(Endpoints), want)
+		require.Contains(t, err.Error(), line, ep)
+		if want == "" {
+			require.NotContains(t, err.Error(), "did you mean", ep)
+		}
+	}
 }
