@@ -34,7 +34,7 @@ commands:
                             default: the embedded configs/default.toml)
   validate [--config] PATH  check a config: exit 0 (warnings, if any, on stderr), or 1
                             with one file:line:col: message line per problem
-  version                   print the version
+  version                   print the version (also --version, -v)
   help [COMMAND]            print this help, or a command's
 
 Run 'sluice COMMAND --help' for a command's flags.
@@ -98,7 +98,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return validate(args[1:], stdout, stderr)
 	case "version":
 		return versionCmd(args[1:], stdout, stderr)
-	case "--version", "-version":
+	case "--version", "-version", "-v", "-V": // -v and -V as nginx and haproxy take them
 		fmt.Fprintln(stdout, "sluice", version)
 		return 0
 	case "help", "-h", "-help", "--help":
@@ -113,13 +113,24 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, usage)
 		return 0
 	default:
-		what := "command"
+		what, hint := "command", nearestCommand(args[0])
 		if strings.HasPrefix(args[0], "-") {
-			what = "flag"
+			what, hint = "flag", nearestTopFlag(args[0])
 		}
-		fmt.Fprintf(stderr, "sluice: unknown %s %q%s\n%s", what, args[0], nearestCommand(args[0]), usage)
+		fmt.Fprintf(stderr, "sluice: unknown %s %q%s\n%s", what, args[0], hint, usage)
 		return 2
 	}
+}
+
+// nearestTopFlag returns " (did you mean --version?)" for a flag within two edits of one sluice
+// takes before a command (--verison, -hepl), spelt with the dashes typed, or "".
+func nearestTopFlag(flag string) string {
+	name := strings.TrimLeft(flag, "-")
+	name, _, _ = strings.Cut(name, "=")
+	if best := suggest.Nearest(name, "version", "help"); best != "" {
+		return " (did you mean " + flag[:len(flag)-len(strings.TrimLeft(flag, "-"))] + best + "?)"
+	}
+	return ""
 }
 
 // nearestCommand returns " (did you mean NAME?)" for the command within two edits of name

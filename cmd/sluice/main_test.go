@@ -59,10 +59,15 @@ func TestValidateAcceptsShippedConfigs(t *testing.T) {
 	}
 }
 
+// The version is printed by the command and by the flags peers answer it on (nginx -v,
+// haproxy -v).
 func TestVersionAndUsage(t *testing.T) {
 	var out, errb bytes.Buffer
-	require.Equal(t, 0, run([]string{"version"}, &out, &errb))
-	require.Contains(t, out.String(), "sluice ")
+	for _, args := range [][]string{{"version"}, {"--version"}, {"-version"}, {"-v"}, {"-V"}} {
+		out.Reset()
+		require.Equal(t, 0, run(args, &out, &errb), "%v: %s", args, errb.String())
+		require.True(t, strings.HasPrefix(out.String(), "sluice "), "%v: %q", args, out.String())
+	}
 	require.Equal(t, 2, run([]string{"frobnicate"}, &out, &errb))
 	require.Contains(t, errb.String(), "usage:")
 }
@@ -196,6 +201,9 @@ func TestUnknownFlagOrCommandSuggestsTheNearestOne(t *testing.T) {
 		{[]string{"valdate", "x.toml"}, `sluice: unknown command "valdate" (did you mean validate?)`},
 		{[]string{"frobnicate"}, `sluice: unknown command "frobnicate"`},
 		{[]string{"help", "vresion"}, `sluice help: unknown command "vresion" (did you mean version?)`},
+		{[]string{"--verison"}, `sluice: unknown flag "--verison" (did you mean --version?)`},
+		{[]string{"-hlep"}, `sluice: unknown flag "-hlep" (did you mean -help?)`},
+		{[]string{"--frob"}, `sluice: unknown flag "--frob"`},
 	} {
 		var out, errb bytes.Buffer
 		require.Equal(t, 2, run(c.args, &out, &errb), "%v", c.args)
