@@ -73,7 +73,7 @@ type = "circuit-breaker"
 	require.Same(t, cb.Breakers()[0], same.Middleware("cb").(*breaker.Stage).Breakers()[0])
 
 	changed := compile("120", same)
-	require.NotSame(t, rl.Limiter(), changed.Middleware("rl").(*ratelimit.Stage).Limiter(), "a new rate starts afresh")
+	require.NotSame(t, rl.Limiter(), changed.Middleware("rl").(*ratelimit.Stage).Limiter(), "a new rate makes new buckets (that hold what each key spent)")
 	require.Same(t, cb.Breakers()[0], changed.Middleware("cb").(*breaker.Stage).Breakers()[0], "breakers are facts about backends")
 }
 

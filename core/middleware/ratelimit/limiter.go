@@ -200,6 +200,42 @@ func (s *shard) insert(key string, tat, now int64, perShard int) {
 	s.idx[key] = int32(victim)
 }
 
+// CarryOver gives l, a limiter not in use yet, the buckets of prev, the limiter of the same
+// keys under other limits that l replaces: each key keeps the tokens it has spent, as many
+// of l's as it spent of prev's, at most l's burst (a key that spent more than l's burst finds
+// its bucket empty), and regains them at l's rate from now on. A key whose bucket is full
+// holds no state and is not carried. l takes prev's clock and hash seeds, so that a long key
+// (tracked by its hash) keeps its bucket. prev may serve requests meanwhile: the tokens they
+// take after their shard is copied stay with prev.
+func (l *Limiter) CarryOver(prev *Limiter) {
+	l.now, l.seed, l.seed2 = prev.now, prev.seed, prev.seed2
+	// A bucket's state moves from prev's clock to l's (the same clock, read twice).
+	pnow := prev.now()
+	now := l.now()
+	ratio := float64(l.interval) / float64(prev.interval)
+	var ents []entry
+	for i := range prev.shards {
+		ps := &prev.shards[i]
+		ps.mu.Lock()
+		ents = append(ents[:0], ps.ents...)
+		ps.mu.Unlock()
+		for _, e := range ents {
+			if e.tat <= pnow {
+				continue // a full bucket
+			}
+			// The time the key's spent tokens take to come back, at l's rate, and at most a
+			// whole bucket of l's: float64, since the product may not fit in an int64.
+			credit := min(float64(e.tat-pnow)*ratio, float64(l.depth))
+			s := &l.shards[maphash.String(l.seed, e.key)&l.mask]
+			s.mu.Lock()
+			if _, ok := s.idx[e.key]; !ok {
+				s.insert(e.key, now+int64(credit), now, l.perShard)
+			}
+			s.mu.Unlock()
+		}
+	}
+}
+
 func appendUint64(b []byte, v uint64) []byte {
 	for i := range 8 {
 		b = append(b, byte(v>>(8*i)))

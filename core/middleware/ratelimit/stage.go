@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sluice-gw/sluice/core/config"
@@ -45,7 +46,8 @@ type Stage struct {
 // New returns the stage of rate-limit middleware name with options o. When prev (the stage
 // of the configuration being replaced, or nil) has the same options, the new stage keeps its
 // buckets, so that a reload neither forgets who used their budget nor gives everyone a
-// fresh burst.
+// fresh burst; when it counts the same keys under other limits (rate, burst, max_keys), each
+// key keeps the tokens it spent (Limiter.CarryOver). Other keys start with full buckets.
 func New(name string, o config.RateLimitOptions, prev *Stage) *Stage {
 	s := &Stage{name: name, opts: o, header: o.Header, v4: o.IPv4PrefixLen, v6: o.IPv6PrefixLen, m: metrics.ForRateLimit(name)}
 	if s.v4 == 0 {
@@ -64,13 +66,25 @@ func New(name string, o config.RateLimitOptions, prev *Stage) *Stage {
 	default:
 		s.by = byHeader
 	}
-	if prev != nil && prev.opts == o {
+	switch {
+	case prev != nil && prev.opts == o:
 		s.l = prev.l
-	} else {
+	case prev != nil && prev.sameKeys(s):
+		// Other limits over the same keys: each key keeps what it spent, so that a reload
+		// that tightens the limit does not hand every client a fresh burst.
+		s.l = NewLimiter(o.Rate, o.Burst, o.MaxKeys)
+		s.l.CarryOver(prev.l)
+	default:
 		s.l = NewLimiter(o.Rate, o.Burst, o.MaxKeys)
 	}
 	s.limit = strconv.AppendInt(nil, s.l.Burst(), 10)
 	return s
+}
+
+// sameKeys reports whether s and t count requests by the same keys: the same kind, the same
+// field (its name in any case), the same prefix lengths.
+func (s *Stage) sameKeys(t *Stage) bool {
+	return s.by == t.by && strings.EqualFold(s.header, t.header) && s.v4 == t.v4 && s.v6 == t.v6
 }
 
 // Metrics returns the stage's counter, for metrics.InForce.

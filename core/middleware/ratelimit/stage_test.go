@@ -109,14 +109,63 @@ func TestStageKeysByConsumer(t *testing.T) {
 	require.Equal(t, 401, do("192.0.2.1", "nope"), "the api-key middleware refuses first")
 }
 
-// A reload that keeps a middleware's options keeps its buckets; one that changes them starts
-// afresh.
+// A reload that keeps a middleware's options keeps its buckets; one that changes its limits
+// over the same keys carries what each key spent into buckets of the new size; one that
+// changes what it counts by starts afresh.
 func TestStageKeepsBucketsAcrossAnUnchangedReload(t *testing.T) {
 	o := opts(1, 1, config.RateLimitKeyClientIP)
 	first := New("rl", o, nil)
+	clk := &fakeClock{}
+	first.l.now = clk.now
 	require.Same(t, first.Limiter(), New("rl", o, first).Limiter())
+	key := []byte{192, 0, 2, 1}
+	require.True(t, first.l.Take(tagIP, key).Allowed)
+
 	o.Burst = 2
-	require.NotSame(t, first.Limiter(), New("rl", o, first).Limiter())
+	wider := New("rl", o, first)
+	require.NotSame(t, first.Limiter(), wider.Limiter())
+	d := wider.l.Take(tagIP, key)
+	require.True(t, d.Allowed, "the token the wider bucket adds")
+	require.False(t, wider.l.Take(tagIP, key).Allowed, "the token spent before the reload stays spent")
+
+	o.Header, o.Key = "X-Tenant", config.RateLimitKeyHeader+"X-Tenant"
+	byHeader := New("rl", o, wider)
+	require.True(t, byHeader.l.Take(tagIP, key).Allowed, "other keys: every bucket starts full")
+}
+
+// Carried over, a key keeps the tokens it spent, not the time they take to come back: under a
+// slower rate they come back at that rate. A long key, tracked by its hash, keeps its bucket,
+// and a limiter with room for fewer keys keeps as many as it holds.
+func TestCarryOverKeepsTheTokensEachKeySpent(t *testing.T) {
+	prev, clk := newTestLimiter(60, 4, 1024) // a token a second
+	short, long := []byte("10.0.0.1"), []byte(strings.Repeat("t", 3*maxKeyLen))
+	for range 3 {
+		require.True(t, prev.Take(tagHeader, short).Allowed)
+		require.True(t, prev.Take(tagHeader, long).Allowed)
+	}
+	clk.advance(500 * time.Millisecond) // half a token back: 2.5 spent
+
+	next := NewLimiter(30, 4, 1024) // a token every two seconds
+	next.CarryOver(prev)
+	d := next.Take(tagHeader, short)
+	require.True(t, d.Allowed)
+	require.Equal(t, int64(0), d.Remaining, "1.5 of 4 left before this one")
+	require.Equal(t, 7*time.Second, d.Reset, "3.5 tokens spent, two seconds each")
+	d = next.Take(tagHeader, long)
+	require.True(t, d.Allowed, "the long key's bucket, found by its hash")
+	require.Equal(t, 7*time.Second, d.Reset)
+	require.False(t, next.Take(tagHeader, long).Allowed)
+
+	one := NewLimiter(60, 1, 1024)
+	one.CarryOver(prev)
+	require.False(t, one.Take(tagHeader, short).Allowed, "2.5 spent of a bucket of one")
+
+	for i := range 200 {
+		require.True(t, prev.Take(tagIP, []byte{10, 1, byte(i >> 8), byte(i)}).Allowed)
+	}
+	small := NewLimiter(30, 1, 64)
+	small.CarryOver(prev)
+	require.Equal(t, small.MaxKeys(), small.Len(), "as many keys as it holds, no more")
 }
 
 // answer200 answers every request that reaches it: the benchmark measures the rate limit
