@@ -30,6 +30,17 @@ const benchChatHead = "POST /v1/chat/completions HTTP/1.1\r\nHost: api.example.c
 // is not trusted: its X-Forwarded-For is dropped.
 func BenchmarkRouteToUpstreamHead(b *testing.B) { benchRouteToUpstreamHead(b, nil) }
 
+// BenchmarkRouteToUpstreamHeadAuthenticated is BenchmarkRouteToUpstreamHead on a route that
+// authenticates callers itself: the credential fields are left out of the upstream head.
+func BenchmarkRouteToUpstreamHeadAuthenticated(b *testing.B) {
+	stripAuth = true
+	defer func() { stripAuth = false }()
+	benchRouteToUpstreamHead(b, nil)
+}
+
+// stripAuth sets the benchmark route's StripAuthorization.
+var stripAuth bool
+
 // BenchmarkRouteToUpstreamHeadTrustedPeer is BenchmarkRouteToUpstreamHead from a peer in
 // trusted_ips (the last of several networks): its X-Forwarded-For is extended.
 func BenchmarkRouteToUpstreamHeadTrustedPeer(b *testing.B) {
@@ -59,7 +70,7 @@ func benchRouteToUpstreamHead(b *testing.B, trusted []netip.Prefix, stages ...an
 	if err != nil {
 		b.Fatal(err)
 	}
-	rt := &Route{Name: "bench", Service: svc, Chain: chain, M: metrics.ForRoute("bench", "up")}
+	rt := &Route{Name: "bench", Service: svc, Chain: chain, M: metrics.ForRoute("bench", "up"), StripAuthorization: stripAuth}
 	ep := NewEntrypoint("web", false, oneRoute{rt}, metrics.ForEntrypoint("bench"), nil)
 	ep.Port, ep.TrustedIPs = "8080", trusted
 	var rc RequestCtx

@@ -40,11 +40,12 @@ type Route struct {
 	Service *Service
 	// Chain holds the router's stages (middlewares and the model gateway's steps).
 	Chain *Chain
-	// StripAuthorization removes the client's Authorization header before the request goes
-	// upstream: set when the route authenticates callers itself and forward_credentials is false.
+	// StripAuthorization removes the client's Authorization and X-Api-Key fields, in any
+	// spelling with '_' for '-', before the request goes upstream: set when the route
+	// authenticates callers itself and forward_credentials is false.
 	StripAuthorization bool
 	// StripHeader, when set, is another field that carries the caller's credential (an api-key
-	// middleware's header) and is removed before the request goes upstream.
+	// middleware's header) and is removed, in any spelling, before the request goes upstream.
 	StripHeader []byte
 	// RetryOverload moves a request that an upstream refused with 429 or 503 and a
 	// Retry-After to another backend before anything reached the client, keeping the refusing

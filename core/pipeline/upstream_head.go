@@ -107,8 +107,10 @@ func appendHeadFor(dst []byte, rc *RequestCtx, host []byte, bodyLen int) (_ []by
 			bytes.EqualFold(k, hdrExpect),
 			bytes.EqualFold(k, hdrRequestID):
 			continue
-		case rt.StripAuthorization && (bytes.EqualFold(k, hdrAuthorization) || bytes.EqualFold(k, hdrXAPIKey)),
-			len(rt.StripHeader) > 0 && bytes.EqualFold(k, rt.StripHeader),
+		// A credential field goes in every spelling with '_' for '-' (X_Api_Key), which
+		// CGI-style upstreams read as the field itself.
+		case rt.StripAuthorization && (sameVariable(k, hdrAuthorization) || sameVariable(k, hdrXAPIKey)),
+			len(rt.StripHeader) > 0 && sameVariable(k, rt.StripHeader),
 			uncoded && bytes.EqualFold(k, hdrAcceptEnc):
 			continue
 		case rc.maxFwd > 0 && bytes.EqualFold(k, hdrMaxForwards):

@@ -1,0 +1,68 @@
+package gateway_test
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// A router that authenticates callers without forward_credentials sends the upstream none of
+// the fields a credential comes in, in any spelling with '_' for '-': PHP, WSGI and Rack read
+// X_Api_Key as X-Api-Key (HTTP_X_API_KEY), so a client could otherwise hand the upstream a key
+// of its choosing beside the one the gateway checked.
+func TestAuthenticatedRouteSendsNoCredentialFieldInAnySpelling(t *testing.T) {
+	heads := make(chan string, 16)
+	up := serveUpstream(t, func(c net.Conn, _ *bufio.Reader, head string, _ []byte) bool {
+		heads <- head
+		_, err := io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+		return err == nil
+	})
+	sum := sha256.Sum256([]byte("sk-team-a"))
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			g := runGateway(t, "creds.toml", fmt.Sprintf(`
+[entrypoints.web]
+address = "127.0.0.1:0"
+engine = %s
+[services.up.load_balancer]
+servers = [{ url = "http://%s" }]
+[routers.pair]
+rule = "PathPrefix(`+"`/pair`"+`)"
+service = "up"
+middlewares = ["key"]
+[routers.own]
+rule = "PathPrefix(`+"`/own`"+`)"
+service = "up"
+middlewares = ["own-key"]
+[middlewares.key]
+type = "api-key"
+[middlewares.own-key]
+type = "api-key"
+header = "X-My-Key"
+[consumers.team-a]
+api_key_sha256 = ["%s"]
+[admin]
+address = ""
+`, engineTOML(engine), up.addr(), hex.EncodeToString(sum[:])))
+			for _, tc := range []struct{ path, fields string }{
+				{"/pair", "Authorization: Bearer sk-team-a\r\nX_Api_Key: sk-forged\r\n"},
+				{"/pair", "X-Api-Key: sk-team-a\r\nX_API_KEY: sk-forged\r\n"},
+				{"/own", "X-My-Key: sk-team-a\r\nX_My_Key: sk-forged\r\nx-my_key: sk-forged\r\n"},
+			} {
+				c := dial(t, g.Addr("web"))
+				send(t, c, "GET "+tc.path+" HTTP/1.1\r\nHost: gw\r\n"+tc.fields+"Connection: close\r\n\r\n")
+				require.Equal(t, 200, readResponse(t, bufio.NewReader(c), false).status, tc.fields)
+				c.Close()
+				head := <-heads
+				require.NotContains(t, head, "sk-team-a", tc.fields)
+				require.NotContains(t, head, "sk-forged", "%s: the upstream got\n%s", tc.fields, head)
+			}
+		})
+	}
+}
