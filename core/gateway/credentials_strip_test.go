@@ -15,7 +15,8 @@ import (
 // A router that authenticates callers without forward_credentials sends the upstream none of
 // the fields a credential comes in, in any spelling with '_' for '-': PHP, WSGI and Rack read
 // X_Api_Key as X-Api-Key (HTTP_X_API_KEY), so a client could otherwise hand the upstream a key
-// of its choosing beside the one the gateway checked.
+// of its choosing beside the one the gateway checked. With forward_credentials the key the
+// gateway checked goes upstream, and still none spelt with '_'.
 func TestAuthenticatedRouteSendsNoCredentialFieldInAnySpelling(t *testing.T) {
 	heads := make(chan string, 16)
 	up := serveUpstream(t, func(c net.Conn, _ *bufio.Reader, head string, _ []byte) bool {
@@ -40,6 +41,16 @@ middlewares = ["key"]
 rule = "PathPrefix(`+"`/own`"+`)"
 service = "up"
 middlewares = ["own-key"]
+[routers.pair-fwd]
+rule = "PathPrefix(`+"`/fwd/pair`"+`)"
+service = "up"
+middlewares = ["key"]
+forward_credentials = true
+[routers.own-fwd]
+rule = "PathPrefix(`+"`/fwd/own`"+`)"
+service = "up"
+middlewares = ["own-key"]
+forward_credentials = true
 [middlewares.key]
 type = "api-key"
 [middlewares.own-key]
@@ -50,18 +61,27 @@ api_key_sha256 = ["%s"]
 [admin]
 address = ""
 `, engineTOML(engine), up.addr(), hex.EncodeToString(sum[:])))
-			for _, tc := range []struct{ path, fields string }{
-				{"/pair", "Authorization: Bearer sk-team-a\r\nX_Api_Key: sk-forged\r\n"},
-				{"/pair", "X-Api-Key: sk-team-a\r\nX_API_KEY: sk-forged\r\n"},
-				{"/own", "X-My-Key: sk-team-a\r\nX_My_Key: sk-forged\r\nx-my_key: sk-forged\r\n"},
+			for _, tc := range []struct {
+				path, fields, forwarded string
+			}{
+				{"/pair", "Authorization: Bearer sk-team-a\r\nX_Api_Key: sk-forged\r\n", ""},
+				{"/pair", "X-Api-Key: sk-team-a\r\nX_API_KEY: sk-forged\r\n", ""},
+				{"/own", "X-My-Key: sk-team-a\r\nX_My_Key: sk-forged\r\nx-my_key: sk-forged\r\n", ""},
+				{"/fwd/pair", "Authorization: Bearer sk-team-a\r\nX_Api_Key: sk-forged\r\n", "Authorization: Bearer sk-team-a\r\n"},
+				{"/fwd/pair", "x-api-key: sk-team-a\r\nX_Api_Key: sk-forged\r\n", "x-api-key: sk-team-a\r\n"},
+				{"/fwd/own", "X-My-Key: sk-team-a\r\nX_My_Key: sk-forged\r\n", "X-My-Key: sk-team-a\r\n"},
 			} {
 				c := dial(t, g.Addr("web"))
 				send(t, c, "GET "+tc.path+" HTTP/1.1\r\nHost: gw\r\n"+tc.fields+"Connection: close\r\n\r\n")
 				require.Equal(t, 200, readResponse(t, bufio.NewReader(c), false).status, tc.fields)
 				c.Close()
 				head := <-heads
-				require.NotContains(t, head, "sk-team-a", tc.fields)
 				require.NotContains(t, head, "sk-forged", "%s: the upstream got\n%s", tc.fields, head)
+				if tc.forwarded == "" {
+					require.NotContains(t, head, "sk-team-a", tc.fields)
+				} else {
+					require.Contains(t, head, "\r\n"+tc.forwarded, "forward_credentials")
+				}
 			}
 		})
 	}

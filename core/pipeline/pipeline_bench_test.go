@@ -38,7 +38,7 @@ func BenchmarkRouteToUpstreamHeadAuthenticated(b *testing.B) {
 	benchRouteToUpstreamHead(b, nil)
 }
 
-// stripAuth sets the benchmark route's StripAuthorization.
+// stripAuth sets the benchmark route's Authenticates and StripAuthorization.
 var stripAuth bool
 
 // BenchmarkRouteToUpstreamHeadTrustedPeer is BenchmarkRouteToUpstreamHead from a peer in
@@ -70,7 +70,7 @@ func benchRouteToUpstreamHead(b *testing.B, trusted []netip.Prefix, stages ...an
 	if err != nil {
 		b.Fatal(err)
 	}
-	rt := &Route{Name: "bench", Service: svc, Chain: chain, M: metrics.ForRoute("bench", "up"), StripAuthorization: stripAuth}
+	rt := &Route{Name: "bench", Service: svc, Chain: chain, M: metrics.ForRoute("bench", "up"), Authenticates: stripAuth, StripAuthorization: stripAuth}
 	ep := NewEntrypoint("web", false, oneRoute{rt}, metrics.ForEntrypoint("bench"), nil)
 	ep.Port, ep.TrustedIPs = "8080", trusted
 	var rc RequestCtx

@@ -40,13 +40,17 @@ type Route struct {
 	Service *Service
 	// Chain holds the router's stages (middlewares and the model gateway's steps).
 	Chain *Chain
-	// StripAuthorization removes the client's Authorization and X-Api-Key fields, in any
-	// spelling with '_' for '-', before the request goes upstream: set when the route
-	// authenticates callers itself and forward_credentials is false.
+	// Authenticates is set when the route authenticates callers itself (an api-key or jwt
+	// middleware): the credential fields (Authorization, X-Api-Key, CredentialHeader) spelt
+	// with '_' for '-' (X_Api_Key), which CGI-style upstreams read as the field itself but the
+	// gateway did not check, are removed before the request goes upstream.
+	Authenticates bool
+	// StripAuthorization removes the credential fields in every spelling: set when the route
+	// authenticates callers and forward_credentials is false.
 	StripAuthorization bool
-	// StripHeader, when set, is another field that carries the caller's credential (an api-key
-	// middleware's header) and is removed, in any spelling, before the request goes upstream.
-	StripHeader []byte
+	// CredentialHeader, when set, is another field that carries the caller's credential (an
+	// api-key middleware's header).
+	CredentialHeader []byte
 	// RetryOverload moves a request that an upstream refused with 429 or 503 and a
 	// Retry-After to another backend before anything reached the client, keeping the refusing
 	// backend out for the time it asked (model routers: an LLM engine's queue is full).

@@ -79,6 +79,19 @@ func (h *CopyHead) AppendFor(dst []byte, svc *Service, b *Backend) []byte {
 	return append(dst, h.head[h.hostEnd:]...)
 }
 
+// dropsCredential reports whether field k, of a request to a route that authenticates its
+// callers, carries a credential that must not go upstream: a credential field when the route
+// keeps credentials at the gateway, and in any case one spelt with '_' for '-' (X_Api_Key),
+// which CGI-style upstreams (PHP, WSGI, Rack) read as the field itself although the gateway
+// did not check it.
+func (rt *Route) dropsCredential(k []byte) bool {
+	if !sameVariable(k, hdrAuthorization) && !sameVariable(k, hdrXAPIKey) &&
+		(len(rt.CredentialHeader) == 0 || !sameVariable(k, rt.CredentialHeader)) {
+		return false
+	}
+	return rt.StripAuthorization || bytes.IndexByte(k, '_') >= 0
+}
+
 // appendHeadFor appends the head of rc's request with host as its Host value and a body of
 // bodyLen bytes, and returns where the Host value starts in dst.
 func appendHeadFor(dst []byte, rc *RequestCtx, host []byte, bodyLen int) (_ []byte, hostAt int) {
@@ -107,10 +120,7 @@ func appendHeadFor(dst []byte, rc *RequestCtx, host []byte, bodyLen int) (_ []by
 			bytes.EqualFold(k, hdrExpect),
 			bytes.EqualFold(k, hdrRequestID):
 			continue
-		// A credential field goes in every spelling with '_' for '-' (X_Api_Key), which
-		// CGI-style upstreams read as the field itself.
-		case rt.StripAuthorization && (sameVariable(k, hdrAuthorization) || sameVariable(k, hdrXAPIKey)),
-			len(rt.StripHeader) > 0 && sameVariable(k, rt.StripHeader),
+		case rt.Authenticates && rt.dropsCredential(k),
 			uncoded && bytes.EqualFold(k, hdrAcceptEnc):
 			continue
 		case rc.maxFwd > 0 && bytes.EqualFold(k, hdrMaxForwards):

@@ -246,14 +246,15 @@ func Compile(cfg *config.Config, prev *Snapshot, gen uint64) (*Snapshot, error) 
 			if mw == nil {
 				continue
 			}
-			if authMiddlewareTypes[mw.Type] && !r.ForwardCredentials {
-				rt.StripAuthorization = true
+			if authMiddlewareTypes[mw.Type] {
+				rt.Authenticates = true
+				rt.StripAuthorization = !r.ForwardCredentials
 			}
 			switch {
 			case mw.Type == config.MiddlewareAPIKey:
 				st := consumer.NewAPIKey(consumers, mw.APIKeyHeader())
-				if h := st.Header(); h != "" && !r.ForwardCredentials {
-					rt.StripHeader = []byte(h)
+				if h := st.Header(); h != "" {
+					rt.CredentialHeader = []byte(h)
 				}
 				stages = append(stages, st)
 			case s.middlewares[m] != nil:
