@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,6 +47,12 @@ type jwks struct {
 	fetching atomic.Bool
 	lastTry  atomic.Int64 // unix nanoseconds of the last fetch started
 	fetches  atomic.Int64
+	failing  bool // the last refresh failed; written by the refreshing goroutine only
+
+	// log hears of refreshes that fail, and of the first that succeeds after them: a set
+	// that cannot be refreshed keeps its keys, and without the line an identity provider out
+	// of reach would go unseen until its next key rotation refused every token.
+	log *slog.Logger
 }
 
 // keySet is one fetched set.
@@ -71,7 +79,7 @@ func newJWKS(o config.JWTOptions) (*jwks, error) {
 			return j, nil
 		}
 	}
-	j := &jwks{file: o.JWKSFile, url: o.JWKSURL, refresh: o.JWKSRefresh, client: &http.Client{Timeout: jwksFetchTimeout}}
+	j := &jwks{file: o.JWKSFile, url: o.JWKSURL, refresh: o.JWKSRefresh, client: &http.Client{Timeout: jwksFetchTimeout}, log: slog.Default()}
 	set, err := j.fetch()
 	if err != nil {
 		return nil, err
@@ -243,14 +251,42 @@ func (j *jwks) refreshAsync(now time.Time, spacing time.Duration) {
 	j.lastTry.Store(now.UnixNano())
 	go func() {
 		defer j.fetching.Store(false)
-		if set, err := j.fetch(); err == nil {
+		set, err := j.fetch()
+		if err == nil {
 			j.set.Store(set)
-		} else {
-			// Keep the keys in hand: an identity provider that is down for a moment must not
-			// log every caller out. Try again after the refresh time.
-			old := *j.set.Load()
-			old.fetched = time.Now()
-			j.set.Store(&old)
+			if j.failing {
+				j.failing = false
+				j.log.Info("jwks refreshed again", "jwks", j.source(), "keys", len(set.byKID))
+			}
+			return
 		}
+		// Keep the keys in hand: an identity provider that is down for a moment must not
+		// log every caller out. Try again after the refresh time.
+		old := *j.set.Load()
+		old.fetched = time.Now()
+		j.set.Store(&old)
+		j.failing = true
+		msg := err.Error()
+		if j.url != "" {
+			msg = strings.ReplaceAll(msg, j.url, j.source())
+		}
+		j.log.Warn("jwks refresh failed; the keys in hand stay", "jwks", j.source(), "error", msg, "retry_in", j.retryIn(spacing))
 	}()
+}
+
+// source names the set in logs: its file, or its URL with any credentials in it masked.
+func (j *jwks) source() string {
+	if j.url != "" {
+		return config.RedactURL(j.url)
+	}
+	return j.file
+}
+
+// retryIn is how long until a failed refresh may run again: the refresh time, or the spacing
+// of refreshes an unknown kid asks for when that is sooner.
+func (j *jwks) retryIn(spacing time.Duration) time.Duration {
+	if spacing > 0 && spacing < j.refresh {
+		return spacing
+	}
+	return j.refresh
 }

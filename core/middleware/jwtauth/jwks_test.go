@@ -1,16 +1,19 @@
 package jwtauth
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
 	"encoding/json"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -129,4 +132,93 @@ func TestForwardClaims(t *testing.T) {
 	require.Contains(t, head, "X-Tier: 2\r\n")
 	require.NotContains(t, head, "forged")
 	require.NotContains(t, head, "X-Groups", "an array claim is not sent")
+}
+
+// logLines is a slog handler that sends each record, as "message k=v ...", to a channel.
+type logLines chan string
+
+func (l logLines) Enabled(context.Context, slog.Level) bool { return true }
+func (l logLines) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l logLines) WithGroup(string) slog.Handler            { return l }
+func (l logLines) Handle(_ context.Context, r slog.Record) error {
+	line := r.Level.String() + " " + r.Message
+	r.Attrs(func(a slog.Attr) bool {
+		line += " " + a.Key + "=" + a.Value.String()
+		return true
+	})
+	l <- line
+	return nil
+}
+
+// A refresh of a JWK Set URL that fails keeps the keys in hand and says so in the log, with
+// the URL's credentials masked; the first refresh that succeeds after it says so too, so that
+// an identity provider out of reach does not go unseen until its next key rotation.
+func TestJWKSRefreshFailureIsLogged(t *testing.T) {
+	k1, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	k2, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	var mu sync.Mutex
+	published := jwkSet(t, map[string]any{"k1": &k1.PublicKey})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		if published == nil {
+			http.Error(w, "down", http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/jwk-set+json")
+		_, _ = w.Write(published)
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+
+	up := mwtest.NewUpstream(t, mwtest.Status(200))
+	url := "http://idp:LEAKpw@" + ln.Addr().String() + "/jwks?api_key=LEAKkey"
+	s := newStage(t, config.JWTOptions{JWKSURL: url, JWKSRefresh: time.Hour, Leeway: time.Second, Claim: "sub"}, nil)
+	lines := make(logLines, 8)
+	s.jwks.log = slog.New(lines)
+	var clock atomic.Int64
+	clock.Store(now.UnixNano())
+	s.now = func() time.Time { return time.Unix(0, clock.Load()) }
+	h := mwtest.New(t, []any{s}, up.Addr())
+	next := func() string {
+		select {
+		case l := <-lines:
+			return l
+		case <-time.After(10 * time.Second):
+			t.Fatal("no log line")
+			return ""
+		}
+	}
+
+	mu.Lock()
+	published = nil
+	mu.Unlock()
+	tok2 := "Bearer " + signKID(t, jwt.SigningMethodES256, k2, "k2")
+	require.Equal(t, 401, do(t, h, up, "/v1/x", tok2).status, "an unknown kid starts a refresh")
+	failed := next()
+	require.Contains(t, failed, "WARN jwks refresh failed; the keys in hand stay")
+	require.Contains(t, failed, "status 500")
+	require.Contains(t, failed, "retry_in=10s")
+	require.NotContains(t, failed, "LEAK")
+	require.Equal(t, 200, do(t, h, up, "/v1/x", "Bearer "+signKID(t, jwt.SigningMethodES256, k1, "k1")).status, "the keys in hand stay")
+
+	mu.Lock()
+	published = jwkSet(t, map[string]any{"k1": &k1.PublicKey, "k2": &k2.PublicKey})
+	mu.Unlock()
+	clock.Add(int64(jwksMinRefetch + time.Second))
+	require.Equal(t, 401, do(t, h, up, "/v1/x", tok2).status, "not fetched yet")
+	recovered := next()
+	require.Contains(t, recovered, "INFO jwks refreshed again")
+	require.Contains(t, recovered, "keys=2")
+	require.NotContains(t, recovered, "LEAK")
+	require.Eventually(t, func() bool { return do(t, h, up, "/v1/x", tok2).status == 200 }, 10*time.Second, time.Millisecond)
+	select {
+	case l := <-lines:
+		t.Fatalf("a refresh that followed a success logged %q", l)
+	default:
+	}
 }
