@@ -30,6 +30,7 @@ type wireCase struct {
 	end       string                       // written after the last step (the last chunk, say)
 	close     bool                         // the upstream closes the connection after end
 	burst     bool                         // head and end in one write, at once (no steps)
+	interim   string                       // 1xx heads, each written apart, before head
 	tail      string                       // what the client gets after the last step, to the body's end
 	trailer   func(engine string) []string // the trailer section's lines the client gets (nil: none)
 	check     func(t *testing.T, resp *response)
@@ -63,6 +64,15 @@ func lockstepUpstream(t *testing.T, cases []wireCase) *upstream {
 		if wc == nil {
 			_, err := io.WriteString(c, "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
 			return err == nil
+		}
+		for _, h := range strings.SplitAfter(wc.interim, "\r\n\r\n") {
+			if h == "" {
+				continue
+			}
+			if _, err := io.WriteString(c, h); err != nil {
+				return false
+			}
+			time.Sleep(20 * time.Millisecond) // the upstream's pace: each head arrives in a read of its own, the behaviour under test
 		}
 		if wc.burst {
 			_, err := io.WriteString(c, wc.head+wc.end)
@@ -336,6 +346,13 @@ func TestNativeStreamsAreRelayedAsWritten(t *testing.T) {
 		{name: "event stream with trailer", req: post("/completion?trailer", `{}`),
 			head:  "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTrailer: X-Checksum\r\nTransfer-Encoding: chunked\r\n\r\n",
 			steps: steps(false, llamaCompletion...), end: "0\r\nX-Checksum: abc\r\n\r\n"},
+		{name: "interim heads apart, then stream", req: post("/completion?103apart", `{}`),
+			interim: "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\nHTTP/1.1 102 Processing\r\n\r\n",
+			head:    llamaSSEHead, steps: steps(false, llamaCompletion...), end: "0\r\n\r\n",
+			check: func(t *testing.T, resp *response) {
+				require.Equal(t, 200, resp.status)
+				require.Empty(t, resp.all("Link"), "the interim response's fields are not the final one's")
+			}},
 		{name: "early hints then stream", req: post("/completion?103", `{}`),
 			head: "HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n" + llamaSSEHead, steps: steps(false, llamaCompletion...), end: "0\r\n\r\n",
 			check: func(t *testing.T, resp *response) {
