@@ -31,6 +31,7 @@ type wireCase struct {
 	close     bool                         // the upstream closes the connection after end
 	burst     bool                         // head and end in one write, at once (no steps)
 	interim   string                       // 1xx heads, each written apart, before head
+	reset     bool                         // the upstream resets the connection after end: the client's transfer is cut
 	tail      string                       // what the client gets after the last step, to the body's end
 	trailer   func(engine string) []string // the trailer section's lines the client gets (nil: none)
 	check     func(t *testing.T, resp *response)
@@ -100,6 +101,12 @@ func lockstepUpstream(t *testing.T, cases []wireCase) *upstream {
 		if _, err := io.WriteString(c, wc.end); err != nil {
 			return false
 		}
+		if wc.reset {
+			if tcp, ok := c.(*net.TCPConn); ok {
+				_ = tcp.SetLinger(0)
+			}
+			return false
+		}
 		return !wc.close
 	})
 }
@@ -150,6 +157,11 @@ func runWireCases(t *testing.T, engine, addrFor string, cases []wireCase) {
 			}
 			_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
 			rest, err := io.ReadAll(body)
+			if wc.reset {
+				require.Error(t, err, "the transfer is cut, not ended in good framing")
+				require.Equal(t, wc.tail, string(rest), "after the last step")
+				return
+			}
 			require.NoError(t, err, "the body ends in good framing")
 			require.Equal(t, wc.tail, string(rest), "after the last step")
 			if _, ok := body.(*bufio.Reader); ok {
@@ -302,6 +314,10 @@ func TestNativeStreamsAreRelayedAsWritten(t *testing.T) {
 			head: ndjsonHead, steps: steps(false, ollamaChat...), end: "0\r\n\r\n"},
 		{name: "ndjson until close", req: post("/api/chat?close", `{}`),
 			head: "HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\nConnection: close\r\n\r\n", steps: steps(true, ollamaChat...), close: true},
+		{name: "ndjson until close, reset", req: post("/api/chat?reset", `{}`),
+			head: "HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\nConnection: close\r\n\r\n", steps: steps(true, ollamaChat[:2]...), end: ollamaChat[2][:9], tail: ollamaChat[2][:9], reset: true},
+		{name: "chunked ndjson, reset", req: post("/api/chat?chunkedreset", `{}`),
+			head: ndjsonHead, steps: steps(false, ollamaChat[:2]...), end: "1f\r\n" + ollamaChat[2][:9], tail: ollamaChat[2][:9], reset: true},
 		{name: "llama.cpp completion", req: post("/completion", `{"prompt":"why","stream":true,"n_predict":2}`),
 			head: llamaSSEHead, steps: steps(false, llamaCompletion...), end: "0\r\n\r\n", check: header("Content-Type", "text/event-stream")},
 		{name: "llama.cpp error event mid-stream", req: post("/completion?error", `{"stream":true}`), head: llamaSSEHead,
@@ -627,6 +643,46 @@ func TestStalledClientGetsTheWholeNativeStream(t *testing.T) {
 					}
 				}
 				require.EqualValues(t, lines.Load(), i, "the lines the upstream wrote")
+			})
+		}
+	}
+}
+
+// A native stream that falls silent for stream_idle_timeout is cut, on every engine: the
+// client gets the lines that came and a transfer that does not end in good framing, never a
+// last chunk that would make the cut stream look whole.
+func TestSilentNativeStreamIsCutNotEnded(t *testing.T) {
+	heads := map[string]string{
+		"/chunked": ndjsonHead,
+		"/close":   "HTTP/1.0 200 OK\r\nContent-Type: application/x-ndjson\r\n\r\n",
+	}
+	up := serveUpstreamU(t, func(u *upstream, c net.Conn, r *bufio.Reader, head string, _ []byte) bool {
+		path := strings.Fields(head)[1]
+		l := ollamaChat[0]
+		if path == "/chunked" {
+			l = chunk(l)
+		}
+		if _, err := io.WriteString(c, heads[path]+l); err != nil {
+			return false
+		}
+		u.watchClose(r)
+		<-u.stop // silent until the gateway gives up
+		return false
+	})
+	for _, engine := range engines {
+		for path := range heads {
+			t.Run(engine+path, func(t *testing.T) {
+				_, addr := startGatewayServers(t, engine, fmt.Sprintf("servers = [{ url = \"http://%s\" }]\nstream_idle_timeout = \"300ms\"", up.addr()))
+				c := dial(t, addr)
+				send(t, c, post(path, `{}`))
+				r := bufio.NewReader(c)
+				resp := readResponse(t, r, true)
+				require.Equal(t, 200, resp.status)
+				require.Equal(t, "chunked", resp.headers["transfer-encoding"])
+				got, err := io.ReadAll(httputil.NewChunkedReader(r))
+				require.Error(t, err, "the transfer is cut, not ended in good framing")
+				require.Equal(t, ollamaChat[0], string(got))
+				up.waitConnClosed(t, 5*time.Second)
 			})
 		}
 	}
