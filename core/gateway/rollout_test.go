@@ -1,15 +1,18 @@
 package gateway_test
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-gw/sluice/bench/llmsim"
@@ -416,4 +419,72 @@ min_samples = 10
 	s := llmService(t, admin)
 	require.Equal(t, "completed", s.Rollout.State, "%+v", s.Rollout)
 	require.Positive(t, v2.hits.Load(), "the new revision served well-formed requests")
+}
+
+// The thresholds bound the step's true p99, not the bucket of the histogram it falls in: a new
+// revision that answers every request in 965 ms (plus the gateway's time), under a latency
+// threshold of 1048 ms that the same histogram bucket (958.6 ms to 1048.6 ms) holds, is not
+// rolled back; one that takes 1.1 s is. On each engine.
+func TestRolloutLatencyThresholdIsExact(t *testing.T) {
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			var delay atomic.Int64
+			delay.Store(int64(965 * time.Millisecond))
+			v1 := serveUpstream(t, echo)
+			v2 := serveUpstreamU(t, func(u *upstream, c net.Conn, _ *bufio.Reader, _ string, _ []byte) bool {
+				select {
+				case <-time.After(time.Duration(delay.Load())):
+				case <-u.stop:
+					return false
+				}
+				_, err := fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
+				return err == nil
+			})
+			_, addr, admin := startConfigGateway(t, fmt.Sprintf(`
+[entrypoints.web]
+address = "127.0.0.1:0"
+engine = %s
+[admin]
+address = "127.0.0.1:0"
+[routers.api]
+rule = "PathPrefix(`+"`/`"+`)"
+service = "llm"
+[services.llm]
+revisions = [
+  { name = "v1", traffic_percent = 50, servers = [{ url = "http://%s" }] },
+  { name = "v2", traffic_percent = 50, servers = [{ url = "http://%s" }] },
+]
+[services.llm.rollout]
+from = "v1"
+to = "v2"
+step_percent = 10
+step_interval_secs = 3600
+latency_threshold_ms = 1048
+min_samples = 3
+`, engineTOML(engine), v1.addr(), v2.addr()))
+			// Six requests at once: three to each revision, whose three samples judge the step.
+			send := func() {
+				var wg sync.WaitGroup
+				for range 6 {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						r, err := tryCall("POST", "http://"+addr+"/v1/chat/completions", "", tinyChat)
+						assert.NoError(t, err)
+						assert.Equal(t, 200, r.status, r.raw)
+					}()
+				}
+				wg.Wait()
+			}
+			send()
+			s := llmService(t, admin)
+			require.Equal(t, "progressing", s.Rollout.State, "a p99 of about 965 ms is within 1048 ms: %+v", s.Rollout)
+
+			delay.Store(int64(1100 * time.Millisecond))
+			send()
+			s = llmService(t, admin)
+			require.Equal(t, "rolled_back", s.Rollout.State, "%+v", s.Rollout)
+			require.Contains(t, s.Rollout.Reason, "latency p99")
+		})
+	}
 }

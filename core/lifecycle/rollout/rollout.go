@@ -9,7 +9,8 @@
 //
 // The decision loop runs in the gateway and is driven by events, not by polling: each
 // completed request of the new revision is a sample of the current step (counted, its
-// latency, time to first token and inter-token gaps kept in histograms); the step's timer
+// latency, time to first token and inter-token gaps kept in histograms for the percentiles
+// shown, and counted against their thresholds, which judge the p99 exactly); the step's timer
 // marks the end of its interval. A threshold crossed with at least min_samples samples rolls
 // back at once (the new revision's share goes to the old one, which then has it all, and the
 // rollout stops); a step whose interval has passed with at least min_samples samples and no
@@ -268,6 +269,10 @@ type controller struct {
 	history   []Event
 	reason    string
 	closed    bool
+
+	// The step's latencies, times to first token and gaps over their thresholds: the
+	// thresholds judge the samples themselves (p99Over); the histograms report percentiles.
+	latOver, ttftOver, itlOver int64
 }
 
 func newController(s *Split, cfg Config, w []int64) *controller {
@@ -318,6 +323,7 @@ func (c *controller) toPercent() float64 { return float64(c.w[c.cfg.To]) * 100 /
 func (c *controller) newStep(now time.Time) {
 	c.stepStart, c.waiting = now, false
 	c.n, c.errs = 0, 0
+	c.latOver, c.ttftOver, c.itlOver = 0, 0, 0
 	c.lat.reset()
 	c.ttft.reset()
 	c.itl.reset()
@@ -345,10 +351,13 @@ func (c *controller) intervalEnded() {
 
 func (c *controller) watchesGaps() bool { return c.cfg.MaxITLP99 > 0 }
 
-// gaps collects one request's inter-token gaps; they join the step's histogram when the
-// request completes (a request's stream does not lock the controller per token).
+// gaps collects one request's inter-token gaps, and counts those over the ITL threshold; they
+// join the step's when the request completes (a request's stream does not lock the
+// controller per token).
 type gaps struct {
-	h hist
+	h     hist
+	limit time.Duration // Config.MaxITLP99
+	over  int64
 }
 
 var gapsSlot pipeline.Slot
@@ -361,11 +370,17 @@ func (c *controller) gapsOf(rc *pipeline.RequestCtx) *gaps {
 		rc.Set(&gapsSlot, g)
 	}
 	g.h.reset()
+	g.limit, g.over = c.cfg.MaxITLP99, 0
 	return g
 }
 
 // OnGap implements pipeline.GapWatcher.
-func (g *gaps) OnGap(d time.Duration) { g.h.add(d) }
+func (g *gaps) OnGap(d time.Duration) {
+	g.h.add(d)
+	if d > g.limit {
+		g.over++
+	}
+}
 
 // sample adds a completed request of the new revision to the current step and judges the step
 // when a threshold is crossed or its interval has passed.
@@ -380,15 +395,23 @@ func (c *controller) sample(failed bool, latency, ttft time.Duration, rc *pipeli
 		c.errs++
 	}
 	c.lat.add(latency)
+	if c.cfg.MaxLatencyP99 > 0 && latency > c.cfg.MaxLatencyP99 {
+		c.latOver++
+	}
 	if ttft > 0 {
 		c.ttft.add(ttft)
+		if c.cfg.MaxTTFTP99 > 0 && ttft > c.cfg.MaxTTFTP99 {
+			c.ttftOver++
+		}
 	}
 	if g, _ := rc.Get(&gapsSlot).(*gaps); g != nil && c.watchesGaps() {
 		for i, k := range g.h.buckets {
 			c.itl.buckets[i] += k
 		}
 		c.itl.n += g.h.n
+		c.itlOver += g.over
 		g.h.reset()
+		g.over = 0
 	}
 	if c.n < int64(c.cfg.MinSamples) {
 		return
@@ -408,16 +431,26 @@ func (c *controller) crossed() string {
 	if rate := float64(c.errs) / float64(c.n); rate > c.cfg.MaxErrorRate {
 		return fmt.Sprintf("error rate %.3f > %.3f (%d of %d requests) in step %d", rate, c.cfg.MaxErrorRate, c.errs, c.n, step)
 	}
-	if p := c.lat.quantile(.99); c.cfg.MaxLatencyP99 > 0 && p > c.cfg.MaxLatencyP99 {
-		return fmt.Sprintf("latency p99 %v > %v over %d requests in step %d", p.Round(time.Millisecond), c.cfg.MaxLatencyP99, c.n, step)
+	// The p99 shown is its histogram bucket's upper bound, above the true p99 and so above
+	// the threshold too once the true one is.
+	if c.cfg.MaxLatencyP99 > 0 && p99Over(c.n, c.latOver) {
+		return fmt.Sprintf("latency p99 %v > %v (%d of %d requests over it) in step %d", c.lat.quantile(.99).Round(time.Millisecond), c.cfg.MaxLatencyP99, c.latOver, c.n, step)
 	}
-	if p := c.ttft.quantile(.99); c.cfg.MaxTTFTP99 > 0 && p > c.cfg.MaxTTFTP99 {
-		return fmt.Sprintf("TTFT p99 %v > %v over %d streams in step %d", p.Round(time.Millisecond), c.cfg.MaxTTFTP99, c.ttft.n, step)
+	if c.cfg.MaxTTFTP99 > 0 && p99Over(c.ttft.n, c.ttftOver) {
+		return fmt.Sprintf("TTFT p99 %v > %v (%d of %d streams over it) in step %d", c.ttft.quantile(.99).Round(time.Millisecond), c.cfg.MaxTTFTP99, c.ttftOver, c.ttft.n, step)
 	}
-	if p := c.itl.quantile(.99); c.cfg.MaxITLP99 > 0 && p > c.cfg.MaxITLP99 {
-		return fmt.Sprintf("ITL p99 %v > %v over %d gaps in step %d", p.Round(time.Millisecond), c.cfg.MaxITLP99, c.itl.n, step)
+	if c.cfg.MaxITLP99 > 0 && p99Over(c.itl.n, c.itlOver) {
+		return fmt.Sprintf("ITL p99 %v > %v (%d of %d gaps over it) in step %d", c.itl.quantile(.99).Round(time.Millisecond), c.cfg.MaxITLP99, c.itlOver, c.itl.n, step)
 	}
 	return ""
+}
+
+// p99Over reports whether the p99 of n values, over of which exceed a threshold, exceeds it.
+// The p99 is the value of rank ⌈0.99·n⌉ in increasing order (as hist.quantile takes it), so it
+// exceeds the threshold when more than the n − ⌈0.99·n⌉ values above it do: with fewer than
+// 100 values, any one.
+func p99Over(n, over int64) bool {
+	return over > n-(99*n+99)/100
 }
 
 // judge decides a step whose interval has passed: too few samples wait, a crossed threshold

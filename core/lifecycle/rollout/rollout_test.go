@@ -65,6 +65,57 @@ func TestLatencyThresholdAndMinSamples(t *testing.T) {
 	require.Contains(t, st.Reason, "latency p99")
 }
 
+// Each threshold bounds the step's true p99, not the upper bound of the histogram bucket it
+// falls in: samples just under a threshold that shares their bucket do not roll back, and one
+// more sample over it than a p99 allows does.
+func TestThresholdsJudgeTheTrueP99(t *testing.T) {
+	const limit = 1048 * time.Millisecond // in the bucket of 1 s, whose upper bound is 1048.576 ms
+	require.Greater(t, histUpper(histIndex(time.Second)), limit)
+	require.Equal(t, histIndex(time.Second), histIndex(limit))
+	for _, c := range []struct {
+		name   string
+		cfg    func(*Config)
+		sample func(s *Split, rc *pipeline.RequestCtx, d time.Duration)
+	}{
+		{"latency", func(c *Config) { c.MaxLatencyP99 = limit }, func(s *Split, rc *pipeline.RequestCtx, d time.Duration) {
+			s.ctl.sample(false, d, 0, rc)
+		}},
+		{"TTFT", func(c *Config) { c.MaxTTFTP99 = limit }, func(s *Split, rc *pipeline.RequestCtx, d time.Duration) {
+			s.ctl.sample(false, time.Millisecond, d, rc)
+		}},
+		{"ITL", func(c *Config) { c.MaxITLP99 = limit }, func(s *Split, rc *pipeline.RequestCtx, d time.Duration) {
+			g := s.ctl.gapsOf(rc)
+			g.OnGap(d)
+			s.ctl.sample(false, time.Millisecond, 0, rc)
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := Config{From: 0, To: 1, StepPercent: 10, StepInterval: time.Hour, MaxErrorRate: 0.05, MinSamples: 100}
+			c.cfg(&cfg)
+			s := New("exact-"+c.name, []Revision{{Name: "v1", Percent: 90, Backends: []int{0}}, {Name: "v2", Percent: 10, Backends: []int{1}}}, &cfg)
+			t.Cleanup(s.Close)
+			rc := pipeline.AcquireRequestCtx()
+			defer pipeline.ReleaseRequestCtx(rc)
+			// 200 samples: the p99 is the 198th smallest, so two may be over the threshold.
+			for range 198 {
+				c.sample(s, rc, limit)
+			}
+			for range 2 {
+				c.sample(s, rc, time.Hour)
+			}
+			st := s.Rollout()
+			require.Equal(t, StateProgressing, st.State, "a p99 at the threshold does not exceed it: %s", st.Reason)
+			c.sample(s, rc, limit)
+			st = s.Rollout()
+			require.Equal(t, StateProgressing, st.State, "201 samples: the p99, the 199th, is at the threshold: %s", st.Reason)
+			c.sample(s, rc, limit+time.Millisecond)
+			st = s.Rollout()
+			require.Equal(t, StateRolledBack, st.State, "202 samples, 3 over: the p99, the 200th, is over the threshold")
+			require.Contains(t, st.Reason, c.name+" p99")
+		})
+	}
+}
+
 func TestHistogramQuantileIsAnUpperBoundWithinABucket(t *testing.T) {
 	var h hist
 	for i := 1; i <= 1000; i++ {
