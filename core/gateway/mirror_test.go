@@ -364,3 +364,75 @@ servers = [{ url = "http://%[2]s" }]
 
 // bigChat is a chat request with 100 KiB of content.
 var bigChat = `{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("x", 100<<10) + `"}],"max_tokens":2}`
+
+// headAnswer answers each request as an origin server does: a HEAD gets the head a GET would
+// get, its Content-Length included, and no body (RFC 9110 §9.3.2). Each request's method goes
+// to methods.
+func headAnswer(t *testing.T, methods chan<- string) *upstream {
+	return serveUpstream(t, func(c net.Conn, _ *bufio.Reader, head string, _ []byte) bool {
+		method, _, _ := strings.Cut(head, " ")
+		methods <- method
+		body := `{"ok":true}`
+		if method == "HEAD" {
+			body = ""
+		}
+		_, err := fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n%s", body)
+		return err == nil
+	})
+}
+
+// A copy of a HEAD request reads the shadow's answer as a HEAD's, with no body whatever its
+// Content-Length says: the shadow's answer is counted as it comes, and the mirror's only
+// sender is free for the next copy at once, not held until the copy's timeout. On each
+// engine.
+func TestMirrorCopiesAHeadRequestAsAHead(t *testing.T) {
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			primaryGot, shadowGot := make(chan string, 16), make(chan string, 16)
+			primary, sh := headAnswer(t, primaryGot), headAnswer(t, shadowGot)
+			svc := "head-" + engine
+			_, addr, admin := startConfigGateway(t, fmt.Sprintf(`
+[entrypoints.web]
+address = "127.0.0.1:0"
+engine = %s
+[admin]
+address = "127.0.0.1:0"
+[routers.api]
+rule = "PathPrefix(`+"`/`"+`)"
+service = %q
+[services.%s.load_balancer]
+servers = [{ url = "http://%s" }]
+[services.%s.mirror]
+service = "shadow-%s"
+percentage = 100
+max_concurrent = 1
+timeout = "1m"
+[services.shadow-%s.load_balancer]
+servers = [{ url = "http://%s" }]
+`, engineTOML(engine), svc, svc, primary.addr(), svc, engine, engine, sh.addr()))
+			// The metrics are the process's: a run of the test with -count counts from where the
+			// last one left them.
+			okSeries := fmt.Sprintf(`sluice_mirror_responses_total{service=%q,shadow="shadow-%s",code="2xx"}`, svc, engine)
+			ok0 := metricValue(t, admin, okSeries)
+			const n = 3
+			for range n {
+				c := dial(t, addr)
+				send(t, c, "HEAD /v1/models HTTP/1.1\r\nHost: gw\r\n\r\n")
+				r := readResponse(t, bufio.NewReader(c), true)
+				require.NoError(t, c.Close())
+				require.Equal(t, 200, r.status)
+				require.Equal(t, "11", r.headers["content-length"], "the primary's head, as it sent it")
+				require.Equal(t, "HEAD", <-primaryGot)
+			}
+			for i := range n {
+				select {
+				case m := <-shadowGot:
+					require.Equal(t, "HEAD", m)
+				case <-time.After(10 * time.Second):
+					t.Fatalf("the shadow got %d of %d copies: the sender is held by a HEAD's answer", i, n)
+				}
+			}
+			waitMetric(t, admin+"/metrics", okSeries, func(v float64) bool { return v == ok0+n })
+		})
+	}
+}

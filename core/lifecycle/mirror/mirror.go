@@ -91,6 +91,10 @@ type job struct {
 	peek   openai.Request
 	queued time.Time
 	held   int64 // bytes taken from the mirror's budget for this copy
+	// isHEAD marks a copy of a HEAD request, whose answer has no body whatever its
+	// Content-Length says (RFC 9110 §9.3.2): read as another's, it would hold its sender
+	// until the timeout waiting for one.
+	isHEAD bool
 }
 
 var jobPool = sync.Pool{New: func() any { return new(job) }}
@@ -155,7 +159,7 @@ func (m *Mirror) Offer(rc *pipeline.RequestCtx) {
 		return
 	}
 	j := jobPool.Get().(*job)
-	j.held = need
+	j.held, j.isHEAD = need, rc.IsHEAD()
 	j.body = m.copyBody(j, rc)
 	rc.AppendCopyHead(&j.head, len(j.body))
 	// The head is held twice once the copy is sent: as taken, and as completed for its backend.
@@ -293,7 +297,7 @@ func (m *Mirror) sendTo(j *job, sh *pipeline.Service, b *pipeline.Backend, retry
 	defer timer.Stop()
 	start := time.Now()
 	j.out = j.head.AppendFor(j.out[:0], sh, b)
-	err := x.RoundTrip(b.Pool, j.out, j.body, false)
+	err := x.RoundTrip(b.Pool, j.out, j.body, j.isHEAD)
 	if retry && errors.Is(err, pool.ErrPoolClosed) && m.shadow.Load() != sh {
 		return true
 	}
