@@ -436,3 +436,55 @@ servers = [{ url = "http://%s" }]
 		})
 	}
 }
+
+// A request that a model's next target's service serves, its first target's servers being
+// unreachable, is one of that service's requests: its mirror copies it too, with the body
+// that service got, as the first service's mirror copied it with the body sent there. On each
+// engine.
+func TestMirrorOfANextTargetsServiceCopiesItsRequests(t *testing.T) {
+	sim := startSimulator(t)
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			first, next := startShadow(t), startShadow(t)
+			_, addr, _ := startConfigGateway(t, fmt.Sprintf(`
+[entrypoints.web]
+address = "127.0.0.1:0"
+engine = %s
+[admin]
+address = "127.0.0.1:0"
+[routers.openai]
+rule = "PathPrefix(`+"`/v1`"+`)"
+models = true
+[services.a.load_balancer]
+servers = [{ url = "http://%s" }]
+[services.a.mirror]
+service = "shadow-a"
+percentage = 100
+[services.shadow-a.load_balancer]
+servers = [{ url = "http://%s" }]
+[services.b.load_balancer]
+servers = [{ url = "http://%s" }]
+[services.b.workers]
+observe = false
+[services.b.mirror]
+service = "shadow-b"
+percentage = 100
+[services.shadow-b.load_balancer]
+servers = [{ url = "http://%s" }]
+[models.chat.targets.first]
+service = "a"
+upstream_model = "model-a"
+[models.chat.targets.next]
+service = "b"
+upstream_model = "model-b"
+priority = 1
+`, engineTOML(engine), deadUpstream(t), first.addr(), sim, next.addr()))
+			r := call(t, "POST", "http://"+addr+"/v1/chat/completions", "", `{"model":"chat","messages":[{"role":"user","content":"hi"}],"max_tokens":2}`)
+			require.Equal(t, 200, r.status, r.raw)
+			require.Equal(t, "model-b", r.body["model"], "the next target answered")
+			require.Equal(t, []string{`{"model":"model-a","messages":[{"role":"user","content":"hi"}],"max_tokens":2}`}, first.wait(t, 1))
+			require.Equal(t, []string{`{"model":"model-b","messages":[{"role":"user","content":"hi"}],"max_tokens":2}`}, next.wait(t, 1),
+				"the service that served the request copied it")
+		})
+	}
+}

@@ -93,7 +93,7 @@ type RequestCtx struct {
 	outcome       Outcome
 	countedReason string      // the upstream failure reason last counted as it happened (connect failures, resent requests)
 	sent          time.Time   // when the request was sent to the backend that answered
-	mirrored      bool        // a mirror was offered the request
+	mirrored      []*Service  // services whose mirror was offered the request (each once)
 	entered       []*Service  // services whose hooks ran (OnServiceDone at Finish)
 	enteredAt     []time.Time // when the request reached each of entered
 	hookAt        int         // the index in entered of the service whose hooks run
@@ -218,7 +218,9 @@ func (rc *RequestCtx) reset(ep *Entrypoint, now time.Time) {
 	rc.kv = rc.kv[:0]
 	rc.upExtra = rc.upExtra[:0]
 	rc.respExtra = rc.respExtra[:0]
-	rc.outcome, rc.countedReason, rc.mirrored, rc.sent = Outcome{}, "", false, time.Time{}
+	rc.outcome, rc.countedReason, rc.sent = Outcome{}, "", time.Time{}
+	clear(rc.mirrored) // a replaced service is not kept for the next request
+	rc.mirrored = rc.mirrored[:0]
 	rc.entered, rc.enteredAt, rc.hookAt, rc.gaps = rc.entered[:0], rc.enteredAt[:0], 0, nil
 	rc.held, rc.hold = false, holdState{}
 	rc.onLoop, rc.loopWait = false, 0

@@ -322,8 +322,10 @@ func (rc *RequestCtx) nextBackend() (*Backend, error) {
 			continue
 		}
 		rc.backend, rc.tried = b, b
-		if m := rc.service.Mirror; m != nil && !rc.mirrored {
-			rc.mirrored = true
+		if m := rc.service.Mirror; m != nil && !slices.Contains(rc.mirrored, rc.service) {
+			// Each service the request reaches (a model's next target's too) copies it to
+			// its shadow once, whatever backends it tries there.
+			rc.mirrored = append(rc.mirrored, rc.service)
 			// A shadow that accepted a copied upgrade would hold a tunnel nobody uses, and
 			// one of the mirror's senders with it until its timeout.
 			if !rc.websocket {
