@@ -275,12 +275,12 @@ func (rc *RequestCtx) Tunnel(client net.Conn, early []byte) error {
 	t.touch()
 	if len(early) > 0 {
 		if _, err := t.write(up, early); err != nil {
-			return err
+			t.failed(sideUpstream, err)
+			return rc.tunnelEnded(t)
 		}
 		t.fromClient.Add(int64(len(early)))
 	}
 	wg.Add(1)
-	var clientErr error
 	var clientPanic *StagePanic
 	go func() {
 		defer wg.Done()
@@ -289,26 +289,38 @@ func (rc *RequestCtx) Tunnel(client net.Conn, early []byte) error {
 			clientPanic = recovered(nil, recover())
 			t.closeBoth()
 		}()
-		clientErr = t.pump(up, client, &t.fromClient)
-		clientErr = t.end(up, t.upTCP, t.clientTCP, clientErr)
+		t.end(up, sideClient, t.pump(up, client, sideClient, &t.fromClient))
 	}()
-	upErr := t.pump(client, up, &t.fromUpstream)
-	upErr = t.end(client, t.clientTCP, t.upTCP, upErr)
+	t.end(client, sideUpstream, t.pump(client, up, sideUpstream, &t.fromUpstream))
 	wg.Wait()
 	if clientPanic != nil {
 		panic(clientPanic) // on the goroutine the engine recovers a request's panics on
 	}
-	switch {
-	case t.idleOut.Load():
+	return rc.tunnelEnded(t)
+}
+
+// tunnelEnded sets the outcome of the request whose tunnel t ended and returns why it ended:
+// nil when both sides ended normally, errTunnelIdle at the idle timeout, else the first
+// failure, blamed on the connection it happened on. A reset of either side also fails the
+// other direction's I/O on that side (a write to a client that reset fails as its read does),
+// and the close of both that follows fails the rest with net.ErrClosed, which blames no one:
+// so a client that left mid-flow is a cancellation, and an upstream that died an upstream
+// failure, whichever direction noticed first.
+func (rc *RequestCtx) tunnelEnded(t *tunnel) error {
+	if t.idleOut.Load() {
 		return errTunnelIdle
-	case upErr != nil && !isClosedErr(upErr):
-		rc.outcome.UpstreamError = metrics.ReasonStream
-		return upErr
-	case clientErr != nil && !isClosedErr(clientErr):
-		rc.outcome.Canceled = true
-		return clientErr
 	}
-	return nil
+	t.failMu.Lock()
+	side, err := t.failSide, t.failErr
+	t.failMu.Unlock()
+	switch {
+	case err == nil:
+	case side == sideUpstream:
+		rc.outcome.UpstreamError = metrics.ReasonStream
+	default:
+		rc.outcome.Canceled = true
+	}
+	return err
 }
 
 // errTunnelIdle ends a tunnel that carried nothing for its idle timeout.
@@ -331,6 +343,35 @@ type tunnel struct {
 	// wrote: a write began on either connection. The first is the 101's to the client: until
 	// then no byte of it is out.
 	wrote atomic.Bool
+	// failMu guards the tunnel's first failure: the side whose connection failed, and how.
+	failMu   sync.Mutex
+	failSide tunnelSide
+	failErr  error
+}
+
+// tunnelSide names one of a tunnel's two connections.
+type tunnelSide uint8
+
+const (
+	sideClient tunnelSide = iota
+	sideUpstream
+)
+
+// other is the tunnel's other side.
+func (s tunnelSide) other() tunnelSide { return 1 - s }
+
+// failed records that I/O on side's connection failed with err, when it is the tunnel's
+// first failure: an end of the stream (EOF) and the tunnel's own close (net.ErrClosed) are
+// none.
+func (t *tunnel) failed(side tunnelSide, err error) {
+	if err == nil || isClosedErr(err) {
+		return
+	}
+	t.failMu.Lock()
+	if t.failErr == nil {
+		t.failSide, t.failErr = side, err
+	}
+	t.failMu.Unlock()
 }
 
 func (t *tunnel) touch() { t.last.Store(time.Now().UnixNano()) }
@@ -391,8 +432,9 @@ func (t *tunnel) stillActive() bool {
 	return false
 }
 
-// pump copies src to dst until src ends or either fails.
-func (t *tunnel) pump(dst, src net.Conn, count *atomic.Int64) error {
+// pump copies src to dst until src ends or either fails; srcSide is the side src is, and a
+// failure is recorded (failed) on the side whose connection failed.
+func (t *tunnel) pump(dst, src net.Conn, srcSide tunnelSide, count *atomic.Int64) error {
 	bp := getRelayBuf()
 	defer ReleaseBuf(bp)
 	buf := *bp
@@ -408,6 +450,9 @@ func (t *tunnel) pump(dst, src net.Conn, count *atomic.Int64) error {
 		if n > 0 {
 			t.touch()
 			if _, werr := t.write(dst, buf[:n]); werr != nil {
+				if !t.idleOut.Load() {
+					t.failed(srcSide.other(), werr)
+				}
 				return werr
 			}
 			count.Add(int64(n))
@@ -423,26 +468,31 @@ func (t *tunnel) pump(dst, src net.Conn, count *atomic.Int64) error {
 			if err == io.EOF {
 				return nil
 			}
+			if !t.idleOut.Load() {
+				t.failed(srcSide, err)
+			}
 			return err
 		}
 	}
 }
 
-// end ends the direction that relayed to dst, once its pump returned err, and returns when the
-// tunnel is over. An EOF of the source (err nil) while the other direction still runs
-// half-closes: dst's write side is shut (closeWrite) and the source's socket is watched until
-// it fails (its peer reset it) or is closed (the other direction ended, the idle timeout, a
-// drain's cut), which returns the socket's error or the close's. Otherwise, when either socket
-// is unknown, or dst's write side cannot be shut, both connections are closed at once and err
-// is returned.
-func (t *tunnel) end(dst net.Conn, dstTCP, srcTCP *net.TCPConn, err error) error {
+// end ends the direction from srcSide that relayed to dst, once its pump returned err, and
+// returns when the tunnel is over. An EOF of the source (err nil) while the other direction
+// still runs half-closes: dst's write side is shut (closeWrite) and the source's socket is
+// watched until it fails (its peer reset it: a failure of srcSide) or is closed (the other
+// direction ended, the idle timeout, a drain's cut). Otherwise, when either socket is unknown,
+// or dst's write side cannot be shut, both connections are closed at once.
+func (t *tunnel) end(dst net.Conn, srcSide tunnelSide, err error) {
+	dstTCP, srcTCP := t.clientTCP, t.upTCP
+	if srcSide == sideClient {
+		dstTCP, srcTCP = srcTCP, dstTCP
+	}
 	if err != nil || dstTCP == nil || srcTCP == nil || t.ended.Add(1) == 2 || closeWrite(dst, dstTCP) != nil {
 		t.closeBoth()
-		return err
+		return
 	}
-	err = awaitEnd(srcTCP)
+	t.failed(srcSide, awaitEnd(srcTCP))
 	t.closeBoth()
-	return err
 }
 
 // maxConnWraps bounds the layers (TLS, counting and engine wrappers) tcpUnder looks through.
