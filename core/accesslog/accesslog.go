@@ -53,8 +53,9 @@ func dropLevel(groups []string, a slog.Attr) slog.Attr {
 //
 // Fields: time (RFC 3339, when the request was complete), request_id, entrypoint, router,
 // service, backend (the server's URL), method, path (the client's, without the query: before
-// a strip-prefix stage rewrote it), status, bytes_in (request body), bytes_out (response
-// body bytes sent, the gateway's own included), duration_ms, ttft_ms (streamed
+// a strip-prefix stage rewrote it), status, bytes_in (request body; for a WebSocket tunnel,
+// what the client sent through it), bytes_out (response body bytes sent, the gateway's own
+// included; for a tunnel, what the upstream sent), duration_ms, ttft_ms (streamed
 // responses), upstream_error (a failure reason), canceled (the client left), gateway_reply
 // (the gateway answered itself), client_ip; on model routers also model (the alias),
 // consumer, usage_known and prompt_tokens, completion_tokens, cached_tokens (the upstream's
@@ -94,7 +95,7 @@ func (l *Logger) OnComplete(rc *pipeline.RequestCtx) {
 		slog.String("method", string(req.Method)),
 		slog.String("path", string(rc.ClientPath())),
 		slog.Int("status", o.Status),
-		slog.Int("bytes_in", len(req.Body)),
+		slog.Int64("bytes_in", int64(len(req.Body))+o.TunnelIn),
 		slog.Int64("bytes_out", o.BytesOut),
 		slog.Float64("duration_ms", ms(time.Since(rc.Start()))),
 		slog.Float64("ttft_ms", ms(o.TTFT)),

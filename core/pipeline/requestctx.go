@@ -125,6 +125,9 @@ type Outcome struct {
 	// gateway's own reply, a held stream's keep-alives; for a tunnel, what the upstream sent.
 	// 0 for a response without a body (HEAD, 204, 304).
 	BytesOut int64
+	// TunnelIn counts, for a WebSocket tunnel, the bytes the client sent through it (after
+	// the handshake, which has no body); 0 for any other request.
+	TunnelIn int64
 	// TTFT is the time from the request to the first body byte of a streamed response
 	// (0 when there was none).
 	TTFT time.Duration

@@ -258,6 +258,7 @@ func (rc *RequestCtx) Tunnel(client net.Conn, early []byte) error {
 		rc.route.M.WebSocketEnded(t.fromClient.Load())
 		rc.ended = true
 		rc.tunnelOut = t.fromUpstream.Load()
+		rc.outcome.TunnelIn = t.fromClient.Load()
 		if v != nil {
 			panic(stagePanicOf(v))
 		}

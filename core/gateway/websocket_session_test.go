@@ -131,3 +131,27 @@ func wsBlameSessions(t *testing.T, engine, up string, n int, client func(c *net.
 	assert.Equal(t, 101, status, "the backend was ejected for what its clients did")
 	return lines
 }
+
+// A WebSocket session's access log line counts the bytes each way: bytes_out what the upstream
+// sent through the tunnel, bytes_in what the client sent (the handshake has no body), as
+// sluice_response_bytes_total and sluice_websocket_client_bytes_total count them.
+func TestWebSocketAccessLogCountsBytesBothWays(t *testing.T) {
+	const fromClient, fromUpstream = 70000, 50000
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			up := floodingWSUpstream(t, func(c *net.TCPConn) {
+				_, _ = io.CopyN(io.Discard, c, fromClient)
+				_, _ = c.Write([]byte(strings.Repeat("u", fromUpstream)))
+			})
+			logs := wsBlameSessions(t, engine, up, 1, func(c *net.TCPConn, r *bufio.Reader) {
+				_, err := c.Write([]byte(strings.Repeat("c", fromClient)))
+				require.NoError(t, err)
+				n, err := io.Copy(io.Discard, r) // until the upstream's close reaches the client
+				require.NoError(t, err)
+				require.Equal(t, int64(fromUpstream), n)
+			})
+			assert.Equal(t, float64(fromUpstream), logs[0]["bytes_out"])
+			assert.Equal(t, float64(fromClient), logs[0]["bytes_in"], "%v", logs[0])
+		})
+	}
+}
