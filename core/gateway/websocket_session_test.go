@@ -155,3 +155,69 @@ func TestWebSocketAccessLogCountsBytesBothWays(t *testing.T) {
 		})
 	}
 }
+
+// A request that asks for an upgrade (Connection: upgrade) and is answered without a 101 ends
+// its connection on every engine, whoever answered: the gateway's handshake check (400, 426),
+// a middleware (ip-allow's 403), the upstream (a 403 refusal, or a 200 to an h2c upgrade it
+// ignores). The answer says Connection: close and nothing sent after the request on that
+// connection is served: a proxy in front that took the upgrade for granted relays what its
+// client sends next as the tunnel's bytes, unchecked, and those must not reach the routes as
+// requests of their own.
+func TestRefusedUpgradeEndsTheConnection(t *testing.T) {
+	const handshake = "Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			smuggled := make(chan string, 16)
+			up := serveUpstream(t, func(c net.Conn, _ *bufio.Reader, head string, _ []byte) bool {
+				path := strings.Fields(head)[1]
+				if strings.HasPrefix(path, "/smuggled") {
+					smuggled <- path
+				}
+				if strings.HasPrefix(path, "/refuse") {
+					_, _ = io.WriteString(c, "HTTP/1.1 403 Forbidden\r\nContent-Length: 4\r\n\r\nnope")
+					return true
+				}
+				_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+				return true
+			})
+			_, addr := startGateway(t, engine, up.addr(), `
+[routers.private]
+rule = "PathPrefix(`+"`/private`"+`)"
+service = "up"
+middlewares = ["lan"]
+[middlewares.lan]
+type = "ip-allow"
+source_range = ["10.0.0.0/8"]`)
+			for _, tc := range []struct {
+				name, path, fields string
+				status             int
+			}{
+				{"version 8", "/socket", handshake + "Sec-WebSocket-Version: 8\r\n", 426},
+				{"no key", "/socket", "Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n", 400},
+				{"ip-allow", "/private/socket", handshake + "Sec-WebSocket-Version: 13\r\n", 403},
+				{"upstream refuses", "/refuse", handshake + "Sec-WebSocket-Version: 13\r\n", 403},
+				{"h2c ignored", "/h2c", "Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n", 200},
+			} {
+				t.Run(tc.name, func(t *testing.T) {
+					c := dial(t, addr)
+					// The next request follows at once, as a proxy that relays it as tunnel bytes does.
+					send(t, c, "GET "+tc.path+" HTTP/1.1\r\nHost: gw\r\n"+tc.fields+"\r\n"+
+						"GET /smuggled/"+strings.ReplaceAll(tc.name, " ", "-")+" HTTP/1.1\r\nHost: gw\r\n\r\n")
+					require.NoError(t, c.SetReadDeadline(time.Now().Add(5*time.Second)))
+					r := bufio.NewReader(c)
+					resp := readResponse(t, r, false)
+					assert.Equal(t, tc.status, resp.status)
+					assert.Equal(t, "close", resp.headers["connection"], "the answer to a refused upgrade says the connection ends")
+					rest, err := io.ReadAll(r)
+					assert.NoError(t, err, "the connection was left open after a refused upgrade")
+					assert.Empty(t, string(rest), "what followed a refused upgrade was served")
+				})
+			}
+			select {
+			case p := <-smuggled:
+				t.Errorf("the upstream got %s, sent after a refused upgrade", p)
+			default:
+			}
+		})
+	}
+}

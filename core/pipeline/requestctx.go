@@ -210,7 +210,11 @@ func (rc *RequestCtx) reset(ep *Entrypoint, now time.Time) {
 	rc.start = now
 	rc.x, rc.hadX = nil, false
 	rc.choice.Reset()
-	rc.framing, rc.sse, rc.keepAlive, rc.isHEAD, rc.ended = relay.None, false, rc.Req.KeepAlive, false, false
+	// A request asking for an upgrade ends its connection whatever the answer: a 101 turns it
+	// into a tunnel, and after any other answer what the client sends next may be the other
+	// protocol's bytes (a proxy in front that took the upgrade for granted relays them
+	// unchecked), never to be read as requests.
+	rc.framing, rc.sse, rc.keepAlive, rc.isHEAD, rc.ended = relay.None, false, rc.Req.KeepAlive && !rc.Req.Upgrade, false, false
 	rc.maxFwd = -1
 	rc.websocket, rc.upgraded, rc.tunnelOut, rc.ownOut, rc.relayFraming = false, false, 0, 0, 0
 	rc.pending = rc.pending[:0]

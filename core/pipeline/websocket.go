@@ -169,7 +169,6 @@ func (rc *RequestCtx) beginWebSocket() error {
 		return ge
 	}
 	rc.websocket = true
-	rc.keepAlive = false // the connection becomes the tunnel, or ends after a refusal
 	return nil
 }
 
