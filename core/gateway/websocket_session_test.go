@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -217,6 +218,53 @@ source_range = ["10.0.0.0/8"]`)
 			case p := <-smuggled:
 				t.Errorf("the upstream got %s, sent after a refused upgrade", p)
 			default:
+			}
+		})
+	}
+}
+
+// A client that reads slowly, less than the tunnel's buffer per websocket_idle_timeout, still
+// moves bytes: the tunnel is not idle, and stays open while the client keeps reading what
+// an upstream that sends faster sends.
+func TestWebSocketSlowReaderIsNotIdle(t *testing.T) {
+	const idle = time.Second
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			up := floodingWSUpstream(t, func(c *net.TCPConn) { flood(c) })
+			// Small buffers on the way to the client, so that the client's reads are what
+			// frees room for the tunnel's writes.
+			addr := runGateway(t, "test.toml", gatewayTOML(engine, "PathPrefix(`/`)", "send_buffer_bytes = 4096",
+				fmt.Sprintf("servers = [{ url = \"http://%s\" }]\nwebsocket_idle_timeout = %q", up, idle))).Addr("web")
+			d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+				var serr error
+				err := rc.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+				if err != nil {
+					return err
+				}
+				return serr
+			}}
+			nc, err := d.Dial("tcp", addr)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = nc.Close() })
+			c := nc.(*net.TCPConn)
+			send(t, c, "GET /socket HTTP/1.1\r\nHost: gw\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"+
+				"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+			r := bufio.NewReader(c)
+			resp, err := http.ReadResponse(r, nil)
+			require.NoError(t, err)
+			require.Equal(t, 101, resp.StatusCode)
+			// 1 KiB every 100 ms: 10 KiB/s, under the 16 KiB a tunnel's write holds.
+			tick := time.NewTicker(idle / 10)
+			defer tick.Stop()
+			buf := make([]byte, 1<<10)
+			end := time.Now().Add(4 * idle)
+			got := 0
+			for time.Now().Before(end) {
+				<-tick.C
+				require.NoError(t, c.SetReadDeadline(time.Now().Add(idle)))
+				n, err := io.ReadFull(r, buf)
+				got += n
+				require.NoError(t, err, "the tunnel of a client reading slowly was closed after %d bytes", got)
 			}
 		})
 	}

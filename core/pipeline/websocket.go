@@ -401,12 +401,22 @@ func (t *tunnel) answerInternalError() {
 	ReleaseBuf(bp)
 }
 
-// write writes p to c within the idle timeout, re-armed while the other direction moves bytes.
-// Callers touch the tunnel just before, so the first deadline is the idle timeout from now.
+// writeWakes is how many times per idle timeout a write that its peer holds up wakes to note
+// the bytes it moved meanwhile (a peer that reads slowly takes a buffer in parts): the other
+// direction's idle check then never finds a tunnel idle while a write still moves bytes.
+const writeWakes = 4
+
+// write writes p to c within the idle timeout, re-armed while bytes move: the other
+// direction's, or those of p that c took. Callers touch the tunnel just before, so the first
+// deadline is the idle timeout from now at the latest.
 func (t *tunnel) write(c net.Conn, p []byte) (int, error) {
 	done := 0
 	for done < len(p) {
-		_ = c.SetWriteDeadline(t.idleDeadline())
+		deadline := t.idleDeadline()
+		if wake := time.Now().Add(t.idle / writeWakes); wake.Before(deadline) {
+			deadline = wake
+		}
+		_ = c.SetWriteDeadline(deadline)
 		if !t.wrote.Load() {
 			t.wrote.Store(true)
 		}
@@ -414,6 +424,10 @@ func (t *tunnel) write(c net.Conn, p []byte) (int, error) {
 		done += n
 		if err == nil {
 			break
+		}
+		if n > 0 {
+			// Bytes moved before the deadline (a peer that reads slowly): not idle.
+			t.touch()
 		}
 		if !errors.Is(err, os.ErrDeadlineExceeded) || !t.stillActive() {
 			return done, err
