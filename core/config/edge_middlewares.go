@@ -433,7 +433,7 @@ func (c *Config) validateCompressOptions(e *errs, name string, m *Middleware) {
 		at := c.ValuePos("middlewares", name, "encodings", strconv.Itoa(i))
 		switch {
 		case !oneOf(enc, []string{EncodingZstd, EncodingBr, EncodingGzip}):
-			e.add(at, "middlewares.%s.encodings[%d] %q: want \"zstd\", \"br\" or \"gzip\"", name, i, enc)
+			e.add(at, "middlewares.%s.encodings[%d] %q: want \"zstd\", \"br\" or \"gzip\"%s", name, i, enc, meant(enc, []string{EncodingZstd, EncodingBr, EncodingGzip}))
 		case seen[enc]:
 			e.add(at, "middlewares.%s.encodings: %q is listed twice", name, enc)
 		}

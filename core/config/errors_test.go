@@ -291,6 +291,17 @@ func TestLoadErrorPositions(t *testing.T) {
 			},
 		},
 		{
+			name: "values with their words joined or split otherwise, or in another letter case",
+			data: withMinimal(`[services.t.load_balancer]`, `servers = [{ url = "http://127.0.0.1:8001" }]`, `strategy = "RoundRobin"`,
+				`[middlewares.rl]`, `type = "rate-limit"`, `rate = 5`, `key = "Client-IP"`,
+				`[middlewares.gz]`, `type = "compress"`, `encodings = ["GZIP"]`),
+			want: []string{
+				`t.toml:9:12: services.t.load_balancer.strategy "RoundRobin": want one of "round-robin", "weighted", "least-connections", "random" (did you mean "round-robin"?)`,
+				`t.toml:13:7: middlewares.rl.key "Client-IP": want "client_ip", "api_key", "jwt_subject" or "header:<Name>" (a header field name, e.g. "header:X-Tenant") (did you mean "client_ip"?)`,
+				`t.toml:16:14: middlewares.gz.encodings[0] "GZIP": want "zstd", "br" or "gzip" (did you mean "gzip"?)`,
+			},
+		},
+		{
 			name: "unset environment variable",
 			data: withMinimal(`[entrypoints.api]`, `address = "127.0.0.1:${SLUICE_TEST_UNSET_PORT}"`),
 			want: []string{`t.toml:8:11: entrypoints.api.address: environment variable SLUICE_TEST_UNSET_PORT is not set (referenced as ${SLUICE_TEST_UNSET_PORT})`},

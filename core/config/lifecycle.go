@@ -468,7 +468,7 @@ func (c *Config) validateScaling(e *errs, name string, s *Service) {
 			e.add(c.Pos(sp...), "services.%s.scaling.executor is required (\"exec\" or \"kube\")", name)
 		}
 	default:
-		e.add(at("executor"), "services.%s.scaling.executor %q: want \"exec\" or \"kube\"", name, sc.Executor)
+		e.add(at("executor"), "services.%s.scaling.executor %q: want \"exec\" or \"kube\"%s", name, sc.Executor, meant(sc.Executor, []string{ExecutorExec, ExecutorKube}))
 	}
 }
 

@@ -302,7 +302,7 @@ func (c *Config) validateRateLimitOptions(e *errs, name string, m *Middleware) {
 	case isHeader && h != "" && len(h) <= maxAPIKeyHeaderNameLen && strings.IndexFunc(h, notTokenChar) < 0:
 		rl.Header = h
 	default:
-		e.add(c.ValuePos(o.path("key")...), "middlewares.%s.key %q: want %q, %q, %q or \"header:<Name>\" (a header field name, e.g. \"header:X-Tenant\")", name, c.shown(rl.Key, o.path("key")...), RateLimitKeyClientIP, RateLimitKeyAPIKey, RateLimitKeyJWTSubject)
+		e.add(c.ValuePos(o.path("key")...), "middlewares.%s.key %q: want %q, %q, %q or \"header:<Name>\" (a header field name, e.g. \"header:X-Tenant\")%s", name, c.shown(rl.Key, o.path("key")...), RateLimitKeyClientIP, RateLimitKeyAPIKey, RateLimitKeyJWTSubject, meant(rl.Key, []string{RateLimitKeyClientIP, RateLimitKeyAPIKey, RateLimitKeyJWTSubject}))
 		rl.Key = DefaultRateLimitKey
 	}
 	m.RateLimit = rl

@@ -250,7 +250,7 @@ func (c *Config) validateScheduling(e *errs, name string, s *Scheduling, lookup 
 	case PhaseDecode:
 		c.validateDistributed(e, name, s, lookup)
 	default:
-		e.add(at("phase"), "models.%s.scheduling.phase %q: want %q or %q", name, s.Phase, PhaseAggregated, PhaseDecode)
+		e.add(at("phase"), "models.%s.scheduling.phase %q: want %q or %q%s", name, s.Phase, PhaseAggregated, PhaseDecode, meant(s.Phase, []string{PhaseAggregated, PhaseDecode}))
 	}
 	if s.MaxConcurrentRequests < 0 || s.MaxConcurrentRequests > MaxMaxConcurrent {
 		e.add(at("max_concurrent_requests"), "models.%s.scheduling.max_concurrent_requests %d: want 0 (no bound) to %d", name, s.MaxConcurrentRequests, MaxMaxConcurrent)

@@ -576,19 +576,30 @@ func (c *Config) validate(e *errs, lookup func(string) (string, bool)) {
 // wantOneOf says which values a key takes, and the closest one to s when s looks like a
 // misspelling of it: `want one of "a", "b" (did you mean "a"?)`.
 func wantOneOf(s string, names []string) string {
-	msg := "want one of " + quoteAll(names)
+	return "want one of " + quoteAll(names) + meant(s, names)
+}
+
+// meant is the " (did you mean "x"?)" that follows a refused value s when it looks like x of
+// names (nearestValue), or "".
+func meant(s string, names []string) string {
 	if m := nearestValue(s, names); m != "" {
-		msg += " (did you mean " + strconv.Quote(m) + "?)"
+		return " (did you mean " + strconv.Quote(m) + "?)"
 	}
-	return msg
+	return ""
 }
 
 // nearestValue returns the name of names that s most likely means: one s spells in other
-// letter case ("JSON" for "json"), a misspelling of one (nearestName), or one that s is a
-// longer form of ("warning" for "warn", "roundrobin" is a misspelling); or "".
+// letter case ("JSON" for "json") or with its words joined or split otherwise ("RoundRobin",
+// "client-ip"), a misspelling of one (nearestName), or one that s is a longer form of
+// ("warning" for "warn"); or "".
 func nearestValue(s string, names []string) string {
 	for _, n := range names {
 		if strings.EqualFold(s, n) {
+			return n
+		}
+	}
+	for _, n := range names {
+		if strings.EqualFold(withoutWordBreaks(s), withoutWordBreaks(n)) {
 			return n
 		}
 	}
@@ -601,6 +612,17 @@ func nearestValue(s string, names []string) string {
 		}
 	}
 	return ""
+}
+
+// withoutWordBreaks returns s without the characters that join or split its words ('-', '_',
+// '.', ' ').
+func withoutWordBreaks(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '-' || r == '_' || r == '.' || r == ' ' {
+			return -1
+		}
+		return r
+	}, s)
 }
 
 func didYouMean(s string, names []string) string {
@@ -656,6 +678,6 @@ func (c *Config) validateTLS(e *errs, name string, t *TLS) {
 		}
 	}
 	if t.MinVersion != TLSVersion12 && t.MinVersion != TLSVersion13 {
-		e.add(c.ValuePos(append(path, "min_version")...), "entrypoints.%s.tls.min_version %q: want \"1.2\" or \"1.3\"", name, c.shown(t.MinVersion, append(path, "min_version")...))
+		e.add(c.ValuePos(append(path, "min_version")...), "entrypoints.%s.tls.min_version %q: want \"1.2\" or \"1.3\"%s", name, c.shown(t.MinVersion, append(path, "min_version")...), meant(t.MinVersion, []string{TLSVersion12, TLSVersion13}))
 	}
 }
