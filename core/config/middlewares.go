@@ -117,11 +117,12 @@ type JWTOptions struct {
 	// Claim names the claim that maps a token to a [consumers.<name>] (claim). Default "sub".
 	Claim string
 	// JWKSFile is a JSON Web Key Set file (jwks_file) whose keys, chosen by a token's kid,
-	// verify RS*, PS*, ES* and EdDSA tokens; re-read every JWKSRefresh.
+	// verify RS*, PS*, ES* and EdDSA tokens; re-read by the first token verified once the
+	// set is JWKSRefresh old.
 	JWKSFile string
 	// JWKSURL is the URL of an identity provider's JSON Web Key Set (jwks_url), fetched when
-	// the configuration is compiled and cached, refreshed every JWKSRefresh and when a token
-	// names an unknown kid.
+	// the configuration is compiled and cached, refreshed in the background by the first token
+	// verified once the set is JWKSRefresh old, and when a token names an unknown kid.
 	JWKSURL string
 	// JWKSRefresh is how long a fetched key set is used before it is fetched again
 	// (jwks_refresh). Default 5m.
