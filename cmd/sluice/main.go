@@ -123,14 +123,23 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 // nearestTopFlag returns " (did you mean --version?)" for a flag within two edits of one sluice
-// takes before a command (--verison, -hepl), spelt with the dashes typed, or "".
+// takes before a command (--verison, -hepl), spelt with the dashes typed; the command to write
+// for --config, which goes after serve or validate (sluice --config x.toml, its command left
+// out), or a near miss of it; or "".
 func nearestTopFlag(flag string) string {
-	name := strings.TrimLeft(flag, "-")
-	name, _, _ = strings.Cut(name, "=")
-	if best := suggest.Nearest(name, "version", "help"); best != "" {
-		return " (did you mean " + flag[:len(flag)-len(strings.TrimLeft(flag, "-"))] + best + "?)"
+	dashes := flag[:len(flag)-len(strings.TrimLeft(flag, "-"))]
+	name, _, _ := strings.Cut(flag[len(dashes):], "=")
+	if strings.EqualFold(name, "config") {
+		return " (a flag of serve and validate: sluice serve " + dashes + "config PATH)"
 	}
-	return ""
+	switch best := suggest.Nearest(name, "version", "help", "config"); best {
+	case "":
+		return ""
+	case "config":
+		return " (did you mean sluice serve " + dashes + "config?)"
+	default:
+		return " (did you mean " + dashes + best + "?)"
+	}
 }
 
 // nearestCommand returns " (did you mean NAME?)" for the command within two edits of name

@@ -204,6 +204,9 @@ func TestUnknownFlagOrCommandSuggestsTheNearestOne(t *testing.T) {
 		{[]string{"--verison"}, `sluice: unknown flag "--verison" (did you mean --version?)`},
 		{[]string{"-hlep"}, `sluice: unknown flag "-hlep" (did you mean -help?)`},
 		{[]string{"--frob"}, `sluice: unknown flag "--frob"`},
+		{[]string{"--config", "x.toml"}, `sluice: unknown flag "--config" (a flag of serve and validate: sluice serve --config PATH)`},
+		{[]string{"-config=x.toml"}, `sluice: unknown flag "-config=x.toml" (a flag of serve and validate: sluice serve -config PATH)`},
+		{[]string{"--confg", "x.toml"}, `sluice: unknown flag "--confg" (did you mean sluice serve --config?)`},
 	} {
 		var out, errb bytes.Buffer
 		require.Equal(t, 2, run(c.args, &out, &errb), "%v", c.args)
