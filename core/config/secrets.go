@@ -170,12 +170,14 @@ func redactURL(s string) string {
 }
 
 // tokenCutByDelimiter reports whether s, a URL that parsed without user information, holds
-// an '@' before any '/' of its path: user information whose unencoded '#' or '?' made the
-// parser read its start as the host and the rest as a fragment or query
-// (https://tok#en@host).
+// an '@' after a '#' or '?' that ends its authority: user information whose unencoded '#' or
+// '?' made the parser read its start as the host and the rest, '/' included, as a fragment
+// or query (https://tok#en@host, https://tok#e/n@host). An authority ended by '/' is
+// followed by a path, whose '@' is the path's.
 func tokenCutByDelimiter(s string) bool {
-	i, at, ok := userinfoSpan(s)
-	return ok && !strings.ContainsRune(s[i:at], '/')
+	i := strings.Index(s, "://") + len("://")
+	j := strings.IndexAny(s[i:], "/?#")
+	return j >= 0 && s[i+j] != '/' && strings.IndexByte(s[i+j:], '@') >= 0
 }
 
 // redactUserinfo returns s, text with "://" that does not parse as a URL (a host with a

@@ -238,12 +238,16 @@ service = "s"
 
 // A token written as a URL's user name with an unencoded '#' or '?' makes a URL that parses
 // (the token's start as the host, the rest as a fragment or query): the text up to the '@'
-// is masked all the same, while an '@' after a path's '/' is the path's.
+// is masked all the same, a '/' after the delimiter being the token's too, while an '@' after
+// a path's '/' is the path's.
 func TestRedactURLMasksATokenCutByADelimiter(t *testing.T) {
 	for in, want := range map[string]string{
 		"https://LEAK#pw@idp.example/jwks":    "https://<redacted>@idp.example/jwks",
 		"https://LEAK?pw@idp.example/jwks":    "https://<redacted>@idp.example/jwks",
 		"https://LEAK#a?b@idp.example:8443/x": "https://<redacted>@idp.example:8443/x",
+		"https://LEAK#pw/x@idp.example/jwks":  "https://<redacted>@idp.example/jwks",
+		"https://LEAK?a/b@idp.example":        "https://<redacted>@idp.example",
+		"https://user:8443?p/w@idp.example/x": "https://<redacted>@idp.example/x",
 		"https://h.example/users/@me":         "https://h.example/users/@me",
 		"https://h.example/a?b=c#d@e":         "https://h.example/a?b=c#d@e",
 		"https://h.example#top":               "https://h.example#top",
