@@ -86,3 +86,63 @@ address = ""
 		})
 	}
 }
+
+// An api-key middleware whose header is itself spelt with '_' (X_My_Key) reads the key from
+// that spelling alone: with forward_credentials the key it checked goes upstream, while the
+// field spelt with '-' (X-My-Key), which CGI-style upstreams read as the same variable but
+// the gateway did not check, does not.
+func TestAuthenticatedRouteForwardsOnlyTheSpellingItChecked(t *testing.T) {
+	heads := make(chan string, 16)
+	up := serveUpstream(t, func(c net.Conn, _ *bufio.Reader, head string, _ []byte) bool {
+		heads <- head
+		_, err := io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+		return err == nil
+	})
+	sum := sha256.Sum256([]byte("sk-team-a"))
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			g := runGateway(t, "creds.toml", fmt.Sprintf(`
+[entrypoints.web]
+address = "127.0.0.1:0"
+engine = %s
+[services.up.load_balancer]
+servers = [{ url = "http://%s" }]
+[routers.own]
+rule = "PathPrefix(`+"`/own`"+`)"
+service = "up"
+middlewares = ["own-key"]
+[routers.own-fwd]
+rule = "PathPrefix(`+"`/fwd/own`"+`)"
+service = "up"
+middlewares = ["own-key"]
+forward_credentials = true
+[middlewares.own-key]
+type = "api-key"
+header = "X_My_Key"
+[consumers.team-a]
+api_key_sha256 = ["%s"]
+[admin]
+address = ""
+`, engineTOML(engine), up.addr(), hex.EncodeToString(sum[:])))
+			for _, tc := range []struct {
+				path, fields, forwarded string
+			}{
+				{"/own", "X_My_Key: sk-team-a\r\nX-My-Key: sk-forged\r\n", ""},
+				{"/fwd/own", "X_My_Key: sk-team-a\r\nX-My-Key: sk-forged\r\n", "X_My_Key: sk-team-a\r\n"},
+				{"/fwd/own", "x_my_key: sk-team-a\r\nX-MY_KEY: sk-forged\r\n", "x_my_key: sk-team-a\r\n"},
+			} {
+				c := dial(t, g.Addr("web"))
+				send(t, c, "GET "+tc.path+" HTTP/1.1\r\nHost: gw\r\n"+tc.fields+"Connection: close\r\n\r\n")
+				require.Equal(t, 200, readResponse(t, bufio.NewReader(c), false).status, tc.fields)
+				c.Close()
+				head := <-heads
+				require.NotContains(t, head, "sk-forged", "%s: the upstream got\n%s", tc.fields, head)
+				if tc.forwarded == "" {
+					require.NotContains(t, head, "sk-team-a", tc.fields)
+				} else {
+					require.Contains(t, head, "\r\n"+tc.forwarded, "forward_credentials: the upstream got\n%s", head)
+				}
+			}
+		})
+	}
+}

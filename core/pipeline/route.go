@@ -42,8 +42,9 @@ type Route struct {
 	Chain *Chain
 	// Authenticates is set when the route authenticates callers itself (an api-key or jwt
 	// middleware): the credential fields (Authorization, X-Api-Key, CredentialHeader) spelt
-	// with '_' for '-' (X_Api_Key), which CGI-style upstreams read as the field itself but the
-	// gateway did not check, are removed before the request goes upstream.
+	// other than as the gateway reads them, '_' for '-' or the reverse (X_Api_Key), which
+	// CGI-style upstreams read as the field itself but the gateway did not check, are removed
+	// before the request goes upstream.
 	Authenticates bool
 	// StripAuthorization removes the credential fields in every spelling: set when the route
 	// authenticates callers and forward_credentials is false.

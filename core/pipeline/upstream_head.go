@@ -80,16 +80,24 @@ func (h *CopyHead) AppendFor(dst []byte, svc *Service, b *Backend) []byte {
 }
 
 // dropsCredential reports whether field k, of a request to a route that authenticates its
-// callers, carries a credential that must not go upstream: a credential field when the route
-// keeps credentials at the gateway, and in any case one spelt with '_' for '-' (X_Api_Key),
-// which CGI-style upstreams (PHP, WSGI, Rack) read as the field itself although the gateway
-// did not check it.
+// callers, carries a credential that must not go upstream: a credential field (Authorization,
+// X-Api-Key, CredentialHeader, the last taking precedence) when the route keeps credentials
+// at the gateway, and in any case one spelt other than as the gateway reads it, '_' for '-'
+// or the reverse (X_Api_Key), which CGI-style upstreams (PHP, WSGI, Rack) read as the field
+// itself although the gateway did not check it.
 func (rt *Route) dropsCredential(k []byte) bool {
-	if !sameVariable(k, hdrAuthorization) && !sameVariable(k, hdrXAPIKey) &&
-		(len(rt.CredentialHeader) == 0 || !sameVariable(k, rt.CredentialHeader)) {
-		return false
+	f := rt.CredentialHeader
+	if len(f) == 0 || !sameVariable(k, f) {
+		switch {
+		case sameVariable(k, hdrAuthorization):
+			f = hdrAuthorization
+		case sameVariable(k, hdrXAPIKey):
+			f = hdrXAPIKey
+		default:
+			return false
+		}
 	}
-	return rt.StripAuthorization || bytes.IndexByte(k, '_') >= 0
+	return rt.StripAuthorization || !bytes.EqualFold(k, f)
 }
 
 // appendHeadFor appends the head of rc's request with host as its Host value and a body of
