@@ -8,10 +8,10 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"runtime"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -154,9 +154,8 @@ func (j *jwks) fetch() (*keySet, error) {
 	j.fetches.Add(1)
 	var data []byte
 	var err error
-	src := j.file
+	src := j.source()
 	if j.url != "" {
-		src = j.url
 		data, err = j.get()
 	} else {
 		data, err = os.ReadFile(j.file)
@@ -203,19 +202,24 @@ func (j *jwks) get() ([]byte, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), jwksFetchTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, j.url, nil)
-	if err != nil {
-		return nil, err
+	if err == nil {
+		req.Header.Set("Accept", "application/jwk-set+json, application/json")
+		var resp *http.Response
+		if resp, err = j.client.Do(req); err == nil {
+			defer resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return nil, fmt.Errorf("fetching the JWK Set %s: status %d", j.source(), resp.StatusCode)
+			}
+			return io.ReadAll(io.LimitReader(resp.Body, maxJWKSBytes))
+		}
 	}
-	req.Header.Set("Accept", "application/jwk-set+json, application/json")
-	resp, err := j.client.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("fetching the JWK Set: %v", err)
+	// The URL's parser and the client name the URL in their errors, the client with its
+	// password alone masked: the set is named by source, and the error is the cause they
+	// wrapped.
+	if ue := (*url.Error)(nil); errors.As(err, &ue) {
+		err = ue.Err
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("fetching the JWK Set %s: status %d", j.url, resp.StatusCode)
-	}
-	return io.ReadAll(io.LimitReader(resp.Body, maxJWKSBytes))
+	return nil, fmt.Errorf("fetching the JWK Set %s: %v", j.source(), err)
 }
 
 // keyFor returns the key that verifies t: the set's key of t's kid, whose algorithms must
@@ -266,15 +270,12 @@ func (j *jwks) refreshAsync(now time.Time, spacing time.Duration) {
 		old.fetched = time.Now()
 		j.set.Store(&old)
 		j.failing = true
-		msg := err.Error()
-		if j.url != "" {
-			msg = strings.ReplaceAll(msg, j.url, j.source())
-		}
-		j.log.Warn("jwks refresh failed; the keys in hand stay", "jwks", j.source(), "error", msg, "retry_in", j.retryIn(spacing))
+		j.log.Warn("jwks refresh failed; the keys in hand stay", "jwks", j.source(), "error", err.Error(), "retry_in", j.retryIn(spacing))
 	}()
 }
 
-// source names the set in logs: its file, or its URL with any credentials in it masked.
+// source names the set in errors and logs: its file, or its URL with any credentials in it
+// masked (config.RedactURL).
 func (j *jwks) source() string {
 	if j.url != "" {
 		return config.RedactURL(j.url)

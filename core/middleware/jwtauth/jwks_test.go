@@ -222,3 +222,53 @@ func TestJWKSRefreshFailureIsLogged(t *testing.T) {
 	default:
 	}
 }
+
+// A refresh that cannot reach the JWK Set's server logs the client's error, whose URL the HTTP
+// client rewrites (the password as ***): the user information and secret query parameters
+// are masked there too.
+func TestJWKSRefreshFailureLogMasksTheURLOfAnUnreachableServer(t *testing.T) {
+	k1, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	k2, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	published := jwkSet(t, map[string]any{"k1": &k1.PublicKey})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/jwk-set+json")
+		_, _ = w.Write(published)
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+
+	up := mwtest.NewUpstream(t, mwtest.Status(200))
+	type set struct {
+		url   string
+		h     *mwtest.Harness
+		lines logLines
+	}
+	var sets []set
+	for _, url := range []string{
+		"http://LEAKuser:LEAKpw@" + ln.Addr().String() + "/jwks?api_key=LEAKkey",
+		"http://LEAKtoken@" + ln.Addr().String() + "/jwks?api_key=LEAKkey",
+	} {
+		s := newStage(t, config.JWTOptions{JWKSURL: url, JWKSRefresh: time.Hour, Leeway: time.Second, Claim: "sub"}, nil)
+		lines := make(logLines, 8)
+		s.jwks.log = slog.New(lines)
+		s.now = func() time.Time { return now }
+		sets = append(sets, set{url, mwtest.New(t, []any{s}, up.Addr()), lines})
+	}
+	require.NoError(t, srv.Close(), "the server goes away: a refresh cannot connect")
+	tok2 := "Bearer " + signKID(t, jwt.SigningMethodES256, k2, "k2")
+	for _, s := range sets {
+		require.Equal(t, 401, do(t, s.h, up, "/v1/x", tok2).status, "an unknown kid starts a refresh")
+		select {
+		case failed := <-s.lines:
+			require.Contains(t, failed, "WARN jwks refresh failed; the keys in hand stay")
+			require.Contains(t, failed, "connection refused")
+			require.NotContains(t, failed, "LEAK", s.url)
+		case <-time.After(10 * time.Second):
+			t.Fatal("no log line")
+		}
+	}
+}
