@@ -210,21 +210,48 @@ func (p *parser) unquoted(spec *matcherSpec, open int, err *SyntaxError) *Syntax
 	}
 	msg := spec.name + "'s arguments go in backquotes"
 	text, _, closed := strings.Cut(src[open+1:], ")")
-	if closed && !strings.ContainsAny(text, "`\"(") {
-		parts := strings.Split(text, ",")
+	if parts, ok := bareArgs(text); closed && ok && !strings.ContainsAny(text, "`\"(") {
 		for i, a := range parts {
-			a = strings.TrimSpace(a)
-			if len(a) >= 2 && a[0] == '\'' && a[len(a)-1] == '\'' {
-				a = a[1 : len(a)-1]
-			}
-			if a == "" {
-				return &SyntaxError{Offset: at, Msg: msg + ", as in " + spec.name + "(`…`)"}
-			}
 			parts[i] = "`" + a + "`"
 		}
 		return &SyntaxError{Offset: at, Msg: msg + ": write " + spec.name + "(" + strings.Join(parts, ", ") + ")"}
 	}
 	return &SyntaxError{Offset: at, Msg: msg + ", as in " + spec.name + "(`…`)"}
+}
+
+// bareArgs splits text, the arguments of a call written without backquotes, at its commas,
+// an argument that starts with a single quote running to the next one ('a,b' is one
+// argument), and returns them trimmed of spaces and of those quotes; ok is false when one is
+// empty, or a quote that opens one is not closed just before a comma or the end.
+func bareArgs(text string) (args []string, ok bool) {
+	for rest := text; ; {
+		rest = strings.TrimLeft(rest, " \t")
+		var a string
+		if strings.HasPrefix(rest, "'") {
+			end := strings.IndexByte(rest[1:], '\'')
+			if end < 0 {
+				return nil, false
+			}
+			a, rest = rest[1:1+end], strings.TrimLeft(rest[2+end:], " \t")
+			if rest != "" && rest[0] != ',' {
+				return nil, false
+			}
+		} else {
+			i := strings.IndexByte(rest, ',')
+			if i < 0 {
+				i = len(rest)
+			}
+			a, rest = strings.TrimSpace(rest[:i]), rest[i:]
+		}
+		if a == "" {
+			return nil, false
+		}
+		args = append(args, a)
+		if rest == "" {
+			return args, true
+		}
+		rest = rest[1:] // the comma
+	}
 }
 
 // compileMatcher validates the arguments of one matcher call and

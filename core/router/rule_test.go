@@ -211,6 +211,11 @@ func TestParseSaysArgumentsGoInBackquotes(t *testing.T) {
 		{"Method(`POST`, GET)", 15, "Method's arguments go in backquotes, as in Method(`…`)"},
 		{"PathRegexp(^/v1/(a|b)$)", 11, "PathRegexp's arguments go in backquotes, as in PathRegexp(`…`)"},
 		{"Method(POST", 7, "Method's arguments go in backquotes, as in Method(`…`)"},
+		{"Header('X-A', 'a,b')", 7, "Header's arguments go in backquotes: write Header(`X-A`, `a,b`)"},
+		{"Header(X-A, 'a, b' )", 7, "Header's arguments go in backquotes: write Header(`X-A`, `a, b`)"},
+		{"Header('X-A, a)", 7, "Header's arguments go in backquotes, as in Header(`…`)"},
+		{"Header(X-A, it's)", 7, "Header's arguments go in backquotes: write Header(`X-A`, `it's`)"},
+		{"Header('X-A' b, c)", 7, "Header's arguments go in backquotes, as in Header(`…`)"},
 		// Not an argument written bare: the parser's own words.
 		{"Method()", 7, "expected a `string` argument to Method, found ')'"},
 		{"Method(,)", 7, "expected a `string` argument to Method, found ','"},
