@@ -337,8 +337,10 @@ func (c *Config) validateJWTOptions(e *errs, name string, m *Middleware) {
 	j.JWKSFile = o.str("jwks_file", "")
 	j.JWKSURL = o.str("jwks_url", "")
 	j.JWKSRefresh = o.duration("jwks_refresh", DefaultJWKSRefresh, MinJWKSRefresh, MaxJWKSRefresh)
-	if u := j.JWKSURL; u != "" && !strings.HasPrefix(u, "https://") && !strings.HasPrefix(u, "http://") {
-		e.add(c.ValuePos(o.path("jwks_url")...), "middlewares.%s.jwks_url %q: want an https:// URL", name, c.shownURL(u, o.path("jwks_url")...))
+	// A scheme is case-insensitive (RFC 3986 §3.1); http:// serves an identity provider on a
+	// network the gateway trusts (docs/config.md).
+	if u := strings.ToLower(j.JWKSURL); u != "" && !strings.HasPrefix(u, "https://") && !strings.HasPrefix(u, "http://") {
+		e.add(c.ValuePos(o.path("jwks_url")...), "middlewares.%s.jwks_url %q: want an https:// URL (or http:// to a provider on a trusted network)", name, c.shownURL(j.JWKSURL, o.path("jwks_url")...))
 	}
 	if v, ok := o.value("forward_claims"); ok {
 		t, isTable := v.(map[string]any)

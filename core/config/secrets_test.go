@@ -155,7 +155,7 @@ servers = [{ url = "http://127.0.0.1:1" }]
 		t.Errorf("an error shows a credential:\n%s", msg)
 	}
 	for _, want := range []string{
-		`j.toml:12:12: middlewares.sso.jwks_url "ftp://<redacted>@idp.example/jwks?access_token=<redacted>": want an https:// URL`,
+		`j.toml:12:12: middlewares.sso.jwks_url "ftp://<redacted>@idp.example/jwks?access_token=<redacted>": want an https:// URL (or http:// to a provider on a trusted network)`,
 		`t.toml:10:20: services.s.load_balancer.servers[0].url "http://<redacted>@127.0.0.1:1": URL must not carry user info`,
 		`services.s.load_balancer.servers[1].url "http://<redacted>@{host}:1": `,
 		`services.rev.revisions[0].servers[0].url "ftp://<redacted>@127.0.0.1:1": URL scheme must be http or https`,
@@ -253,5 +253,29 @@ func TestRedactURLMasksATokenCutByADelimiter(t *testing.T) {
 		"https://h.example#top":               "https://h.example#top",
 	} {
 		require.Equal(t, want, RedactURL(in), in)
+	}
+}
+
+// A JWK Set URL's scheme is read in any letter case (RFC 3986 §3.1), as the HTTP client that
+// fetches it reads it.
+func TestJWKSURLSchemeInAnyCase(t *testing.T) {
+	for _, u := range []string{"HTTPS://idp.example/jwks", "Http://idp.internal/jwks", "https://idp.example/jwks"} {
+		_, err := LoadBytes("t.toml", []byte(`
+[entrypoints.web]
+address = "127.0.0.1:0"
+
+[routers.r]
+rule = "PathPrefix(`+"`/`"+`)"
+service = "s"
+middlewares = ["sso"]
+
+[services.s.load_balancer]
+servers = [{ url = "http://10.0.0.1:8000" }]
+
+[middlewares.sso]
+type = "jwt"
+jwks_url = "`+u+`"
+`))
+		require.NoError(t, err, u)
 	}
 }
