@@ -34,7 +34,7 @@ commands:
                             default: the embedded configs/default.toml)
   validate [--config] PATH  check a config: exit 0 (warnings, if any, on stderr), or 1
                             with one file:line:col: message line per problem
-  version                   print the version (also --version, -v)
+  version                   print the version (also --version, -v, -V)
   help [COMMAND]            print this help, or a command's
 
 Run 'sluice COMMAND --help' for a command's flags.
