@@ -22,20 +22,9 @@ import (
 // decides nothing. The keys keep their positions: only values change. Not parallel: it
 // swaps configs.Default, which every load of the embedded default reads.
 func TestServeOnTheEmbeddedDefaultNamesItWhenItsAddressIsTaken(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
+	ln := moveEmbeddedDefaultOntoAHeldListener(t)
 	def, err := config.LoadDefault()
 	require.NoError(t, err)
-	orig := configs.Default
-	t.Cleanup(func() { configs.Default = orig })
-	moved := orig
-	for _, a := range []struct{ from, to string }{{def.Entrypoints["web"].Address, ln.Addr().String()}, {def.Admin.Address, "127.0.0.1:0"}} {
-		from := []byte(`"` + a.from + `"`)
-		require.True(t, bytes.Contains(moved, from), "the embedded default has no %s", from)
-		moved = bytes.Replace(moved, from, []byte(`"`+a.to+`"`), 1)
-	}
-	configs.Default = moved
 	defer slog.SetDefault(slog.Default()) // serve sets the process's default logger
 
 	var out, errb bytes.Buffer
@@ -50,4 +39,28 @@ func TestServeOnTheEmbeddedDefaultNamesItWhenItsAddressIsTaken(t *testing.T) {
 	require.GreaterOrEqual(t, starting, 0, got)
 	require.Less(t, starting, strings.Index(got, "address already in use"), got)
 	require.Contains(t, got, `config="embedded default"`)
+}
+
+// moveEmbeddedDefaultOntoAHeldListener swaps configs.Default, until the test ends, for the
+// embedded default with its web entrypoint's address moved to a listener the test holds (so
+// that a serve of it fails at once on the taken address, whatever the machine runs on the
+// default's own port) and its admin address to a port of the system's choosing; the keys keep
+// their positions. It returns the held listener, closed when the test ends.
+func moveEmbeddedDefaultOntoAHeldListener(t *testing.T) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ln.Close() })
+	def, err := config.LoadDefault()
+	require.NoError(t, err)
+	orig := configs.Default
+	t.Cleanup(func() { configs.Default = orig })
+	moved := orig
+	for _, a := range []struct{ from, to string }{{def.Entrypoints["web"].Address, ln.Addr().String()}, {def.Admin.Address, "127.0.0.1:0"}} {
+		from := []byte(`"` + a.from + `"`)
+		require.True(t, bytes.Contains(moved, from), "the embedded default has no %s", from)
+		moved = bytes.Replace(moved, from, []byte(`"`+a.to+`"`), 1)
+	}
+	configs.Default = moved
+	return ln
 }

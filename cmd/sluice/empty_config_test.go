@@ -3,14 +3,10 @@ package main
 import (
 	"bytes"
 	"log/slog"
-	"net"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/sluice-gw/sluice/configs"
-	"github.com/sluice-gw/sluice/core/config"
 )
 
 // A config path written out empty, as `--config "$SLUICE_CONFIG"` is with the variable unset,
@@ -21,20 +17,7 @@ import (
 // taken address (exit 1) instead of listening on the default's 127.0.0.1:8080. Not parallel:
 // it swaps configs.Default, which every load of the embedded default reads.
 func TestEmptyConfigPathExits2(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	def, err := config.LoadDefault()
-	require.NoError(t, err)
-	orig := configs.Default
-	t.Cleanup(func() { configs.Default = orig })
-	moved := orig
-	for _, a := range []struct{ from, to string }{{def.Entrypoints["web"].Address, ln.Addr().String()}, {def.Admin.Address, "127.0.0.1:0"}} {
-		from := []byte(`"` + a.from + `"`)
-		require.True(t, bytes.Contains(moved, from), "the embedded default has no %s", from)
-		moved = bytes.Replace(moved, from, []byte(`"`+a.to+`"`), 1)
-	}
-	configs.Default = moved
+	moveEmbeddedDefaultOntoAHeldListener(t)
 	defer slog.SetDefault(slog.Default()) // a serve that starts sets the process's default logger
 
 	const want = `want a TOML file or a directory of *.toml`
