@@ -81,19 +81,14 @@ func TestJWKSURLIsCachedAndFollowsRotation(t *testing.T) {
 	require.NoError(t, err)
 	var mu sync.Mutex
 	published := jwkSet(t, map[string]any{"k1": &k1.PublicKey})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	_, addr := serveJWKS(t, func() []byte {
 		mu.Lock()
 		defer mu.Unlock()
-		w.Header().Set("Content-Type", "application/jwk-set+json")
-		_, _ = w.Write(published)
-	})}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Close() })
+		return published
+	})
 
 	up := mwtest.NewUpstream(t, mwtest.Status(200))
-	s := newStage(t, config.JWTOptions{JWKSURL: "http://" + ln.Addr().String() + "/jwks", JWKSRefresh: time.Hour, Leeway: time.Second, Claim: "sub"}, nil)
+	s := newStage(t, config.JWTOptions{JWKSURL: "http://" + addr + "/jwks", JWKSRefresh: time.Hour, Leeway: time.Second, Claim: "sub"}, nil)
 	h := mwtest.New(t, []any{s}, up.Addr())
 	for range 5 {
 		require.Equal(t, 200, do(t, h, up, "/v1/x", "Bearer "+signKID(t, jwt.SigningMethodES256, k1, "k1")).status)
@@ -160,23 +155,14 @@ func TestJWKSRefreshFailureIsLogged(t *testing.T) {
 	require.NoError(t, err)
 	var mu sync.Mutex
 	published := jwkSet(t, map[string]any{"k1": &k1.PublicKey})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	_, addr := serveJWKS(t, func() []byte {
 		mu.Lock()
 		defer mu.Unlock()
-		if published == nil {
-			http.Error(w, "down", http.StatusInternalServerError)
-			return
-		}
-		w.Header().Set("Content-Type", "application/jwk-set+json")
-		_, _ = w.Write(published)
-	})}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Close() })
+		return published
+	})
 
 	up := mwtest.NewUpstream(t, mwtest.Status(200))
-	url := "http://idp:LEAKpw@" + ln.Addr().String() + "/jwks?api_key=LEAKkey"
+	url := "http://idp:LEAKpw@" + addr + "/jwks?api_key=LEAKkey"
 	s := newStage(t, config.JWTOptions{JWKSURL: url, JWKSRefresh: time.Hour, Leeway: time.Second, Claim: "sub"}, nil)
 	lines := make(logLines, 8)
 	s.jwks.log = slog.New(lines)
@@ -232,14 +218,7 @@ func TestJWKSRefreshFailureLogMasksTheURLOfAnUnreachableServer(t *testing.T) {
 	k2, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	require.NoError(t, err)
 	published := jwkSet(t, map[string]any{"k1": &k1.PublicKey})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/jwk-set+json")
-		_, _ = w.Write(published)
-	})}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Close() })
+	srv, addr := serveJWKS(t, func() []byte { return published })
 
 	up := mwtest.NewUpstream(t, mwtest.Status(200))
 	type set struct {
@@ -249,8 +228,8 @@ func TestJWKSRefreshFailureLogMasksTheURLOfAnUnreachableServer(t *testing.T) {
 	}
 	var sets []set
 	for _, url := range []string{
-		"http://LEAKuser:LEAKpw@" + ln.Addr().String() + "/jwks?api_key=LEAKkey",
-		"http://LEAKtoken@" + ln.Addr().String() + "/jwks?api_key=LEAKkey",
+		"http://LEAKuser:LEAKpw@" + addr + "/jwks?api_key=LEAKkey",
+		"http://LEAKtoken@" + addr + "/jwks?api_key=LEAKkey",
 	} {
 		s := newStage(t, config.JWTOptions{JWKSURL: url, JWKSRefresh: time.Hour, Leeway: time.Second, Claim: "sub"}, nil)
 		lines := make(logLines, 8)
@@ -286,4 +265,24 @@ func waitStatus(t *testing.T, h *mwtest.Harness, up *mwtest.Upstream, auth strin
 		require.True(t, time.Now().Before(deadline), "status %d, want %d within 10 s", got, want)
 		time.Sleep(time.Millisecond) // pacing the tries, not a wait for a result
 	}
+}
+
+// serveJWKS serves the JWK Set published returns, or 500 while it returns nil, on a loopback
+// port until the test ends, and returns the server and its address.
+func serveJWKS(t *testing.T, published func() []byte) (*http.Server, string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		b := published()
+		if b == nil {
+			http.Error(w, "down", http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/jwk-set+json")
+		_, _ = w.Write(b)
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return srv, ln.Addr().String()
 }
