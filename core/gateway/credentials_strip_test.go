@@ -5,8 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"io"
-	"net"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -18,12 +16,7 @@ import (
 // of its choosing beside the one the gateway checked. With forward_credentials the key the
 // gateway checked goes upstream, and still none spelt with '_'.
 func TestAuthenticatedRouteSendsNoCredentialFieldInAnySpelling(t *testing.T) {
-	heads := make(chan string, 16)
-	up := serveUpstream(t, func(c net.Conn, _ *bufio.Reader, head string, _ []byte) bool {
-		heads <- head
-		_, err := io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
-		return err == nil
-	})
+	up, heads := recordHeads(t)
 	sum := sha256.Sum256([]byte("sk-team-a"))
 	for _, engine := range engines {
 		t.Run(engine, func(t *testing.T) {
@@ -92,12 +85,7 @@ address = ""
 // field spelt with '-' (X-My-Key), which CGI-style upstreams read as the same variable but
 // the gateway did not check, does not.
 func TestAuthenticatedRouteForwardsOnlyTheSpellingItChecked(t *testing.T) {
-	heads := make(chan string, 16)
-	up := serveUpstream(t, func(c net.Conn, _ *bufio.Reader, head string, _ []byte) bool {
-		heads <- head
-		_, err := io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
-		return err == nil
-	})
+	up, heads := recordHeads(t)
 	sum := sha256.Sum256([]byte("sk-team-a"))
 	for _, engine := range engines {
 		t.Run(engine, func(t *testing.T) {

@@ -2,7 +2,6 @@ package gateway_test
 
 import (
 	"bufio"
-	"net"
 	"strings"
 	"testing"
 
@@ -12,11 +11,7 @@ import (
 // Max-Forwards on TRACE and OPTIONS (RFC 9110 §7.6.2): 0 is answered by the gateway as the
 // final recipient, a larger value is forwarded one less; other methods forward it as received.
 func TestMaxForwardsIsCheckedAndDecremented(t *testing.T) {
-	heads := make(chan string, 8)
-	up := serveUpstream(t, func(c net.Conn, r *bufio.Reader, head string, body []byte) bool {
-		heads <- head
-		return echo(c, r, head, body)
-	})
+	up, heads := recordHeads(t)
 	for _, engine := range engines {
 		t.Run(engine, func(t *testing.T) {
 			_, addr := startGateway(t, engine, up.addr(), "")
